@@ -1,0 +1,21 @@
+"""dyn: continuous-time limits of deep Transformers and ResNets, swept from scenario files.
+
+    dyn.run("scenarios/attention_clusters.toml")     # -> path of the HDF5 file
+    ds = dyn.open("outputs/attention_clusters.h5")   # -> xarray.Dataset
+
+Systems live in subpackages (`dyn.attention`, ...) and are callable directly on arrays.
+Attributes are imported on first use, so `import dyn` (and every spawned worker) stays light.
+"""
+from importlib import import_module
+
+__version__ = "0.1.0"
+__all__ = ["open", "run", "load", "Scenario", "ScenarioError"]
+
+_LAZY = {"open": ".analysis", "run": ".engine", "load": ".scenario", "Scenario": ".scenario",
+         "ScenarioError": ".errors"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'dyn' has no attribute {name!r}")

@@ -1,0 +1,125 @@
+"""The `dyn` command (also `python -m dyn`): run, show, plot, list.
+
+Bad input exits with status 2 and one line `dyn: error: KEY: problem`; an interrupted run exits
+with 130 and resumes when the same command is given again.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import ScenarioError
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dyn", description="Sweeps of token and depth dynamics.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run (or resume) a scenario sweep into one HDF5 file")
+    run.add_argument("scenario", help="scenario TOML file (or the name of a shipped scenario)")
+    run.add_argument("--out", help="output file (default: [output] path, else outputs/NAME.h5)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override TABLE.KEY with a TOML value, e.g. --set sweep.beta=[1.0,2.0]")
+    run.add_argument("--workers", type=int, default=None, help="worker processes (default 1, or all cores with --executor process)")
+    run.add_argument("--executor", choices=("serial", "process"), default=None,
+                     help="serial (in-process) or process (a local pool); default serial")
+    run.add_argument("--plot", action="store_true", help="draw the default plot when done")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    show = sub.add_parser("show", help="print a sweep file's scenario, axes, variables, completion")
+    show.add_argument("path")
+    show.add_argument("--scenario", action="store_true", help="print the resolved scenario TOML")
+
+    plot = sub.add_parser("plot", help="draw a sweep file (PNG)")
+    plot.add_argument("path")
+    plot.add_argument("--out", help="PNG path (default: beside the file)")
+    plot.add_argument("--var", help="variable to draw (default: the scenario's choice)")
+
+    sub.add_parser("list", help="built-in systems and shipped scenarios")
+    return parser
+
+
+def _scenario_path(name: str) -> Path:
+    path = Path(name)
+    if path.exists() or path.suffix == ".toml":
+        return path
+    shipped = SCENARIO_DIR / f"{name}.toml"
+    return shipped if shipped.exists() else path
+
+
+def _cmd_run(args) -> int:
+    from .engine import run
+
+    executor = args.executor or ("process" if args.workers and args.workers > 1 else "serial")
+    if args.workers is not None:
+        workers = args.workers
+    else:
+        workers = _cores() if executor == "process" else 1
+    path = run(_scenario_path(args.scenario), args.out, workers=workers, executor=executor,
+               overrides=args.overrides, progress=False if args.no_progress else None,
+               command=" ".join(["dyn", *sys.argv[1:]]))
+    if args.plot:
+        from .plot import plot
+
+        print(f"plotted {plot(path)}")
+    return 0
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+def _cmd_show(args) -> int:
+    from .analysis import open as open_dataset
+    from .analysis import summary
+
+    if args.scenario:
+        with open_dataset(args.path) as ds:
+            print(ds.attrs["scenario"])
+    else:
+        print(summary(args.path))
+    return 0
+
+
+def _cmd_plot(args) -> int:
+    from .plot import plot
+
+    print(f"plotted {plot(args.path, args.out, args.var)}")
+    return 0
+
+
+def _cmd_list(args) -> int:
+    import tomllib
+
+    from . import systems
+
+    print("systems:")
+    for name in systems.names():
+        print(f"  {name:<20} {systems.get(name).description}")
+    print(f"scenarios ({SCENARIO_DIR}):")
+    for path in sorted(SCENARIO_DIR.glob("*.toml")):
+        head = tomllib.loads(path.read_text()).get("scenario", {})
+        print(f"  {path.stem:<28} {head.get('description', '')}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"run": _cmd_run, "show": _cmd_show, "plot": _cmd_plot, "list": _cmd_list}[args.command]
+    try:
+        return handler(args)
+    except ScenarioError as exc:
+        print(f"dyn: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dyn: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

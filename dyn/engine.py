@@ -1,0 +1,101 @@
+"""Run a scenario: validate, open or create the one output file, compute pending points, write.
+
+    scenario -> sweep points -> executor -> single writer (flush per point) -> resume
+
+`run` is the Python entry point behind `dyn run`.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import store, sweep
+from .errors import ScenarioError
+from .executors import EXECUTORS, iter_results
+from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve
+from .systems.base import DIVERGED, FAILED, STATUS_NAMES
+
+MAX_WORKERS = 1024
+
+
+def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,
+        executor: str = "serial", overrides: dict[str, Any] | list[str] | None = None,
+        progress: bool | None = None, command: str | None = None, log=None) -> Path:
+    """Run (or resume) a sweep and return the output path.
+
+    `scenario` is a path to a TOML file or a `Scenario`; `overrides` is either a list of
+    `--set` strings (`"params.beta=2.0"`) or a dict of dotted keys to Python values.
+    """
+    log = log or sys.stderr
+    scenario = _with_overrides(scenario, overrides)
+    if executor not in EXECUTORS:
+        raise ScenarioError("--executor", f"unknown executor {executor!r} (known: {', '.join(EXECUTORS)})")
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise ScenarioError("--workers", f"must be an integer in 1..{MAX_WORKERS}, got {workers!r}")
+    path = Path(out) if out is not None else scenario.default_output_path()
+    if path.suffix in (".partial", ".lock") or path.is_dir():
+        raise ScenarioError("--out", f"{path} is not a usable output file name")
+
+    lock = store.WriterLock(path)
+    lock.acquire()
+    try:
+        if path.exists():
+            statuses = store.read_status(path, scenario)
+        else:
+            store.create(path, scenario, command or _command_line())
+            statuses = np.zeros(sweep.count(scenario), dtype=np.int8)
+        todo = store.pending(statuses)
+        done = len(statuses) - len(todo)
+        if done:
+            print(f"resuming {path}: {done} of {len(statuses)} points already done", file=log)
+        _compute(scenario, path, todo, executor, workers, progress, log)
+    finally:
+        lock.release()
+    return path
+
+
+def _compute(scenario, path, todo, executor, workers, progress, log) -> None:
+    from tqdm import tqdm
+
+    writer = store.Writer(path, scenario)
+    counts = np.zeros(len(STATUS_NAMES), dtype=int)
+    # progress=None: show the bar on a terminal only (tqdm's own rule).
+    bar = tqdm(total=len(todo), desc=scenario.name, unit="pt",
+               disable=None if progress is None else not progress, file=log)
+    try:
+        for index, result in iter_results(executor, scenario.text, todo, workers):
+            writer.write(index, result)
+            counts[result.status] += 1
+            if result.status in (DIVERGED, FAILED):
+                where = dict(zip(scenario.axes, (v[i] for v, i in zip(
+                    scenario.axes.values(), sweep.grid_index(scenario, index))))) or "the point"
+                bar.write(f"point {index} {where}: {STATUS_NAMES[result.status]}"
+                          + (f": {result.message}" if result.message else ""), file=log)
+            bar.update()
+    finally:
+        bar.close()
+        writer.close()
+    summary = ", ".join(f"{counts[c]} {STATUS_NAMES[c]}" for c in range(1, len(STATUS_NAMES)) if counts[c])
+    print(f"wrote {path} ({summary or 'nothing to do'})", file=log)
+
+
+def _with_overrides(scenario, overrides) -> Scenario:
+    if isinstance(scenario, Scenario):
+        if not overrides:
+            return scenario
+        doc, source = scenario.data, scenario.source
+    else:
+        doc, source = read_file(scenario), str(scenario)
+    if isinstance(overrides, dict):
+        doc = apply_values(doc, overrides)
+    elif overrides:
+        doc = apply_overrides(doc, overrides)
+    return resolve(doc, source)
+
+
+def _command_line() -> str:
+    return " ".join(["dyn", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("dyn") \
+        else " ".join(sys.argv) or "python"

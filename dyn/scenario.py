@@ -1,0 +1,308 @@
+"""Scenario files: TOML in, a validated and fully resolved `Scenario` out.
+
+Tables (see README "Scenario files"):
+  [scenario]   name, system, description
+  [params]     fixed parameters of the system (defaults filled in)
+  [sweep]      axis = [values...] or {start, stop, num[, spacing = "linear" | "log"]};
+               the sweep is the cartesian product of the axes, in file order
+  [ensemble]   runs, seed
+  [integrator] backend, method, horizon, dt | rtol, atol, max_steps
+  [output]     path, saves (number of save intervals on [0, horizon]), plot
+
+The resolved scenario (every default written out, every sweep expanded to an explicit list)
+is what the output file stores, and its hash identifies the computation: resuming is allowed only
+onto a file with the same hash. The output path is not part of the hash.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tomli_w
+
+from . import systems
+from .errors import ScenarioError
+from .schema import Field, check_table
+
+MAX_POINTS = 1_000_000  # a sweep larger than this is almost surely a typo in a range
+MAX_SWEEP_NUM = 100_000
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+TABLES = ("scenario", "params", "sweep", "ensemble", "integrator", "output")
+
+SCENARIO_FIELDS = {
+    "name": Field("str", doc="short identifier, used for the default output file name",
+                  check=lambda s: None if NAME_PATTERN.match(s) else
+                  "must be 1-64 characters of letters, digits, '_', '.', '-'"),
+    "system": Field("str", doc="registered system name (see `dyn list`)"),
+    "description": Field("str", default=""),
+}
+ENSEMBLE_FIELDS = {
+    "runs": Field("int", default=1, lo=1, hi=100_000_000, doc="Monte Carlo runs per point"),
+    "seed": Field("int", default=0, lo=0, hi=2**63 - 1, doc="root seed of every point"),
+}
+INTEGRATOR_FIELDS = {
+    "backend": Field("str", default="numba", choices=("numba", "diffrax")),
+    "method": Field("str", default="rk4"),
+    "horizon": Field("float", default=1.0, lo=0.0, doc="final time T"),
+    "dt": Field("float", default=None, lo=0.0, doc="(largest) step size"),
+    "rtol": Field("float", default=None, lo=0.0),
+    "atol": Field("float", default=None, lo=0.0),
+    "max_steps": Field("int", default=None, lo=1, hi=10**9),
+}
+OUTPUT_FIELDS = {
+    "path": Field("str", default=""),
+    "saves": Field("int", default=100, lo=1, hi=100_000, doc="save intervals on [0, horizon]"),
+    "plot": Field("str", default=""),
+}
+SOLVER_OPTIONS = ("dt", "rtol", "atol", "max_steps")
+SWEEP_RANGE_FIELDS = {
+    "start": Field("float"), "stop": Field("float"),
+    "num": Field("int", lo=1, hi=MAX_SWEEP_NUM),
+    "spacing": Field("str", default="linear", choices=("linear", "log")),
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario. `data` is the resolved TOML document (plain dicts and lists)."""
+
+    data: dict
+    source: str = "<dict>"
+
+    @property
+    def name(self) -> str:
+        return self.data["scenario"]["name"]
+
+    @property
+    def system(self) -> systems.System:
+        return systems.get(self.data["scenario"]["system"])
+
+    @property
+    def params(self) -> dict:
+        return self.data["params"]
+
+    @property
+    def axes(self) -> dict[str, list]:
+        return self.data["sweep"]
+
+    @property
+    def ensemble(self) -> dict:
+        return self.data["ensemble"]
+
+    @property
+    def integrator(self) -> dict:
+        return self.data["integrator"]
+
+    @property
+    def output(self) -> dict:
+        return self.data["output"]
+
+    @property
+    def text(self) -> str:
+        return tomli_w.dumps(self.data)
+
+    @property
+    def hash(self) -> str:
+        """sha256 of the resolved scenario without its output path (where results go is not what they are)."""
+        data = copy.deepcopy(self.data)
+        data["output"].pop("path", None)
+        return hashlib.sha256(tomli_w.dumps(data).encode()).hexdigest()
+
+    def default_output_path(self) -> Path:
+        return Path(self.output.get("path") or f"outputs/{self.name}.h5")
+
+
+def parse_toml(text: str, source: str = "<string>") -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError("", f"{source}: malformed TOML: {exc}") from None
+
+
+def read_file(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError("", f"no such scenario file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError("", f"cannot read scenario file {path}: {exc}") from None
+    return parse_toml(text, str(path))
+
+
+_BARE_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """`dotted.key=TOML_VALUE` -> (["dotted", "key"], value). A bare word is taken as a string."""
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ScenarioError("--set", f"expected KEY=VALUE, got {item!r}")
+    parts = key.split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ScenarioError(key, "--set keys are TABLE.KEY, e.g. params.beta or sweep.beta")
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        if not _BARE_WORD.match(raw):
+            raise ScenarioError(key, f"--set value {raw!r} is not a TOML value") from None
+        value = raw
+    return parts, value
+
+
+def apply_overrides(doc: dict, overrides: list[str] | tuple[str, ...]) -> dict:
+    """Apply `--set TABLE.KEY=TOML_VALUE` strings to a raw document (a copy is returned)."""
+    values = {}
+    for item in overrides:
+        parts, value = parse_override(item)
+        values[".".join(parts)] = value
+    return apply_values(doc, values)
+
+
+def apply_values(doc: dict, values: dict[str, Any]) -> dict:
+    """Apply `{"table.key": value}` to a raw document (a copy is returned); validation comes later."""
+    doc = copy.deepcopy(doc)
+    for dotted, value in values.items():
+        table, _, key = dotted.partition(".")
+        if not key or "." in key:
+            raise ScenarioError(dotted, "override keys are TABLE.KEY, e.g. params.beta")
+        if table not in TABLES:
+            raise ScenarioError(f"{table}.{key}", f"--set names no key: unknown table [{table}] "
+                                f"(tables: {', '.join(TABLES)})")
+        section = doc.setdefault(table, {})
+        if not isinstance(section, dict):
+            raise ScenarioError(table, "is not a table")
+        section[key] = value
+    return doc
+
+
+def resolve(doc: Any, source: str = "<dict>") -> Scenario:
+    """Validate a raw TOML document and return the resolved `Scenario`."""
+    if not isinstance(doc, dict):
+        raise ScenarioError("", "a scenario must be a TOML document of tables")
+    for table in doc:
+        if table not in TABLES:
+            raise ScenarioError(table, f"unknown table (tables: {', '.join(TABLES)})")
+    if "scenario" not in doc:
+        raise ScenarioError("scenario", "missing required table [scenario] (name, system)")
+    head = check_table("scenario", doc["scenario"], SCENARIO_FIELDS)
+    if head["system"] not in systems.names():
+        raise ScenarioError("scenario.system", f"unknown system {head['system']!r} "
+                            f"(known: {', '.join(systems.names())})")
+    system = systems.get(head["system"])
+
+    raw_sweep = doc.get("sweep", {})
+    if not isinstance(raw_sweep, dict):
+        raise ScenarioError("sweep", "expected a table of axes")
+    sweep = {axis: _parse_axis(axis, values, system.params) for axis, values in raw_sweep.items()}
+    raw_params = {k: v for k, v in _table(doc, "params").items() if k not in sweep}
+    params_fields = {k: f for k, f in system.params.items() if k not in sweep}
+    params = check_table("params", raw_params, params_fields)
+
+    integrator = check_table("integrator", _table(doc, "integrator"), INTEGRATOR_FIELDS)
+    _check_integrator(integrator)
+    output = check_table("output", _table(doc, "output"), OUTPUT_FIELDS)
+    data = {
+        "scenario": head,
+        "params": params,
+        "sweep": sweep,
+        "ensemble": check_table("ensemble", _table(doc, "ensemble"), ENSEMBLE_FIELDS),
+        "integrator": integrator,
+        "output": output,
+    }
+    scenario = Scenario(data, source)
+    n_points = int(np.prod([len(v) for v in sweep.values()], dtype=np.float64))
+    if n_points > MAX_POINTS:
+        raise ScenarioError("sweep", f"{n_points} points exceed the limit of {MAX_POINTS}")
+    outputs = {o.name for o in system.outputs(scenario)}
+    if output["plot"] and output["plot"] not in outputs:
+        raise ScenarioError("output.plot", f"unknown variable {output['plot']!r} "
+                            f"(variables: {', '.join(sorted(outputs))})")
+    from .sweep import iter_points  # local: sweep imports this module's Scenario
+
+    for point in iter_points(scenario):
+        system.validate(point, scenario)
+    return scenario
+
+
+def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Read, override and validate a scenario file."""
+    return resolve(apply_overrides(read_file(path), overrides), str(path))
+
+
+def _table(doc: dict, name: str) -> dict:
+    table = doc.get(name, {})
+    if not isinstance(table, dict):
+        raise ScenarioError(name, "expected a table")
+    return table
+
+
+def _parse_axis(axis: str, raw: Any, fields: dict[str, Field]) -> list:
+    key = f"sweep.{axis}"
+    spec = fields.get(axis)
+    if spec is None:
+        raise ScenarioError(key, f"unknown parameter (parameters: {', '.join(sorted(fields))})")
+    if not spec.sweepable:
+        raise ScenarioError(key, "this parameter cannot be swept")
+    if isinstance(raw, dict):
+        raw = _expand_range(key, raw, spec)
+    elif not isinstance(raw, list):
+        raw = [raw]
+    if not raw:
+        raise ScenarioError(key, "an axis needs at least one value")
+    if len(raw) > MAX_SWEEP_NUM:
+        raise ScenarioError(key, f"{len(raw)} values exceed the limit of {MAX_SWEEP_NUM}")
+    values = [spec.parse(f"{key}[{i}]", v) for i, v in enumerate(raw)]
+    if len(set(map(repr, values))) != len(values):
+        raise ScenarioError(key, "values must be distinct")
+    return values
+
+
+def _expand_range(key: str, raw: dict, spec: Field) -> list:
+    if spec.kind not in ("int", "float"):
+        raise ScenarioError(key, "a {start, stop, num} range needs a numeric parameter")
+    r = check_table(key, raw, SWEEP_RANGE_FIELDS)
+    if r["spacing"] == "log":
+        if r["start"] <= 0 or r["stop"] <= 0:
+            raise ScenarioError(key, "log spacing needs positive start and stop")
+        values = np.geomspace(r["start"], r["stop"], r["num"])
+    else:
+        values = np.linspace(r["start"], r["stop"], r["num"])
+    if spec.kind == "int":
+        ints = np.round(values)
+        if not np.allclose(ints, values, rtol=0, atol=1e-9):
+            raise ScenarioError(key, "this range does not fall on integers")
+        return [int(v) for v in ints]
+    return [float(v) for v in values]
+
+
+def _check_integrator(cfg: dict) -> None:
+    import integrators  # light: jax is only imported when the diffrax backend runs
+
+    methods = integrators.available()[cfg["backend"]]
+    if cfg["method"] not in methods:
+        raise ScenarioError("integrator.method", f"unknown method {cfg['method']!r} for backend "
+                            f"{cfg['backend']} (methods: {', '.join(methods)})")
+    if cfg["horizon"] <= 0:
+        raise ScenarioError("integrator.horizon", "must be > 0")
+    allowed = integrators.options(cfg["backend"], cfg["method"])
+    for key in SOLVER_OPTIONS:
+        if key in cfg and key not in allowed:
+            raise ScenarioError(f"integrator.{key}", f"not an option of {cfg['backend']}/"
+                                f"{cfg['method']} (options: {', '.join(sorted(allowed))})")
+        if key in cfg and cfg[key] <= 0:
+            raise ScenarioError(f"integrator.{key}", "must be > 0")
+
+
+def solver_options(cfg: dict) -> dict:
+    """The `[integrator]` entries that are options of the solver itself."""
+    return {key: cfg[key] for key in SOLVER_OPTIONS if key in cfg}

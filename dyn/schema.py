@@ -1,0 +1,124 @@
+"""Typed fields for scenario tables: parse a raw TOML value into a checked Python value.
+
+A `Field` knows its type, default and admissible range; `check_table` applies a dict of fields to
+a TOML table and names the dotted key in every error. Kept deliberately tiny: scenario files are
+small and the messages matter more than generality.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import ScenarioError
+
+REQUIRED = object()  # sentinel default: the key must be given
+
+
+@dataclass(frozen=True)
+class Field:
+    """One scenario entry.
+
+    kind: "int", "float", "str", "bool" or "matrix" (a square list of lists of numbers).
+    lo/hi: inclusive bounds for numbers. choices: admissible strings. sweepable: may be a
+    `[sweep]` axis. check: extra predicate returning an error text or None.
+    """
+
+    kind: str
+    default: Any = REQUIRED
+    doc: str = ""
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple[str, ...] | None = None
+    sweepable: bool = True
+    check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+
+    def parse(self, key: str, raw: Any) -> Any:
+        value = _PARSERS[self.kind](key, raw)
+        if self.kind in ("int", "float"):
+            if self.lo is not None and value < self.lo:
+                raise ScenarioError(key, f"must be >= {self.lo}, got {raw!r}")
+            if self.hi is not None and value > self.hi:
+                raise ScenarioError(key, f"must be <= {self.hi}, got {raw!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ScenarioError(key, f"must be one of {', '.join(self.choices)}; got {raw!r}")
+        if self.check is not None:
+            problem = self.check(value)
+            if problem:
+                raise ScenarioError(key, problem)
+        return value
+
+
+def _int(key, raw):
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ScenarioError(key, f"expected an integer, got {_describe(raw)}")
+    return raw
+
+
+def _float(key, raw):
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ScenarioError(key, f"expected a number, got {_describe(raw)}")
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ScenarioError(key, f"must be finite, got {raw!r}")
+    return value
+
+
+def _str(key, raw):
+    if not isinstance(raw, str):
+        raise ScenarioError(key, f"expected a string, got {_describe(raw)}")
+    return raw
+
+
+def _bool(key, raw):
+    if not isinstance(raw, bool):
+        raise ScenarioError(key, f"expected true or false, got {_describe(raw)}")
+    return raw
+
+
+def _matrix(key, raw):
+    if not isinstance(raw, list) or not raw or not all(isinstance(r, list) for r in raw):
+        raise ScenarioError(key, f"expected a matrix (list of rows), got {_describe(raw)}")
+    n = len(raw)
+    rows = []
+    for i, row in enumerate(raw):
+        if len(row) != n:
+            raise ScenarioError(key, f"must be square: row {i} has {len(row)} entries, expected {n}")
+        rows.append([_float(f"{key}[{i}]", v) for v in row])
+    return rows
+
+
+_PARSERS = {"int": _int, "float": _float, "str": _str, "bool": _bool, "matrix": _matrix}
+
+
+def _describe(raw: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+             list: "a list", dict: "a table"}
+    for typ, name in names.items():
+        if type(raw) is typ:
+            return f"{name} ({_short(raw)})"
+    return type(raw).__name__
+
+
+def _short(raw: Any) -> str:
+    text = repr(raw)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_table(prefix: str, table: Any, fields: dict[str, Field]) -> dict[str, Any]:
+    """Parse `table` against `fields`: fill defaults, reject unknown or missing keys."""
+    if not isinstance(table, dict):
+        raise ScenarioError(prefix, f"expected a table, got {_describe(table)}")
+    for key in table:
+        if key not in fields:
+            known = ", ".join(sorted(fields)) or "none"
+            raise ScenarioError(f"{prefix}.{key}", f"unknown key (known keys: {known})")
+    out = {}
+    for key, spec in fields.items():
+        if key in table:
+            out[key] = spec.parse(f"{prefix}.{key}", table[key])
+        elif spec.default is REQUIRED:
+            raise ScenarioError(f"{prefix}.{key}", "missing required key")
+        elif spec.default is not None:
+            out[key] = spec.default
+    return out

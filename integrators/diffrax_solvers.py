@@ -1,0 +1,133 @@
+r"""The diffrax backend: ensemble solves of  dx/dt = P_x f(t, x; p)  on a manifold, in JAX.
+
+- adaptive ``tsit5``, ``dopri5``: embedded RK pairs with a PID step-size controller on the
+  mixed error  |err_i| <= atol + rtol |x_i|  (options ``rtol``, ``atol``, ``dt0``, ``max_steps``);
+- fixed ``euler``, ``heun``, ``rk4``: option ``dt``; the step grid is the numba backend's
+  (:func:`integrators.base.step_times`), enforced with ``diffrax.StepTo`` rather than
+  ``ConstantStepSize`` so both backends step through the very same times and agree to rounding.
+
+On a curved geometry each step is followed by the retraction, and saved states are retracted.
+A failed member (max_steps reached, NaN) is returned as NaN, never raised.
+
+JAX is imported on first use only: numba-only users and pool workers never pay for it. The
+jitted solve is cached per (drift_jax, geometry, method, tolerances); x0, p and ts are traced, so
+a sweep over p compiles once (per shape).
+"""
+
+import numpy as np
+
+from .base import AbstractIntegrator, check_positive, step_times
+
+# Default tuning constants.
+RTOL = 1e-6
+ATOL = 1e-9
+MAX_STEPS = 100_000
+DT = 1e-2
+
+
+def _backend():
+    from . import _jax_backend
+
+    return _jax_backend
+
+
+def trace_count() -> int:
+    """Number of ensemble solves traced (compiled) by this process so far; 0 if JAX unused."""
+    import sys
+
+    mod = sys.modules.get(__name__.rsplit(".", 1)[0] + "._jax_backend")
+    return 0 if mod is None else mod.trace_count()
+
+
+class DiffraxIntegrator(AbstractIntegrator):
+    backend = "diffrax"
+    ADAPTIVE = False
+
+    def _key(self):
+        return None
+
+    def _grid(self, ts):
+        return None
+
+    def _solve(self, problem, x0, ts, p):
+        if problem.drift_jax is None:
+            raise ValueError("the diffrax backend needs Problem.drift_jax (a JAX function)")
+        if ts.shape[0] == 1:
+            return x0[:, None].copy()
+        jb = _backend()
+        g = problem.geometry
+        fn = jb.ensemble_solver(
+            problem.drift_jax, g.project_jax, g.retract_jax, g.flat, self.method, self._key()
+        )
+        return np.asarray(fn(x0, p, ts, self._grid(ts)))
+
+
+class DiffraxAdaptive(DiffraxIntegrator):
+    """Adaptive embedded Runge-Kutta pair (error-controlled steps)."""
+
+    ADAPTIVE = True
+    OPTIONS = {"rtol": RTOL, "atol": ATOL, "dt0": None, "max_steps": MAX_STEPS}
+
+    def _check_options(self):
+        o = self.options
+        o["rtol"] = check_positive("rtol", o["rtol"])
+        o["atol"] = check_positive("atol", o["atol"])
+        if o["dt0"] is not None:
+            o["dt0"] = check_positive("dt0", o["dt0"])
+        if not isinstance(o["max_steps"], (int, np.integer)) or o["max_steps"] < 1:
+            raise ValueError(
+                f"option 'max_steps' must be a positive integer, got {o['max_steps']!r}"
+            )
+        o["max_steps"] = int(o["max_steps"])
+
+    def _key(self):
+        o = self.options
+        return (o["rtol"], o["atol"], o["dt0"], o["max_steps"])
+
+
+class DiffraxFixed(DiffraxIntegrator):
+    """Fixed-step explicit Runge-Kutta on the numba backend's step grid."""
+
+    OPTIONS = {"dt": DT}
+
+    def _check_options(self):
+        self.options["dt"] = check_positive("dt", self.options["dt"])
+
+    def _grid(self, ts):
+        return step_times(ts, self.options["dt"])
+
+
+class DiffraxTsit5(DiffraxAdaptive):
+    """Tsitouras' 5(4) pair."""
+
+    method = "tsit5"
+
+
+class DiffraxDopri5(DiffraxAdaptive):
+    """Dormand-Prince 5(4) pair."""
+
+    method = "dopri5"
+
+
+class DiffraxEuler(DiffraxFixed):
+    """Forward Euler, order 1 (diffrax.Euler)."""
+
+    method = "euler"
+
+
+class DiffraxHeun(DiffraxFixed):
+    """Heun / explicit trapezoid, order 2 (diffrax.Heun)."""
+
+    method = "heun"
+
+
+class DiffraxRK4(DiffraxFixed):
+    """Classic RK4, order 4 (a diffrax AbstractERK on :data:`integrators.tableau.RK4`)."""
+
+    method = "rk4"
+
+
+METHODS = {
+    cls.method: cls
+    for cls in (DiffraxTsit5, DiffraxDopri5, DiffraxEuler, DiffraxHeun, DiffraxRK4)
+}

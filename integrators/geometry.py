@@ -1,0 +1,104 @@
+r"""State geometries: a manifold M given by a tangent projection and a retraction.
+
+For a state x in R^{n x d} (n rows of dimension d):
+
+- ``project(x, v)``: v <- P_x v, the tangent part of v at x (in place);
+- ``retract(x)``: x <- R(x), the nearest point of M (in place).
+
+EUCLIDEAN: M = R^{n x d}, P_x = I, R = id.
+SPHERE:    M = (S^{d-1})^n, each row x_i a unit vector;
+           (P_x v)_i = v_i - (<x_i, v_i> / |x_i|^2) x_i,   R(x)_i = x_i / |x_i|.
+
+Each geometry carries both a numba pair (ABI in :mod:`integrators.numba_abi`) and a JAX pair
+``project_jax(x, v) -> v'``, ``retract_jax(x) -> x'`` (pure, one member).
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numba
+
+from .numba_abi import NJIT, PROJECT_SIG, RETRACT_SIG
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A manifold as (project, retract) in numba and JAX form. ``flat``: both are identities."""
+
+    name: str
+    project: Callable  # numba, PROJECT_SIG
+    retract: Callable  # numba, RETRACT_SIG
+    project_jax: Callable
+    retract_jax: Callable
+    flat: bool = False
+
+
+# --- Euclidean --------------------------------------------------------------------------------
+@numba.njit(PROJECT_SIG, **NJIT)
+def _euclid_project(x, v):
+    pass
+
+
+@numba.njit(RETRACT_SIG, **NJIT)
+def _euclid_retract(x):
+    pass
+
+
+def _euclid_project_jax(x, v):
+    return v
+
+
+def _euclid_retract_jax(x):
+    return x
+
+
+# --- Product of unit spheres ----------------------------------------------------------------
+@numba.njit(PROJECT_SIG, **NJIT)
+def _sphere_project(x, v):
+    n, d = x.shape
+    for i in range(n):
+        xv = 0.0
+        xx = 0.0
+        for k in range(d):
+            xv += x[i, k] * v[i, k]
+            xx += x[i, k] * x[i, k]
+        s = xv / xx
+        for k in range(d):
+            v[i, k] -= s * x[i, k]
+
+
+@numba.njit(RETRACT_SIG, **NJIT)
+def _sphere_retract(x):
+    n, d = x.shape
+    for i in range(n):
+        xx = 0.0
+        for k in range(d):
+            xx += x[i, k] * x[i, k]
+        r = 1.0 / xx**0.5
+        for k in range(d):
+            x[i, k] *= r
+
+
+def _sphere_project_jax(x, v):
+    import jax.numpy as jnp
+
+    s = jnp.sum(x * v, axis=-1, keepdims=True) / jnp.sum(x * x, axis=-1, keepdims=True)
+    return v - s * x
+
+
+def _sphere_retract_jax(x):
+    import jax.numpy as jnp
+
+    return x / jnp.sqrt(jnp.sum(x * x, axis=-1, keepdims=True))
+
+
+EUCLIDEAN = Geometry(
+    "euclidean", _euclid_project, _euclid_retract, _euclid_project_jax, _euclid_retract_jax,
+    flat=True,
+)
+SPHERE = Geometry(
+    "sphere", _sphere_project, _sphere_retract, _sphere_project_jax, _sphere_retract_jax
+)
+GEOMETRIES = {g.name: g for g in (EUCLIDEAN, SPHERE)}
+
+__all__ = ["Geometry", "EUCLIDEAN", "SPHERE", "GEOMETRIES"]

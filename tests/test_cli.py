@@ -1,0 +1,58 @@
+"""The `dyn` command as a user meets it: exit codes, one-line errors, no stray files, plots."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dyn.cli import main
+
+
+@pytest.mark.parametrize("text, sets, fragment", [
+    ("[scenario\nname = 'x'", [], "malformed TOML"),
+    ("", [], "missing required table [scenario]"),
+    (None, ["params.bogus=1"], "params.bogus: unknown key"),
+    (None, ["nosuch.key=1"], "nosuch.key: --set names no key"),
+    (None, ["scenario.system=nope"], "scenario.system: unknown system"),
+    (None, ["integrator.method=rk45"], "integrator.method: unknown method"),
+    (None, ["params.d=1", "sweep.d=[1]"], "sweep.d[0]: must be >= 2"),
+    (None, ["ensemble.runs=-3"], "ensemble.runs: must be >= 1"),
+    (None, ["sweep.beta=[1.0, inf]"], "sweep.beta[1]: must be finite"),
+    (None, ["params.n='many'"], "params.n: expected an integer"),
+])
+def test_bad_input_one_line_exit_2_no_file(tmp_path, capsys, small_scenario, text, sets, fragment):
+    scenario = small_scenario
+    if text is not None:
+        scenario = tmp_path / "bad.toml"
+        scenario.write_text(text)
+    out = tmp_path / "never.h5"
+    args = ["run", str(scenario), "--out", str(out)] + [a for s in sets for a in ("--set", s)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists() and not (tmp_path / "never.h5.partial").exists()
+
+
+def test_missing_file_and_bad_flags(tmp_path, capsys, small_scenario):
+    assert main(["run", str(tmp_path / "absent.toml")]) == 2
+    assert "no such scenario file" in capsys.readouterr().err
+    assert main(["run", str(small_scenario), "--out", str(tmp_path / "x.h5"), "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
+    assert main(["show", str(tmp_path / "absent.h5")]) == 2
+
+
+def test_run_show_plot_list_end_to_end(tmp_path, small_scenario):
+    out = tmp_path / "cli.h5"
+    cmd = [sys.executable, "-m", "dyn"]
+    run = subprocess.run(cmd + ["run", str(small_scenario), "--out", str(out), "--plot"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert out.exists() and out.with_suffix(".png").stat().st_size > 10_000
+    show = subprocess.run(cmd + ["show", str(out)], capture_output=True, text=True, check=True).stdout
+    assert "completion 6/6 points" in show and "pair_fraction" in show and "beta" in show
+    png = tmp_path / "energy.png"
+    subprocess.run(cmd + ["plot", str(out), "--var", "energy", "--out", str(png)], check=True)
+    assert png.stat().st_size > 10_000
+    listing = subprocess.run(cmd + ["list"], capture_output=True, text=True, check=True).stdout
+    assert "attention_sphere" in listing and "attention_clusters" in listing
