@@ -1,6 +1,9 @@
 """Registry of systems: name -> System class. Scenario files name a system by its key here."""
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from .base import System
 
 _REGISTRY: dict[str, type[System]] = {}
@@ -12,8 +15,15 @@ def register(cls: type[System]) -> type[System]:
 
 
 def _load_builtins() -> None:
-    # Imported here, not at module top, so `import dyn` stays light.
-    from . import attention_sphere  # noqa: F401
+    """Import every module of this package once; each registers its systems.
+
+    Done on first use, not at import, so `import dyn` stays light; a new system is a new file.
+    """
+    if _REGISTRY:
+        return
+    for module in pkgutil.iter_modules(__path__):
+        if module.name != "base":
+            importlib.import_module(f"{__name__}.{module.name}")
 
 
 def names() -> list[str]:
