@@ -7,6 +7,7 @@ import pkgutil
 from .base import System
 
 _REGISTRY: dict[str, type[System]] = {}
+_LOADED = False
 
 
 def register(cls: type[System]) -> type[System]:
@@ -19,8 +20,10 @@ def _load_builtins() -> None:
 
     Done on first use, not at import, so `import dyn` stays light; a new system is a new file.
     """
-    if _REGISTRY:
+    global _LOADED
+    if _LOADED:
         return
+    _LOADED = True
     for module in pkgutil.iter_modules(__path__):
         if module.name != "base":
             importlib.import_module(f"{__name__}.{module.name}")
