@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dyn: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `dyn list | head`: the reader left, nothing is wrong
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
