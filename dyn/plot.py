@@ -1,13 +1,19 @@
 """Pictures of a sweep file: `dyn plot`.
 
 The variable drawn is `--var`, else the scenario's `[output] plot`, else the system's default.
-Its dimensions decide the picture: one -> a curve; two -> a heat map with the first sweep axis
-across and the other dimension up (e.g. beta across, time up); more -> one heat map per value of
-the extra leading axes (at most MAX_PANELS). Pending points are blank. A system may add its own
-marks (e.g. a predicted boundary) through `System.decorate(ax, ds, var)`.
+Its dimensions decide the picture:
+- two or more numeric dimensions: a heat map of the first two (the first sweep axis across), one
+  panel per combination of the other axes (at most MAX_PANELS);
+- one numeric dimension: curves against it, one per combination of the categorical axes
+  (e.g. error against depth for each scheme);
+- none: a bar per combination.
+Geometrically spaced coordinates (depth 2^k, ...) get log axes; pending points are blank. A system
+may add its own marks (a predicted boundary, a reference line) through
+`System.decorate(ax, ds, var)`, where `ds` is the dataset restricted to that panel.
 """
 from __future__ import annotations
 
+import itertools
 import textwrap
 import tomllib
 from pathlib import Path
@@ -19,6 +25,8 @@ from .analysis import open as open_dataset
 from .errors import ScenarioError
 
 MAX_PANELS = 12
+MAX_CURVES = 12
+MAX_TICKS = 12
 TITLE_WIDTH = 70  # characters per title line
 DATA_LOG_RATIO = 100.0  # positive curve values spanning more than this are drawn in log
 
@@ -34,6 +42,7 @@ def choose_variable(ds, var: str | None) -> str:
 
 
 def plot(path: str | Path, out: str | Path | None = None, var: str | None = None) -> Path:
+    """Draw `var` of the sweep file at `path` into a PNG (default: beside the file)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -45,29 +54,30 @@ def plot(path: str | Path, out: str | Path | None = None, var: str | None = None
         name = choose_variable(ds, var)
         da = ds[name].load()
         system = systems.get(ds.attrs["system"])
-        if da.ndim <= 2:
-            fig, ax = plt.subplots(figsize=(7, 5))
-            axes = [ax]
-            _draw(ax, da)
-        else:
-            lead = da.dims[0]
-            panels = min(da.sizes[lead], MAX_PANELS)
-            cols = min(panels, 3)
-            rows = -(-panels // cols)
-            fig, grid = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.8 * rows), squeeze=False)
-            axes = list(grid.flat)[:panels]
-            for i, ax in enumerate(axes):
-                sub = da.isel({lead: i})
-                while sub.ndim > 2:
-                    sub = sub.isel({sub.dims[0]: 0})
-                _draw(ax, sub)
-                ax.set_title(f"{lead} = {_fmt(da[lead].values[i])}", fontsize=10)
-            for ax in list(grid.flat)[panels:]:
-                ax.set_visible(False)
-        for ax in axes:
-            decorate = getattr(system, "decorate", None)
+        numeric = [d for d in da.dims if da.sizes[d] > 1 and da[d].dtype.kind in "fiu"]
+        field_dims = numeric[:2]
+        # Heat maps: one panel per combination of the remaining axes. Curves: all in one panel.
+        panel_dims = [d for d in da.dims if d not in field_dims] if len(field_dims) != 1 else []
+        selections = _combinations(da, panel_dims)[:MAX_PANELS]
+        cols = min(len(selections), 3)
+        rows = -(-len(selections) // cols)
+        size = (7, 5) if cols == 1 else (4.8 * cols, 3.9 * rows)
+        fig, grid = plt.subplots(rows, cols, figsize=size, squeeze=False)
+        decorate = getattr(system, "decorate", None)
+        for ax, selection in zip(grid.flat, selections):
+            sub = da.sel(selection) if selection else da
+            if len(field_dims) == 2:
+                _heatmap(ax, sub.transpose(*field_dims))
+            elif len(field_dims) == 1:
+                _curves(ax, sub, field_dims[0])
+            else:
+                _bars(ax, sub)
+            if selection:
+                ax.set_title(", ".join(f"{k} = {_fmt(v)}" for k, v in selection.items()), fontsize=10)
             if decorate is not None:
-                decorate(ax, ds, name)
+                decorate(ax, ds.sel(selection) if selection else ds, name)
+        for ax in list(grid.flat)[len(selections):]:
+            ax.set_visible(False)
         title = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
         fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=11)
         fig.tight_layout()
@@ -77,46 +87,65 @@ def plot(path: str | Path, out: str | Path | None = None, var: str | None = None
     return out
 
 
-def _draw(ax, da) -> None:
-    label = _label(da)
-    if da.ndim == 0:
-        ax.text(0.5, 0.5, f"{label} = {float(da):.6g}", ha="center", transform=ax.transAxes)
-        return
-    if da.ndim == 1:
-        x = da[da.dims[0]]
-        ax.plot(x.values, da.values, marker="o", ms=3)
-        ax.set_xlabel(_label(x))
-        ax.set_ylabel(label)
-        _maybe_log(ax, x.values, "x")
-        finite = da.values[np.isfinite(da.values)]
-        if finite.size and finite.min() > 0 and finite.max() > DATA_LOG_RATIO * finite.min():
-            ax.set_yscale("log")  # errors and rates spanning decades
-        ax.grid(alpha=0.3)
-        return
+def _combinations(da, dims: list[str]) -> list[dict]:
+    """Every combination of coordinate values of `dims` (one empty selection when none)."""
+    return [dict(zip(dims, values)) for values in
+            itertools.product(*(da[d].values.tolist() for d in dims))] or [{}]
+
+
+def _heatmap(ax, da) -> None:
     xdim, ydim = da.dims
     x, y = da[xdim], da[ydim]
-    numeric = x.dtype.kind in "fiu" and y.dtype.kind in "fiu"
-    if numeric and min(da.sizes.values()) > 1:
-        mesh = ax.pcolormesh(x.values, y.values, da.values.T, shading="nearest", cmap="viridis")
-        _maybe_log(ax, x.values, "x")
-        _maybe_log(ax, y.values, "y")
-    else:
-        mesh = ax.imshow(da.values.T, origin="lower", aspect="auto", cmap="viridis")
-        ax.set_xticks(range(len(x)), [_fmt(v) for v in x.values])
-        ax.set_yticks(range(len(y)), [_fmt(v) for v in y.values])
+    mesh = ax.pcolormesh(x.values, y.values, da.values.T, shading="nearest", cmap="viridis")
+    _maybe_log(ax, x.values, "x")
+    _maybe_log(ax, y.values, "y")
     ax.figure.colorbar(mesh, ax=ax, label=da.name)
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(y))
 
 
+def _curves(ax, da, xdim: str) -> None:
+    """One curve per combination of the other axes, against the numeric axis `xdim`."""
+    x = da[xdim]
+    others = [d for d in da.dims if d != xdim]
+    for selection in _combinations(da, others)[:MAX_CURVES]:
+        label = ", ".join(f"{k} = {_fmt(v)}" for k, v in selection.items()) or None
+        ax.plot(x.values, da.sel(selection).values, marker="o", ms=3, label=label)
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(_label(da))
+    _maybe_log(ax, x.values, "x")
+    finite = da.values[np.isfinite(da.values)]
+    if finite.size and finite.min() > 0 and finite.max() > DATA_LOG_RATIO * finite.min():
+        ax.set_yscale("log")  # errors and rates spanning decades
+    if others:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def _bars(ax, da) -> None:
+    """No numeric axis with more than one value: a bar per combination of the axes."""
+    selections = _combinations(da, list(da.dims))
+    labels = [", ".join(_fmt(v) for v in sel.values()) or str(da.name) for sel in selections]
+    ax.bar(range(len(selections)), [float(da.sel(sel)) for sel in selections])
+    ax.set_xticks(range(len(selections)), labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(_label(da))
+
+
 def _maybe_log(ax, values, which: str) -> None:
     """Log scale for geometrically spaced coordinates (depth 2^k, ...), linear otherwise."""
-    values = np.asarray(values, dtype=float) if np.asarray(values).dtype.kind in "fiu" else None
-    if values is None or values.size < 3 or not np.all(values > 0):
+    values = np.asarray(values)
+    if values.dtype.kind not in "fiu" or values.size < 3 or not np.all(values > 0):
         return
+    values = values.astype(float)
     steps, ratios = np.diff(values), np.diff(np.log(values))
     if not np.allclose(steps, steps[0], rtol=1e-6) and np.allclose(ratios, ratios[0], rtol=1e-6):
+        from matplotlib.ticker import NullLocator
+
+        axis = getattr(ax, f"{which}axis")
         getattr(ax, f"set_{which}scale")("log")
+        if values.size <= MAX_TICKS:  # label the sweep values themselves, not powers of ten
+            axis.set_ticks(values, [_fmt(v) for v in values])
+            axis.set_minor_locator(NullLocator())
 
 
 def _label(da) -> str:
