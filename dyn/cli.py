@@ -24,8 +24,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override TABLE.KEY with a TOML value, e.g. --set sweep.beta=[1.0,2.0]")
     run.add_argument("--workers", type=int, default=None, help="worker processes (default 1, or all cores with --executor process)")
-    run.add_argument("--executor", choices=("serial", "process"), default=None,
-                     help="serial (in-process) or process (a local pool); default serial")
+    run.add_argument("--executor", choices=("serial", "process", "dask"), default=None,
+                     help="serial (in-process), process (a local pool) or dask (a cluster); "
+                          "default serial, or process when --workers > 1")
+    run.add_argument("--scheduler", metavar="ADDRESS",
+                     help="Dask scheduler address (default: a LocalCluster of --workers processes)")
     run.add_argument("--plot", action="store_true", help="draw the default plot when done")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -53,12 +56,14 @@ def _scenario_path(name: str) -> Path:
 def _cmd_run(args) -> int:
     from .engine import run
 
-    executor = args.executor or ("process" if args.workers and args.workers > 1 else "serial")
+    executor = args.executor or ("dask" if args.scheduler else
+                                 "process" if args.workers and args.workers > 1 else "serial")
     if args.workers is not None:
         workers = args.workers
     else:
-        workers = _cores() if executor == "process" else 1
+        workers = _cores() if executor in ("process", "dask") else 1
     path = run(_scenario_path(args.scenario), args.out, workers=workers, executor=executor,
+               scheduler=args.scheduler,
                overrides=args.overrides, progress=False if args.no_progress else None,
                command=" ".join(["dyn", *sys.argv[1:]]))
     if args.plot:

@@ -22,17 +22,22 @@ MAX_WORKERS = 1024
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,
-        executor: str = "serial", overrides: dict[str, Any] | list[str] | None = None,
+        executor: str = "serial", scheduler: str | None = None,
+        overrides: dict[str, Any] | list[str] | None = None,
         progress: bool | None = None, command: str | None = None, log=None) -> Path:
     """Run (or resume) a sweep and return the output path.
 
     `scenario` is a path to a TOML file or a `Scenario`; `overrides` is either a list of
     `--set` strings (`"params.beta=2.0"`) or a dict of dotted keys to Python values.
+    `executor` is "serial", "process" (a local pool of `workers` processes) or "dask" (on
+    `scheduler`, or a LocalCluster of `workers` processes).
     """
     log = log or sys.stderr
     scenario = _with_overrides(scenario, overrides)
     if executor not in EXECUTORS:
         raise ScenarioError("--executor", f"unknown executor {executor!r} (known: {', '.join(EXECUTORS)})")
+    if scheduler and executor != "dask":
+        raise ScenarioError("--scheduler", "a scheduler address needs --executor dask")
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ScenarioError("--workers", f"must be an integer in 1..{MAX_WORKERS}, got {workers!r}")
     path = Path(out) if out is not None else scenario.default_output_path()
@@ -51,27 +56,28 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         done = len(statuses) - len(todo)
         if done:
             print(f"resuming {path}: {done} of {len(statuses)} points already done", file=log)
-        _compute(scenario, path, todo, executor, workers, progress, log)
+        results = iter_results(executor, scenario.text, todo, workers, scheduler)
+        _write_all(scenario, path, results, len(todo), progress, log)
     finally:
         lock.release()
     return path
 
 
-def _compute(scenario, path, todo, executor, workers, progress, log) -> None:
+def _write_all(scenario, path, results, total, progress, log) -> None:
+    """The single writer: each finished point goes to disk (and is flushed) as it arrives."""
     from tqdm import tqdm
 
     writer = store.Writer(path, scenario)
     counts = np.zeros(len(STATUS_NAMES), dtype=int)
     # progress=None: show the bar on a terminal only (tqdm's own rule).
-    bar = tqdm(total=len(todo), desc=scenario.name, unit="pt",
+    bar = tqdm(total=total, desc=scenario.name, unit="pt",
                disable=None if progress is None else not progress, file=log)
     try:
-        for index, result in iter_results(executor, scenario.text, todo, workers):
+        for index, result in results:
             writer.write(index, result)
             counts[result.status] += 1
             if result.status in (DIVERGED, FAILED):
-                where = dict(zip(scenario.axes, (v[i] for v, i in zip(
-                    scenario.axes.values(), sweep.grid_index(scenario, index))))) or "the point"
+                where = sweep.axis_values(scenario, index) or ""
                 bar.write(f"point {index} {where}: {STATUS_NAMES[result.status]}"
                           + (f": {result.message}" if result.message else ""), file=log)
             bar.update()

@@ -1,24 +1,34 @@
-"""Where sweep points are computed: in-process, or a local pool of fresh (spawned) processes.
+"""Where sweep points are computed: in-process, a local pool of spawned processes, or Dask.
 
-Every executor runs the same pure function `compute_point(scenario_text, index)`; the point's
-random stream depends only on (seed, index), so the executor never changes the numbers. Pools are
-driven through the standard `concurrent.futures.Executor` interface so other pools (Dask,
-mpi4py.futures) fit the same slot. Processes are spawned, never forked: forking after JAX (or
-numba's threading layer) has started is unsafe.
+Every executor runs the same pure function `compute_batch(scenario_text, indices, sidecar)`; a
+point's random stream depends only on (seed, index), so the executor never changes the numbers.
+Pools are driven through the standard `concurrent.futures.Executor` interface (a
+`ProcessPoolExecutor`, Dask's `Client.get_executor()`), so other pools such as
+`mpi4py.futures.MPIPoolExecutor` fit the same slot. Processes are spawned, never forked: forking
+after JAX (or numba's threading layer) has started is unsafe.
+
+Batching: the first tasks carry one point each; once some have finished, points are grouped so
+that each task carries about TASK_SECONDS of work, which keeps per-task overhead (pickling,
+scheduling, a Dask round trip) small for cheap points without starving workers on costly ones.
 """
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
+import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import Iterable, Iterator
+from typing import Iterator, Sequence
 
 from .systems.base import FAILED, PointResult
 
-EXECUTORS = ("serial", "process")
-IN_FLIGHT_PER_WORKER = 2  # queued points per worker: keeps workers busy without a huge queue
+EXECUTORS = ("serial", "process", "dask")
+TASK_SECONDS = 1.0  # target work per task once point costs are known
+MAX_BATCH = 256
+IN_FLIGHT_PER_WORKER = 2  # queued tasks per worker: keeps workers busy without a huge queue
 
 
 @lru_cache(maxsize=4)
@@ -28,19 +38,29 @@ def _scenario(text: str):
     return resolve(parse_toml(text))
 
 
-def compute_point(text: str, index: int) -> tuple[int, PointResult]:
+def compute_point(text: str, index: int, sidecar: str | None = None) -> PointResult:
     """Run one sweep point of the scenario given as resolved TOML text; never raises."""
     from . import sweep
 
     scenario = _scenario(text)
     try:
-        result = scenario.system.run_point(sweep.point(scenario, index), scenario,
-                                           sweep.rng(scenario, index))
+        return scenario.system.run_point(sweep.point(scenario, index), scenario,
+                                         sweep.rng(scenario, index))
     except Exception as exc:  # one bad point must not kill the sweep: record it
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        result = PointResult({}, FAILED, f"{type(exc).__name__}: {exc} "
-                             f"({os.path.basename(last.filename)}:{last.lineno})")
-    return index, result
+        return PointResult({}, FAILED, f"{type(exc).__name__}: {exc} "
+                           f"({os.path.basename(last.filename)}:{last.lineno})")
+
+
+def compute_batch(text: str, indices: Sequence[int], sidecar: str | None = None
+                  ) -> list[tuple[int, PointResult, float]]:
+    """Points in order, each with its wall time (seconds) for the batch-size estimate."""
+    done = []
+    for index in indices:
+        start = time.perf_counter()
+        result = compute_point(text, int(index), sidecar)
+        done.append((int(index), result, time.perf_counter() - start))
+    return done
 
 
 def _init_worker(threads: int) -> None:
@@ -48,41 +68,86 @@ def _init_worker(threads: int) -> None:
     os.environ["NUMBA_NUM_THREADS"] = str(threads)
 
 
-def iter_serial(text: str, indices: Iterable[int]) -> Iterator[tuple[int, PointResult]]:
+def iter_serial(text: str, indices: Sequence[int], sidecar: str | None
+                ) -> Iterator[tuple[int, PointResult]]:
     for index in indices:
-        yield compute_point(text, int(index))
+        yield int(index), compute_point(text, int(index), sidecar)
 
 
-def iter_pool(pool: Executor, text: str, indices: Iterable[int], width: int
-              ) -> Iterator[tuple[int, PointResult]]:
-    """Submit points with at most `width` in flight; yield each as soon as it finishes."""
-    queue = iter([int(i) for i in indices])
+def iter_pool(pool: Executor, text: str, indices: Sequence[int], width: int,
+              sidecar: str | None = None) -> Iterator[tuple[int, PointResult]]:
+    """Submit batches with at most `width` in flight; yield each point as its batch finishes."""
+    queue = [int(i) for i in indices]
+    position = 0
     running = set()
+    seconds, points = 0.0, 0
     while True:
-        for index in queue:
-            running.add(pool.submit(compute_point, text, index))
-            if len(running) >= width:
-                break
+        while position < len(queue) and len(running) < width:
+            size = 1 if points == 0 else min(MAX_BATCH, max(1, math.floor(TASK_SECONDS * points / max(seconds, 1e-9))))
+            batch = queue[position:position + size]
+            position += len(batch)
+            running.add(pool.submit(compute_batch, text, batch, sidecar))
         if not running:
             return
-        done, running = wait(running, return_when=FIRST_COMPLETED)
-        for future in done:
-            yield future.result()
+        finished, running = wait(running, return_when=FIRST_COMPLETED)
+        for future in finished:
+            for index, result, spent in future.result():
+                seconds += spent
+                points += 1
+                yield index, result
 
 
-def process_pool(workers: int) -> ProcessPoolExecutor:
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+@contextmanager
+def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
+    threads = max(1, _cores() // workers)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_init_worker, initargs=(threads,))
+    try:
+        yield pool, workers
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def iter_results(kind: str, text: str, indices, workers: int) -> Iterator[tuple[int, PointResult]]:
-    if kind == "serial":
-        yield from iter_serial(text, indices)
-        return
-    with process_pool(workers) as pool:
+@contextmanager
+def dask_pool(workers: int, scheduler: str | None) -> Iterator[tuple[Executor, int]]:
+    """A Dask executor: on `scheduler` if given, else on a LocalCluster of `workers` processes."""
+    from .errors import ScenarioError
+
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        raise ScenarioError("--executor", "dask needs the `distributed` package") from None
+    cluster = None
+    if scheduler:
         try:
-            yield from iter_pool(pool, text, indices, workers * IN_FLIGHT_PER_WORKER)
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+            client = Client(scheduler, timeout="30s")
+        except (OSError, TimeoutError) as exc:
+            raise ScenarioError("--scheduler", f"cannot reach Dask scheduler {scheduler}: {exc}") from None
+    else:
+        threads = max(1, _cores() // workers)
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, env={"NUMBA_NUM_THREADS": str(threads)})
+        client = Client(cluster)
+    try:
+        width = max(1, sum(client.nthreads().values()))
+        yield client.get_executor(pure=False), width
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def iter_results(kind: str, text: str, indices: Sequence[int], workers: int,
+                 scheduler: str | None = None, sidecar: str | None = None
+                 ) -> Iterator[tuple[int, PointResult]]:
+    """(index, result) for every point of `indices`, in completion order."""
+    if kind == "serial":
+        yield from iter_serial(text, indices, sidecar)
+        return
+    pool_cm = process_pool(workers) if kind == "process" else dask_pool(workers, scheduler)
+    with pool_cm as (pool, width):
+        yield from iter_pool(pool, text, indices, width * IN_FLIGHT_PER_WORKER, sidecar)

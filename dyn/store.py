@@ -4,6 +4,7 @@ Layout (netCDF-4 compatible, so `xarray.open_dataset(path, engine="h5netcdf")` r
   dimensions   one per sweep axis (coordinate = its values), then the system's own (e.g. time)
   variables    each output, dims (*sweep axes, *own dims), float64, NaN until its point is done
   status       int8 per point: 0 pending, 1 ok, 2 diverged, 3 failed (CF flag_values/meanings)
+  message      per point: why it diverged or failed (empty otherwise)
   attributes   scenario (resolved TOML), scenario_hash, versions, git_commit, command, created
 
 Why the file survives a kill at any moment: every dataset is contiguous and fully written (NaN)
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from .scenario import Scenario
 
 STATUS = "status"
+MESSAGE = "message"
+MESSAGE_BYTES = 256  # fixed width: a point's message is written in place, like its values
 
 
 def lock_path(path: Path) -> Path:
@@ -105,6 +108,9 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
             "flag_values": np.arange(len(STATUS_NAMES), dtype="i1"),
             "flag_meanings": " ".join(STATUS_NAMES),
         })
+        message = f.create_variable(MESSAGE, tuple(axes), dtype=f"S{MESSAGE_BYTES}")
+        message[...] = np.zeros(shape, dtype=f"S{MESSAGE_BYTES}")
+        message.attrs.update({"long_name": "why a point diverged or failed", "_Encoding": "utf-8"})
         f.attrs.update(provenance.attributes(scenario, command))
     os.replace(tmp, path)
 
@@ -154,12 +160,18 @@ class Writer:
         if result.status != FAILED:
             for name in self._names:
                 self._file[name][where] = result.values[name]
+        self._file[MESSAGE][where] = _clip(result.message)
         self._file.flush()  # values reach the disk before the status that vouches for them
         self._file[STATUS][where] = result.status
         self._file.flush()
 
     def close(self) -> None:
         self._file.close()
+
+
+def _clip(message: str) -> bytes:
+    data = message.encode("utf-8")[:MESSAGE_BYTES]
+    return data.decode("utf-8", errors="ignore").encode("utf-8")  # never cut a character in half
 
 
 def pending(statuses: np.ndarray) -> np.ndarray:

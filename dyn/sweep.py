@@ -28,12 +28,14 @@ def grid_index(scenario: "Scenario", index: int) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(index, shape(scenario))) if scenario.axes else ()
 
 
+def axis_values(scenario: "Scenario", index: int) -> dict:
+    """The sweep-axis values of point `index` (empty for a sweep without axes)."""
+    return {axis: values[i] for (axis, values), i in zip(scenario.axes.items(), grid_index(scenario, index))}
+
+
 def point(scenario: "Scenario", index: int) -> dict:
     """All parameters of point `index`: the fixed [params] plus this point's axis values."""
-    values = dict(scenario.params)
-    for (axis, axis_values), i in zip(scenario.axes.items(), grid_index(scenario, index)):
-        values[axis] = axis_values[i]
-    return values
+    return {**scenario.params, **axis_values(scenario, index)}
 
 
 def iter_points(scenario: "Scenario") -> Iterator[dict]:

@@ -1,13 +1,16 @@
-"""Generic ensemble ODE integrators (numba and diffrax backends) on Euclidean space or spheres.
+"""Generic ensemble ODE (and Ito SDE) integrators (numba and diffrax backends) on Euclidean space or spheres.
 
     integ = integrators.get("numba", "rk4", dt=0.01)
     states = integ.solve(integrators.Problem(drift, drift_jax, p, geometry), x0, ts)  # (E,T,n,d)
+    sde = integrators.get("numba", "euler_maruyama", dt=0.01)
+    states = sde.solve(integrators.SDEProblem(...), x0, ts, rng=rng)   # or increments=dW
 """
 
 from .base import AbstractIntegrator
 from .geometry import EUCLIDEAN, SPHERE, Geometry
 from .problem import Problem
-from .registry import available, get, options
+from .registry import SDE_METHODS, available, get, options
+from .sde_base import SDEProblem, brownian_increments, coarsen
 
 __all__ = [
     "AbstractIntegrator",
@@ -15,6 +18,10 @@ __all__ = [
     "SPHERE",
     "Geometry",
     "Problem",
+    "SDEProblem",
+    "SDE_METHODS",
+    "brownian_increments",
+    "coarsen",
     "available",
     "get",
     "options",

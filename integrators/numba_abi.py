@@ -22,7 +22,13 @@ DRIFT_SIG = types.void(types.float64, STATE, PARAMS, STATE)
 PROJECT_SIG = types.void(STATE, STATE)
 RETRACT_SIG = types.void(STATE)
 
+# SDE diffusion applied to one Brownian increment dw (shape of the control, e.g. (d, d)):
+# out <- g(t, x; p)[dw]. Added for the SDE integrators (integrators.sde_numba).
+NOISE = types.float64[:, ::1]
+DIFFUSION_SIG = types.void(types.float64, STATE, PARAMS, NOISE, STATE)
+
 DRIFT_FN = types.FunctionType(DRIFT_SIG)
+DIFFUSION_FN = types.FunctionType(DIFFUSION_SIG)
 PROJECT_FN = types.FunctionType(PROJECT_SIG)
 RETRACT_FN = types.FunctionType(RETRACT_SIG)
 
@@ -38,6 +44,9 @@ __all__ = [
     "PROJECT_SIG",
     "RETRACT_SIG",
     "DRIFT_FN",
+    "NOISE",
+    "DIFFUSION_SIG",
+    "DIFFUSION_FN",
     "PROJECT_FN",
     "RETRACT_FN",
     "NJIT",

@@ -1,11 +1,13 @@
 """Name -> integrator class, per backend:  get(backend, method, **options)."""
 
-from . import diffrax_solvers, numba_fixed
+from . import diffrax_solvers, numba_fixed, sde_diffrax, sde_numba
 
 BACKENDS = {
-    "numba": numba_fixed.METHODS,
-    "diffrax": diffrax_solvers.METHODS,
+    "numba": {**numba_fixed.METHODS, **sde_numba.METHODS},
+    "diffrax": {**diffrax_solvers.METHODS, **sde_diffrax.METHODS},
 }
+# Methods that solve SDEs (their solve() takes rng= or increments=; see integrators.sde_base).
+SDE_METHODS = frozenset(sde_numba.METHODS) | frozenset(sde_diffrax.METHODS)
 
 
 def available() -> dict[str, list[str]]:

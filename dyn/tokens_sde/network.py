@@ -1,0 +1,191 @@
+r"""The discrete transformer at random initialization (physics.md §1.2), L layers of step h:
+
+    y_i = z_i + h vbar m_i + sqrt(h) G_k m_i,     z_i <- y_i / |y_i|,
+
+with G_k a d x d matrix of i.i.d. N(0, sigma^2/d) entries, fresh at each layer and shared by all
+tokens. Its depth limit is the Ito SDE of :mod:`dyn.tokens_sde.sde`.
+
+Noise, three ways (all exact for the network's law):
+- explicit standard increments ``dB`` (E, L, d, d): ``sqrt(h) G_k = (sigma / sqrt d) dB_k``, the
+  coupling to the SDE driven by the same path;
+- n != 2: G_k drawn in the kernel (d^2 normals per layer) from per-member streams;
+- n = 2: (G m_1, G m_2) drawn exactly as a 2d-normal vector: with u = m_1/|m_1| and w the unit
+  part of m_2 orthogonal to u, G u and G w are independent N(0, sigma^2/d I) vectors, so
+  G m_1 = |m_1| G u and G m_2 = <m_2, u> G u + |P_u^perp m_2| G w (2d normals per layer).
+  |P_u^perp m_2| is computed from m_2 -+ m_1 = (a-b)(z_2 - z_1) or z_1 + z_2, whichever is
+  smaller, so it keeps full relative precision when the tokens nearly coincide or are antipodal.
+  The two-token kernel may stop a run early once it has crossed an absorbing level of
+  log|z_1 -+ z_2|^2 (see :mod:`dyn.tokens_sde.rho`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange, types
+
+from integrators.numba_abi import NJIT_PARALLEL
+from integrators.sde_rng import STREAMS, fill_normals, member_streams
+
+from .params import IDX_BETA, IDX_DIM, IDX_SIGMA, IDX_VBAR
+from .sde import softmax_mean_field
+
+_F3 = types.float64[:, :, ::1]
+_F4 = types.float64[:, :, :, ::1]
+
+_FULL_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS, _F4, _F3)
+
+
+@njit(_FULL_SIG, **NJIT_PARALLEL)
+def _network_full(x0, depth, h, p, streams, increments, out):
+    """Layers with a full d x d matrix per layer (given increments, or d^2 normals drawn)."""
+    n_members, n, d = x0.shape
+    given = increments.shape[0] > 0
+    c = p[IDX_SIGMA] / math.sqrt(p[IDX_DIM])
+    sq = math.sqrt(h)
+    vbar, beta = p[IDX_VBAR], p[IDX_BETA]
+    for e in prange(n_members):
+        z = x0[e].copy()
+        m = np.empty((n, d))
+        g_flat = np.empty(d * d)
+        g = g_flat.reshape((d, d))
+        s = streams[e].copy()
+        for k in range(depth):
+            if given:
+                for r in range(d):
+                    for q in range(d):
+                        g[r, q] = c * increments[e, k, r, q]
+            else:
+                fill_normals(s, g_flat)
+                for r in range(d * d):
+                    g_flat[r] *= c * sq
+            softmax_mean_field(z, beta, m)
+            for i in range(n):
+                nrm = 0.0
+                for r in range(d):
+                    acc = z[i, r] + h * vbar * m[i, r]
+                    for q in range(d):
+                        acc += g[r, q] * m[i, q]
+                    z[i, r] = acc  # row i of m was computed before this row changed
+                    nrm += acc * acc
+                inv = 1.0 / math.sqrt(nrm)
+                for r in range(d):
+                    z[i, r] *= inv
+        out[e] = z
+        streams[e] = s
+
+
+_PAIR_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS,
+                       types.float64, types.float64, _F3, types.int64[::1])
+
+
+@njit(_PAIR_SIG, **NJIT_PARALLEL)
+def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, out, layers):
+    """Two tokens, (G m_1, G m_2) sampled exactly (2d normals per layer). A run stops early once
+    log|z1 - z2|^2 < stop_minus or log|z1 + z2|^2 < stop_plus (-inf: never)."""
+    n_members, _, d = x0.shape
+    c = p[IDX_SIGMA] * math.sqrt(h / p[IDX_DIM])
+    vbar, beta = p[IDX_VBAR], p[IDX_BETA]
+    check = stop_minus > -np.inf or stop_plus > -np.inf
+    for e in prange(n_members):
+        z1 = x0[e, 0].copy()
+        z2 = x0[e, 1].copy()
+        m1 = np.empty(d)
+        m2 = np.empty(d)
+        dm = np.empty(d)
+        eps = np.empty(2 * d)
+        s = streams[e].copy()
+        k = 0
+        while k < depth:
+            rho = 0.0
+            for r in range(d):
+                rho += z1[r] * z2[r]
+            a = 1.0 / (1.0 + math.exp(beta * (rho - 1.0)))  # self weight
+            b = 1.0 - a
+            near = rho > 0.0  # m2 - m1 = (a - b)(z2 - z1) is small; else m2 + m1 = z1 + z2 is
+            for r in range(d):
+                m1[r] = a * z1[r] + b * z2[r]
+                m2[r] = b * z1[r] + a * z2[r]
+                dm[r] = (a - b) * (z2[r] - z1[r]) if near else z1[r] + z2[r]
+            n1 = 0.0
+            udm = 0.0
+            for r in range(d):
+                n1 += m1[r] * m1[r]
+            n1 = math.sqrt(n1)
+            for r in range(d):
+                udm += m1[r] * dm[r] / n1
+            um2 = n1 + udm if near else udm - n1  # <m2, u> from m2 = +-m1 + dm
+            l22 = 0.0
+            for r in range(d):
+                w = dm[r] - udm * m1[r] / n1
+                l22 += w * w
+            l22 = math.sqrt(l22)
+            fill_normals(s, eps)
+            nz1 = 0.0
+            nz2 = 0.0
+            for r in range(d):
+                y1 = z1[r] + h * vbar * m1[r] + c * n1 * eps[r]
+                y2 = z2[r] + h * vbar * m2[r] + c * (um2 * eps[r] + l22 * eps[d + r])
+                z1[r] = y1
+                z2[r] = y2
+                nz1 += y1 * y1
+                nz2 += y2 * y2
+            nz1 = 1.0 / math.sqrt(nz1)
+            nz2 = 1.0 / math.sqrt(nz2)
+            for r in range(d):
+                z1[r] *= nz1
+                z2[r] *= nz2
+            k += 1
+            if check:
+                gm = 0.0
+                gp = 0.0
+                for r in range(d):
+                    gm += (z1[r] - z2[r]) ** 2
+                    gp += (z1[r] + z2[r]) ** 2
+                if math.log(gm) < stop_minus or math.log(gp) < stop_plus:
+                    break
+        out[e, 0] = z1
+        out[e, 1] = z2
+        layers[e] = k
+        streams[e] = s
+
+
+def _tokens(x0) -> np.ndarray:
+    x0 = np.asarray(x0, dtype=np.float64)
+    if x0.ndim != 3 or x0.shape[-1] < 2 or x0.shape[1] < 1:
+        raise ValueError(f"x0 must have shape (E, n, d) with d >= 2, got {x0.shape}")
+    return np.ascontiguousarray(x0 / np.linalg.norm(x0, axis=-1, keepdims=True))
+
+
+def network(x0, depth: int, horizon: float, p, *, rng=None, increments=None,
+            stop_minus: float = -np.inf, stop_plus: float = -np.inf, exact_pair: bool = True):
+    """Run ``depth`` layers of step ``h = horizon / depth`` from ``x0`` (E, n, d).
+
+    Noise: ``increments`` (E, depth, d, d) standard Brownian increments of step h (coupling), or
+    ``rng`` (per-member streams; n = 2 uses the exact 2d-normal sampling unless
+    ``exact_pair=False``). Returns ``(z, layers)``: final tokens (E, n, d) and layers run per
+    member (int64; < depth where the two-token kernel stopped early at ``stop_minus/plus``).
+    """
+    x0 = _tokens(x0)
+    E, n, d = x0.shape
+    depth = int(depth)
+    if depth < 1 or not horizon > 0:
+        raise ValueError(f"need depth >= 1 and horizon > 0, got {depth}, {horizon}")
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    if int(p[IDX_DIM]) != d:
+        raise ValueError(f"p was packed for d = {int(p[IDX_DIM])}, tokens have d = {d}")
+    h = float(horizon) / depth
+    out = np.empty_like(x0)
+    layers = np.full(E, depth, dtype=np.int64)
+    if increments is not None:
+        inc = np.ascontiguousarray(increments, dtype=np.float64)
+        if inc.shape != (E, depth, d, d):
+            raise ValueError(f"increments must have shape {(E, depth, d, d)}, got {inc.shape}")
+        _network_full(x0, depth, h, p, np.ones((E, 4), np.uint64), inc, out)
+        return out, layers
+    streams = member_streams(rng, E)
+    if n == 2 and exact_pair:
+        _network_pair(x0, depth, h, p, streams, float(stop_minus), float(stop_plus), out, layers)
+    else:
+        _network_full(x0, depth, h, p, streams, np.empty((0, 0, 0, 0)), out)
+    return out, layers
