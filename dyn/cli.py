@@ -9,14 +9,21 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import ScenarioError
+from .errors import ScenarioError, printable
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line like every other error (status 2)."""
+
+    def error(self, message: str):
+        self.exit(2, f"dyn: error: {printable(message)} (see `{self.prog} --help`)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dyn", description="Sweeps of token and depth dynamics.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = _Parser(prog="dyn", description="Sweeps of token and depth dynamics.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     run = sub.add_parser("run", help="run (or resume) a scenario sweep into one HDF5 file")
     run.add_argument("scenario", help="scenario TOML file (or the name of a shipped scenario)")

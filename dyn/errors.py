@@ -11,7 +11,13 @@ class ScenarioError(ValueError):
     def __init__(self, key: str, problem: str):
         self.key = key
         self.problem = problem
-        super().__init__(f"{key}: {problem}" if key else problem)
+        shown = printable(key)
+        super().__init__(f"{shown}: {problem}" if key else problem)
+
+
+def printable(text: str) -> str:
+    """`text` with control and other unprintable characters escaped, so a message stays one line."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 class OutputError(ScenarioError):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # Runs are simulated in chunks so a point's memory stays bounded whatever `ensemble.runs` is;
 # members are independent, so chunking does not change any number.
 CHUNK_BYTES = 64 * 2**20
+MAX_RUN_BYTES = 2**30
 
 
 @register
@@ -33,8 +34,9 @@ class AttentionSphere(System):
     description = "self-attention particle flow on the sphere (SA/USA), or its post-norm network"
     default_plot = "pair_fraction"
     params = {
-        "n": Field("int", 32, "number of tokens n", lo=1, hi=100_000),
-        "d": Field("int", 2, "token dimension d", lo=2, hi=10_000),
+        # n <= 10^4 keeps the n x n attention matrix of one run under 1 GiB
+        "n": Field("int", 32, "number of tokens n", lo=1, hi=10_000),
+        "d": Field("int", 2, "token dimension d", lo=2, hi=1024),
         "beta": Field("float", 1.0, "inverse temperature beta"),
         "normalization": Field("str", "SA", "attention normalization", choices=("SA", "USA")),
         "Q": Field("matrix", None, "query matrix (default identity)", sweepable=False),
@@ -54,6 +56,10 @@ class AttentionSphere(System):
                 raise ScenarioError(f"params.{name}", f"must be {d} x {d} (d = {d}), "
                                     f"got {len(point[name])} x {len(point[name])}")
         saves = scenario.output["saves"]
+        run_bytes = (saves + 1) * point["n"] * d * 8
+        if run_bytes > MAX_RUN_BYTES:
+            raise ScenarioError("output.saves", f"one run would keep {run_bytes / 2**30:.1f} GiB of "
+                                f"states ((saves + 1) x n x d doubles); lower output.saves, n or d")
         if point["form"] == "network" and point["depth"] % saves:
             raise ScenarioError("params.depth", f"depth {point['depth']} must be a multiple of "
                                 f"output.saves = {saves} (the network saves after whole layers)")

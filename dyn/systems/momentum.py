@@ -42,7 +42,7 @@ def _ode_options(scenario: "Scenario") -> tuple[str, str, dict]:
 class MomentumLimit(System):
     name = "momentum_limit"
     description = "Momentum ResNet of depth N vs eps x'' + x' = g and x' = g; float or exact inversion"
-    default_plot = "error"
+    default_plot = "log10_error"
     params = {
         "d": Field("int", 2, "state dimension d", lo=1, hi=1000),
         "depth": Field("int", 256, "layers N on [0, T] (h = T/N)", lo=1, hi=10**7),
@@ -68,6 +68,7 @@ class MomentumLimit(System):
     def outputs(self, scenario: "Scenario") -> list[Output]:
         return [
             Output("error", "max |x_N - x(T)|, network vs second-order ODE (over runs)", "1"),
+            Output("log10_error", "log10 of error (slope -log10(2) per doubling of depth at rate 1/N)", "1"),
             Output("error_first_order", "max |x_N - x(T)|, network vs first-order ODE x' = g", "1"),
             Output("inversion_error", "max |input - inverse(output)| over x_0 and v_0 (0: bit for bit)", "1"),
             Output("gamma", "gamma used by the network", "1"),
@@ -90,7 +91,8 @@ class MomentumLimit(System):
             gamma = momentum.quantized_gamma(gamma)
         x, _, inv = momentum.network_states(p, x0, u0, T, point["depth"], gamma=gamma,
                                             arithmetic=point["arithmetic"])
-        values = {"error": np.max(np.abs(x - ref2)), "error_first_order": np.max(np.abs(x - ref1)),
+        err = np.max(np.abs(x - ref2))
+        values = {"error": err, "log10_error": np.log10(err), "error_first_order": np.max(np.abs(x - ref1)),
                   "inversion_error": inv, "gamma": gamma}
         if not all(np.isfinite(v) for v in values.values()):
             return PointResult(values, DIVERGED, "a state or the float inverse overflowed")
@@ -101,7 +103,7 @@ class MomentumLimit(System):
 class MomentumLinear(System):
     name = "momentum_linear"
     description = "psi_eps(a): value at t = T of eps x'' + x' = a x, x(0)=1, x'(0)=0, vs e^{aT}"
-    default_plot = "psi_closed"
+    default_plot = "sign"
     params = {
         "a": Field("float", -5.0, "eigenvalue a of the linear field g(x) = a x"),
         "eps": Field("float", 0.5, "mass eps", lo=1e-12),
@@ -124,6 +126,7 @@ class MomentumLinear(System):
             Output("psi_network", "x_N of the Momentum ResNet (gamma = 1 - h/eps, f = h a x)", "1"),
             Output("exp_a", "e^{a T}, the first-order ODE x' = a x", "1"),
             Output("closed_error", "|psi_simulated - psi_closed|", "1"),
+            Output("sign", "sign of psi_eps(a) in closed form (-1: a negative eigenvalue reached)", "1"),
         ]
 
     def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
@@ -136,7 +139,7 @@ class MomentumLinear(System):
         closed = float(momentum.psi(a, eps, T))
         values = {"psi_simulated": sim, "psi_closed": closed,
                   "psi_network": momentum.psi_network([a], eps, point["depth"], T)[0],
-                  "exp_a": np.exp(a * T), "closed_error": abs(sim - closed)}
+                  "exp_a": np.exp(a * T), "closed_error": abs(sim - closed), "sign": np.sign(closed)}
         if not np.isfinite(sim):
             return PointResult(values, DIVERGED, "the simulated solution overflowed")
         return PointResult(values, OK)

@@ -1,0 +1,188 @@
+"""Momentum ResNet forward+backward: time and peak memory, ours (JAX) vs the `momentumnet` package.
+
+Workload (the package README's example): f = Linear(500, 8) - Tanh - Linear(8, 500), the same f at
+every layer, gamma = 0.9, batch 500 x 500 float32, depth 10, 100, 1000; loss = sum of the output,
+gradient with respect to the parameters of f.
+
+Modes:
+- stored: ordinary backprop that keeps activations (torch autograd; JAX grad through lax.scan);
+- memory_free: activations rebuilt by inverting the network during the backward pass
+  (momentumnet `use_backprop=False`, exact integer representation of v in an int64 BitStore;
+  ours `dyn.momentum.backprop.momentum_net(memory_free=True)`, float inverse).
+
+Each (implementation, mode, depth) runs in a fresh subprocess. Peak memory = max RSS sampled every
+0.5 ms by a thread during the FIRST forward+backward, minus the RSS just before it (JAX is compiled
+ahead of time, before the baseline). Time = best of `--repeats` later calls. Also reported: the
+largest relative deviation of the memory-free gradient from the stored-activation one (same
+weights and input), since rebuilding activations by inversion is only as good as the inverse.
+
+Setup (momentumnet must never be a dependency of the project; it lives in its own venv):
+
+    python3 -m venv /tmp/bench-venv
+    /tmp/bench-venv/bin/pip install torch==2.13.0       # exactly this: the local CPU build
+    /tmp/bench-venv/bin/pip install --no-deps momentumnet
+    /tmp/bench-venv/bin/pip install numpy jax
+    /tmp/bench-venv/bin/python benchmarks/momentum_memory.py [--depths 10 100 1000] [--repeats 3]
+
+Our side is loaded from this checkout's dyn/momentum/backprop.py by path (it needs only JAX).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+D, HIDDEN, BATCH, GAMMA = 500, 8, 500, 0.9
+SAMPLE_S = 5e-4
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * PAGE
+
+
+class PeakRSS:
+    """Max RSS seen by a sampling thread while the block runs, minus RSS on entry."""
+
+    def __enter__(self):
+        self.base = self.peak = rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss())
+            time.sleep(SAMPLE_S)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss())
+        self.delta_mb = (self.peak - self.base) / 2**20
+
+
+def weights(seed: int = 0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(-1, 1, (D, HIDDEN)).astype("float32") / D**0.5,
+            rng.uniform(-1, 1, HIDDEN).astype("float32") / D**0.5,
+            rng.uniform(-1, 1, (HIDDEN, D)).astype("float32") / HIDDEN**0.5,
+            rng.uniform(-1, 1, D).astype("float32") / HIDDEN**0.5,
+            rng.standard_normal((BATCH, D)).astype("float32"))
+
+
+def run_torch(mode: str, depth: int, repeats: int) -> dict:
+    import numpy as np
+    import torch
+    from momentumnet import MomentumNet
+    from torch import nn
+
+    W1, b1, W2, b2, x = weights()
+    f = nn.Sequential(nn.Linear(D, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, D))
+    with torch.no_grad():
+        f[0].weight.copy_(torch.from_numpy(W1.T.copy()))
+        f[0].bias.copy_(torch.from_numpy(b1))
+        f[2].weight.copy_(torch.from_numpy(W2.T.copy()))
+        f[2].bias.copy_(torch.from_numpy(b2))
+    x = torch.from_numpy(x)
+
+    def step(use_backprop):
+        net = MomentumNet([f] * depth, gamma=GAMMA, use_backprop=use_backprop)
+        f.zero_grad()
+        net(x).sum().backward()
+        return [p.grad.numpy().copy() for p in f.parameters()]
+
+    use_backprop = mode == "stored"
+    with PeakRSS() as mem:
+        grads = step(use_backprop)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        step(use_backprop)
+        times.append(time.perf_counter() - t0)
+    out = {"time_s": min(times), "peak_mb": mem.delta_mb}
+    if mode == "memory_free":
+        ref = step(True)
+        out["grad_rel_err"] = max(float(np.max(np.abs(a - b)) / np.max(np.abs(b))) for a, b in zip(grads, ref))
+    return out
+
+
+def run_jax(mode: str, depth: int, repeats: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("momentum_backprop", ROOT / "dyn" / "momentum" / "backprop.py")
+    backprop = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(backprop)
+
+    *theta, x = (jnp.asarray(a) for a in weights())
+    theta = tuple(theta)
+
+    def f(x, th):
+        W1, b1, W2, b2 = th
+        return jnp.tanh(x @ W1 + b1) @ W2 + b2
+
+    def make(memory_free):
+        net = backprop.momentum_net(f, GAMMA, depth, shared=True, memory_free=memory_free)
+        loss = lambda th, x: jnp.sum(net(th, x, jnp.zeros_like(x))[0])
+        return jax.jit(jax.grad(loss)).lower(theta, x).compile()
+
+    grad = make(mode == "memory_free")
+    analysis = grad.memory_analysis()
+    with PeakRSS() as mem:
+        grads = jax.block_until_ready(grad(theta, x))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(grad(theta, x))
+        times.append(time.perf_counter() - t0)
+    out = {"time_s": min(times), "peak_mb": mem.delta_mb,
+           "xla_temp_mb": getattr(analysis, "temp_size_in_bytes", float("nan")) / 2**20}
+    if mode == "memory_free":
+        ref = make(False)(theta, x)
+        out["grad_rel_err"] = max(float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b))) for a, b in zip(grads, ref))
+    return out
+
+
+WORKERS = {"momentumnet": run_torch, "dyn-jax": run_jax}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--depths", type=int, nargs="+", default=[10, 100, 1000])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--impls", nargs="+", default=list(WORKERS))
+    ap.add_argument("--worker", nargs=3, metavar=("IMPL", "MODE", "DEPTH"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        impl, mode, depth = args.worker
+        print(json.dumps(WORKERS[impl](mode, int(depth), args.repeats)))
+        return
+    print(f"{'impl':<12} {'mode':<12} {'depth':>5} {'time_s':>8} {'peak_MB':>9} {'xla_temp_MB':>11} {'grad_rel_err':>12}")
+    for depth in args.depths:
+        for impl in args.impls:
+            for mode in ("stored", "memory_free"):
+                cmd = [sys.executable, __file__, "--worker", impl, mode, str(depth), "--repeats", str(args.repeats)]
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode:
+                    print(f"{impl:<12} {mode:<12} {depth:>5} FAILED: {proc.stderr.strip().splitlines()[-1:]}")
+                    continue
+                r = json.loads(proc.stdout.strip().splitlines()[-1])
+                print(f"{impl:<12} {mode:<12} {depth:>5} {r['time_s']:>8.3f} {r['peak_mb']:>9.1f} "
+                      f"{r.get('xla_temp_mb', float('nan')):>11.1f} {r.get('grad_rel_err', float('nan')):>12.2e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""Sinkformers (physics.md §2): Sinkhorn attention and the particle flows it drives.
+
+    K = Sinkhorn(exp(s)) after k alternating normalizations (k = 1: softmax; k -> inf: doubly
+    stochastic),   dx_i/dt = sum_j K_ij W_V x_j   (or W_V (x_j - x_i): the heat setting)
+
+with the discrete Sinkformer (residual layers), the self-transport energy F = 1/2 OT_1(mu, mu)
+(a Wasserstein gradient-flow Lyapunov function when W = W_V is symmetric), and the per-coordinate
+variance (which grows like s0^2 + 2 alpha t in the heat limit). Layout of ``p``: ``params``.
+"""
+from .flow import (score_matrix, sinkformer_drift, sinkformer_drift_jax, sinkformer_layers,
+                   velocity)
+from .observables import dissipation, self_transport_energy, variance
+from .params import HEADER, heat_params, pack_params, param_size, unpack_params
+from .sinkhorn import marginal_error, sinkhorn, softmax
+
+__all__ = [
+    "HEADER", "dissipation", "heat_params", "marginal_error", "pack_params", "param_size",
+    "score_matrix", "self_transport_energy", "sinkformer_drift", "sinkformer_drift_jax",
+    "sinkformer_layers", "sinkhorn", "softmax", "unpack_params", "variance", "velocity",
+]

@@ -1,0 +1,156 @@
+"""System `random_transformer`: tokens of a deep transformer at random initialization and their
+common-noise SDE limit (physics.md §1.2); end-state probabilities with Wilson intervals.
+
+Per point, `ensemble.runs` runs from i.i.d. uniform tokens, simulated up to `integrator.horizon`
+with step `integrator.dt` (for the network: `1/dt` layers per unit time), then classified:
+- `report = "pair"` (n = 2): antipodal / cluster / undecided, from log|z_1 -+ z_2|^2 < threshold;
+- `report = "census"`: one cluster / two antipodal clusters / other.
+
+`form`: `rho` (exact two-token SDE in u = -artanh(rho), one normal per step, runs stopped once
+absorbed; numba), `network` (the discrete network; two tokens by exact 2d-normal sampling; numba)
+or `sde` (the d-dimensional Ito SDE by Euler-Maruyama; numba or diffrax).
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import ScenarioError
+from ..schema import Field
+from . import register
+from .base import DIVERGED, OK, Output, PointResult, System
+
+if TYPE_CHECKING:
+    from ..scenario import Scenario
+
+PAIR_CLASSES = ("antipodal", "cluster", "undecided")
+CENSUS_CLASSES = ("one_cluster", "two_antipodal", "other")
+DEFAULT_DT = 0.01
+
+
+@register
+class RandomTransformer(System):
+    name = "random_transformer"
+    description = "deep transformer at random init / its common-noise SDE: end-state probabilities"
+    default_plot = "p_antipodal"
+    params = {
+        "n": Field("int", 2, "number of tokens n", lo=2, hi=4096),
+        "d": Field("int", 3, "token dimension d", lo=2, hi=4096),
+        "beta": Field("float", 1.0, "inverse temperature beta"),
+        "sigma": Field("float", 1.0, "noise scale sigma (entries of G have variance sigma^2/d)", lo=0.0),
+        "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I"),
+        "score": Field("str", "unit", "score convention: beta<z_i,z_j> on unit tokens, or "
+                       "beta/sqrt(d) <x_i,x_j> on norm-sqrt(d) tokens", choices=("unit", "sqrt_d")),
+        "init": Field("str", "uniform", "initial law (i.i.d. uniform on the sphere)", choices=("uniform",)),
+        "form": Field("str", "rho", "what is simulated", choices=("rho", "network", "sde")),
+        "report": Field("str", "pair", "pair classes (n = 2) or the n-token census",
+                        choices=("pair", "census"), sweepable=False),
+        "threshold": Field("float", -20.0, "class threshold on log|z_i -+ z_j|^2", hi=0.0),
+        "absorb_tol": Field("float", 1e-6, "stop a two-token run once its chance to leave its "
+                            "class is below this (0: never stop early)", lo=0.0, hi=0.1),
+    }
+
+    def validate(self, point: dict, scenario: "Scenario") -> None:
+        cfg = scenario.integrator
+        if cfg["method"] != "euler_maruyama":
+            raise ScenarioError("integrator.method", "this system is an SDE: use euler_maruyama")
+        if point["form"] in ("rho", "network") and cfg["backend"] != "numba":
+            raise ScenarioError("params.form", f"form {point['form']!r} runs on the numba backend; "
+                                "use form = \"sde\" with diffrax")
+        if point["n"] != 2 and (point["form"] == "rho" or point["report"] == "pair"):
+            raise ScenarioError("params.n", "form = \"rho\" and report = \"pair\" need n = 2")
+
+    def coords(self, scenario: "Scenario") -> dict:
+        return {}
+
+    def outputs(self, scenario: "Scenario") -> list[Output]:
+        classes = PAIR_CLASSES if scenario.params.get("report", "pair") == "pair" else CENSUS_CLASSES
+        outs = []
+        for c in classes:
+            words = c.replace("_", " ")
+            outs += [Output(f"p_{c}", f"fraction of runs ending {words}", "1"),
+                     Output(f"n_{c}", f"number of runs ending {words}", "1"),
+                     Output(f"p_{c}_lo", f"95% Wilson lower bound of p_{c}", "1"),
+                     Output(f"p_{c}_hi", f"95% Wilson upper bound of p_{c}", "1")]
+        outs.append(Output("mean_steps", "mean number of steps (layers) run per run", "1"))
+        return outs
+
+    def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
+        from .. import tokens_sde as ts
+
+        runs = scenario.ensemble["runs"]
+        classes, steps, bad = _simulate(point, scenario, rng)
+        if point["report"] == "pair":
+            names = PAIR_CLASSES
+            counts = [np.sum(classes == ts.ANTIPODAL), np.sum(classes == ts.CLUSTER),
+                      np.sum(classes == ts.UNDECIDED)]
+        else:
+            names = CENSUS_CLASSES
+            counts = [np.sum(classes == ts.ONE_CLUSTER), np.sum(classes == ts.TWO_ANTIPODAL),
+                      np.sum(classes == ts.OTHER)]
+        values = {"mean_steps": np.float64(steps)}
+        for name, k in zip(names, counts):
+            lo, hi = ts.wilson(k, runs)
+            values.update({f"p_{name}": np.float64(k / runs), f"n_{name}": np.float64(k),
+                           f"p_{name}_lo": np.float64(lo), f"p_{name}_hi": np.float64(hi)})
+        if bad:
+            return PointResult(values, DIVERGED, f"{bad} of {runs} runs became non-finite")
+        return PointResult(values, OK)
+
+    def decorate(self, ax, ds, var: str) -> None:
+        """The predicted boundary cosh(2 beta) = d - 2 on a (beta, d) heat map."""
+        from ..tokens_sde import beta_critical
+
+        dims = ds[var].dims
+        if "beta" not in dims or "d" not in dims or ds.sizes["d"] < 2:
+            return
+        d = np.linspace(float(ds["d"].min()), float(ds["d"].max()), 400)
+        bc = beta_critical(d)
+        xy = (bc, d) if dims.index("beta") < dims.index("d") else (d, bc)
+        ax.plot(*xy, color="white", lw=2, ls="--", label=r"$\cosh 2\beta = d-2$")
+        ax.legend(loc="lower right", fontsize=8)
+
+
+def _simulate(point, scenario, rng):
+    """(classes (runs,), mean steps, non-finite count) for one point."""
+    from .. import tokens_sde as ts
+    from ..attention import uniform_sphere
+
+    runs = scenario.ensemble["runs"]
+    cfg = scenario.integrator
+    T = cfg["horizon"]
+    dt = cfg.get("dt") or DEFAULT_DT
+    n, d = point["n"], point["d"]
+    p = ts.pack(point["beta"], d, point["sigma"], point["vbar"], point["score"])
+    lo, hi = ts.absorbing_levels(p[0], d, point["sigma"], point["vbar"], point["threshold"],
+                                 point["absorb_tol"])
+    if point["form"] == "rho":
+        u0 = ts.rho_to_u(ts.sample_rho0(rng, runs, d))
+        u, taken = ts.two_token_u(u0, T, dt, p, rng, lo, hi)
+        uc, ua = ts.u_thresholds(point["threshold"])
+        classes = np.where(u < uc, ts.CLUSTER, np.where(u > ua, ts.ANTIPODAL, ts.UNDECIDED))
+        if point["report"] == "census":  # n = 2: one cluster = cluster, two antipodal = antipodal
+            classes = np.choose(classes, [ts.OTHER, ts.ONE_CLUSTER, ts.TWO_ANTIPODAL])
+        return classes, float(taken.mean()), int(np.sum(~np.isfinite(u)))
+    x0 = uniform_sphere(rng, runs, n, d)
+    if point["form"] == "network":
+        depth = max(1, int(math.ceil(T / dt * (1 - 1e-9))))
+        stop_minus = ts.log_gaps_u(lo)[0] if n == 2 else -np.inf
+        stop_plus = ts.log_gaps_u(hi)[1] if n == 2 else -np.inf
+        z, taken = ts.network(x0, depth, T, p, rng=rng, stop_minus=float(stop_minus),
+                              stop_plus=float(stop_plus))
+        steps = float(taken.mean())
+    else:
+        import integrators
+
+        integ = integrators.get(cfg["backend"], "euler_maruyama", dt=dt)
+        z = integ.solve(ts.problem(p), x0, np.array([0.0, T]), rng=rng)[:, -1]
+        steps = float(integrators.base.step_grid(np.array([0.0, T]), dt)[0].sum())
+    bad = int(np.sum(~np.isfinite(z).all(axis=(1, 2))))
+    if point["report"] == "pair":
+        classes = ts.classify_pair(z, point["threshold"])
+    else:
+        classes = ts.census(z, point["threshold"])
+    return classes, steps, bad
