@@ -42,7 +42,7 @@ def summary(path: str | Path) -> str:
         lines.append("  dimensions")
         for dim, size in ds.sizes.items():
             values = ds[dim].values if dim in ds.coords else np.arange(size)
-            lines.append(f"    {dim:<14} {size:>6}  {_span(values)}")
+            lines.append(f"    {dim:<16} {size:>6}  {_span(values)}")
         lines.append("  variables")
         for name, var in ds.data_vars.items():
             if name == "status":

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import store, sweep
+from . import store, sweep, trajectories
 from .errors import ScenarioError
 from .executors import EXECUTORS, iter_results
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve
@@ -56,7 +56,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         done = len(statuses) - len(todo)
         if done:
             print(f"resuming {path}: {done} of {len(statuses)} points already done", file=log)
-        results = iter_results(executor, scenario.text, todo, workers, scheduler)
+        sidecar = str(trajectories.sidecar_dir(path)) if scenario.output["trajectories"] else None
+        results = iter_results(executor, scenario.text, todo, workers, scheduler, sidecar)
         _write_all(scenario, path, results, len(todo), progress, log)
     finally:
         lock.release()

@@ -21,6 +21,7 @@ import traceback
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from functools import lru_cache
+from pathlib import Path
 from typing import Iterator, Sequence
 
 from .systems.base import FAILED, PointResult
@@ -40,13 +41,23 @@ def _scenario(text: str):
 
 def compute_point(text: str, index: int, sidecar: str | None = None) -> PointResult:
     """Run one sweep point of the scenario given as resolved TOML text; never raises."""
-    from . import sweep
+    from . import sweep, trajectories
 
     scenario = _scenario(text)
+    sink = None
     try:
-        return scenario.system.run_point(sweep.point(scenario, index), scenario,
-                                         sweep.rng(scenario, index))
+        extra = {}
+        if sidecar is not None:
+            spec = trajectories.spec(scenario, scenario.system.coords(scenario))
+            extra["trajectories"] = sink = trajectories.TrajectoryFile(Path(sidecar), index, spec)
+        result = scenario.system.run_point(sweep.point(scenario, index), scenario,
+                                           sweep.rng(scenario, index), **extra)
+        if sink is not None:
+            sink.close()
+        return result
     except Exception as exc:  # one bad point must not kill the sweep: record it
+        if sink is not None:
+            sink.discard()
         last = traceback.extract_tb(exc.__traceback__)[-1]
         return PointResult({}, FAILED, f"{type(exc).__name__}: {exc} "
                            f"({os.path.basename(last.filename)}:{last.lineno})")

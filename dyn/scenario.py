@@ -7,7 +7,8 @@ Tables (see README "Scenario files"):
                the sweep is the cartesian product of the axes, in file order
   [ensemble]   runs, seed
   [integrator] backend, method, horizon, dt | rtol, atol, max_steps
-  [output]     path, saves (number of save intervals on [0, horizon]), plot
+  [output]     path, saves (number of save intervals on [0, horizon]), plot,
+               trajectories, trajectory_every, trajectory_runs
 
 The resolved scenario (every default written out, every sweep expanded to an explicit list)
 is what the output file stores, and its hash identifies the computation: resuming is allowed only
@@ -60,6 +61,9 @@ OUTPUT_FIELDS = {
     "path": Field("str", default=""),
     "saves": Field("int", default=100, lo=1, hi=100_000, doc="save intervals on [0, horizon]"),
     "plot": Field("str", default=""),
+    "trajectories": Field("bool", default=False, doc="also save states (see dyn/trajectories.py)"),
+    "trajectory_every": Field("int", default=1, lo=1, hi=10**6, doc="keep every k-th save time"),
+    "trajectory_runs": Field("int", default=0, lo=0, hi=10**8, doc="runs kept per point (0: all)"),
 }
 SOLVER_OPTIONS = ("dt", "rtol", "atol", "max_steps")
 SWEEP_RANGE_FIELDS = {
@@ -229,6 +233,8 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
                             f"(variables: {', '.join(sorted(outputs))})")
     from .sweep import iter_points  # local: sweep imports this module's Scenario
 
+    if output["trajectories"] and system.trajectory_dims(scenario) is None:
+        raise ScenarioError("output.trajectories", f"system {system.name} does not save trajectories")
     for point in iter_points(scenario):
         system.validate(point, scenario)
     return scenario

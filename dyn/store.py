@@ -5,6 +5,7 @@ Layout (netCDF-4 compatible, so `xarray.open_dataset(path, engine="h5netcdf")` r
   variables    each output, dims (*sweep axes, *own dims), float64, NaN until its point is done
   status       int8 per point: 0 pending, 1 ok, 2 diverged, 3 failed (CF flag_values/meanings)
   message      per point: why it diverged or failed (empty otherwise)
+  trajectory   optional, virtual: states streamed to NAME.h5.d/ (see dyn/trajectories.py)
   attributes   scenario (resolved TOML), scenario_hash, versions, git_commit, command, created
 
 Why the file survives a kill at any moment: every dataset is contiguous and fully written (NaN)
@@ -25,7 +26,7 @@ import h5netcdf
 import h5py
 import numpy as np
 
-from . import provenance, sweep
+from . import provenance, sweep, trajectories
 from .errors import OutputError
 from .systems.base import FAILED, PENDING, STATUS_NAMES, PointResult
 
@@ -112,6 +113,16 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
         message[...] = np.zeros(shape, dtype=f"S{MESSAGE_BYTES}")
         message.attrs.update({"long_name": "why a point diverged or failed", "_Encoding": "utf-8"})
         f.attrs.update(provenance.attributes(scenario, command))
+        spec = trajectories.spec(scenario, coords)
+        if spec is not None:
+            f.dimensions["run"] = spec.runs
+            f.dimensions["trajectory_time"] = len(spec.times)
+            _coordinate(f, "trajectory_time", spec.times, {"long_name": "time of the saved states"})
+            for dim, size in spec.state.items():
+                f.dimensions[dim] = size
+    if spec is not None:
+        with h5py.File(tmp, "r+") as f:
+            trajectories.declare(f, path, scenario, spec, shape, axes)
     os.replace(tmp, path)
 
 

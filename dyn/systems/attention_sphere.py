@@ -78,7 +78,15 @@ class AttentionSphere(System):
                    "1", ("time",)),
         ]
 
-    def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
+    def trajectory_dims(self, scenario: "Scenario") -> dict[str, int]:
+        for key in ("n", "d"):
+            if key in scenario.axes:
+                raise ScenarioError("output.trajectories", f"saving trajectories needs params.{key} "
+                                    "fixed (every point's states must have one shape)")
+        return {"token": scenario.params["n"], "coordinate": scenario.params["d"]}
+
+    def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator,
+                  trajectories=None) -> PointResult:
         from .. import attention
 
         runs = scenario.ensemble["runs"]
@@ -94,6 +102,8 @@ class AttentionSphere(System):
             with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are counted, not warned
                 states = _solve(point, scenario, p, x0, ts)
                 _accumulate(states, point, sums)
+            if trajectories is not None:
+                trajectories.write(int(chunk[0]), states)
             bad += int(np.sum(~np.isfinite(states).all(axis=(1, 2, 3))))
         values = {name: total / runs for name, total in sums.items()}
         if bad:

@@ -73,4 +73,14 @@ class System(abc.ABC):
 
     @abc.abstractmethod
     def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
-        """Simulate one sweep point; `point` holds every parameter, swept ones included."""
+        """Simulate one sweep point; `point` holds every parameter, swept ones included.
+
+        Systems that save trajectories also accept `trajectories=` (a `TrajectoryFile`, passed
+        only when the scenario asks for them) and call `trajectories.write(first_run, states)`
+        with states of shape (runs, times, *state) as each chunk of runs is done.
+        """
+
+    def trajectory_dims(self, scenario: "Scenario") -> dict[str, int] | None:
+        """Dims of one run's state at one save time (same for every point), or None when the
+        system does not save trajectories. Such systems have a `time` coordinate."""
+        return None

@@ -104,7 +104,7 @@ class RandomTransformer(System):
         from ..tokens_sde import beta_critical
 
         dims = ds[var].dims
-        if "beta" not in dims or "d" not in dims or ds.sizes["d"] < 2:
+        if set(dims) != {"beta", "d"} or ds.sizes["d"] < 2:  # only the (beta, d) heat map
             return
         d = np.linspace(float(ds["d"].min()), float(ds["d"].max()), 400)
         bc = beta_critical(d)

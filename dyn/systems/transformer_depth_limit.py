@@ -60,6 +60,21 @@ class TransformerDepthLimit(System):
             Output("strong_error_em", "same for Euler-Maruyama at the network's step", "1"),
         ]
 
+    def decorate(self, ax, ds, var: str) -> None:
+        """Log-log axes and a reference slope -1/2 (strong order of an Euler-Maruyama-type scheme)."""
+        if ds[var].dims != ("depth",):
+            return
+        depth = ds["depth"].values.astype(float)
+        err = ds[var].values
+        ok = np.isfinite(err)
+        if not ok.any():
+            return
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        anchor = np.flatnonzero(ok)[0]
+        ax.plot(depth, err[anchor] * np.sqrt(depth[anchor] / depth), "k--", lw=1, label="slope -1/2")
+        ax.legend(fontsize=8)
+
     def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
         import integrators
 

@@ -1,0 +1,124 @@
+"""Saved trajectories: streamed to one small file per point, seen as one variable of the sweep file.
+
+With `[output] trajectories = true`, each point's states (thinned to every `trajectory_every`-th
+save time, first `trajectory_runs` runs) are written while the point runs, run-chunk by
+run-chunk, into `NAME.h5.d/point_<index>.h5` (chunked, gzip-compressed), under a temporary name
+renamed into place when the point is done. The sweep file holds a virtual dataset `trajectory`
+(dims: sweep axes, run, trajectory_time, state dims) mapped onto those files, declared once
+when the sweep file is made. Hence:
+- memory stays bounded: no process ever holds more than one run-chunk of states;
+- the sweep file's metadata never changes after creation, so it survives a kill as before;
+- a point not yet done reads as NaN (the virtual dataset's fill value);
+- the folder `NAME.h5.d/` must travel with `NAME.h5` (it holds the trajectory data).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import h5py
+import numpy as np
+
+from .errors import ScenarioError
+
+if TYPE_CHECKING:
+    from .scenario import Scenario
+
+DATASET = "trajectory"
+CHUNK_TARGET_BYTES = 4 * 2**20  # HDF5 chunk size aimed at: big enough to compress well
+COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+
+
+@dataclass(frozen=True)
+class TrajectorySpec:
+    """What is kept of each point: `runs` runs at save indices `::every`, states of `state` dims."""
+
+    runs: int
+    every: int
+    times: np.ndarray  # the kept save times
+    state: dict[str, int]  # state dims of one run at one time, e.g. {"token": n, "coordinate": d}
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.runs, len(self.times), *self.state.values())
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        return ("run", "trajectory_time", *self.state)
+
+
+def spec(scenario: "Scenario", coords: dict) -> TrajectorySpec | None:
+    """The trajectory layout of a scenario, or None when it saves none; `coords` are the
+    system's coordinates, whose `time` gives the save times."""
+    out = scenario.output
+    if not out.get("trajectories"):
+        return None
+    state = scenario.system.trajectory_dims(scenario)
+    if state is None:
+        raise ScenarioError("output.trajectories",
+                            f"system {scenario.system.name} does not save trajectories")
+    runs = min(out["trajectory_runs"] or scenario.ensemble["runs"], scenario.ensemble["runs"])
+    every = out["trajectory_every"]
+    return TrajectorySpec(runs, every, np.asarray(coords["time"].values)[::every], dict(state))
+
+
+def sidecar_dir(path: Path) -> Path:
+    return path.with_name(path.name + ".d")
+
+
+def point_file(sidecar: Path, index: int) -> Path:
+    return sidecar / f"point_{index:07d}.h5"
+
+
+def declare(f: h5py.File, path: Path, scenario: "Scenario", spec: TrajectorySpec,
+            sweep_shape: tuple[int, ...], sweep_dims: list[str]) -> None:
+    """Add the virtual `trajectory` variable to the (still temporary) sweep file `f`.
+
+    Source file names are relative, and HDF5 resolves them against the sweep file's folder,
+    so the pair NAME.h5 + NAME.h5.d/ can be moved together.
+    """
+    layout = h5py.VirtualLayout(shape=sweep_shape + spec.shape, dtype="f8")
+    folder = sidecar_dir(path).name
+    for index in range(int(np.prod(sweep_shape, dtype=np.int64))):
+        where = np.unravel_index(index, sweep_shape) if sweep_shape else ()
+        source = h5py.VirtualSource(f"{folder}/{point_file(Path('.'), index).name}", DATASET,
+                                    shape=spec.shape)
+        layout[tuple(int(i) for i in where)] = source
+    var = f.create_virtual_dataset(DATASET, layout, fillvalue=np.nan)
+    var.attrs["long_name"] = "saved states (thinned), one file per point under " + folder
+    for axis, dim in enumerate([*sweep_dims, *spec.dims]):
+        var.dims[axis].attach_scale(f[dim])
+
+
+class TrajectoryFile:
+    """The sink a system writes run-chunks into; atomically published on `close`."""
+
+    def __init__(self, sidecar: Path, index: int, spec: TrajectorySpec):
+        self.spec = spec
+        self.final = point_file(sidecar, index)
+        self.partial = self.final.with_name(self.final.name + ".partial")
+        sidecar.mkdir(parents=True, exist_ok=True)
+        self._file = h5py.File(self.partial, "w")
+        per_run = int(np.prod(spec.shape[1:], dtype=np.int64)) * 8
+        chunk_runs = int(max(1, min(spec.runs, CHUNK_TARGET_BYTES // max(per_run, 1))))
+        self._data = self._file.create_dataset(DATASET, shape=spec.shape, dtype="f8",
+                                               chunks=(chunk_runs, *spec.shape[1:]),
+                                               fillvalue=np.nan, **COMPRESSION)
+
+    def write(self, first_run: int, states: np.ndarray) -> None:
+        """States of runs first_run.. at ALL save times, (runs, times, *state); keeps what the
+        spec asks for (every `every`-th time, runs below `spec.runs`)."""
+        if first_run >= self.spec.runs:
+            return
+        stop = min(first_run + states.shape[0], self.spec.runs)
+        self._data[first_run:stop] = states[: stop - first_run, :: self.spec.every]
+
+    def close(self) -> None:
+        self._file.close()
+        os.replace(self.partial, self.final)
+
+    def discard(self) -> None:
+        self._file.close()
+        self.partial.unlink(missing_ok=True)
