@@ -212,3 +212,31 @@ def test_kill_in_the_middle_of_a_write_leaves_a_readable_file(small_scenario, tm
         assert (status == OK).sum() == 2 and (status == 0).sum() == 4  # the torn point is pending
     dyn.run(small_scenario, out, progress=False)
     assert_same(values(out), values(dyn.run(small_scenario, tmp_path / "ref.h5", progress=False)))
+
+
+PROBE = """[scenario]
+name = "probe"
+system = "probe"
+[params]
+samples = 100
+[sweep]
+label = { start = 0, stop = 299, num = 300 }
+[ensemble]
+seed = 11
+"""
+
+
+def test_batched_pool_tasks_keep_every_point_on_its_own_stream(tmp_path):
+    """300 cheap points: the pool soon packs many points per task; numbers must not move."""
+    scenario = tmp_path / "probe.toml"
+    scenario.write_text(PROBE)
+    serial = dyn.run(scenario, tmp_path / "s.h5", progress=False)
+    pooled = dyn.run(scenario, tmp_path / "p.h5", executor="process", workers=2, progress=False)
+    with dyn.open(serial) as a, dyn.open(pooled) as b:
+        np.testing.assert_array_equal(a["first"].values, b["first"].values)
+        np.testing.assert_array_equal(a["mean"].values, b["mean"].values)
+        assert len(np.unique(a["first"].values[:, 0])) == 300  # distinct streams per point
+        # each point's first draw is the first normal of SeedSequence(seed, spawn_key=(index,))
+        first = [np.random.default_rng(np.random.SeedSequence(11, spawn_key=(k,))).standard_normal()
+                 for k in (0, 150, 299)]
+        np.testing.assert_array_equal(a["first"].values[[0, 150, 299], 0], first)

@@ -1,0 +1,111 @@
+"""Executor overheads and parallel efficiency (issue: scale-out and reliability).
+
+Prints, measured side by side in one run:
+1. per-point overhead of each executor (serial, process pool, Dask LocalCluster) on points that do
+   no work (system `probe`, samples = 0): (T(N points) - T(1 point)) / (N - 1), start-up excluded;
+2. start-up cost of each executor (T(1 point) minus the serial one), incl. Dask's LocalCluster;
+3. parallel efficiency of the process pool on this machine's cores for a real scenario (a slice of
+   attention_clusters): T(serial, one numba thread) / (workers x T(process pool));
+4. peak RSS of a streaming sweep writing ~2 GB of trajectories (run with --big; ~2 minutes).
+
+    python benchmarks/executors.py [--points 200] [--big]
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = """[scenario]
+name = "probe"
+system = "probe"
+[params]
+samples = 0
+[sweep]
+label = {{ start = 0, stop = {last}, num = {num} }}
+[ensemble]
+seed = 1
+"""
+
+
+def timed_run(scenario: Path, out: Path, executor: str, workers: int) -> float:
+    import dyn
+
+    start = time.perf_counter()
+    dyn.run(scenario, out, executor=executor, workers=workers, progress=False, log=io.StringIO())
+    return time.perf_counter() - start
+
+
+def overheads(folder: Path, points: int, workers: int) -> None:
+    import dyn  # noqa: F401 - import cost is not an executor's
+
+    one, many = folder / "one.toml", folder / "many.toml"
+    one.write_text(PROBE.format(last=0, num=1))
+    many.write_text(PROBE.format(last=points - 1, num=points))
+    timed_run(one, folder / "warm.h5", "serial", 1)  # numba caches, imports
+    print(f"{'executor':<10} {'start-up s':>11} {'per point ms':>13}   ({points} empty points, {workers} workers)")
+    base = None
+    for executor in ("serial", "process", "dask"):
+        w = 1 if executor == "serial" else workers
+        t1 = timed_run(one, folder / f"{executor}1.h5", executor, w)
+        tn = timed_run(many, folder / f"{executor}n.h5", executor, w)
+        base = t1 if base is None else base
+        print(f"{executor:<10} {t1 - base:>11.2f} {1e3 * (tn - t1) / (points - 1):>13.2f}")
+
+
+def efficiency(folder: Path, workers: int) -> None:
+    sets = ["--set", "sweep.beta=[0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0]", "--set", "ensemble.runs=128"]
+    scenario = str(ROOT / "scenarios" / "attention_clusters.toml")
+
+    def run(tag, env_threads, *extra):
+        env = {**os.environ, "NUMBA_NUM_THREADS": str(env_threads)}
+        cmd = [sys.executable, "-m", "dyn", "run", scenario, "--out", str(folder / f"{tag}.h5"),
+               "--no-progress", *sets, *extra]
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
+        return time.perf_counter() - start
+
+    t_serial1 = run("serial1", 1)
+    t_serial = run("serialn", workers)
+    t_pool = run("pool", 1, "--executor", "process", "--workers", str(workers))
+    print(f"attention_clusters slice (8 points x 128 runs), wall seconds incl. start-up:")
+    print(f"  serial, 1 numba thread        {t_serial1:7.2f}")
+    print(f"  serial, {workers} numba threads       {t_serial:7.2f}   speed-up {t_serial1 / t_serial:.2f}")
+    print(f"  process pool, {workers} workers       {t_pool:7.2f}   speed-up {t_serial1 / t_pool:.2f},"
+          f" efficiency {t_serial1 / (workers * t_pool):.0%}")
+
+
+def streaming(folder: Path) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_trajectories import _peak_rss_mib, _streaming_sets  # the slow test's configuration
+
+    scenario = folder / "small.toml"
+    from _scenarios import SMALL_SCENARIO
+
+    scenario.write_text(SMALL_SCENARIO)
+    peak, size = _peak_rss_mib(folder, scenario, folder / "big.h5", _streaming_sets(40, 12000))
+    print(f"streaming sweep: {size:.0f} MiB of trajectories written, peak RSS {peak:.0f} MiB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--big", action="store_true", help="also the ~2 GB streaming measurement")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        overheads(folder, args.points, args.workers)
+        efficiency(folder, args.workers)
+        if args.big:
+            streaming(folder)
+
+
+if __name__ == "__main__":
+    main()
