@@ -28,7 +28,8 @@ from numba import njit, types
 from .vexp import EXP_MAX_ARG, exp_shifted_inplace, row_max, row_sum
 from .params import HEADER, IDX_BETA, IDX_M_IDENTITY, IDX_NORM, IDX_V_IDENTITY, pack_params
 
-from integrators.numba_abi import DRIFT_SIG, NJIT, PROJECT_SIG
+from integrators.geometry import SPHERE
+from integrators.numba_abi import DRIFT_SIG, NJIT
 
 # fastmath without nnan/ninf: reductions may be reordered and vectorized, but NaN and inf still
 # propagate (a blow-up must be visible to the caller).
@@ -145,19 +146,9 @@ def attention_mean_field(t, x, p, out):
         _mean_field_loops(x, p, out)
 
 
-@njit(PROJECT_SIG, **NJIT, fastmath=FASTMATH)
-def _project_rows(x, v):
-    """v_i <- v_i - (<x_i, v_i> / |x_i|^2) x_i, row by row, in place."""
-    n, d = x.shape
-    for i in range(n):
-        xv = 0.0
-        xx = 0.0
-        for k in range(d):
-            xv += x[i, k] * v[i, k]
-            xx += x[i, k] * x[i, k]
-        c = xv / xx
-        for k in range(d):
-            v[i, k] -= c * x[i, k]
+# The sphere's tangent projection, v_i <- v_i - (<x_i, v_i> / |x_i|^2) x_i, written once in
+# integrators.geometry; a module-level alias so numba binds it at compile time.
+_project_rows = SPHERE.project
 
 
 @njit(DRIFT_SIG, **NJIT)
