@@ -213,7 +213,7 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     params = check_table("params", raw_params, params_fields)
 
     integrator = check_table("integrator", _table(doc, "integrator"), INTEGRATOR_FIELDS)
-    _check_integrator(integrator)
+    _check_integrator(integrator, system.equation)
     output = check_table("output", _table(doc, "output"), OUTPUT_FIELDS)
     data = {
         "scenario": head,
@@ -291,13 +291,17 @@ def _expand_range(key: str, raw: dict, spec: Field) -> list:
     return [float(v) for v in values]
 
 
-def _check_integrator(cfg: dict) -> None:
+def _check_integrator(cfg: dict, equation: str | None) -> None:
     import integrators  # light: jax is only imported when the diffrax backend runs
 
     methods = integrators.available()[cfg["backend"]]
+    if equation is not None:  # only the methods for this system's kind of equation
+        sde = equation == "sde"
+        methods = [m for m in methods if (m in integrators.SDE_METHODS) == sde]
     if cfg["method"] not in methods:
-        raise ScenarioError("integrator.method", f"unknown method {cfg['method']!r} for backend "
-                            f"{cfg['backend']} (methods: {', '.join(methods)})")
+        kind = f"{equation.upper()} " if equation else ""
+        raise ScenarioError("integrator.method", f"unknown {kind}method {cfg['method']!r} for "
+                            f"backend {cfg['backend']} (methods: {', '.join(methods)})")
     if cfg["horizon"] <= 0:
         raise ScenarioError("integrator.horizon", "must be > 0")
     allowed = integrators.options(cfg["backend"], cfg["method"])

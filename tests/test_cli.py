@@ -15,7 +15,7 @@ from dyn.cli import main
     (None, ["params.bogus=1"], "params.bogus: unknown key"),
     (None, ["nosuch.key=1"], "nosuch.key: --set names no key"),
     (None, ["scenario.system=nope"], "scenario.system: unknown system"),
-    (None, ["integrator.method=rk45"], "integrator.method: unknown method"),
+    (None, ["integrator.method=rk45"], "integrator.method: unknown ODE method"),
     (None, ["params.d=1", "sweep.d=[1]"], "sweep.d[0]: must be >= 2"),
     (None, ["ensemble.runs=-3"], "ensemble.runs: must be >= 1"),
     (None, ["sweep.beta=[1.0, inf]"], "sweep.beta[1]: must be finite"),

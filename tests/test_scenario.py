@@ -67,7 +67,8 @@ def test_overrides_are_toml_values_and_bare_words():
 @pytest.mark.parametrize("changes, key, words", [
     ({"scenario__system": "nope"}, "scenario.system", "unknown system"),
     ({"params__bogus": 1}, "params.bogus", "unknown key"),
-    ({"integrator__method": "rk45"}, "integrator.method", "unknown method"),
+    ({"integrator__method": "rk45"}, "integrator.method", "unknown ODE method"),
+    ({"integrator__method": "euler_maruyama"}, "integrator.method", "unknown ODE method"),
     ({"integrator__backend": "cuda"}, "integrator.backend", "must be one of"),
     ({"ensemble__runs": -5}, "ensemble.runs", ">= 1"),
     ({"ensemble__runs": "many"}, "ensemble.runs", "expected an integer"),

@@ -33,6 +33,7 @@ class AttentionSphere(System):
     name = "attention_sphere"
     description = "self-attention particle flow on the sphere (SA/USA), or its post-norm network"
     default_plot = "pair_fraction"
+    equation = "ode"
     params = {
         # n <= 10^4 keeps the n x n attention matrix of one run under 1 GiB
         "n": Field("int", 32, "number of tokens n", lo=1, hi=10_000),

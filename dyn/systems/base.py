@@ -59,6 +59,9 @@ class System(abc.ABC):
     description: ClassVar[str]
     params: ClassVar[dict[str, Field]]
     default_plot: ClassVar[str]
+    # "ode" or "sde" when run_point solves that kind of equation with the scenario's integrator:
+    # the scenario's method must then be of that kind (checked before anything runs).
+    equation: ClassVar[str | None] = None
 
     def validate(self, point: dict, scenario: "Scenario") -> None:
         """Cross-field checks on one point's parameters; raise ScenarioError naming the key."""
