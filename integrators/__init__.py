@@ -13,6 +13,7 @@ from .registry import SDE_METHODS, available, get, options
 from .sde_base import SDEProblem, brownian_increments, coarsen
 
 __all__ = [
+    "configure_jax",
     "AbstractIntegrator",
     "EUCLIDEAN",
     "SPHERE",
@@ -26,3 +27,11 @@ __all__ = [
     "get",
     "options",
 ]
+
+
+def configure_jax() -> None:
+    """For code that uses JAX directly: float64, and the project's persistent compilation cache
+    (what the diffrax backend sets up for itself on first use)."""
+    from . import _jax_backend
+
+    _jax_backend.enable_compilation_cache()

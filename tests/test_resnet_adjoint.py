@@ -6,9 +6,9 @@ import pytest
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)  # differences down to 1e-10 must be resolved
 import jax.numpy as jnp  # noqa: E402
-from integrators._jax_backend import enable_compilation_cache  # noqa: E402
+import integrators  # noqa: E402
 
-enable_compilation_cache()  # the project's persistent XLA cache: each depth compiles once, ever
+integrators.configure_jax()  # the project's persistent XLA cache: each depth compiles once, ever
 
 import dyn.systems  # noqa: E402
 from dyn import resnet as rn  # noqa: E402

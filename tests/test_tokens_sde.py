@@ -61,7 +61,9 @@ def test_drift_and_diffusion_match_formulas():
     ts.token_diffusion(0.0, z, p, dw, g)
     np.testing.assert_allclose(f, want_f, atol=1e-14)
     np.testing.assert_allclose(g, want_g, atol=1e-14)
-    import integrators._jax_backend  # noqa: F401  (switches JAX to float64)
+    import integrators
+
+    integrators.configure_jax()  # float64
 
     np.testing.assert_allclose(np.asarray(ts.token_drift_jax(0.0, z, p)), want_f, atol=1e-14)
     np.testing.assert_allclose(np.asarray(ts.token_diffusion_jax(0.0, z, p, dw)), want_g, atol=1e-14)

@@ -192,9 +192,11 @@ class ResNetAdjoint(System):
         ]
 
     def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
+        import integrators
+
         from ..resnet import adjoint
 
-        _enable_jax_cache()
+        integrators.configure_jax()
         sums = np.zeros(3)
         for _, (wf, x0, y) in _networks(point, scenario):
             W, V = _layers(point, wf, rng)
@@ -245,9 +247,11 @@ class ResNetTraining(System):
         ]
 
     def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
+        import integrators
+
         from ..resnet import training
 
-        _enable_jax_cache()
+        integrators.configure_jax()
         sums = np.zeros(3)
         for r in range(scenario.ensemble["runs"]):
             common = _network_rng(scenario, r)
@@ -267,10 +271,3 @@ class ResNetTraining(System):
     def decorate(self, ax, ds, var: str) -> None:
         if var == "weight_increment":
             _slope_lines(ax, ds, var, {-1.0: "--", 0.0: ":"})
-
-
-def _enable_jax_cache() -> None:
-    """Share the integrators' persistent XLA cache (one compile per depth, across processes)."""
-    from integrators import _jax_backend
-
-    _jax_backend.enable_compilation_cache()
