@@ -17,9 +17,10 @@ from integrators.numba_abi import DRIFT_SIG, NJIT, NJIT_PARALLEL
 
 from .params import (HEADER, IDX_DIM, IDX_ITERS, IDX_RELATIVE, IDX_SCORES, IDX_SYMMETRIC,
                      IDX_TAU, IDX_TOL, param_size)
-from .sinkhorn import sinkhorn_kernel, symmetric_kernel
+from .sinkhorn import FASTMATH, sinkhorn_kernel, symmetric_kernel
 
 BLOCK = 64  # tile of the in-place symmetrization (keeps both tiles in L1/L2)
+SMALL_D = 16  # up to this token dimension, scores and K Y are plain loops instead of BLAS
 
 _F2 = types.float64[:, ::1]
 
@@ -37,25 +38,66 @@ def _symmetrize(S):
                     S[j, i] = a
 
 
-@njit(types.void(_F2, types.float64[::1], _F2), **NJIT)
+@njit(types.void(_F2, types.float64[::1], _F2), **NJIT, fastmath=FASTMATH)
 def scores_kernel(x, p, S):
-    """S <- x W x^T (dot) or -|x_i - x_j|^2 / (2 tau) (sqdist)."""
+    """S <- x W x^T (dot) or -|x_i - x_j|^2 / (2 tau) (sqdist).
+
+    Plain loops for small d: a BLAS call with inner dimension d ~ 2 is memory-bound anyway, and a
+    threaded BLAS on a shared machine costs more than it brings. sqdist is exactly symmetric as
+    computed ((a - b)^2 = (b - a)^2 in IEEE); dot is symmetrized when W is symmetric.
+    """
     n, d = x.shape
     if p[IDX_SCORES] != 0.0:
-        np.dot(x, x.T, S)
-        c = 0.5 / p[IDX_TAU]
-        diag = np.empty(n)
-        for i in range(n):
-            diag[i] = S[i, i]
+        c = -0.5 / p[IDX_TAU]
         for i in range(n):
             for j in range(n):
-                S[i, j] = c * (2.0 * S[i, j] - diag[i] - diag[j])
-            S[i, i] = 0.0
-    else:
-        W = p[HEADER:HEADER + d * d].reshape((d, d))
+                acc = 0.0
+                for k in range(d):
+                    diff = x[i, k] - x[j, k]
+                    acc += diff * diff
+                S[i, j] = c * acc
+        return
+    W = p[HEADER:HEADER + d * d].reshape((d, d))
+    if d > SMALL_D:
         np.dot(np.dot(x, W), x.T, S)
+    else:
+        xq = np.zeros((n, d))
+        for i in range(n):
+            for k in range(d):
+                for l in range(d):
+                    xq[i, l] += x[i, k] * W[k, l]
+        for i in range(n):
+            for j in range(n):
+                acc = 0.0
+                for k in range(d):
+                    acc += xq[i, k] * x[j, k]
+                S[i, j] = acc
     if p[IDX_SYMMETRIC] != 0.0:
         _symmetrize(S)
+
+
+@njit(types.void(_F2, types.boolean, _F2, _F2), **NJIT, fastmath=FASTMATH)
+def _apply(P, transposed, Y, Z):
+    """Z <- K Y with K = P, or K = P^T when ``transposed`` (loops: Y is a skinny (n, d+1))."""
+    n, m = Y.shape
+    Z[:] = 0.0
+    if transposed:
+        for j in range(n):  # Z += outer(P[j], Y[j]): an axpy over i per column of Y
+            row = P[j]
+            for k in range(m):
+                y = Y[j, k]
+                for i in range(n):
+                    Z[i, k] += row[i] * y
+    else:
+        YT = np.ascontiguousarray(Y.T)
+        for i in range(n):
+            row = P[i]
+            for k in range(m):
+                yk = YT[k]
+                acc = 0.0
+                for j in range(n):
+                    acc += row[j] * yk[j]
+                Z[i, k] = acc
 
 
 @njit(types.void(_F2, types.float64[::1], _F2), **NJIT)
@@ -79,9 +121,18 @@ def attention_kernel(x, p, out):
         transposed = sinkhorn_kernel(S, ST, iters, tol, f, g, P, errors)[1]
     WV = p[HEADER + d * d:HEADER + 2 * d * d].reshape((d, d))
     Y = np.empty((n, d + 1))
-    Y[:, :d] = np.dot(x, WV.T)
+    for i in range(n):
+        for k in range(d):
+            acc = 0.0
+            for l in range(d):
+                acc += WV[k, l] * x[i, l]
+            Y[i, k] = acc
     Y[:, d] = 1.0
-    Z = np.dot(P.T, Y) if transposed else np.dot(P, Y)
+    Z = np.empty((n, d + 1))
+    if d > SMALL_D:
+        np.dot(P.T if transposed else P, Y, Z)
+    else:
+        _apply(P, transposed != 0, Y, Z)
     relative = p[IDX_RELATIVE] != 0.0
     for i in range(n):
         r = Z[i, d] if relative else 0.0

@@ -1,0 +1,42 @@
+"""The shipped Sinkformer scenarios: variables and dimensions (a contract), run on tiny settings."""
+from pathlib import Path
+
+import numpy as np
+
+import dyn
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def test_heat_scenario_contract(tmp_path):
+    out = dyn.run(SCENARIOS / "sinkformer_heat.toml", tmp_path / "h.h5", progress=False,
+                  overrides={"params.n": 40, "params.tau": 0.3, "output.saves": 4,
+                             "integrator.horizon": 0.2, "integrator.dt": 0.05, "ensemble.runs": 1})
+    with dyn.open(out) as ds:
+        for key in ("alpha", "tau", "s0", "n", "d"):
+            assert key in ds.attrs["scenario"]
+        assert ds["variance"].dims == ("normalization", "time")
+        assert list(ds["normalization"].values) == ["sinkhorn", "softmax"]
+        assert np.isfinite(ds["variance"].values).all()
+        from dyn.plot import plot
+
+        png = plot(out, tmp_path / "h.png")
+        assert png.stat().st_size > 0
+
+
+def test_energy_and_iterations_scenarios_run(tmp_path):
+    out = dyn.run(SCENARIOS / "sinkformer_energy.toml", tmp_path / "e.h5", progress=False,
+                  overrides={"params.n": 10, "output.saves": 3, "integrator.horizon": 0.3,
+                             "integrator.dt": 0.05, "ensemble.runs": 1})
+    with dyn.open(out) as ds:
+        assert ds["energy"].dims == ("normalization", "time")
+        assert np.all(np.diff(ds["energy"].sel(normalization="sinkhorn").values) < 0)
+    out = dyn.run(SCENARIOS / "sinkhorn_iterations.toml", tmp_path / "i.h5", progress=False,
+                  overrides={"params.n": 20, "params.iterations": 5, "ensemble.runs": 1,
+                             "sweep.tau": [0.1, 1.0]})
+    with dyn.open(out) as ds:
+        err = ds["marginal_error"]
+        assert err.dims == ("scores", "tau", "iteration")
+        # the sup-norm marginal error need not decrease at every step (only the L1 one must),
+        # but five normalizations do reduce it
+        assert np.all(err.values[..., -1] < err.values[..., 0])
