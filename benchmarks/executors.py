@@ -68,7 +68,9 @@ def efficiency(folder: Path, workers: int) -> None:
         cmd = [sys.executable, "-m", "dyn", "run", scenario, "--out", str(folder / f"{tag}.h5"),
                "--no-progress", *sets, *extra]
         start = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.returncode:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
         return time.perf_counter() - start
 
     t_serial1 = run("serial1", 1)

@@ -7,14 +7,19 @@ gradient with respect to the parameters of f.
 Modes:
 - stored: ordinary backprop that keeps activations (torch autograd; JAX grad through lax.scan);
 - memory_free: activations rebuilt by inverting the network during the backward pass
-  (momentumnet `use_backprop=False`, exact integer representation of v in an int64 BitStore;
-  ours `dyn.momentum.backprop.momentum_net(memory_free=True)`, float inverse).
+  (momentumnet `use_backprop=False`: v as int64 fixed point with an int64 "BitStore" of the bits
+  lost multiplying by gamma, x in float; ours `momentum_net(memory_free=True)`: float inverse);
+- exact (ours only): `momentum_net(exact=True)`, x and v int64 fixed point and a multi-limb
+  information buffer (~log2(1/gamma) bits per entry and layer), rebuilt bit for bit.
 
-Each (implementation, mode, depth) runs in a fresh subprocess. Peak memory = max RSS sampled every
+Each (implementation, mode, depth) runs in a fresh subprocess, with `--threads` threads for both
+libraries (default 1: on a shared machine, spinning thread pools make multi-threaded timings
+meaningless; torch with 2 threads on 2 busy cores ran 50x slower than with 1). Peak memory = max RSS sampled every
 0.5 ms by a thread during the FIRST forward+backward, minus the RSS just before it (JAX is compiled
 ahead of time, before the baseline). Time = best of `--repeats` later calls. Also reported: the
-largest relative deviation of the memory-free gradient from the stored-activation one (same
-weights and input), since rebuilding activations by inversion is only as good as the inverse.
+gradient's error, max |g - g_ref| / max |g_ref| over the parameter tensors, against the same
+library's stored-activation gradient in float64 (same weights and input): rebuilding activations
+by inversion is only as good as the inverse (gamma^-depth amplifies float rounding).
 
 Setup (momentumnet must never be a dependency of the project; it lives in its own venv):
 
@@ -88,6 +93,8 @@ def run_torch(mode: str, depth: int, repeats: int) -> dict:
     from momentumnet import MomentumNet
     from torch import nn
 
+    torch.set_num_threads(int(os.environ["BENCH_THREADS"]))
+
     W1, b1, W2, b2, x = weights()
     f = nn.Sequential(nn.Linear(D, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, D))
     with torch.no_grad():
@@ -97,11 +104,11 @@ def run_torch(mode: str, depth: int, repeats: int) -> dict:
         f[2].bias.copy_(torch.from_numpy(b2))
     x = torch.from_numpy(x)
 
-    def step(use_backprop):
-        net = MomentumNet([f] * depth, gamma=GAMMA, use_backprop=use_backprop)
-        f.zero_grad()
-        net(x).sum().backward()
-        return [p.grad.numpy().copy() for p in f.parameters()]
+    def step(use_backprop, fn=f, inp=x):
+        net = MomentumNet([fn] * depth, gamma=GAMMA, use_backprop=use_backprop)
+        fn.zero_grad()
+        net(inp).sum().backward()
+        return [p.grad.numpy().copy() for p in fn.parameters()]
 
     use_backprop = mode == "stored"
     with PeakRSS() as mem:
@@ -111,17 +118,24 @@ def run_torch(mode: str, depth: int, repeats: int) -> dict:
         t0 = time.perf_counter()
         step(use_backprop)
         times.append(time.perf_counter() - t0)
-    out = {"time_s": min(times), "peak_mb": mem.delta_mb}
-    if mode == "memory_free":
-        ref = step(True)
-        out["grad_rel_err"] = max(float(np.max(np.abs(a - b)) / np.max(np.abs(b))) for a, b in zip(grads, ref))
-    return out
+    ref = step(True, f.double(), x.double())
+    return {"time_s": min(times), "peak_mb": mem.delta_mb, "grad_rel_err": rel_err(grads, ref)}
+
+
+def rel_err(grads, ref) -> float:
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):
+        errs = [float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b))) / np.max(np.abs(np.asarray(b))))
+                for a, b in zip(grads, ref)]
+    return float("nan") if any(e != e for e in errs) else max(errs)
 
 
 def run_jax(mode: str, depth: int, repeats: int) -> dict:
     import jax
+
+    jax.config.update("jax_enable_x64", True)  # int64 for the exact mode; arrays stay float32
     import jax.numpy as jnp
-    import numpy as np
 
     spec = importlib.util.spec_from_file_location("momentum_backprop", ROOT / "dyn" / "momentum" / "backprop.py")
     backprop = importlib.util.module_from_spec(spec)
@@ -134,12 +148,13 @@ def run_jax(mode: str, depth: int, repeats: int) -> dict:
         W1, b1, W2, b2 = th
         return jnp.tanh(x @ W1 + b1) @ W2 + b2
 
-    def make(memory_free):
-        net = backprop.momentum_net(f, GAMMA, depth, shared=True, memory_free=memory_free)
+    def make(mode, th=theta, inp=x):
+        net = backprop.momentum_net(f, GAMMA, depth, shared=True, memory_free=mode != "stored",
+                                    exact=mode == "exact")
         loss = lambda th, x: jnp.sum(net(th, x, jnp.zeros_like(x))[0])
-        return jax.jit(jax.grad(loss)).lower(theta, x).compile()
+        return jax.jit(jax.grad(loss)).lower(th, inp).compile()
 
-    grad = make(mode == "memory_free")
+    grad = make(mode)
     analysis = grad.memory_analysis()
     with PeakRSS() as mem:
         grads = jax.block_until_ready(grad(theta, x))
@@ -148,15 +163,14 @@ def run_jax(mode: str, depth: int, repeats: int) -> dict:
         t0 = time.perf_counter()
         jax.block_until_ready(grad(theta, x))
         times.append(time.perf_counter() - t0)
-    out = {"time_s": min(times), "peak_mb": mem.delta_mb,
-           "xla_temp_mb": getattr(analysis, "temp_size_in_bytes", float("nan")) / 2**20}
-    if mode == "memory_free":
-        ref = make(False)(theta, x)
-        out["grad_rel_err"] = max(float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b))) for a, b in zip(grads, ref))
-    return out
+    th64, x64 = tuple(t.astype(jnp.float64) for t in theta), x.astype(jnp.float64)
+    ref = make("stored", th64, x64)(th64, x64)
+    return {"time_s": min(times), "peak_mb": mem.delta_mb, "grad_rel_err": rel_err(grads, ref),
+            "xla_temp_mb": getattr(analysis, "temp_size_in_bytes", float("nan")) / 2**20}
 
 
 WORKERS = {"momentumnet": run_torch, "dyn-jax": run_jax}
+MODES = {"momentumnet": ("stored", "memory_free"), "dyn-jax": ("stored", "memory_free", "exact")}
 
 
 def main() -> None:
@@ -164,18 +178,23 @@ def main() -> None:
     ap.add_argument("--depths", type=int, nargs="+", default=[10, 100, 1000])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--impls", nargs="+", default=list(WORKERS))
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--worker", nargs=3, metavar=("IMPL", "MODE", "DEPTH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         impl, mode, depth = args.worker
         print(json.dumps(WORKERS[impl](mode, int(depth), args.repeats)))
         return
+    print(f"threads = {args.threads}, gamma = {GAMMA}, batch {BATCH} x {D}, hidden {HIDDEN}")
     print(f"{'impl':<12} {'mode':<12} {'depth':>5} {'time_s':>8} {'peak_MB':>9} {'xla_temp_MB':>11} {'grad_rel_err':>12}")
     for depth in args.depths:
         for impl in args.impls:
-            for mode in ("stored", "memory_free"):
+            for mode in MODES[impl]:
                 cmd = [sys.executable, __file__, "--worker", impl, mode, str(depth), "--repeats", str(args.repeats)]
-                proc = subprocess.run(cmd, capture_output=True, text=True)
+                env = dict(os.environ, BENCH_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads),
+                           XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={'true' if args.threads > 1 else 'false'} "
+                                     f"intra_op_parallelism_threads={args.threads}")
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
                 if proc.returncode:
                     print(f"{impl:<12} {mode:<12} {depth:>5} FAILED: {proc.stderr.strip().splitlines()[-1:]}")
                     continue

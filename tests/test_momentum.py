@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import integrators
 from dyn import momentum as M
 
 
@@ -66,7 +67,7 @@ def test_float_inversion_error_grows_as_gamma_decreases():
 
 def test_each_layer_scales_phase_space_volume_by_gamma_to_the_d():
     jax = pytest.importorskip("jax")
-    jax.config.update("jax_enable_x64", True)
+    integrators.configure_jax()  # float64 and the persistent compilation cache
     import jax.numpy as jnp
 
     from dyn.momentum.backprop import layer_jacobian_logdet
@@ -198,7 +199,7 @@ def test_heavy_ball_converges_revnet_does_not():
 @pytest.mark.parametrize("shared", (True, False))
 def test_memory_free_backprop_matches_ordinary_backprop(shared):
     jax = pytest.importorskip("jax")
-    jax.config.update("jax_enable_x64", True)
+    integrators.configure_jax()  # float64 and the persistent compilation cache
     import jax.numpy as jnp
 
     rng = np.random.default_rng(0)
@@ -223,3 +224,39 @@ def test_memory_free_backprop_matches_ordinary_backprop(shared):
     # 6e-13 relative to it), entries near zero included.
     for a, b in zip(jax.tree_util.tree_leaves(grads[0]), jax.tree_util.tree_leaves(grads[1])):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-10 * float(jnp.max(jnp.abs(b))))
+
+
+def test_exact_jax_network_rebuilds_its_input_bit_for_bit():
+    """The JAX exact mode: gamma = 0.9 and 2000 layers, where a float inverse amplifies rounding by
+    0.9^-2000 = 1e91; the integers (and an empty buffer) come back exactly."""
+    jax = pytest.importorskip("jax")
+    integrators.configure_jax()  # float64 and the persistent compilation cache
+    import jax.numpy as jnp
+
+    from dyn.momentum.backprop import exact_roundtrip
+
+    rng = np.random.default_rng(2)
+    th = jnp.asarray(rng.standard_normal((4, 4)) / 2)
+    f = lambda x, W: jnp.tanh(x @ W)
+    x0 = jnp.asarray(rng.standard_normal((3, 4)), jnp.float32)
+    (x, v), (xr, vr, buf), _ = exact_roundtrip(f, 0.9, 2000, th, x0, 0.1 * x0)
+    assert bool((xr == x).all()) and bool((vr == v).all()) and bool((buf == 0).all())
+
+
+def test_exact_jax_backprop_matches_ordinary_backprop():
+    jax = pytest.importorskip("jax")
+    integrators.configure_jax()  # float64 and the persistent compilation cache
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(4)
+    th = (jnp.asarray(rng.standard_normal((6, 3)) / 2), jnp.asarray(rng.standard_normal((3, 6)) / 2))
+    f = lambda x, t: jnp.tanh(x @ t[0]) @ t[1]
+    x0 = jnp.asarray(rng.standard_normal((5, 6)))
+    grads = []
+    for kw in ({"exact": True}, {"memory_free": False}):
+        net = M.momentum_net(f, 0.6, 60, **kw)
+        grads.append(jax.grad(lambda t: jnp.sum(jnp.sin(net(t, x0, 0 * x0)[0])))(th))
+    # The exact network uses gamma = num/2^20 (|dgamma| <= 2^-21, i.e. 1.2e-6 of 1 - gamma) and
+    # 2^-52 fixed point; 0.6^-60 = 2e13 would wreck a float inverse, not this one.
+    for a, b in zip(grads[0], grads[1]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * float(jnp.max(jnp.abs(b))))
