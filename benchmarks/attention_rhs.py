@@ -16,7 +16,6 @@ from numba import njit, prange
 
 import integrators
 from dyn import attention as att
-from dyn.attention.network import _postnorm_kernel
 from integrators.numba_abi import NJIT_PARALLEL
 
 CASES = [(2048, 32, 2), (1, 1024, 64)]
@@ -87,17 +86,17 @@ def main():
         rk4 = integrators.get("numba", "rk4", dt=h)
         prob = integrators.Problem(att.attention_drift, None, p.copy(), integrators.SPHERE)  # Problem freezes its p in place
         ts = np.array([0.0, h])
-        states = np.empty((E, 2, n, d))
-        layer = np.array([0, 1], dtype=np.int64)
         xj = jax.numpy.array(x, copy=True)  # asarray may alias and freeze x / p (read-only for numba)
         pj = jax.numpy.array(p, copy=True)
         rows = [
             ("rhs numpy", 1, lambda: numpy_rhs(x, BETA)),
-            ("rhs numba", 1, lambda: numba_ensemble_rhs(x, p, out)),
+            # one member: on the calling thread, as the integrators do (BLAS keeps its threads)
+            ("rhs numba", 1, (lambda: att.attention_drift(0.0, x[0], p, out[0])) if E == 1
+             else (lambda: numba_ensemble_rhs(x, p, out))),
             ("rhs jax jit+vmap", 1, lambda: jrhs(0.0, xj, pj).block_until_ready()),
             ("rk4 step numpy", 4, lambda: numpy_rk4_step(x, BETA, h)),
             ("rk4 step numba", 4, lambda: rk4.solve(prob, x, ts)),
-            ("postnorm layer numba", 1, lambda: _postnorm_kernel(x, 1, h, p, layer, states)),
+            ("postnorm layer numba", 1, lambda: att.postnorm_layers(x, 1, h, BETA, p=p)),
         ]
         base = {}
         for name, n_rhs, fn in rows:

@@ -99,6 +99,11 @@ EUCLIDEAN = Geometry(
 SPHERE = Geometry(
     "sphere", _sphere_project, _sphere_retract, _sphere_project_jax, _sphere_retract_jax
 )
-GEOMETRIES = {g.name: g for g in (EUCLIDEAN, SPHERE)}
+# Retraction without projection: a step x <- R(x + h f(x)) of the raw field f. Explicit Euler on
+# this geometry IS a post-norm residual network, x_i <- normalize(x_i + h f_i(x)).
+POSTNORM = Geometry(
+    "postnorm", _euclid_project, _sphere_retract, _euclid_project_jax, _sphere_retract_jax
+)
+GEOMETRIES = {g.name: g for g in (EUCLIDEAN, SPHERE, POSTNORM)}
 
-__all__ = ["Geometry", "EUCLIDEAN", "SPHERE", "GEOMETRIES"]
+__all__ = ["Geometry", "EUCLIDEAN", "SPHERE", "POSTNORM", "GEOMETRIES"]

@@ -19,7 +19,7 @@ import numpy as np
 from numba import prange, types
 
 from .base import AbstractIntegrator, check_positive, step_grid
-from .numba_abi import DRIFT_FN, NJIT_PARALLEL, PROJECT_FN, RETRACT_FN
+from .numba_abi import DRIFT_FN, NJIT, NJIT_PARALLEL, PROJECT_FN, RETRACT_FN
 from .tableau import TABLEAUS
 
 _F1 = types.float64[::1]
@@ -27,8 +27,8 @@ _F2 = types.float64[:, ::1]
 _F3 = types.float64[:, :, ::1]
 _F4 = types.float64[:, :, :, ::1]
 
-_KERNEL_SIG = types.void(
-    _F3,  # x0 (E, n, d)
+_MEMBER_SIG = types.void(
+    _F2,  # x0 of one member (n, d)
     _F1,  # ts (T,)
     types.int64[::1],  # steps per save interval (T-1,)
     _F1,  # step size per save interval (T-1,)
@@ -39,42 +39,59 @@ _KERNEL_SIG = types.void(
     DRIFT_FN,
     PROJECT_FN,
     RETRACT_FN,
-    _F4,  # out (E, T, n, d)
+    _F3,  # out of one member (T, n, d)
 )
+_KERNEL_SIG = types.void(_F3, *_MEMBER_SIG.args[1:-1], _F4)
+
+
+@numba.njit(_MEMBER_SIG, **NJIT)
+def _rk_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, out):
+    """All steps of one member; scratch allocated once."""
+    n, d = x0.shape
+    s = b.shape[0]
+    x = x0.copy()
+    y = np.empty((n, d))
+    k = np.empty((s, n, d))
+    out[0] = x
+    for iv in range(counts.shape[0]):
+        h = steps[iv]
+        for j in range(counts[iv]):
+            t = ts[iv] + j * h
+            for st in range(s):
+                # Y_st = x + h sum_{m<st} a_{st,m} k_m
+                for r in range(n):
+                    for q in range(d):
+                        acc = 0.0
+                        for m in range(st):
+                            acc += A[st, m] * k[m, r, q]
+                        y[r, q] = x[r, q] + h * acc
+                kst = k[st]
+                drift(t + c[st] * h, y, p, kst)
+                project(y, kst)
+            for r in range(n):
+                for q in range(d):
+                    acc = 0.0
+                    for m in range(s):
+                        acc += b[m] * k[m, r, q]
+                    x[r, q] += h * acc
+            retract(x)
+        out[iv + 1] = x
 
 
 @numba.njit(_KERNEL_SIG, **NJIT_PARALLEL)
 def _rk_ensemble(x0, ts, counts, steps, A, b, c, p, drift, project, retract, out):
-    n_members, n, d = x0.shape
-    s = b.shape[0]
-    for e in prange(n_members):
-        x = x0[e].copy()
-        y = np.empty((n, d))
-        k = np.empty((s, n, d))
-        out[e, 0] = x
-        for iv in range(counts.shape[0]):
-            h = steps[iv]
-            for j in range(counts[iv]):
-                t = ts[iv] + j * h
-                for st in range(s):
-                    # Y_st = x + h sum_{m<st} a_{st,m} k_m
-                    for r in range(n):
-                        for q in range(d):
-                            acc = 0.0
-                            for m in range(st):
-                                acc += A[st, m] * k[m, r, q]
-                            y[r, q] = x[r, q] + h * acc
-                    kst = k[st]
-                    drift(t + c[st] * h, y, p, kst)
-                    project(y, kst)
-                for r in range(n):
-                    for q in range(d):
-                        acc = 0.0
-                        for m in range(s):
-                            acc += b[m] * k[m, r, q]
-                        x[r, q] += h * acc
-                retract(x)
-            out[e, iv + 1] = x
+    for e in prange(x0.shape[0]):
+        _rk_member(x0[e], ts, counts, steps, A, b, c, p, drift, project, retract, out[e])
+
+
+def _run(x0, ts, counts, steps, A, b, c, p, drift, project, retract, out):
+    """One member runs on the calling thread: a drift that calls BLAS (large n) then keeps
+    BLAS's own threads, which numba's OpenMP layer would pin to one inside a parallel region
+    (measured at n = 1024, d = 64: 4.2 ms per drift serially, 14.7 ms inside prange)."""
+    if x0.shape[0] == 1:
+        _rk_member(x0[0], ts, counts, steps, A, b, c, p, drift, project, retract, out[0])
+    else:
+        _rk_ensemble(x0, ts, counts, steps, A, b, c, p, drift, project, retract, out)
 
 
 class NumbaRK(AbstractIntegrator):
@@ -98,10 +115,7 @@ class NumbaRK(AbstractIntegrator):
         out = np.empty((x0.shape[0], ts.shape[0]) + x0.shape[1:])
         # The kernel's signature takes writable arrays; tables and p are stored read-only.
         A, b, c, p = (np.array(a) for a in (tab.A, tab.b, tab.c, p))
-        _rk_ensemble(
-            x0, ts, counts, steps, A, b, c, p,
-            problem.drift, geom.project, geom.retract, out,
-        )
+        _run(x0, ts, counts, steps, A, b, c, p, problem.drift, geom.project, geom.retract, out)
         return out
 
 

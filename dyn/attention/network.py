@@ -5,54 +5,19 @@ One layer with step ``h = T / L``::
     x_i <- normalize(x_i + h m_i),     m_i = sum_j A_ij V x_j     (all tokens updated together)
 
 ``L`` layers of this map are the projected explicit Euler scheme of the attention flow on the
-sphere, so the layer-L state converges to the flow at time ``T`` with error O(h).
+sphere, so the layer-L state converges to the flow at time ``T`` with error O(h). It is run as
+exactly that: the integrators' Euler scheme on the raw mean field with the `POSTNORM` geometry
+(retraction, no projection), so it shares their ensemble kernels.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, types
 
-from integrators.numba_abi import NJIT_PARALLEL
+import integrators
+from integrators.geometry import POSTNORM
 
-from .flow import _as_tokens, attention_mean_field
+from .flow import _as_tokens, attention_mean_field, attention_mean_field_jax
 from .params import pack_params
-
-_LAYERS_SIG = types.void(
-    types.float64[:, :, ::1],     # x0 (E, n, d)
-    types.int64,                  # depth L
-    types.float64,                # h
-    types.float64[::1],           # p
-    types.int64[::1],             # save: sorted layer indices in [0, L]
-    types.float64[:, :, :, ::1],  # states (E, len(save), n, d)
-)
-
-
-@njit(_LAYERS_SIG, **NJIT_PARALLEL)
-def _postnorm_kernel(x0, depth, h, p, save, states):
-    n_members, n, d = x0.shape
-    n_save = save.shape[0]
-    for e in prange(n_members):
-        x = x0[e].copy()
-        m = np.empty((n, d))
-        s = 0
-        while s < n_save and save[s] == 0:
-            states[e, s] = x
-            s += 1
-        for layer in range(1, depth + 1):
-            attention_mean_field(0.0, x, p, m)
-            for i in range(n):
-                nrm = 0.0
-                for k in range(d):
-                    y = x[i, k] + h * m[i, k]
-                    x[i, k] = y
-                    nrm += y * y
-                inv = 1.0 / np.sqrt(nrm)
-                for k in range(d):
-                    x[i, k] *= inv
-            while s < n_save and save[s] == layer:
-                states[e, s] = x
-                s += 1
-
 
 def save_layers(depth: int, save_every: int | None = None, save_at=None) -> np.ndarray:
     """Sorted unique layer indices to record: ``save_at`` if given, else every ``save_every``-th
@@ -85,12 +50,15 @@ def postnorm_layers(x0, depth: int, horizon: float, beta: float, normalization: 
         raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
     depth = int(depth)
     horizon = float(horizon)
-    if not np.isfinite(horizon) or horizon < 0:
-        raise ValueError(f"horizon must be finite and >= 0, got {horizon}")
+    if not np.isfinite(horizon) or horizon <= 0:
+        raise ValueError(f"horizon must be finite and > 0, got {horizon}")
     d = x0.shape[-1]
-    p = pack_params(beta, d, normalization, Q, K, V) if p is None else np.array(p, dtype=np.float64)  # a writeable copy: numba rejects read-only arrays (JAX may freeze the caller's)
+    p = pack_params(beta, d, normalization, Q, K, V) if p is None else p
     layers = save_layers(depth, save_every, save_at)
     x0 = np.ascontiguousarray(x0 / np.linalg.norm(x0, axis=-1, keepdims=True))
-    states = np.empty((x0.shape[0], layers.size) + x0.shape[1:])
-    _postnorm_kernel(x0, depth, horizon / depth, p, layers, states)
+    h = horizon / depth
+    start = [0] if layers[0] != 0 else []  # the solve starts at layer 0 whatever is saved
+    ts = np.concatenate([start, layers]) * h
+    problem = integrators.Problem(attention_mean_field, attention_mean_field_jax, p, POSTNORM)
+    states = integrators.get("numba", "euler", dt=h).solve(problem, x0, ts)[:, len(start):]
     return states[0] if single else states
