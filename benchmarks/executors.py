@@ -2,8 +2,8 @@
 
 Prints, measured side by side in one run:
 1. per-point overhead of each executor (serial, process pool, Dask LocalCluster) on points that do
-   no work (system `probe`, samples = 0): (T(N points) - T(1 point)) / (N - 1), start-up excluded;
-2. start-up cost of each executor (T(1 point) minus the serial one), incl. Dask's LocalCluster;
+   no work (system `probe`, samples = 0): (T(5N points) - T(N points)) / 4N, start-up cancels;
+2. start-up cost of each executor beyond the serial one (pool spawn, Dask's LocalCluster);
 3. parallel efficiency of the process pool on this machine's cores for a real scenario (a slice of
    attention_clusters): T(serial, one numba thread) / (workers x T(process pool));
 4. peak RSS of a streaming sweep writing ~2 GB of trajectories (run with --big; ~2 minutes).
@@ -45,18 +45,20 @@ def timed_run(scenario: Path, out: Path, executor: str, workers: int) -> float:
 def overheads(folder: Path, points: int, workers: int) -> None:
     import dyn  # noqa: F401 - import cost is not an executor's
 
-    one, many = folder / "one.toml", folder / "many.toml"
-    one.write_text(PROBE.format(last=0, num=1))
-    many.write_text(PROBE.format(last=points - 1, num=points))
-    timed_run(one, folder / "warm.h5", "serial", 1)  # numba caches, imports
-    print(f"{'executor':<10} {'start-up s':>11} {'per point ms':>13}   ({points} empty points, {workers} workers)")
-    base = None
+    few, many = folder / "few.toml", folder / "many.toml"
+    few.write_text(PROBE.format(last=points - 1, num=points))
+    many.write_text(PROBE.format(last=5 * points - 1, num=5 * points))
+    timed_run(few, folder / "warm.h5", "serial", 1)  # numba caches, imports
+    print(f"{'executor':<10} {'start-up s':>11} {'per point ms':>13}   (empty points, {workers} workers)")
+    serial_start = None
     for executor in ("serial", "process", "dask"):
         w = 1 if executor == "serial" else workers
-        t1 = timed_run(one, folder / f"{executor}1.h5", executor, w)
-        tn = timed_run(many, folder / f"{executor}n.h5", executor, w)
-        base = t1 if base is None else base
-        print(f"{executor:<10} {t1 - base:>11.2f} {1e3 * (tn - t1) / (points - 1):>13.2f}")
+        t_few = timed_run(few, folder / f"{executor}_few.h5", executor, w)
+        t_many = timed_run(many, folder / f"{executor}_many.h5", executor, w)
+        per_point = (t_many - t_few) / (4 * points)
+        start = t_few - points * per_point
+        serial_start = start if serial_start is None else serial_start
+        print(f"{executor:<10} {start - serial_start:>11.2f} {1e3 * per_point:>13.2f}")
 
 
 def efficiency(folder: Path, workers: int) -> None:
@@ -65,7 +67,7 @@ def efficiency(folder: Path, workers: int) -> None:
 
     def run(tag, env_threads, *extra):
         env = {**os.environ, "NUMBA_NUM_THREADS": str(env_threads)}
-        cmd = [sys.executable, "-m", "dyn", "run", scenario, "--out", str(folder / f"{tag}.h5"),
+        cmd = [sys.executable, "-m", "dyn", "run", scenario, "--out", str(folder / f"efficiency_{tag}.h5"),
                "--no-progress", *sets, *extra]
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
