@@ -9,7 +9,6 @@ is numpy's float64 GEMM rate on this machine (2048^3 matmul, 2 N^3 flops), measu
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 from numba import njit, prange
@@ -18,18 +17,10 @@ import integrators
 from dyn import attention as att
 from integrators.numba_abi import NJIT_PARALLEL
 
+from _timing import best_of
+
 CASES = [(2048, 32, 2), (1, 1024, 64)]
 BETA = 1.0
-
-
-def best_of(fn, repeat):
-    fn()  # warm-up (compile)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def gemm_rate(repeat, N=2048):

@@ -93,7 +93,7 @@ def streaming(folder: Path) -> None:
     from _scenarios import SMALL_SCENARIO
 
     scenario.write_text(SMALL_SCENARIO)
-    peak, size = _peak_rss_mib(folder, scenario, folder / "big.h5", _streaming_sets(40, 12000))
+    peak, size = _peak_rss_mib(folder, scenario, folder / "big.h5", _streaming_sets(40, 4000))
     print(f"streaming sweep: {size:.0f} MiB of trajectories written, peak RSS {peak:.0f} MiB")
 
 

@@ -11,7 +11,6 @@ numba vexp on cache-resident rows).
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
@@ -20,22 +19,15 @@ from dyn import sinkformer as sf
 from dyn.attention.vexp import exp_shifted_inplace
 from dyn.sinkformer import reference
 
+from _timing import best_of
+
 ALPHA, TAU = 0.5, 0.1
-
-
-def best(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def exp_ceilings(n):
     rng = np.random.default_rng(0)
     big = -5 * rng.random(4_000_000)
-    t_np = best(lambda: np.exp(big), 5)
+    t_np = best_of(lambda: np.exp(big), 5)
     rows = -5 * rng.random((64, n))
     bits = np.empty(n, dtype=np.int64)
 
@@ -44,7 +36,7 @@ def exp_ceilings(n):
             for r in rows:
                 exp_shifted_inplace(r, 0.0, bits)  # stays in [-700, 0]: 1 -> shrinking values
     run_vexp()
-    t_v = best(run_vexp, 3)
+    t_v = best_of(run_vexp, 3)
     return big.size / t_np, 20 * rows.size / t_v
 
 
@@ -66,19 +58,19 @@ def main():
     numba_euler.solve(prob, x0[None], ts)  # compile / load cache
 
     rate_np, rate_vexp = exp_ceilings(n)
-    t_ref = best(lambda: reference.heat_flow_euler(x0, ALPHA, TAU, it, dt, steps), 3)
-    t_nb = best(lambda: numba_euler.solve(prob, x0[None], ts), 3)
+    t_ref = best_of(lambda: reference.heat_flow_euler(x0, ALPHA, TAU, it, dt, steps), 3)
+    t_nb = best_of(lambda: numba_euler.solve(prob, x0[None], ts), 3)
     x_ref = reference.heat_flow_euler(x0, ALPHA, TAU, it, dt, steps)
     x_nb = numba_euler.solve(prob, x0[None], ts)[0, -1]
     rows = [("numpy reference", t_ref), ("numba drift", t_nb)]
     if a.jax:
         jax_euler = integrators.get("diffrax", "euler", dt=dt)
         jax_euler.solve(prob, x0[None], ts)  # compile
-        rows.append(("jax/diffrax", best(lambda: jax_euler.solve(prob, x0[None], ts), 3)))
+        rows.append(("jax/diffrax", best_of(lambda: jax_euler.solve(prob, x0[None], ts), 3)))
 
     S = sf.score_matrix(x0, p)
-    t_it_ref = best(lambda: reference.sinkhorn_log(S, it), 3) / it
-    t_it_nb = best(lambda: sf.sinkhorn(S, it), 5) / it
+    t_it_ref = best_of(lambda: reference.sinkhorn_log(S, it), 3) / it
+    t_it_nb = best_of(lambda: sf.sinkhorn(S, it), 5) / it
 
     print(f"n = {n}, d = {d}, tau = {TAU}, iterations = {it}, Euler steps = {steps}")
     print(f"exp ceilings: np.exp {rate_np / 1e6:.0f} Mexp/s, vexp (numba) {rate_vexp / 1e6:.0f} Mexp/s")

@@ -155,4 +155,6 @@ def _label(da) -> str:
 
 
 def _fmt(v) -> str:
-    return f"{v:.3g}" if isinstance(v, (float, np.floating)) else str(v)
+    if isinstance(v, (float, np.floating)):
+        return str(int(v)) if float(v).is_integer() and abs(v) < 1e7 else f"{v:.3g}"
+    return str(v)

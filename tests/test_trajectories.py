@@ -102,6 +102,8 @@ def test_peak_memory_does_not_grow_with_the_number_of_points(small_scenario, tmp
 
 @pytest.mark.slow
 def test_two_gigabytes_of_trajectories_under_500_mib_peak(small_scenario, tmp_path):
-    peak, size = _peak_rss_mib(tmp_path, small_scenario, tmp_path / "big.h5", _streaming_sets(40, 12000))
-    assert size > 2000 * 0.9  # gzip barely shrinks random states; ~2 GB on disk
+    peak, size = _peak_rss_mib(tmp_path, small_scenario, tmp_path / "big.h5", _streaming_sets(40, 4000))
+    # 40 points x 4000 runs x 51 times x 16 tokens x 2 coordinates: 1992 MiB of doubles, which
+    # shuffle + gzip shrink by about a fifth on disk (1606 MiB measured)
+    assert size > 1400
     assert peak < 500, (peak, size)

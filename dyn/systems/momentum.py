@@ -43,6 +43,7 @@ class MomentumLimit(System):
     name = "momentum_limit"
     description = "Momentum ResNet of depth N vs eps x'' + x' = g and x' = g; float or exact inversion"
     default_plot = "log10_error"
+    equation = "ode"
     params = {
         "d": Field("int", 2, "state dimension d", lo=1, hi=1000),
         "depth": Field("int", 256, "layers N on [0, T] (h = T/N)", lo=1, hi=10**7),
@@ -104,6 +105,7 @@ class MomentumLinear(System):
     name = "momentum_linear"
     description = "psi_eps(a): value at t = T of eps x'' + x' = a x, x(0)=1, x'(0)=0, vs e^{aT}"
     default_plot = "sign"
+    equation = "ode"
     params = {
         "a": Field("float", -5.0, "eigenvalue a of the linear field g(x) = a x"),
         "eps": Field("float", 0.5, "mass eps", lo=1e-12),

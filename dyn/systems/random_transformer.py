@@ -35,6 +35,7 @@ class RandomTransformer(System):
     name = "random_transformer"
     description = "deep transformer at random init / its common-noise SDE: end-state probabilities"
     default_plot = "p_antipodal"
+    equation = "sde"
     params = {
         "n": Field("int", 2, "number of tokens n", lo=2, hi=4096),
         "d": Field("int", 3, "token dimension d", lo=2, hi=4096),
@@ -54,8 +55,6 @@ class RandomTransformer(System):
 
     def validate(self, point: dict, scenario: "Scenario") -> None:
         cfg = scenario.integrator
-        if cfg["method"] != "euler_maruyama":
-            raise ScenarioError("integrator.method", "this system is an SDE: use euler_maruyama")
         if point["form"] in ("rho", "network") and cfg["backend"] != "numba":
             raise ScenarioError("params.form", f"form {point['form']!r} runs on the numba backend; "
                                 "use form = \"sde\" with diffrax")

@@ -129,6 +129,7 @@ class ResNetODE(System):
     name = "resnet_ode"
     description = "ResNet of depth N (Euler/Heun, 1/N scaling) against its neural ODE; backward rebuild"
     default_plot = "error"
+    equation = "ode"
     params = _NETWORK_PARAMS
 
     def validate(self, point: dict, scenario: "Scenario") -> None:

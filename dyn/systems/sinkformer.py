@@ -35,6 +35,7 @@ class Sinkformer(System):
     name = "sinkformer"
     description = "Sinkformer / softmax particle flows: heat-diffusion limit and energy descent"
     default_plot = "variance"
+    equation = "ode"
     params = {
         "n": Field("int", 200, "number of particles n", lo=2, hi=20_000),
         "d": Field("int", 1, "space dimension d", lo=1, hi=1_000),
