@@ -126,6 +126,21 @@ def test_divergence_is_recorded_not_hidden(small_scenario, tmp_path, capsys):
     assert "diverged" in capsys.readouterr().err
 
 
+def test_second_run_on_a_file_being_written_is_refused(small_scenario, tmp_path):
+    """A real second `dyn run` while the first is writing: refused, the first finishes intact."""
+    out = tmp_path / "busy.h5"
+    cmd = _run_cmd(small_scenario, out, (*KILL_SCENARIO_SETS, "ensemble.runs=1600"))  # ~10 s
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not out.exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = subprocess.run(cmd, capture_output=True, text=True)
+    assert first.wait() == 0, first.stderr.read()
+    assert second.returncode == 2 and "another dyn run" in second.stderr
+    with dyn.open(out) as ds:
+        assert (ds["status"].values == OK).all()
+
+
 def test_concurrent_writer_is_refused(small_scenario, tmp_path, capsys):
     out = tmp_path / "locked.h5"
     lock = store.WriterLock(out)
