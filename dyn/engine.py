@@ -45,12 +45,15 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         raise ScenarioError("--out", f"{path} is not a usable output file name")
 
     lock = store.WriterLock(path)
-    lock.acquire()
+    try:
+        lock.acquire()
+    except OSError as exc:  # an unwritable folder, a read-only file system, ...
+        raise ScenarioError("--out", f"cannot write beside {path}: {exc.strerror or exc}") from None
     try:
         if path.exists():
             statuses = store.read_status(path, scenario)
         else:
-            store.create(path, scenario, command or _command_line())
+            _create(path, scenario, command or _command_line())
             statuses = np.zeros(sweep.count(scenario), dtype=np.int8)
         todo = store.pending(statuses)
         done = len(statuses) - len(todo)
@@ -62,6 +65,14 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     finally:
         lock.release()
     return path
+
+
+def _create(path: Path, scenario: Scenario, command: str) -> None:
+    try:
+        store.create(path, scenario, command)
+    except OSError as exc:  # e.g. a full disk: no half-made file stays behind
+        store.partial_path(path).unlink(missing_ok=True)
+        raise ScenarioError("--out", f"cannot create {path}: {exc.strerror or exc}") from None
 
 
 def _write_all(scenario, path, results, total, progress, log) -> None:
