@@ -130,7 +130,8 @@ def attention_kernel(x, p, out):
     Y[:, d] = 1.0
     Z = np.empty((n, d + 1))
     if d > SMALL_D:
-        np.dot(P.T if transposed else P, Y, Z)
+        # BLAS needs contiguous operands (a transposed view would fall back to a slow loop)
+        np.dot(np.ascontiguousarray(P.T) if transposed else P, Y, Z)
     else:
         _apply(P, transposed != 0, Y, Z)
     relative = p[IDX_RELATIVE] != 0.0
