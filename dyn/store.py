@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 STATUS = "status"
 MESSAGE = "message"
 MESSAGE_BYTES = 256  # fixed width: a point's message is written in place, like its values
+FILL_BYTES = 64 * 2**20  # slab size when the empty layout is written
 
 
 def lock_path(path: Path) -> Path:
@@ -98,19 +99,19 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
             dims = tuple(axes) + out.dims
             full = shape + tuple(len(coords[d].values) for d in out.dims)
             var = f.create_variable(out.name, dims, dtype="f8", fillvalue=np.nan)
-            var[...] = np.full(full, np.nan)  # allocate now: later writes touch data only
+            _fill(var, full, np.nan)  # allocate now: later writes touch data only
             var.attrs["long_name"] = out.long_name
             if out.units:
                 var.attrs["units"] = out.units
         status = f.create_variable(STATUS, tuple(axes), dtype="i1")
-        status[...] = np.zeros(shape, dtype="i1")
+        _fill(status, shape, 0)
         status.attrs.update({
             "long_name": "per-point completion status",
             "flag_values": np.arange(len(STATUS_NAMES), dtype="i1"),
             "flag_meanings": " ".join(STATUS_NAMES),
         })
         message = f.create_variable(MESSAGE, tuple(axes), dtype=f"S{MESSAGE_BYTES}")
-        message[...] = np.zeros(shape, dtype=f"S{MESSAGE_BYTES}")
+        _fill(message, shape, b"")
         message.attrs.update({"long_name": "why a point diverged or failed", "_Encoding": "utf-8"})
         f.attrs.update(provenance.attributes(scenario, command))
         spec = trajectories.spec(scenario, coords)
@@ -124,6 +125,18 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
         with h5py.File(tmp, "r+") as f:
             trajectories.declare(f, path, scenario, spec, shape, axes)
     os.replace(tmp, path)
+
+
+def _fill(var, shape: tuple[int, ...], value) -> None:
+    """Write `value` everywhere, a slab of the first axis at a time (bounded memory)."""
+    if not shape:
+        var[...] = np.full((), value, dtype=var.dtype)
+        return
+    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * var.dtype.itemsize
+    step = max(1, FILL_BYTES // max(row_bytes, 1))
+    for start in range(0, shape[0], step):
+        stop = min(start + step, shape[0])
+        var[start:stop] = np.full((stop - start, *shape[1:]), value, dtype=var.dtype)
 
 
 def _coordinate(f: h5netcdf.File, name: str, values: np.ndarray, attrs: dict) -> None:
