@@ -9,6 +9,13 @@ with step `integrator.dt` (for the network: `1/dt` layers per unit time), then c
 `form`: `rho` (exact two-token SDE in u = -artanh(rho), one normal per step, runs stopped once
 absorbed; numba), `network` (the discrete network; two tokens by exact 2d-normal sampling; numba)
 or `sde` (the d-dimensional Ito SDE by Euler-Maruyama; numba or diffrax).
+
+Conventions as parameters: `score` (beta on unit tokens or beta/sqrt(d) on norm-sqrt(d) tokens),
+`noise` (i.i.d. Gaussian G or symmetric GOE G; GOE changes the Ito normalization drift, see
+`dyn.tokens_sde.sde`), `vbar` / `Vbar` (deterministic value part vbar I or a general matrix),
+`init`. The rho form (and the exact pair sampling and early stopping of the network) is derived
+for Gaussian noise and Vbar = vbar I only: GOE or a general Vbar run the full d x d network (no
+early stop) or the SDE.
 """
 from __future__ import annotations
 
@@ -40,8 +47,15 @@ class RandomTransformer(System):
         "n": Field("int", 2, "number of tokens n", lo=2, hi=4096),
         "d": Field("int", 3, "token dimension d", lo=2, hi=4096),
         "beta": Field("float", 1.0, "inverse temperature beta"),
-        "sigma": Field("float", 1.0, "noise scale sigma (entries of G have variance sigma^2/d)", lo=0.0),
-        "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I"),
+        "sigma": Field("float", 1.0, "noise scale sigma (entries of G have variance sigma^2/d; "
+                       "GOE: off-diagonal sigma^2/d, diagonal 2 sigma^2/d)", lo=0.0),
+        "noise": Field("str", "gaussian", "noise law of the value matrices G_k: \"gaussian\" "
+                       "(i.i.d. N(0, sigma^2/d) entries) or \"goe\" (G = sigma/sqrt(d) (A + A^T)/sqrt(2), "
+                       "A i.i.d. N(0, 1): symmetric); goe needs form network or sde",
+                       choices=("gaussian", "goe")),
+        "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I (unless Vbar is given)"),
+        "Vbar": Field("matrix", None, "general deterministic value matrix (d x d; overrides vbar; "
+                      "y = z + h Vbar m + sqrt(h) G m); needs form network or sde", sweepable=False),
         "score": Field("str", "unit", "score convention: beta<z_i,z_j> on unit tokens, or "
                        "beta/sqrt(d) <x_i,x_j> on norm-sqrt(d) tokens", choices=("unit", "sqrt_d")),
         "init": Field("str", "uniform", "initial law (i.i.d. uniform on the sphere)", choices=("uniform",)),
@@ -60,6 +74,18 @@ class RandomTransformer(System):
                                 "use form = \"sde\" with diffrax")
         if point["n"] != 2 and (point["form"] == "rho" or point["report"] == "pair"):
             raise ScenarioError("params.n", "form = \"rho\" and report = \"pair\" need n = 2")
+        if point["noise"] != "gaussian" and point["form"] == "rho":
+            raise ScenarioError("params.noise", f"noise {point['noise']!r}: the two-token rho "
+                                "SDE is derived for i.i.d. Gaussian noise only; use form = "
+                                "\"network\" or \"sde\"")
+        V = point.get("Vbar")
+        if V is not None:
+            if len(V) != point["d"]:
+                raise ScenarioError("params.Vbar", f"must be d x d = {point['d']} x {point['d']}, "
+                                    f"got {len(V)} x {len(V)}")
+            if point["form"] == "rho":
+                raise ScenarioError("params.Vbar", "the two-token rho SDE needs Vbar = vbar I; "
+                                    "use form = \"network\" or \"sde\" with a general Vbar")
 
     def coords(self, scenario: "Scenario") -> dict:
         return {}
@@ -122,9 +148,13 @@ def _simulate(point, scenario, rng):
     T = cfg["horizon"]
     dt = cfg.get("dt") or DEFAULT_DT
     n, d = point["n"], point["d"]
-    p = ts.pack(point["beta"], d, point["sigma"], point["vbar"], point["score"])
-    lo, hi = ts.absorbing_levels(p[0], d, point["sigma"], point["vbar"], point["threshold"],
-                                 point["absorb_tol"])
+    p = ts.pack(point["beta"], d, point["sigma"], point["vbar"], point["score"],
+                noise=point["noise"], Vbar=point.get("Vbar"))
+    if point["noise"] == "gaussian" and point.get("Vbar") is None:
+        lo, hi = ts.absorbing_levels(p[0], d, point["sigma"], point["vbar"], point["threshold"],
+                                     point["absorb_tol"])
+    else:  # the absorption margins come from the rho SDE (gaussian noise, Vbar = vbar I)
+        lo, hi = -np.inf, np.inf
     if point["form"] == "rho":
         u0 = ts.rho_to_u(ts.sample_rho0(rng, runs, d))
         u, taken = ts.two_token_u(u0, T, dt, p, rng, lo, hi)

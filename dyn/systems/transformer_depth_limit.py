@@ -3,7 +3,8 @@ against its Ito SDE limit, driven by one and the same Brownian path (physics.md 
 
 Per point, `ensemble.runs` paths W of the d x d Brownian motion are drawn on a fine grid of
 `reference_depth` steps per unit time. The reference solution is Euler-Maruyama (with retraction)
-on that fine grid; the network uses sqrt(h) G_k = W_{(k+1)h} - W_{kh} (sums of fine increments).
+on that fine grid; the network uses sqrt(h) G_k = W_{(k+1)h} - W_{kh} (sums of fine increments;
+symmetrized on both sides for `noise = "goe"`).
 
     strong_error    = sqrt(E max_i |z_i^network(T) - Z_i^ref(T)|^2)
     strong_error_em = the same for Euler-Maruyama at the network's step (the scheme's own error)
@@ -36,7 +37,13 @@ class TransformerDepthLimit(System):
         "d": Field("int", 3, "token dimension d", lo=2, hi=256),
         "beta": Field("float", 1.0, "inverse temperature beta"),
         "sigma": Field("float", 1.0, "noise scale sigma", lo=0.0),
-        "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I"),
+        "noise": Field("str", "gaussian", "noise law of G_k: \"gaussian\" (i.i.d. N(0, sigma^2/d) "
+                       "entries) or \"goe\" (G = sigma/sqrt(d) (A + A^T)/sqrt(2), A i.i.d. N(0, 1); "
+                       "both sides then use the symmetrized path (B + B^T)/sqrt(2))",
+                       choices=("gaussian", "goe")),
+        "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I (unless Vbar is given)"),
+        "Vbar": Field("matrix", None, "general deterministic value matrix (d x d; overrides vbar)",
+                      sweepable=False),
         "score": Field("str", "unit", "score convention", choices=("unit", "sqrt_d")),
         "depth": Field("int", 64, "network layers per unit time", lo=1, hi=2**20),
         "reference_depth": Field("int", 2**14, "steps per unit time of the reference path",
@@ -50,6 +57,10 @@ class TransformerDepthLimit(System):
             raise ScenarioError("params.depth", f"depth {depth} must divide reference_depth {ref}")
         if abs(T * ref - round(T * ref)) > 1e-9 * T * ref:
             raise ScenarioError("integrator.horizon", "horizon * reference_depth must be an integer")
+        V = point.get("Vbar")
+        if V is not None and len(V) != point["d"]:
+            raise ScenarioError("params.Vbar", f"must be d x d = {point['d']} x {point['d']}, "
+                                f"got {len(V)} x {len(V)}")
 
     def coords(self, scenario: "Scenario") -> dict:
         return {}
@@ -86,7 +97,8 @@ class TransformerDepthLimit(System):
         n, d = point["n"], point["d"]
         fine = int(round(T * point["reference_depth"]))
         factor = point["reference_depth"] // point["depth"]
-        p = ts.pack(point["beta"], d, point["sigma"], point["vbar"], point["score"])
+        p = ts.pack(point["beta"], d, point["sigma"], point["vbar"], point["score"],
+                    noise=point["noise"], Vbar=point.get("Vbar"))
         problem = ts.problem(p)
         ts_ = np.array([0.0, T])
         ref_em = integrators.get("numba", "euler_maruyama", dt=T / fine)

@@ -1,7 +1,7 @@
 """Tokens of a deep transformer at random initialization and their common-noise SDE limit
 (physics.md §1.2, arXiv 2601.21942).
 
-- :mod:`.params`: the flat parameter vector (beta, sigma, vbar, d);
+- :mod:`.params`: the flat parameter vector (beta, sigma, vbar, d, noise law, optional Vbar);
 - :mod:`.network`: the discrete network (coupled increments, or exact sampling);
 - :mod:`.sde`: the Ito SDE on the sphere (numba drift/diffusion for the generic SDE integrators,
   and JAX twins for diffrax);
@@ -11,7 +11,7 @@
 from .classify import (ANTIPODAL, CLUSTER, ONE_CLUSTER, OTHER, THRESHOLD, TWO_ANTIPODAL,
                        UNDECIDED, census, classify_pair, log_gaps, wilson)
 from .network import network
-from .params import effective_beta, pack
+from .params import NOISES, effective_beta, noise_law, pack
 from .rho import (absorbing_levels, beta_critical, log_gaps_u, lyapunov_minus, lyapunov_plus,
                   rho_diffusion, rho_drift, rho_to_u, sample_rho0, two_token_u, u_thresholds)
 from .sde import problem, token_diffusion, token_diffusion_jax, token_drift, token_drift_jax
@@ -19,7 +19,8 @@ from .sde import problem, token_diffusion, token_diffusion_jax, token_drift, tok
 __all__ = [
     "ANTIPODAL", "CLUSTER", "ONE_CLUSTER", "OTHER", "THRESHOLD", "TWO_ANTIPODAL", "UNDECIDED",
     "absorbing_levels", "beta_critical", "census", "classify_pair", "effective_beta",
-    "log_gaps", "log_gaps_u", "lyapunov_minus", "lyapunov_plus", "network", "pack", "problem",
+    "NOISES", "log_gaps", "log_gaps_u", "lyapunov_minus", "lyapunov_plus", "network",
+    "noise_law", "pack", "problem",
     "rho_diffusion", "rho_drift", "rho_to_u", "sample_rho0", "token_diffusion",
     "token_diffusion_jax", "token_drift", "token_drift_jax", "two_token_u", "u_thresholds",
     "wilson",

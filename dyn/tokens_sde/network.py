@@ -1,15 +1,19 @@
 r"""The discrete transformer at random initialization (physics.md §1.2), L layers of step h:
 
-    y_i = z_i + h vbar m_i + sqrt(h) G_k m_i,     z_i <- y_i / |y_i|,
+    y_i = z_i + h Vbar m_i + sqrt(h) G_k m_i,     z_i <- y_i / |y_i|,
 
-with G_k a d x d matrix of i.i.d. N(0, sigma^2/d) entries, fresh at each layer and shared by all
-tokens. Its depth limit is the Ito SDE of :mod:`dyn.tokens_sde.sde`.
+with Vbar = vbar I or a general d x d matrix (see :mod:`.params`) and G_k a d x d random matrix,
+fresh at each layer and shared by all tokens: i.i.d. N(0, sigma^2/d) entries (noise
+``gaussian``), or G_k = (sigma/sqrt d)(A + A^T)/sqrt 2 with A i.i.d. N(0, 1) (noise ``goe``:
+symmetric, off-diagonal variance sigma^2/d, diagonal variance 2 sigma^2/d). Its depth limit is
+the Ito SDE of :mod:`dyn.tokens_sde.sde` (whose normalization drift depends on the noise law).
 
 Noise, three ways (all exact for the network's law):
-- explicit standard increments ``dB`` (E, L, d, d): ``sqrt(h) G_k = (sigma / sqrt d) dB_k``, the
-  coupling to the SDE driven by the same path;
-- n != 2: G_k drawn in the kernel (d^2 normals per layer) from per-member streams;
-- n = 2: (G m_1, G m_2) drawn exactly as a 2d-normal vector: with u = m_1/|m_1| and w the unit
+- explicit standard increments ``dB`` (E, L, d, d): ``sqrt(h) G_k = (sigma / sqrt d) S(dB_k)``,
+  S(B) = B (gaussian) or (B + B^T)/sqrt 2 (goe), the coupling to the SDE driven by the same path;
+- n != 2, or GOE noise: G_k drawn in the kernel (d^2 normals per layer, symmetrized for GOE)
+  from per-member streams;
+- n = 2, gaussian noise: (G m_1, G m_2) drawn exactly as a 2d-normal vector: with u = m_1/|m_1| and w the unit
   part of m_2 orthogonal to u, G u and G w are independent N(0, sigma^2/d I) vectors, so
   G m_1 = |m_1| G u and G m_2 = <m_2, u> G u + |P_u^perp m_2| G w (2d normals per layer).
   |P_u^perp m_2| is computed from m_2 -+ m_1 = (a-b)(z_2 - z_1) or z_1 + z_2, whichever is
@@ -27,9 +31,11 @@ from numba import njit, prange, types
 from integrators.numba_abi import NJIT_PARALLEL
 from integrators.sde_rng import STREAMS, fill_normals, member_streams
 
-from .params import IDX_BETA, IDX_DIM, IDX_SIGMA, IDX_VBAR
+from .params import IDX_BETA, IDX_DIM, IDX_NOISE, IDX_SIGMA, IDX_VBAR, SIZE, noise_law
 from .sde import softmax_mean_field
 
+_SQRT2 = math.sqrt(2.0)
+_INV_SQRT2 = 1.0 / _SQRT2
 _F3 = types.float64[:, :, ::1]
 _F4 = types.float64[:, :, :, ::1]
 
@@ -38,12 +44,16 @@ _FULL_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STRE
 
 @njit(_FULL_SIG, **NJIT_PARALLEL)
 def _network_full(x0, depth, h, p, streams, increments, out):
-    """Layers with a full d x d matrix per layer (given increments, or d^2 normals drawn)."""
+    """Layers with a full d x d matrix per layer (given increments, or d^2 normals drawn;
+    symmetrized as (B + B^T)/sqrt 2 for GOE noise)."""
     n_members, n, d = x0.shape
     given = increments.shape[0] > 0
     c = p[IDX_SIGMA] / math.sqrt(p[IDX_DIM])
     sq = math.sqrt(h)
     vbar, beta = p[IDX_VBAR], p[IDX_BETA]
+    goe = p[IDX_NOISE] != 0.0
+    matrix = p.shape[0] > SIZE
+    hv = h * vbar if not matrix else 0.0  # with a matrix, h Vbar is added to G_k instead
     for e in prange(n_members):
         z = x0[e].copy()
         m = np.empty((n, d))
@@ -59,11 +69,22 @@ def _network_full(x0, depth, h, p, streams, increments, out):
                 fill_normals(s, g_flat)
                 for r in range(d * d):
                     g_flat[r] *= c * sq
+            if goe:  # sqrt(h) G_k = (sigma/sqrt d)(dB + dB^T)/sqrt 2
+                for r in range(d):
+                    g[r, r] *= _SQRT2
+                    for q in range(r + 1, d):
+                        sym = (g[r, q] + g[q, r]) * _INV_SQRT2
+                        g[r, q] = sym
+                        g[q, r] = sym
+            if matrix:
+                for r in range(d):
+                    for q in range(d):
+                        g[r, q] += h * p[SIZE + r * d + q]
             softmax_mean_field(z, beta, m)
             for i in range(n):
                 nrm = 0.0
                 for r in range(d):
-                    acc = z[i, r] + h * vbar * m[i, r]
+                    acc = z[i, r] + hv * m[i, r]
                     for q in range(d):
                         acc += g[r, q] * m[i, q]
                     z[i, r] = acc  # row i of m was computed before this row changed
@@ -81,17 +102,20 @@ _PAIR_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STRE
 
 @njit(_PAIR_SIG, **NJIT_PARALLEL)
 def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, out, layers):
-    """Two tokens, (G m_1, G m_2) sampled exactly (2d normals per layer). A run stops early once
+    """Two tokens, (G m_1, G m_2) sampled exactly (2d normals per layer; gaussian noise only). A run stops early once
     log|z1 - z2|^2 < stop_minus or log|z1 + z2|^2 < stop_plus (-inf: never)."""
     n_members, _, d = x0.shape
     c = p[IDX_SIGMA] * math.sqrt(h / p[IDX_DIM])
     vbar, beta = p[IDX_VBAR], p[IDX_BETA]
+    matrix = p.shape[0] > SIZE
     check = stop_minus > -np.inf or stop_plus > -np.inf
     for e in prange(n_members):
         z1 = x0[e, 0].copy()
         z2 = x0[e, 1].copy()
         m1 = np.empty(d)
         m2 = np.empty(d)
+        v1 = np.empty(d)
+        v2 = np.empty(d)
         dm = np.empty(d)
         eps = np.empty(2 * d)
         s = streams[e].copy()
@@ -120,12 +144,24 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, out, layers):
                 w = dm[r] - udm * m1[r] / n1
                 l22 += w * w
             l22 = math.sqrt(l22)
+            for r in range(d):  # h Vbar m
+                if matrix:
+                    acc1 = 0.0
+                    acc2 = 0.0
+                    for q in range(d):
+                        acc1 += p[SIZE + r * d + q] * m1[q]
+                        acc2 += p[SIZE + r * d + q] * m2[q]
+                    v1[r] = h * acc1
+                    v2[r] = h * acc2
+                else:
+                    v1[r] = h * vbar * m1[r]
+                    v2[r] = h * vbar * m2[r]
             fill_normals(s, eps)
             nz1 = 0.0
             nz2 = 0.0
             for r in range(d):
-                y1 = z1[r] + h * vbar * m1[r] + c * n1 * eps[r]
-                y2 = z2[r] + h * vbar * m2[r] + c * (um2 * eps[r] + l22 * eps[d + r])
+                y1 = z1[r] + v1[r] + c * n1 * eps[r]
+                y2 = z2[r] + v2[r] + c * (um2 * eps[r] + l22 * eps[d + r])
                 z1[r] = y1
                 z2[r] = y2
                 nz1 += y1 * y1
@@ -158,12 +194,13 @@ def _tokens(x0) -> np.ndarray:
 
 
 def network(x0, depth: int, horizon: float, p, *, rng=None, increments=None,
-            stop_minus: float = -np.inf, stop_plus: float = -np.inf, exact_pair: bool = True):
+            stop_minus: float = -np.inf, stop_plus: float = -np.inf, exact_pair=None):
     """Run ``depth`` layers of step ``h = horizon / depth`` from ``x0`` (E, n, d).
 
     Noise: ``increments`` (E, depth, d, d) standard Brownian increments of step h (coupling), or
-    ``rng`` (per-member streams; n = 2 uses the exact 2d-normal sampling unless
-    ``exact_pair=False``). Returns ``(z, layers)``: final tokens (E, n, d) and layers run per
+    ``rng`` (per-member streams; n = 2 with gaussian noise uses the exact 2d-normal sampling
+    unless ``exact_pair=False``; it is derived for i.i.d. Gaussian G only, so ``exact_pair=True``
+    with GOE noise is an error, and ``None`` picks it where it applies). Returns ``(z, layers)``: final tokens (E, n, d) and layers run per
     member (int64; < depth where the two-token kernel stopped early at ``stop_minus/plus``).
     """
     x0 = _tokens(x0)
@@ -174,6 +211,14 @@ def network(x0, depth: int, horizon: float, p, *, rng=None, increments=None,
     p = np.ascontiguousarray(p, dtype=np.float64)
     if int(p[IDX_DIM]) != d:
         raise ValueError(f"p was packed for d = {int(p[IDX_DIM])}, tokens have d = {d}")
+    if len(p) not in (SIZE, SIZE + d * d):
+        raise ValueError(f"p must have length {SIZE} or {SIZE + d * d} (d = {d}), got {len(p)}")
+    gaussian = noise_law(p) == "gaussian"
+    if exact_pair and not gaussian:
+        raise ValueError("exact_pair sampling is derived for gaussian noise only, "
+                         f"got noise = {noise_law(p)!r}")
+    if exact_pair is None:
+        exact_pair = gaussian
     h = float(horizon) / depth
     out = np.empty_like(x0)
     layers = np.full(E, depth, dtype=np.int64)

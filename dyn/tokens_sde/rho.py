@@ -1,5 +1,8 @@
 r"""Two tokens: the exact one-dimensional SDE of rho = <z_1, z_2> = cos(theta) (physics.md §1.2).
 
+Derived for i.i.d. Gaussian noise (``noise = "gaussian"``) and Vbar = vbar I only: the GOE law
+and a general Vbar are simulated in d dimensions (:mod:`.network`, :mod:`.sde`).
+
 With self weight a = 1 / (1 + e^{beta (rho - 1)}), b = 1 - a, p = 2ab, s = 1 - p:
 
     drho = (sigma^2/d)(1 - rho^2)[(d-2) p - s rho] dt + 2 vbar b (1 - rho^2) dt

@@ -1,15 +1,32 @@
 r"""The Ito SDE of tokens on the sphere driven by one matrix Brownian motion (physics.md §1.2).
 
 For unit tokens z_i (rows of an (n, d) array), softmax weights A_ij = e^{beta <z_i,z_j>} / Z_i,
-m_i = sum_j A_ij z_j, and W a d x d Brownian motion with entries of variance sigma^2/d per unit
-time, shared by all tokens of a member:
+m_i = sum_j A_ij z_j, and W a d x d Brownian motion shared by all tokens of a member:
 
-    dZ_i = P_{Z_i} dW m_i  -  c |m_i|^2 Z_i dt  +  vbar P_{Z_i} m_i dt,     c = sigma^2 (d-1) / (2d).
+    dZ_i = P_{Z_i} dW m_i  +  b(Z_i, m_i) dt  +  P_{Z_i} Vbar m_i dt.
 
-In the integrator's convention W = (sigma / sqrt d) B with B standard, so
-``diffusion(t, z, p, dB) = (sigma / sqrt d) P_z (dB m)`` and ``drift`` is the full Ito drift
-(normalization correction included; on the sphere the projected scheme drops its radial part
-and the retraction restores it, see :mod:`integrators.sde_numba`).
+Noise laws (``params.NOISES``), W = (sigma / sqrt d) S(B) with B a standard d x d Brownian motion:
+- ``gaussian``: S(B) = B (entries of W of variance sigma^2/d per unit time);
+- ``goe``: S(B) = (B + B^T)/sqrt 2 (symmetric; off-diagonal variance sigma^2/d, diagonal 2 sigma^2/d).
+
+Normalization drift b. The network step y = z + sqrt(h) G m, z <- y/|y| gives, with xi = G m
+split as xi = <z, xi> z + P_z xi, z' - z = P_z xi - <z, xi> P_z xi - |P_z xi|^2 z / 2 + O(|xi|^3).
+If Cov((G m)_a, (G m)_b) = (sigma^2/d) C_ab per unit time,
+
+    b = -(1/2) E|P_z G m|^2 z - E[<z, G m> P_z G m] = -(sigma^2/2d) tr(P_z C) z - (sigma^2/d) P_z C z.
+
+- gaussian, C = |m|^2 I:        b = -(sigma^2 (d-1)/(2d)) |m|^2 z;
+- goe, C = |m|^2 I + m m^T:     b = -(sigma^2/2d) ((d-1)|m|^2 + |P_z m|^2) z - (sigma^2/d) <z,m> P_z m.
+
+The radial part of b keeps |Z| = 1 (d|Z|^2 = 2<Z, b> dt + (sigma^2/d) tr(P C) dt = 0); the
+tangential part (GOE only) is the correlation of the radial and tangential noise, which the
+normalization turns into a drift.
+
+In the integrator's convention ``diffusion(t, z, p, dB) = (sigma / sqrt d) P_z (S(dB) m)`` and
+``drift`` is the full Ito drift b + P_z Vbar m. The projected scheme drops the radial part of b
+and the retraction restores it (see :mod:`integrators.sde_numba`); the tangential GOE part is
+kept by the projection, which is right: the scheme projects the noise before normalizing, so it
+does not generate that term itself.
 """
 from __future__ import annotations
 
@@ -20,8 +37,9 @@ from numba import njit, types
 
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
-from .params import IDX_BETA, IDX_DIM, IDX_SIGMA, IDX_VBAR
+from .params import IDX_BETA, IDX_DIM, IDX_NOISE, IDX_SIGMA, IDX_VBAR, SIZE
 
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _MF_SIG = types.void(types.float64[:, ::1], types.float64, types.float64[:, ::1])
 
 
@@ -52,11 +70,16 @@ def softmax_mean_field(z, beta, m):
 
 @njit(DRIFT_SIG, **NJIT)
 def token_drift(t, z, p, out):
-    """out_i <- vbar P_{z_i} m_i - sigma^2 (d-1)/(2d) |m_i|^2 z_i  (the Ito drift)."""
+    """out_i <- P_{z_i} Vbar m_i - sigma^2 (d-1)/(2d) |m_i|^2 z_i  (the Ito drift), and for GOE
+    noise also - (sigma^2/d) [ |P_{z_i} m_i|^2 z_i / 2 + <z_i, m_i> P_{z_i} m_i ]."""
     n, d = z.shape
     sigma, vbar = p[IDX_SIGMA], p[IDX_VBAR]
-    c = sigma * sigma * (p[IDX_DIM] - 1.0) / (2.0 * p[IDX_DIM])
+    k2 = sigma * sigma / p[IDX_DIM]
+    c = k2 * (p[IDX_DIM] - 1.0) / 2.0
+    goe = p[IDX_NOISE] != 0.0
+    matrix = p.shape[0] > SIZE
     softmax_mean_field(z, p[IDX_BETA], out)
+    v = np.empty(d)
     for i in range(n):
         zm = 0.0
         zz = 0.0
@@ -65,22 +88,46 @@ def token_drift(t, z, p, out):
             zm += z[i, k] * out[i, k]
             zz += z[i, k] * z[i, k]
             mm += out[i, k] * out[i, k]
+        for k in range(d):  # v = Vbar m_i
+            if matrix:
+                acc = 0.0
+                for q in range(d):
+                    acc += p[SIZE + k * d + q] * out[i, q]
+                v[k] = acc
+            else:
+                v[k] = vbar * out[i, k]
+        zv = 0.0
         for k in range(d):
-            out[i, k] = vbar * (out[i, k] - zm / zz * z[i, k]) - c * mm * z[i, k]
+            zv += z[i, k] * v[k]
+        radial = c * mm
+        if goe:
+            radial += 0.5 * k2 * (mm - zm * zm / zz)
+        for k in range(d):
+            val = v[k] - zv / zz * z[i, k] - radial * z[i, k]
+            if goe:
+                val -= k2 * zm * (out[i, k] - zm / zz * z[i, k])
+            out[i, k] = val
 
 
 @njit(DIFFUSION_SIG, **NJIT)
 def token_diffusion(t, z, p, dw, out):
-    """out_i <- (sigma / sqrt d) P_{z_i} (dw m_i): the common matrix noise applied to every token."""
+    """out_i <- (sigma / sqrt d) P_{z_i} (dW m_i): the common matrix noise applied to every token,
+    dW = dw (gaussian) or (dw + dw^T) / sqrt 2 (goe)."""
     n, d = z.shape
     scale = p[IDX_SIGMA] / math.sqrt(p[IDX_DIM])
+    goe = p[IDX_NOISE] != 0.0
     m = np.empty((n, d))
     softmax_mean_field(z, p[IDX_BETA], m)
     for i in range(n):
         for k in range(d):
             acc = 0.0
-            for l in range(d):
-                acc += dw[k, l] * m[i, l]
+            if goe:
+                for l in range(d):
+                    acc += (dw[k, l] + dw[l, k]) * m[i, l]
+                acc *= _INV_SQRT2
+            else:
+                for l in range(d):
+                    acc += dw[k, l] * m[i, l]
             out[i, k] = scale * acc
         zv = 0.0
         zz = 0.0
@@ -103,18 +150,35 @@ def _project_jax(z, v):
     return v - (z * v).sum(-1, keepdims=True) / (z * z).sum(-1, keepdims=True) * z
 
 
+def _value_jax(z, p, m):
+    """Vbar m_i for every row (Vbar = vbar I unless p carries a matrix; decided from p's static
+    length)."""
+    d = z.shape[-1]
+    if p.shape[0] > SIZE:
+        return m @ p[SIZE:SIZE + d * d].reshape(d, d).T
+    return p[IDX_VBAR] * m
+
+
 def token_drift_jax(t, z, p):
     """JAX twin of :func:`token_drift` (one member)."""
     m = softmax_mean_field_jax(z, p[IDX_BETA])
-    c = p[IDX_SIGMA] ** 2 * (p[IDX_DIM] - 1.0) / (2.0 * p[IDX_DIM])
-    return p[IDX_VBAR] * _project_jax(z, m) - c * (m * m).sum(-1, keepdims=True) * z
+    k2 = p[IDX_SIGMA] ** 2 / p[IDX_DIM]
+    c = k2 * (p[IDX_DIM] - 1.0) / 2.0
+    zz = (z * z).sum(-1, keepdims=True)
+    zm = (z * m).sum(-1, keepdims=True)
+    mm = (m * m).sum(-1, keepdims=True)
+    pm = _project_jax(z, m)
+    goe = p[IDX_NOISE]  # 0 or 1 (traced)
+    extra = goe * k2 * (0.5 * (mm - zm * zm / zz) * z + zm * pm)
+    return _project_jax(z, _value_jax(z, p, m)) - c * mm * z - extra
 
 
 def token_diffusion_jax(t, z, p, dw):
-    """JAX twin of :func:`token_diffusion`: (sigma / sqrt d) P_z (dw m)."""
+    """JAX twin of :func:`token_diffusion`: (sigma / sqrt d) P_z (dW m)."""
     import jax.numpy as jnp
 
     m = softmax_mean_field_jax(z, p[IDX_BETA])
+    dw = jnp.where(p[IDX_NOISE] != 0.0, (dw + dw.T) * _INV_SQRT2, dw)
     return _project_jax(z, p[IDX_SIGMA] / jnp.sqrt(p[IDX_DIM]) * (m @ dw.T))
 
 
