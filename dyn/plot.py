@@ -96,7 +96,10 @@ def _combinations(da, dims: list[str]) -> list[dict]:
 def _heatmap(ax, da) -> None:
     xdim, ydim = da.dims
     x, y = da[xdim], da[ydim]
-    mesh = ax.pcolormesh(x.values, y.values, da.values.T, shading="nearest", cmap="viridis")
+    xlog, ylog = _is_geometric(x.values), _is_geometric(y.values)
+    # cells centred on the sweep values: geometric mid-points on log axes, linear ones otherwise
+    mesh = ax.pcolormesh(_edges(x.values, xlog), _edges(y.values, ylog), da.values.T,
+                         shading="flat", cmap="viridis")
     _maybe_log(ax, x.values, "x")
     _maybe_log(ax, y.values, "y")
     ax.figure.colorbar(mesh, ax=ax, label=da.name)
@@ -131,21 +134,42 @@ def _bars(ax, da) -> None:
     ax.set_ylabel(_label(da))
 
 
-def _maybe_log(ax, values, which: str) -> None:
-    """Log scale for geometrically spaced coordinates (depth 2^k, ...), linear otherwise."""
+def _is_geometric(values) -> bool:
+    """Positive values with a constant ratio (and not a constant step): depth 2^k, eps 2^-k, ..."""
     values = np.asarray(values)
     if values.dtype.kind not in "fiu" or values.size < 3 or not np.all(values > 0):
-        return
+        return False
     values = values.astype(float)
     steps, ratios = np.diff(values), np.diff(np.log(values))
-    if not np.allclose(steps, steps[0], rtol=1e-6) and np.allclose(ratios, ratios[0], rtol=1e-6):
-        from matplotlib.ticker import NullLocator
+    return not np.allclose(steps, steps[0], rtol=1e-6) and np.allclose(ratios, ratios[0], rtol=1e-6)
 
-        axis = getattr(ax, f"{which}axis")
-        getattr(ax, f"set_{which}scale")("log")
-        if values.size <= MAX_TICKS:  # label the sweep values themselves, not powers of ten
-            axis.set_ticks(values, [_fmt(v) for v in values])
-            axis.set_minor_locator(NullLocator())
+
+def _edges(values, log: bool) -> np.ndarray:
+    """Cell boundaries around each value (len + 1), for a heat map."""
+    v = np.log(np.asarray(values, dtype=float)) if log else np.asarray(values, dtype=float)
+    if v.size == 1:
+        inner, first, last = np.array([]), v[0] - 0.5, v[0] + 0.5
+    else:
+        inner = (v[1:] + v[:-1]) / 2
+        first, last = v[0] - (inner[0] - v[0]), v[-1] + (v[-1] - inner[-1])
+    edges = np.concatenate([[first], inner, [last]])
+    return np.exp(edges) if log else edges
+
+
+def _maybe_log(ax, values, which: str) -> None:
+    """Log scale for geometrically spaced coordinates, ticks at the sweep values themselves."""
+    if not _is_geometric(values):
+        return
+    from matplotlib.ticker import NullLocator
+
+    values = np.asarray(values, dtype=float)
+    axis = getattr(ax, f"{which}axis")
+    getattr(ax, f"set_{which}scale")("log")
+    if values.size <= MAX_TICKS:  # label the sweep values, not powers of ten; every other when crowded
+        crowded = values.size > 6 and which == "x"
+        axis.set_ticks(values, [_fmt(v) if not crowded or i % 2 == 0 else ""
+                                for i, v in enumerate(values)])
+        axis.set_minor_locator(NullLocator())
 
 
 def _label(da) -> str:
