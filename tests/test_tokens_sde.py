@@ -189,24 +189,7 @@ def test_strong_convergence_of_network_to_sde():
     # Network of L layers vs EM on a 2^11-step grid, same Brownian path. Strong order 1/2 is
     # expected (EM-type scheme, non-commutative matrix noise). Band [0.35, 0.7]: the fitted
     # slope's Monte Carlo spread with 150 paths is ~0.05.
-    rng = np.random.default_rng(9)
-    E, d, T, fine = 150, 3, 1.0, 2**11
-    p = ts.pack(1.0, d)
-    x0 = uniform_sphere(rng, E, 3, d)
-    dw = integrators.brownian_increments(rng, E, [0.0, T], T / fine, (d, d))
-    ref = integrators.get("numba", "euler_maruyama", dt=T / fine).solve(
-        ts.problem(p), x0, [0.0, T], increments=dw)[:, -1]
-    depths = [8, 16, 32, 64, 128]
-    errs = []
-    for L in depths:
-        z, _ = ts.network(x0, L, T, p, increments=integrators.coarsen(dw, fine // L))
-        errs.append(np.sqrt(np.mean(np.max(np.sum((z - ref) ** 2, -1), -1))))
-    order = -np.polyfit(np.log(depths), np.log(errs), 1)[0]
-    assert 0.35 < order < 0.7, (order, errs)
-    em = integrators.get("numba", "euler_maruyama", dt=T / depths[-1]).solve(
-        ts.problem(p), x0, [0.0, T], increments=integrators.coarsen(dw, fine // depths[-1]))[:, -1]
-    err_em = np.sqrt(np.mean(np.max(np.sum((em - ref) ** 2, -1), -1)))
-    assert errs[-1] < 1.3 * err_em, (errs[-1], err_em)
+    _check_strong_coupling(ts.pack(1.0, 3), runs=150, fine=2**11, seed=9)
 
 
 def test_weak_convergence_of_an_end_state_probability():
@@ -329,11 +312,17 @@ def test_goe_network_converges_strongly_to_the_goe_sde():
     # path). Band [0.35, 0.7] on the fitted order (Monte Carlo spread ~0.05 with 120 paths).
     # Discriminating check: at L = 128 the network's error is within 1.3x of EM's own error at
     # the same step (measured 1.05; with the Gaussian drift in the SDE it is 1.8, an error floor).
-    rng = np.random.default_rng(14)
-    E, d, T, fine = 120, 3, 1.0, 2**10
-    p = ts.pack(1.0, d, noise="goe")
-    x0 = uniform_sphere(rng, E, 3, d)
-    dw = integrators.brownian_increments(rng, E, [0.0, T], T / fine, (d, d))
+    _check_strong_coupling(ts.pack(1.0, 3, noise="goe"), runs=120, fine=2**10, seed=14)
+
+
+def _check_strong_coupling(p, runs: int, fine: int, seed: int) -> None:
+    """The network of L layers and EM on a fine grid, driven by one Brownian path (d = 3, three
+    tokens): fitted strong order in [0.35, 0.7] over L = 8..128, and at L = 128 within 1.3x of
+    EM's own error."""
+    rng = np.random.default_rng(seed)
+    d, T = 3, 1.0
+    x0 = uniform_sphere(rng, runs, 3, d)
+    dw = integrators.brownian_increments(rng, runs, [0.0, T], T / fine, (d, d))
     ref = integrators.get("numba", "euler_maruyama", dt=T / fine).solve(
         ts.problem(p), x0, [0.0, T], increments=dw)[:, -1]
     depths = [8, 16, 32, 64, 128]

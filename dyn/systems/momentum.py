@@ -38,6 +38,14 @@ def _ode_options(scenario: "Scenario") -> tuple[str, str, dict]:
     return cfg["backend"], cfg["method"], solver_options(cfg)
 
 
+def _check_second_order_gamma(point: dict, scenario: "Scenario") -> None:
+    """gamma = 1 - h/eps with h = T/depth must be positive (else the network is not invertible)."""
+    h = scenario.integrator["horizon"] / point["depth"]
+    if h >= point["eps"]:
+        raise ScenarioError("params.depth", f"gamma = 1 - h/eps must be > 0: depth "
+                            f"{point['depth']} with eps = {point['eps']} gives h = {h:.3g} >= eps")
+
+
 @register
 class MomentumLimit(System):
     name = "momentum_limit"
@@ -56,10 +64,7 @@ class MomentumLimit(System):
 
     def validate(self, point: dict, scenario: "Scenario") -> None:
         if point.get("gamma") is None:
-            h = scenario.integrator["horizon"] / point["depth"]
-            if h >= point["eps"]:
-                raise ScenarioError("params.depth", f"gamma = 1 - h/eps must be > 0: depth "
-                                    f"{point['depth']} with eps = {point['eps']} gives h = {h:.3g} >= eps")
+            _check_second_order_gamma(point, scenario)
         elif point["gamma"] == 0.0:
             raise ScenarioError("params.gamma", "gamma = 0 is not invertible")
 
@@ -113,10 +118,7 @@ class MomentumLinear(System):
     }
 
     def validate(self, point: dict, scenario: "Scenario") -> None:
-        h = scenario.integrator["horizon"] / point["depth"]
-        if h >= point["eps"]:
-            raise ScenarioError("params.depth", f"gamma = 1 - h/eps must be > 0: depth "
-                                f"{point['depth']} with eps = {point['eps']} gives h = {h:.3g} >= eps")
+        _check_second_order_gamma(point, scenario)
 
     def coords(self, scenario: "Scenario") -> dict[str, Coord]:
         return {}
