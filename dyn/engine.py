@@ -14,7 +14,7 @@ import numpy as np
 
 from . import store, sweep, trajectories
 from .errors import ScenarioError
-from .executors import EXECUTORS, iter_results
+from .executors import EXECUTORS, iter_results, open_pool
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve
 from .systems.base import DIVERGED, FAILED, STATUS_NAMES
 
@@ -50,18 +50,18 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     except OSError as exc:  # an unwritable folder, a read-only file system, ...
         raise ScenarioError("--out", f"cannot write beside {path}: {exc.strerror or exc}") from None
     try:
-        if path.exists():
-            statuses = store.read_status(path, scenario)
-        else:
-            _create(path, scenario, command or _command_line())
-            statuses = np.zeros(sweep.count(scenario), dtype=np.int8)
-        todo = store.pending(statuses)
-        done = len(statuses) - len(todo)
-        if done:
-            print(f"resuming {path}: {done} of {len(statuses)} points already done", file=log)
-        sidecar = str(trajectories.sidecar_dir(path)) if scenario.output["trajectories"] else None
-        results = iter_results(executor, scenario.text, todo, workers, scheduler, sidecar)
-        _write_all(scenario, path, results, len(todo), progress, log)
+        statuses = store.read_status(path, scenario) if path.exists() else None
+        with open_pool(executor, workers, scheduler) as pool:
+            if statuses is None:
+                _create(path, scenario, command or _command_line())
+                statuses = np.zeros(sweep.count(scenario), dtype=np.int8)
+            todo = store.pending(statuses)
+            done = len(statuses) - len(todo)
+            if done:
+                print(f"resuming {path}: {done} of {len(statuses)} points already done", file=log)
+            sidecar = str(trajectories.sidecar_dir(path)) if scenario.output["trajectories"] else None
+            results = iter_results(pool, scenario.text, todo, sidecar)
+            _write_all(scenario, path, results, len(todo), progress, log)
     finally:
         lock.release()
     return path

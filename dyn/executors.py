@@ -135,7 +135,7 @@ def dask_pool(workers: int, scheduler: str | None) -> Iterator[tuple[Executor, i
     cluster = None
     if scheduler:
         try:
-            client = Client(scheduler, timeout="30s")
+            client = Client(scheduler, timeout="10s")
         except (OSError, TimeoutError) as exc:
             raise ScenarioError("--scheduler", f"cannot reach Dask scheduler {scheduler}: {exc}") from None
     else:
@@ -152,13 +152,23 @@ def dask_pool(workers: int, scheduler: str | None) -> Iterator[tuple[Executor, i
             cluster.close()
 
 
-def iter_results(kind: str, text: str, indices: Sequence[int], workers: int,
-                 scheduler: str | None = None, sidecar: str | None = None
-                 ) -> Iterator[tuple[int, PointResult]]:
-    """(index, result) for every point of `indices`, in completion order."""
+@contextmanager
+def open_pool(kind: str, workers: int, scheduler: str | None = None
+              ) -> Iterator[tuple[Executor | None, int]]:
+    """(executor, width) for `kind`; (None, 1) for serial. Opened before the output file is
+    made, so an unreachable scheduler leaves nothing behind."""
     if kind == "serial":
-        yield from iter_serial(text, indices, sidecar)
+        yield None, 1
         return
-    pool_cm = process_pool(workers) if kind == "process" else dask_pool(workers, scheduler)
-    with pool_cm as (pool, width):
-        yield from iter_pool(pool, text, indices, width * IN_FLIGHT_PER_WORKER, sidecar)
+    with (process_pool(workers) if kind == "process" else dask_pool(workers, scheduler)) as opened:
+        yield opened
+
+
+def iter_results(pool: tuple[Executor | None, int], text: str, indices: Sequence[int],
+                 sidecar: str | None = None) -> Iterator[tuple[int, PointResult]]:
+    """(index, result) for every point of `indices`, in completion order."""
+    executor, width = pool
+    if executor is None:
+        yield from iter_serial(text, indices, sidecar)
+    else:
+        yield from iter_pool(executor, text, indices, width * IN_FLIGHT_PER_WORKER, sidecar)

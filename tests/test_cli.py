@@ -56,3 +56,12 @@ def test_run_show_plot_list_end_to_end(tmp_path, small_scenario):
     assert png.stat().st_size > 10_000
     listing = subprocess.run(cmd + ["list"], capture_output=True, text=True, check=True).stdout
     assert "attention_sphere" in listing and "attention_clusters" in listing
+
+
+def test_unreachable_scheduler_is_one_line_and_leaves_no_output(tmp_path, capsys, small_scenario):
+    out = tmp_path / "never.h5"
+    # port 1 on loopback: nothing listens there; the client gives up after its 10 s timeout
+    assert main(["run", str(small_scenario), "--out", str(out), "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dyn: error: --scheduler: cannot reach") and len(err.splitlines()) == 1
+    assert not out.exists()
