@@ -44,6 +44,18 @@ def test_tokens_stay_on_the_sphere():
         np.testing.assert_allclose(np.linalg.norm(z, axis=-1), 1.0, atol=1e-12)
 
 
+def _assert_coefficients(z, p, dw, want_f, want_g) -> None:
+    """numba and JAX drift and diffusion of the token SDE equal the formulas to rounding."""
+    f, g = np.empty_like(z), np.empty_like(z)
+    ts.token_drift(0.0, z, p, f)
+    ts.token_diffusion(0.0, z, p, dw, g)
+    np.testing.assert_allclose(f, want_f, atol=1e-14)
+    np.testing.assert_allclose(g, want_g, atol=1e-14)
+    integrators.configure_jax()  # float64
+    np.testing.assert_allclose(np.asarray(ts.token_drift_jax(0.0, z, p)), want_f, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(ts.token_diffusion_jax(0.0, z, p, dw)), want_g, atol=1e-14)
+
+
 def test_drift_and_diffusion_match_formulas():
     rng = np.random.default_rng(1)
     d, beta, sigma, vbar = 3, 1.3, 0.7, 0.4
@@ -56,17 +68,7 @@ def test_drift_and_diffusion_match_formulas():
     P = np.eye(d)[None] - z[:, :, None] * z[:, None, :]
     want_f = vbar * np.einsum("ikl,il->ik", P, m) - sigma**2 * (d - 1) / (2 * d) * (m * m).sum(1)[:, None] * z
     want_g = sigma / math.sqrt(d) * np.einsum("ikl,il->ik", P, m @ dw.T)
-    f, g = np.empty_like(z), np.empty_like(z)
-    ts.token_drift(0.0, z, p, f)
-    ts.token_diffusion(0.0, z, p, dw, g)
-    np.testing.assert_allclose(f, want_f, atol=1e-14)
-    np.testing.assert_allclose(g, want_g, atol=1e-14)
-    import integrators
-
-    integrators.configure_jax()  # float64
-
-    np.testing.assert_allclose(np.asarray(ts.token_drift_jax(0.0, z, p)), want_f, atol=1e-14)
-    np.testing.assert_allclose(np.asarray(ts.token_diffusion_jax(0.0, z, p, dw)), want_g, atol=1e-14)
+    _assert_coefficients(z, p, dw, want_f, want_g)
 
 
 def test_two_token_reduction_agrees_in_law_with_d_dim_system():
@@ -260,14 +262,7 @@ def test_drift_and_diffusion_match_formulas_goe_and_vbar(noise, matrix):
         want_f = vm - sigma**2 * (d - 1) / (2 * d) * (m * m).sum(1)[:, None] * z
         S = dw
     want_g = sigma / math.sqrt(d) * np.einsum("ikl,il->ik", P, m @ S.T)
-    f, g = np.empty_like(z), np.empty_like(z)
-    ts.token_drift(0.0, z, p, f)
-    ts.token_diffusion(0.0, z, p, dw, g)
-    np.testing.assert_allclose(f, want_f, atol=1e-14)
-    np.testing.assert_allclose(g, want_g, atol=1e-14)
-    integrators.configure_jax()  # float64
-    np.testing.assert_allclose(np.asarray(ts.token_drift_jax(0.0, z, p)), want_f, atol=1e-14)
-    np.testing.assert_allclose(np.asarray(ts.token_diffusion_jax(0.0, z, p, dw)), want_g, atol=1e-14)
+    _assert_coefficients(z, p, dw, want_f, want_g)
 
 
 def test_goe_one_step_mean_matches_the_derived_drift():
