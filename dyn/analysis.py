@@ -8,7 +8,12 @@ import numpy as np
 import xarray as xr
 
 from .errors import ScenarioError
-from .systems.base import STATUS_NAMES
+from .systems.base import ROLE_ATTR, STATUS_NAMES, UNDECIDED
+
+# A point whose share of runs left undecided (by the horizon or the cap) exceeds this is
+# "horizon-limited": its class probabilities are not the answer, and plots and summaries say so.
+HORIZON_LIMITED_SHARE = 0.02
+MAX_LISTED = 20  # horizon-limited points listed by `dyn show`
 
 
 def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_dataset
@@ -20,6 +25,22 @@ def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_da
         return xr.open_dataset(path, engine="h5netcdf")
     except (OSError, ValueError) as exc:
         raise ScenarioError("", f"{path} is not a readable dyn output file: {exc}") from None
+
+
+def undecided_variable(ds: xr.Dataset) -> str | None:
+    """The variable holding the share of undecided runs per point, if the system has one."""
+    names = [n for n, v in ds.data_vars.items() if v.attrs.get(ROLE_ATTR) == UNDECIDED]
+    return names[0] if names else None
+
+
+def horizon_limited(ds: xr.Dataset) -> xr.DataArray | None:
+    """Boolean per point: more than HORIZON_LIMITED_SHARE of its runs ended undecided
+    (None when the system classifies no end state). Pending points are False."""
+    name = undecided_variable(ds)
+    if name is None:
+        return None
+    share = ds[name]
+    return (share > HORIZON_LIMITED_SHARE).fillna(False).rename("horizon_limited")
 
 
 def completion(ds: xr.Dataset) -> dict[str, int]:
@@ -54,7 +75,32 @@ def summary(path: str | Path) -> str:
         done = total - counts["pending"]
         lines.append(f"  completion {done}/{total} points ("
                      + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + ")")
+        lines += _horizon_limited_lines(ds)
     return "\n".join(lines)
+
+
+def _horizon_limited_lines(ds: xr.Dataset) -> list[str]:
+    limited = horizon_limited(ds)
+    if limited is None or not bool(limited.any()):
+        return []
+    name = undecided_variable(ds)
+    where = np.argwhere(np.asarray(limited.values).reshape(limited.shape))
+    lines = [f"  horizon-limited {len(where)} points with more than "
+             f"{HORIZON_LIMITED_SHARE:.0%} of runs undecided ({name}); raise the horizon there:"]
+    for index in where[:MAX_LISTED]:
+        at = {dim: ds[dim].values[i] for dim, i in zip(limited.dims, index)}
+        lines.append("    " + ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items())
+                     + f"  ({name} = {float(ds[name].values[tuple(index)]):.3f})")
+    if len(where) > MAX_LISTED:
+        lines.append(f"    ... and {len(where) - MAX_LISTED} more")
+    return lines
+
+
+def count_horizon_limited(path: str | Path) -> int:
+    """Number of horizon-limited points in a sweep file (0 when the system classifies nothing)."""
+    with open(path) as ds:
+        limited = horizon_limited(ds)
+        return 0 if limited is None else int(limited.sum())
 
 
 def _span(values: np.ndarray) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import store, sweep, trajectories
+from .analysis import HORIZON_LIMITED_SHARE, count_horizon_limited
 from .errors import ScenarioError
 from .executors import EXECUTORS, iter_results, open_pool
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve
@@ -98,6 +99,11 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
         writer.close()
     summary = ", ".join(f"{counts[c]} {STATUS_NAMES[c]}" for c in range(1, len(STATUS_NAMES)) if counts[c])
     print(f"wrote {path} ({summary or 'nothing to do'})", file=log)
+    limited = count_horizon_limited(path)
+    if limited:
+        print(f"{limited} points are horizon-limited (more than {HORIZON_LIMITED_SHARE:.0%} of runs "
+              f"undecided): their probabilities are not the answer; `dyn show {path}` lists them",
+              file=log)
 
 
 def _with_overrides(scenario, overrides) -> Scenario:

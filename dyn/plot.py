@@ -7,9 +7,13 @@ Its dimensions decide the picture:
 - one numeric dimension: curves against it, one per combination of the categorical axes
   (e.g. error against depth for each scheme);
 - none: a bar per combination.
-Geometrically spaced coordinates (depth 2^k, ...) get log axes; pending points are blank. A system
-may add its own marks (a predicted boundary, a reference line) through
-`System.decorate(ax, ds, var)`, where `ds` is the dataset restricted to that panel.
+Numeric axes: evenly spaced values are drawn linear; geometric ones (depth 2^k), or uneven
+positive ones spanning a decade or more (d = 2 ... 32), log; other uneven ones as evenly spaced
+labelled cells. Pending points are blank. Class probabilities of a system that classifies end
+states are hatched grey where the point is horizon-limited (more than
+`analysis.HORIZON_LIMITED_SHARE` of its runs undecided). A system may add its own marks (a
+predicted boundary, a reference line) through `System.decorate(ax, ds, var)`, where `ds` is the
+dataset restricted to that panel.
 """
 from __future__ import annotations
 
@@ -21,14 +25,18 @@ from pathlib import Path
 import numpy as np
 
 from . import systems
+from .analysis import HORIZON_LIMITED_SHARE, horizon_limited
 from .analysis import open as open_dataset
 from .errors import ScenarioError
+from .systems.base import PROBABILITY, ROLE_ATTR, UNDECIDED
 
 MAX_PANELS = 12
 MAX_CURVES = 12
 MAX_TICKS = 12
 TITLE_WIDTH = 70  # characters per title line
 DATA_LOG_RATIO = 100.0  # positive curve values spanning more than this are drawn in log
+DECADE = 10.0  # uneven positive axes spanning at least this ratio are drawn in log
+LIMITED_STYLE = dict(facecolor="0.8", edgecolor="0.3", hatch="///", alpha=0.7, lw=0.0)
 
 
 def choose_variable(ds, var: str | None) -> str:
@@ -64,12 +72,16 @@ def plot(path: str | Path, out: str | Path | None = None, var: str | None = None
         size = (7, 5) if cols == 1 else (4.8 * cols, 3.9 * rows)
         fig, grid = plt.subplots(rows, cols, figsize=size, squeeze=False)
         decorate = getattr(system, "decorate", None)
+        limited = horizon_limited(ds) if da.attrs.get(ROLE_ATTR) in (PROBABILITY, UNDECIDED) else None
         for ax, selection in zip(grid.flat, selections):
             sub = da.sel(selection) if selection else da
+            marks = None
+            if limited is not None and bool(limited.any()):
+                marks = limited.sel({k: v for k, v in selection.items() if k in limited.dims})
             if len(field_dims) == 2:
-                _heatmap(ax, sub.transpose(*field_dims))
+                _heatmap(ax, sub.transpose(*field_dims), marks)
             elif len(field_dims) == 1:
-                _curves(ax, sub, field_dims[0])
+                _curves(ax, sub, field_dims[0], marks)
             else:
                 _bars(ax, sub)
             if selection:
@@ -93,34 +105,63 @@ def _combinations(da, dims: list[str]) -> list[dict]:
             itertools.product(*(da[d].values.tolist() for d in dims))] or [{}]
 
 
-def _heatmap(ax, da) -> None:
+def _heatmap(ax, da, marks=None) -> None:
+    """Cells centred on the sweep values (geometric mid-points on log axes); `marks`: a boolean
+    array over some of the dims, True where a cell is hatched as horizon-limited."""
     xdim, ydim = da.dims
     x, y = da[xdim], da[ydim]
-    xlog, ylog = _is_geometric(x.values), _is_geometric(y.values)
-    # cells centred on the sweep values: geometric mid-points on log axes, linear ones otherwise
-    mesh = ax.pcolormesh(_edges(x.values, xlog), _edges(y.values, ylog), da.values.T,
-                         shading="flat", cmap="viridis")
-    _maybe_log(ax, x.values, "x")
-    _maybe_log(ax, y.values, "y")
+    xs, ys = _scale(x.values), _scale(y.values)
+    xe, ye = _edges(x.values, xs), _edges(y.values, ys)
+    mesh = ax.pcolormesh(xe, ye, da.values.T, shading="flat", cmap="viridis")
+    _set_scale(ax, x.values, xs, "x")
+    _set_scale(ax, y.values, ys, "y")
     ax.figure.colorbar(mesh, ax=ax, label=da.name)
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(y))
+    if marks is not None:
+        hit = marks.broadcast_like(da).transpose(xdim, ydim).values
+        _hatch_cells(ax, xe, ye, hit)
 
 
-def _curves(ax, da, xdim: str) -> None:
-    """One curve per combination of the other axes, against the numeric axis `xdim`."""
+def _hatch_cells(ax, xe, ye, hit) -> None:
+    from matplotlib.patches import Rectangle
+
+    label = f"horizon-limited: > {HORIZON_LIMITED_SHARE:.0%} of runs undecided"
+    for k, (i, j) in enumerate(np.argwhere(hit)):
+        # the first cell carries the label, so a legend drawn later (decorate) lists it too
+        ax.add_patch(Rectangle((xe[i], ye[j]), xe[i + 1] - xe[i], ye[j + 1] - ye[j],
+                               label=label if k == 0 else None, **LIMITED_STYLE))
+    if hit.any():
+        ax.legend(loc="upper left", fontsize=7, framealpha=0.9)
+
+
+def _curves(ax, da, xdim: str, marks=None) -> None:
+    """One curve per combination of the other axes, against the numeric axis `xdim`; points
+    marked horizon-limited get a grey ring."""
     x = da[xdim]
+    scale = _scale(x.values)
+    xpos = x.values
     others = [d for d in da.dims if d != xdim]
+    hit = marks.broadcast_like(da) if marks is not None else None
+    ringed = False
     for selection in _combinations(da, others)[:MAX_CURVES]:
         label = ", ".join(f"{k} = {_fmt(v)}" for k, v in selection.items()) or None
-        ax.plot(x.values, da.sel(selection).values, marker="o", ms=3, label=label)
+        values = da.sel(selection).values
+        ax.plot(xpos, values, marker="o", ms=3, label=label)
+        if hit is not None:
+            on = hit.sel(selection).values
+            ringed |= bool(on.any())
+            ax.plot(xpos[on], values[on], "o", ms=9, mfc="none", mec="0.4", mew=1.5)
+    if ringed:
+        ax.plot([], [], "o", ms=9, mfc="none", mec="0.4", mew=1.5,
+                label=f"horizon-limited (> {HORIZON_LIMITED_SHARE:.0%} undecided)")
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(da))
-    _maybe_log(ax, x.values, "x")
+    _set_scale(ax, x.values, scale, "x")
     finite = da.values[np.isfinite(da.values)]
     if finite.size and finite.min() > 0 and finite.max() > DATA_LOG_RATIO * finite.min():
         ax.set_yscale("log")  # errors and rates spanning decades
-    if others:
+    if others or ringed:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
 
@@ -144,8 +185,43 @@ def _is_geometric(values) -> bool:
     return not np.allclose(steps, steps[0], rtol=1e-6) and np.allclose(ratios, ratios[0], rtol=1e-6)
 
 
-def _edges(values, log: bool) -> np.ndarray:
+def _scale(values) -> str:
+    """How a numeric axis is drawn: "linear" (even steps, or too few values to tell), "log"
+    (geometric, or uneven positive values spanning a decade or more), else "index" (evenly
+    spaced cells labelled with the values)."""
+    values = np.asarray(values, dtype=float)
+    if values.size < 3:
+        return "linear"
+    steps = np.diff(values)
+    if np.allclose(steps, steps[0], rtol=1e-6):
+        return "linear"
+    if _is_geometric(values) or (np.all(values > 0) and values.max() >= DECADE * values.min()):
+        return "log"
+    return "index"
+
+
+def _index_map(values):
+    """(forward, inverse): value <-> position, piecewise linear through (values[k], k) and
+    extended linearly past both ends; a matplotlib "function" scale that draws uneven values as
+    evenly spaced cells while decorations keep plotting in data coordinates."""
+    v = np.asarray(values, dtype=float)
+    k = np.arange(v.size, dtype=float)
+
+    def through(x, xs, ys):
+        x = np.asarray(x, dtype=float)
+        inside = np.interp(x, xs, ys)
+        lo = ys[0] + (x - xs[0]) * (ys[1] - ys[0]) / (xs[1] - xs[0])
+        hi = ys[-1] + (x - xs[-1]) * (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+        return np.where(x < xs[0], lo, np.where(x > xs[-1], hi, inside))
+
+    return (lambda x: through(x, v, k)), (lambda y: through(y, k, v))
+
+
+def _edges(values, scale: str) -> np.ndarray:
     """Cell boundaries around each value (len + 1), for a heat map."""
+    if scale == "index":
+        return _index_map(values)[1](np.arange(len(values) + 1) - 0.5)
+    log = scale == "log"
     v = np.log(np.asarray(values, dtype=float)) if log else np.asarray(values, dtype=float)
     if v.size == 1:
         inner, first, last = np.array([]), v[0] - 0.5, v[0] + 0.5
@@ -156,16 +232,19 @@ def _edges(values, log: bool) -> np.ndarray:
     return np.exp(edges) if log else edges
 
 
-def _maybe_log(ax, values, which: str) -> None:
-    """Log scale for geometrically spaced coordinates, ticks at the sweep values themselves."""
-    if not _is_geometric(values):
+def _set_scale(ax, values, scale: str, which: str) -> None:
+    """Log or index axes get ticks at the sweep values themselves (every other when crowded)."""
+    if scale == "linear":
         return
     from matplotlib.ticker import NullLocator
 
     values = np.asarray(values, dtype=float)
     axis = getattr(ax, f"{which}axis")
-    getattr(ax, f"set_{which}scale")("log")
-    if values.size <= MAX_TICKS:  # label the sweep values, not powers of ten; every other when crowded
+    if scale == "log":
+        getattr(ax, f"set_{which}scale")("log")
+    else:
+        getattr(ax, f"set_{which}scale")("function", functions=_index_map(values))
+    if values.size <= MAX_TICKS or scale == "index":
         crowded = values.size > 6 and which == "x"
         axis.set_ticks(values, [_fmt(v) if not crowded or i % 2 == 0 else ""
                                 for i, v in enumerate(values)])

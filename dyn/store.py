@@ -28,7 +28,7 @@ import numpy as np
 
 from . import provenance, sweep, trajectories
 from .errors import OutputError
-from .systems.base import FAILED, PENDING, STATUS_NAMES, PointResult
+from .systems.base import FAILED, PENDING, ROLE_ATTR, STATUS_NAMES, PointResult
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -103,6 +103,8 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
             var.attrs["long_name"] = out.long_name
             if out.units:
                 var.attrs["units"] = out.units
+            if out.role:
+                var.attrs[ROLE_ATTR] = out.role
         status = f.create_variable(STATUS, tuple(axes), dtype="i1")
         _fill(status, shape, 0)
         status.attrs.update({

@@ -383,9 +383,10 @@ def test_noise_and_vbar_validation(tmp_path):
     with pytest.raises(dyn.ScenarioError, match="params.Vbar"):
         dyn.load(phase, ["params.Vbar=[[1.0, 0.0], [0.0, 1.0]]", "sweep.d=[2]"])
     with pytest.raises(dyn.ScenarioError, match="params.Vbar"):  # not d x d
-        dyn.load(phase, ['params.form="network"', "params.Vbar=[[1.0, 0.0], [0.0, 1.0]]"])
+        dyn.load(phase, ['params.form="network"', "params.Vbar=[[1.0, 0.0], [0.0, 1.0]]",
+                         'params.until="horizon"'])
     dyn.load(phase, ['params.form="network"', 'params.noise="goe"', "sweep.d=[2]",
-                     "params.Vbar=[[1.0, 0.0], [0.0, 1.0]]"])  # accepted
+                     "params.Vbar=[[1.0, 0.0], [0.0, 1.0]]", 'params.until="horizon"'])  # accepted
     with pytest.raises(dyn.ScenarioError, match="params.Vbar"):
         dyn.load("scenarios/transformer_depth_limit.toml", ["params.Vbar=[[1.0]]"])
     dyn.load("scenarios/transformer_depth_limit.toml", ['params.noise="goe"'])

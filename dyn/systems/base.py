@@ -23,6 +23,13 @@ PENDING, OK, DIVERGED, FAILED = 0, 1, 2, 3
 STATUS_NAMES = ("pending", "ok", "diverged", "failed")
 
 
+# Output roles, stored as the variable attribute ROLE_ATTR so that readers of the file (plots,
+# `dyn show`) know them without the system: a class probability, and the share of runs that the
+# horizon left undecided (points where it exceeds analysis.HORIZON_LIMITED_SHARE are marked).
+PROBABILITY, UNDECIDED = "probability", "undecided"
+ROLE_ATTR = "dyn_role"
+
+
 @dataclass(frozen=True)
 class Output:
     """One output variable: its own dimensions come after the sweep axes."""
@@ -31,6 +38,7 @@ class Output:
     long_name: str
     units: str = ""
     dims: tuple[str, ...] = ()
+    role: str = ""  # "", PROBABILITY or UNDECIDED
 
 
 @dataclass

@@ -1,10 +1,28 @@
 """System `random_transformer`: tokens of a deep transformer at random initialization and their
 common-noise SDE limit (physics.md §1.2); end-state probabilities with Wilson intervals.
 
-Per point, `ensemble.runs` runs from i.i.d. uniform tokens, simulated up to `integrator.horizon`
-with step `integrator.dt` (for the network: `1/dt` layers per unit time), then classified:
+Per point, `ensemble.runs` runs from i.i.d. uniform tokens with step `integrator.dt` (for the
+network: `1/dt` layers per unit time), then classified:
 - `report = "pair"` (n = 2): antipodal / cluster / undecided, from log|z_1 -+ z_2|^2 < threshold;
-- `report = "census"`: one cluster / two antipodal clusters / other.
+- `report = "census"`: one cluster / two antipodal clusters / other (= undecided).
+
+How long a run goes (`until`):
+- `"decided"` (default): until it is decided, i.e. every pair of tokens has crossed an absorbing
+  level of log|z_i -+ z_j|^2 beyond the threshold, past which its chance to leave its class is
+  below `absorb_tol` (:func:`dyn.tokens_sde.absorbing_levels`), up to a cap: the larger of
+  `integrator.horizon` and the time by which the two-token diffusion is decided whenever both
+  boundary rates are at least RATE_FLOOR = 0.05 (:func:`dyn.tokens_sde.decision_cap`, from the
+  Lyapunov exponents). Decided runs stop costing time. Points in the critical band (a boundary
+  rate below the floor) may keep undecided runs: they are counted (`p_undecided`, `p_other`),
+  and `dyn plot` / `dyn show` / `dyn run` mark points where that share exceeds 2%.
+- `"horizon"`: every run stops at `integrator.horizon` (the fixed-time question).
+`horizon_used` records the longest time a run of the point took, `horizon_cap` the cap.
+
+Census end states: one cluster, and two antipodal clusters of EQUAL sizes, are exact (absorbing)
+states. Two groups of unequal sizes are not: m_A != -m_B, so the common noise G moves them apart
+from antipodality by a term ~ ((a_A - b_A) - (a_B - b_B)) ~ e^{-2 beta}; they hover near
+antipodal (log|z_A + z_B|^2 ~ -4 beta) and merge into one cluster on a time scale that grows with
+beta. They stay undecided until then (`p_other`), so the census needs a long cap at large beta.
 
 `form`: `rho` (exact two-token SDE in u = -artanh(rho), one normal per step, runs stopped once
 absorbed; numba), `network` (the discrete network; two tokens by exact 2d-normal sampling; numba)
@@ -13,13 +31,12 @@ or `sde` (the d-dimensional Ito SDE by Euler-Maruyama; numba or diffrax).
 Conventions as parameters: `score` (beta on unit tokens or beta/sqrt(d) on norm-sqrt(d) tokens),
 `noise` (i.i.d. Gaussian G or symmetric GOE G; GOE changes the Ito normalization drift, see
 `dyn.tokens_sde.sde`), `vbar` / `Vbar` (deterministic value part vbar I or a general matrix),
-`init`. The rho form (and the exact pair sampling and early stopping of the network) is derived
-for Gaussian noise and Vbar = vbar I only: GOE or a general Vbar run the full d x d network (no
-early stop) or the SDE.
+`init`. The rho form (and the exact pair sampling and the absorbing levels) is derived for
+Gaussian noise and Vbar = vbar I only: GOE or a general Vbar run the full d x d network or the
+SDE, to the horizon.
 """
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,13 +44,14 @@ import numpy as np
 from ..errors import ScenarioError
 from ..schema import Field
 from . import register
-from .base import DIVERGED, OK, Output, PointResult, System
+from .base import DIVERGED, OK, PROBABILITY, UNDECIDED, Output, PointResult, System
 
 if TYPE_CHECKING:
     from ..scenario import Scenario
 
 PAIR_CLASSES = ("antipodal", "cluster", "undecided")
 CENSUS_CLASSES = ("one_cluster", "two_antipodal", "other")
+UNDECIDED_CLASSES = ("undecided", "other")  # neither end state: the run was stopped undecided
 DEFAULT_DT = 0.01
 
 
@@ -65,6 +83,9 @@ class RandomTransformer(System):
         "threshold": Field("float", -20.0, "class threshold on log|z_i -+ z_j|^2", hi=0.0),
         "absorb_tol": Field("float", 1e-6, "stop a two-token run once its chance to leave its "
                             "class is below this (0: never stop early)", lo=0.0, hi=0.1),
+        "until": Field("str", "decided", "run each run until it is decided (up to a cap derived "
+                       "from the boundary rates, at least integrator.horizon), or stop every run "
+                       "at integrator.horizon", choices=("decided", "horizon")),
     }
 
     def validate(self, point: dict, scenario: "Scenario") -> None:
@@ -86,6 +107,14 @@ class RandomTransformer(System):
             if point["form"] == "rho":
                 raise ScenarioError("params.Vbar", "the two-token rho SDE needs Vbar = vbar I; "
                                     "use form = \"network\" or \"sde\" with a general Vbar")
+        if point["until"] == "decided":
+            if point["noise"] != "gaussian" or V is not None:
+                raise ScenarioError("params.until", "until = \"decided\" needs the absorbing "
+                                    "levels, derived for gaussian noise and Vbar = vbar I only; "
+                                    "set until = \"horizon\"")
+            if point["absorb_tol"] == 0:
+                raise ScenarioError("params.absorb_tol", "until = \"decided\" needs absorb_tol > 0 "
+                                    "(with 0 no run is ever decided); or set until = \"horizon\"")
 
     def coords(self, scenario: "Scenario") -> dict:
         return {}
@@ -95,18 +124,21 @@ class RandomTransformer(System):
         outs = []
         for c in classes:
             words = c.replace("_", " ")
-            outs += [Output(f"p_{c}", f"fraction of runs ending {words}", "1"),
+            role = UNDECIDED if c in UNDECIDED_CLASSES else PROBABILITY
+            outs += [Output(f"p_{c}", f"fraction of runs ending {words}", "1", role=role),
                      Output(f"n_{c}", f"number of runs ending {words}", "1"),
                      Output(f"p_{c}_lo", f"95% Wilson lower bound of p_{c}", "1"),
                      Output(f"p_{c}_hi", f"95% Wilson upper bound of p_{c}", "1")]
-        outs.append(Output("mean_steps", "mean number of steps (layers) run per run", "1"))
+        outs += [Output("mean_steps", "mean number of steps (layers) run per run", "1"),
+                 Output("horizon_used", "longest time a run of this point took", "1"),
+                 Output("horizon_cap", "time at which an undecided run was stopped", "1")]
         return outs
 
     def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
         from .. import tokens_sde as ts
 
         runs = scenario.ensemble["runs"]
-        classes, steps, bad = _simulate(point, scenario, rng)
+        classes, steps, times, cap, bad = _simulate(point, scenario, rng)
         if point["report"] == "pair":
             names = PAIR_CLASSES
             counts = [np.sum(classes == ts.ANTIPODAL), np.sum(classes == ts.CLUSTER),
@@ -115,7 +147,8 @@ class RandomTransformer(System):
             names = CENSUS_CLASSES
             counts = [np.sum(classes == ts.ONE_CLUSTER), np.sum(classes == ts.TWO_ANTIPODAL),
                       np.sum(classes == ts.OTHER)]
-        values = {"mean_steps": np.float64(steps)}
+        values = {"mean_steps": np.float64(steps), "horizon_used": np.float64(times.max()),
+                  "horizon_cap": np.float64(cap)}
         for name, k in zip(names, counts):
             lo, hi = ts.wilson(k, runs)
             values.update({f"p_{name}": np.float64(k / runs), f"n_{name}": np.float64(k),
@@ -139,13 +172,12 @@ class RandomTransformer(System):
 
 
 def _simulate(point, scenario, rng):
-    """(classes (runs,), mean steps, non-finite count) for one point."""
+    """(classes (runs,), mean steps, time run per run (runs,), cap, non-finite count)."""
     from .. import tokens_sde as ts
     from ..attention import uniform_sphere
 
     runs = scenario.ensemble["runs"]
     cfg = scenario.integrator
-    T = cfg["horizon"]
     dt = cfg.get("dt") or DEFAULT_DT
     n, d = point["n"], point["d"]
     p = ts.pack(point["beta"], d, point["sigma"], point["vbar"], point["score"],
@@ -155,31 +187,59 @@ def _simulate(point, scenario, rng):
                                      point["absorb_tol"])
     else:  # the absorption margins come from the rho SDE (gaussian noise, Vbar = vbar I)
         lo, hi = -np.inf, np.inf
+    cap = cfg["horizon"]
+    if point["until"] == "decided":
+        cap = max(cap, ts.decision_cap(p[0], d, point["sigma"], point["vbar"], point["threshold"],
+                                       point["absorb_tol"]))
     if point["form"] == "rho":
         u0 = ts.rho_to_u(ts.sample_rho0(rng, runs, d))
-        u, taken = ts.two_token_u(u0, T, dt, p, rng, lo, hi)
+        u, taken = ts.two_token_u(u0, cap, dt, p, rng, lo, hi)
+        h = cap / ts.fixed_steps(cap, dt)
         uc, ua = ts.u_thresholds(point["threshold"])
         classes = np.where(u < uc, ts.CLUSTER, np.where(u > ua, ts.ANTIPODAL, ts.UNDECIDED))
         if point["report"] == "census":  # n = 2: one cluster = cluster, two antipodal = antipodal
             classes = np.choose(classes, [ts.OTHER, ts.ONE_CLUSTER, ts.TWO_ANTIPODAL])
-        return classes, float(taken.mean()), int(np.sum(~np.isfinite(u)))
+        return classes, float(taken.mean()), taken * h, cap, int(np.sum(~np.isfinite(u)))
     x0 = uniform_sphere(rng, runs, n, d)
+    stop_minus, stop_plus = ts.log_gaps_u(lo)[0], ts.log_gaps_u(hi)[1]
     if point["form"] == "network":
-        depth = max(1, int(math.ceil(T / dt * (1 - 1e-9))))
-        stop_minus = ts.log_gaps_u(lo)[0] if n == 2 else -np.inf
-        stop_plus = ts.log_gaps_u(hi)[1] if n == 2 else -np.inf
-        z, taken = ts.network(x0, depth, T, p, rng=rng, stop_minus=float(stop_minus),
+        depth = ts.fixed_steps(cap, dt)
+        z, taken = ts.network(x0, depth, cap, p, rng=rng, stop_minus=float(stop_minus),
                               stop_plus=float(stop_plus))
-        steps = float(taken.mean())
+        steps, times = float(taken.mean()), taken * (cap / depth)
     else:
-        import integrators
-
-        integ = integrators.get(cfg["backend"], "euler_maruyama", dt=dt)
-        z = integ.solve(ts.problem(p), x0, np.array([0.0, T]), rng=rng)[:, -1]
-        steps = float(integrators.base.step_grid(np.array([0.0, T]), dt)[0].sum())
+        z, steps, times = _sde_until(point, cfg, ts.problem(p), x0, cap, dt, rng,
+                                     float(stop_minus), float(stop_plus))
     bad = int(np.sum(~np.isfinite(z).all(axis=(1, 2))))
     if point["report"] == "pair":
         classes = ts.classify_pair(z, point["threshold"])
     else:
         classes = ts.census(z, point["threshold"])
-    return classes, steps, bad
+    return classes, steps, times, cap, bad
+
+
+def _sde_until(point, cfg, problem, x0, cap, dt, rng, stop_minus, stop_plus):
+    """Euler-Maruyama in stretches of `integrator.horizon` up to `cap`; after each stretch the
+    runs whose every pair is past an absorbing level stop. (z, mean steps, time per run)."""
+    import integrators
+
+    from .. import tokens_sde as ts
+
+    integ = integrators.get(cfg["backend"], "euler_maruyama", dt=dt)
+    z = x0.copy()
+    times = np.zeros(len(z))
+    steps = np.zeros(len(z))
+    active = np.arange(len(z))
+    t = 0.0
+    while active.size and t < cap * (1 - 1e-12):
+        stretch = min(cfg["horizon"], cap - t)
+        grid = np.array([0.0, stretch])
+        z[active] = integ.solve(problem, z[active], grid, rng=rng)[:, -1]
+        t += stretch
+        times[active] = t
+        steps[active] += integrators.base.step_grid(grid, dt)[0].sum()
+        minus, plus = ts.log_gaps(z[active])
+        upper = np.triu(np.ones(minus.shape[-2:], dtype=bool), 1)
+        decided = ((minus < stop_minus) | (plus < stop_plus) | ~upper).all(axis=(-2, -1))
+        active = active[~decided]
+    return z, float(steps.mean()), times

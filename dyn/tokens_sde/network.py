@@ -18,8 +18,9 @@ Noise, three ways (all exact for the network's law):
   G m_1 = |m_1| G u and G m_2 = <m_2, u> G u + |P_u^perp m_2| G w (2d normals per layer).
   |P_u^perp m_2| is computed from m_2 -+ m_1 = (a-b)(z_2 - z_1) or z_1 + z_2, whichever is
   smaller, so it keeps full relative precision when the tokens nearly coincide or are antipodal.
-  The two-token kernel may stop a run early once it has crossed an absorbing level of
-  log|z_1 -+ z_2|^2 (see :mod:`dyn.tokens_sde.rho`).
+
+Either kernel may stop a run early once every pair of tokens has crossed an absorbing level of
+log|z_i -+ z_j|^2 (see :mod:`dyn.tokens_sde.rho`; for two tokens: once the pair is decided).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import math
 import numpy as np
 from numba import njit, prange, types
 
-from integrators.numba_abi import NJIT_PARALLEL
+from integrators.numba_abi import NJIT, NJIT_PARALLEL
 from integrators.sde_rng import STREAMS, fill_normals, member_streams
 
 from .params import IDX_BETA, IDX_DIM, IDX_NOISE, IDX_SIGMA, IDX_VBAR, SIZE, noise_law
@@ -39,15 +40,36 @@ _INV_SQRT2 = 1.0 / _SQRT2
 _F3 = types.float64[:, :, ::1]
 _F4 = types.float64[:, :, :, ::1]
 
-_FULL_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS, _F4, _F3)
+_FULL_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS, _F4,
+                       types.float64, types.float64, _F3, types.int64[::1])
+
+
+@njit(types.boolean(types.float64[:, ::1], types.float64, types.float64), **NJIT)
+def _all_pairs_decided(z, gap_minus, gap_plus):
+    """Every pair has |z_i - z_j|^2 < gap_minus or |z_i + z_j|^2 < gap_plus."""
+    n, d = z.shape
+    for i in range(n):
+        for j in range(i + 1, n):
+            gm = 0.0
+            gp = 0.0
+            for r in range(d):
+                gm += (z[i, r] - z[j, r]) ** 2
+                gp += (z[i, r] + z[j, r]) ** 2
+            if not (gm < gap_minus or gp < gap_plus):
+                return False
+    return True
 
 
 @njit(_FULL_SIG, **NJIT_PARALLEL)
-def _network_full(x0, depth, h, p, streams, increments, out):
+def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, out, layers):
     """Layers with a full d x d matrix per layer (given increments, or d^2 normals drawn;
-    symmetrized as (B + B^T)/sqrt 2 for GOE noise)."""
+    symmetrized as (B + B^T)/sqrt 2 for GOE noise). A run stops early once every pair has
+    log|z_i - z_j|^2 < stop_minus or log|z_i + z_j|^2 < stop_plus (-inf: never)."""
     n_members, n, d = x0.shape
     given = increments.shape[0] > 0
+    check = stop_minus > -np.inf or stop_plus > -np.inf
+    gap_minus = math.exp(stop_minus)
+    gap_plus = math.exp(stop_plus)
     c = p[IDX_SIGMA] / math.sqrt(p[IDX_DIM])
     sq = math.sqrt(h)
     vbar, beta = p[IDX_VBAR], p[IDX_BETA]
@@ -60,7 +82,8 @@ def _network_full(x0, depth, h, p, streams, increments, out):
         g_flat = np.empty(d * d)
         g = g_flat.reshape((d, d))
         s = streams[e].copy()
-        for k in range(depth):
+        k = 0
+        while k < depth:
             if given:
                 for r in range(d):
                     for q in range(d):
@@ -92,7 +115,11 @@ def _network_full(x0, depth, h, p, streams, increments, out):
                 inv = 1.0 / math.sqrt(nrm)
                 for r in range(d):
                     z[i, r] *= inv
+            k += 1
+            if check and _all_pairs_decided(z, gap_minus, gap_plus):
+                break
         out[e] = z
+        layers[e] = k
         streams[e] = s
 
 
@@ -226,11 +253,13 @@ def network(x0, depth: int, horizon: float, p, *, rng=None, increments=None,
         inc = np.ascontiguousarray(increments, dtype=np.float64)
         if inc.shape != (E, depth, d, d):
             raise ValueError(f"increments must have shape {(E, depth, d, d)}, got {inc.shape}")
-        _network_full(x0, depth, h, p, np.ones((E, 4), np.uint64), inc, out)
+        _network_full(x0, depth, h, p, np.ones((E, 4), np.uint64), inc, -np.inf, -np.inf, out,
+                      layers)
         return out, layers
     streams = member_streams(rng, E)
     if n == 2 and exact_pair:
         _network_pair(x0, depth, h, p, streams, float(stop_minus), float(stop_plus), out, layers)
     else:
-        _network_full(x0, depth, h, p, streams, np.empty((0, 0, 0, 0)), out)
+        _network_full(x0, depth, h, p, streams, np.empty((0, 0, 0, 0)), float(stop_minus),
+                      float(stop_plus), out, layers)
     return out, layers

@@ -157,11 +157,16 @@ def _u_euler(u0, steps, h, p, streams, lo, hi, out, taken):
         streams[e] = st
 
 
+def fixed_steps(horizon: float, dt: float) -> int:
+    """Steps of the largest size <= dt that divide [0, horizon]: ceil(horizon / dt)."""
+    return max(1, int(math.ceil(horizon / dt * (1 - 1e-9))))
+
+
 def two_token_u(u0, horizon: float, dt: float, p, rng, lo=-np.inf, hi=np.inf):
-    """Integrate the u SDE from u0 (E,) over [0, horizon] with step ~dt (steps = ceil(T/dt)),
-    stopping a run at ``lo`` / ``hi``. Returns (u_final (E,), steps taken (E,) int64)."""
+    """Integrate the u SDE from u0 (E,) over [0, horizon] with step horizon / fixed_steps(horizon,
+    dt), stopping a run at ``lo`` / ``hi``. Returns (u_final (E,), steps taken (E,) int64)."""
     u0 = np.ascontiguousarray(u0, dtype=np.float64)
-    steps = max(1, int(math.ceil(horizon / dt * (1 - 1e-9))))
+    steps = fixed_steps(horizon, dt)
     out = np.empty_like(u0)
     taken = np.empty(u0.shape[0], dtype=np.int64)
     _u_euler(u0, steps, horizon / steps, np.ascontiguousarray(p, dtype=np.float64),
