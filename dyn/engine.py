@@ -55,7 +55,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         with open_pool(executor, workers, scheduler) as pool:
             if statuses is None:
                 _create(path, scenario, command or _command_line())
-                statuses = np.zeros(sweep.count(scenario), dtype=np.int8)
+                statuses = np.zeros(scenario.count, dtype=np.int8)
             todo = store.pending(statuses)
             done = len(statuses) - len(todo)
             if done:
@@ -90,7 +90,7 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
             writer.write(index, result)
             counts[result.status] += 1
             if result.status in (DIVERGED, FAILED):
-                where = sweep.axis_values(scenario, index) or ""
+                where = sweep.axis_values(scenario.axes, index) or ""
                 bar.write(f"point {index} {where}: {STATUS_NAMES[result.status]}"
                           + (f": {result.message}" if result.message else ""), file=log)
             bar.update()

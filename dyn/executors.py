@@ -41,17 +41,16 @@ def _scenario(text: str):
 
 def compute_point(text: str, index: int, sidecar: str | None = None) -> PointResult:
     """Run one sweep point of the scenario given as resolved TOML text; never raises."""
-    from . import sweep, trajectories
+    from . import ensemble, trajectories
 
     scenario = _scenario(text)
+    system, setup = scenario.system, scenario.setup
     sink = None
     try:
-        extra = {}
         if sidecar is not None:
-            spec = trajectories.spec(scenario, scenario.system.coords(scenario))
-            extra["trajectories"] = sink = trajectories.TrajectoryFile(Path(sidecar), index, spec)
-        result = scenario.system.run_point(sweep.point(scenario, index), scenario,
-                                           sweep.rng(scenario, index), **extra)
+            layout = trajectories.spec(system, setup, ensemble.coords(system, setup))
+            sink = trajectories.TrajectoryFile(Path(sidecar), index, layout)
+        result = ensemble.run_point(system, scenario.spec(index), sink)
         if sink is not None:
             sink.close()
         return result

@@ -21,15 +21,18 @@ import hashlib
 import re
 import tomllib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tomli_w
 
-from . import systems
+from . import sweep, systems
+from .ensemble import file_outputs
 from .errors import ScenarioError
 from .schema import Field, check_table
+from .spec import RunSpec, Setup, Solver
 
 MAX_POINTS = 1_000_000  # a sweep larger than this is almost surely a typo in a range
 MAX_SWEEP_NUM = 100_000
@@ -122,6 +125,26 @@ class Scenario:
     def default_output_path(self) -> Path:
         return Path(self.output.get("path") or f"outputs/{self.name}.h5")
 
+    @cached_property
+    def setup(self) -> Setup:
+        """What every point shares, as systems see it (they never see this document)."""
+        cfg = self.integrator
+        return Setup(params=self.params, swept=tuple(self.axes), runs=self.ensemble["runs"],
+                     seed=self.ensemble["seed"], horizon=cfg["horizon"], saves=self.output["saves"],
+                     solver=Solver(cfg["backend"], cfg["method"], solver_options(cfg)),
+                     trajectories=self.output["trajectories"],
+                     trajectory_every=self.output["trajectory_every"],
+                     trajectory_runs=self.output["trajectory_runs"])
+
+    def spec(self, index: int) -> RunSpec:
+        """The run specification of point `index` (its values and its random stream)."""
+        return RunSpec(self.setup, index, sweep.point(self.params, self.axes, index))
+
+    @property
+    def count(self) -> int:
+        """Number of sweep points."""
+        return sweep.count(self.axes)
+
 
 def parse_toml(text: str, source: str = "<string>") -> dict:
     try:
@@ -173,7 +196,11 @@ def apply_overrides(doc: dict, overrides: list[str] | tuple[str, ...]) -> dict:
 
 
 def apply_values(doc: dict, values: dict[str, Any]) -> dict:
-    """Apply `{"table.key": value}` to a raw document (a copy is returned); validation comes later."""
+    """Apply `{"table.key": value}` to a raw document (a copy is returned); validation comes later.
+
+    A parameter lives in [params] or in [sweep], never both: an override wins over the other
+    table's entry. `params.beta=2.0` fixes beta (the beta axis collapses); `sweep.d=[2, 3]`
+    sweeps d (a fixed params.d is dropped)."""
     doc = copy.deepcopy(doc)
     for dotted, value in values.items():
         table, _, key = dotted.partition(".")
@@ -186,6 +213,9 @@ def apply_values(doc: dict, values: dict[str, Any]) -> dict:
         if not isinstance(section, dict):
             raise ScenarioError(table, "is not a table")
         section[key] = value
+        other = {"params": "sweep", "sweep": "params"}.get(table)
+        if other and isinstance(doc.get(other), dict):
+            doc[other].pop(key, None)
     return doc
 
 
@@ -207,37 +237,57 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     raw_sweep = doc.get("sweep", {})
     if not isinstance(raw_sweep, dict):
         raise ScenarioError("sweep", "expected a table of axes")
-    sweep = {axis: _parse_axis(axis, values, system.params) for axis, values in raw_sweep.items()}
-    raw_params = {k: v for k, v in _table(doc, "params").items() if k not in sweep}
-    params_fields = {k: f for k, f in system.params.items() if k not in sweep}
+    sweep_axes = {axis: _parse_axis(axis, values, system.params) for axis, values in raw_sweep.items()}
+    raw_params = _table(doc, "params")
+    for key in raw_params:
+        if key in sweep_axes:  # one source for a value: never silently drop either
+            raise ScenarioError(f"params.{key}", f"{key} is both fixed in [params] and swept in "
+                                "[sweep]; keep one (on the command line, --set params.KEY fixes "
+                                "it and --set sweep.KEY sweeps it)")
+    params_fields = {k: f for k, f in system.params.items() if k not in sweep_axes}
     params = check_table("params", raw_params, params_fields)
 
-    integrator = check_table("integrator", _table(doc, "integrator"), INTEGRATOR_FIELDS)
-    _check_integrator(integrator, system.equation)
+    raw_integrator = _table(doc, "integrator")
+    integrator = check_table("integrator", raw_integrator, INTEGRATOR_FIELDS)
+    for key in raw_integrator:  # a setting the system would ignore is refused, not dropped
+        if key not in system.integrator and integrator[key] != INTEGRATOR_FIELDS[key].default:
+            reads = ", ".join(sorted(system.integrator)) or "nothing"
+            raise ScenarioError(f"integrator.{key}", f"system {system.name} does not use it "
+                                f"(it reads from [integrator]: {reads})")
+    if system.integrator:
+        _check_integrator(integrator, system.equation)
     output = check_table("output", _table(doc, "output"), OUTPUT_FIELDS)
     data = {
         "scenario": head,
         "params": params,
-        "sweep": sweep,
+        "sweep": sweep_axes,
         "ensemble": check_table("ensemble", _table(doc, "ensemble"), ENSEMBLE_FIELDS),
         "integrator": integrator,
         "output": output,
     }
     scenario = Scenario(data, source)
-    n_points = int(np.prod([len(v) for v in sweep.values()], dtype=np.float64))
+    n_points = int(np.prod([len(v) for v in sweep_axes.values()], dtype=np.float64))
     if n_points > MAX_POINTS:
         raise ScenarioError("sweep", f"{n_points} points exceed the limit of {MAX_POINTS}")
-    outputs = {o.name for o in system.outputs(scenario)}
-    if output["plot"] and output["plot"] not in outputs:
-        raise ScenarioError("output.plot", f"unknown variable {output['plot']!r} "
-                            f"(variables: {', '.join(sorted(outputs))})")
-    from .sweep import iter_points  # local: sweep imports this module's Scenario
-
-    if output["trajectories"] and system.trajectory_dims(scenario) is None:
-        raise ScenarioError("output.trajectories", f"system {system.name} does not save trajectories")
-    for point in iter_points(scenario):
-        system.validate(point, scenario)
+    _check_outputs(scenario, system)
+    for index in range(scenario.count):
+        system.validate(scenario.spec(index))
     return scenario
+
+
+def _check_outputs(scenario: Scenario, system: systems.System) -> None:
+    setup = scenario.setup
+    outputs = file_outputs(system, setup)
+    names = {o.name for o in outputs}
+    plot = scenario.output["plot"]
+    if plot and plot not in names:
+        raise ScenarioError("output.plot", f"unknown variable {plot!r} "
+                            f"(variables: {', '.join(sorted(names))})")
+    if all(o.reduce == "point" for o in outputs) and setup.runs != 1:
+        raise ScenarioError("ensemble.runs", f"system {system.name} is deterministic: one run "
+                            f"per point (runs = 1), got {setup.runs}")
+    if setup.trajectories and system.trajectory_dims(setup) is None:
+        raise ScenarioError("output.trajectories", f"system {system.name} does not save trajectories")
 
 
 def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

@@ -27,6 +27,8 @@ import h5py
 import numpy as np
 
 from . import provenance, sweep, trajectories
+from .ensemble import coords as system_coords
+from .ensemble import file_outputs
 from .errors import OutputError
 from .systems.base import FAILED, PENDING, ROLE_ATTR, STATUS_NAMES, PointResult
 
@@ -79,11 +81,11 @@ class WriterLock:
 
 def create(path: Path, scenario: "Scenario", command: str) -> None:
     """Write the whole empty layout under a temporary name, then rename it into place."""
-    system = scenario.system
+    system, setup = scenario.system, scenario.setup
     tmp = partial_path(path)
     tmp.unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    coords = system.coords(scenario)
+    coords = system_coords(system, setup)
     axes = list(scenario.axes)
     with h5netcdf.File(tmp, "w") as f:
         for axis, values in scenario.axes.items():
@@ -94,8 +96,8 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
             attrs = {"long_name": coord.long_name, **({"units": coord.units} if coord.units else {}),
                      **coord.attrs}
             _coordinate(f, dim, np.asarray(coord.values), attrs)
-        shape = sweep.shape(scenario)
-        for out in system.outputs(scenario):
+        shape = sweep.shape(scenario.axes)
+        for out in file_outputs(system, setup):
             dims = tuple(axes) + out.dims
             full = shape + tuple(len(coords[d].values) for d in out.dims)
             var = f.create_variable(out.name, dims, dtype="f8", fillvalue=np.nan)
@@ -116,7 +118,7 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
         _fill(message, shape, b"")
         message.attrs.update({"long_name": "why a point diverged or failed", "_Encoding": "utf-8"})
         f.attrs.update(provenance.attributes(scenario, command))
-        spec = trajectories.spec(scenario, coords)
+        spec = trajectories.spec(system, setup, coords)
         if spec is not None:
             f.dimensions["run"] = spec.runs
             f.dimensions["trajectory_time"] = len(spec.times)
@@ -125,7 +127,7 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
                 f.dimensions[dim] = size
     if spec is not None:
         with h5py.File(tmp, "r+") as f:
-            trajectories.declare(f, path, scenario, spec, shape, axes)
+            trajectories.declare(f, path, spec, shape, axes)
     os.replace(tmp, path)
 
 
@@ -179,10 +181,10 @@ class Writer:
 
     def __post_init__(self):
         self._file = h5py.File(self.path, "r+", locking=False)
-        self._names = [o.name for o in self.scenario.system.outputs(self.scenario)]
+        self._names = [o.name for o in file_outputs(self.scenario.system, self.scenario.setup)]
 
     def write(self, index: int, result: PointResult) -> None:
-        where = sweep.grid_index(self.scenario, index)
+        where = sweep.grid_index(self.scenario.axes, index)
         if result.status != FAILED:
             for name in self._names:
                 self._file[name][where] = result.values[name]

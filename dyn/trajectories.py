@@ -24,7 +24,8 @@ import numpy as np
 from .errors import ScenarioError
 
 if TYPE_CHECKING:
-    from .scenario import Scenario
+    from .spec import Setup
+    from .systems.base import System
 
 DATASET = "trajectory"
 CHUNK_TARGET_BYTES = 4 * 2**20  # HDF5 chunk size aimed at: big enough to compress well
@@ -49,18 +50,16 @@ class TrajectorySpec:
         return ("run", "trajectory_time", *self.state)
 
 
-def spec(scenario: "Scenario", coords: dict) -> TrajectorySpec | None:
-    """The trajectory layout of a scenario, or None when it saves none; `coords` are the
+def spec(system: "System", setup: "Setup", coords: dict) -> TrajectorySpec | None:
+    """The trajectory layout of a sweep, or None when it saves none; `coords` are the
     system's coordinates, whose `time` gives the save times."""
-    out = scenario.output
-    if not out.get("trajectories"):
+    if not setup.trajectories:
         return None
-    state = scenario.system.trajectory_dims(scenario)
+    state = system.trajectory_dims(setup)
     if state is None:
-        raise ScenarioError("output.trajectories",
-                            f"system {scenario.system.name} does not save trajectories")
-    runs = min(out["trajectory_runs"] or scenario.ensemble["runs"], scenario.ensemble["runs"])
-    every = out["trajectory_every"]
+        raise ScenarioError("output.trajectories", f"system {system.name} does not save trajectories")
+    runs = min(setup.trajectory_runs or setup.runs, setup.runs)
+    every = setup.trajectory_every
     return TrajectorySpec(runs, every, np.asarray(coords["time"].values)[::every], dict(state))
 
 
@@ -72,8 +71,8 @@ def point_file(sidecar: Path, index: int) -> Path:
     return sidecar / f"point_{index:07d}.h5"
 
 
-def declare(f: h5py.File, path: Path, scenario: "Scenario", spec: TrajectorySpec,
-            sweep_shape: tuple[int, ...], sweep_dims: list[str]) -> None:
+def declare(f: h5py.File, path: Path, spec: TrajectorySpec, sweep_shape: tuple[int, ...],
+            sweep_dims: list[str]) -> None:
     """Add the virtual `trajectory` variable to the (still temporary) sweep file `f`.
 
     Source file names are relative, and HDF5 resolves them against the sweep file's folder,

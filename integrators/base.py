@@ -33,8 +33,8 @@ def check_state(x0) -> np.ndarray:
 
 
 def check_times(ts) -> np.ndarray:
-    """ts as a 1-D float64 array of finite, strictly increasing save times."""
-    ts = np.ascontiguousarray(ts, dtype=np.float64)
+    """ts as a 1-D float64 array (a writable copy) of finite, strictly increasing save times."""
+    ts = np.array(ts, dtype=np.float64)
     if ts.ndim != 1 or ts.shape[0] < 1:
         raise ValueError(f"ts must be a non-empty 1-D array of save times, got shape {ts.shape}")
     if not np.all(np.isfinite(ts)):

@@ -59,7 +59,7 @@ class DiffraxIntegrator(AbstractIntegrator):
         fn = jb.ensemble_solver(
             problem.drift_jax, g.project_jax, g.retract_jax, g.flat, self.method, self._key()
         )
-        return np.asarray(fn(x0, p, ts, self._grid(ts)))
+        return np.array(fn(x0, p, ts, self._grid(ts)))  # writable, like the numba backend
 
 
 class DiffraxAdaptive(DiffraxIntegrator):

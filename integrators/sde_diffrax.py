@@ -98,7 +98,7 @@ class DiffraxEulerMaruyama(AbstractSDEIntegrator):
             source = jax.vmap(jax.random.PRNGKey)(seeds)
         else:
             source = increments
-        return np.asarray(fn(x0, source, p, ts, grid))
+        return np.array(fn(x0, source, p, ts, grid))  # writable, like the numba backend
 
 
 METHODS = {DiffraxEulerMaruyama.method: DiffraxEulerMaruyama}

@@ -64,14 +64,14 @@ def test_executors_and_worker_counts_give_identical_numbers(small_scenario, tmp_
 def test_failed_point_is_isolated_recorded_and_retried(small_scenario, tmp_path, monkeypatch, capsys):
     from dyn.systems.attention_sphere import AttentionSphere
 
-    original = AttentionSphere.run_point
+    original = AttentionSphere.simulate
 
-    def flaky(self, point, scenario, rng):
-        if point["beta"] == 1.0:
+    def flaky(self, spec, runs):
+        if spec["beta"] == 1.0:
             raise RuntimeError("simulated worker crash")
-        return original(self, point, scenario, rng)
+        return original(self, spec, runs)
 
-    monkeypatch.setattr(AttentionSphere, "run_point", flaky)
+    monkeypatch.setattr(AttentionSphere, "simulate", flaky)
     out = dyn.run(small_scenario, tmp_path / "f.h5", progress=False)
     with dyn.open(out) as ds:
         assert ds["status"].sel(beta=1.0).values.tolist() == [FAILED, FAILED]
@@ -79,9 +79,35 @@ def test_failed_point_is_isolated_recorded_and_retried(small_scenario, tmp_path,
         assert (ds["status"].sel(beta=[0.5, 2.0]).values == OK).all()
         assert ds["message"].sel(beta=0.5, normalization="SA").item() == ""
     assert "failed: RuntimeError: simulated worker crash" in capsys.readouterr().err
-    monkeypatch.setattr(AttentionSphere, "run_point", original)
+    monkeypatch.setattr(AttentionSphere, "simulate", original)
     dyn.run(small_scenario, out, progress=False)  # resume retries the failed points only
     assert_same(values(out), values(dyn.run(small_scenario, tmp_path / "clean.h5", progress=False)))
+
+
+@pytest.mark.parametrize("break_it, problem", [
+    (lambda v: v.pop("energy"), "returned no values for energy"),
+    (lambda v: v.update(extra=v["energy"]), "undeclared extra"),
+    (lambda v: v.update(energy=v["energy"][:, :2]), "energy of shape"),
+])
+def test_values_that_miss_the_declared_outputs_fail_their_point_only(
+        small_scenario, tmp_path, monkeypatch, break_it, problem):
+    """The engine checks a point's values against the declared outputs in the worker."""
+    from dyn.systems.attention_sphere import AttentionSphere
+
+    original = AttentionSphere.simulate
+
+    def sloppy(self, spec, runs):
+        chunk = original(self, spec, runs)
+        if spec["beta"] == 2.0:
+            break_it(chunk.values)
+        return chunk
+
+    monkeypatch.setattr(AttentionSphere, "simulate", sloppy)
+    out = dyn.run(small_scenario, tmp_path / "m.h5", progress=False)
+    with dyn.open(out) as ds:
+        assert ds["status"].sel(beta=2.0).values.tolist() == [FAILED, FAILED]
+        assert problem in ds["message"].sel(beta=2.0, normalization="SA").item()
+        assert (ds["status"].sel(beta=[0.5, 1.0]).values == OK).all()
 
 
 def test_resume_skips_done_points_and_refuses_other_scenarios(small_scenario, tmp_path, capsys):

@@ -29,23 +29,26 @@ def test_defaults_filled_and_sweep_in_file_order():
     assert "beta" not in sc.params and "normalization" not in sc.params  # swept, not fixed
     assert list(sc.axes) == ["beta", "normalization"]
     assert sc.params["form"] == "flow" and sc.ensemble["runs"] == 6
-    assert sweep.shape(sc) == (3, 2) and sweep.count(sc) == 6
+    assert sweep.shape(sc.axes) == (3, 2) and sweep.count(sc.axes) == sc.count == 6
     # C order: the last axis varies fastest
-    assert [(p["beta"], p["normalization"]) for p in sweep.iter_points(sc)][:3] == [
+    assert [(p["beta"], p["normalization"]) for p in sweep.iter_points(sc.params, sc.axes)][:3] == [
         (0.5, "SA"), (0.5, "USA"), (1.0, "SA")]
+    spec = sc.spec(2)  # what a system receives: values of point 2, no scenario
+    assert (spec["beta"], spec["normalization"], spec["n"]) == (1.0, "SA", 5)
+    assert spec.runs == 6 and spec.times.tolist() == [0.0, 0.5, 1.0, 1.5, 2.0]
 
 
 def test_range_axes_expand_linear_log_and_integer():
     sc = resolve(doc(sweep__beta={"start": 0.0, "stop": 1.0, "num": 5},
-                     sweep__n={"start": 2, "stop": 32, "num": 5, "spacing": "log"}))
+                     sweep__n={"start": 2, "stop": 32, "num": 5, "spacing": "log"}, params__n=None))
     assert sc.axes["beta"] == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert sc.axes["n"] == [2, 4, 8, 16, 32]
 
 
 def test_point_seeds_depend_on_index_only():
     sc = resolve(doc())
-    a = [sweep.rng(sc, i).standard_normal(3) for i in range(sweep.count(sc))]
-    b = [sweep.rng(sc, i).standard_normal(3) for i in reversed(range(sweep.count(sc)))][::-1]
+    a = [sc.spec(i).rng.standard_normal(3) for i in range(sc.count)]
+    b = [sc.spec(i).rng.standard_normal(3) for i in reversed(range(sc.count))][::-1]
     assert all((x == y).all() for x, y in zip(a, b))
     assert len({tuple(x) for x in a}) == len(a)  # distinct streams
 
@@ -55,6 +58,17 @@ def test_hash_ignores_output_path_but_not_physics():
     assert resolve(doc(output__path="elsewhere.h5")).hash == base.hash
     assert resolve(doc(ensemble__runs=7)).hash != base.hash
     assert parse_toml(base.text) == base.data  # the stored text round-trips
+
+
+def test_an_override_wins_over_the_other_table():
+    # --set params.beta fixes a swept beta (the axis collapses); --set sweep.n sweeps a fixed n
+    sc = resolve(apply_overrides(doc(), ["params.beta=2.0", "sweep.n=[4, 6]"]))
+    assert list(sc.axes) == ["normalization", "n"] and sc.params["beta"] == 2.0
+    assert "n" not in sc.params
+    with pytest.raises(ScenarioError, match="params.beta: must be finite"):
+        resolve(apply_overrides(doc(), ["params.beta=nan"]))
+    with pytest.raises(ScenarioError, match="params.beta: beta is both fixed in"):
+        resolve(doc(params__beta=2.0))  # a file that says both is ambiguous
 
 
 def test_overrides_are_toml_values_and_bare_words():

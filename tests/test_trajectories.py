@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dyn
-from dyn import attention, sweep
+from dyn import attention
 
 TRAJ = ["output.trajectories=true"]
 
@@ -23,9 +23,9 @@ def test_trajectories_agree_with_summaries_and_initial_law(small_scenario, tmp_p
         x = traj.values
         np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=1e-12)  # on the sphere
         flat = x.reshape((-1,) + x.shape[2:])
-        for index in range(sweep.count(sc)):
+        for index in range(sc.count):
             # time 0 holds exactly the point's initial draws
-            x0 = attention.uniform_sphere(sweep.rng(sc, index), 6, 5, 3)
+            x0 = attention.uniform_sphere(sc.spec(index).rng, 6, 5, 3)
             np.testing.assert_array_equal(flat[index][:, 0], x0)
         # every run at every save time is stored, so the summaries follow from the trajectories
         pairs = attention.pair_fraction(x, 0.01).mean(axis=2)

@@ -10,6 +10,7 @@ from .flow import (
     attention_drift_jax,
     attention_mean_field,
     attention_mean_field_jax,
+    flow_problem,
     mean_field,
     velocity,
 )
@@ -20,7 +21,7 @@ from .params import HEADER, pack_params, param_size, unpack_params, with_beta
 
 __all__ = [
     "HEADER", "attention_drift", "attention_drift_jax", "attention_mean_field",
-    "attention_mean_field_jax", "energy_usa", "gram", "hemisphere", "mean_field", "min_inner",
+    "attention_mean_field_jax", "energy_usa", "flow_problem", "gram", "hemisphere", "mean_field", "min_inner",
     "n_clusters", "pack_params", "pair_statistics", "param_size", "pair_fraction", "postnorm_layers", "save_layers",
     "uniform_sphere", "unpack_params", "velocity", "with_beta",
 ]

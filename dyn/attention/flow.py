@@ -28,6 +28,7 @@ from numba import njit, types
 from .vexp import EXP_MAX_ARG, exp_shifted_inplace, row_max, row_sum
 from .params import HEADER, IDX_BETA, IDX_M_IDENTITY, IDX_NORM, IDX_V_IDENTITY, pack_params
 
+import integrators
 from integrators.geometry import SPHERE
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
@@ -183,6 +184,11 @@ def attention_drift_jax(t, x, p):
     m = attention_mean_field_jax(t, x, p)
     c = (x * m).sum(axis=1, keepdims=True) / (x * x).sum(axis=1, keepdims=True)
     return m - c * x
+
+
+def flow_problem(p) -> integrators.Problem:
+    """The attention flow on the sphere as an :class:`integrators.Problem` (both backends)."""
+    return integrators.Problem(attention_drift, attention_drift_jax, p, SPHERE)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -52,18 +52,18 @@ def network_states(p, x0, u0, horizon: float, depth: int, *, gamma: float | None
         x, v = forward(x0, v0, gamma, residual, depth)
         with np.errstate(over="ignore", invalid="ignore"):  # a blown-up inverse is the result
             xr, vr = inverse(x, v, gamma, residual, depth)
-        err = max(np.max(np.abs(xr - x0)), np.max(np.abs(vr - v0)))
-        return x, v / h, float(err)
+        err = np.maximum(np.max(np.abs(xr - x0), axis=-1), np.max(np.abs(vr - v0), axis=-1))
+        return x, v / h, err
     if arithmetic != "exact":
         raise ValueError(f"arithmetic must be 'float' or 'exact', got {arithmetic!r}")
     start = exact_forward(x0, v0, gamma, residual, 0, fmt)  # the quantized input
     out = exact_forward(x0, v0, gamma, residual, depth, fmt)
     back = exact_inverse(out, gamma, residual, depth, fmt)
-    err = max(np.max(np.abs(fmt.to_float(back.x) - fmt.to_float(start.x))),
-              np.max(np.abs(fmt.to_float(back.v) - fmt.to_float(start.v))))
-    if not all(b == 0 for b in back.buffer.flat):
-        err = np.inf  # the buffer must come back empty too
-    return fmt.to_float(out.x), fmt.to_float(out.v) / h, float(err)
+    err = np.maximum(np.max(np.abs(fmt.to_float(back.x) - fmt.to_float(start.x)), axis=-1),
+                     np.max(np.abs(fmt.to_float(back.v) - fmt.to_float(start.v)), axis=-1))
+    leftover = np.array([any(b != 0 for b in np.ravel(row)) for row in back.buffer])
+    err[leftover] = np.inf  # the buffer must come back empty too
+    return fmt.to_float(out.x), fmt.to_float(out.v) / h, err
 
 
 def solve_second_order(p, x0, u0, ts, backend: str = "numba", method: str = "rk4", **options) -> np.ndarray:

@@ -7,14 +7,14 @@ with the discrete Sinkformer (residual layers), the self-transport energy F = 1/
 (a Wasserstein gradient-flow Lyapunov function when W = W_V is symmetric), and the per-coordinate
 variance (which grows like s0^2 + 2 alpha t in the heat limit). Layout of ``p``: ``params``.
 """
-from .flow import (score_matrix, sinkformer_drift, sinkformer_drift_jax, sinkformer_layers,
-                   velocity)
+from .flow import (flow_problem, score_matrix, sinkformer_drift, sinkformer_drift_jax,
+                   sinkformer_layers, velocity)
 from .observables import dissipation, self_transport_energy, variance
 from .params import HEADER, heat_params, pack_params, param_size, unpack_params
 from .sinkhorn import marginal_error, sinkhorn, softmax
 
 __all__ = [
-    "HEADER", "dissipation", "heat_params", "marginal_error", "pack_params", "param_size",
+    "HEADER", "dissipation", "flow_problem", "heat_params", "marginal_error", "pack_params", "param_size",
     "score_matrix", "self_transport_energy", "sinkformer_drift", "sinkformer_drift_jax",
     "sinkformer_layers", "sinkhorn", "softmax", "unpack_params", "variance", "velocity",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, types
 
+import integrators
 from integrators.numba_abi import DRIFT_SIG, NJIT, NJIT_PARALLEL
 
 from .params import (HEADER, IDX_DIM, IDX_ITERS, IDX_RELATIVE, IDX_SCORES, IDX_SYMMETRIC,
@@ -191,6 +192,11 @@ def sinkformer_drift_jax(t, x, p):
     Y = x @ WV.T
     r = jnp.where(p[IDX_RELATIVE] != 0.0, K.sum(axis=1), 0.0)
     return K @ Y - r[:, None] * Y
+
+
+def flow_problem(p) -> integrators.Problem:
+    """The Sinkformer flow in R^{n x d} as an :class:`integrators.Problem` (both backends)."""
+    return integrators.Problem(sinkformer_drift, sinkformer_drift_jax, p, integrators.EUCLIDEAN)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,27 +5,20 @@
 
 `form = "flow"` solves the ODE with the scenario's integrator; `form = "network"` runs the
 post-norm transformer of `depth` layers, x_i <- normalize(x_i + h sum_j A_ij V x_j), h = T/depth.
-Each point simulates `ensemble.runs` independent random starts and records ensemble means of the
-observables at `output.saves + 1` equally spaced times in [0, T].
+Each run starts from its own random tokens; outputs are ensemble statistics at the save times.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import numpy as np
-
+from ..ensemble import bytes_of
 from ..errors import ScenarioError
+from ..lazy import lazy
 from ..schema import Field
 from . import register
-from .base import DIVERGED, OK, Coord, Output, PointResult, System
+from .base import INTEGRATOR_KEYS, Chunk, Output, System
 
-if TYPE_CHECKING:
-    from ..scenario import Scenario
+attention = lazy("dyn.attention")
 
-# Runs are simulated in chunks so a point's memory stays bounded whatever `ensemble.runs` is;
-# members are independent, so chunking does not change any number.
-CHUNK_BYTES = 64 * 2**20
-MAX_RUN_BYTES = 2**30
+MAX_RUN_BYTES = 2**30  # the states one run keeps: (saves + 1) x n x d doubles
 
 
 @register
@@ -34,6 +27,7 @@ class AttentionSphere(System):
     description = "self-attention particle flow on the sphere (SA/USA), or its post-norm network"
     default_plot = "pair_fraction"
     equation = "ode"
+    integrator = INTEGRATOR_KEYS
     params = {
         # n <= 10^4 keeps the n x n attention matrix of one run under 1 GiB
         "n": Field("int", 32, "number of tokens n", lo=1, hi=10_000),
@@ -50,106 +44,54 @@ class AttentionSphere(System):
                        lo=0.0, hi=2.0),
     }
 
-    def validate(self, point: dict, scenario: "Scenario") -> None:
-        d = point["d"]
+    def validate(self, spec) -> None:
+        d, saves = spec["d"], spec.setup.saves
         for name in ("Q", "K", "V"):
-            if name in point and len(point[name]) != d:
+            if spec.get(name) is not None and len(spec[name]) != d:
                 raise ScenarioError(f"params.{name}", f"must be {d} x {d} (d = {d}), "
-                                    f"got {len(point[name])} x {len(point[name])}")
-        saves = scenario.output["saves"]
-        run_bytes = (saves + 1) * point["n"] * d * 8
-        if run_bytes > MAX_RUN_BYTES:
-            raise ScenarioError("output.saves", f"one run would keep {run_bytes / 2**30:.1f} GiB of "
-                                f"states ((saves + 1) x n x d doubles); lower output.saves, n or d")
-        if point["form"] == "network" and point["depth"] % saves:
-            raise ScenarioError("params.depth", f"depth {point['depth']} must be a multiple of "
+                                    f"got {len(spec[name])} x {len(spec[name])}")
+        if self.run_bytes(spec) > MAX_RUN_BYTES:
+            raise ScenarioError("output.saves", f"one run would keep {self.run_bytes(spec) / 2**30:.1f}"
+                                " GiB of states ((saves + 1) x n x d doubles); lower output.saves, n or d")
+        if spec["form"] == "network" and spec["depth"] % saves:
+            raise ScenarioError("params.depth", f"depth {spec['depth']} must be a multiple of "
                                 f"output.saves = {saves} (the network saves after whole layers)")
 
-    def coords(self, scenario: "Scenario") -> dict[str, Coord]:
-        return {"time": Coord(_save_times(scenario), "time t", "1")}
-
-    def outputs(self, scenario: "Scenario") -> list[Output]:
+    def outputs(self, setup) -> list[Output]:
         return [
             Output("pair_fraction", "fraction of token pairs with <x_i,x_j> > 1 - delta (mean over runs)",
                    "1", ("time",)),
-            Output("p_one_cluster", "fraction of runs whose tokens form one cluster", "1", ("time",)),
+            Output("p_one_cluster", "fraction of runs whose tokens form one cluster", "1", ("time",),
+                   "proportion"),
             Output("n_clusters", "number of clusters (mean over runs)", "1", ("time",)),
             Output("min_inner", "minimum pairwise inner product (mean over runs)", "1", ("time",)),
             Output("energy", "USA energy E = sum_ij exp(beta <x_i,x_j>) / (2 beta n^2) (mean over runs)",
                    "1", ("time",)),
         ]
 
-    def trajectory_dims(self, scenario: "Scenario") -> dict[str, int]:
+    def trajectory_dims(self, setup) -> dict[str, int]:
         for key in ("n", "d"):
-            if key in scenario.axes:
+            if key in setup.swept:
                 raise ScenarioError("output.trajectories", f"saving trajectories needs params.{key} "
                                     "fixed (every point's states must have one shape)")
-        return {"token": scenario.params["n"], "coordinate": scenario.params["d"]}
+        return {"token": setup.params["n"], "coordinate": setup.params["d"]}
 
-    def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator,
-                  trajectories=None) -> PointResult:
-        from .. import attention
+    def run_bytes(self, spec) -> int:
+        return bytes_of(len(spec.times), spec["n"], spec["d"])
 
-        runs = scenario.ensemble["runs"]
-        ts = _save_times(scenario)
-        p = attention.pack_params(point["beta"], point["d"], point["normalization"],
-                                  point.get("Q"), point.get("K"), point.get("V"))
-        per_run = len(ts) * point["n"] * point["d"] * 8
-        n_chunks = max(1, -(-runs * per_run // CHUNK_BYTES))
-        sums = {out.name: np.zeros(len(ts)) for out in self.outputs(scenario)}
-        bad = 0
-        for chunk in np.array_split(np.arange(runs), n_chunks):
-            x0 = _initial(point["init"], rng, len(chunk), point["n"], point["d"])
-            with np.errstate(over="ignore", invalid="ignore"):  # blow-ups are counted, not warned
-                states = _solve(point, scenario, p, x0, ts)
-                _accumulate(states, point, sums)
-            if trajectories is not None:
-                trajectories.write(int(chunk[0]), states)
-            bad += int(np.sum(~np.isfinite(states).all(axis=(1, 2, 3))))
-        values = {name: total / runs for name, total in sums.items()}
-        if bad:
-            return PointResult(values, DIVERGED, f"{bad} of {runs} runs left the sphere or overflowed")
-        return PointResult(values, OK)
-
-
-def _accumulate(states: np.ndarray, point: dict, sums: dict) -> None:
-    """Add the observables of states (runs, times, n, d), summed over runs, into `sums`."""
-    from .. import attention
-
-    clusters = attention.n_clusters(states, point["delta"])
-    pairs = attention.pair_statistics(states, point["delta"], point["beta"]).sum(axis=0)
-    sums["pair_fraction"] += pairs[:, 0]
-    sums["min_inner"] += pairs[:, 1]
-    sums["energy"] += pairs[:, 2]
-    sums["p_one_cluster"] += (clusters == 1).sum(axis=0)
-    sums["n_clusters"] += clusters.sum(axis=0)
-
-
-def _save_times(scenario: "Scenario") -> np.ndarray:
-    return np.linspace(0.0, scenario.integrator["horizon"], scenario.output["saves"] + 1)
-
-
-def _initial(law: str, rng: np.random.Generator, runs: int, n: int, d: int) -> np.ndarray:
-    from .. import attention
-
-    if law == "hemisphere":
-        return attention.hemisphere(rng, runs, n, d)
-    return attention.uniform_sphere(rng, runs, n, d)
-
-
-def _solve(point: dict, scenario: "Scenario", p: np.ndarray, x0: np.ndarray, ts: np.ndarray) -> np.ndarray:
-    from .. import attention
-
-    if point["form"] == "network":
-        every = point["depth"] // (len(ts) - 1)
-        return attention.postnorm_layers(x0, point["depth"], ts[-1], point["beta"], p=p,
-                                         save_every=every)
-    import integrators
-    from integrators.geometry import SPHERE
-
-    from ..scenario import solver_options
-
-    cfg = scenario.integrator
-    integ = integrators.get(cfg["backend"], cfg["method"], **solver_options(cfg))
-    problem = integrators.Problem(attention.attention_drift, attention.attention_drift_jax, p, SPHERE)
-    return integ.solve(problem, x0, ts)
+    def simulate(self, spec, runs: range) -> Chunk:
+        p = attention.pack_params(spec["beta"], spec["d"], spec["normalization"],
+                                  spec.get("Q"), spec.get("K"), spec.get("V"))
+        init = attention.hemisphere if spec["init"] == "hemisphere" else attention.uniform_sphere
+        x0 = init(spec.rng, len(runs), spec["n"], spec["d"])
+        if spec["form"] == "network":
+            every = spec["depth"] // spec.setup.saves
+            states = attention.postnorm_layers(x0, spec["depth"], spec.horizon, spec["beta"], p=p,
+                                               save_every=every)
+        else:
+            states = spec.solver.get().solve(attention.flow_problem(p), x0, spec.times)
+        stats = attention.pair_statistics(states, spec["delta"], spec["beta"])
+        clusters = attention.n_clusters(states, spec["delta"])
+        return Chunk({"pair_fraction": stats[..., 0], "p_one_cluster": clusters == 1,
+                      "n_clusters": clusters, "min_inner": stats[..., 1], "energy": stats[..., 2]},
+                     states=states)

@@ -1,9 +1,10 @@
-"""What the engine needs from a system: its parameters, its outputs, and how to run one point.
+"""What the engine needs from a system, and what it gives back.
 
-A system is the continuous-time model (and, where it has one, its discrete network). The engine
-never looks inside: it validates `params` against `System.params`, asks `outputs` and `coords` for
-the file layout, and calls `run_point` once per sweep point with a generator seeded from
-(scenario seed, point index).
+A system is a continuous-time model (and, where it has one, its discrete network) seen by the
+engine: its parameters (`params`, checked against every scenario), its outputs, and `simulate`,
+which runs a chunk of Monte Carlo runs of one point and returns per-run values. The engine owns
+the rest (:mod:`dyn.ensemble`): chunking runs to a memory budget, reducing over runs, divergence,
+checking the values against the declared outputs, trajectories.
 """
 from __future__ import annotations
 
@@ -16,18 +17,28 @@ import numpy as np
 from ..schema import Field
 
 if TYPE_CHECKING:
-    from ..scenario import Scenario
+    from ..spec import RunSpec, Setup
 
 # Per-point status codes stored in the file (CF flag_values / flag_meanings).
 PENDING, OK, DIVERGED, FAILED = 0, 1, 2, 3
 STATUS_NAMES = ("pending", "ok", "diverged", "failed")
-
 
 # Output roles, stored as the variable attribute ROLE_ATTR so that readers of the file (plots,
 # `dyn show`) know them without the system: a class probability, and the share of runs that the
 # horizon left undecided (points where it exceeds analysis.HORIZON_LIMITED_SHARE are marked).
 PROBABILITY, UNDECIDED = "probability", "undecided"
 ROLE_ATTR = "dyn_role"
+
+# How an output is made from the runs of a point (see dyn.ensemble):
+#   mean        the mean over runs of per-run values
+#   proportion  per-run booleans: the fraction p_X, stored with n_X (count) and the 95% Wilson
+#               bounds p_X_lo, p_X_hi (the name must start with "p_")
+#   max         the largest per-run value
+#   rms         sqrt of the mean of the squared per-run values
+#   point       one value for the point, from System.point_values (not from runs)
+REDUCTIONS = ("mean", "proportion", "max", "rms", "point")
+# The [integrator] keys (every key a system may read).
+INTEGRATOR_KEYS = frozenset({"backend", "method", "horizon", "dt", "rtol", "atol", "max_steps"})
 
 
 @dataclass(frozen=True)
@@ -38,21 +49,19 @@ class Output:
     long_name: str
     units: str = ""
     dims: tuple[str, ...] = ()
+    reduce: str = "mean"
     role: str = ""  # "", PROBABILITY or UNDECIDED
 
-
-@dataclass
-class PointResult:
-    """Values of every output for one sweep point, and whether the dynamics stayed finite."""
-
-    values: dict[str, np.ndarray]
-    status: int = OK
-    message: str = ""
+    def __post_init__(self):
+        if self.reduce not in REDUCTIONS:
+            raise ValueError(f"output {self.name}: reduce must be one of {REDUCTIONS}")
+        if self.reduce == "proportion" and not self.name.startswith("p_"):
+            raise ValueError(f"output {self.name}: a proportion's name starts with 'p_'")
 
 
 @dataclass(frozen=True)
 class Coord:
-    """A coordinate of a system-owned dimension (e.g. save times)."""
+    """A coordinate of a system-owned dimension (e.g. iterations)."""
 
     values: np.ndarray
     long_name: str
@@ -60,38 +69,72 @@ class Coord:
     attrs: dict = field(default_factory=dict)
 
 
+@dataclass
+class Chunk:
+    """What `simulate` returns for a chunk of runs.
+
+    values: per-run values of every output that is not reduced by "point", leading axis = runs.
+    states: (runs, times, *state) when the system saves trajectories (written by the engine).
+    finite: per-run flags (runs,); None: read from `states`, else from `values`. A run that is
+    not finite marks its point DIVERGED.
+    """
+
+    values: dict[str, np.ndarray]
+    states: np.ndarray | None = None
+    finite: np.ndarray | None = None
+
+
+@dataclass
+class PointResult:
+    """Values of every file variable for one sweep point, and whether the dynamics stayed finite."""
+
+    values: dict[str, np.ndarray]
+    status: int = OK
+    message: str = ""
+
+
 class System(abc.ABC):
-    """Abstract base: subclasses are final and registered by `name`."""
+    """Abstract base: subclasses are final and registered by `name`.
+
+    Class data: `name`, `description`, `default_plot` (a variable), `params` (the parameter
+    declaration), `equation` ("ode"/"sde" when `simulate` solves that kind of equation with the
+    configured solver: the method is checked before anything runs), `integrator` (the
+    `[integrator]` keys it reads; any other key a scenario sets is refused, not ignored).
+    """
 
     name: ClassVar[str]
     description: ClassVar[str]
     params: ClassVar[dict[str, Field]]
     default_plot: ClassVar[str]
-    # "ode" or "sde" when run_point solves that kind of equation with the scenario's integrator:
-    # the scenario's method must then be of that kind (checked before anything runs).
     equation: ClassVar[str | None] = None
-
-    def validate(self, point: dict, scenario: "Scenario") -> None:
-        """Cross-field checks on one point's parameters; raise ScenarioError naming the key."""
+    integrator: ClassVar[frozenset[str]] = frozenset()
 
     @abc.abstractmethod
-    def coords(self, scenario: "Scenario") -> dict[str, Coord]:
-        """Coordinates of the system's own dimensions, identical for every point."""
-
-    @abc.abstractmethod
-    def outputs(self, scenario: "Scenario") -> list[Output]:
+    def outputs(self, setup: "Setup") -> list[Output]:
         """The variables written for each point."""
 
-    @abc.abstractmethod
-    def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
-        """Simulate one sweep point; `point` holds every parameter, swept ones included.
+    def simulate(self, spec: "RunSpec", runs: range) -> Chunk:
+        """Simulate runs `runs` (a sub-range of range(spec.runs)) of one point, drawing from
+        `spec.rng` in run order. Not called when every output is reduced by "point"."""
+        raise NotImplementedError(f"system {self.name} has per-run outputs but no simulate")
 
-        Systems that save trajectories also accept `trajectories=` (a `TrajectoryFile`, passed
-        only when the scenario asks for them) and call `trajectories.write(first_run, states)`
-        with states of shape (runs, times, *state) as each chunk of runs is done.
-        """
+    def validate(self, spec: "RunSpec") -> None:
+        """Cross-field checks on one point; raise ScenarioError naming the key."""
 
-    def trajectory_dims(self, scenario: "Scenario") -> dict[str, int] | None:
+    def coords(self, setup: "Setup") -> dict[str, Coord]:
+        """Coordinates of the system's own dimensions other than `time` (which is the save times)."""
+        return {}
+
+    def run_bytes(self, spec: "RunSpec") -> int:
+        """Memory one run holds while simulated; the engine chunks runs to fit the budget."""
+        return 0
+
+    def point_values(self, spec: "RunSpec") -> dict[str, np.ndarray]:
+        """Values of the outputs reduced by "point"."""
+        return {}
+
+    def trajectory_dims(self, setup: "Setup") -> dict[str, int] | None:
         """Dims of one run's state at one save time (same for every point), or None when the
-        system does not save trajectories. Such systems have a `time` coordinate."""
+        system does not save trajectories. Such systems have a `time` dimension and return
+        `Chunk.states`."""
         return None

@@ -37,19 +37,19 @@ SDE, to the horizon.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..errors import ScenarioError
+from ..lazy import lazy
 from ..schema import Field
 from . import register
-from .base import DIVERGED, OK, PROBABILITY, UNDECIDED, Output, PointResult, System
+from .base import PROBABILITY, UNDECIDED, Chunk, Output, System
 
-if TYPE_CHECKING:
-    from ..scenario import Scenario
+integrators = lazy("integrators")
+ts = lazy("dyn.tokens_sde")
+attention = lazy("dyn.attention")
 
-PAIR_CLASSES = ("antipodal", "cluster", "undecided")
+PAIR_CLASSES = ("antipodal", "cluster", "undecided")  # the codes of dyn.tokens_sde.classify
 CENSUS_CLASSES = ("one_cluster", "two_antipodal", "other")
 UNDECIDED_CLASSES = ("undecided", "other")  # neither end state: the run was stopped undecided
 DEFAULT_DT = 0.01
@@ -61,6 +61,7 @@ class RandomTransformer(System):
     description = "deep transformer at random init / its common-noise SDE: end-state probabilities"
     default_plot = "p_antipodal"
     equation = "sde"
+    integrator = frozenset({"backend", "method", "dt", "horizon"})
     params = {
         "n": Field("int", 2, "number of tokens n", lo=2, hi=4096),
         "d": Field("int", 3, "token dimension d", lo=2, hi=4096),
@@ -88,9 +89,8 @@ class RandomTransformer(System):
                        "at integrator.horizon", choices=("decided", "horizon")),
     }
 
-    def validate(self, point: dict, scenario: "Scenario") -> None:
-        cfg = scenario.integrator
-        if point["form"] in ("rho", "network") and cfg["backend"] != "numba":
+    def validate(self, point) -> None:
+        if point["form"] in ("rho", "network") and point.solver.backend != "numba":
             raise ScenarioError("params.form", f"form {point['form']!r} runs on the numba backend; "
                                 "use form = \"sde\" with diffrax")
         if point["n"] != 2 and (point["form"] == "rho" or point["report"] == "pair"):
@@ -116,125 +116,100 @@ class RandomTransformer(System):
                 raise ScenarioError("params.absorb_tol", "until = \"decided\" needs absorb_tol > 0 "
                                     "(with 0 no run is ever decided); or set until = \"horizon\"")
 
-    def coords(self, scenario: "Scenario") -> dict:
-        return {}
+    def outputs(self, setup) -> list[Output]:
+        classes = PAIR_CLASSES if setup.params.get("report", "pair") == "pair" else CENSUS_CLASSES
+        outs = [Output(f"p_{c}", f"fraction of runs ending {c.replace('_', ' ')}", "1",
+                       reduce="proportion", role=UNDECIDED if c in UNDECIDED_CLASSES else PROBABILITY)
+                for c in classes]
+        return outs + [
+            Output("mean_steps", "mean number of steps (layers) run per run", "1"),
+            Output("horizon_used", "longest time a run of this point took", "1", reduce="max"),
+            Output("horizon_cap", "time at which an undecided run was stopped", "1", reduce="point"),
+        ]
 
-    def outputs(self, scenario: "Scenario") -> list[Output]:
-        classes = PAIR_CLASSES if scenario.params.get("report", "pair") == "pair" else CENSUS_CLASSES
-        outs = []
-        for c in classes:
-            words = c.replace("_", " ")
-            role = UNDECIDED if c in UNDECIDED_CLASSES else PROBABILITY
-            outs += [Output(f"p_{c}", f"fraction of runs ending {words}", "1", role=role),
-                     Output(f"n_{c}", f"number of runs ending {words}", "1"),
-                     Output(f"p_{c}_lo", f"95% Wilson lower bound of p_{c}", "1"),
-                     Output(f"p_{c}_hi", f"95% Wilson upper bound of p_{c}", "1")]
-        outs += [Output("mean_steps", "mean number of steps (layers) run per run", "1"),
-                 Output("horizon_used", "longest time a run of this point took", "1"),
-                 Output("horizon_cap", "time at which an undecided run was stopped", "1")]
-        return outs
+    def point_values(self, spec) -> dict:
+        return {"horizon_cap": _cap(spec, _pack(spec))}
 
-    def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
-        from .. import tokens_sde as ts
-
-        runs = scenario.ensemble["runs"]
-        classes, steps, times, cap, bad = _simulate(point, scenario, rng)
-        if point["report"] == "pair":
-            names = PAIR_CLASSES
-            counts = [np.sum(classes == ts.ANTIPODAL), np.sum(classes == ts.CLUSTER),
-                      np.sum(classes == ts.UNDECIDED)]
-        else:
-            names = CENSUS_CLASSES
-            counts = [np.sum(classes == ts.ONE_CLUSTER), np.sum(classes == ts.TWO_ANTIPODAL),
-                      np.sum(classes == ts.OTHER)]
-        values = {"mean_steps": np.float64(steps), "horizon_used": np.float64(times.max()),
-                  "horizon_cap": np.float64(cap)}
-        for name, k in zip(names, counts):
-            lo, hi = ts.wilson(k, runs)
-            values.update({f"p_{name}": np.float64(k / runs), f"n_{name}": np.float64(k),
-                           f"p_{name}_lo": np.float64(lo), f"p_{name}_hi": np.float64(hi)})
-        if bad:
-            return PointResult(values, DIVERGED, f"{bad} of {runs} runs became non-finite")
-        return PointResult(values, OK)
+    def simulate(self, spec, runs: range) -> Chunk:
+        classes, steps, times, finite = _simulate(spec, len(runs))
+        names = PAIR_CLASSES if spec["report"] == "pair" else CENSUS_CLASSES
+        values = {f"p_{c}": classes == getattr(ts, c.upper()) for c in names}
+        values.update(mean_steps=steps, horizon_used=times)
+        return Chunk(values, finite=finite)
 
     def decorate(self, ax, ds, var: str) -> None:
         """The predicted boundary cosh(2 beta) = d - 2 on a (beta, d) heat map."""
-        from ..tokens_sde import beta_critical
-
         dims = ds[var].dims
         if set(dims) != {"beta", "d"} or ds.sizes["d"] < 2:  # only the (beta, d) heat map
             return
         d = np.linspace(float(ds["d"].min()), float(ds["d"].max()), 400)
-        bc = beta_critical(d)
+        bc = ts.beta_critical(d)
         xy = (bc, d) if dims.index("beta") < dims.index("d") else (d, bc)
         ax.plot(*xy, color="white", lw=2, ls="--", label=r"$\cosh 2\beta = d-2$")
         ax.legend(loc="lower right", fontsize=8)
 
 
-def _simulate(point, scenario, rng):
-    """(classes (runs,), mean steps, time run per run (runs,), cap, non-finite count)."""
-    from .. import tokens_sde as ts
-    from ..attention import uniform_sphere
+def _pack(spec):
+    return ts.pack(spec["beta"], spec["d"], spec["sigma"], spec["vbar"], spec["score"],
+                   noise=spec["noise"], Vbar=spec.get("Vbar"))
 
-    runs = scenario.ensemble["runs"]
-    cfg = scenario.integrator
-    dt = cfg.get("dt") or DEFAULT_DT
-    n, d = point["n"], point["d"]
-    p = ts.pack(point["beta"], d, point["sigma"], point["vbar"], point["score"],
-                noise=point["noise"], Vbar=point.get("Vbar"))
-    if point["noise"] == "gaussian" and point.get("Vbar") is None:
-        lo, hi = ts.absorbing_levels(p[0], d, point["sigma"], point["vbar"], point["threshold"],
-                                     point["absorb_tol"])
-    else:  # the absorption margins come from the rho SDE (gaussian noise, Vbar = vbar I)
-        lo, hi = -np.inf, np.inf
-    cap = cfg["horizon"]
-    if point["until"] == "decided":
-        cap = max(cap, ts.decision_cap(p[0], d, point["sigma"], point["vbar"], point["threshold"],
-                                       point["absorb_tol"]))
-    if point["form"] == "rho":
-        u0 = ts.rho_to_u(ts.sample_rho0(rng, runs, d))
-        u, taken = ts.two_token_u(u0, cap, dt, p, rng, lo, hi)
-        h = cap / ts.fixed_steps(cap, dt)
-        uc, ua = ts.u_thresholds(point["threshold"])
+
+def _levels(spec, p):
+    """Absorbing levels (lo, hi) in u, from the rho SDE (gaussian noise, Vbar = vbar I only)."""
+    if spec["noise"] == "gaussian" and spec.get("Vbar") is None:
+        return ts.absorbing_levels(p[0], spec["d"], spec["sigma"], spec["vbar"], spec["threshold"],
+                                   spec["absorb_tol"])
+    return -np.inf, np.inf
+
+
+def _cap(spec, p) -> float:
+    """Time at which a run still undecided is stopped (see the module doc)."""
+    if spec["until"] == "horizon":
+        return spec.horizon
+    return max(spec.horizon, ts.decision_cap(p[0], spec["d"], spec["sigma"], spec["vbar"],
+                                             spec["threshold"], spec["absorb_tol"]))
+
+
+def _simulate(spec, runs: int):
+    """(class per run, steps per run, time per run, finite per run) for `runs` runs."""
+    dt = spec.solver.options.get("dt") or DEFAULT_DT
+    p = _pack(spec)
+    lo, hi = _levels(spec, p)
+    cap = _cap(spec, p)
+    if spec["form"] == "rho":
+        u0 = ts.rho_to_u(ts.sample_rho0(spec.rng, runs, spec["d"]))
+        u, taken = ts.two_token_u(u0, cap, dt, p, spec.rng, lo, hi)
+        uc, ua = ts.u_thresholds(spec["threshold"])
         classes = np.where(u < uc, ts.CLUSTER, np.where(u > ua, ts.ANTIPODAL, ts.UNDECIDED))
-        if point["report"] == "census":  # n = 2: one cluster = cluster, two antipodal = antipodal
+        if spec["report"] == "census":  # n = 2: one cluster = cluster, two antipodal = antipodal
             classes = np.choose(classes, [ts.OTHER, ts.ONE_CLUSTER, ts.TWO_ANTIPODAL])
-        return classes, float(taken.mean()), taken * h, cap, int(np.sum(~np.isfinite(u)))
-    x0 = uniform_sphere(rng, runs, n, d)
-    stop_minus, stop_plus = ts.log_gaps_u(lo)[0], ts.log_gaps_u(hi)[1]
-    if point["form"] == "network":
+        return classes, taken, taken * (cap / ts.fixed_steps(cap, dt)), np.isfinite(u)
+    x0 = attention.uniform_sphere(spec.rng, runs, spec["n"], spec["d"])
+    stop_minus, stop_plus = float(ts.log_gaps_u(lo)[0]), float(ts.log_gaps_u(hi)[1])
+    if spec["form"] == "network":
         depth = ts.fixed_steps(cap, dt)
-        z, taken = ts.network(x0, depth, cap, p, rng=rng, stop_minus=float(stop_minus),
-                              stop_plus=float(stop_plus))
-        steps, times = float(taken.mean()), taken * (cap / depth)
+        z, steps = ts.network(x0, depth, cap, p, rng=spec.rng, stop_minus=stop_minus,
+                              stop_plus=stop_plus)
+        times = steps * (cap / depth)
     else:
-        z, steps, times = _sde_until(point, cfg, ts.problem(p), x0, cap, dt, rng,
-                                     float(stop_minus), float(stop_plus))
-    bad = int(np.sum(~np.isfinite(z).all(axis=(1, 2))))
-    if point["report"] == "pair":
-        classes = ts.classify_pair(z, point["threshold"])
-    else:
-        classes = ts.census(z, point["threshold"])
-    return classes, steps, times, cap, bad
+        z, steps, times = _sde_until(spec, ts.problem(p), x0, cap, dt, stop_minus, stop_plus)
+    classify = ts.classify_pair if spec["report"] == "pair" else ts.census
+    return classify(z, spec["threshold"]), steps, times, np.isfinite(z).all(axis=(1, 2))
 
 
-def _sde_until(point, cfg, problem, x0, cap, dt, rng, stop_minus, stop_plus):
+def _sde_until(spec, problem, x0, cap, dt, stop_minus, stop_plus):
     """Euler-Maruyama in stretches of `integrator.horizon` up to `cap`; after each stretch the
-    runs whose every pair is past an absorbing level stop. (z, mean steps, time per run)."""
-    import integrators
-
-    from .. import tokens_sde as ts
-
-    integ = integrators.get(cfg["backend"], "euler_maruyama", dt=dt)
+    runs whose every pair is past an absorbing level stop. (z, steps per run, time per run)."""
+    integ = integrators.get(spec.solver.backend, "euler_maruyama", dt=dt)
     z = x0.copy()
     times = np.zeros(len(z))
     steps = np.zeros(len(z))
     active = np.arange(len(z))
     t = 0.0
     while active.size and t < cap * (1 - 1e-12):
-        stretch = min(cfg["horizon"], cap - t)
+        stretch = min(spec.horizon, cap - t)
         grid = np.array([0.0, stretch])
-        z[active] = integ.solve(problem, z[active], grid, rng=rng)[:, -1]
+        z[active] = integ.solve(problem, z[active], grid, rng=spec.rng)[:, -1]
         t += stretch
         times[active] = t
         steps[active] += integrators.base.step_grid(grid, dt)[0].sum()
@@ -242,4 +217,4 @@ def _sde_until(point, cfg, problem, x0, cap, dt, rng, stop_minus, stop_plus):
         upper = np.triu(np.ones(minus.shape[-2:], dtype=bool), 1)
         decided = ((minus < stop_minus) | (plus < stop_plus) | ~upper).all(axis=(-2, -1))
         active = active[~decided]
-    return z, float(steps.mean()), times
+    return z, steps, times

@@ -1,6 +1,6 @@
-"""Systems `sinkformer` and `sinkhorn_attention` (physics.md §2, arXiv 2110.11773).
+"""System `sinkformer` (physics.md §2, arXiv 2110.11773): particles x_i in R^d,
+dx_i/dt = sum_j K_ij W_V x_j with K softmax or Sinkhorn (doubly stochastic).
 
-`sinkformer`: particles x_i in R^d, dx_i/dt = sum_j K_ij W_V x_j with K softmax or Sinkhorn.
   setting = "heat":      K from the Gaussian kernel exp(-|x_i - x_j|^2 / (2 tau)), values
                          -(2 alpha / tau) (x_j - x_i); the variance should follow s0^2 + 2 alpha t
                          under Sinkhorn (heat equation) and grow about twice as fast under softmax.
@@ -9,25 +9,19 @@
   Starts are N(0, s0^2 I); outputs are ensemble means of the variance and of the self-transport
   energy F = 1/2 OT_1(mu, mu) at the save times. `form = "network"`: the discrete Sinkformer of
   `depth` residual layers over [0, T] instead of the ODE.
-`sinkhorn_attention`: distance from doubly stochastic of the attention matrix after k = 1..N
-  alternating normalizations, for Gaussian starts, with bandwidth tau (scores -|x_i-x_j|^2/(2 tau)
-  or x_i^T x_j / tau).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from ..ensemble import bytes_of
 from ..errors import ScenarioError
+from ..lazy import lazy
 from ..schema import Field
 from . import register
-from .base import DIVERGED, OK, Coord, Output, PointResult, System
+from .base import INTEGRATOR_KEYS, Chunk, Output, System
 
-if TYPE_CHECKING:
-    from ..scenario import Scenario
-
-NORMALIZATIONS = ("sinkhorn", "softmax")
+sf = lazy("dyn.sinkformer")
 
 
 @register
@@ -36,10 +30,11 @@ class Sinkformer(System):
     description = "Sinkformer / softmax particle flows: heat-diffusion limit and energy descent"
     default_plot = "variance"
     equation = "ode"
+    integrator = INTEGRATOR_KEYS
     params = {
         "n": Field("int", 200, "number of particles n", lo=2, hi=20_000),
         "d": Field("int", 1, "space dimension d", lo=1, hi=1_000),
-        "normalization": Field("str", "sinkhorn", "attention normalization", choices=NORMALIZATIONS),
+        "normalization": Field("str", "sinkhorn", "attention normalization", choices=("sinkhorn", "softmax")),
         "setting": Field("str", "heat", "heat (Gaussian kernel, values on x_j - x_i) or attention "
                          "(scores x^T W y, values W_V x_j)", choices=("heat", "attention")),
         "alpha": Field("float", 0.5, "diffusion coefficient alpha (heat setting)"),
@@ -57,19 +52,16 @@ class Sinkformer(System):
         "depth": Field("int", 100, "layers of the network over [0, T]", lo=1, hi=10**8),
     }
 
-    def validate(self, point: dict, scenario: "Scenario") -> None:
+    def validate(self, spec) -> None:
         for name in ("W", "WV"):
-            if name in point and len(point[name]) != point["d"]:
-                raise ScenarioError(f"params.{name}", f"must be {point['d']} x {point['d']} "
-                                    f"(d = {point['d']}), got {len(point[name])} x {len(point[name])}")
-        if point["form"] == "network" and point["depth"] % scenario.output["saves"]:
-            raise ScenarioError("params.depth", f"depth {point['depth']} must be a multiple of "
-                                f"output.saves = {scenario.output['saves']}")
+            if spec.get(name) is not None and len(spec[name]) != spec["d"]:
+                raise ScenarioError(f"params.{name}", f"must be {spec['d']} x {spec['d']} "
+                                    f"(d = {spec['d']}), got {len(spec[name])} x {len(spec[name])}")
+        if spec["form"] == "network" and spec["depth"] % spec.setup.saves:
+            raise ScenarioError("params.depth", f"depth {spec['depth']} must be a multiple of "
+                                f"output.saves = {spec.setup.saves}")
 
-    def coords(self, scenario: "Scenario") -> dict[str, Coord]:
-        return {"time": Coord(_save_times(scenario), "time t", "1")}
-
-    def outputs(self, scenario: "Scenario") -> list[Output]:
+    def outputs(self, setup) -> list[Output]:
         return [
             Output("variance", "per-coordinate variance of the particles (mean over runs)", "1",
                    ("time",)),
@@ -77,25 +69,22 @@ class Sinkformer(System):
                    ("time",)),
         ]
 
-    def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
-        from .. import sinkformer as sf
+    def run_bytes(self, spec) -> int:
+        return bytes_of(len(spec.times), spec["n"], spec["d"])
 
-        runs, n, d = scenario.ensemble["runs"], point["n"], point["d"]
-        ts = _save_times(scenario)
-        p = _pack(point)
-        x0 = point["s0"] * rng.standard_normal((runs, n, d))
-        with np.errstate(over="ignore", invalid="ignore"):
-            states = _solve(point, scenario, p, x0, ts)
-            finite = np.isfinite(states).all(axis=(1, 2, 3))
-            var = sf.variance(states)
-            energy = np.full(var.shape, np.nan)
-            for e in np.flatnonzero(finite):
-                energy[e] = sf.self_transport_energy(states[e], p)
-        values = {"variance": var.mean(axis=0), "energy": energy.mean(axis=0)}
-        bad = int((~finite).sum())
-        if bad:
-            return PointResult(values, DIVERGED, f"{bad} of {runs} runs overflowed")
-        return PointResult(values, OK)
+    def simulate(self, spec, runs: range) -> Chunk:
+        p = _pack(spec)
+        x0 = spec["s0"] * spec.rng.standard_normal((len(runs), spec["n"], spec["d"]))
+        if spec["form"] == "network":
+            every = spec["depth"] // spec.setup.saves
+            states = sf.sinkformer_layers(x0, spec["depth"], spec.horizon, p, save_every=every)
+        else:
+            states = spec.solver.get().solve(sf.flow_problem(p), x0, spec.times)
+        finite = np.isfinite(states).all(axis=(1, 2, 3))
+        energy = np.full(states.shape[:2], np.nan)
+        for e in np.flatnonzero(finite):
+            energy[e] = sf.self_transport_energy(states[e], p)
+        return Chunk({"variance": sf.variance(states), "energy": energy}, states=states)
 
     def decorate(self, ax, ds, var: str) -> None:
         """Heat line s0^2 + 2 alpha t on the variance of the heat setting."""
@@ -110,84 +99,10 @@ class Sinkformer(System):
         ax.legend(fontsize=8)
 
 
-@register
-class SinkhornAttention(System):
-    name = "sinkhorn_attention"
-    description = "distance from doubly stochastic after k Sinkhorn normalizations"
-    default_plot = "log10_marginal_error"
-    params = {
-        "n": Field("int", 200, "number of tokens n", lo=2, hi=20_000),
-        "d": Field("int", 2, "token dimension d", lo=1, hi=1_000),
-        "tau": Field("float", 0.1, "bandwidth tau", lo=1e-12),
-        "s0": Field("float", 1.0, "standard deviation of the Gaussian tokens", lo=0.0),
-        "scores": Field("str", "sqdist", "sqdist: -|x_i - x_j|^2/(2 tau); dot: x_i^T x_j / tau",
-                        choices=("sqdist", "dot")),
-        "iterations": Field("int", 100, "largest number of normalizations N", lo=1, hi=100_000,
-                            sweepable=False),
-    }
-
-    def coords(self, scenario: "Scenario") -> dict[str, Coord]:
-        return {"iteration": Coord(_iterations(scenario), "Sinkhorn iterations k", "1")}
-
-    def outputs(self, scenario: "Scenario") -> list[Output]:
-        return [
-            Output("marginal_error", "max |row or column sum - 1| of K^k (mean over runs)", "1",
-                   ("iteration",)),
-            Output("log10_marginal_error", "log10 max |row or column sum - 1| of K^k "
-                   "(mean over runs)", "1", ("iteration",)),
-        ]
-
-    def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
-        from .. import sinkformer as sf
-
-        runs, n, d, N = scenario.ensemble["runs"], point["n"], point["d"], point["iterations"]
-        if point["scores"] == "sqdist":
-            p = sf.pack_params(d, scores="sqdist", tau=point["tau"])
-        else:
-            p = sf.pack_params(d, scores="dot", W=np.eye(d) / point["tau"])
-        errors = np.empty((runs, N))
-        for e in range(runs):
-            S = sf.score_matrix(point["s0"] * rng.standard_normal((n, d)), p)
-            errors[e] = sf.sinkhorn(S, N + 1)[4][:N]  # pass k + 1 measures K^k
-        # the exact side is at rounding level; floor the log at 1e-17 for the picture
-        values = {"marginal_error": errors.mean(axis=0),
-                  "log10_marginal_error": np.log10(np.maximum(errors, 1e-17)).mean(axis=0)}
-        if not np.isfinite(errors).all():
-            return PointResult(values, DIVERGED, "non-finite marginals")
-        return PointResult(values, OK)
-
-
-def _pack(point: dict) -> np.ndarray:
-    from .. import sinkformer as sf
-
-    common = dict(normalization=point["normalization"], iterations=point["iterations"],
-                  tol=point["tol"])
-    if point["setting"] == "heat":
-        return sf.heat_params(point["d"], point["alpha"], point["tau"], **common)
-    W = point.get("W")
-    return sf.pack_params(point["d"], W=W, WV=point.get("WV", W), **common)
-
-
-def _save_times(scenario: "Scenario") -> np.ndarray:
-    return np.linspace(0.0, scenario.integrator["horizon"], scenario.output["saves"] + 1)
-
-
-def _iterations(scenario: "Scenario") -> np.ndarray:
-    return np.arange(1, scenario.params["iterations"] + 1)
-
-
-def _solve(point: dict, scenario: "Scenario", p: np.ndarray, x0: np.ndarray, ts: np.ndarray):
-    from .. import sinkformer as sf
-
-    if point["form"] == "network":
-        every = point["depth"] // (len(ts) - 1)
-        return sf.sinkformer_layers(x0, point["depth"], ts[-1], p, save_every=every)
-    import integrators
-
-    from ..scenario import solver_options
-
-    cfg = scenario.integrator
-    integ = integrators.get(cfg["backend"], cfg["method"], **solver_options(cfg))
-    problem = integrators.Problem(sf.sinkformer_drift, sf.sinkformer_drift_jax, p,
-                                  integrators.EUCLIDEAN)
-    return integ.solve(problem, x0, ts)
+def _pack(spec) -> np.ndarray:
+    common = dict(normalization=spec["normalization"], iterations=spec["iterations"],
+                  tol=spec["tol"])
+    if spec["setting"] == "heat":
+        return sf.heat_params(spec["d"], spec["alpha"], spec["tau"], **common)
+    W = spec.get("W")
+    return sf.pack_params(spec["d"], W=W, WV=spec.get("WV", W), **common)

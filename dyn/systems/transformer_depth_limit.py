@@ -8,23 +8,24 @@ symmetrized on both sides for `noise = "goe"`).
 
     strong_error    = sqrt(E max_i |z_i^network(T) - Z_i^ref(T)|^2)
     strong_error_em = the same for Euler-Maruyama at the network's step (the scheme's own error)
+
+Both Euler-Maruyama solves use the scenario's `[integrator]` backend; their steps come from
+`depth` and `reference_depth`, so `integrator.dt` is refused.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from ..ensemble import bytes_of
 from ..errors import ScenarioError
+from ..lazy import lazy
 from ..schema import Field
 from . import register
-from .base import DIVERGED, OK, Output, PointResult, System
+from .base import Chunk, Output, System
 
-if TYPE_CHECKING:
-    from ..scenario import Scenario
-
-# Increments are drawn in chunks of runs so a point holds at most this many bytes of them.
-CHUNK_BYTES = 64 * 2**20
+integrators = lazy("integrators")
+ts = lazy("dyn.tokens_sde")
+attention = lazy("dyn.attention")
 
 
 @register
@@ -32,6 +33,8 @@ class TransformerDepthLimit(System):
     name = "transformer_depth_limit"
     description = "random-init transformer vs its SDE limit on a shared Brownian path: strong error"
     default_plot = "strong_error"
+    equation = "sde"
+    integrator = frozenset({"backend", "method", "horizon"})
     params = {
         "n": Field("int", 4, "number of tokens n", lo=1, hi=1024),
         "d": Field("int", 3, "token dimension d", lo=2, hi=256),
@@ -50,26 +53,46 @@ class TransformerDepthLimit(System):
                                  lo=1, hi=2**22, sweepable=False),
     }
 
-    def validate(self, point: dict, scenario: "Scenario") -> None:
-        T = scenario.integrator["horizon"]
-        ref, depth = point["reference_depth"], point["depth"]
+    def validate(self, spec) -> None:
+        T = spec.horizon
+        ref, depth = spec["reference_depth"], spec["depth"]
         if ref % depth:
             raise ScenarioError("params.depth", f"depth {depth} must divide reference_depth {ref}")
         if abs(T * ref - round(T * ref)) > 1e-9 * T * ref:
             raise ScenarioError("integrator.horizon", "horizon * reference_depth must be an integer")
-        V = point.get("Vbar")
-        if V is not None and len(V) != point["d"]:
-            raise ScenarioError("params.Vbar", f"must be d x d = {point['d']} x {point['d']}, "
+        V = spec.get("Vbar")
+        if V is not None and len(V) != spec["d"]:
+            raise ScenarioError("params.Vbar", f"must be d x d = {spec['d']} x {spec['d']}, "
                                 f"got {len(V)} x {len(V)}")
 
-    def coords(self, scenario: "Scenario") -> dict:
-        return {}
-
-    def outputs(self, scenario: "Scenario") -> list[Output]:
+    def outputs(self, setup) -> list[Output]:
         return [
-            Output("strong_error", "RMS over runs of max_i |z_i(network) - Z_i(SDE)| at T", "1"),
-            Output("strong_error_em", "same for Euler-Maruyama at the network's step", "1"),
+            Output("strong_error", "RMS over runs of max_i |z_i(network) - Z_i(SDE)| at T", "1",
+                   reduce="rms"),
+            Output("strong_error_em", "same for Euler-Maruyama at the network's step", "1",
+                   reduce="rms"),
         ]
+
+    def run_bytes(self, spec) -> int:  # the fine Brownian increments of one run
+        return bytes_of(_fine(spec), spec["d"], spec["d"])
+
+    def simulate(self, spec, runs: range) -> Chunk:
+        T, n, d = spec.horizon, spec["n"], spec["d"]
+        fine = _fine(spec)
+        factor = spec["reference_depth"] // spec["depth"]
+        p = ts.pack(spec["beta"], d, spec["sigma"], spec["vbar"], spec["score"],
+                    noise=spec["noise"], Vbar=spec.get("Vbar"))
+        problem = ts.problem(p)
+        grid = np.array([0.0, T])
+        x0 = attention.uniform_sphere(spec.rng, len(runs), n, d)
+        dw = integrators.brownian_increments(spec.rng, len(runs), grid, T / fine, (d, d))
+        ref = spec.solver.get(dt=T / fine).solve(problem, x0, grid, increments=dw)[:, -1]
+        coarse = integrators.coarsen(dw, factor)
+        net, _ = ts.network(x0, fine // factor, T, p, increments=coarse)
+        approx = spec.solver.get(dt=T / (fine // factor)).solve(problem, x0, grid,
+                                                                increments=coarse)[:, -1]
+        return Chunk({"strong_error": _worst_token(net, ref),
+                      "strong_error_em": _worst_token(approx, ref)})
 
     def decorate(self, ax, ds, var: str) -> None:
         """Log-log axes and a reference slope -1/2 (strong order of an Euler-Maruyama-type scheme)."""
@@ -86,37 +109,11 @@ class TransformerDepthLimit(System):
         ax.plot(depth, err[anchor] * np.sqrt(depth[anchor] / depth), "k--", lw=1, label="slope -1/2")
         ax.legend(fontsize=8)
 
-    def run_point(self, point: dict, scenario: "Scenario", rng: np.random.Generator) -> PointResult:
-        import integrators
 
-        from .. import tokens_sde as ts
-        from ..attention import uniform_sphere
+def _fine(spec) -> int:
+    return int(round(spec.horizon * spec["reference_depth"]))
 
-        runs = scenario.ensemble["runs"]
-        T = scenario.integrator["horizon"]
-        n, d = point["n"], point["d"]
-        fine = int(round(T * point["reference_depth"]))
-        factor = point["reference_depth"] // point["depth"]
-        p = ts.pack(point["beta"], d, point["sigma"], point["vbar"], point["score"],
-                    noise=point["noise"], Vbar=point.get("Vbar"))
-        problem = ts.problem(p)
-        ts_ = np.array([0.0, T])
-        ref_em = integrators.get("numba", "euler_maruyama", dt=T / fine)
-        em = integrators.get("numba", "euler_maruyama", dt=T / (fine // factor))
-        per_run = fine * d * d * 8
-        chunks = max(1, -(-runs * per_run // CHUNK_BYTES))
-        sq_net = sq_em = 0.0
-        for chunk in np.array_split(np.arange(runs), chunks):
-            x0 = uniform_sphere(rng, len(chunk), n, d)
-            dw = integrators.brownian_increments(rng, len(chunk), ts_, T / fine, (d, d))
-            ref = ref_em.solve(problem, x0, ts_, increments=dw)[:, -1]
-            coarse = integrators.coarsen(dw, factor)
-            net, _ = ts.network(x0, fine // factor, T, p, increments=coarse)
-            approx = em.solve(problem, x0, ts_, increments=coarse)[:, -1]
-            sq_net += float(np.sum(np.max(np.sum((net - ref) ** 2, -1), -1)))
-            sq_em += float(np.sum(np.max(np.sum((approx - ref) ** 2, -1), -1)))
-        values = {"strong_error": np.float64(np.sqrt(sq_net / runs)),
-                  "strong_error_em": np.float64(np.sqrt(sq_em / runs))}
-        if not all(np.isfinite(v) for v in values.values()):
-            return PointResult(values, DIVERGED, "non-finite states")
-        return PointResult(values, OK)
+
+def _worst_token(z, ref) -> np.ndarray:
+    """max_i |z_i - ref_i| per run."""
+    return np.sqrt(np.max(np.sum((z - ref) ** 2, -1), -1))

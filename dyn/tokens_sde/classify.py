@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..stats import wilson  # noqa: F401 - re-exported: end-state probabilities come with it
+
 UNDECIDED, CLUSTER, ANTIPODAL = 0, 1, 2
 OTHER, ONE_CLUSTER, TWO_ANTIPODAL = 0, 1, 2
 THRESHOLD = -20.0
-WILSON_Z = 1.959963984540054  # two-sided 95%
 
 
 def log_gaps(z):
@@ -59,14 +60,3 @@ def census(z, threshold: float = THRESHOLD) -> np.ndarray:
     out[two] = TWO_ANTIPODAL
     out[one] = ONE_CLUSTER
     return out
-
-
-def wilson(k, n, z: float = WILSON_Z):
-    """Wilson score interval (lo, hi) for k successes out of n trials (arrays broadcast)."""
-    k = np.asarray(k, dtype=float)
-    n = np.asarray(n, dtype=float)
-    p = k / n
-    denom = 1.0 + z**2 / n
-    centre = (p + z**2 / (2 * n)) / denom
-    half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
-    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)

@@ -1,0 +1,174 @@
+"""The Monte Carlo ensemble of one sweep point, owned by the engine.
+
+    runs -> chunks (memory budget) -> System.simulate -> per-run values -> reductions -> file variables
+
+- **Chunks.** `runs` are split into ceil(runs x System.run_bytes / Setup.chunk_bytes) consecutive
+  chunks; runs are independent and draw from the point's stream in run order, so chunking never
+  changes a number of a system whose runs are drawn run by run.
+- **Reductions** (``Output.reduce``): sums over runs are accumulated run after run (a cumulative
+  sum along the run axis), the same order whatever the array shapes, then divided once.
+  Proportions also give their count and 95% Wilson bounds.
+- **Divergence.** A run whose states (or values) are not finite marks the point DIVERGED, with
+  the count in the message; the values are still written.
+- **Checks in the worker.** Values missing, undeclared or of the wrong shape raise
+  :class:`OutputMismatch`, which fails that point (status FAILED, with the message) and not the
+  sweep.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .stats import wilson
+from .systems.base import DIVERGED, OK, Coord, Output, PointResult
+
+if TYPE_CHECKING:
+    from .spec import RunSpec, Setup
+    from .systems.base import System
+
+
+class OutputMismatch(RuntimeError):
+    """A system returned values that do not match its declared outputs."""
+
+
+def companions(out: Output) -> list[Output]:
+    """The file variables of one declared output: itself, and for a proportion p_X also n_X and
+    the Wilson bounds p_X_lo, p_X_hi."""
+    if out.reduce != "proportion":
+        return [out]
+    rest = out.name[2:]
+    count = out.long_name.replace("fraction of runs", "number of runs", 1)
+    if count == out.long_name:
+        count = f"number of runs: {out.long_name}"
+    return [out,
+            Output(f"n_{rest}", count, "1", out.dims, "point"),
+            Output(f"{out.name}_lo", f"95% Wilson lower bound of {out.name}", "1", out.dims, "point"),
+            Output(f"{out.name}_hi", f"95% Wilson upper bound of {out.name}", "1", out.dims, "point")]
+
+
+def file_outputs(system: "System", setup: "Setup") -> list[Output]:
+    """Every variable written per point, in file order."""
+    return [c for out in system.outputs(setup) for c in companions(out)]
+
+
+def coords(system: "System", setup: "Setup") -> dict[str, Coord]:
+    """The system's own dimensions: `time` (the save times) when an output uses it, and the
+    system's other coordinates."""
+    found = {}
+    if any("time" in out.dims for out in system.outputs(setup)):
+        found["time"] = Coord(np.asarray(setup.times), "time t", "1")
+    found.update(system.coords(setup))
+    return found
+
+
+def chunks(runs: int, run_bytes: int, budget: int) -> list[range]:
+    """Consecutive ranges of runs whose states fit the budget (at least one run each)."""
+    count = max(1, -(-runs * int(run_bytes) // int(budget)))
+    return [range(int(c[0]), int(c[-1]) + 1)
+            for c in np.array_split(np.arange(runs), min(count, runs))]
+
+
+class _Reduction:
+    """Accumulates the per-run values of the outputs reduced over runs."""
+
+    def __init__(self, outputs: list[Output], runs: int):
+        self.outputs = outputs
+        self.runs = runs
+        self.acc: dict[str, np.ndarray] = {}
+
+    def add(self, values: dict[str, np.ndarray]) -> None:
+        for out in self.outputs:
+            v = np.asarray(values[out.name])
+            if out.reduce == "max":
+                part = v.max(axis=0)
+                prev = self.acc.get(out.name)
+                self.acc[out.name] = part if prev is None else np.maximum(prev, part)
+                continue
+            if out.reduce == "rms":
+                v = v * v
+            part = np.cumsum(v, axis=0)[-1]  # run after run, whatever the shape
+            self.acc[out.name] = self.acc.get(out.name, 0.0) + part
+
+    def finish(self) -> dict[str, np.ndarray]:
+        values = {}
+        for out in self.outputs:
+            total = np.asarray(self.acc[out.name], dtype=np.float64)
+            if out.reduce == "mean":
+                values[out.name] = total / self.runs
+            elif out.reduce == "rms":
+                values[out.name] = np.sqrt(total / self.runs)
+            elif out.reduce == "max":
+                values[out.name] = total
+            else:  # proportion
+                lo, hi = wilson(total, self.runs)
+                rest = out.name[2:]
+                values.update({out.name: total / self.runs, f"n_{rest}": total,
+                               f"{out.name}_lo": lo, f"{out.name}_hi": hi})
+        return values
+
+
+def _shape(out: Output, sizes: dict[str, int]) -> tuple[int, ...]:
+    return tuple(sizes[d] for d in out.dims)
+
+
+def _check(values: dict, outputs: list[Output], sizes: dict[str, int], lead: tuple, what: str):
+    names = {out.name for out in outputs}
+    missing = sorted(names - set(values))
+    extra = sorted(set(values) - names)
+    if missing or extra:
+        raise OutputMismatch(f"{what} returned " + "; ".join(
+            part for part in (f"no values for {', '.join(missing)}" if missing else "",
+                              f"undeclared {', '.join(extra)}" if extra else "") if part))
+    for out in outputs:
+        want = lead + _shape(out, sizes)
+        got = np.shape(values[out.name])
+        if got != want:
+            raise OutputMismatch(f"{what} returned {out.name} of shape {got}, expected {want}")
+
+
+def _bad_runs(chunk, n: int) -> int:
+    if chunk.finite is not None:
+        finite = np.asarray(chunk.finite, dtype=bool)
+    elif chunk.states is not None:
+        finite = np.isfinite(chunk.states).reshape(n, -1).all(axis=1)
+    else:
+        finite = np.ones(n, dtype=bool)
+        for v in chunk.values.values():
+            finite &= np.isfinite(np.asarray(v, dtype=np.float64)).reshape(n, -1).all(axis=1)
+    return int(n - finite.sum())
+
+
+def run_point(system: "System", spec: "RunSpec", sink=None) -> PointResult:
+    """Simulate every run of one point, chunk by chunk, and reduce to the file variables.
+    `sink` (a :class:`dyn.trajectories.TrajectoryFile`) receives the states when given."""
+    setup = spec.setup
+    declared = system.outputs(setup)
+    per_run = [o for o in declared if o.reduce != "point"]
+    sizes = {dim: len(c.values) for dim, c in coords(system, setup).items()}
+    reduction = _Reduction(per_run, spec.runs)
+    bad = 0
+    for runs in chunks(spec.runs, system.run_bytes(spec), setup.chunk_bytes) if per_run else ():
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            chunk = system.simulate(spec, runs)
+        _check(chunk.values, per_run, sizes, (len(runs),), f"{system.name}.simulate")
+        reduction.add(chunk.values)
+        if sink is not None and chunk.states is not None:
+            sink.write(runs.start, chunk.states)
+        bad += _bad_runs(chunk, len(runs))
+    values = reduction.finish() if per_run else {}
+    points = system.point_values(spec)
+    _check(points, [o for o in declared if o.reduce == "point"], sizes, (),
+           f"{system.name}.point_values")
+    values.update(points)
+    values = {name: np.asarray(v, dtype=np.float64) for name, v in values.items()}
+    if bad:
+        return PointResult(values, DIVERGED, f"{bad} of {spec.runs} runs became non-finite "
+                           "(overflow or NaN)")
+    return PointResult(values, OK)
+
+
+def bytes_of(*shape: int) -> int:
+    """Bytes of a float64 array of this shape (for System.run_bytes)."""
+    return 8 * math.prod(int(s) for s in shape)

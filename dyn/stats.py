@@ -1,0 +1,17 @@
+"""Small statistics shared by the engine and the systems."""
+from __future__ import annotations
+
+import numpy as np
+
+WILSON_Z = 1.959963984540054  # two-sided 95%
+
+
+def wilson(k, n, z: float = WILSON_Z):
+    """Wilson score interval (lo, hi) for k successes out of n trials (arrays broadcast)."""
+    k = np.asarray(k, dtype=float)
+    n = np.asarray(n, dtype=float)
+    p = k / n
+    denom = 1.0 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
