@@ -49,9 +49,9 @@ def numpy_rk4_step(x, beta, h):
 
 
 @njit(**NJIT_PARALLEL)
-def numba_ensemble_rhs(x, p, out):
+def numba_ensemble_rhs(x, p, out, work):
     for e in prange(x.shape[0]):
-        att.attention_drift(0.0, x[e], p, out[e])
+        att.attention_drift(0.0, x[e], p, out[e], work[e])
 
 
 def main():
@@ -72,18 +72,19 @@ def main():
         x = att.uniform_sphere(rng, E, n, d)
         p = att.pack_params(BETA, d)
         out = np.empty_like(x)
+        work = np.empty((E, att.work_size(n, d)))  # the integrators allocate it once per member
         flops, exps = 4.0 * E * n * n * d, float(E) * n * n
         h = 0.01
         rk4 = integrators.get("numba", "rk4", dt=h)
-        prob = integrators.Problem(att.attention_drift, None, p.copy(), integrators.SPHERE)  # Problem freezes its p in place
+        prob = att.flow_problem(p)
         ts = np.array([0.0, h])
         xj = jax.numpy.array(x, copy=True)  # asarray may alias and freeze x / p (read-only for numba)
         pj = jax.numpy.array(p, copy=True)
         rows = [
             ("rhs numpy", 1, lambda: numpy_rhs(x, BETA)),
             # one member: on the calling thread, as the integrators do (BLAS keeps its threads)
-            ("rhs numba", 1, (lambda: att.attention_drift(0.0, x[0], p, out[0])) if E == 1
-             else (lambda: numba_ensemble_rhs(x, p, out))),
+            ("rhs numba", 1, (lambda: att.attention_drift(0.0, x[0], p, out[0], work[0])) if E == 1
+             else (lambda: numba_ensemble_rhs(x, p, out, work))),
             ("rhs jax jit+vmap", 1, lambda: jrhs(0.0, xj, pj).block_until_ready()),
             ("rk4 step numpy", 4, lambda: numpy_rk4_step(x, BETA, h)),
             ("rk4 step numba", 4, lambda: rk4.solve(prob, x, ts)),

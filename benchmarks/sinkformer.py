@@ -16,7 +16,7 @@ import numpy as np
 
 import integrators
 from dyn import sinkformer as sf
-from dyn.attention.vexp import exp_shifted_inplace
+from dyn.numerics.vexp import exp_shifted_inplace
 from dyn.sinkformer import reference
 
 from _timing import best_of
@@ -53,7 +53,7 @@ def main():
     x0 = np.random.default_rng(1).standard_normal((n, d))
     p = sf.heat_params(d, ALPHA, TAU, "sinkhorn", iterations=it, tol=0.0)
     ts = np.array([0.0, steps * dt])
-    prob = integrators.Problem(sf.sinkformer_drift, sf.sinkformer_drift_jax, p, integrators.EUCLIDEAN)
+    prob = sf.flow_problem(p)
     numba_euler = integrators.get("numba", "euler", dt=dt)
     numba_euler.solve(prob, x0[None], ts)  # compile / load cache
 

@@ -1,16 +1,18 @@
-"""Generic ensemble ODE (and Ito SDE) integrators (numba and diffrax backends) on Euclidean space or spheres.
+"""Generic ensemble ODE and Ito SDE integrators (numba and diffrax backends) on Euclidean space
+or spheres, behind one API.
 
     integ = integrators.get("numba", "rk4", dt=0.01)
     states = integ.solve(integrators.Problem(drift, drift_jax, p, geometry), x0, ts)  # (E,T,n,d)
     sde = integrators.get("numba", "euler_maruyama", dt=0.01)
-    states = sde.solve(integrators.SDEProblem(...), x0, ts, rng=rng)   # or increments=dW
+    states = sde.solve(integrators.Problem(drift, drift_jax, p, geometry, diffusion,
+                                           diffusion_jax, noise_shape), x0, ts, rng=rng)  # or increments=dW
 """
 
 from .base import AbstractIntegrator
 from .geometry import EUCLIDEAN, SPHERE, Geometry
 from .problem import Problem
 from .registry import SDE_METHODS, available, get, options
-from .sde_base import SDEProblem, brownian_increments, coarsen
+from .brownian import brownian_increments, coarsen
 
 __all__ = [
     "configure_jax",
@@ -19,7 +21,6 @@ __all__ = [
     "SPHERE",
     "Geometry",
     "Problem",
-    "SDEProblem",
     "SDE_METHODS",
     "brownian_increments",
     "coarsen",

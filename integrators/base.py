@@ -78,13 +78,18 @@ def step_times(ts: np.ndarray, dt: float) -> np.ndarray:
 class AbstractIntegrator(abc.ABC):
     """Steps an ensemble:  solve(problem, x0 (E, n, d), ts (T,)) -> states (E, T, n, d).
 
-    Subclasses declare ``backend``, ``method``, ``OPTIONS`` (name -> default) and implement
-    ``_solve`` on checked arrays.
+    One API for ODEs and SDEs: a method with ``stochastic = True`` solves a problem with a
+    diffusion and takes its noise from ``rng`` (a numpy Generator) or explicit ``increments``
+    (E, N, q1, q2) on the step grid; any other method solves an ODE and refuses both. Subclasses
+    declare ``backend``, ``method``, ``OPTIONS`` (name -> default) and implement
+    ``_solve(problem, x0, ts, p, noise)`` on checked arrays (``noise``: None for an ODE, else
+    ``(rng, increments)`` with exactly one of them given).
     """
 
     backend: str
     method: str
     OPTIONS: dict = {}
+    stochastic: bool = False
 
     def __init__(self, **options):
         unknown = sorted(set(options) - set(self.OPTIONS))
@@ -99,7 +104,7 @@ class AbstractIntegrator(abc.ABC):
     def _check_options(self):
         pass
 
-    def solve(self, problem, x0, ts) -> np.ndarray:
+    def solve(self, problem, x0, ts, rng=None, increments=None) -> np.ndarray:
         """States at the save times ts, shape (E, len(ts), n, d); states[:, 0] = x0."""
         from .problem import Problem
 
@@ -110,11 +115,40 @@ class AbstractIntegrator(abc.ABC):
         x0 = check_state(x0)
         ts = check_times(ts)
         p = check_params(problem.p)
-        return self._solve(problem, x0, ts, p)
+        if not self.stochastic:
+            if problem.stochastic:
+                raise ValueError(f"{self.backend}/{self.method} solves ODEs; this problem has a "
+                                 "diffusion (use euler_maruyama)")
+            if rng is not None or increments is not None:
+                raise ValueError("an ODE solve takes no rng or increments")
+            return self._solve(problem, x0, ts, p, None)
+        if not problem.stochastic:
+            raise ValueError(f"{self.backend}/{self.method} solves SDEs; this problem has no "
+                             "diffusion")
+        if increments is not None:
+            increments = np.ascontiguousarray(increments, dtype=np.float64)
+            counts, _ = step_grid(ts, self.options["dt"])
+            want = (x0.shape[0], int(counts.sum())) + problem.noise_shape
+            if increments.shape != want:
+                raise ValueError(f"increments must have shape {want} (E, steps, q1, q2), "
+                                 f"got {increments.shape}")
+        elif not isinstance(rng, np.random.Generator):
+            raise ValueError("an SDE solve needs rng (a numpy Generator) or explicit increments")
+        return self._solve(problem, x0, ts, p, (rng, increments))
 
     @abc.abstractmethod
-    def _solve(self, problem, x0, ts, p) -> np.ndarray: ...
+    def _solve(self, problem, x0, ts, p, noise) -> np.ndarray: ...
 
     def __repr__(self):
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
         return f"{type(self).__name__}({opts})"
+
+
+class FixedStep:
+    """Mixin of the fixed-step methods: option ``dt``, the largest step (grid of
+    :func:`step_grid`)."""
+
+    OPTIONS = {"dt": 1e-2}
+
+    def _check_options(self):
+        self.options["dt"] = check_positive("dt", self.options["dt"])

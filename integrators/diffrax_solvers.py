@@ -16,13 +16,12 @@ a sweep over p compiles once (per shape).
 
 import numpy as np
 
-from .base import AbstractIntegrator, check_positive, step_times
+from .base import AbstractIntegrator, FixedStep, check_positive, step_times
 
 # Default tuning constants.
 RTOL = 1e-6
 ATOL = 1e-9
 MAX_STEPS = 100_000
-DT = 1e-2
 
 
 def _backend():
@@ -41,7 +40,6 @@ def trace_count() -> int:
 
 class DiffraxIntegrator(AbstractIntegrator):
     backend = "diffrax"
-    ADAPTIVE = False
 
     def _key(self):
         return None
@@ -49,7 +47,7 @@ class DiffraxIntegrator(AbstractIntegrator):
     def _grid(self, ts):
         return None
 
-    def _solve(self, problem, x0, ts, p):
+    def _solve(self, problem, x0, ts, p, noise):
         if problem.drift_jax is None:
             raise ValueError("the diffrax backend needs Problem.drift_jax (a JAX function)")
         if ts.shape[0] == 1:
@@ -65,7 +63,6 @@ class DiffraxIntegrator(AbstractIntegrator):
 class DiffraxAdaptive(DiffraxIntegrator):
     """Adaptive embedded Runge-Kutta pair (error-controlled steps)."""
 
-    ADAPTIVE = True
     OPTIONS = {"rtol": RTOL, "atol": ATOL, "dt0": None, "max_steps": MAX_STEPS}
 
     def _check_options(self):
@@ -85,13 +82,8 @@ class DiffraxAdaptive(DiffraxIntegrator):
         return (o["rtol"], o["atol"], o["dt0"], o["max_steps"])
 
 
-class DiffraxFixed(DiffraxIntegrator):
+class DiffraxFixed(FixedStep, DiffraxIntegrator):
     """Fixed-step explicit Runge-Kutta on the numba backend's step grid."""
-
-    OPTIONS = {"dt": DT}
-
-    def _check_options(self):
-        self.options["dt"] = check_positive("dt", self.options["dt"])
 
     def _grid(self, ts):
         return step_times(ts, self.options["dt"])

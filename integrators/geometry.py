@@ -104,6 +104,5 @@ SPHERE = Geometry(
 POSTNORM = Geometry(
     "postnorm", _euclid_project, _sphere_retract, _euclid_project_jax, _sphere_retract_jax
 )
-GEOMETRIES = {g.name: g for g in (EUCLIDEAN, SPHERE, POSTNORM)}
 
-__all__ = ["Geometry", "EUCLIDEAN", "SPHERE", "POSTNORM", "GEOMETRIES"]
+__all__ = ["Geometry", "EUCLIDEAN", "SPHERE", "POSTNORM"]

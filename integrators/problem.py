@@ -1,7 +1,15 @@
-"""An initial-value problem, minus its initial state: x' = P_x f(t, x; p) on a geometry."""
+"""An initial-value problem, minus its initial state:
+
+    dx = P_x f(t, x; p) dt  [+ P_x g(t, x; p)[dW_t]]     on a geometry,
+
+an ODE, or an Ito SDE when a diffusion is given (W: a standard Brownian motion with values in
+R^{q1 x q2}, the *control*, e.g. one d x d matrix shared by all n rows of a member,
+independent across members; g is linear in dW and returns a state-shaped increment; any scale
+such as sigma / sqrt(d) belongs to g, so the integrators only ever draw N(0, h) entries).
+"""
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -10,20 +18,29 @@ from .geometry import EUCLIDEAN, Geometry
 
 @dataclass(frozen=True, eq=False)
 class Problem:
-    """The vector field of an ensemble ODE  dx/dt = P_x f(t, x; p),  x in M subset R^{n x d}.
+    """The vector field(s) of an ensemble ODE or SDE.
 
-    - ``drift``: numba first-class function with ``numba_abi.DRIFT_SIG`` (numba backend);
+    - ``drift``: numba ``numba_abi.DRIFT_SIG`` function (numba backend; for an SDE, the full
+      Ito drift);
     - ``drift_jax``: pure ``(t, x, p) -> f`` on one member (diffrax backend);
     - ``p``: flat float64 parameter vector, shared by all members;
-    - ``geometry``: :class:`integrators.geometry.Geometry` giving P_x and the retraction.
+    - ``geometry``: :class:`integrators.geometry.Geometry` giving P_x and the retraction;
+    - ``diffusion`` / ``diffusion_jax``: ``numba_abi.DIFFUSION_SIG`` function and its JAX twin
+      ``(t, x, p, dw) -> g[dw]``, with ``noise_shape`` = (q1, q2); None for an ODE;
+    - ``work``: scratch floats a numba drift (or diffusion) needs per member: an int, or
+      ``(n, d, p) -> int``.
 
-    Either drift may be None when its backend is not used.
+    Either backend's functions may be None when that backend is not used.
     """
 
     drift: Optional[Callable] = None
     drift_jax: Optional[Callable] = None
     p: np.ndarray = field(default_factory=lambda: np.zeros(0))
     geometry: Geometry = EUCLIDEAN
+    diffusion: Optional[Callable] = None
+    diffusion_jax: Optional[Callable] = None
+    noise_shape: Optional[tuple] = None
+    work: Union[int, Callable[[int, int, np.ndarray], int]] = 0
 
     def __post_init__(self):
         p = np.array(self.p, dtype=np.float64, order="C")  # a copy: freezing must not touch the caller's array
@@ -33,3 +50,20 @@ class Problem:
         object.__setattr__(self, "p", p)
         if not isinstance(self.geometry, Geometry):
             raise ValueError(f"Problem.geometry must be a Geometry, got {self.geometry!r}")
+        stochastic = self.diffusion is not None or self.diffusion_jax is not None
+        if stochastic != (self.noise_shape is not None):
+            raise ValueError("an SDE problem needs both a diffusion and its noise_shape (q1, q2)")
+        if stochastic:
+            shape = tuple(int(q) for q in self.noise_shape)
+            if len(shape) != 2 or min(shape) < 1:
+                raise ValueError(f"noise_shape must be (q1, q2) with q1, q2 >= 1, got {self.noise_shape}")
+            object.__setattr__(self, "noise_shape", shape)
+
+    @property
+    def stochastic(self) -> bool:
+        return self.noise_shape is not None
+
+    def work_size(self, n: int, d: int) -> int:
+        """Scratch floats per member for states of shape (n, d) (at least 1)."""
+        size = self.work(n, d, self.p) if callable(self.work) else self.work
+        return max(1, int(size))

@@ -6,8 +6,9 @@ BACKENDS = {
     "numba": {**numba_fixed.METHODS, **sde_numba.METHODS},
     "diffrax": {**diffrax_solvers.METHODS, **sde_diffrax.METHODS},
 }
-# Methods that solve SDEs (their solve() takes rng= or increments=; see integrators.sde_base).
-SDE_METHODS = frozenset(sde_numba.METHODS) | frozenset(sde_diffrax.METHODS)
+# Methods that solve SDEs (their solve() takes rng= or increments=; see integrators.base).
+SDE_METHODS = frozenset(m for methods in BACKENDS.values() for m, cls in methods.items()
+                        if cls.stochastic)
 
 
 def available() -> dict[str, list[str]]:

@@ -17,8 +17,7 @@ import functools
 
 import numpy as np
 
-from .base import step_times
-from .sde_base import AbstractSDEIntegrator
+from .base import AbstractIntegrator, FixedStep, step_times
 
 
 @functools.lru_cache(maxsize=64)
@@ -76,15 +75,17 @@ def _ensemble_sde(drift_jax, diffusion_jax, project_jax, retract_jax, flat, nois
     return jax.jit(jax.vmap(solve_one, in_axes=(0, 0, None, None, None)))
 
 
-class DiffraxEulerMaruyama(AbstractSDEIntegrator):
+class DiffraxEulerMaruyama(FixedStep, AbstractIntegrator):
     """Euler-Maruyama (``diffrax.Euler`` with a Brownian ``ControlTerm``); option ``dt``."""
 
     backend = "diffrax"
     method = "euler_maruyama"
+    stochastic = True
 
-    def _solve_sde(self, problem, x0, ts, p, rng, increments):
+    def _solve(self, problem, x0, ts, p, noise):
+        rng, increments = noise
         if problem.drift_jax is None or problem.diffusion_jax is None:
-            raise ValueError("the diffrax backend needs SDEProblem.drift_jax and .diffusion_jax")
+            raise ValueError("the diffrax backend needs Problem.drift_jax and .diffusion_jax")
         if ts.shape[0] == 1:
             return x0[:, None].copy()
         g = problem.geometry

@@ -22,42 +22,40 @@ import numba
 import numpy as np
 from numba import prange, types
 
-from .base import step_grid
-from .numba_abi import DIFFUSION_FN, DRIFT_FN, NJIT_PARALLEL, PROJECT_FN, RETRACT_FN
-from .sde_base import AbstractSDEIntegrator
+from .base import AbstractIntegrator, FixedStep, step_grid
+from .numba_abi import (DIFFUSION_FN, DRIFT_FN, F1, F3, F4, I1, NJIT_PARALLEL, PROJECT_FN,
+                        RETRACT_FN)
 from .sde_rng import STREAMS, fill_normals, member_streams
 
-_F1 = types.float64[::1]
-_F3 = types.float64[:, :, ::1]
-_F4 = types.float64[:, :, :, ::1]
-
 _EM_SIG = types.void(
-    _F3,  # x0 (E, n, d)
-    _F1,  # ts
-    types.int64[::1],  # steps per save interval
-    _F1,  # step size per save interval
-    _F1,  # p
+    F3,  # x0 (E, n, d)
+    F1,  # ts
+    I1,  # steps per save interval
+    F1,  # step size per save interval
+    F1,  # p
     DRIFT_FN,
     DIFFUSION_FN,
     PROJECT_FN,
     RETRACT_FN,
     types.int64,  # q1
     types.int64,  # q2
+    types.int64,  # workspace floats of drift and diffusion
     STREAMS,  # (E, 4) per-member streams (used when increments is empty)
-    _F4,  # increments (E, N, q1, q2) or shape (0, 0, 0, 0)
-    _F4,  # out (E, T, n, d)
+    F4,  # increments (E, N, q1, q2) or shape (0, 0, 0, 0)
+    F4,  # out (E, T, n, d)
 )
 
 
 @numba.njit(_EM_SIG, **NJIT_PARALLEL)
 def _em_ensemble(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, q2,
-                 streams, increments, out):
+                 work_size, streams, increments, out):
     n_members, n, d = x0.shape
     given = increments.shape[0] > 0
     for e in prange(n_members):
         x = x0[e].copy()
         f = np.empty((n, d))
         g = np.empty((n, d))
+        work = np.empty(work_size)
         dw_flat = np.empty(q1 * q2)
         dw = dw_flat.reshape((q1, q2))
         s = streams[e].copy()
@@ -74,9 +72,9 @@ def _em_ensemble(x0, ts, counts, steps, p, drift, diffusion, project, retract, q
                     fill_normals(s, dw_flat)
                     for r in range(q1 * q2):
                         dw_flat[r] *= sq
-                drift(t, x, p, f)
+                drift(t, x, p, f, work)
                 project(x, f)
-                diffusion(t, x, p, dw, g)
+                diffusion(t, x, p, dw, g, work)
                 project(x, g)
                 for r in range(n):
                     for q in range(d):
@@ -87,16 +85,18 @@ def _em_ensemble(x0, ts, counts, steps, p, drift, diffusion, project, retract, q
         streams[e] = s
 
 
-class NumbaEulerMaruyama(AbstractSDEIntegrator):
+class NumbaEulerMaruyama(FixedStep, AbstractIntegrator):
     """Euler-Maruyama with projection and retraction (Ito; strong order 1/2, weak order 1).
     Option ``dt``: the largest step (grid of :func:`integrators.base.step_grid`)."""
 
     backend = "numba"
     method = "euler_maruyama"
+    stochastic = True
 
-    def _solve_sde(self, problem, x0, ts, p, rng, increments):
+    def _solve(self, problem, x0, ts, p, noise):
+        rng, increments = noise
         if problem.drift is None or problem.diffusion is None:
-            raise ValueError("the numba backend needs SDEProblem.drift and .diffusion "
+            raise ValueError("the numba backend needs Problem.drift and .diffusion "
                              "(numba DRIFT_SIG / DIFFUSION_SIG functions)")
         g = problem.geometry
         q1, q2 = problem.noise_shape
@@ -109,7 +109,8 @@ class NumbaEulerMaruyama(AbstractSDEIntegrator):
             streams = np.ones((E, 4), dtype=np.uint64)
         out = np.empty((E, ts.shape[0]) + x0.shape[1:])
         _em_ensemble(x0, ts, counts, steps, np.array(p), problem.drift, problem.diffusion,
-                     g.project, g.retract, q1, q2, streams, increments, out)
+                     g.project, g.retract, q1, q2, problem.work_size(*x0.shape[1:]), streams,
+                     increments, out)
         return out
 
 

@@ -15,7 +15,7 @@ from integrators.numba_abi import DRIFT_SIG, NJIT
 
 
 @numba.njit(DRIFT_SIG, **NJIT)
-def logistic_drift(t, x, p, out):
+def logistic_drift(t, x, p, out, work):
     out[0, 0] = p[0] * x[0, 0] * (1.0 - x[0, 0])
     out[0, 1] = p[1] * np.cos(t) * x[0, 1]
 
@@ -44,7 +44,7 @@ LOGISTIC_X0 = np.array([[[0.2, 1.0]], [[0.7, -0.5]], [[0.05, 2.0]]])
 
 
 @numba.njit(DRIFT_SIG, **NJIT)
-def sphere_drift(t, x, p, out):
+def sphere_drift(t, x, p, out, work):
     n, d = x.shape
     a = np.cos(p[d * d] * t) / n
     for i in range(n):
@@ -113,7 +113,7 @@ SPHERE_P, SPHERE_X0 = _sphere_setup()
 
 
 @numba.njit(DRIFT_SIG, **NJIT)
-def blowup_drift(t, x, p, out):
+def blowup_drift(t, x, p, out, work):
     for i in range(x.shape[0]):
         for k in range(x.shape[1]):
             out[i, k] = x[i, k] * x[i, k]

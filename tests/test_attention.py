@@ -4,8 +4,9 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from dyn import attention as att
-from dyn.attention.flow import _mean_field_blas, _mean_field_loops, _project_rows
-from dyn.attention.vexp import exp_shifted_inplace
+from dyn.attention.flow import _project_rows
+from dyn.numerics import mean_field as mf
+from dyn.numerics.vexp import exp_shifted_inplace
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
@@ -42,6 +43,16 @@ def sphere(rng, *shape):
 
 # ---------------------------------------------------------------- right-hand side
 
+def _kernel(kernel, x, p):
+    """One regime of the shared mean-field kernel on the arguments the attention drift passes."""
+    n, d = x.shape
+    u = att.unpack_params(p)
+    out = np.empty_like(x)
+    kernel(x, u["beta"], u["normalization"] == "USA", u["M"], u["M_identity"], u["V"],
+           u["V_identity"], out, np.empty(n * n + 2 * n + 2 * n * d))
+    return out
+
+
 @pytest.mark.parametrize("norm", ["SA", "USA"])
 @pytest.mark.parametrize("mats", [False, True])
 @pytest.mark.parametrize("n,d", [(7, 2), (32, 3), (130, 4)])
@@ -54,9 +65,8 @@ def test_drift_matches_oracle_both_branches(norm, mats, n, d):
     want = ref_velocity(x, beta, norm, Q, K, V)
     p = att.pack_params(beta, d, norm, Q, K, V)
     scale = np.abs(want).max()
-    for kernel in (_mean_field_loops, _mean_field_blas):
-        out = np.empty_like(x)
-        kernel(x, p, out)
+    for kernel in (mf._loops, mf._blas):
+        out = _kernel(kernel, x, p)
         _project_rows(x, out)
         np.testing.assert_allclose(out, want, rtol=0, atol=1e-12 * scale)
     np.testing.assert_allclose(att.velocity(x, beta, norm, Q, K, V), want, rtol=0, atol=1e-12 * scale)
@@ -67,9 +77,7 @@ def test_blas_branch_large_beta_uses_true_max():
     rng = np.random.default_rng(3)
     x = sphere(rng, 20, 3)
     for beta in (50.0, 400.0, -400.0):
-        p = att.pack_params(beta, 3)
-        out = np.empty_like(x)
-        _mean_field_blas(x, p, out)
+        out = _kernel(mf._blas, x, att.pack_params(beta, 3))
         _project_rows(x, out)
         np.testing.assert_allclose(out, ref_velocity(x, beta), atol=1e-12)
 
@@ -102,8 +110,7 @@ def test_jax_twin_matches_numba():
             Q, K, V = (np.eye(d) + 0.2 * rng.standard_normal((d, d)) for _ in range(3))
             p = att.pack_params(1.3, d, norm, Q, K, V)
             got = np.asarray(jax.jit(att.attention_drift_jax)(0.0, x, p))
-            want = np.empty_like(x)
-            att.attention_drift(0.0, x, p, want)
+            want = att.velocity(x, 1.3, norm, Q, K, V)
             np.testing.assert_allclose(got, want, atol=1e-12)
 
 
@@ -125,12 +132,16 @@ def test_params_validation_and_layout():
     np.testing.assert_array_equal(u["V"], 2 * np.eye(3))
     Q = np.arange(9.0).reshape(3, 3)
     np.testing.assert_array_equal(att.unpack_params(att.pack_params(1, 3, Q=Q))["M"], Q.T)
-    for bad in (dict(beta=np.inf), dict(beta="x"), dict(d=1), dict(normalization="XA"),
-                dict(Q=np.eye(2)), dict(V=np.full((3, 3), np.nan))):
+    for bad, words in ((dict(beta=np.inf), "beta must be finite"),
+                       (dict(beta="x"), "beta must be a real number"),
+                       (dict(d=1), "d must be an integer >= 2"),
+                       (dict(normalization="XA"), "normalization must be one of"),
+                       (dict(Q=np.eye(2)), r"Q must have shape \(3, 3\)"),
+                       (dict(V=np.full((3, 3), np.nan)), "V has non-finite entries")):
         kw = dict(beta=1.0, d=3) | bad
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=words):
             att.pack_params(**kw)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="x must have shape"):
         att.velocity(np.ones(3), 1.0)
 
 

@@ -12,7 +12,7 @@ jax.config.update("jax_enable_x64", True)
 
 def _problem(beta, d, norm="SA", **mats):
     p = att.pack_params(beta, d, norm, **mats)
-    return integrators.Problem(att.attention_drift, att.attention_drift_jax, p, integrators.SPHERE)
+    return att.flow_problem(p)
 
 
 @pytest.mark.parametrize("norm", ["SA", "USA"])

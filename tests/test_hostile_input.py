@@ -1,6 +1,6 @@
 """Hostile input, property-based: whatever a scenario file or `--set` holds, `dyn run` either
-accepts it or prints one clear line and exits with status 2 — never a traceback, never a new,
-partial or modified output file."""
+accepts it (and computes it into a fresh file) or prints one clear line and exits with status 2 —
+never a traceback, never a new, partial or modified output file."""
 from __future__ import annotations
 
 import copy
@@ -62,6 +62,29 @@ def mutated_documents(draw):
     return doc
 
 
+@st.composite
+def valid_documents(draw):
+    """Small changes that keep the scenario valid, so the accepting half is exercised too."""
+    doc = copy.deepcopy(BASE)
+    finite = st.floats(-5.0, 5.0, allow_nan=False)
+    doc["sweep"]["beta"] = draw(st.lists(finite, min_size=1, max_size=3, unique=True))
+    doc["sweep"]["normalization"] = draw(st.lists(st.sampled_from(["SA", "USA"]), min_size=1,
+                                                  max_size=2, unique=True))
+    doc["params"]["delta"] = draw(st.floats(0.0, 2.0))
+    doc["params"]["init"] = draw(st.sampled_from(["uniform", "hemisphere"]))
+    doc["ensemble"]["runs"] = draw(st.integers(1, 4))
+    doc["output"]["saves"] = draw(st.sampled_from([1, 2, 4]))
+    return doc
+
+
+def _cheap(scenario) -> bool:
+    """Small enough to run inside a property test (a valid mutation may ask for a huge sweep)."""
+    setup, cfg = scenario.setup, scenario.integrator
+    return (scenario.count * setup.runs <= 64 and setup.saves <= 16 and
+            cfg["horizon"] / (cfg.get("dt") or 0.1) <= 200 and
+            scenario.params.get("n", 5) <= 16 and scenario.params.get("d", 3) <= 4)
+
+
 @pytest.fixture(scope="module")
 def existing(tmp_path_factory) -> Path:
     """A finished output file (of the small scenario with sweep.beta = [1.0]) to aim runs at."""
@@ -93,12 +116,27 @@ def _expect_refusal(out: Path, tmp_path: Path, capsys, scenario_text: str, sets:
 
 
 @SETTINGS
-@given(doc=mutated_documents())
+@given(doc=st.one_of(mutated_documents(), valid_documents()))
 def test_mutated_scenarios_are_accepted_or_refused_cleanly(existing, tmp_path_factory, capsys, doc):
     tmp_path = tmp_path_factory.mktemp("hostile")
+    text = tomli_w.dumps(doc)
+    try:
+        scenario = resolve(doc)
+    except ScenarioError:
+        scenario = None
+    if scenario is not None and _cheap(scenario):
+        # accepted: computed into a fresh file, every point done (ok or recorded as diverged)
+        path = tmp_path / "valid.toml"
+        path.write_text(text, encoding="utf-8")
+        fresh = tmp_path / "fresh.h5"
+        assert main(["run", str(path), "--out", str(fresh), "--no-progress"]) == 0
+        with dyn.open(fresh) as ds:
+            assert (ds["status"].values != 0).all() and (ds["status"].values != 3).all()
+        capsys.readouterr()
     # Invalid documents are refused by validation; a valid one differs from the scenario that
-    # made the existing file, so the run refuses it too. Either way: exit 2, nothing touched.
-    _expect_refusal(existing, tmp_path, capsys, tomli_w.dumps(doc), [])
+    # made the existing file, so a run aimed at that file is refused. Either way: exit 2,
+    # nothing touched.
+    _expect_refusal(existing, tmp_path, capsys, text, [])
 
 
 @SETTINGS

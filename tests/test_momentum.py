@@ -84,10 +84,19 @@ def test_each_layer_scales_phase_space_volume_by_gamma_to_the_d():
 
 def test_heavy_ball_layer_determinant_is_gamma_to_the_d():
     rng = np.random.default_rng(0)
-    A, _ = M.random_quadratic(rng, 4, 10.0)
-    gamma, eta = 0.7, 0.5
-    J = np.block([[np.eye(4) - eta * A, gamma * np.eye(4)], [-eta * A, gamma * np.eye(4)]])
-    assert np.linalg.det(J) == pytest.approx(gamma**4, rel=1e-12)  # 8 x 8 det in float64
+    d, gamma, eta = 4, 0.7, 0.5
+    A, xstar = M.random_quadratic(rng, d, 10.0)
+    # the Jacobian of the project's layer, column by column (the layer is affine in (x - x*, v))
+    basis = np.eye(2 * d)
+    x1, v1 = M.heavy_ball_layer(xstar + basis[:, :d], basis[:, d:], A, xstar, gamma, eta)
+    J = np.concatenate([x1 - xstar, v1], axis=1).T
+    np.testing.assert_allclose(J, M.layer_matrix(A, gamma, eta), atol=1e-15)
+    assert np.linalg.det(J) == pytest.approx(gamma**d, rel=1e-12)  # 8 x 8 det in float64
+    # the rate heavy_ball converges at is the spectral radius of that matrix
+    # (measured over layers 40..80: past the transient, before rounding, rho^80 ~ 1e-6)
+    dist = M.heavy_ball(xstar + rng.standard_normal((1, d)), A, xstar, gamma, eta, 80)[0]
+    rate = (dist[80] / dist[40]) ** (1 / 40)
+    assert rate == pytest.approx(M.contraction_rate(A, gamma, eta), rel=0.02)
 
 
 # --- depth limits -----------------------------------------------------------------------------
@@ -159,8 +168,12 @@ def test_negative_values_only_below_discriminant_threshold():
         assert M.psi(first - 1e-6, eps) < 0 < M.psi(first + 1e-6, eps)
         if first > A_GRID[0]:
             assert np.any(values < 0)                    # negative eigenvalues are reached
-    # first-order flows: e^a > 0 everywhere
-    assert np.all(np.exp(A_GRID) > 0)
+    # first-order flows x' = a x reach only e^a > 0 (solved by the integrators here)
+    for a in A_GRID[::30]:
+        p = M.pack_field("affine", 1, eps=1.0, W1=[[a]])
+        x1 = M.solve_first_order(p, np.ones((1, 1)), [0.0, 1.0], "numba", "rk4", dt=1e-3)[0, -1, 0]
+        # RK4 at h |a| <= 0.03: relative error ~ N (h a)^5 / 120 <= 2e-7
+        assert x1 > 0 and x1 == pytest.approx(np.exp(a), rel=1e-6)
 
 
 def test_simulated_signs_agree_with_closed_form():

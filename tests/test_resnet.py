@@ -43,7 +43,8 @@ def test_numba_and_jax_drifts_agree_and_reference_is_tight():
     for act in rn.ACTIVATIONS:
         prob = rn.problem(wf, act)
         out = np.empty_like(x)
-        rn.resnet_drift(0.3, x, np.array(prob.p), out)  # Problem stores p read-only
+        work = np.empty(prob.work_size(*x.shape))
+        rn.resnet_drift(0.3, x, np.array(prob.p), out, work)  # Problem stores p read-only
         W, V = (a[0] for a in rn.evaluate(wf, 0.3))
         np.testing.assert_allclose(out, rn.activation_numpy(act)(x @ W.T) @ V.T, atol=1e-13)
         np.testing.assert_allclose(np.asarray(prob.drift_jax(0.3, x, prob.p)), out, atol=1e-13)

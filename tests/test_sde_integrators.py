@@ -14,12 +14,12 @@ MU, SIG = 0.5, 0.8  # geometric Brownian motion dX = MU X dt + SIG X dW
 
 
 @numba.njit(DRIFT_SIG, **NJIT)
-def gbm_drift(t, x, p, out):
+def gbm_drift(t, x, p, out, work):
     out[0, 0] = p[0] * x[0, 0]
 
 
 @numba.njit(DIFFUSION_SIG, **NJIT)
-def gbm_diffusion(t, x, p, dw, out):
+def gbm_diffusion(t, x, p, dw, out, work):
     out[0, 0] = p[1] * x[0, 0] * dw[0, 0]
 
 
@@ -31,8 +31,8 @@ def gbm_diffusion_jax(t, x, p, dw):
     return p[1] * x * dw[0, 0]
 
 
-GBM = integrators.SDEProblem(gbm_drift, gbm_diffusion, gbm_drift_jax, gbm_diffusion_jax,
-                             (1, 1), [MU, SIG])
+GBM = integrators.Problem(gbm_drift, gbm_drift_jax, [MU, SIG], diffusion=gbm_diffusion,
+                          diffusion_jax=gbm_diffusion_jax, noise_shape=(1, 1))
 
 
 def test_streams_are_normal_and_reproducible():

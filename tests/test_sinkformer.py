@@ -71,7 +71,7 @@ def test_energy_identity_along_sinkhorn_flow():
     x0 = _gauss(5, 24, d)[None]
     ts = np.linspace(0.0, 0.5, 6)
     xs = integrators.get("numba", "rk4", dt=1e-3).solve(
-        integrators.Problem(sf.sinkformer_drift, None, p, integrators.EUCLIDEAN), x0, ts)[0]
+        sf.flow_problem(p), x0, ts)[0]
     h = 1e-4
     for x in xs:
         v = sf.velocity(x, p)
@@ -105,7 +105,7 @@ def test_heat_limit_variance_slope():
     for norm in ("sinkhorn", "softmax"):
         p = sf.heat_params(1, alpha, tau, norm, iterations=1000, tol=1e-9)
         xs = integrators.get("numba", "rk4", dt=0.01).solve(
-            integrators.Problem(sf.sinkformer_drift, None, p, integrators.EUCLIDEAN), x0, ts)
+            sf.flow_problem(p), x0, ts)
         slopes[norm] = np.polyfit(ts, sf.variance(xs).mean(axis=0), 1)[0]
     # 2 alpha = 1. Tolerance 10 %: finite n (kernel density of 300 points, sampling fluctuation
     # of the variance ~ sqrt(2/n) ~ 8 % on its growth over 2 runs is partly common to both ends)
@@ -122,7 +122,7 @@ def test_discrete_sinkformer_converges_to_flow_at_order_one():
     x0 = _gauss(7, 12, d)[None]
     T = 1.0
     ref = integrators.get("numba", "rk4", dt=1e-3).solve(
-        integrators.Problem(sf.sinkformer_drift, None, p, integrators.EUCLIDEAN),
+        sf.flow_problem(p),
         x0, np.array([0.0, T]))[0, -1]
     depths = np.array([16, 32, 64, 128])
     err = [np.abs(sf.sinkformer_layers(x0, L, T, p)[0, -1] - ref).max() for L in depths]
@@ -146,7 +146,7 @@ def test_numba_and_diffrax_agree():
     x0 = np.stack([_gauss(9, 10, d), _gauss(10, 10, d)])
     ts = np.linspace(0.0, 0.5, 3)
     for p in (sf.pack_params(d, "sinkhorn", 4, W=W, WV=W), sf.heat_params(d, 0.5, 0.3, "sinkhorn", 500, 1e-12)):
-        prob = integrators.Problem(sf.sinkformer_drift, sf.sinkformer_drift_jax, p, integrators.EUCLIDEAN)
+        prob = sf.flow_problem(p)
         a = integrators.get("numba", "rk4", dt=1e-2).solve(prob, x0, ts)
         b = integrators.get("diffrax", "rk4", dt=1e-2).solve(prob, x0, ts)
         # same RK4 steps, same plan up to the Sinkhorn tolerance and rounding
@@ -154,12 +154,12 @@ def test_numba_and_diffrax_agree():
 
 
 def test_pack_params_rejects_bad_input():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="normalization must be one of"):
         sf.pack_params(2, "sparsemax")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="iterations must be an integer >= 1"):
         sf.pack_params(2, iterations=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="tau must be finite and > 0"):
         sf.pack_params(2, scores="sqdist", tau=0.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"W must have shape \(2, 2\)"):
         sf.pack_params(2, W=np.eye(3))
     assert sf.unpack_params(sf.pack_params(3, "softmax", 50, 1e-3))["iterations"] == 1

@@ -47,8 +47,9 @@ def test_tokens_stay_on_the_sphere():
 def _assert_coefficients(z, p, dw, want_f, want_g) -> None:
     """numba and JAX drift and diffusion of the token SDE equal the formulas to rounding."""
     f, g = np.empty_like(z), np.empty_like(z)
-    ts.token_drift(0.0, z, p, f)
-    ts.token_diffusion(0.0, z, p, dw, g)
+    work = np.empty(ts.work_size(*z.shape))
+    ts.token_drift(0.0, z, p, f, work)
+    ts.token_diffusion(0.0, z, p, dw, g, work)
     np.testing.assert_allclose(f, want_f, atol=1e-14)
     np.testing.assert_allclose(g, want_g, atol=1e-14)
     integrators.configure_jax()  # float64

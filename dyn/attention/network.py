@@ -16,8 +16,16 @@ import numpy as np
 import integrators
 from integrators.geometry import POSTNORM
 
-from .flow import _as_tokens, attention_mean_field, attention_mean_field_jax
-from .params import pack_params
+from ..dynamics import Dynamics, register
+from .flow import _as_tokens, _example, attention_mean_field, attention_mean_field_jax, work_size
+from .params import LAYOUT, pack_params
+
+# Explicit Euler on the POSTNORM geometry (retraction, no projection) of the raw mean field is
+# the post-norm residual layer x_i <- normalize(x_i + h m_i).
+POSTNORM_NETWORK = register(Dynamics("attention_postnorm", LAYOUT, attention_mean_field,
+                                     attention_mean_field_jax, POSTNORM, example=_example,
+                                     work=work_size))
+
 
 def save_layers(depth: int, save_every: int | None = None, save_at=None) -> np.ndarray:
     """Sorted unique layer indices to record: ``save_at`` if given, else every ``save_every``-th
@@ -59,6 +67,6 @@ def postnorm_layers(x0, depth: int, horizon: float, beta: float, normalization: 
     h = horizon / depth
     start = [0] if layers[0] != 0 else []  # the solve starts at layer 0 whatever is saved
     ts = np.concatenate([start, layers]) * h
-    problem = integrators.Problem(attention_mean_field, attention_mean_field_jax, p, POSTNORM)
+    problem = POSTNORM_NETWORK.problem(p)
     states = integrators.get("numba", "euler", dt=h).solve(problem, x0, ts)[:, len(start):]
     return states[0] if single else states

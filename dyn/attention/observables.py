@@ -1,6 +1,6 @@
 """Observables of token configurations, vectorized over leading axes: ``x`` has shape (..., n, d).
 
-With the Gram matrix ``G_ij = <x_i, x_j>``:
+With ``G_ij = <x_i, x_j>``:
 - ``energy_usa``:    E(X) = 1/(2 beta n^2) sum_ij exp(beta G_ij)  (increases along the USA flow, V = I)
 - ``pair_fraction``: fraction of unordered pairs i < j with G_ij > 1 - delta
 - ``n_clusters``:    connected components of the graph {i ~ j : G_ij > 1 - delta}
@@ -28,12 +28,6 @@ def _delta(delta) -> float:
     if not np.isfinite(delta) or delta < 0:
         raise ValueError(f"delta must be finite and >= 0, got {delta}")
     return delta
-
-
-def gram(x) -> np.ndarray:
-    """G = x x^T over the last two axes: (..., n, n)."""
-    x = _tokens(x)
-    return x @ np.swapaxes(x, -1, -2)
 
 
 # One pass over the pairs of each configuration: [pair fraction, min inner product, sum_ij e^{beta G_ij}]

@@ -1,20 +1,11 @@
-"""Flat parameter vector of the attention flow on the sphere.
+"""The parameters of attention on the sphere, declared once: the scenario fields (types, defaults,
+bounds, docs) and the flat vector the numba and JAX right-hand sides read, derived from them.
 
-Scores are ``s_ij = beta <Q x_i, K x_j> = beta x_i^T M x_j`` with ``M = Q^T K``; the value map is
-``V``. Every right-hand side (numba and JAX) reads one flat float64 vector ``p``:
-
-=================  =========================================================
-``p[0]``           beta (inverse temperature)
-``p[1]``           normalization: 0.0 = SA (softmax, ``Z_i = sum_k e^{s_ik}``), 1.0 = USA (``Z_i = n``)
-``p[2]``           d (token dimension, stored as a float)
-``p[3]``           1.0 if M is the identity (numba skips the matmul), else 0.0
-``p[4]``           1.0 if V is the identity (numba skips the matmul), else 0.0
-``p[5:5+d*d]``     M = Q^T K, row-major
-``p[5+d*d:5+2d*d]`` V, row-major
-=================  =========================================================
-
-The length is ``HEADER + 2 d^2`` whatever the flags, so a sweep over beta (or over the matrices)
-keeps one shape and JAX compiles once. The JAX twin ignores the flags and always multiplies.
+Scores are ``s_ij = beta <Q x_i, K x_j> = beta x_i^T M x_j`` with ``M = Q^T K``; values ``V``.
+The vector (:data:`LAYOUT`): beta; usa (1 for USA, Z_i = n; 0 for SA, the softmax); d; flags
+m_identity and v_identity (numba skips the products); then the blocks M and V (d x d each,
+row-major). Its length is ``header + 2 d^2`` whatever the flags, so a sweep over beta or over
+the matrices keeps one shape and JAX compiles once. The JAX twin ignores the flags.
 """
 from __future__ import annotations
 
@@ -22,14 +13,29 @@ import math
 
 import numpy as np
 
-HEADER = 5
-IDX_BETA, IDX_NORM, IDX_DIM, IDX_M_IDENTITY, IDX_V_IDENTITY = range(HEADER)
-NORMALIZATIONS = {"SA": 0.0, "USA": 1.0}
+from ..layout import Layout
+from ..schema import Field
+
+NORMALIZATIONS = ("SA", "USA")
+
+FIELDS = {
+    # n <= 10^4 keeps the n x n attention matrix of one run under 1 GiB
+    "n": Field("int", 32, "number of tokens n", lo=1, hi=10_000),
+    "d": Field("int", 2, "token dimension d", lo=2, hi=1024),
+    "beta": Field("float", 1.0, "inverse temperature beta"),
+    "normalization": Field("str", "SA", "attention normalization", choices=NORMALIZATIONS),
+    "Q": Field("matrix", None, "query matrix (default identity)", sweepable=False),
+    "K": Field("matrix", None, "key matrix (default identity)", sweepable=False),
+    "V": Field("matrix", None, "value matrix (default identity)", sweepable=False),
+}
+
+LAYOUT = Layout("attention", scalars=("beta", "usa", "d", "m_identity", "v_identity"),
+                blocks={"M": ("d", "d"), "V": ("d", "d")})
 
 
 def param_size(d: int) -> int:
-    """Length of ``p`` for token dimension ``d``: ``HEADER + 2 d^2``."""
-    return HEADER + 2 * d * d
+    """Length of ``p`` for token dimension ``d``: ``header + 2 d^2``."""
+    return LAYOUT.size({"d": d})
 
 
 def _matrix(name: str, a, d: int) -> np.ndarray:
@@ -46,19 +52,10 @@ def _matrix(name: str, a, d: int) -> np.ndarray:
     return a
 
 
-def _normalization(normalization: str) -> float:
-    key = str(normalization).upper()
-    if key not in NORMALIZATIONS:
-        raise ValueError(f"normalization must be one of {sorted(NORMALIZATIONS)}, got {normalization!r}")
-    return NORMALIZATIONS[key]
-
-
 def pack_params(beta: float, d: int, normalization: str = "SA", Q=None, K=None, V=None) -> np.ndarray:
-    """Pack ``(beta, normalization, Q, K, V)`` into the flat vector ``p`` (layout in the module doc).
-
-    ``Q``, ``K``, ``V`` default to the identity; only ``M = Q^T K`` is stored.
-    Raises ValueError on a non-finite beta, ``d < 2``, a wrong matrix shape or non-finite entries.
-    """
+    """The flat vector ``p`` of (beta, normalization, Q, K, V); Q, K, V default to the identity
+    and only M = Q^T K is stored. Raises ValueError on a non-finite beta, d < 2, an unknown
+    normalization, a wrong matrix shape or non-finite entries."""
     try:
         beta = float(beta)
     except (TypeError, ValueError):
@@ -68,40 +65,29 @@ def pack_params(beta: float, d: int, normalization: str = "SA", Q=None, K=None, 
     if isinstance(d, bool) or int(d) != d or int(d) < 2:
         raise ValueError(f"d must be an integer >= 2, got {d!r}")
     d = int(d)
-    norm = _normalization(normalization)
-    q, k, v = _matrix("Q", Q, d), _matrix("K", K, d), _matrix("V", V, d)
-    m = q.T @ k
+    key = str(normalization).upper()
+    if key not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+    m = _matrix("Q", Q, d).T @ _matrix("K", K, d)
+    v = _matrix("V", V, d)
     eye = np.eye(d)
-    p = np.empty(param_size(d))
-    p[IDX_BETA] = beta
-    p[IDX_NORM] = norm
-    p[IDX_DIM] = d
-    p[IDX_M_IDENTITY] = 1.0 if np.array_equal(m, eye) else 0.0
-    p[IDX_V_IDENTITY] = 1.0 if np.array_equal(v, eye) else 0.0
-    p[HEADER:HEADER + d * d] = m.ravel()
-    p[HEADER + d * d:] = v.ravel()
-    return p
+    return LAYOUT.pack(beta=beta, usa=key == "USA", d=d, m_identity=np.array_equal(m, eye),
+                       v_identity=np.array_equal(v, eye), M=m, V=v)
+
+
+def pack(values) -> np.ndarray:
+    """The vector of a sweep point's values (the keys of :data:`FIELDS`)."""
+    return pack_params(values["beta"], values["d"], values["normalization"], values.get("Q"),
+                       values.get("K"), values.get("V"))
 
 
 def unpack_params(p) -> dict:
-    """Inverse of :func:`pack_params` (for inspection): beta, normalization, d, M, V and flags."""
+    """Inverse of :func:`pack_params` (for inspection): beta, normalization, d, M, V, flags."""
     p = np.asarray(p, dtype=np.float64)
-    d = int(p[IDX_DIM])
+    d = int(p[LAYOUT.index("d")])
     if p.shape != (param_size(d),):
         raise ValueError(f"p has length {p.size}, expected {param_size(d)} for d = {d}")
-    return {
-        "beta": float(p[IDX_BETA]),
-        "normalization": "USA" if p[IDX_NORM] != 0.0 else "SA",
-        "d": d,
-        "M": p[HEADER:HEADER + d * d].reshape(d, d).copy(),
-        "V": p[HEADER + d * d:].reshape(d, d).copy(),
-        "M_identity": bool(p[IDX_M_IDENTITY]),
-        "V_identity": bool(p[IDX_V_IDENTITY]),
-    }
-
-
-def with_beta(p, beta: float) -> np.ndarray:
-    """Copy of ``p`` with beta replaced (a sweep axis)."""
-    q = np.array(p, dtype=np.float64, copy=True)
-    q[IDX_BETA] = float(beta)
-    return q
+    v = LAYOUT.unpack(p, {"d": d})
+    return {"beta": float(v["beta"]), "normalization": "USA" if v["usa"] else "SA", "d": d,
+            "M": v["M"].copy(), "V": v["V"].copy(), "M_identity": bool(v["m_identity"]),
+            "V_identity": bool(v["v_identity"])}

@@ -320,17 +320,17 @@ def exact_roundtrip(f, gamma: float, depth: int, theta, x0, v0, *, shared: bool 
 
 
 def layer_jacobian_logdet(f: Callable, gamma: float, theta, x, v) -> float:
-    """log |det| of the Jacobian of one layer (x, v) -> (x', v') in R^{2d} (jax.jacfwd): equals
-    d log gamma, since the map is a shear (x, v) -> (x, gamma v + (1-gamma) f(x)) then (x + v', v')."""
+    """log |det| of the Jacobian (jax.jacfwd) of one layer of :func:`momentum_net`,
+    (x, v) -> (x', v') in R^{2d}: d log gamma, since the map is a shear
+    (x, v) -> (x, gamma v + (1-gamma) f(x)) followed by (x + v', v')."""
     import jax
     import jax.numpy as jnp
 
     d = x.shape[-1]
+    layer = momentum_net(f, gamma, 1, memory_free=False)
 
-    def layer(z):
-        xx, vv = z[:d], z[d:]
-        vn = gamma * vv + (1.0 - gamma) * f(xx, theta)
-        return jnp.concatenate([xx + vn, vn])
+    def flat(z):
+        return jnp.concatenate(layer(theta, z[:d], z[d:]))
 
-    J = jax.jacfwd(layer)(jnp.concatenate([x, v]))
+    J = jax.jacfwd(flat)(jnp.concatenate([x, v]))
     return float(jnp.linalg.slogdet(J)[1])

@@ -5,15 +5,9 @@ Two kinds of field share one flat parameter layout (so a sweep keeps one shape):
     tanh:    g(x, t) = W2 tanh(W1 x + b + t c)        (a smooth, time-dependent one-hidden-layer net)
     affine:  g(x, t) = M x + b                        (linear maps a x, and -grad F for quadratics)
 
-=====================  ==================================================
-``p[0]``               eps (the mass of the second-order ODE)
-``p[1]``               kind: 0.0 = tanh, 1.0 = affine
-``p[2]``               d (stored as a float)
-``p[3:3+d*d]``         W1 (tanh) or M (affine), row-major
-``p[3+d*d:3+d*d+d]``   b
-next d                 c (tanh only)
-next d*d               W2 (tanh only)
-=====================  ==================================================
+The vector (:data:`LAYOUT`): eps (the mass of the second-order ODE); kind (0 tanh, 1 affine); d;
+then the blocks W1 (tanh) or M (affine) (d x d, row-major), b (d), c (d; tanh only) and W2
+(d x d; tanh only).
 
 Second-order ODE ``eps x'' + x' = g(x, t)`` as a first-order system on the (2, d) state
 ``[x; u]``, ``u = x'``:  ``x' = u``,  ``u' = (g(x, t) - u) / eps``.  First-order ODE ``x' = g`` on
@@ -26,15 +20,21 @@ import math
 import numpy as np
 from numba import njit, types
 
-from integrators.numba_abi import DRIFT_SIG, NJIT
+import integrators
+from integrators.numba_abi import DRIFT_SIG, F1, NJIT
 
-HEADER = 3
-IDX_EPS, IDX_KIND, IDX_DIM = range(HEADER)
+from ..dynamics import Dynamics, register
+from ..layout import Layout
+
 KINDS = {"tanh": 0.0, "affine": 1.0}
+LAYOUT = Layout("momentum_field", scalars=("eps", "kind", "d"),
+                blocks={"W1": ("d", "d"), "b": ("d",), "c": ("d",), "W2": ("d", "d")})
+EPS, KIND = LAYOUT.index("eps"), LAYOUT.index("kind")
+H = LAYOUT.header  # blocks: W1 at H, b at H + d^2, c at H + d^2 + d, W2 at H + d^2 + 2d
 
 
 def param_size(d: int) -> int:
-    return HEADER + 2 * d * d + 2 * d
+    return LAYOUT.size({"d": d})
 
 
 def pack_field(kind: str, d: int, *, eps: float = 1.0, W1=None, b=None, c=None, W2=None) -> np.ndarray:
@@ -43,38 +43,20 @@ def pack_field(kind: str, d: int, *, eps: float = 1.0, W1=None, b=None, c=None, 
     if kind not in KINDS:
         raise ValueError(f"unknown field kind {kind!r}; allowed: {sorted(KINDS)}")
     d = int(d)
-    p = np.zeros(param_size(d))
-    p[IDX_EPS], p[IDX_KIND], p[IDX_DIM] = float(eps), KINDS[kind], d
-    parts = ((W1, (d, d)), (b, (d,)), (c, (d,)), (W2, (d, d)))
-    at = HEADER
-    for arr, shape in parts:
-        size = int(np.prod(shape))
-        if arr is not None:
-            arr = np.asarray(arr, dtype=np.float64)
-            if arr.shape != shape:
-                raise ValueError(f"field array of shape {arr.shape}, expected {shape}")
-            p[at:at + size] = arr.ravel()
-        at += size
-    return p
+    blocks = {}
+    for name, arr in (("W1", W1), ("b", b), ("c", c), ("W2", W2)):
+        shape = LAYOUT.shape(name, {"d": d})
+        blocks[name] = np.zeros(shape) if arr is None else np.asarray(arr, dtype=np.float64)
+        if blocks[name].shape != shape:
+            raise ValueError(f"field array of shape {blocks[name].shape}, expected {shape}")
+    return LAYOUT.pack(eps=float(eps), kind=KINDS[kind], d=d, **blocks)
 
 
 def unpack_field(p) -> tuple[str, float, dict]:
     p = np.asarray(p, dtype=np.float64)
-    d = int(p[IDX_DIM])
-    kind = "tanh" if p[IDX_KIND] == 0.0 else "affine"
-    at = HEADER
-    out = {}
-    for name, shape in (("W1", (d, d)), ("b", (d,)), ("c", (d,)), ("W2", (d, d))):
-        size = int(np.prod(shape))
-        out[name] = p[at:at + size].reshape(shape)
-        at += size
-    return kind, float(p[IDX_EPS]), out
-
-
-def with_eps(p, eps: float) -> np.ndarray:
-    p = np.array(p, dtype=np.float64)
-    p[IDX_EPS] = eps
-    return p
+    v = LAYOUT.unpack(p, {"d": int(p[LAYOUT.index("d")])})
+    kind = "tanh" if v["kind"] == 0.0 else "affine"
+    return kind, float(v["eps"]), {name: v[name] for name in LAYOUT.blocks}
 
 
 def random_tanh_field(rng: np.random.Generator, d: int, eps: float = 1.0, scale: float = 1.0) -> np.ndarray:
@@ -93,39 +75,27 @@ def field_numpy(t: float, x: np.ndarray, p) -> np.ndarray:
 
 
 def field_jax(t, x, p):
-    """g(x, t) for one x of shape (d,) (JAX; p traced, d read from the static length of p)."""
+    """g(x, t) for one x of shape (d,) (JAX; p traced, d from the static shape of x)."""
     import jax.numpy as jnp
 
-    d = _dim_from_size(p.shape[0])
-    W1 = p[HEADER:HEADER + d * d].reshape(d, d)
-    b = p[HEADER + d * d:HEADER + d * d + d]
-    c = p[HEADER + d * d + d:HEADER + d * d + 2 * d]
-    W2 = p[HEADER + d * d + 2 * d:].reshape(d, d)
-    affine = W1 @ x + b
-    tanh = W2 @ jnp.tanh(W1 @ x + b + t * c)
-    return jnp.where(p[IDX_KIND] == 0.0, tanh, affine)
+    v = LAYOUT.unpack(p, {"d": x.shape[0]})
+    affine = v["W1"] @ x + v["b"]
+    tanh = v["W2"] @ jnp.tanh(v["W1"] @ x + v["b"] + t * v["c"])
+    return jnp.where(v["kind"] == 0.0, tanh, affine)
 
 
-def _dim_from_size(size: int) -> int:
-    # size = HEADER + 2 d^2 + 2 d  ->  d = (-1 + sqrt(1 + 2 (size - HEADER))) / 2
-    d = int(round((-1 + math.sqrt(1 + 2 * (size - HEADER))) / 2))
-    if param_size(d) != size:
-        raise ValueError(f"parameter vector of length {size} is not a field layout")
-    return d
-
-
-_G_SIG = types.void(types.float64, types.float64[::1], types.float64[::1], types.float64[::1])
+_G_SIG = types.void(types.float64, F1, F1, F1, F1)
 
 
 @njit(_G_SIG, **NJIT)
-def _field_row(t, x, p, out):
-    """out <- g(x, t) for one x of shape (d,)."""
+def _field_row(t, x, p, out, work):
+    """out <- g(x, t) for one x of shape (d,); ``work``: d scratch floats."""
     d = x.shape[0]
-    affine = p[IDX_KIND] != 0.0
-    W1 = p[HEADER:HEADER + d * d]
-    b = p[HEADER + d * d:HEADER + d * d + d]
-    c = p[HEADER + d * d + d:HEADER + d * d + 2 * d]
-    W2 = p[HEADER + d * d + 2 * d:HEADER + 2 * d * d + 2 * d]
+    affine = p[KIND] != 0.0
+    W1 = p[H:H + d * d]
+    b = p[H + d * d:H + d * d + d]
+    c = p[H + d * d + d:H + d * d + 2 * d]
+    W2 = p[H + d * d + 2 * d:H + 2 * d * d + 2 * d]
     if affine:
         for i in range(d):
             acc = b[i]
@@ -133,7 +103,7 @@ def _field_row(t, x, p, out):
                 acc += W1[i * d + j] * x[j]
             out[i] = acc
         return
-    h = np.empty(d)
+    h = work[:d]
     for i in range(d):
         acc = b[i] + t * c[i]
         for j in range(d):
@@ -147,27 +117,53 @@ def _field_row(t, x, p, out):
 
 
 @njit(DRIFT_SIG, **NJIT)
-def second_order_drift(t, x, p, out):
+def second_order_drift(t, x, p, out, work):
     """State rows [x; u]:  x' = u,  u' = (g(x, t) - u) / eps."""
-    inv_eps = 1.0 / p[IDX_EPS]
-    _field_row(t, x[0], p, out[1])
+    inv_eps = 1.0 / p[EPS]
+    _field_row(t, x[0], p, out[1], work)
     for k in range(x.shape[1]):
         out[0, k] = x[1, k]
         out[1, k] = (out[1, k] - x[1, k]) * inv_eps
 
 
 @njit(DRIFT_SIG, **NJIT)
-def first_order_drift(t, x, p, out):
+def first_order_drift(t, x, p, out, work):
     """State row [x]:  x' = g(x, t)."""
-    _field_row(t, x[0], p, out[0])
+    _field_row(t, x[0], p, out[0], work)
 
 
 def second_order_drift_jax(t, x, p):
     import jax.numpy as jnp
 
     g = field_jax(t, x[0], p)
-    return jnp.stack([x[1], (g - x[1]) / p[IDX_EPS]])
+    return jnp.stack([x[1], (g - x[1]) / p[EPS]])
 
 
 def first_order_drift_jax(t, x, p):
     return field_jax(t, x[0], p)[None]
+
+
+def work_size(n: int, d: int, p=None) -> int:
+    """Scratch floats of either drift (one hidden row of the field)."""
+    return d
+
+
+def _example(rows: int):
+    def example(rng):
+        d = int(rng.integers(1, 6))
+        kind = str(rng.choice(["tanh", "affine"]))
+        if kind == "tanh":
+            p = random_tanh_field(rng, d, eps=rng.uniform(0.1, 2), scale=2.0)
+        else:
+            p = pack_field("affine", d, eps=rng.uniform(0.1, 2), W1=rng.standard_normal((d, d)),
+                           b=rng.standard_normal(d))
+        return rng.standard_normal((rows, d)), p
+    return example
+
+
+SECOND_ORDER = register(Dynamics("momentum_second_order", LAYOUT, second_order_drift,
+                                 second_order_drift_jax, integrators.EUCLIDEAN,
+                                 example=_example(2), work=work_size))
+FIRST_ORDER = register(Dynamics("momentum_first_order", LAYOUT, first_order_drift,
+                                first_order_drift_jax, integrators.EUCLIDEAN,
+                                example=_example(1), work=work_size))

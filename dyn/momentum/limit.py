@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import integrators
+
 from . import fields
 from .network import FixedPoint, exact_forward, exact_inverse, forward, inverse
 
@@ -44,7 +46,7 @@ def network_states(p, x0, u0, horizon: float, depth: int, *, gamma: float | None
     arrays (E, d). ``gamma`` defaults to 1 - h/eps (eps = p[0]). ``arithmetic``: float or exact.
     Also returns the inversion error max |input - inverse(output)| (0 means bit for bit)."""
     h = horizon / depth
-    gamma = gamma_for(p[fields.IDX_EPS], horizon, depth) if gamma is None else gamma
+    gamma = gamma_for(p[fields.EPS], horizon, depth) if gamma is None else gamma
     residual = ode_residual(p, horizon, depth)
     x0 = np.asarray(x0, dtype=np.float64)
     v0 = h * np.asarray(u0, dtype=np.float64)
@@ -69,18 +71,14 @@ def network_states(p, x0, u0, horizon: float, depth: int, *, gamma: float | None
 def solve_second_order(p, x0, u0, ts, backend: str = "numba", method: str = "rk4", **options) -> np.ndarray:
     """Solve eps x'' + x' = g(x, t) from x(ts[0]) = x0, x'(ts[0]) = u0 (arrays (E, d)).
     Returns (E, len(ts), 2, d): rows x and x'."""
-    import integrators
-
     x0 = np.asarray(x0, dtype=np.float64)
     state = np.stack([x0, np.broadcast_to(np.asarray(u0, dtype=np.float64), x0.shape)], axis=1)
-    problem = integrators.Problem(fields.second_order_drift, fields.second_order_drift_jax, p)
-    return integrators.get(backend, method, **options).solve(problem, state, np.asarray(ts, dtype=np.float64))
+    return integrators.get(backend, method, **options).solve(fields.SECOND_ORDER.problem(p), state,
+                                                             np.asarray(ts, dtype=np.float64))
 
 
 def solve_first_order(p, x0, ts, backend: str = "numba", method: str = "rk4", **options) -> np.ndarray:
     """Solve x' = g(x, t) from x(ts[0]) = x0 (E, d). Returns (E, len(ts), d)."""
-    import integrators
-
     state = np.asarray(x0, dtype=np.float64)[:, None, :]
-    problem = integrators.Problem(fields.first_order_drift, fields.first_order_drift_jax, p)
-    return integrators.get(backend, method, **options).solve(problem, state, np.asarray(ts, dtype=np.float64))[:, :, 0]
+    return integrators.get(backend, method, **options).solve(
+        fields.FIRST_ORDER.problem(p), state, np.asarray(ts, dtype=np.float64))[:, :, 0]

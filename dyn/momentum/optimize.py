@@ -23,6 +23,12 @@ def random_quadratic(rng: np.random.Generator, d: int, kappa: float) -> tuple[np
     return (q * lam) @ q.T, rng.standard_normal(d)
 
 
+def heavy_ball_layer(x, v, A, xstar, gamma: float, eta: float):
+    """One layer  v <- gamma v - eta A (x - x*),  x <- x + v  on rows of x, v (..., d)."""
+    v = gamma * v - eta * (x - xstar) @ A.T
+    return x + v, v
+
+
 def heavy_ball(x0, A, xstar, gamma: float, eta: float, iterations: int) -> np.ndarray:
     """|x_k - x*| for k = 0..iterations, from x0 (E, d) with v_0 = 0: shape (E, iterations + 1)."""
     x = np.array(x0, dtype=np.float64)
@@ -30,15 +36,18 @@ def heavy_ball(x0, A, xstar, gamma: float, eta: float, iterations: int) -> np.nd
     out = np.empty((x.shape[0], int(iterations) + 1))
     out[:, 0] = np.linalg.norm(x - xstar, axis=-1)
     for k in range(1, int(iterations) + 1):
-        v = gamma * v - eta * (x - xstar) @ A.T
-        x = x + v
+        x, v = heavy_ball_layer(x, v, A, xstar, gamma, eta)
         out[:, k] = np.linalg.norm(x - xstar, axis=-1)
     return out
 
 
-def contraction_rate(A, gamma: float, eta: float) -> float:
-    """Spectral radius of the linear layer map (x - x*, v) -> (x' - x*, v'): the asymptotic rate
-    of convergence (< 1) or 1 for the volume-preserving gamma = 1 map."""
+def layer_matrix(A, gamma: float, eta: float) -> np.ndarray:
+    """The layer as a linear map of (x - x*, v) in R^{2d}: [[I - eta A, gamma I], [-eta A, gamma I]]."""
     d = A.shape[0]
-    J = np.block([[np.eye(d) - eta * A, gamma * np.eye(d)], [-eta * A, gamma * np.eye(d)]])
-    return float(np.max(np.abs(np.linalg.eigvals(J))))
+    return np.block([[np.eye(d) - eta * A, gamma * np.eye(d)], [-eta * A, gamma * np.eye(d)]])
+
+
+def contraction_rate(A, gamma: float, eta: float) -> float:
+    """Spectral radius of :func:`layer_matrix`: the asymptotic rate of convergence (< 1) or 1 for
+    the volume-preserving gamma = 1 map."""
+    return float(np.max(np.abs(np.linalg.eigvals(layer_matrix(A, gamma, eta)))))

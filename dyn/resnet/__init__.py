@@ -1,22 +1,15 @@
 """ResNets as discretized neural ODEs (physics.md §3): weights across depth, the Euler and Heun
 networks with 1/N scaling and their inverse steps, the neural ODE they discretize (numba and JAX
 right-hand sides for :mod:`integrators`), the memory-free adjoint, and the implicit
-regularization of training. JAX-only parts (``adjoint``, ``training``) import on first use.
+regularization of training. Names load on first use (JAX-only parts, ``adjoint`` and
+``training``, are submodules).
 """
-from .network import SCHEMES, forward, reconstruct
-from .ode import HEADER, pack_params, problem, resnet_drift, resnet_drift_jax, solve
-from .weights import (
-    ACTIVATIONS,
-    ROUGH_LAWS,
-    WeightFunction,
-    activation_numpy,
-    evaluate,
-    layer_weights,
-    smooth_weights,
-)
+from ..lazy import exports
 
-__all__ = [
-    "ACTIVATIONS", "HEADER", "ROUGH_LAWS", "SCHEMES", "WeightFunction", "activation_numpy",
-    "evaluate", "forward", "layer_weights", "pack_params", "problem", "reconstruct",
-    "resnet_drift", "resnet_drift_jax", "smooth_weights", "solve",
-]
+__getattr__, __dir__, __all__ = exports(__name__, {
+    ".network": ("SCHEMES", "forward", "reconstruct"),
+    ".ode": ("LAYOUT", "RESNET_ODE", "pack_params", "problem", "resnet_drift", "resnet_drift_jax",
+             "solve"),
+    ".weights": ("ACTIVATIONS", "ROUGH_LAWS", "WeightFunction", "activation_numpy", "evaluate",
+                 "layer_weights", "smooth_weights"),
+})

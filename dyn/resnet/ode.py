@@ -2,14 +2,9 @@ r"""The neural ODE of a ResNet with smooth weights, as a right-hand side for the
 
     dx/ds = f(x; theta(s)) = sigma(x W(s)^T) V(s)^T,     s in [0, 1]
 
-(one input per row of the state ``x``, shape ``(B, d)``; see :mod:`.weights`). Flat parameters
-``p`` read by both the numba drift and its JAX twin:
-
-=====================  ===============================================
-``p[0:4]``             d, M (width), K (modes), activation code
-``p[4:4+KMd]``         A^W (K, M, d), row-major
-``p[4+KMd:4+2KMd]``    A^V (K, d, M), row-major
-=====================  ===============================================
+(one input per row of the state ``x``, shape ``(B, d)``; see :mod:`.weights`). The parameter
+vector (:data:`LAYOUT`) read by both the numba drift and its JAX twin: d, M (width), K (modes),
+the activation code, then the blocks A^W (K, M, d) and A^V (K, d, M), row-major.
 """
 from __future__ import annotations
 
@@ -19,11 +14,17 @@ import math
 import numpy as np
 from numba import njit
 
+import integrators
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
-from .weights import ACTIVATIONS, WeightFunction
+from ..dynamics import Dynamics, register
+from ..layout import Layout
+from .weights import ACTIVATIONS, WeightFunction, smooth_weights
 
-HEADER = 4
+LAYOUT = Layout("resnet_ode", scalars=("d", "width", "modes", "activation"),
+                blocks={"AW": ("modes", "width", "d"), "AV": ("modes", "d", "width")})
+DIM, WIDTH, MODES, ACTIVATION = (LAYOUT.index(k) for k in LAYOUT.scalars)
+H = LAYOUT.header
 SQRT1_2 = 1.0 / math.sqrt(2.0)
 
 
@@ -34,8 +35,14 @@ def pack_params(wf: WeightFunction, activation: str) -> np.ndarray:
     K, M, d = wf.AW.shape
     if wf.AV.shape != (K, d, M):
         raise ValueError(f"AV must have shape {(K, d, M)}, got {wf.AV.shape}")
-    head = np.array([d, M, K, ACTIVATIONS[activation]], dtype=np.float64)
-    return np.concatenate([head, wf.AW.ravel(), wf.AV.ravel()])
+    return LAYOUT.pack(d=d, width=M, modes=K, activation=ACTIVATIONS[activation], AW=wf.AW,
+                       AV=wf.AV)
+
+
+def work_size(n: int, d: int, p) -> int:
+    """Scratch floats of the drift: W(t) (M x d), V(t) (d x M) and one hidden row (M)."""
+    M = int(p[WIDTH])
+    return 2 * M * d + M
 
 
 @njit(**NJIT)
@@ -48,21 +55,23 @@ def _sigma(z, code):
 
 
 @njit(DRIFT_SIG, **NJIT)
-def resnet_drift(t, x, p, out):
+def resnet_drift(t, x, p, out, work):
     """out <- sigma(x W(t)^T) V(t)^T with (W, V)(t) = sum_k A_k cos(pi k t)."""
-    d, M, K, code = int(p[0]), int(p[1]), int(p[2]), int(p[3])
+    d, M, K, code = int(p[DIM]), int(p[WIDTH]), int(p[MODES]), int(p[ACTIVATION])
     size = K * M * d
-    AW = p[HEADER:HEADER + size].reshape((K, M, d))
-    AV = p[HEADER + size:HEADER + 2 * size].reshape((K, d, M))
-    W = np.zeros((M, d))
-    V = np.zeros((d, M))
+    AW = p[H:H + size].reshape((K, M, d))
+    AV = p[H + size:H + 2 * size].reshape((K, d, M))
+    W = work[:M * d].reshape((M, d))
+    V = work[M * d:2 * M * d].reshape((d, M))
+    h = work[2 * M * d:2 * M * d + M]
+    W[:, :] = 0.0
+    V[:, :] = 0.0
     for k in range(K):
         c = math.cos(math.pi * k * t)
         for m in range(M):
             for j in range(d):
                 W[m, j] += c * AW[k, m, j]
                 V[j, m] += c * AV[k, j, m]
-    h = np.empty(M)
     for i in range(x.shape[0]):
         for m in range(M):
             z = 0.0
@@ -98,23 +107,35 @@ def resnet_drift_jax(modes: int, width: int, activation: str):
     K, M = int(modes), int(width)
 
     def drift(t, x, p):
-        d = x.shape[1]
-        size = K * M * d
-        AW = p[HEADER:HEADER + size].reshape(K, M, d)
-        AV = p[HEADER + size:HEADER + 2 * size].reshape(K, d, M)
+        v = LAYOUT.unpack(p, {"d": x.shape[1], "modes": K, "width": M})
         c = jnp.cos(jnp.pi * jnp.arange(K) * t)
-        return sigma(x @ jnp.tensordot(c, AW, axes=1).T) @ jnp.tensordot(c, AV, axes=1).T
+        return sigma(x @ jnp.tensordot(c, v["AW"], axes=1).T) @ jnp.tensordot(c, v["AV"], axes=1).T
 
     return drift
 
 
-def problem(wf: WeightFunction, activation: str):
-    """The neural ODE as an :class:`integrators.Problem` (Euclidean), both backends filled in."""
-    import integrators
+def _static(p) -> tuple:
+    """(K, M, activation) of a concrete vector: what the JAX twin is specialised to."""
+    names = {code: name for name, code in ACTIVATIONS.items()}
+    return int(p[MODES]), int(p[WIDTH]), names[int(p[ACTIVATION])]
 
-    K, M, _ = wf.AW.shape
-    return integrators.Problem(resnet_drift, resnet_drift_jax(K, M, activation),
-                               pack_params(wf, activation), integrators.EUCLIDEAN)
+
+def _example(rng):
+    """Random inputs and the vector of a random smooth weight function and activation."""
+    d, M, K = (int(rng.integers(1, 6)) for _ in range(3))
+    wf = smooth_weights(rng, d, M, K, rng.uniform(0.5, 2.0))
+    return rng.standard_normal((int(rng.integers(1, 5)), d)), pack_params(
+        wf, str(rng.choice(sorted(ACTIVATIONS))))
+
+
+RESNET_ODE = register(Dynamics("resnet_ode", LAYOUT, resnet_drift, resnet_drift_jax,
+                               integrators.EUCLIDEAN, example=_example, work=work_size,
+                               jax_static=_static))
+
+
+def problem(wf: WeightFunction, activation: str) -> integrators.Problem:
+    """The neural ODE as an :class:`integrators.Problem` (Euclidean), both backends filled in."""
+    return RESNET_ODE.problem(pack_params(wf, activation))
 
 
 def solve(wf: WeightFunction, activation: str, x0, integrator) -> np.ndarray:

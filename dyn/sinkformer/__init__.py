@@ -5,16 +5,15 @@
 
 with the discrete Sinkformer (residual layers), the self-transport energy F = 1/2 OT_1(mu, mu)
 (a Wasserstein gradient-flow Lyapunov function when W = W_V is symmetric), and the per-coordinate
-variance (which grows like s0^2 + 2 alpha t in the heat limit). Layout of ``p``: ``params``.
+variance (which grows like s0^2 + 2 alpha t in the heat limit). Parameters are declared in
+``params``. Names load on first use (importing the package loads no kernel).
 """
-from .flow import (flow_problem, score_matrix, sinkformer_drift, sinkformer_drift_jax,
-                   sinkformer_layers, velocity)
-from .observables import dissipation, self_transport_energy, variance
-from .params import HEADER, heat_params, pack_params, param_size, unpack_params
-from .sinkhorn import marginal_error, sinkhorn, softmax
+from ..lazy import exports
 
-__all__ = [
-    "HEADER", "dissipation", "flow_problem", "heat_params", "marginal_error", "pack_params", "param_size",
-    "score_matrix", "self_transport_energy", "sinkformer_drift", "sinkformer_drift_jax",
-    "sinkformer_layers", "sinkhorn", "softmax", "unpack_params", "variance", "velocity",
-]
+__getattr__, __dir__, __all__ = exports(__name__, {
+    ".flow": ("SINKFORMER", "flow_problem", "score_matrix", "sinkformer_drift",
+              "sinkformer_drift_jax", "sinkformer_layers", "velocity", "work_size"),
+    ".observables": ("dissipation", "self_transport_energy", "variance"),
+    ".params": ("FIELDS", "LAYOUT", "heat_params", "pack_params", "param_size", "unpack_params"),
+    ".sinkhorn_numba": ("marginal_error", "sinkhorn", "softmax"),
+})

@@ -1,32 +1,39 @@
 r"""Sinkformer particle flows: the right-hand side (numba and JAX) and the discrete layers.
 
 For tokens x_i in R^d (rows of ``x``, shape (n, d)), with K = softmax or Sinkhorn of the scores
-(:mod:`.sinkhorn`, layout of ``p`` in :mod:`.params`)::
+(:mod:`.sinkhorn_numba`, layout of ``p`` in :mod:`.params`)::
 
     dx_i/dt = sum_j K_ij W_V x_j            (or W_V (x_j - x_i) with ``relative`` values)
 
 computed as ``K [X W_V^T | 1]`` by one GEMM (the last column gives the row sums for the relative
-form). The discrete Sinkformer of depth L is the residual map x <- x + (T/L) v(x), L times.
+form). The n x n buffers come from the integrators' per-member workspace (:func:`work_size`), so
+a call allocates only O(n). The discrete Sinkformer of depth L is the residual map
+x <- x + (T/L) v(x), L times: the integrators' Euler scheme on the flat geometry.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 
 import integrators
-from integrators.numba_abi import DRIFT_SIG, NJIT, NJIT_PARALLEL
+from integrators.numba_abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT
 
-from .params import (HEADER, IDX_DIM, IDX_ITERS, IDX_RELATIVE, IDX_SCORES, IDX_SYMMETRIC,
-                     IDX_TAU, IDX_TOL, param_size)
-from .sinkhorn import FASTMATH, sinkhorn_kernel, symmetric_kernel
+from ..dynamics import Dynamics, register
+from .params import LAYOUT, pack_params, param_size
+from .sinkhorn_numba import sinkhorn_kernel, symmetric_kernel
 
+ITERS, TOL, SCORES, TAU, RELATIVE, DIM, SYMMETRIC = (LAYOUT.index(k) for k in LAYOUT.scalars)
+H = LAYOUT.header  # blocks: W at H, W_V at H + d^2
 BLOCK = 64  # tile of the in-place symmetrization (keeps both tiles in L1/L2)
 SMALL_D = 16  # up to this token dimension, scores and K Y are plain loops instead of BLAS
 
-_F2 = types.float64[:, ::1]
+
+def work_size(n: int, d: int, p=None) -> int:
+    """Scratch floats of the drift: S, S^T (then P^T), P (n x n each), f, g, Y, Z."""
+    return 3 * n * n + 2 * n + 2 * n * (d + 1)
 
 
-@njit(types.void(_F2), **NJIT)
+@njit(types.void(F2), **NJIT)
 def _symmetrize(S):
     """S <- (S + S^T) / 2 tile by tile (GEMM results are symmetric only up to rounding)."""
     n = S.shape[0]
@@ -39,7 +46,7 @@ def _symmetrize(S):
                     S[j, i] = a
 
 
-@njit(types.void(_F2, types.float64[::1], _F2), **NJIT, fastmath=FASTMATH)
+@njit(types.void(F2, F1, F2), **NJIT, fastmath=FASTMATH)
 def scores_kernel(x, p, S):
     """S <- x W x^T (dot) or -|x_i - x_j|^2 / (2 tau) (sqdist).
 
@@ -48,8 +55,8 @@ def scores_kernel(x, p, S):
     computed ((a - b)^2 = (b - a)^2 in IEEE); dot is symmetrized when W is symmetric.
     """
     n, d = x.shape
-    if p[IDX_SCORES] != 0.0:
-        c = -0.5 / p[IDX_TAU]
+    if p[SCORES] != 0.0:
+        c = -0.5 / p[TAU]
         for i in range(n):
             for j in range(n):
                 acc = 0.0
@@ -58,7 +65,7 @@ def scores_kernel(x, p, S):
                     acc += diff * diff
                 S[i, j] = c * acc
         return
-    W = p[HEADER:HEADER + d * d].reshape((d, d))
+    W = p[H:H + d * d].reshape((d, d))
     if d > SMALL_D:
         np.dot(np.dot(x, W), x.T, S)
     else:
@@ -73,11 +80,11 @@ def scores_kernel(x, p, S):
                 for k in range(d):
                     acc += xq[i, k] * x[j, k]
                 S[i, j] = acc
-    if p[IDX_SYMMETRIC] != 0.0:
+    if p[SYMMETRIC] != 0.0:
         _symmetrize(S)
 
 
-@njit(types.void(_F2, types.boolean, _F2, _F2), **NJIT, fastmath=FASTMATH)
+@njit(types.void(F2, types.boolean, F2, F2), **NJIT, fastmath=FASTMATH)
 def _apply(P, transposed, Y, Z):
     """Z <- K Y with K = P, or K = P^T when ``transposed`` (loops: Y is a skinny (n, d+1))."""
     n, m = Y.shape
@@ -101,27 +108,32 @@ def _apply(P, transposed, Y, Z):
                 Z[i, k] = acc
 
 
-@njit(types.void(_F2, types.float64[::1], _F2), **NJIT)
-def attention_kernel(x, p, out):
-    """out <- v(x) (the body of the drift; see the module doc)."""
+@njit(DRIFT_SIG, **NJIT)
+def sinkformer_drift(t, x, p, out, work):
+    """out <- dx_i/dt = sum_j K_ij W_V x_j (or W_V (x_j - x_i)): the numba ABI drift."""
     n, d = x.shape
-    S = np.empty((n, n))
+    nn = n * n
+    S = work[:nn].reshape((n, n))
+    ST = work[nn:2 * nn].reshape((n, n))  # S^T for Sinkhorn, then P^T for BLAS
+    P = work[2 * nn:3 * nn].reshape((n, n))
+    f = work[3 * nn:3 * nn + n]
+    g = work[3 * nn + n:3 * nn + 2 * n]
+    Y = work[3 * nn + 2 * n:3 * nn + 2 * n + n * (d + 1)].reshape((n, d + 1))
+    Z = work[3 * nn + 2 * n + n * (d + 1):3 * nn + 2 * n + 2 * n * (d + 1)].reshape((n, d + 1))
     scores_kernel(x, p, S)
-    iters = int(p[IDX_ITERS])
-    tol = p[IDX_TOL]
-    f = np.empty(n)
-    g = np.empty(n)
-    P = np.empty((n, n))
+    iters = int(p[ITERS])
+    tol = p[TOL]
     errors = np.empty(0)
-    symmetric = p[IDX_SYMMETRIC] != 0.0
+    symmetric = p[SYMMETRIC] != 0.0
     transposed = 0
     if tol > 0.0 and symmetric:
         symmetric_kernel(S, iters, tol, f, P, errors)
+    elif symmetric:
+        transposed = sinkhorn_kernel(S, S, iters, tol, f, g, P, errors)[1]
     else:
-        ST = S if symmetric else np.ascontiguousarray(S.T)
+        ST[:, :] = S.T
         transposed = sinkhorn_kernel(S, ST, iters, tol, f, g, P, errors)[1]
-    WV = p[HEADER + d * d:HEADER + 2 * d * d].reshape((d, d))
-    Y = np.empty((n, d + 1))
+    WV = p[H + d * d:H + 2 * d * d].reshape((d, d))
     for i in range(n):
         for k in range(d):
             acc = 0.0
@@ -129,47 +141,18 @@ def attention_kernel(x, p, out):
                 acc += WV[k, l] * x[i, l]
             Y[i, k] = acc
     Y[:, d] = 1.0
-    Z = np.empty((n, d + 1))
     if d > SMALL_D:
         # BLAS needs contiguous operands (a transposed view would fall back to a slow loop)
-        np.dot(np.ascontiguousarray(P.T) if transposed else P, Y, Z)
+        if transposed:
+            ST[:, :] = P.T
+        np.dot(ST if transposed else P, Y, Z)
     else:
         _apply(P, transposed != 0, Y, Z)
-    relative = p[IDX_RELATIVE] != 0.0
+    relative = p[RELATIVE] != 0.0
     for i in range(n):
         r = Z[i, d] if relative else 0.0
         for k in range(d):
             out[i, k] = Z[i, k] - r * Y[i, k]
-
-
-@njit(DRIFT_SIG, **NJIT)
-def sinkformer_drift(t, x, p, out):
-    """out <- dx_i/dt = sum_j K_ij W_V x_j (or W_V (x_j - x_i)): the numba ABI drift."""
-    attention_kernel(x, p, out)
-
-
-_LAYERS_SIG = types.void(types.float64[:, :, ::1], types.int64, types.float64,
-                         types.float64[::1], types.int64[::1], types.float64[:, :, :, ::1])
-
-
-@njit(_LAYERS_SIG, **NJIT_PARALLEL)
-def _layers_kernel(x0, depth, h, p, save, states):
-    n_members, n, d = x0.shape
-    for e in prange(n_members):
-        x = x0[e].copy()
-        v = np.empty((n, d))
-        s = 0
-        while s < save.shape[0] and save[s] == 0:
-            states[e, s] = x
-            s += 1
-        for layer in range(1, depth + 1):
-            attention_kernel(x, p, v)
-            for i in range(n):
-                for k in range(d):
-                    x[i, k] += h * v[i, k]
-            while s < save.shape[0] and save[s] == layer:
-                states[e, s] = x
-                s += 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,22 +164,37 @@ def sinkformer_drift_jax(t, x, p):
 
     from .sinkhorn_jax import sinkhorn_jax
 
-    n, d = x.shape
-    W = p[HEADER:HEADER + d * d].reshape(d, d)
-    WV = p[HEADER + d * d:HEADER + 2 * d * d].reshape(d, d)
+    v = LAYOUT.unpack(p, {"d": x.shape[1]})
     sq = jnp.sum(x * x, axis=1)
-    S_sq = -(sq[:, None] + sq[None, :] - 2.0 * x @ x.T) / (2.0 * p[IDX_TAU])
-    S = jnp.where(p[IDX_SCORES] != 0.0, S_sq, (x @ W) @ x.T)
-    S = jnp.where(p[IDX_SYMMETRIC] != 0.0, 0.5 * (S + S.T), S)
-    K = sinkhorn_jax(S, p[IDX_ITERS], p[IDX_TOL], p[IDX_SYMMETRIC])
-    Y = x @ WV.T
-    r = jnp.where(p[IDX_RELATIVE] != 0.0, K.sum(axis=1), 0.0)
+    S_sq = -(sq[:, None] + sq[None, :] - 2.0 * x @ x.T) / (2.0 * v["tau"])
+    S = jnp.where(v["scores"] != 0.0, S_sq, (x @ v["W"]) @ x.T)
+    S = jnp.where(v["symmetric"] != 0.0, 0.5 * (S + S.T), S)
+    K = sinkhorn_jax(S, v["iterations"], v["tol"], v["symmetric"])
+    Y = x @ v["WV"].T
+    r = jnp.where(v["relative"] != 0.0, K.sum(axis=1), 0.0)
     return K @ Y - r[:, None] * Y
+
+
+def _example(rng):
+    """A random member and parameter vector: softmax or Sinkhorn, dot or sqdist scores."""
+    n, d = int(rng.integers(3, 10)), int(rng.integers(1, 4))
+    W = rng.standard_normal((d, d))
+    if rng.random() < 0.5:
+        W = W + W.T
+    p = pack_params(d, str(rng.choice(["sinkhorn", "softmax"])), int(rng.integers(1, 8)),
+                    float(rng.choice([0.0, 1e-10])), str(rng.choice(["dot", "sqdist"])),
+                    rng.uniform(0.5, 2), W=0.3 * W, WV=rng.standard_normal((d, d)),
+                    relative=bool(rng.random() < 0.5))
+    return rng.standard_normal((n, d)), p
+
+
+SINKFORMER = register(Dynamics("sinkformer", LAYOUT, sinkformer_drift, sinkformer_drift_jax,
+                               integrators.EUCLIDEAN, example=_example, work=work_size))
 
 
 def flow_problem(p) -> integrators.Problem:
     """The Sinkformer flow in R^{n x d} as an :class:`integrators.Problem` (both backends)."""
-    return integrators.Problem(sinkformer_drift, sinkformer_drift_jax, p, integrators.EUCLIDEAN)
+    return SINKFORMER.problem(p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,7 +209,7 @@ def as_tokens(x) -> np.ndarray:
 
 def _check_p(x, p):
     p = np.ascontiguousarray(p, dtype=np.float64)
-    if p.shape != (param_size(x.shape[-1]),) or int(p[IDX_DIM]) != x.shape[-1]:
+    if p.shape != (param_size(x.shape[-1]),) or int(p[DIM]) != x.shape[-1]:
         raise ValueError(f"p was packed for another d than x.shape[-1] = {x.shape[-1]}")
     return p
 
@@ -221,8 +219,9 @@ def velocity(x, p) -> np.ndarray:
     x = as_tokens(x)
     p = _check_p(x, p)
     out = np.empty_like(x)
+    work = np.empty(work_size(*x.shape[-2:]))
     for e in np.ndindex(x.shape[:-2]):
-        sinkformer_drift(0.0, x[e], p, out[e])
+        sinkformer_drift(0.0, x[e], p, out[e], work)
     return out
 
 
@@ -248,7 +247,6 @@ def sinkformer_layers(x0, depth: int, T: float, p, save_every: int | None = None
     every = int(depth) if save_every is None else int(save_every)
     if every < 1 or depth % every:
         raise ValueError(f"save_every = {save_every} must divide depth = {depth}")
-    save = np.arange(0, depth + 1, every, dtype=np.int64)
-    states = np.empty((x0.shape[0], save.size) + x0.shape[1:])
-    _layers_kernel(x0, int(depth), float(T) / depth, p, save, states)
-    return states
+    h = float(T) / depth
+    ts = np.arange(0, depth + 1, every) * h
+    return integrators.get("numba", "euler", dt=h).solve(flow_problem(p), x0, ts)

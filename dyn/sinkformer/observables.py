@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from .flow import as_tokens, score_matrix
-from .sinkhorn import sinkhorn
+from .sinkhorn_numba import sinkhorn
 
 ENERGY_TOL = 1e-12  # marginal tolerance of the solve behind F (the dual value is off by O(tol))
 ENERGY_CAP = 100_000  # cap on passes (the symmetric fixed point needs tens)

@@ -1,21 +1,15 @@
-"""Flat parameter vector of the Sinkformer flows (numba and JAX read the same ``p``).
+"""The parameters of the Sinkformer flows, declared once: the scenario fields and the flat vector
+that the numba drift and its JAX twin read.
 
 Scores: ``dot``: s_ij = x_i^T W x_j (W = W_Q^T W_K); ``sqdist``: s_ij = -|x_i - x_j|^2 / (2 tau).
 Values: ``v_i = sum_j K_ij W_V x_j``, or with ``relative`` ``v_i = sum_j K_ij W_V (x_j - x_i)``.
 K is softmax (one normalization) or Sinkhorn (``iterations`` alternating normalizations, or to a
 marginal tolerance ``tol > 0`` with ``iterations`` as the cap).
 
-=====================  ===================================================================
-``p[0]``               iterations (>= 1; 1 is softmax)
-``p[1]``               tol (0: exactly ``iterations`` normalizations)
-``p[2]``               scores: 0.0 = dot, 1.0 = sqdist
-``p[3]``               tau (bandwidth of ``sqdist``)
-``p[4]``               1.0 if values act on x_j - x_i (relative), else 0.0
-``p[5]``               d (token dimension, stored as a float)
-``p[6]``               1.0 if the score matrix is symmetric (sqdist, or W symmetric), else 0.0
-``p[7:7+d^2]``         W, row-major (identity for sqdist)
-``p[7+d^2:7+2d^2]``    W_V, row-major
-=====================  ===================================================================
+The vector (:data:`LAYOUT`): iterations (>= 1; 1 is softmax); tol (0: exactly ``iterations``
+normalizations); scores (0 dot, 1 sqdist); tau; relative (1 if values act on x_j - x_i); d;
+symmetric (1 if the score matrix is symmetric: sqdist, or W symmetric); then the blocks W
+(identity for sqdist) and W_V (d x d each, row-major).
 
 The heat-diffusion setting (physics.md §2) is ``sqdist`` scores with ``relative`` values and
 ``W_V = -(2 alpha / tau) I``: ``v_i = -(2 alpha / tau) (sum_j K_ij x_j - x_i)`` (rows of K sum to 1).
@@ -26,14 +20,29 @@ import math
 
 import numpy as np
 
-HEADER = 7
-IDX_ITERS, IDX_TOL, IDX_SCORES, IDX_TAU, IDX_RELATIVE, IDX_DIM, IDX_SYMMETRIC = range(HEADER)
+from ..layout import Layout
+from ..schema import Field
+
 SCORES = {"dot": 0.0, "sqdist": 1.0}
 NORMALIZATIONS = ("sinkhorn", "softmax")
 
+FIELDS = {
+    "n": Field("int", 200, "number of particles n", lo=2, hi=20_000),
+    "d": Field("int", 1, "space dimension d", lo=1, hi=1_000),
+    "normalization": Field("str", "sinkhorn", "attention normalization", choices=NORMALIZATIONS),
+    "iterations": Field("int", 1000, "Sinkhorn normalizations (the cap when tol > 0)",
+                        lo=1, hi=10**7),
+    "tol": Field("float", 1e-9, "Sinkhorn marginal tolerance (0: exactly `iterations`)",
+                 lo=0.0, hi=1.0),
+}
+
+LAYOUT = Layout("sinkformer", scalars=("iterations", "tol", "scores", "tau", "relative", "d",
+                                       "symmetric"),
+                blocks={"W": ("d", "d"), "WV": ("d", "d")})
+
 
 def param_size(d: int) -> int:
-    return HEADER + 2 * d * d
+    return LAYOUT.size({"d": d})
 
 
 def _matrix(name, a, d):
@@ -72,18 +81,9 @@ def pack_params(d: int, normalization: str = "sinkhorn", iterations: int = 1, to
     if normalization == "softmax":
         iterations, tol = 1, 0.0
     w = np.eye(d) if scores == "sqdist" else _matrix("W", W, d)
-    wv = _matrix("WV", WV, d)
-    p = np.empty(param_size(d))
-    p[IDX_ITERS] = int(iterations)
-    p[IDX_TOL] = tol
-    p[IDX_SCORES] = SCORES[scores]
-    p[IDX_TAU] = tau
-    p[IDX_RELATIVE] = 1.0 if relative else 0.0
-    p[IDX_DIM] = d
-    p[IDX_SYMMETRIC] = 1.0 if np.array_equal(w, w.T) else 0.0
-    p[HEADER:HEADER + d * d] = w.ravel()
-    p[HEADER + d * d:] = wv.ravel()
-    return p
+    return LAYOUT.pack(iterations=int(iterations), tol=tol, scores=SCORES[scores], tau=tau,
+                       relative=bool(relative), d=d, symmetric=np.array_equal(w, w.T), W=w,
+                       WV=_matrix("WV", WV, d))
 
 
 def heat_params(d: int, alpha: float, tau: float, normalization: str = "sinkhorn",
@@ -99,13 +99,13 @@ def heat_params(d: int, alpha: float, tau: float, normalization: str = "sinkhorn
 def unpack_params(p) -> dict:
     """Inverse of :func:`pack_params` (for inspection)."""
     p = np.asarray(p, dtype=np.float64)
-    d = int(p[IDX_DIM])
+    d = int(p[LAYOUT.index("d")])
     if p.shape != (param_size(d),):
         raise ValueError(f"p has length {p.size}, expected {param_size(d)} for d = {d}")
+    v = LAYOUT.unpack(p, {"d": d})
     return {
-        "iterations": int(p[IDX_ITERS]), "tol": float(p[IDX_TOL]),
-        "scores": "sqdist" if p[IDX_SCORES] != 0.0 else "dot", "tau": float(p[IDX_TAU]),
-        "relative": bool(p[IDX_RELATIVE]), "d": d, "symmetric": bool(p[IDX_SYMMETRIC]),
-        "W": p[HEADER:HEADER + d * d].reshape(d, d).copy(),
-        "WV": p[HEADER + d * d:].reshape(d, d).copy(),
+        "iterations": int(v["iterations"]), "tol": float(v["tol"]),
+        "scores": "sqdist" if v["scores"] != 0.0 else "dot", "tau": float(v["tau"]),
+        "relative": bool(v["relative"]), "d": d, "symmetric": bool(v["symmetric"]),
+        "W": v["W"].copy(), "WV": v["WV"].copy(),
     }

@@ -1,4 +1,4 @@
-"""JAX twin of :mod:`.sinkhorn` (one score matrix; iterations, tol and the symmetric flag traced).
+"""JAX twin of :mod:`.sinkhorn_numba` (one score matrix; iterations, tol and the symmetric flag traced).
 
 Same semantics: ``tol == 0``: exactly ``iterations`` alternating normalizations (rows first);
 ``tol > 0``: the first plan with all marginals within tol (alternating, or the averaged symmetric

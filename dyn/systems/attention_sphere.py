@@ -9,6 +9,7 @@ Each run starts from its own random tokens; outputs are ensemble statistics at t
 """
 from __future__ import annotations
 
+from ..attention.params import FIELDS
 from ..ensemble import bytes_of
 from ..errors import ScenarioError
 from ..lazy import lazy
@@ -29,14 +30,7 @@ class AttentionSphere(System):
     equation = "ode"
     integrator = INTEGRATOR_KEYS
     params = {
-        # n <= 10^4 keeps the n x n attention matrix of one run under 1 GiB
-        "n": Field("int", 32, "number of tokens n", lo=1, hi=10_000),
-        "d": Field("int", 2, "token dimension d", lo=2, hi=1024),
-        "beta": Field("float", 1.0, "inverse temperature beta"),
-        "normalization": Field("str", "SA", "attention normalization", choices=("SA", "USA")),
-        "Q": Field("matrix", None, "query matrix (default identity)", sweepable=False),
-        "K": Field("matrix", None, "key matrix (default identity)", sweepable=False),
-        "V": Field("matrix", None, "value matrix (default identity)", sweepable=False),
+        **FIELDS,
         "init": Field("str", "uniform", "initial law", choices=("uniform", "hemisphere")),
         "form": Field("str", "flow", "continuous flow or discrete network", choices=("flow", "network")),
         "depth": Field("int", 100, "layers of the network over [0, T]", lo=1, hi=10**8),
@@ -80,8 +74,7 @@ class AttentionSphere(System):
         return bytes_of(len(spec.times), spec["n"], spec["d"])
 
     def simulate(self, spec, runs: range) -> Chunk:
-        p = attention.pack_params(spec["beta"], spec["d"], spec["normalization"],
-                                  spec.get("Q"), spec.get("K"), spec.get("V"))
+        p = attention.pack(spec.values)
         init = attention.hemisphere if spec["init"] == "hemisphere" else attention.uniform_sphere
         x0 = init(spec.rng, len(runs), spec["n"], spec["d"])
         if spec["form"] == "network":

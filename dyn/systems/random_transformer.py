@@ -42,6 +42,7 @@ import numpy as np
 from ..errors import ScenarioError
 from ..lazy import lazy
 from ..schema import Field
+from ..tokens_sde.params import FIELDS
 from . import register
 from .base import PROBABILITY, UNDECIDED, Chunk, Output, System
 
@@ -63,20 +64,7 @@ class RandomTransformer(System):
     equation = "sde"
     integrator = frozenset({"backend", "method", "dt", "horizon"})
     params = {
-        "n": Field("int", 2, "number of tokens n", lo=2, hi=4096),
-        "d": Field("int", 3, "token dimension d", lo=2, hi=4096),
-        "beta": Field("float", 1.0, "inverse temperature beta"),
-        "sigma": Field("float", 1.0, "noise scale sigma (entries of G have variance sigma^2/d; "
-                       "GOE: off-diagonal sigma^2/d, diagonal 2 sigma^2/d)", lo=0.0),
-        "noise": Field("str", "gaussian", "noise law of the value matrices G_k: \"gaussian\" "
-                       "(i.i.d. N(0, sigma^2/d) entries) or \"goe\" (G = sigma/sqrt(d) (A + A^T)/sqrt(2), "
-                       "A i.i.d. N(0, 1): symmetric); goe needs form network or sde",
-                       choices=("gaussian", "goe")),
-        "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I (unless Vbar is given)"),
-        "Vbar": Field("matrix", None, "general deterministic value matrix (d x d; overrides vbar; "
-                      "y = z + h Vbar m + sqrt(h) G m); needs form network or sde", sweepable=False),
-        "score": Field("str", "unit", "score convention: beta<z_i,z_j> on unit tokens, or "
-                       "beta/sqrt(d) <x_i,x_j> on norm-sqrt(d) tokens", choices=("unit", "sqrt_d")),
+        **FIELDS,
         "init": Field("str", "uniform", "initial law (i.i.d. uniform on the sphere)", choices=("uniform",)),
         "form": Field("str", "rho", "what is simulated", choices=("rho", "network", "sde")),
         "report": Field("str", "pair", "pair classes (n = 2) or the n-token census",
@@ -128,7 +116,7 @@ class RandomTransformer(System):
         ]
 
     def point_values(self, spec) -> dict:
-        return {"horizon_cap": _cap(spec, _pack(spec))}
+        return {"horizon_cap": _cap(spec, ts.pack_values(spec.values))}
 
     def simulate(self, spec, runs: range) -> Chunk:
         classes, steps, times, finite = _simulate(spec, len(runs))
@@ -147,11 +135,6 @@ class RandomTransformer(System):
         xy = (bc, d) if dims.index("beta") < dims.index("d") else (d, bc)
         ax.plot(*xy, color="white", lw=2, ls="--", label=r"$\cosh 2\beta = d-2$")
         ax.legend(loc="lower right", fontsize=8)
-
-
-def _pack(spec):
-    return ts.pack(spec["beta"], spec["d"], spec["sigma"], spec["vbar"], spec["score"],
-                   noise=spec["noise"], Vbar=spec.get("Vbar"))
 
 
 def _levels(spec, p):
@@ -173,7 +156,7 @@ def _cap(spec, p) -> float:
 def _simulate(spec, runs: int):
     """(class per run, steps per run, time per run, finite per run) for `runs` runs."""
     dt = spec.solver.options.get("dt") or DEFAULT_DT
-    p = _pack(spec)
+    p = ts.pack_values(spec.values)
     lo, hi = _levels(spec, p)
     cap = _cap(spec, p)
     if spec["form"] == "rho":

@@ -18,6 +18,7 @@ from ..ensemble import bytes_of
 from ..errors import ScenarioError
 from ..lazy import lazy
 from ..schema import Field
+from ..sinkformer.params import FIELDS
 from . import register
 from .base import INTEGRATOR_KEYS, Chunk, Output, System
 
@@ -32,18 +33,12 @@ class Sinkformer(System):
     equation = "ode"
     integrator = INTEGRATOR_KEYS
     params = {
-        "n": Field("int", 200, "number of particles n", lo=2, hi=20_000),
-        "d": Field("int", 1, "space dimension d", lo=1, hi=1_000),
-        "normalization": Field("str", "sinkhorn", "attention normalization", choices=("sinkhorn", "softmax")),
+        **FIELDS,
         "setting": Field("str", "heat", "heat (Gaussian kernel, values on x_j - x_i) or attention "
                          "(scores x^T W y, values W_V x_j)", choices=("heat", "attention")),
         "alpha": Field("float", 0.5, "diffusion coefficient alpha (heat setting)"),
         "tau": Field("float", 0.05, "kernel bandwidth tau (heat setting)", lo=1e-12),
         "s0": Field("float", 1.0, "standard deviation of the Gaussian start", lo=0.0),
-        "iterations": Field("int", 1000, "Sinkhorn normalizations (the cap when tol > 0)",
-                            lo=1, hi=10**7),
-        "tol": Field("float", 1e-9, "Sinkhorn marginal tolerance (0: exactly `iterations`)",
-                     lo=0.0, hi=1.0),
         "W": Field("matrix", None, "score matrix W = W_Q^T W_K (attention setting; default I)",
                    sweepable=False),
         "WV": Field("matrix", None, "value matrix W_V (attention setting; default W)",

@@ -14,12 +14,15 @@ Both Euler-Maruyama solves use the scenario's `[integrator]` backend; their step
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..ensemble import bytes_of
 from ..errors import ScenarioError
 from ..lazy import lazy
 from ..schema import Field
+from ..tokens_sde.params import FIELDS
 from . import register
 from .base import Chunk, Output, System
 
@@ -36,18 +39,9 @@ class TransformerDepthLimit(System):
     equation = "sde"
     integrator = frozenset({"backend", "method", "horizon"})
     params = {
-        "n": Field("int", 4, "number of tokens n", lo=1, hi=1024),
-        "d": Field("int", 3, "token dimension d", lo=2, hi=256),
-        "beta": Field("float", 1.0, "inverse temperature beta"),
-        "sigma": Field("float", 1.0, "noise scale sigma", lo=0.0),
-        "noise": Field("str", "gaussian", "noise law of G_k: \"gaussian\" (i.i.d. N(0, sigma^2/d) "
-                       "entries) or \"goe\" (G = sigma/sqrt(d) (A + A^T)/sqrt(2), A i.i.d. N(0, 1); "
-                       "both sides then use the symmetrized path (B + B^T)/sqrt(2))",
-                       choices=("gaussian", "goe")),
-        "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I (unless Vbar is given)"),
-        "Vbar": Field("matrix", None, "general deterministic value matrix (d x d; overrides vbar)",
-                      sweepable=False),
-        "score": Field("str", "unit", "score convention", choices=("unit", "sqrt_d")),
+        **FIELDS,
+        "n": replace(FIELDS["n"], default=4, lo=1, hi=1024),
+        "d": replace(FIELDS["d"], hi=256),
         "depth": Field("int", 64, "network layers per unit time", lo=1, hi=2**20),
         "reference_depth": Field("int", 2**14, "steps per unit time of the reference path",
                                  lo=1, hi=2**22, sweepable=False),
@@ -80,8 +74,7 @@ class TransformerDepthLimit(System):
         T, n, d = spec.horizon, spec["n"], spec["d"]
         fine = _fine(spec)
         factor = spec["reference_depth"] // spec["depth"]
-        p = ts.pack(spec["beta"], d, spec["sigma"], spec["vbar"], spec["score"],
-                    noise=spec["noise"], Vbar=spec.get("Vbar"))
+        p = ts.pack_values(spec.values)
         problem = ts.problem(p)
         grid = np.array([0.0, T])
         x0 = attention.uniform_sphere(spec.rng, len(runs), n, d)

@@ -1,17 +1,13 @@
-"""Flat parameter vector of the random-initialization transformer and its SDE limit.
+"""The parameters of the random-initialization transformer and its SDE limit, declared once: the
+scenario fields (types, defaults, bounds, docs) and the flat vector the kernels read.
 
-=================  =========================================================================
-``p[0]``           beta on unit tokens (scores ``beta <z_i, z_j>``; already converted from the
-                   ``sqrt_d`` convention, see :func:`effective_beta`)
-``p[1]``           sigma (value-matrix noise scale, see ``p[4]``)
-``p[2]``           vbar (deterministic value part ``Vbar = vbar I``; vbar = 1, sigma = 0 is SA);
-                   ignored when a matrix follows
-``p[3]``           d (token dimension, as a float)
-``p[4]``           noise law: 0 = ``"gaussian"`` (G_k with i.i.d. N(0, sigma^2/d) entries),
-                   1 = ``"goe"`` (G_k = sigma/sqrt(d) (A + A^T)/sqrt(2), A i.i.d. N(0, 1): symmetric,
-                   off-diagonal variance sigma^2/d, diagonal variance 2 sigma^2/d)
-``p[5:5 + d*d]``   optional: a general Vbar (d x d, row-major). ``len(p) == 5``: Vbar = vbar I
-=================  =========================================================================
+The vector (:data:`LAYOUT`): beta on unit tokens (scores ``beta <z_i, z_j>``, already converted
+from the ``sqrt_d`` convention, :func:`effective_beta`); sigma; vbar (deterministic value part
+``Vbar = vbar I``; vbar = 1, sigma = 0 is SA; ignored when a matrix follows); d; the noise law
+(index into NOISES: "gaussian", G_k with i.i.d. N(0, sigma^2/d) entries, or "goe",
+G_k = sigma/sqrt(d) (A + A^T)/sqrt(2) with A i.i.d. N(0, 1): symmetric, off-diagonal variance
+sigma^2/d, diagonal 2 sigma^2/d); then optionally a general Vbar (d x d, row-major): a vector
+of length ``header`` means Vbar = vbar I.
 """
 from __future__ import annotations
 
@@ -19,10 +15,30 @@ import math
 
 import numpy as np
 
-IDX_BETA, IDX_SIGMA, IDX_VBAR, IDX_DIM, IDX_NOISE = range(5)
-SIZE = 5  # header; a general Vbar follows it when present
+from ..layout import Layout
+from ..schema import Field
+
 SCORES = ("unit", "sqrt_d")
 NOISES = ("gaussian", "goe")
+
+FIELDS = {
+    "n": Field("int", 2, "number of tokens n", lo=2, hi=4096),
+    "d": Field("int", 3, "token dimension d", lo=2, hi=4096),
+    "beta": Field("float", 1.0, "inverse temperature beta"),
+    "sigma": Field("float", 1.0, "noise scale sigma (entries of G have variance sigma^2/d; "
+                   "GOE: off-diagonal sigma^2/d, diagonal 2 sigma^2/d)", lo=0.0),
+    "noise": Field("str", "gaussian", "noise law of the value matrices G_k: \"gaussian\" "
+                   "(i.i.d. N(0, sigma^2/d) entries) or \"goe\" (G = sigma/sqrt(d) (A + A^T)/sqrt(2), "
+                   "A i.i.d. N(0, 1): symmetric)", choices=NOISES),
+    "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I (unless Vbar is given)"),
+    "Vbar": Field("matrix", None, "general deterministic value matrix (d x d; overrides vbar; "
+                  "y = z + h Vbar m + sqrt(h) G m)", sweepable=False),
+    "score": Field("str", "unit", "score convention: beta<z_i,z_j> on unit tokens, or "
+                   "beta/sqrt(d) <x_i,x_j> on norm-sqrt(d) tokens", choices=SCORES),
+}
+
+LAYOUT = Layout("tokens_sde", scalars=("beta", "sigma", "vbar", "d", "noise"),
+                blocks={"Vbar": ("d", "d")}, optional=("Vbar",))
 
 
 def effective_beta(beta: float, d: int, score: str = "unit") -> float:
@@ -47,21 +63,20 @@ def pack(beta: float, d: int, sigma: float = 1.0, vbar: float = 0.0, score: str 
         raise ValueError(f"sigma must be >= 0, got {sigma}")
     if noise not in NOISES:
         raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
-    head = [effective_beta(beta, d, score), values[1], values[2], float(d),
-            float(NOISES.index(noise))]
-    if Vbar is None:
-        return np.array(head)
-    V = np.asarray(Vbar, dtype=np.float64)
-    if V.shape != (d, d) or not np.all(np.isfinite(V)):
-        raise ValueError(f"Vbar must be a finite {d} x {d} matrix, got shape {V.shape}")
-    return np.concatenate([head, V.ravel()])
+    if Vbar is not None:
+        Vbar = np.asarray(Vbar, dtype=np.float64)
+        if Vbar.shape != (d, d) or not np.all(np.isfinite(Vbar)):
+            raise ValueError(f"Vbar must be a finite {d} x {d} matrix, got shape {Vbar.shape}")
+    return LAYOUT.pack(beta=effective_beta(beta, d, score), sigma=values[1], vbar=values[2], d=d,
+                       noise=NOISES.index(noise), Vbar=Vbar)
+
+
+def pack_values(values) -> np.ndarray:
+    """The vector of a sweep point's values (the keys of :data:`FIELDS`)."""
+    return pack(values["beta"], values["d"], values["sigma"], values["vbar"], values["score"],
+                noise=values["noise"], Vbar=values.get("Vbar"))
 
 
 def noise_law(p) -> str:
     """``"gaussian"`` or ``"goe"``, from a packed ``p``."""
-    return NOISES[int(p[IDX_NOISE])]
-
-
-def has_matrix(p) -> bool:
-    """True when ``p`` carries a general Vbar (not vbar I)."""
-    return len(p) > SIZE
+    return NOISES[int(p[LAYOUT.index("noise")])]

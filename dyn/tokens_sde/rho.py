@@ -35,10 +35,12 @@ import math
 import numpy as np
 from numba import njit, prange, types
 
-from integrators.numba_abi import NJIT_PARALLEL
+from integrators.numba_abi import FASTMATH, NJIT_PARALLEL
 from integrators.sde_rng import STREAMS, member_streams, normal_pair
 
-from .params import IDX_BETA, IDX_DIM, IDX_SIGMA, IDX_VBAR
+from .params import LAYOUT
+
+BETA, SIGMA, VBAR, DIM = (LAYOUT.index(k) for k in ("beta", "sigma", "vbar", "d"))
 
 # Margins larger than this (in u) mean "never absorb" (the boundary barely attracts).
 MAX_MARGIN = 1e3
@@ -124,10 +126,10 @@ _U_SIG = types.void(types.float64[::1], types.int64, types.float64, types.float6
                     types.float64, types.float64, types.float64[::1], types.int64[::1])
 
 
-@njit(_U_SIG, **NJIT_PARALLEL, fastmath={"contract", "arcp", "nsz", "afn"})
+@njit(_U_SIG, **NJIT_PARALLEL, fastmath=FASTMATH - {"reassoc"})
 def _u_euler(u0, steps, h, p, streams, lo, hi, out, taken):
     """Euler-Maruyama for u, one normal per step, per-member streams; stop at lo / hi."""
-    beta, sigma, vbar, d = p[IDX_BETA], p[IDX_SIGMA], p[IDX_VBAR], p[IDX_DIM]
+    beta, sigma, vbar, d = p[BETA], p[SIGMA], p[VBAR], p[DIM]
     k2 = sigma * sigma / d
     noise = sigma * math.sqrt(2.0 * h / d)
     for e in prange(u0.shape[0]):

@@ -35,19 +35,27 @@ import math
 import numpy as np
 from numba import njit, types
 
-from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.geometry import SPHERE
+from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, F1, F2, NJIT
 
-from .params import IDX_BETA, IDX_DIM, IDX_NOISE, IDX_SIGMA, IDX_VBAR, SIZE
+from ..dynamics import Dynamics, register
+from .params import LAYOUT, pack
 
+BETA, SIGMA, VBAR, DIM, NOISE = (LAYOUT.index(k) for k in ("beta", "sigma", "vbar", "d", "noise"))
+H = LAYOUT.header  # a general Vbar, when present, follows the scalars
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
-_MF_SIG = types.void(types.float64[:, ::1], types.float64, types.float64[:, ::1])
 
 
-@njit(_MF_SIG, **NJIT)
-def softmax_mean_field(z, beta, m):
-    """m_i <- sum_j A_ij z_j with A = softmax_j(beta <z_i, z_j>) (rows shifted by their max)."""
+def work_size(n: int, d: int, p=None) -> int:
+    """Scratch floats of the drift and the diffusion for n tokens of dimension d."""
+    return n * d + n + d
+
+
+@njit(types.void(F2, types.float64, F2, F1), **NJIT)
+def softmax_mean_field(z, beta, m, w):
+    """m_i <- sum_j A_ij z_j with A = softmax_j(beta <z_i, z_j>) (rows shifted by their max);
+    ``w``: n scratch floats."""
     n, d = z.shape
-    w = np.empty(n)
     for i in range(n):
         smax = -np.inf
         for j in range(n):
@@ -69,17 +77,17 @@ def softmax_mean_field(z, beta, m):
 
 
 @njit(DRIFT_SIG, **NJIT)
-def token_drift(t, z, p, out):
+def token_drift(t, z, p, out, work):
     """out_i <- P_{z_i} Vbar m_i - sigma^2 (d-1)/(2d) |m_i|^2 z_i  (the Ito drift), and for GOE
     noise also - (sigma^2/d) [ |P_{z_i} m_i|^2 z_i / 2 + <z_i, m_i> P_{z_i} m_i ]."""
     n, d = z.shape
-    sigma, vbar = p[IDX_SIGMA], p[IDX_VBAR]
-    k2 = sigma * sigma / p[IDX_DIM]
-    c = k2 * (p[IDX_DIM] - 1.0) / 2.0
-    goe = p[IDX_NOISE] != 0.0
-    matrix = p.shape[0] > SIZE
-    softmax_mean_field(z, p[IDX_BETA], out)
-    v = np.empty(d)
+    sigma, vbar = p[SIGMA], p[VBAR]
+    k2 = sigma * sigma / p[DIM]
+    c = k2 * (p[DIM] - 1.0) / 2.0
+    goe = p[NOISE] != 0.0
+    matrix = p.shape[0] > H
+    softmax_mean_field(z, p[BETA], out, work[:n])
+    v = work[n:n + d]
     for i in range(n):
         zm = 0.0
         zz = 0.0
@@ -92,7 +100,7 @@ def token_drift(t, z, p, out):
             if matrix:
                 acc = 0.0
                 for q in range(d):
-                    acc += p[SIZE + k * d + q] * out[i, q]
+                    acc += p[H + k * d + q] * out[i, q]
                 v[k] = acc
             else:
                 v[k] = vbar * out[i, k]
@@ -110,14 +118,14 @@ def token_drift(t, z, p, out):
 
 
 @njit(DIFFUSION_SIG, **NJIT)
-def token_diffusion(t, z, p, dw, out):
+def token_diffusion(t, z, p, dw, out, work):
     """out_i <- (sigma / sqrt d) P_{z_i} (dW m_i): the common matrix noise applied to every token,
     dW = dw (gaussian) or (dw + dw^T) / sqrt 2 (goe)."""
     n, d = z.shape
-    scale = p[IDX_SIGMA] / math.sqrt(p[IDX_DIM])
-    goe = p[IDX_NOISE] != 0.0
-    m = np.empty((n, d))
-    softmax_mean_field(z, p[IDX_BETA], m)
+    scale = p[SIGMA] / math.sqrt(p[DIM])
+    goe = p[NOISE] != 0.0
+    m = work[:n * d].reshape((n, d))
+    softmax_mean_field(z, p[BETA], m, work[n * d:n * d + n])
     for i in range(n):
         for k in range(d):
             acc = 0.0
@@ -146,47 +154,56 @@ def softmax_mean_field_jax(z, beta):
     return jax.nn.softmax(beta * (z @ z.T), axis=-1) @ z
 
 
-def _project_jax(z, v):
-    return v - (z * v).sum(-1, keepdims=True) / (z * z).sum(-1, keepdims=True) * z
-
-
 def _value_jax(z, p, m):
     """Vbar m_i for every row (Vbar = vbar I unless p carries a matrix; decided from p's static
     length)."""
-    d = z.shape[-1]
-    if p.shape[0] > SIZE:
-        return m @ p[SIZE:SIZE + d * d].reshape(d, d).T
-    return p[IDX_VBAR] * m
+    v = LAYOUT.unpack(p, {"d": z.shape[-1]})
+    return m @ v["Vbar"].T if "Vbar" in v else v["vbar"] * m
 
 
 def token_drift_jax(t, z, p):
     """JAX twin of :func:`token_drift` (one member)."""
-    m = softmax_mean_field_jax(z, p[IDX_BETA])
-    k2 = p[IDX_SIGMA] ** 2 / p[IDX_DIM]
-    c = k2 * (p[IDX_DIM] - 1.0) / 2.0
+    m = softmax_mean_field_jax(z, p[BETA])
+    k2 = p[SIGMA] ** 2 / p[DIM]
+    c = k2 * (p[DIM] - 1.0) / 2.0
     zz = (z * z).sum(-1, keepdims=True)
     zm = (z * m).sum(-1, keepdims=True)
     mm = (m * m).sum(-1, keepdims=True)
-    pm = _project_jax(z, m)
-    goe = p[IDX_NOISE]  # 0 or 1 (traced)
+    pm = SPHERE.project_jax(z, m)
+    goe = p[NOISE]  # 0 or 1 (traced)
     extra = goe * k2 * (0.5 * (mm - zm * zm / zz) * z + zm * pm)
-    return _project_jax(z, _value_jax(z, p, m)) - c * mm * z - extra
+    return SPHERE.project_jax(z, _value_jax(z, p, m)) - c * mm * z - extra
 
 
 def token_diffusion_jax(t, z, p, dw):
     """JAX twin of :func:`token_diffusion`: (sigma / sqrt d) P_z (dW m)."""
     import jax.numpy as jnp
 
-    m = softmax_mean_field_jax(z, p[IDX_BETA])
-    dw = jnp.where(p[IDX_NOISE] != 0.0, (dw + dw.T) * _INV_SQRT2, dw)
-    return _project_jax(z, p[IDX_SIGMA] / jnp.sqrt(p[IDX_DIM]) * (m @ dw.T))
+    m = softmax_mean_field_jax(z, p[BETA])
+    dw = jnp.where(p[NOISE] != 0.0, (dw + dw.T) * _INV_SQRT2, dw)
+    return SPHERE.project_jax(z, p[SIGMA] / jnp.sqrt(p[DIM]) * (m @ dw.T))
+
+
+def _noise(p) -> tuple[int, int]:
+    d = int(p[DIM])
+    return (d, d)
+
+
+def _example(rng):
+    """A random member and parameter vector (either noise law, with or without a Vbar)."""
+    n, d = int(rng.integers(2, 9)), int(rng.integers(2, 6))
+    z = rng.standard_normal((n, d))
+    z /= np.linalg.norm(z, axis=1, keepdims=True)
+    Vbar = rng.standard_normal((d, d)) if rng.random() < 0.5 else None
+    return z, pack(rng.uniform(0, 5), d, rng.uniform(0.2, 2), rng.uniform(-1, 1),
+                   noise=str(rng.choice(["gaussian", "goe"])), Vbar=Vbar)
+
+
+TOKEN_SDE = register(Dynamics("token_sde", LAYOUT, token_drift, token_drift_jax, SPHERE,
+                              example=_example, diffusion=token_diffusion,
+                              diffusion_jax=token_diffusion_jax, noise=_noise, work=work_size))
 
 
 def problem(p):
-    """The :class:`integrators.SDEProblem` of this SDE on the sphere (noise: one (d, d) matrix)."""
-    import integrators
-    from integrators.geometry import SPHERE
-
-    d = int(p[IDX_DIM])
-    return integrators.SDEProblem(token_drift, token_diffusion, token_drift_jax,
-                                  token_diffusion_jax, (d, d), p, SPHERE)
+    """The :class:`integrators.Problem` of this SDE on the sphere (noise: one (d, d) matrix)."""
+    return TOKEN_SDE.problem(p)

@@ -23,22 +23,18 @@ import math
 import numpy as np
 from numba import njit, types
 
-from integrators.numba_abi import NJIT
+from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
-from ..attention.vexp import exp_shifted_inplace, row_max, row_sum
+from ..numerics.vexp import exp_shifted_inplace, row_max, row_sum
 
-# Same fastmath set as the attention flow: reductions vectorize, NaN/inf still propagate.
-FASTMATH = {"reassoc", "contract", "arcp", "nsz", "afn"}
 # A shifted row sum below this (or not finite) is recomputed with the row's exact maximum:
 # far above the smallest normal double, so the redone row keeps full relative precision.
 TINY = 1e-200
 
 STORE_NONE, STORE_NORMALIZED, STORE_CURRENT = 0, 1, 2
 
-_F1 = types.float64[::1]
-_F2 = types.float64[:, ::1]
 
-_PASS_SIG = types.float64(_F2, _F1, _F1, _F1, types.boolean, types.int64, _F2, _F1,
+_PASS_SIG = types.float64(F2, F1, F1, F1, types.boolean, types.int64, F2, F1,
                           types.int64[::1])
 
 
@@ -81,8 +77,8 @@ def _normalize(S, other, pot, new, first, store, P, w, bits):
     return err
 
 
-_SINKHORN_SIG = types.UniTuple(types.int64, 2)(_F2, _F2, types.int64, types.float64, _F1, _F1,
-                                               _F2, _F1)
+_SINKHORN_SIG = types.UniTuple(types.int64, 2)(F2, F2, types.int64, types.float64, F1, F1,
+                                               F2, F1)
 
 
 @njit(_SINKHORN_SIG, **NJIT)
@@ -130,7 +126,7 @@ def sinkhorn_kernel(S, ST, iterations, tol, f, g, P, errors):
 
 
 
-_SYMMETRIC_SIG = types.int64(_F2, types.int64, types.float64, _F1, _F2, _F1)
+_SYMMETRIC_SIG = types.int64(F2, types.int64, types.float64, F1, F2, F1)
 
 
 @njit(_SYMMETRIC_SIG, **NJIT, fastmath=FASTMATH)
@@ -140,16 +136,16 @@ def symmetric_kernel(S, passes, tol, f, P, errors):
     Its fixed point makes K_ij = exp(S_ij + f_i + f_j) symmetric with unit row sums, i.e. the same
     doubly stochastic K^inf as alternating Sinkhorn, but in tens of passes where alternating
     normalizations of a small-bandwidth kernel need thousands (the slow mode of the Markov kernel).
-    Stops at the first K whose row (= column) sums are within ``tol`` of 1, or after ``passes``;
-    returns the passes made; P <- K (the plan the last measured error belongs to), f <- its
-    potential. ``errors[k]``: max |row sum - 1| of the plan before pass k+1.
+    Stops at the first K whose row (= column) sums are within ``tol`` of 1, or after ``passes``
+    updates of f (then K is the plan of the last f, as the JAX twin returns); returns the passes
+    made; P <- K, f <- its potential. ``errors[k]``: max |row sum - 1| of the plan after k passes.
     """
     n = S.shape[0]
     bits = np.empty(n, dtype=np.int64)
     new = np.empty(n)
     f[:] = 0.0
     errors[:] = np.nan
-    for k in range(passes):
+    for k in range(passes + 1):
         err = 0.0
         for i in range(n):
             row = S[i]
@@ -168,7 +164,7 @@ def symmetric_kernel(S, passes, tol, f, P, errors):
             new[i] = 0.5 * (f[i] - (shift + math.log(z)))
         if k < errors.shape[0]:
             errors[k] = err
-        if err <= tol:
+        if err <= tol or k == passes:
             return k
         f[:] = new
     return passes

@@ -8,7 +8,7 @@ relative). ``2^k`` is built from its IEEE bits, ``(k + 1023) << 52``, through an
 array viewed as float64. Every step is a plain arithmetic loop, which LLVM turns into SIMD code.
 
 Domain: ``y = w - shift <= EXP_MAX_ARG`` (700). The caller passes the row maximum as ``shift``, or
-any value that provably bounds ``y`` by EXP_MAX_ARG (see ``flow._mean_field_blas``). Arguments below ``EXP_MIN`` are clamped
+any value that provably bounds ``y`` by EXP_MAX_ARG (see ``mean_field._blas``). Arguments below ``EXP_MIN`` are clamped
 there (``exp(-708) ~ 3e-308``, negligible next to the row maximum's weight 1). NaN propagates.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
-from integrators.numba_abi import NJIT
+from integrators.numba_abi import FASTMATH, FASTMATH_ORDERED, NJIT
 
 EXP_MIN = -708.0
 EXP_MAX_ARG = 700.0
@@ -28,11 +28,9 @@ _C13, _C12, _C11, _C10 = 1 / 6227020800, 1 / 479001600, 1 / 39916800, 1 / 362880
 _C9, _C8, _C7, _C6, _C5 = 1 / 362880, 1 / 40320, 1 / 5040, 1 / 720, 1 / 120
 _C4, _C3, _C2 = 1 / 24, 1 / 6, 1 / 2
 
-# no "reassoc": it would be allowed to undo the Cody-Waite split
-_FLAGS = {"contract", "nsz", "arcp"}
-
-
-@njit(types.void(types.float64[::1], types.float64, types.int64[::1]), **NJIT, fastmath=_FLAGS)
+# no "reassoc" (FASTMATH_ORDERED): it would be allowed to undo the Cody-Waite split
+@njit(types.void(types.float64[::1], types.float64, types.int64[::1]), **NJIT,
+      fastmath=FASTMATH_ORDERED)
 def exp_shifted_inplace(w, shift, bits):
     """w[j] <- exp(w[j] - shift) for w[j] - shift <= EXP_MAX_ARG; ``bits``: int64 scratch, len(bits) >= len(w)."""
     n = w.shape[0]
@@ -71,7 +69,7 @@ def row_max(w):
     return m
 
 
-@njit(types.float64(types.float64[::1]), **NJIT, fastmath={"reassoc", "contract", "nsz", "arcp"})
+@njit(types.float64(types.float64[::1]), **NJIT, fastmath=FASTMATH - {"afn"})
 def row_sum(w):
     """sum_j w[j] (reassociated, so it vectorizes)."""
     z = 0.0

@@ -32,8 +32,10 @@ from numba import njit, prange, types
 from integrators.numba_abi import NJIT, NJIT_PARALLEL
 from integrators.sde_rng import STREAMS, fill_normals, member_streams
 
-from .params import IDX_BETA, IDX_DIM, IDX_NOISE, IDX_SIGMA, IDX_VBAR, SIZE, noise_law
-from .sde import softmax_mean_field
+from .params import LAYOUT, noise_law
+from .sde import BETA, DIM, NOISE, SIGMA, VBAR, softmax_mean_field
+
+H = LAYOUT.header  # a general Vbar, when present, follows the scalars
 
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT2 = 1.0 / _SQRT2
@@ -70,15 +72,16 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, o
     check = stop_minus > -np.inf or stop_plus > -np.inf
     gap_minus = math.exp(stop_minus)
     gap_plus = math.exp(stop_plus)
-    c = p[IDX_SIGMA] / math.sqrt(p[IDX_DIM])
+    c = p[SIGMA] / math.sqrt(p[DIM])
     sq = math.sqrt(h)
-    vbar, beta = p[IDX_VBAR], p[IDX_BETA]
-    goe = p[IDX_NOISE] != 0.0
-    matrix = p.shape[0] > SIZE
+    vbar, beta = p[VBAR], p[BETA]
+    goe = p[NOISE] != 0.0
+    matrix = p.shape[0] > H
     hv = h * vbar if not matrix else 0.0  # with a matrix, h Vbar is added to G_k instead
     for e in prange(n_members):
         z = x0[e].copy()
         m = np.empty((n, d))
+        w = np.empty(n)
         g_flat = np.empty(d * d)
         g = g_flat.reshape((d, d))
         s = streams[e].copy()
@@ -102,8 +105,8 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, o
             if matrix:
                 for r in range(d):
                     for q in range(d):
-                        g[r, q] += h * p[SIZE + r * d + q]
-            softmax_mean_field(z, beta, m)
+                        g[r, q] += h * p[H + r * d + q]
+            softmax_mean_field(z, beta, m, w)
             for i in range(n):
                 nrm = 0.0
                 for r in range(d):
@@ -132,9 +135,9 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, out, layers):
     """Two tokens, (G m_1, G m_2) sampled exactly (2d normals per layer; gaussian noise only). A run stops early once
     log|z1 - z2|^2 < stop_minus or log|z1 + z2|^2 < stop_plus (-inf: never)."""
     n_members, _, d = x0.shape
-    c = p[IDX_SIGMA] * math.sqrt(h / p[IDX_DIM])
-    vbar, beta = p[IDX_VBAR], p[IDX_BETA]
-    matrix = p.shape[0] > SIZE
+    c = p[SIGMA] * math.sqrt(h / p[DIM])
+    vbar, beta = p[VBAR], p[BETA]
+    matrix = p.shape[0] > H
     check = stop_minus > -np.inf or stop_plus > -np.inf
     for e in prange(n_members):
         z1 = x0[e, 0].copy()
@@ -176,8 +179,8 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, out, layers):
                     acc1 = 0.0
                     acc2 = 0.0
                     for q in range(d):
-                        acc1 += p[SIZE + r * d + q] * m1[q]
-                        acc2 += p[SIZE + r * d + q] * m2[q]
+                        acc1 += p[H + r * d + q] * m1[q]
+                        acc2 += p[H + r * d + q] * m2[q]
                     v1[r] = h * acc1
                     v2[r] = h * acc2
                 else:
@@ -236,10 +239,11 @@ def network(x0, depth: int, horizon: float, p, *, rng=None, increments=None,
     if depth < 1 or not horizon > 0:
         raise ValueError(f"need depth >= 1 and horizon > 0, got {depth}, {horizon}")
     p = np.ascontiguousarray(p, dtype=np.float64)
-    if int(p[IDX_DIM]) != d:
-        raise ValueError(f"p was packed for d = {int(p[IDX_DIM])}, tokens have d = {d}")
-    if len(p) not in (SIZE, SIZE + d * d):
-        raise ValueError(f"p must have length {SIZE} or {SIZE + d * d} (d = {d}), got {len(p)}")
+    if int(p[DIM]) != d:
+        raise ValueError(f"p was packed for d = {int(p[DIM])}, tokens have d = {d}")
+    if len(p) not in (H, LAYOUT.size({"d": d})):
+        raise ValueError(f"p must have length {H} or {LAYOUT.size({'d': d})} (d = {d}), "
+                         f"got {len(p)}")
     gaussian = noise_law(p) == "gaussian"
     if exact_pair and not gaussian:
         raise ValueError("exact_pair sampling is derived for gaussian noise only, "

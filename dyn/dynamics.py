@@ -1,0 +1,81 @@
+"""A model's vector field as one record: the numba drift, its JAX twin, the geometry, the layout
+of the parameter vector they share (and, for an SDE, the diffusion pair and its noise shape).
+
+    FLOW = Dynamics("attention_flow", LAYOUT, attention_drift, attention_drift_jax, SPHERE,
+                    example=_example)
+    states = integrators.get("numba", "rk4", dt=0.01).solve(FLOW.problem(p), x0, ts)
+
+Records register themselves (:func:`register`); :func:`registered` imports every module in
+SOURCES and returns them all, for the test that checks, for each, that the numba drift and the
+JAX twin agree at random states and parameters (``example``).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+import integrators
+from integrators.geometry import Geometry
+
+from .layout import Layout
+
+# Modules that define Dynamics records (imported by `registered`).
+SOURCES = ("dyn.attention.flow", "dyn.attention.network", "dyn.tokens_sde.sde",
+           "dyn.sinkformer.flow", "dyn.resnet.ode", "dyn.momentum.fields")
+_REGISTRY: dict[str, "Dynamics"] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class Dynamics:
+    """dx = P_x f(t, x; p) dt (+ P_x g(t, x; p)[dW]) on `geometry`, p laid out by `layout`.
+
+    - ``drift`` / ``diffusion``: numba functions of the integrators' ABI
+      (``integrators.numba_abi.DRIFT_SIG`` / ``DIFFUSION_SIG``);
+    - ``drift_jax`` / ``diffusion_jax``: their JAX twins on one member; when the twin needs static
+      sizes that only the vector knows (e.g. the ResNet's width), ``jax_static(p)`` returns them
+      and ``drift_jax(*jax_static(p))`` builds the twin;
+    - ``noise``: ``p -> (q1, q2)``, the shape of one Brownian increment (SDEs only);
+    - ``work``: ``(n, d, p) -> int``, the scratch floats the numba functions need per member;
+    - ``example``: ``rng -> (x, p)``, a random state of one member and parameter vector.
+    """
+
+    name: str
+    layout: Layout
+    drift: Callable
+    drift_jax: Callable
+    geometry: Geometry
+    example: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]
+    diffusion: Callable | None = None
+    diffusion_jax: Callable | None = None
+    noise: Callable[[np.ndarray], tuple[int, int]] | None = None
+    work: Callable[[int, int, np.ndarray], int] | int = 0
+    jax_static: Callable[[np.ndarray], tuple] | None = None
+
+    def jax_drift(self, p) -> Callable:
+        """The JAX twin for the vector `p` (specialised to its static sizes if needed)."""
+        return self.drift_jax(*self.jax_static(p)) if self.jax_static else self.drift_jax
+
+    def problem(self, p) -> integrators.Problem:
+        """The :class:`integrators.Problem` of this model with parameters `p`."""
+        p = np.asarray(p, dtype=np.float64)
+        noise = {} if self.diffusion is None else dict(
+            diffusion=self.diffusion, diffusion_jax=self.diffusion_jax, noise_shape=self.noise(p))
+        return integrators.Problem(self.drift, self.jax_drift(p), p, self.geometry,
+                                   work=self.work, **noise)
+
+
+def register(record: Dynamics) -> Dynamics:
+    if record.name in _REGISTRY and _REGISTRY[record.name] is not record:
+        raise ValueError(f"two dynamics named {record.name!r}")
+    _REGISTRY[record.name] = record
+    return record
+
+
+def registered() -> dict[str, Dynamics]:
+    """Every record of the modules in SOURCES, by name."""
+    for module in SOURCES:
+        importlib.import_module(module)
+    return dict(_REGISTRY)

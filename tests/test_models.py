@@ -1,0 +1,57 @@
+"""Every registered model (dyn.dynamics): the numba drift and its JAX twin are one function, at
+random states and parameters; and the Runge-Kutta tables check themselves when built."""
+import numpy as np
+import pytest
+
+import integrators
+from dyn import dynamics
+from integrators.tableau import ButcherTableau
+
+MODELS = dynamics.registered()
+TRIALS = 6
+
+
+def test_every_model_module_registers_something():
+    assert {"attention_flow", "attention_postnorm", "token_sde", "sinkformer", "resnet_ode",
+            "momentum_first_order", "momentum_second_order"} <= set(MODELS)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_numba_drift_and_jax_twin_agree(name):
+    integrators.configure_jax()  # float64
+    import jax.numpy as jnp
+
+    record = MODELS[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    for _ in range(TRIALS):
+        x, p = record.example(rng)
+        problem = record.problem(p)
+        t = float(rng.uniform(0, 2))
+        work = np.empty(problem.work_size(*x.shape))
+        want = np.empty_like(x)
+        record.drift(t, x, np.array(p), want, work)
+        got = np.asarray(problem.drift_jax(t, jnp.asarray(x), jnp.asarray(p)))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * max(1.0, np.abs(want).max()))
+        if record.diffusion is not None:
+            dw = rng.standard_normal(problem.noise_shape)
+            want = np.empty_like(x)
+            record.diffusion(t, x, np.array(p), dw, want, work)
+            got = np.asarray(problem.diffusion_jax(t, jnp.asarray(x), jnp.asarray(p),
+                                                   jnp.asarray(dw)))
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(c=[0.0, 0.5, 0.5, 0.9]), "row sums"),                      # a wrong node
+    (dict(b=[1 / 6, 1 / 3, 1 / 3, 1 / 5]), "b.1"),                    # weights not summing to 1
+    (dict(b=[1 / 4, 1 / 4, 1 / 4, 1 / 4]), "b.c^2"),                  # consistent, order 2 only
+    (dict(A=[[0, 0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 0.9, 0]],
+          c=[0.0, 0.5, 0.5, 0.9]), "b.c ="),                          # rows fixed, order lost
+    (dict(A=[[0, 1.0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 1, 0]]), "lower triangular"),
+])
+def test_a_wrong_table_fails_when_built(change, words):
+    rk4 = integrators.tableau.RK4
+    table = dict(name="bad", A=rk4.A, b=rk4.b, c=rk4.c, order=4) | change
+    with pytest.raises(ValueError, match=words.replace("^", r"\^").replace(".", r"\.")):
+        ButcherTableau(**table)
+    ButcherTableau("rk4_copy", rk4.A, rk4.b, rk4.c, 4)  # the true table passes
