@@ -9,7 +9,8 @@ Noise laws (``params.NOISES``), W = (sigma / sqrt d) S(B) with B a standard d x 
 - ``gaussian``: S(B) = B (entries of W of variance sigma^2/d per unit time);
 - ``goe``: S(B) = (B + B^T)/sqrt 2 (symmetric; off-diagonal variance sigma^2/d, diagonal 2 sigma^2/d).
 
-Normalization drift b. The network step y = z + sqrt(h) G m, z <- y/|y| gives, with xi = G m
+The mean field m_i is the shared softmax kernel :func:`dyn.numerics.mean_field.mean_field`
+(M = V = I). Normalization drift b. The network step y = z + sqrt(h) G m, z <- y/|y| gives, with xi = G m
 split as xi = <z, xi> z + P_z xi, z' - z = P_z xi - <z, xi> P_z xi - |P_z xi|^2 z / 2 + O(|xi|^3).
 If Cov((G m)_a, (G m)_b) = (sigma^2/d) C_ab per unit time,
 
@@ -36,9 +37,10 @@ import numpy as np
 from numba import njit, types
 
 from integrators.geometry import SPHERE
-from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, F1, F2, NJIT
+from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
 from ..dynamics import Dynamics, register
+from ..numerics import mean_field as mf
 from .params import LAYOUT, pack
 
 BETA, SIGMA, VBAR, DIM, NOISE = (LAYOUT.index(k) for k in ("beta", "sigma", "vbar", "d", "noise"))
@@ -48,32 +50,7 @@ _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 
 def work_size(n: int, d: int, p=None) -> int:
     """Scratch floats of the drift and the diffusion for n tokens of dimension d."""
-    return n * d + n + d
-
-
-@njit(types.void(F2, types.float64, F2, F1), **NJIT)
-def softmax_mean_field(z, beta, m, w):
-    """m_i <- sum_j A_ij z_j with A = softmax_j(beta <z_i, z_j>) (rows shifted by their max);
-    ``w``: n scratch floats."""
-    n, d = z.shape
-    for i in range(n):
-        smax = -np.inf
-        for j in range(n):
-            s = 0.0
-            for k in range(d):
-                s += z[i, k] * z[j, k]
-            w[j] = beta * s
-            smax = max(smax, w[j])
-        tot = 0.0
-        for j in range(n):
-            w[j] = math.exp(w[j] - smax)
-            tot += w[j]
-        for k in range(d):
-            m[i, k] = 0.0
-        for j in range(n):
-            a = w[j] / tot
-            for k in range(d):
-                m[i, k] += a * z[j, k]
+    return mf.work_size(n, d) + n * d + d
 
 
 @njit(DRIFT_SIG, **NJIT)
@@ -86,8 +63,8 @@ def token_drift(t, z, p, out, work):
     c = k2 * (p[DIM] - 1.0) / 2.0
     goe = p[NOISE] != 0.0
     matrix = p.shape[0] > H
-    softmax_mean_field(z, p[BETA], out, work[:n])
-    v = work[n:n + d]
+    mf.mean_field(z, p[BETA], False, z, True, z, True, out, work)  # M = V = I: never read
+    v = work[work.shape[0] - d:]
     for i in range(n):
         zm = 0.0
         zz = 0.0
@@ -125,7 +102,7 @@ def token_diffusion(t, z, p, dw, out, work):
     scale = p[SIGMA] / math.sqrt(p[DIM])
     goe = p[NOISE] != 0.0
     m = work[:n * d].reshape((n, d))
-    softmax_mean_field(z, p[BETA], m, work[n * d:n * d + n])
+    mf.mean_field(z, p[BETA], False, z, True, z, True, m, work[n * d:])  # M = V = I: never read
     for i in range(n):
         for k in range(d):
             acc = 0.0
@@ -148,12 +125,6 @@ def token_diffusion(t, z, p, dw, out, work):
 
 # ---------------------------------------------------------------------------------- JAX twins
 
-def softmax_mean_field_jax(z, beta):
-    import jax
-
-    return jax.nn.softmax(beta * (z @ z.T), axis=-1) @ z
-
-
 def _value_jax(z, p, m):
     """Vbar m_i for every row (Vbar = vbar I unless p carries a matrix; decided from p's static
     length)."""
@@ -163,7 +134,7 @@ def _value_jax(z, p, m):
 
 def token_drift_jax(t, z, p):
     """JAX twin of :func:`token_drift` (one member)."""
-    m = softmax_mean_field_jax(z, p[BETA])
+    m = mf.mean_field_jax(z, p[BETA], 0.0)
     k2 = p[SIGMA] ** 2 / p[DIM]
     c = k2 * (p[DIM] - 1.0) / 2.0
     zz = (z * z).sum(-1, keepdims=True)
@@ -179,7 +150,7 @@ def token_diffusion_jax(t, z, p, dw):
     """JAX twin of :func:`token_diffusion`: (sigma / sqrt d) P_z (dW m)."""
     import jax.numpy as jnp
 
-    m = softmax_mean_field_jax(z, p[BETA])
+    m = mf.mean_field_jax(z, p[BETA], 0.0)
     dw = jnp.where(p[NOISE] != 0.0, (dw + dw.T) * _INV_SQRT2, dw)
     return SPHERE.project_jax(z, p[SIGMA] / jnp.sqrt(p[DIM]) * (m @ dw.T))
 

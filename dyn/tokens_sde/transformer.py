@@ -32,8 +32,9 @@ from numba import njit, prange, types
 from integrators.numba_abi import NJIT, NJIT_PARALLEL
 from integrators.sde_rng import STREAMS, fill_normals, member_streams
 
+from ..numerics import mean_field as mf
 from .params import LAYOUT, noise_law
-from .sde import BETA, DIM, NOISE, SIGMA, VBAR, softmax_mean_field
+from .sde import BETA, DIM, NOISE, SIGMA, VBAR
 
 H = LAYOUT.header  # a general Vbar, when present, follows the scalars
 
@@ -43,7 +44,7 @@ _F3 = types.float64[:, :, ::1]
 _F4 = types.float64[:, :, :, ::1]
 
 _FULL_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS, _F4,
-                       types.float64, types.float64, _F3, types.int64[::1])
+                       types.float64, types.float64, types.int64, _F3, types.int64[::1])
 
 
 @njit(types.boolean(types.float64[:, ::1], types.float64, types.float64), **NJIT)
@@ -63,10 +64,12 @@ def _all_pairs_decided(z, gap_minus, gap_plus):
 
 
 @njit(_FULL_SIG, **NJIT_PARALLEL)
-def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, out, layers):
+def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, work_size, out,
+                  layers):
     """Layers with a full d x d matrix per layer (given increments, or d^2 normals drawn;
     symmetrized as (B + B^T)/sqrt 2 for GOE noise). A run stops early once every pair has
-    log|z_i - z_j|^2 < stop_minus or log|z_i + z_j|^2 < stop_plus (-inf: never)."""
+    log|z_i - z_j|^2 < stop_minus or log|z_i + z_j|^2 < stop_plus (-inf: never). ``work_size``:
+    scratch floats of the shared mean-field kernel."""
     n_members, n, d = x0.shape
     given = increments.shape[0] > 0
     check = stop_minus > -np.inf or stop_plus > -np.inf
@@ -81,7 +84,7 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, o
     for e in prange(n_members):
         z = x0[e].copy()
         m = np.empty((n, d))
-        w = np.empty(n)
+        w = np.empty(work_size)
         g_flat = np.empty(d * d)
         g = g_flat.reshape((d, d))
         s = streams[e].copy()
@@ -106,7 +109,7 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, o
                 for r in range(d):
                     for q in range(d):
                         g[r, q] += h * p[H + r * d + q]
-            softmax_mean_field(z, beta, m, w)
+            mf.mean_field(z, beta, False, z, True, z, True, m, w)  # softmax, M = V = I
             for i in range(n):
                 nrm = 0.0
                 for r in range(d):
@@ -257,13 +260,13 @@ def network(x0, depth: int, horizon: float, p, *, rng=None, increments=None,
         inc = np.ascontiguousarray(increments, dtype=np.float64)
         if inc.shape != (E, depth, d, d):
             raise ValueError(f"increments must have shape {(E, depth, d, d)}, got {inc.shape}")
-        _network_full(x0, depth, h, p, np.ones((E, 4), np.uint64), inc, -np.inf, -np.inf, out,
-                      layers)
+        _network_full(x0, depth, h, p, np.ones((E, 4), np.uint64), inc, -np.inf, -np.inf,
+                      mf.work_size(n, d), out, layers)
         return out, layers
     streams = member_streams(rng, E)
     if n == 2 and exact_pair:
         _network_pair(x0, depth, h, p, streams, float(stop_minus), float(stop_plus), out, layers)
     else:
         _network_full(x0, depth, h, p, streams, np.empty((0, 0, 0, 0)), float(stop_minus),
-                      float(stop_plus), out, layers)
+                      float(stop_plus), mf.work_size(n, d), out, layers)
     return out, layers
