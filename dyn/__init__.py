@@ -2,6 +2,7 @@
 
     dyn.run("scenarios/attention_clusters.toml")     # -> path of the HDF5 file
     ds = dyn.open("outputs/attention_clusters.h5")   # -> xarray.Dataset
+    dyn.compare("outputs/attention_depth_limit.h5", along="form", reference="flow")
 
 Systems live in subpackages (`dyn.attention`, ...) and are callable directly on arrays.
 Attributes are imported on first use, so `import dyn` (and every spawned worker) stays light.
@@ -9,10 +10,10 @@ Attributes are imported on first use, so `import dyn` (and every spawned worker)
 from importlib import import_module
 
 __version__ = "0.1.0"
-__all__ = ["open", "run", "load", "Scenario", "ScenarioError"]
+__all__ = ["open", "run", "load", "compare", "Scenario", "ScenarioError"]
 
 _LAZY = {"open": ".analysis", "run": ".engine", "load": ".scenario", "Scenario": ".scenario",
-         "ScenarioError": ".errors"}
+         "ScenarioError": ".errors", "compare": ".comparison"}
 
 
 def __getattr__(name):

@@ -48,6 +48,16 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", help="PNG path (default: beside the file)")
     plot.add_argument("--var", help="variable to draw (default: the scenario's choice)")
 
+    compare = sub.add_parser("compare", help="distance of each value of an axis to a reference "
+                             "value, run by run on saved states; rate against a numeric axis")
+    compare.add_argument("path")
+    compare.add_argument("--along", required=True, help="the sweep axis compared (e.g. form)")
+    compare.add_argument("--reference", required=True, help="its reference value (e.g. flow)")
+    compare.add_argument("--against", help="numeric axis to fit the log-log rate against (e.g. depth)")
+    compare.add_argument("--at", choices=("all", "final"), default="all",
+                         help="distance over all saved times (their maximum) or the final one")
+    compare.add_argument("--out", help="PNG of the error curve (default: beside the file)")
+
     sub.add_parser("list", help="built-in systems and shipped scenarios")
     return parser
 
@@ -105,6 +115,20 @@ def _cmd_plot(args) -> int:
     return 0
 
 
+def _cmd_compare(args) -> int:
+    from . import comparison
+
+    result = comparison.compare(args.path, args.along, args.reference, at=args.at)
+    print(result["error"].to_dataframe().to_string())
+    if args.against:
+        for label, rate in comparison.rates(result, args.against).items():
+            where = ", ".join(f"{k} = {v}" for k, v in label)
+            print(f"rate against {args.against}{' (' + where + ')' if where else ''}: {rate}")
+        out = args.out or str(Path(args.path).with_suffix("")) + f"_compare_{args.along}.png"
+        print(f"plotted {comparison.plot(result, args.against, out)}")
+    return 0
+
+
 def _cmd_list(args) -> int:
     import tomllib
 
@@ -122,7 +146,8 @@ def _cmd_list(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"run": _cmd_run, "show": _cmd_show, "plot": _cmd_plot, "list": _cmd_list}[args.command]
+    handler = {"run": _cmd_run, "show": _cmd_show, "plot": _cmd_plot, "list": _cmd_list,
+               "compare": _cmd_compare}[args.command]
     try:
         return handler(args)
     except ScenarioError as exc:

@@ -3,11 +3,13 @@
     runs -> chunks (memory budget) -> System.simulate -> per-run values -> reductions -> file variables
 
 - **Chunks.** `runs` are split into ceil(runs x System.run_bytes / Setup.chunk_bytes) consecutive
-  chunks; runs are independent and draw from the point's stream in run order, so chunking never
-  changes a number of a system whose runs are drawn run by run.
+  chunks; runs are independent and draw from the point's stream in run order, and sums run on
+  across chunk boundaries, so chunking never changes a number of a system whose runs are drawn
+  run by run.
 - **Reductions** (``Output.reduce``): sums over runs are accumulated run after run (a cumulative
   sum along the run axis), the same order whatever the array shapes, then divided once.
-  Proportions also give their count and 95% Wilson bounds.
+  Proportions also give their count and 95% Wilson bounds; ``mean_se`` means their standard
+  error over runs (from the running sum of squares).
 - **Divergence.** A run whose states (or values) are not finite marks the point DIVERGED, with
   the count in the message; the values are still written.
 - **Checks in the worker.** Values missing, undeclared or of the wrong shape raise
@@ -34,8 +36,11 @@ class OutputMismatch(RuntimeError):
 
 
 def companions(out: Output) -> list[Output]:
-    """The file variables of one declared output: itself, and for a proportion p_X also n_X and
-    the Wilson bounds p_X_lo, p_X_hi."""
+    """The file variables of one declared output: itself, for a proportion p_X also n_X and the
+    Wilson bounds p_X_lo, p_X_hi, for a mean_se X also its standard error X_se."""
+    if out.reduce == "mean_se":
+        return [out, Output(f"{out.name}_se", f"standard error over runs of {out.name}",
+                            out.units, out.dims, "point")]
     if out.reduce != "proportion":
         return [out]
     rest = out.name[2:]
@@ -48,17 +53,29 @@ def companions(out: Output) -> list[Output]:
             Output(f"{out.name}_hi", f"95% Wilson upper bound of {out.name}", "1", out.dims, "point")]
 
 
+RUN = "run"  # the dimension of per-run outputs
+
+
 def file_outputs(system: "System", setup: "Setup") -> list[Output]:
-    """Every variable written per point, in file order."""
-    return [c for out in system.outputs(setup) for c in companions(out)]
+    """Every variable written per point, in file order (per-run outputs lead with `run`)."""
+    outs = []
+    for out in system.outputs(setup):
+        if out.reduce == "per_run":
+            out = Output(out.name, out.long_name, out.units, (RUN, *out.dims), "per_run", out.role)
+        outs += companions(out)
+    return outs
 
 
 def coords(system: "System", setup: "Setup") -> dict[str, Coord]:
-    """The system's own dimensions: `time` (the save times) when an output uses it, and the
-    system's other coordinates."""
+    """The system's own dimensions: `time` (the save times) when an output or the saved states
+    use it, `run` when an output is kept per run, and the system's other coordinates."""
     found = {}
-    if any("time" in out.dims for out in system.outputs(setup)):
+    outputs = system.outputs(setup)
+    saves_states = setup.trajectories and system.trajectory_dims(setup) is not None
+    if saves_states or any("time" in out.dims for out in outputs):
         found["time"] = Coord(np.asarray(setup.times), "time t", "1")
+    if any(out.reduce == "per_run" for out in outputs):
+        found[RUN] = Coord(np.arange(setup.runs), "Monte Carlo run")
     found.update(system.coords(setup))
     return found
 
@@ -81,6 +98,9 @@ class _Reduction:
     def add(self, values: dict[str, np.ndarray]) -> None:
         for out in self.outputs:
             v = np.asarray(values[out.name])
+            if out.reduce == "per_run":
+                self.acc.setdefault(out.name, []).append(np.asarray(v, dtype=np.float64))
+                continue
             if out.reduce == "max":
                 part = v.max(axis=0)
                 prev = self.acc.get(out.name)
@@ -88,15 +108,32 @@ class _Reduction:
                 continue
             if out.reduce == "rms":
                 v = v * v
-            part = np.cumsum(v, axis=0)[-1]  # run after run, whatever the shape
-            self.acc[out.name] = self.acc.get(out.name, 0.0) + part
+            self._sum(out.name, v)
+            if out.reduce == "mean_se":
+                self._sum(out.name + "^2", v * v)
+
+    def _sum(self, key: str, v: np.ndarray) -> None:
+        """acc <- ((acc + v_0) + v_1) + ...: run after run whatever the shapes, so where the
+        chunks are cut never changes a bit."""
+        v = np.asarray(v, dtype=np.float64)
+        start = self.acc.get(key, np.zeros(v.shape[1:]))
+        self.acc[key] = np.cumsum(np.concatenate([start[None], v]), axis=0)[-1]
 
     def finish(self) -> dict[str, np.ndarray]:
         values = {}
         for out in self.outputs:
+            if out.reduce == "per_run":
+                values[out.name] = np.concatenate(self.acc[out.name])
+                continue
             total = np.asarray(self.acc[out.name], dtype=np.float64)
             if out.reduce == "mean":
                 values[out.name] = total / self.runs
+            elif out.reduce == "mean_se":
+                mean = total / self.runs
+                spread = np.maximum(self.acc[out.name + "^2"] / self.runs - mean * mean, 0.0)
+                values[out.name] = mean
+                values[f"{out.name}_se"] = (np.sqrt(spread * self.runs / (self.runs - 1) / self.runs)
+                                            if self.runs > 1 else np.full_like(mean, np.nan))
             elif out.reduce == "rms":
                 values[out.name] = np.sqrt(total / self.runs)
             elif out.reduce == "max":
@@ -147,6 +184,7 @@ def run_point(system: "System", spec: "RunSpec", sink=None) -> PointResult:
     declared = system.outputs(setup)
     per_run = [o for o in declared if o.reduce != "point"]
     sizes = {dim: len(c.values) for dim, c in coords(system, setup).items()}
+    # a per-run output's values from `simulate` have the output's own dims after the run axis
     reduction = _Reduction(per_run, spec.runs)
     bad = 0
     for runs in chunks(spec.runs, system.run_bytes(spec), setup.chunk_bytes) if per_run else ():

@@ -109,8 +109,13 @@ def _heatmap(ax, da, marks=None) -> None:
     """Cells centred on the sweep values (geometric mid-points on log axes); `marks`: a boolean
     array over some of the dims, True where a cell is hatched as horizon-limited."""
     xdim, ydim = da.dims
+    xs, ys = _scale(da[xdim].values), _scale(da[ydim].values)
+    for dim, scale in ((xdim, xs), (ydim, ys)):
+        if scale == "log":  # a log axis cannot show t = 0
+            keep = da[dim].values > 0
+            da = da.isel({dim: keep})
+            marks = marks.isel({dim: keep}) if marks is not None and dim in marks.dims else marks
     x, y = da[xdim], da[ydim]
-    xs, ys = _scale(x.values), _scale(y.values)
     xe, ye = _edges(x.values, xs), _edges(y.values, ys)
     mesh = ax.pcolormesh(xe, ye, da.values.T, shading="flat", cmap="viridis")
     _set_scale(ax, x.values, xs, "x")
@@ -190,6 +195,8 @@ def _scale(values) -> str:
     (geometric, or uneven positive values spanning a decade or more), else "index" (evenly
     spaced cells labelled with the values)."""
     values = np.asarray(values, dtype=float)
+    if values.size >= 4 and values[0] == 0.0 and _is_geometric(values[1:]):
+        return "log"  # log-spaced save times: 0, then t_min ... T (the 0 is left out of the picture)
     if values.size < 3:
         return "linear"
     steps = np.diff(values)
@@ -241,6 +248,7 @@ def _set_scale(ax, values, scale: str, which: str) -> None:
     values = np.asarray(values, dtype=float)
     axis = getattr(ax, f"{which}axis")
     if scale == "log":
+        values = values[values > 0]
         getattr(ax, f"set_{which}scale")("log")
     else:
         getattr(ax, f"set_{which}scale")("function", functions=_index_map(values))

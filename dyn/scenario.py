@@ -50,6 +50,8 @@ SCENARIO_FIELDS = {
 ENSEMBLE_FIELDS = {
     "runs": Field("int", default=1, lo=1, hi=100_000_000, doc="Monte Carlo runs per point"),
     "seed": Field("int", default=0, lo=0, hi=2**63 - 1, doc="root seed of every point"),
+    "common": Field("names", default=None, doc="sweep axes along which points share their "
+                    "random numbers (common random numbers); default none"),
 }
 INTEGRATOR_FIELDS = {
     "backend": Field("str", default="numba", choices=("numba", "diffrax")),
@@ -63,6 +65,9 @@ INTEGRATOR_FIELDS = {
 OUTPUT_FIELDS = {
     "path": Field("str", default=""),
     "saves": Field("int", default=100, lo=1, hi=100_000, doc="save intervals on [0, horizon]"),
+    "spacing": Field("str", default="linear", choices=("linear", "log"),
+                     doc="save times evenly spaced on [0, T], or 0 then geometric from t_min to T"),
+    "t_min": Field("float", default=None, lo=0.0, doc="first nonzero save time (spacing = log)"),
     "plot": Field("str", default=""),
     "trajectories": Field("bool", default=False, doc="also save states (see dyn/trajectories.py)"),
     "trajectory_every": Field("int", default=1, lo=1, hi=10**6, doc="keep every k-th save time"),
@@ -129,8 +134,10 @@ class Scenario:
     def setup(self) -> Setup:
         """What every point shares, as systems see it (they never see this document)."""
         cfg = self.integrator
-        return Setup(params=self.params, swept=tuple(self.axes), runs=self.ensemble["runs"],
-                     seed=self.ensemble["seed"], horizon=cfg["horizon"], saves=self.output["saves"],
+        return Setup(params=self.params, axes=self.axes, runs=self.ensemble["runs"],
+                     seed=self.ensemble["seed"], common=tuple(self.ensemble.get("common", ())),
+                     horizon=cfg["horizon"], saves=self.output["saves"],
+                     spacing=self.output["spacing"], t_min=self.output.get("t_min"),
                      solver=Solver(cfg["backend"], cfg["method"], solver_options(cfg)),
                      trajectories=self.output["trajectories"],
                      trajectory_every=self.output["trajectory_every"],
@@ -138,7 +145,8 @@ class Scenario:
 
     def spec(self, index: int) -> RunSpec:
         """The run specification of point `index` (its values and its random stream)."""
-        return RunSpec(self.setup, index, sweep.point(self.params, self.axes, index))
+        return RunSpec(self.setup, index, sweep.point(self.params, self.axes, index),
+                       sweep.stream_index(self.axes, index, self.setup.common))
 
     @property
     def count(self) -> int:
@@ -257,11 +265,19 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     if system.integrator:
         _check_integrator(integrator, system.equation)
     output = check_table("output", _table(doc, "output"), OUTPUT_FIELDS)
+    _check_output(output, integrator)
+    ensemble = check_table("ensemble", _table(doc, "ensemble"), ENSEMBLE_FIELDS)
+    for axis in ensemble.get("common", ()):
+        if axis not in sweep_axes:
+            raise ScenarioError("ensemble.common", f"{axis!r} is not a sweep axis "
+                                f"(axes: {', '.join(sweep_axes) or 'none'})")
+    if not ensemble.get("common"):
+        ensemble.pop("common", None)  # the default: every point on its own stream
     data = {
         "scenario": head,
         "params": params,
         "sweep": sweep_axes,
-        "ensemble": check_table("ensemble", _table(doc, "ensemble"), ENSEMBLE_FIELDS),
+        "ensemble": ensemble,
         "integrator": integrator,
         "output": output,
     }
@@ -273,6 +289,16 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     for index in range(scenario.count):
         system.validate(scenario.spec(index))
     return scenario
+
+
+def _check_output(output: dict, integrator: dict) -> None:
+    if output["spacing"] == "log":
+        t_min = output.get("t_min")
+        if t_min is None or not 0 < t_min < integrator["horizon"]:
+            raise ScenarioError("output.t_min", "spacing = \"log\" needs 0 < t_min < horizon "
+                                f"(horizon {integrator['horizon']}), got {t_min}")
+    elif output.get("t_min") is not None:
+        raise ScenarioError("output.t_min", "only used with spacing = \"log\"")
 
 
 def _check_outputs(scenario: Scenario, system: systems.System) -> None:

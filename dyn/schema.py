@@ -19,7 +19,8 @@ REQUIRED = object()  # sentinel default: the key must be given
 class Field:
     """One scenario entry.
 
-    kind: "int", "float", "str", "bool" or "matrix" (a square list of lists of numbers).
+    kind: "int", "float", "str", "bool", "matrix" (a square list of lists of numbers) or
+    "names" (a list of distinct strings).
     lo/hi: inclusive bounds for numbers. choices: admissible strings. sweepable: may be a
     `[sweep]` axis. check: extra predicate returning an error text or None.
     """
@@ -88,7 +89,16 @@ def _matrix(key, raw):
     return rows
 
 
-_PARSERS = {"int": _int, "float": _float, "str": _str, "bool": _bool, "matrix": _matrix}
+def _names(key, raw):
+    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+        raise ScenarioError(key, f"expected a list of names, got {_describe(raw)}")
+    if len(set(raw)) != len(raw):
+        raise ScenarioError(key, "names must be distinct")
+    return list(raw)
+
+
+_PARSERS = {"int": _int, "float": _float, "str": _str, "bool": _bool, "matrix": _matrix,
+            "names": _names}
 
 
 def _describe(raw: Any) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 from . import sweep
 
 CHUNK_BYTES = 64 * 2**20  # memory budget of one chunk of runs (states of the runs in flight)
+RUN_KEY = 0x52  # spawn-key salt of per-run streams (any constant)
 
 
 def _frozen(values: Mapping) -> Mapping:
@@ -45,12 +46,15 @@ class Setup:
     """What every point of a sweep shares."""
 
     params: Mapping[str, Any]  # the fixed [params] (swept keys absent)
-    swept: tuple[str, ...]  # names of the sweep axes
+    axes: Mapping[str, tuple]  # the sweep axes and their values, in file order
     runs: int
     seed: int
     horizon: float
     saves: int  # save intervals on [0, horizon]
     solver: Solver
+    common: tuple[str, ...] = ()  # sweep axes along which points share random numbers
+    spacing: str = "linear"  # save times: "linear" on [0, T], or "log" (0, then t_min ... T)
+    t_min: float | None = None
     chunk_bytes: int = CHUNK_BYTES
     trajectories: bool = False  # also save states (every trajectory_every-th save time,
     trajectory_every: int = 1  # the first trajectory_runs runs, 0 = all)
@@ -58,11 +62,25 @@ class Setup:
 
     def __post_init__(self):
         object.__setattr__(self, "params", _frozen(self.params))
+        object.__setattr__(self, "axes", _frozen({k: tuple(v) for k, v in self.axes.items()}))
+
+    @property
+    def swept(self) -> tuple[str, ...]:
+        """Names of the sweep axes."""
+        return tuple(self.axes)
+
+    def values_of(self, key: str) -> tuple:
+        """Every value `key` takes in the sweep (its axis, or its one fixed value)."""
+        return self.axes[key] if key in self.axes else (self.params.get(key),)
 
     @cached_property
     def times(self) -> np.ndarray:
-        """The save times: saves + 1 equally spaced times on [0, horizon] (read-only)."""
-        t = np.linspace(0.0, self.horizon, self.saves + 1)
+        """The save times (read-only): saves + 1 equally spaced times on [0, horizon], or with log
+        spacing 0 followed by `saves` geometric times from t_min to horizon."""
+        if self.spacing == "log":
+            t = np.concatenate([[0.0], np.geomspace(self.t_min, self.horizon, self.saves)])
+        else:
+            t = np.linspace(0.0, self.horizon, self.saves + 1)
         t.setflags(write=False)
         return t
 
@@ -78,15 +96,25 @@ class RunSpec:
     setup: Setup
     index: int
     values: Mapping[str, Any]  # every parameter of the point, swept ones included
+    stream: int = -1  # the point's stream index (default: its index; see dyn.sweep.stream_index)
 
     def __post_init__(self):
         object.__setattr__(self, "values", _frozen(self.values))
+        if self.stream < 0:
+            object.__setattr__(self, "stream", self.index)
 
     @cached_property
     def rng(self) -> np.random.Generator:
-        """The point's own stream, SeedSequence(seed, spawn_key=(index,)); one Generator per
-        spec, consumed in run order, chunk after chunk."""
-        return sweep.rng(self.setup.seed, self.index)
+        """The point's stream, SeedSequence(seed, spawn_key=(stream,)); one Generator per spec,
+        consumed in run order, chunk after chunk. Points that differ only along common axes
+        have the same stream."""
+        return sweep.rng(self.setup.seed, self.stream)
+
+    def run_rng(self, run: int) -> np.random.Generator:
+        """Run `run`'s own stream, SeedSequence(seed, spawn_key=(stream, RUN_KEY, run)): for
+        numbers a run must draw the same way whatever the point's other parameters (e.g. a
+        Brownian path refined consistently across depths)."""
+        return sweep.common_rng(self.setup.seed, self.stream, RUN_KEY, run)
 
     # the Setup fields a system reads most, without the extra hop
     @property

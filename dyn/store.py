@@ -120,7 +120,8 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
         f.attrs.update(provenance.attributes(scenario, command))
         spec = trajectories.spec(system, setup, coords)
         if spec is not None:
-            f.dimensions["run"] = spec.runs
+            if spec.dims[0] not in f.dimensions:  # `run` may exist already, for per-run outputs
+                f.dimensions[spec.dims[0]] = spec.runs
             f.dimensions["trajectory_time"] = len(spec.times)
             _coordinate(f, "trajectory_time", spec.times, {"long_name": "time of the saved states"})
             for dim, size in spec.state.items():

@@ -1,9 +1,11 @@
 """Sweep points: the cartesian product of the `[sweep]` axes, and each point's random stream.
 
 Point `k` is the C-order (row-major) flat index into the grid of axes, in file order: the last
-axis varies fastest. Its random numbers come from `SeedSequence(seed, spawn_key=(k,))`, a pure
-function of (scenario seed, point index): executor, worker count and resume history cannot change
-them. Every function takes the axes (`{name: [values...]}`, in file order), not a scenario.
+axis varies fastest. Its random numbers come from `SeedSequence(seed, spawn_key=(s,))` with `s`
+its stream index: `k` itself, or, with common axes (`[ensemble] common`), its index in the grid
+of the other axes, so points that differ only along common axes draw the same numbers. Either way
+a pure function of (seed, point): executor, worker count and resume history cannot change them.
+Every function takes the axes (`{name: [values...]}`, in file order), not a scenario.
 """
 from __future__ import annotations
 
@@ -40,13 +42,26 @@ def iter_points(params: Mapping, axes: Mapping[str, list]) -> Iterator[dict]:
         yield point(params, axes, index)
 
 
+def stream_index(axes: Mapping[str, list], index: int, common: tuple[str, ...] = ()) -> int:
+    """The stream of point `index`: its flat index in the grid of the axes that are not common.
+    Points that differ only along `common` axes share it (common random numbers); with no common
+    axes it is the point index itself."""
+    if not common:
+        return index
+    where = grid_index(axes, index)
+    rest = [(i, len(v)) for (axis, v), i in zip(axes.items(), where) if axis not in common]
+    return int(np.ravel_multi_index([i for i, _ in rest], [n for _, n in rest])) if rest else 0
+
+
 def rng(seed: int, index: int) -> np.random.Generator:
-    """The random stream of point `index`."""
+    """The random stream number `index` (a point's: see :func:`stream_index`)."""
     seq = np.random.SeedSequence(seed, spawn_key=(index,))
     return np.random.Generator(np.random.PCG64(seq))
 
 
 def common_rng(seed: int, *key: int) -> np.random.Generator:
-    """A stream shared by every point of a sweep, named by `key` (common random numbers).
-    Keys start with a constant salt of the caller's, so they never meet a point's (index,)."""
+    """A stream named by `key` (at least two integers, so it never meets a point's (index,)):
+    shared by every point that asks for the same key (common random numbers)."""
+    if len(key) < 2:
+        raise ValueError(f"a common stream needs a key of two or more integers, got {key}")
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key)))

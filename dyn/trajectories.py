@@ -45,9 +45,11 @@ class TrajectorySpec:
     def shape(self) -> tuple[int, ...]:
         return (self.runs, len(self.times), *self.state.values())
 
+    run_dim: str = "run"  # "trajectory_run" when per-run outputs hold `run` with every run
+
     @property
     def dims(self) -> tuple[str, ...]:
-        return ("run", "trajectory_time", *self.state)
+        return (self.run_dim, "trajectory_time", *self.state)
 
 
 def spec(system: "System", setup: "Setup", coords: dict) -> TrajectorySpec | None:
@@ -60,7 +62,10 @@ def spec(system: "System", setup: "Setup", coords: dict) -> TrajectorySpec | Non
         raise ScenarioError("output.trajectories", f"system {system.name} does not save trajectories")
     runs = min(setup.trajectory_runs or setup.runs, setup.runs)
     every = setup.trajectory_every
-    return TrajectorySpec(runs, every, np.asarray(coords["time"].values)[::every], dict(state))
+    # the first runs only, beside per-run outputs of every run: a dimension of its own
+    run_dim = "trajectory_run" if "run" in coords and runs < setup.runs else "run"
+    return TrajectorySpec(runs, every, np.asarray(coords["time"].values)[::every], dict(state),
+                          run_dim)
 
 
 def sidecar_dir(path: Path) -> Path:

@@ -12,7 +12,7 @@ from .base import AbstractIntegrator
 from .geometry import EUCLIDEAN, SPHERE, Geometry
 from .problem import Problem
 from .registry import SDE_METHODS, available, get, options
-from .brownian import brownian_increments, coarsen
+from .brownian import brownian_increments, coarsen, dyadic_increments
 
 __all__ = [
     "configure_jax",
@@ -24,6 +24,7 @@ __all__ = [
     "SDE_METHODS",
     "brownian_increments",
     "coarsen",
+    "dyadic_increments",
     "available",
     "get",
     "options",

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 
 import dyn
@@ -134,3 +136,25 @@ def test_network_depth_must_fit_saves():
 def test_public_load(small_scenario):
     sc = dyn.load(small_scenario, ["ensemble.seed=3"])
     assert sc.ensemble["seed"] == 3 and sc.source == str(small_scenario)
+
+
+def test_log_spaced_save_times_and_their_checks():
+    sc = resolve(doc(output__spacing="log", output__t_min=0.01, output__saves=3,
+                     integrator__horizon=10.0))
+    assert sc.setup.times.tolist() == [0.0, *np.geomspace(0.01, 10.0, 3).tolist()]
+    for changes, words in (({"output__spacing": "log"}, "needs 0 < t_min < horizon"),
+                           ({"output__spacing": "log", "output__t_min": 5.0}, "t_min < horizon"),
+                           ({"output__t_min": 0.1}, "only used with spacing")):
+        with pytest.raises(ScenarioError, match=words):
+            resolve(doc(**changes))
+
+
+def test_common_axes_must_be_sweep_axes():
+    with pytest.raises(ScenarioError, match="ensemble.common: 'form' is not a sweep axis"):
+        resolve(doc(ensemble__common=["form"]))
+    with pytest.raises(ScenarioError, match="ensemble.common: expected a list of names"):
+        resolve(doc(ensemble__common="beta"))
+    sc = resolve(doc(ensemble__common=["normalization"]))
+    # points that differ only in normalization share a stream; beta still separates them
+    assert [sc.spec(k).stream for k in range(6)] == [0, 0, 1, 1, 2, 2]
+    assert "common" not in resolve(doc(ensemble__common=[])).ensemble  # default: all apart

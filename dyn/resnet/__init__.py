@@ -7,7 +7,7 @@ regularization of training. Names load on first use (JAX-only parts, ``adjoint``
 from ..lazy import exports
 
 __getattr__, __dir__, __all__ = exports(__name__, {
-    ".network": ("SCHEMES", "forward", "reconstruct"),
+    ".network": ("SCHEMES", "forward", "forward_states", "reconstruct"),
     ".ode": ("LAYOUT", "RESNET_ODE", "pack_params", "problem", "resnet_drift", "resnet_drift_jax",
              "solve"),
     ".weights": ("ACTIVATIONS", "ROUGH_LAWS", "WeightFunction", "activation_numpy", "evaluate",

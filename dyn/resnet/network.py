@@ -38,7 +38,19 @@ def _check(x0, W, V, scheme):
 def forward(x0, W, V, scheme: str = "euler", activation: str = "tanh") -> np.ndarray:
     """x_N for inputs ``x0`` (B, d) through the N = len(W) - 1 layers (module doc)."""
     x, N = _check(x0, W, V, scheme)
+    return forward_states(x0, W, V, scheme, activation, N)[-1]
+
+
+def forward_states(x0, W, V, scheme: str = "euler", activation: str = "tanh",
+                   save_every: int | None = None) -> np.ndarray:
+    """The hidden states x_0, x_k, x_2k, ..., x_N (k = ``save_every``, dividing N; default N):
+    shape (N/k + 1, B, d), the same arithmetic as :func:`forward`."""
+    x, N = _check(x0, W, V, scheme)
+    every = N if save_every is None else int(save_every)
+    if every < 1 or N % every:
+        raise ValueError(f"save_every = {save_every} must divide the {N} layers")
     sigma, h = activation_numpy(activation), 1.0 / N
+    states = [x.copy()]
     for n in range(N):
         f0 = sigma(x @ W[n].T) @ V[n].T
         if scheme == "euler":
@@ -46,7 +58,9 @@ def forward(x0, W, V, scheme: str = "euler", activation: str = "tanh") -> np.nda
         else:
             y = x + h * f0
             x += (0.5 * h) * (f0 + sigma(y @ W[n + 1].T) @ V[n + 1].T)
-    return x
+        if (n + 1) % every == 0:
+            states.append(x.copy())
+    return np.stack(states)
 
 
 def reconstruct(xN, W, V, scheme: str = "euler", activation: str = "tanh") -> np.ndarray:

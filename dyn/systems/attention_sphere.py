@@ -15,7 +15,7 @@ from ..errors import ScenarioError
 from ..lazy import lazy
 from ..schema import Field
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Output, System
+from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
 
 attention = lazy("dyn.attention")
 
@@ -64,11 +64,7 @@ class AttentionSphere(System):
         ]
 
     def trajectory_dims(self, setup) -> dict[str, int]:
-        for key in ("n", "d"):
-            if key in setup.swept:
-                raise ScenarioError("output.trajectories", f"saving trajectories needs params.{key} "
-                                    "fixed (every point's states must have one shape)")
-        return {"token": setup.params["n"], "coordinate": setup.params["d"]}
+        return state_dims(setup, token="n", coordinate="d")
 
     def run_bytes(self, spec) -> int:
         return bytes_of(len(spec.times), spec["n"], spec["d"])

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..errors import ScenarioError
 from ..schema import Field
 
 if TYPE_CHECKING:
@@ -31,12 +32,14 @@ ROLE_ATTR = "dyn_role"
 
 # How an output is made from the runs of a point (see dyn.ensemble):
 #   mean        the mean over runs of per-run values
+#   mean_se     the mean, stored with its standard error over runs as X_se (sample std / sqrt(runs))
 #   proportion  per-run booleans: the fraction p_X, stored with n_X (count) and the 95% Wilson
 #               bounds p_X_lo, p_X_hi (the name must start with "p_")
 #   max         the largest per-run value
 #   rms         sqrt of the mean of the squared per-run values
 #   point       one value for the point, from System.point_values (not from runs)
-REDUCTIONS = ("mean", "proportion", "max", "rms", "point")
+#   per_run     no reduction: every run's value, stored with a leading dimension `run`
+REDUCTIONS = ("mean", "mean_se", "proportion", "max", "rms", "point", "per_run")
 # The [integrator] keys (every key a system may read).
 INTEGRATOR_KEYS = frozenset({"backend", "method", "horizon", "dt", "rtol", "atol", "max_steps"})
 
@@ -91,6 +94,19 @@ class PointResult:
     values: dict[str, np.ndarray]
     status: int = OK
     message: str = ""
+
+
+def state_dims(setup: "Setup", **dims: str) -> dict[str, int]:
+    """Trajectory dims {dim: size} read from parameters (``token="n"``): every point's states
+    must have one shape, so a size that changes along a sweep axis is refused."""
+    found = {}
+    for dim, key in dims.items():
+        sizes = set(setup.values_of(key))
+        if len(sizes) != 1:
+            raise ScenarioError("output.trajectories", f"saving trajectories needs params.{key} "
+                                "fixed (every point's states must have one shape)")
+        found[dim] = int(sizes.pop())
+    return found
 
 
 class System(abc.ABC):

@@ -16,7 +16,7 @@ from ..errors import ScenarioError
 from ..lazy import lazy
 from ..schema import Field
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Output, System
+from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
 
 momentum = lazy("dyn.momentum")
 
@@ -53,6 +53,17 @@ class MomentumLimit(System):
             check_second_order_gamma(spec)
         elif spec["gamma"] == 0.0:
             raise ScenarioError("params.gamma", "gamma = 0 is not invertible")
+        if spec.setup.trajectories:
+            if spec["arithmetic"] != "float":
+                raise ScenarioError("output.trajectories", "the hidden states are kept for "
+                                    "arithmetic = \"float\" only")
+            if spec["depth"] % spec.setup.saves:
+                raise ScenarioError("output.saves", f"{spec.setup.saves} saves must divide depth "
+                                    f"{spec['depth']} to keep the hidden states")
+
+    def trajectory_dims(self, setup) -> dict[str, int]:
+        """The hidden state x over the layers (time = layer h), for every input."""
+        return state_dims(setup, coordinate="d")
 
     def outputs(self, setup) -> list[Output]:
         return [
@@ -72,7 +83,7 @@ class MomentumLimit(System):
 
     def simulate(self, spec, runs: range) -> Chunk:
         T, d, solver = spec.horizon, spec["d"], spec.solver
-        instance = spec.setup.common_rng(INSTANCE_KEY)
+        instance = spec.setup.common_rng(INSTANCE_KEY, 0)
         p = momentum.random_tanh_field(instance, d, eps=spec["eps"], scale=spec["scale"])
         x0 = instance.standard_normal((spec.runs, d))[runs.start:runs.stop]
         u0 = np.zeros_like(x0)
@@ -82,8 +93,15 @@ class MomentumLimit(System):
         x, _, inv = momentum.network_states(p, x0, u0, T, spec["depth"], gamma=_gamma(spec),
                                             arithmetic=spec["arithmetic"])
         err = np.max(np.abs(x - ref2), axis=-1)
+        states = None
+        if spec.setup.trajectories:  # the same float layers, kept every depth / saves layers
+            xs, _ = momentum.forward(x0, T / spec["depth"] * u0, _gamma(spec),
+                                     momentum.ode_residual(p, T, spec["depth"]), spec["depth"],
+                                     save=True)
+            states = np.moveaxis(xs[::spec["depth"] // spec.setup.saves], 0, 1)
         return Chunk({"error": err, "log10_error": np.log10(err),
-                      "error_first_order": np.max(np.abs(x - ref1), axis=-1), "inversion_error": inv})
+                      "error_first_order": np.max(np.abs(x - ref1), axis=-1), "inversion_error": inv},
+                     states=states)
 
 
 def _gamma(spec) -> float:

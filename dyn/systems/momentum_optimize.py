@@ -62,6 +62,6 @@ class MomentumOptimize(System):
 
 def _instance(spec):
     """(A, x*, starts (runs, d)) of the sweep's common quadratic."""
-    rng = spec.setup.common_rng(INSTANCE_KEY)
+    rng = spec.setup.common_rng(INSTANCE_KEY, 0)
     A, xstar = momentum.random_quadratic(rng, spec["d"], spec["kappa"])
     return A, xstar, xstar + rng.standard_normal((spec.runs, spec["d"]))

@@ -1,8 +1,9 @@
 """System `probe`: no physics, only the engine's machinery — for overhead measurements and checks.
 
 Each point draws `samples` standard normals from its own stream (seeded from the scenario seed
-and the point index) and records their mean and the first few draws. With `samples = 0` a point
-costs nothing, which isolates the executor's own per-point overhead (benchmarks/executors.py).
+and the point index) and records their mean and the first few draws; each run records the first
+normal of its own stream (a per-run output). With `samples = 0` a point costs nothing, which
+isolates the executor's own per-point overhead (benchmarks/executors.py).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from ..schema import Field
 from . import register
-from .base import Coord, Output, System
+from .base import Chunk, Coord, Output, System
 
 FIRST = 4  # leading draws recorded, so stream identity can be checked value by value
 
@@ -30,7 +31,11 @@ class Probe(System):
 
     def outputs(self, setup) -> list[Output]:
         return [Output("mean", "mean of the point's normal draws", reduce="point"),
-                Output("first", "the point's first draws", "1", ("draw",), reduce="point")]
+                Output("first", "the point's first draws", "1", ("draw",), reduce="point"),
+                Output("run_draw", "first normal of each run's own stream", "1", reduce="per_run")]
+
+    def simulate(self, spec, runs: range) -> Chunk:
+        return Chunk({"run_draw": np.array([spec.run_rng(r).standard_normal() for r in runs])})
 
     def point_values(self, spec) -> dict:
         draws = spec.rng.standard_normal(max(spec["samples"], FIRST))

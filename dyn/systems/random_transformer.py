@@ -44,7 +44,7 @@ from ..lazy import lazy
 from ..schema import Field
 from ..tokens_sde.params import FIELDS
 from . import register
-from .base import PROBABILITY, UNDECIDED, Chunk, Output, System
+from .base import PROBABILITY, UNDECIDED, Chunk, Output, System, state_dims
 
 integrators = lazy("integrators")
 ts = lazy("dyn.tokens_sde")
@@ -103,6 +103,14 @@ class RandomTransformer(System):
             if point["absorb_tol"] == 0:
                 raise ScenarioError("params.absorb_tol", "until = \"decided\" needs absorb_tol > 0 "
                                     "(with 0 no run is ever decided); or set until = \"horizon\"")
+        if point.setup.trajectories:
+            if point["until"] != "horizon":
+                raise ScenarioError("output.trajectories", "saved states need a common time axis: "
+                                    "set params.until = \"horizon\"")
+            steps = ts.fixed_steps(point.horizon, _dt(point))
+            if point["form"] != "sde" and steps % point.setup.saves:
+                raise ScenarioError("output.saves", f"{point.setup.saves} saves must divide the "
+                                    f"{steps} steps (horizon / dt) to keep states")
 
     def outputs(self, setup) -> list[Output]:
         classes = PAIR_CLASSES if setup.params.get("report", "pair") == "pair" else CENSUS_CLASSES
@@ -118,12 +126,22 @@ class RandomTransformer(System):
     def point_values(self, spec) -> dict:
         return {"horizon_cap": _cap(spec, ts.pack_values(spec.values))}
 
+    def trajectory_dims(self, setup) -> dict[str, int]:
+        """The two-token angle theta = arccos rho (form rho), else the tokens."""
+        forms = set(setup.values_of("form"))
+        if "rho" in forms:
+            if len(forms) > 1:
+                raise ScenarioError("output.trajectories", "the rho form keeps the angle, the "
+                                    "others the tokens: saved states need one kind of form")
+            return {"angle": 1}
+        return state_dims(setup, token="n", coordinate="d")
+
     def simulate(self, spec, runs: range) -> Chunk:
-        classes, steps, times, finite = _simulate(spec, len(runs))
+        classes, steps, times, finite, states = _simulate(spec, len(runs))
         names = PAIR_CLASSES if spec["report"] == "pair" else CENSUS_CLASSES
         values = {f"p_{c}": classes == getattr(ts, c.upper()) for c in names}
         values.update(mean_steps=steps, horizon_used=times)
-        return Chunk(values, finite=finite)
+        return Chunk(values, states=states if spec.setup.trajectories else None, finite=finite)
 
     def decorate(self, ax, ds, var: str) -> None:
         """The predicted boundary cosh(2 beta) = d - 2 on a (beta, d) heat map."""
@@ -153,37 +171,56 @@ def _cap(spec, p) -> float:
                                              spec["threshold"], spec["absorb_tol"]))
 
 
+def _dt(spec) -> float:
+    return spec.solver.options.get("dt") or DEFAULT_DT
+
+
 def _simulate(spec, runs: int):
-    """(class per run, steps per run, time per run, finite per run) for `runs` runs."""
-    dt = spec.solver.options.get("dt") or DEFAULT_DT
+    """(class, steps, time, finite) per run for `runs` runs, and their states at the save
+    times when the cap is the horizon (else only the final state)."""
+    dt = _dt(spec)
     p = ts.pack_values(spec.values)
     lo, hi = _levels(spec, p)
     cap = _cap(spec, p)
+    saves = spec.setup.saves if cap == spec.horizon else 1
     if spec["form"] == "rho":
         u0 = ts.rho_to_u(ts.sample_rho0(spec.rng, runs, spec["d"]))
-        u, taken = ts.two_token_u(u0, cap, dt, p, spec.rng, lo, hi)
+        if saves > 1 and ts.fixed_steps(cap, dt) % saves:
+            saves = 1  # states only requested on a grid that fits (checked by validate)
+        path, taken = ts.two_token_u_path(u0, cap, dt, p, spec.rng, lo, hi, saves)
+        u = path[:, -1]
         uc, ua = ts.u_thresholds(spec["threshold"])
         classes = np.where(u < uc, ts.CLUSTER, np.where(u > ua, ts.ANTIPODAL, ts.UNDECIDED))
         if spec["report"] == "census":  # n = 2: one cluster = cluster, two antipodal = antipodal
             classes = np.choose(classes, [ts.OTHER, ts.ONE_CLUSTER, ts.TWO_ANTIPODAL])
-        return classes, taken, taken * (cap / ts.fixed_steps(cap, dt)), np.isfinite(u)
+        theta = 2.0 * np.arctan(np.exp(path))[..., None]  # u = log tan(theta / 2)
+        return (classes, taken, taken * (cap / ts.fixed_steps(cap, dt)), np.isfinite(u),
+                theta)
     x0 = attention.uniform_sphere(spec.rng, runs, spec["n"], spec["d"])
     stop_minus, stop_plus = float(ts.log_gaps_u(lo)[0]), float(ts.log_gaps_u(hi)[1])
     if spec["form"] == "network":
         depth = ts.fixed_steps(cap, dt)
-        z, steps = ts.network(x0, depth, cap, p, rng=spec.rng, stop_minus=stop_minus,
-                              stop_plus=stop_plus)
+        every = depth // saves if depth % saves == 0 else depth
+        states, steps = ts.network_states(x0, depth, cap, p, every, rng=spec.rng,
+                                          stop_minus=stop_minus, stop_plus=stop_plus)
         times = steps * (cap / depth)
     else:
-        z, steps, times = _sde_until(spec, ts.problem(p), x0, cap, dt, stop_minus, stop_plus)
+        states, steps, times = _sde_until(spec, ts.problem(p), x0, cap, dt, stop_minus, stop_plus)
+    z = states[:, -1]
     classify = ts.classify_pair if spec["report"] == "pair" else ts.census
-    return classify(z, spec["threshold"]), steps, times, np.isfinite(z).all(axis=(1, 2))
+    return (classify(z, spec["threshold"]), steps, times, np.isfinite(z).all(axis=(1, 2)),
+            states)
 
 
 def _sde_until(spec, problem, x0, cap, dt, stop_minus, stop_plus):
-    """Euler-Maruyama in stretches of `integrator.horizon` up to `cap`; after each stretch the
-    runs whose every pair is past an absorbing level stop. (z, steps per run, time per run)."""
+    """Euler-Maruyama at the save times when the cap is the horizon; else in stretches of
+    `integrator.horizon` up to `cap`, stopping after each stretch the runs whose every pair is
+    past an absorbing level. (states (runs, S, n, d), steps per run, time per run)."""
     integ = integrators.get(spec.solver.backend, "euler_maruyama", dt=dt)
+    if cap == spec.horizon:
+        states = integ.solve(problem, x0, spec.times, rng=spec.rng)
+        steps = integrators.base.step_grid(spec.times, dt)[0].sum()
+        return states, np.full(len(x0), float(steps)), np.full(len(x0), cap)
     z = x0.copy()
     times = np.zeros(len(z))
     steps = np.zeros(len(z))
@@ -200,4 +237,4 @@ def _sde_until(spec, problem, x0, cap, dt, stop_minus, stop_plus):
         upper = np.triu(np.ones(minus.shape[-2:], dtype=bool), 1)
         decided = ((minus < stop_minus) | (plus < stop_plus) | ~upper).all(axis=(-2, -1))
         active = active[~decided]
-    return z, steps, times
+    return z[:, None], steps, times

@@ -17,7 +17,7 @@ from ..lazy import lazy
 from ..marks import slope_lines
 from ..schema import Field
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Output, System
+from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
 
 resnet = lazy("dyn.resnet")
 instances = lazy("dyn.resnet.instances")
@@ -80,6 +80,13 @@ class ResNetODE(System):
         if spec.horizon != 1.0:
             raise ScenarioError("integrator.horizon", "the depth variable s runs over [0, 1]: "
                                 f"horizon must be 1.0, got {spec.horizon}")
+        if spec.setup.trajectories and spec["depth"] % spec.setup.saves:
+            raise ScenarioError("output.saves", f"{spec.setup.saves} saves must divide depth "
+                                f"{spec['depth']} to keep the hidden states")
+
+    def trajectory_dims(self, setup) -> dict[str, int]:
+        """The hidden states over depth s = k/N (time = s), for every input of the network."""
+        return state_dims(setup, input="inputs", coordinate="d")
 
     def outputs(self, setup) -> list[Output]:
         return [
@@ -90,19 +97,23 @@ class ResNetODE(System):
         ]
 
     def simulate(self, spec, runs: range) -> Chunk:
-        rows = []
+        rows, states = [], []
+        every = spec["depth"] // spec.setup.saves if spec.setup.trajectories else spec["depth"]
         for r in runs:
             wf, x0, _ = network(spec, r)
             ref = _reference(spec, r, wf, x0)
             W, V = layers(spec, wf)
-            xN = resnet.forward(x0, W, V, spec["scheme"], spec["activation"])
+            path = resnet.forward_states(x0, W, V, spec["scheme"], spec["activation"], every)
+            xN = path[-1]
             back = resnet.reconstruct(xN, W, V, spec["scheme"], spec["activation"])
             rows.append([np.linalg.norm(xN - ref, axis=1).mean(),
                          np.linalg.norm(back - x0, axis=1).mean(),
                          np.linalg.norm(ref - x0, axis=1).mean()])
+            states.append(path)
         rows = np.array(rows)
         return Chunk({"error": rows[:, 0], "reconstruction_error": rows[:, 1],
-                      "ode_displacement": rows[:, 2]})
+                      "ode_displacement": rows[:, 2]},
+                     states=np.stack(states) if spec.setup.trajectories else None)
 
     def decorate(self, ax, ds, var: str) -> None:
         if var == "error":

@@ -20,7 +20,7 @@ from ..lazy import lazy
 from ..schema import Field
 from ..sinkformer.params import FIELDS
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Output, System
+from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
 
 sf = lazy("dyn.sinkformer")
 
@@ -63,6 +63,9 @@ class Sinkformer(System):
             Output("energy", "self-transport energy F = OT_1(mu, mu) / 2 (mean over runs)", "1",
                    ("time",)),
         ]
+
+    def trajectory_dims(self, setup) -> dict[str, int]:
+        return state_dims(setup, particle="n", coordinate="d")
 
     def run_bytes(self, spec) -> int:
         return bytes_of(len(spec.times), spec["n"], spec["d"])

@@ -1,10 +1,14 @@
 """System `transformer_depth_limit`: the random-init transformer of `depth` layers per unit time
 against its Ito SDE limit, driven by one and the same Brownian path (physics.md §1.2).
 
-Per point, `ensemble.runs` paths W of the d x d Brownian motion are drawn on a fine grid of
+Run r's path W of the d x d Brownian motion is built by Levy's dyadic construction from the
+run's own stream (`RunSpec.run_rng`, :func:`integrators.dyadic_increments`) on the fine grid of
 `reference_depth` steps per unit time. The reference solution is Euler-Maruyama (with retraction)
-on that fine grid; the network uses sqrt(h) G_k = W_{(k+1)h} - W_{kh} (sums of fine increments;
-symmetrized on both sides for `noise = "goe"`).
+on that grid; the network uses sqrt(h) G_k = W_{(k+1)h} - W_{kh} (sums of fine increments;
+symmetrized on both sides for `noise = "goe"`). Depths are powers of two, so with `depth` a
+common axis (`[ensemble] common = ["depth"]`) every depth sees one and the same path, refined
+consistently, and `dyn compare --along depth` measures the network against itself at the finest
+depth run by run. Saved states (`[output] trajectories`) are the network's tokens.
 
     strong_error    = sqrt(E max_i |z_i^network(T) - Z_i^ref(T)|^2)
     strong_error_em = the same for Euler-Maruyama at the network's step (the scheme's own error)
@@ -24,7 +28,7 @@ from ..lazy import lazy
 from ..schema import Field
 from ..tokens_sde.params import FIELDS
 from . import register
-from .base import Chunk, Output, System
+from .base import Chunk, Output, System, state_dims
 
 integrators = lazy("integrators")
 ts = lazy("dyn.tokens_sde")
@@ -50,10 +54,19 @@ class TransformerDepthLimit(System):
     def validate(self, spec) -> None:
         T = spec.horizon
         ref, depth = spec["reference_depth"], spec["depth"]
+        for key, value in (("reference_depth", ref), ("depth", depth)):
+            if value & (value - 1):
+                raise ScenarioError(f"params.{key}", f"must be a power of two (the Brownian path is "
+                                    f"refined dyadically), got {value}")
         if ref % depth:
             raise ScenarioError("params.depth", f"depth {depth} must divide reference_depth {ref}")
-        if abs(T * ref - round(T * ref)) > 1e-9 * T * ref:
-            raise ScenarioError("integrator.horizon", "horizon * reference_depth must be an integer")
+        fine = T * ref
+        if abs(fine - round(fine)) > 1e-9 * fine or round(fine) & (round(fine) - 1):
+            raise ScenarioError("integrator.horizon", "horizon * reference_depth must be a power "
+                                "of two")
+        if spec.setup.trajectories and round(T * depth) % spec.setup.saves:
+            raise ScenarioError("output.saves", f"{spec.setup.saves} saves must divide the "
+                                f"network's {round(T * depth)} layers to keep its states")
         V = spec.get("Vbar")
         if V is not None and len(V) != spec["d"]:
             raise ScenarioError("params.Vbar", f"must be d x d = {spec['d']} x {spec['d']}, "
@@ -70,6 +83,9 @@ class TransformerDepthLimit(System):
     def run_bytes(self, spec) -> int:  # the fine Brownian increments of one run
         return bytes_of(_fine(spec), spec["d"], spec["d"])
 
+    def trajectory_dims(self, setup) -> dict[str, int]:
+        return state_dims(setup, token="n", coordinate="d")
+
     def simulate(self, spec, runs: range) -> Chunk:
         T, n, d = spec.horizon, spec["n"], spec["d"]
         fine = _fine(spec)
@@ -78,14 +94,16 @@ class TransformerDepthLimit(System):
         problem = ts.problem(p)
         grid = np.array([0.0, T])
         x0 = attention.uniform_sphere(spec.rng, len(runs), n, d)
-        dw = integrators.brownian_increments(spec.rng, len(runs), grid, T / fine, (d, d))
+        dw = integrators.dyadic_increments([spec.run_rng(r) for r in runs], T, fine, (d, d))
         ref = spec.solver.get(dt=T / fine).solve(problem, x0, grid, increments=dw)[:, -1]
         coarse = integrators.coarsen(dw, factor)
-        net, _ = ts.network(x0, fine // factor, T, p, increments=coarse)
-        approx = spec.solver.get(dt=T / (fine // factor)).solve(problem, x0, grid,
-                                                                increments=coarse)[:, -1]
-        return Chunk({"strong_error": _worst_token(net, ref),
-                      "strong_error_em": _worst_token(approx, ref)})
+        layers = fine // factor
+        states, _ = ts.network_states(x0, layers, T, p, layers // spec.setup.saves
+                                      if spec.setup.trajectories else layers, increments=coarse)
+        approx = spec.solver.get(dt=T / layers).solve(problem, x0, grid, increments=coarse)[:, -1]
+        return Chunk({"strong_error": _worst_token(states[:, -1], ref),
+                      "strong_error_em": _worst_token(approx, ref)},
+                     states=states if spec.setup.trajectories else None)
 
     def decorate(self, ax, ds, var: str) -> None:
         """Log-log axes and a reference slope -1/2 (strong order of an Euler-Maruyama-type scheme)."""

@@ -123,18 +123,21 @@ def absorbing_levels(beta_eff, d, sigma, vbar, threshold, tol):
 
 
 _U_SIG = types.void(types.float64[::1], types.int64, types.float64, types.float64[::1], STREAMS,
-                    types.float64, types.float64, types.float64[::1], types.int64[::1])
+                    types.float64, types.float64, types.int64, types.float64[:, ::1],
+                    types.int64[::1])
 
 
 @njit(_U_SIG, **NJIT_PARALLEL, fastmath=FASTMATH - {"reassoc"})
-def _u_euler(u0, steps, h, p, streams, lo, hi, out, taken):
-    """Euler-Maruyama for u, one normal per step, per-member streams; stop at lo / hi."""
+def _u_euler(u0, steps, h, p, streams, lo, hi, save_every, out, taken):
+    """Euler-Maruyama for u, one normal per step, per-member streams; stop at lo / hi.
+    ``out`` (E, S): u after steps 0, save_every, ... (a stopped run keeps its last value)."""
     beta, sigma, vbar, d = p[BETA], p[SIGMA], p[VBAR], p[DIM]
     k2 = sigma * sigma / d
     noise = sigma * math.sqrt(2.0 * h / d)
     for e in prange(u0.shape[0]):
         st = streams[e].copy()
         u = u0[e]
+        out[e, 0] = u
         k = 0
         spare = 0.0
         have = False
@@ -152,9 +155,12 @@ def _u_euler(u0, steps, h, p, streams, lo, hi, out, taken):
             ss = 1.0 - pp
             u += h * (k2 * (ss * t - (d - 2.0) * pp) - 2.0 * vbar * b) - noise * math.sqrt(ss) * g
             k += 1
+            if k % save_every == 0:
+                out[e, k // save_every] = u
             if u < lo or u > hi:
                 break
-        out[e] = u
+        for j in range(k // save_every + 1, out.shape[1]):
+            out[e, j] = u
         taken[e] = k
         streams[e] = st
 
@@ -167,12 +173,22 @@ def fixed_steps(horizon: float, dt: float) -> int:
 def two_token_u(u0, horizon: float, dt: float, p, rng, lo=-np.inf, hi=np.inf):
     """Integrate the u SDE from u0 (E,) over [0, horizon] with step horizon / fixed_steps(horizon,
     dt), stopping a run at ``lo`` / ``hi``. Returns (u_final (E,), steps taken (E,) int64)."""
+    path, taken = two_token_u_path(u0, horizon, dt, p, rng, lo, hi, saves=1)
+    return path[:, -1], taken
+
+
+def two_token_u_path(u0, horizon: float, dt: float, p, rng, lo=-np.inf, hi=np.inf,
+                     saves: int = 1):
+    """:func:`two_token_u` keeping u at ``saves + 1`` equally spaced times: (u (E, saves + 1),
+    steps taken) — the same random numbers. ``saves`` must divide the number of steps."""
     u0 = np.ascontiguousarray(u0, dtype=np.float64)
     steps = fixed_steps(horizon, dt)
-    out = np.empty_like(u0)
+    if steps % saves:
+        raise ValueError(f"{saves} saves do not divide {steps} steps")
+    out = np.empty((u0.shape[0], saves + 1))
     taken = np.empty(u0.shape[0], dtype=np.int64)
     _u_euler(u0, steps, horizon / steps, np.ascontiguousarray(p, dtype=np.float64),
-             member_streams(rng, u0.shape[0]), float(lo), float(hi), out, taken)
+             member_streams(rng, u0.shape[0]), float(lo), float(hi), steps // saves, out, taken)
     return out, taken
 
 

@@ -44,7 +44,8 @@ _F3 = types.float64[:, :, ::1]
 _F4 = types.float64[:, :, :, ::1]
 
 _FULL_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS, _F4,
-                       types.float64, types.float64, types.int64, _F3, types.int64[::1])
+                       types.float64, types.float64, types.int64, types.int64, _F4,
+                       types.int64[::1])
 
 
 @njit(types.boolean(types.float64[:, ::1], types.float64, types.float64), **NJIT)
@@ -64,12 +65,13 @@ def _all_pairs_decided(z, gap_minus, gap_plus):
 
 
 @njit(_FULL_SIG, **NJIT_PARALLEL)
-def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, work_size, out,
-                  layers):
+def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, work_size,
+                  save_every, out, layers):
     """Layers with a full d x d matrix per layer (given increments, or d^2 normals drawn;
     symmetrized as (B + B^T)/sqrt 2 for GOE noise). A run stops early once every pair has
     log|z_i - z_j|^2 < stop_minus or log|z_i + z_j|^2 < stop_plus (-inf: never). ``work_size``:
-    scratch floats of the shared mean-field kernel."""
+    scratch floats of the shared mean-field kernel. ``out`` (E, S, n, d): the states after
+    layers 0, save_every, 2 save_every, ... (a run stopped early keeps its last state)."""
     n_members, n, d = x0.shape
     given = increments.shape[0] > 0
     check = stop_minus > -np.inf or stop_plus > -np.inf
@@ -88,6 +90,7 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, w
         g_flat = np.empty(d * d)
         g = g_flat.reshape((d, d))
         s = streams[e].copy()
+        out[e, 0] = z
         k = 0
         while k < depth:
             if given:
@@ -122,19 +125,22 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, w
                 for r in range(d):
                     z[i, r] *= inv
             k += 1
+            if k % save_every == 0:
+                out[e, k // save_every] = z
             if check and _all_pairs_decided(z, gap_minus, gap_plus):
                 break
-        out[e] = z
+        for j in range(k // save_every + 1, out.shape[1]):
+            out[e, j] = z
         layers[e] = k
         streams[e] = s
 
 
 _PAIR_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS,
-                       types.float64, types.float64, _F3, types.int64[::1])
+                       types.float64, types.float64, types.int64, _F4, types.int64[::1])
 
 
 @njit(_PAIR_SIG, **NJIT_PARALLEL)
-def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, out, layers):
+def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, save_every, out, layers):
     """Two tokens, (G m_1, G m_2) sampled exactly (2d normals per layer; gaussian noise only). A run stops early once
     log|z1 - z2|^2 < stop_minus or log|z1 + z2|^2 < stop_plus (-inf: never)."""
     n_members, _, d = x0.shape
@@ -152,6 +158,8 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, out, layers):
         dm = np.empty(d)
         eps = np.empty(2 * d)
         s = streams[e].copy()
+        out[e, 0, 0] = z1
+        out[e, 0, 1] = z2
         k = 0
         while k < depth:
             rho = 0.0
@@ -205,6 +213,9 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, out, layers):
                 z1[r] *= nz1
                 z2[r] *= nz2
             k += 1
+            if k % save_every == 0:
+                out[e, k // save_every, 0] = z1
+                out[e, k // save_every, 1] = z2
             if check:
                 gm = 0.0
                 gp = 0.0
@@ -213,8 +224,9 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, out, layers):
                     gp += (z1[r] + z2[r]) ** 2
                 if math.log(gm) < stop_minus or math.log(gp) < stop_plus:
                     break
-        out[e, 0] = z1
-        out[e, 1] = z2
+        for j in range(k // save_every + 1, out.shape[1]):
+            out[e, j, 0] = z1
+            out[e, j, 1] = z2
         layers[e] = k
         streams[e] = s
 
@@ -233,14 +245,30 @@ def network(x0, depth: int, horizon: float, p, *, rng=None, increments=None,
     Noise: ``increments`` (E, depth, d, d) standard Brownian increments of step h (coupling), or
     ``rng`` (per-member streams; n = 2 with gaussian noise uses the exact 2d-normal sampling
     unless ``exact_pair=False``; it is derived for i.i.d. Gaussian G only, so ``exact_pair=True``
-    with GOE noise is an error, and ``None`` picks it where it applies). Returns ``(z, layers)``: final tokens (E, n, d) and layers run per
-    member (int64; < depth where the two-token kernel stopped early at ``stop_minus/plus``).
+    with GOE noise is an error, and ``None`` picks it where it applies). Returns ``(z, layers)``:
+    final tokens (E, n, d) and layers run per member (int64; < depth where a run stopped early:
+    once every pair has log|z_i - z_j|^2 < ``stop_minus`` or log|z_i + z_j|^2 < ``stop_plus``;
+    ignored with ``increments``). :func:`network_states` also keeps intermediate layers.
     """
+    states, layers = network_states(x0, depth, horizon, p, depth, rng=rng, increments=increments,
+                                    stop_minus=stop_minus, stop_plus=stop_plus,
+                                    exact_pair=exact_pair)
+    return states[:, -1], layers
+
+
+def network_states(x0, depth: int, horizon: float, p, save_every: int, *, rng=None,
+                   increments=None, stop_minus: float = -np.inf, stop_plus: float = -np.inf,
+                   exact_pair=None):
+    """:func:`network`, keeping the tokens after layers 0, save_every, ..., depth:
+    ``(states (E, depth / save_every + 1, n, d), layers)`` (a run stopped early keeps its last
+    state at later saves). The same random numbers as :func:`network`."""
     x0 = _tokens(x0)
     E, n, d = x0.shape
-    depth = int(depth)
+    depth, save_every = int(depth), int(save_every)
     if depth < 1 or not horizon > 0:
         raise ValueError(f"need depth >= 1 and horizon > 0, got {depth}, {horizon}")
+    if save_every < 1 or depth % save_every:
+        raise ValueError(f"save_every = {save_every} must divide depth = {depth}")
     p = np.ascontiguousarray(p, dtype=np.float64)
     if int(p[DIM]) != d:
         raise ValueError(f"p was packed for d = {int(p[DIM])}, tokens have d = {d}")
@@ -254,19 +282,20 @@ def network(x0, depth: int, horizon: float, p, *, rng=None, increments=None,
     if exact_pair is None:
         exact_pair = gaussian
     h = float(horizon) / depth
-    out = np.empty_like(x0)
+    out = np.empty((E, depth // save_every + 1, n, d))
     layers = np.full(E, depth, dtype=np.int64)
     if increments is not None:
         inc = np.ascontiguousarray(increments, dtype=np.float64)
         if inc.shape != (E, depth, d, d):
             raise ValueError(f"increments must have shape {(E, depth, d, d)}, got {inc.shape}")
         _network_full(x0, depth, h, p, np.ones((E, 4), np.uint64), inc, -np.inf, -np.inf,
-                      mf.work_size(n, d), out, layers)
+                      mf.work_size(n, d), save_every, out, layers)
         return out, layers
     streams = member_streams(rng, E)
     if n == 2 and exact_pair:
-        _network_pair(x0, depth, h, p, streams, float(stop_minus), float(stop_plus), out, layers)
+        _network_pair(x0, depth, h, p, streams, float(stop_minus), float(stop_plus), save_every,
+                      out, layers)
     else:
         _network_full(x0, depth, h, p, streams, np.empty((0, 0, 0, 0)), float(stop_minus),
-                      float(stop_plus), mf.work_size(n, d), out, layers)
+                      float(stop_plus), mf.work_size(n, d), save_every, out, layers)
     return out, layers

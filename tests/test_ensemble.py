@@ -1,0 +1,50 @@
+"""The engine's ensemble reductions (dyn.ensemble): chunking never changes a number, and each
+reduction is the statistic it names."""
+import numpy as np
+import pytest
+
+from dyn.ensemble import _Reduction, chunks, companions
+from dyn.stats import wilson
+from dyn.systems.base import Output
+
+OUTPUTS = [Output("m", "m", dims=("time",)), Output("p_hit", "fraction of runs hitting", "1",
+                                                     reduce="proportion"),
+           Output("top", "top", reduce="max"), Output("err", "err", reduce="rms"),
+           Output("s", "s", reduce="mean_se")]
+
+
+def _reduce(values, splits):
+    reduction = _Reduction(OUTPUTS, len(values["m"]))
+    for part in np.split(np.arange(len(values["m"])), splits):
+        reduction.add({k: v[part] for k, v in values.items()})
+    return reduction.finish()
+
+
+def test_reductions_are_their_statistics_and_do_not_depend_on_chunks():
+    rng = np.random.default_rng(0)
+    runs = 37
+    values = {"m": rng.standard_normal((runs, 5)), "p_hit": rng.random(runs) < 0.3,
+              "top": rng.standard_normal(runs), "err": rng.standard_normal(runs),
+              "s": rng.standard_normal(runs)}
+    one = _reduce(values, [])
+    for splits in ([5], [1, 2, 30], list(range(1, runs))):
+        many = _reduce(values, splits)
+        for name, value in one.items():
+            np.testing.assert_array_equal(many[name], value)  # bit for bit
+    np.testing.assert_allclose(one["m"], values["m"].mean(axis=0), rtol=1e-15)
+    k = values["p_hit"].sum()
+    assert one["p_hit"] == k / runs and one["n_hit"] == k
+    assert (one["p_hit_lo"], one["p_hit_hi"]) == tuple(wilson(k, runs))
+    assert one["top"] == values["top"].max()
+    assert one["err"] == pytest.approx(np.sqrt(np.mean(values["err"] ** 2)), rel=1e-15)
+    assert one["s_se"] == pytest.approx(values["s"].std(ddof=1) / np.sqrt(runs), rel=1e-12)
+    assert [o.name for o in companions(OUTPUTS[1])] == ["p_hit", "n_hit", "p_hit_lo", "p_hit_hi"]
+
+
+def test_chunks_fit_the_budget_and_cover_the_runs():
+    parts = chunks(100, 10**6, 3 * 10**6)
+    assert [len(c) for c in parts] == [25, 25, 25, 25] or sum(len(c) for c in parts) == 100
+    assert all(len(c) * 10**6 <= 3 * 10**6 for c in parts)
+    assert [r for c in parts for r in c] == list(range(100))
+    assert chunks(5, 0, 1) == [range(0, 5)]
+    assert chunks(3, 10**9, 1) == [range(0, 1), range(1, 2), range(2, 3)]
