@@ -14,6 +14,7 @@ import numpy as np
 
 from . import store, sweep, trajectories
 from .analysis import HORIZON_LIMITED_SHARE, count_horizon_limited
+from .batched import iter_results as batched_results
 from .errors import ScenarioError
 from .executors import EXECUTORS, iter_results, open_pool
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve
@@ -41,6 +42,10 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         raise ScenarioError("--scheduler", "a scheduler address needs --executor dask")
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ScenarioError("--workers", f"must be an integer in 1..{MAX_WORKERS}, got {workers!r}")
+    batched = scenario.integrator.get("backend") == "jax"
+    if batched and executor != "serial":
+        raise ScenarioError("--executor", "backend jax runs whole batches in this process on the "
+                            "JAX device: drop --executor / --workers")
     path = Path(out) if out is not None else scenario.default_output_path()
     if path.suffix in (".partial", ".lock") or path.is_dir():
         raise ScenarioError("--out", f"{path} is not a usable output file name")
@@ -61,7 +66,10 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
             if done:
                 print(f"resuming {path}: {done} of {len(statuses)} points already done", file=log)
             sidecar = str(trajectories.sidecar_dir(path)) if scenario.output["trajectories"] else None
-            results = iter_results(pool, scenario.text, todo, sidecar)
+            if batched:
+                results = batched_results(scenario, todo, sidecar)
+            else:
+                results = iter_results(pool, scenario.text, todo, sidecar)
             _write_all(scenario, path, results, len(todo), progress, log)
     finally:
         lock.release()

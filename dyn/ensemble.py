@@ -180,6 +180,18 @@ def _bad_runs(chunk, n: int) -> int:
 def run_point(system: "System", spec: "RunSpec", sink=None) -> PointResult:
     """Simulate every run of one point, chunk by chunk, and reduce to the file variables.
     `sink` (a :class:`dyn.trajectories.TrajectoryFile`) receives the states when given."""
+    def simulated():
+        for runs in chunks(spec.runs, system.run_bytes(spec), spec.setup.chunk_bytes):
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                yield runs, system.simulate(spec, runs)
+
+    return reduce_point(system, spec, simulated(), sink)
+
+
+def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> PointResult:
+    """The file variables of one point from its simulated chunks, pairs (runs: range, Chunk)
+    covering every run in order (the numba path simulates them chunk by chunk; the batched
+    JAX path, :mod:`dyn.batched`, hands over one chunk of all runs)."""
     setup = spec.setup
     declared = system.outputs(setup)
     per_run = [o for o in declared if o.reduce != "point"]
@@ -187,9 +199,7 @@ def run_point(system: "System", spec: "RunSpec", sink=None) -> PointResult:
     # a per-run output's values from `simulate` have the output's own dims after the run axis
     reduction = _Reduction(per_run, spec.runs)
     bad = 0
-    for runs in chunks(spec.runs, system.run_bytes(spec), setup.chunk_bytes) if per_run else ():
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            chunk = system.simulate(spec, runs)
+    for runs, chunk in simulated if per_run else ():
         _check(chunk.values, per_run, sizes, (len(runs),), f"{system.name}.simulate")
         reduction.add(chunk.values)
         if sink is not None and chunk.states is not None:

@@ -54,7 +54,8 @@ ENSEMBLE_FIELDS = {
                     "random numbers (common random numbers); default none"),
 }
 INTEGRATOR_FIELDS = {
-    "backend": Field("str", default="numba", choices=("numba", "diffrax")),
+    "backend": Field("str", default="numba", choices=("numba", "diffrax", "jax"),
+                     doc="numba or diffrax (point by point), or jax (whole batches of points)"),
     "method": Field("str", default="rk4"),
     "horizon": Field("float", default=1.0, lo=0.0, doc="final time T"),
     "dt": Field("float", default=None, lo=0.0, doc="(largest) step size"),
@@ -263,7 +264,7 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
             raise ScenarioError(f"integrator.{key}", f"system {system.name} does not use it "
                                 f"(it reads from [integrator]: {reads})")
     if system.integrator:
-        _check_integrator(integrator, system.equation)
+        _check_integrator(integrator, system)
     output = check_table("output", _table(doc, "output"), OUTPUT_FIELDS)
     _check_output(output, integrator)
     ensemble = check_table("ensemble", _table(doc, "ensemble"), ENSEMBLE_FIELDS)
@@ -367,20 +368,29 @@ def _expand_range(key: str, raw: dict, spec: Field) -> list:
     return [float(v) for v in values]
 
 
-def _check_integrator(cfg: dict, equation: str | None) -> None:
+def _check_integrator(cfg: dict, system: systems.System) -> None:
     import integrators  # light: jax is only imported when the diffrax backend runs
 
-    methods = integrators.available()[cfg["backend"]]
-    if equation is not None:  # only the methods for this system's kind of equation
-        sde = equation == "sde"
-        methods = [m for m in methods if (m in integrators.SDE_METHODS) == sde]
+    equation = system.equation
+    if cfg["backend"] == "jax":
+        methods = sorted(system.jax_methods)
+        if not methods:
+            raise ScenarioError("integrator.backend", f"system {system.name} has no batched JAX "
+                                "path (backends: numba, diffrax)")
+        allowed = {"dt"}
+    else:
+        methods = integrators.available()[cfg["backend"]]
+        if equation is not None:  # only the methods for this system's kind of equation
+            sde = equation == "sde"
+            methods = [m for m in methods if (m in integrators.SDE_METHODS) == sde]
     if cfg["method"] not in methods:
         kind = f"{equation.upper()} " if equation else ""
         raise ScenarioError("integrator.method", f"unknown {kind}method {cfg['method']!r} for "
                             f"backend {cfg['backend']} (methods: {', '.join(methods)})")
     if cfg["horizon"] <= 0:
         raise ScenarioError("integrator.horizon", "must be > 0")
-    allowed = integrators.options(cfg["backend"], cfg["method"])
+    if cfg["backend"] != "jax":
+        allowed = integrators.options(cfg["backend"], cfg["method"])
     for key in SOLVER_OPTIONS:
         if key in cfg and key not in allowed:
             raise ScenarioError(f"integrator.{key}", f"not an option of {cfg['backend']}/"

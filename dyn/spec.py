@@ -110,6 +110,12 @@ class RunSpec:
         have the same stream."""
         return sweep.rng(self.setup.seed, self.stream)
 
+    def jax_key(self) -> np.ndarray:
+        """The point's JAX PRNG key data (uint32[2]), from the same SeedSequence(seed,
+        spawn_key=(stream,)) as :attr:`rng`: the `jax` backend's noise (same seed, same device,
+        same numbers)."""
+        return np.random.SeedSequence(self.setup.seed, spawn_key=(self.stream,)).generate_state(2)
+
     def run_rng(self, run: int) -> np.random.Generator:
         """Run `run`'s own stream, SeedSequence(seed, spawn_key=(stream, RUN_KEY, run)): for
         numbers a run must draw the same way whatever the point's other parameters (e.g. a

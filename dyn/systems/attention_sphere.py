@@ -9,6 +9,8 @@ Each run starts from its own random tokens; outputs are ensemble statistics at t
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..attention.params import FIELDS
 from ..ensemble import bytes_of
 from ..errors import ScenarioError
@@ -29,6 +31,7 @@ class AttentionSphere(System):
     default_plot = "pair_fraction"
     equation = "ode"
     integrator = INTEGRATOR_KEYS
+    jax_methods = frozenset({"euler", "heun", "rk4"})
     params = {
         **FIELDS,
         "init": Field("str", "uniform", "initial law", choices=("uniform", "hemisphere")),
@@ -71,16 +74,47 @@ class AttentionSphere(System):
 
     def simulate(self, spec, runs: range) -> Chunk:
         p = attention.pack(spec.values)
-        init = attention.hemisphere if spec["init"] == "hemisphere" else attention.uniform_sphere
-        x0 = init(spec.rng, len(runs), spec["n"], spec["d"])
+        x0 = _initial(spec, len(runs))
         if spec["form"] == "network":
             every = spec["depth"] // spec.setup.saves
             states = attention.postnorm_layers(x0, spec["depth"], spec.horizon, spec["beta"], p=p,
                                                save_every=every)
         else:
             states = spec.solver.get().solve(attention.flow_problem(p), x0, spec.times)
-        stats = attention.pair_statistics(states, spec["delta"], spec["beta"])
-        clusters = attention.n_clusters(states, spec["delta"])
-        return Chunk({"pair_fraction": stats[..., 0], "p_one_cluster": clusters == 1,
-                      "n_clusters": clusters, "min_inner": stats[..., 1], "energy": stats[..., 2]},
-                     states=states)
+        return _observed(spec, states)
+
+    def batch_key(self, spec) -> tuple:
+        return spec["form"], spec["n"], spec["d"], spec["depth"], spec.runs
+
+    def simulate_batch(self, specs) -> list[Chunk]:
+        """The `jax` backend: the same starts as the numba path (drawn from each point's
+        stream), all points and runs advanced by one JAX program (flow: the configured RK table
+        on the sphere; network: Euler on the post-norm geometry, h = T / depth)."""
+        from integrators import jax_batch, tableau
+        from integrators.geometry import POSTNORM, SPHERE
+
+        spec = specs[0]
+        x0 = np.stack([_initial(s, s.runs) for s in specs])
+        p = np.stack([attention.pack(s.values) for s in specs])
+        if spec["form"] == "network":
+            states = jax_batch.rk_batch(attention.POSTNORM_NETWORK.drift_jax, POSTNORM,
+                                        tableau.EULER, x0, p, spec.times, spec.horizon / spec["depth"])
+        else:
+            states = jax_batch.rk_batch(attention.FLOW.drift_jax, SPHERE,
+                                        tableau.TABLEAUS[spec.solver.method], x0, p, spec.times,
+                                        spec.solver.options.get("dt", 1e-2))
+        return [_observed(s, states[i]) for i, s in enumerate(specs)]
+
+
+def _initial(spec, runs: int) -> np.ndarray:
+    init = attention.hemisphere if spec["init"] == "hemisphere" else attention.uniform_sphere
+    return init(spec.rng, runs, spec["n"], spec["d"])
+
+
+def _observed(spec, states) -> Chunk:
+    """Per-run observables of states (runs, times, n, d) at the save times."""
+    stats = attention.pair_statistics(states, spec["delta"], spec["beta"])
+    clusters = attention.n_clusters(states, spec["delta"])
+    return Chunk({"pair_fraction": stats[..., 0], "p_one_cluster": clusters == 1,
+                  "n_clusters": clusters, "min_inner": stats[..., 1], "energy": stats[..., 2]},
+                 states=states)

@@ -124,6 +124,9 @@ class System(abc.ABC):
     default_plot: ClassVar[str]
     equation: ClassVar[str | None] = None
     integrator: ClassVar[frozenset[str]] = frozenset()
+    # methods of [integrator] backend = "jax" (dyn.batched): empty when the system has no batched
+    # JAX path; such a system implements batch_key, simulate_batch and batch_bytes
+    jax_methods: ClassVar[frozenset[str]] = frozenset()
 
     @abc.abstractmethod
     def outputs(self, setup: "Setup") -> list[Output]:
@@ -148,6 +151,18 @@ class System(abc.ABC):
     def point_values(self, spec: "RunSpec") -> dict[str, np.ndarray]:
         """Values of the outputs reduced by "point"."""
         return {}
+
+    def batch_key(self, spec: "RunSpec") -> tuple:
+        """Points with equal keys run in one JAX computation (same shapes, same program)."""
+        raise NotImplementedError(f"system {self.name} has no batched JAX path")
+
+    def simulate_batch(self, specs: list["RunSpec"]) -> list[Chunk]:
+        """Every run of every point of a batch (equal batch keys), one Chunk per point."""
+        raise NotImplementedError(f"system {self.name} has no batched JAX path")
+
+    def batch_bytes(self, spec: "RunSpec") -> int:
+        """Device memory one point of a batch needs (the batch is sized to the device)."""
+        return self.run_bytes(spec) * spec.runs
 
     def trajectory_dims(self, setup: "Setup") -> dict[str, int] | None:
         """Dims of one run's state at one save time (same for every point), or None when the

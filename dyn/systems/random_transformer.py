@@ -63,6 +63,7 @@ class RandomTransformer(System):
     default_plot = "p_antipodal"
     equation = "sde"
     integrator = frozenset({"backend", "method", "dt", "horizon"})
+    jax_methods = frozenset({"euler_maruyama"})
     params = {
         **FIELDS,
         "init": Field("str", "uniform", "initial law (i.i.d. uniform on the sphere)", choices=("uniform",)),
@@ -78,9 +79,9 @@ class RandomTransformer(System):
     }
 
     def validate(self, point) -> None:
-        if point["form"] in ("rho", "network") and point.solver.backend != "numba":
-            raise ScenarioError("params.form", f"form {point['form']!r} runs on the numba backend; "
-                                "use form = \"sde\" with diffrax")
+        if point["form"] in ("rho", "network") and point.solver.backend == "diffrax":
+            raise ScenarioError("params.form", f"form {point['form']!r} runs on the numba or jax "
+                                "backend; use form = \"sde\" with diffrax")
         if point["n"] != 2 and (point["form"] == "rho" or point["report"] == "pair"):
             raise ScenarioError("params.n", "form = \"rho\" and report = \"pair\" need n = 2")
         if point["noise"] != "gaussian" and point["form"] == "rho":
@@ -103,6 +104,13 @@ class RandomTransformer(System):
             if point["absorb_tol"] == 0:
                 raise ScenarioError("params.absorb_tol", "until = \"decided\" needs absorb_tol > 0 "
                                     "(with 0 no run is ever decided); or set until = \"horizon\"")
+        if point.solver.backend == "jax":
+            if point["form"] not in ("rho", "network") or point["n"] != 2:
+                raise ScenarioError("params.form", "backend jax runs the two-token forms: "
+                                    "form = \"rho\" or \"network\" with n = 2")
+            if point["noise"] != "gaussian" or V is not None or point.setup.trajectories:
+                raise ScenarioError("integrator.backend", "backend jax needs gaussian noise, "
+                                    "Vbar = vbar I and no saved states")
         if point.setup.trajectories:
             if point["until"] != "horizon":
                 raise ScenarioError("output.trajectories", "saved states need a common time axis: "
@@ -137,11 +145,16 @@ class RandomTransformer(System):
         return state_dims(setup, token="n", coordinate="d")
 
     def simulate(self, spec, runs: range) -> Chunk:
-        classes, steps, times, finite, states = _simulate(spec, len(runs))
-        names = PAIR_CLASSES if spec["report"] == "pair" else CENSUS_CLASSES
-        values = {f"p_{c}": classes == getattr(ts, c.upper()) for c in names}
-        values.update(mean_steps=steps, horizon_used=times)
-        return Chunk(values, states=states if spec.setup.trajectories else None, finite=finite)
+        return _chunk(spec, *_simulate(spec, len(runs)))
+
+    def batch_key(self, spec) -> tuple:
+        return spec["form"], spec["report"], spec["d"] if spec["form"] == "network" else 0, spec.runs
+
+    def batch_bytes(self, spec) -> int:  # the runs' states, normals and outputs on the device
+        return 8 * spec.runs * (8 * spec["d"] + 16)
+
+    def simulate_batch(self, specs) -> list[Chunk]:
+        return _simulate_batch(specs)
 
     def decorate(self, ax, ds, var: str) -> None:
         """The predicted boundary cosh(2 beta) = d - 2 on a (beta, d) heat map."""
@@ -171,6 +184,45 @@ def _cap(spec, p) -> float:
                                              spec["threshold"], spec["absorb_tol"]))
 
 
+def _chunk(spec, classes, steps, times, finite, states) -> Chunk:
+    names = PAIR_CLASSES if spec["report"] == "pair" else CENSUS_CLASSES
+    values = {f"p_{c}": classes == getattr(ts, c.upper()) for c in names}
+    values.update(mean_steps=steps, horizon_used=times)
+    return Chunk(values, states=states if spec.setup.trajectories else None, finite=finite)
+
+
+def _classes_u(spec, u):
+    uc, ua = ts.u_thresholds(spec["threshold"])
+    classes = np.where(u < uc, ts.CLUSTER, np.where(u > ua, ts.ANTIPODAL, ts.UNDECIDED))
+    if spec["report"] == "census":  # n = 2: one cluster = cluster, two antipodal = antipodal
+        classes = np.choose(classes, [ts.OTHER, ts.ONE_CLUSTER, ts.TWO_ANTIPODAL])
+    return classes
+
+
+def _simulate_batch(specs) -> list[Chunk]:
+    """The batched JAX path (`backend = "jax"`): every point of `specs` (one batch key) at once."""
+    from ..tokens_sde import jax_batch
+
+    rows, stops, caps = [], [], []
+    for spec in specs:
+        p = ts.pack_values(spec.values)
+        lo, hi = _levels(spec, p)
+        cap = _cap(spec, p)
+        steps = ts.fixed_steps(cap, _dt(spec))
+        rows.append([p[0], spec["sigma"], spec["vbar"], spec["d"], cap / steps, steps, lo, hi])
+        stops.append([ts.log_gaps_u(lo)[0], ts.log_gaps_u(hi)[1]])
+        caps.append(cap / steps)
+    q, keys, runs = np.array(rows), np.array([s.jax_key() for s in specs]), specs[0].runs
+    if specs[0]["form"] == "rho":
+        u, taken = jax_batch.u_batch(q, keys, runs)
+        return [_chunk(s, _classes_u(s, u[i]), taken[i], taken[i] * caps[i], np.isfinite(u[i]), None)
+                for i, s in enumerate(specs)]
+    z, taken = jax_batch.pair_batch(q, keys, np.array(stops), runs, specs[0]["d"])
+    classify = ts.classify_pair if specs[0]["report"] == "pair" else ts.census
+    return [_chunk(s, classify(z[i], s["threshold"]), taken[i], taken[i] * caps[i],
+                   np.isfinite(z[i]).all(axis=(1, 2)), None) for i, s in enumerate(specs)]
+
+
 def _dt(spec) -> float:
     return spec.solver.options.get("dt") or DEFAULT_DT
 
@@ -189,10 +241,7 @@ def _simulate(spec, runs: int):
             saves = 1  # states only requested on a grid that fits (checked by validate)
         path, taken = ts.two_token_u_path(u0, cap, dt, p, spec.rng, lo, hi, saves)
         u = path[:, -1]
-        uc, ua = ts.u_thresholds(spec["threshold"])
-        classes = np.where(u < uc, ts.CLUSTER, np.where(u > ua, ts.ANTIPODAL, ts.UNDECIDED))
-        if spec["report"] == "census":  # n = 2: one cluster = cluster, two antipodal = antipodal
-            classes = np.choose(classes, [ts.OTHER, ts.ONE_CLUSTER, ts.TWO_ANTIPODAL])
+        classes = _classes_u(spec, u)
         theta = 2.0 * np.arctan(np.exp(path))[..., None]  # u = log tan(theta / 2)
         return (classes, taken, taken * (cap / ts.fixed_steps(cap, dt)), np.isfinite(u),
                 theta)

@@ -42,6 +42,7 @@ class TransformerDepthLimit(System):
     default_plot = "strong_error"
     equation = "sde"
     integrator = frozenset({"backend", "method", "horizon"})
+    jax_methods = frozenset({"euler_maruyama"})
     params = {
         **FIELDS,
         "n": replace(FIELDS["n"], default=4, lo=1, hi=1024),
@@ -64,6 +65,8 @@ class TransformerDepthLimit(System):
         if abs(fine - round(fine)) > 1e-9 * fine or round(fine) & (round(fine) - 1):
             raise ScenarioError("integrator.horizon", "horizon * reference_depth must be a power "
                                 "of two")
+        if spec.solver.backend == "jax" and spec.setup.trajectories:
+            raise ScenarioError("integrator.backend", "backend jax keeps no states here")
         if spec.setup.trajectories and round(T * depth) % spec.setup.saves:
             raise ScenarioError("output.saves", f"{spec.setup.saves} saves must divide the "
                                 f"network's {round(T * depth)} layers to keep its states")
@@ -86,6 +89,34 @@ class TransformerDepthLimit(System):
     def trajectory_dims(self, setup) -> dict[str, int]:
         return state_dims(setup, token="n", coordinate="d")
 
+    def batch_key(self, spec) -> tuple:
+        return (spec["n"], spec["d"], spec["depth"], spec["reference_depth"], spec.runs,
+                spec.get("Vbar") is None)
+
+    def simulate_batch(self, specs) -> list[Chunk]:
+        """The `jax` backend: the same starts and Brownian paths as the numba path (so the same
+        numbers up to rounding), the network and both Euler-Maruyama solves in JAX."""
+        from integrators import jax_batch
+        from integrators.geometry import SPHERE
+
+        spec, sde = specs[0], ts.TOKEN_SDE
+        T, d, fine = spec.horizon, spec["d"], _fine(spec)
+        layers = fine // (spec["reference_depth"] // spec["depth"])
+        x0, dw = zip(*(_noise(s, range(s.runs)) for s in specs))
+        x0, dw = np.stack(x0), np.stack(dw)
+        coarse = dw.reshape(dw.shape[:2] + (layers, -1, d, d)).sum(axis=3)
+        p = np.stack([ts.pack_values(s.values) for s in specs])
+        grid = np.array([0.0, T])
+
+        def em(increments, steps):
+            return jax_batch.em_batch(sde.drift_jax, sde.diffusion_jax, SPHERE, (d, d), x0, p,
+                                      grid, T / steps, increments=increments)[:, :, -1]
+
+        ref, approx = em(dw, fine), em(coarse, layers)
+        net = ts.network_batch(x0, p, coarse, T)
+        return [Chunk({"strong_error": _worst_token(net[i], ref[i]),
+                       "strong_error_em": _worst_token(approx[i], ref[i])}) for i in range(len(specs))]
+
     def simulate(self, spec, runs: range) -> Chunk:
         T, n, d = spec.horizon, spec["n"], spec["d"]
         fine = _fine(spec)
@@ -93,8 +124,7 @@ class TransformerDepthLimit(System):
         p = ts.pack_values(spec.values)
         problem = ts.problem(p)
         grid = np.array([0.0, T])
-        x0 = attention.uniform_sphere(spec.rng, len(runs), n, d)
-        dw = integrators.dyadic_increments([spec.run_rng(r) for r in runs], T, fine, (d, d))
+        x0, dw = _noise(spec, runs)
         ref = spec.solver.get(dt=T / fine).solve(problem, x0, grid, increments=dw)[:, -1]
         coarse = integrators.coarsen(dw, factor)
         layers = fine // factor
@@ -123,6 +153,15 @@ class TransformerDepthLimit(System):
 
 def _fine(spec) -> int:
     return int(round(spec.horizon * spec["reference_depth"]))
+
+
+def _noise(spec, runs: range):
+    """The runs' starts (from the point's stream) and Brownian paths (each from its run's own
+    stream, dyadic: the same path at every depth) on the fine grid."""
+    d = spec["d"]
+    x0 = attention.uniform_sphere(spec.rng, len(runs), spec["n"], d)
+    return x0, integrators.dyadic_increments([spec.run_rng(r) for r in runs], spec.horizon,
+                                             _fine(spec), (d, d))
 
 
 def _worst_token(z, ref) -> np.ndarray:

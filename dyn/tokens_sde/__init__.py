@@ -18,6 +18,7 @@ __getattr__, __dir__, __all__ = exports(__name__, {
     ".classify": ("ANTIPODAL", "CLUSTER", "ONE_CLUSTER", "OTHER", "THRESHOLD", "TWO_ANTIPODAL",
                   "UNDECIDED", "census", "classify_pair", "log_gaps", "wilson"),
     ".transformer": ("network", "network_states"),
+    ".jax_batch": ("network_batch", "pair_batch", "u_batch"),
     ".params": ("FIELDS", "LAYOUT", "NOISES", "effective_beta", "noise_law", "pack",
                 "pack_values"),
     ".fate": ("RATE_FLOOR", "decision_cap", "exit_probability", "p_antipodal_exact"),
