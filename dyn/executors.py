@@ -24,6 +24,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from . import ensemble, trajectories
+from .errors import ScenarioError
+from .scenario import parse_toml, resolve
 from .systems.base import FAILED, PointResult
 
 EXECUTORS = ("serial", "process", "dask")
@@ -34,15 +37,11 @@ IN_FLIGHT_PER_WORKER = 2  # queued tasks per worker: keeps workers busy without 
 
 @lru_cache(maxsize=4)
 def _scenario(text: str):
-    from .scenario import parse_toml, resolve
-
     return resolve(parse_toml(text))
 
 
 def compute_point(text: str, index: int, sidecar: str | None = None) -> PointResult:
     """Run one sweep point of the scenario given as resolved TOML text; never raises."""
-    from . import ensemble, trajectories
-
     scenario = _scenario(text)
     system, setup = scenario.system, scenario.setup
     sink = None
@@ -125,8 +124,6 @@ def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
 @contextmanager
 def dask_pool(workers: int, scheduler: str | None) -> Iterator[tuple[Executor, int]]:
     """A Dask executor: on `scheduler` if given, else on a LocalCluster of `workers` processes."""
-    from .errors import ScenarioError
-
     try:
         from distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - distributed is a dependency

@@ -201,8 +201,6 @@ def _classes_u(spec, u):
 
 def _simulate_batch(specs) -> list[Chunk]:
     """The batched JAX path (`backend = "jax"`): every point of `specs` (one batch key) at once."""
-    from ..tokens_sde import jax_batch
-
     rows, stops, caps = [], [], []
     for spec in specs:
         p = ts.pack_values(spec.values)
@@ -214,10 +212,10 @@ def _simulate_batch(specs) -> list[Chunk]:
         caps.append(cap / steps)
     q, keys, runs = np.array(rows), np.array([s.jax_key() for s in specs]), specs[0].runs
     if specs[0]["form"] == "rho":
-        u, taken = jax_batch.u_batch(q, keys, runs)
+        u, taken = ts.u_batch(q, keys, runs)
         return [_chunk(s, _classes_u(s, u[i]), taken[i], taken[i] * caps[i], np.isfinite(u[i]), None)
                 for i, s in enumerate(specs)]
-    z, taken = jax_batch.pair_batch(q, keys, np.array(stops), runs, specs[0]["d"])
+    z, taken = ts.pair_batch(q, keys, np.array(stops), runs, specs[0]["d"])
     classify = ts.classify_pair if specs[0]["report"] == "pair" else ts.census
     return [_chunk(s, classify(z[i], s["threshold"]), taken[i], taken[i] * caps[i],
                    np.isfinite(z[i]).all(axis=(1, 2)), None) for i, s in enumerate(specs)]
