@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import argparse
-import io
 import time
 
 import numpy as np

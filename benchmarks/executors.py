@@ -78,7 +78,7 @@ def efficiency(folder: Path, workers: int) -> None:
     t_serial1 = run("serial1", 1)
     t_serial = run("serialn", workers)
     t_pool = run("pool", 1, "--executor", "process", "--workers", str(workers))
-    print(f"attention_clusters slice (8 points x 128 runs), wall seconds incl. start-up:")
+    print("attention_clusters slice (8 points x 128 runs), wall seconds incl. start-up:")
     print(f"  serial, 1 numba thread        {t_serial1:7.2f}")
     print(f"  serial, {workers} numba threads       {t_serial:7.2f}   speed-up {t_serial1 / t_serial:.2f}")
     print(f"  process pool, {workers} workers       {t_pool:7.2f}   speed-up {t_serial1 / t_pool:.2f},"

@@ -88,7 +88,6 @@ def weights(seed: int = 0):
 
 
 def run_torch(mode: str, depth: int, repeats: int) -> dict:
-    import numpy as np
     import torch
     from momentumnet import MomentumNet
     from torch import nn

@@ -66,7 +66,7 @@ def test_float_inversion_error_grows_as_gamma_decreases():
 
 
 def test_each_layer_scales_phase_space_volume_by_gamma_to_the_d():
-    jax = pytest.importorskip("jax")
+    pytest.importorskip("jax")
     integrators.configure_jax()  # float64 and the persistent compilation cache
     import jax.numpy as jnp
 
@@ -242,7 +242,7 @@ def test_memory_free_backprop_matches_ordinary_backprop(shared):
 def test_exact_jax_network_rebuilds_its_input_bit_for_bit():
     """The JAX exact mode: gamma = 0.9 and 2000 layers, where a float inverse amplifies rounding by
     0.9^-2000 = 1e91; the integers (and an empty buffer) come back exactly."""
-    jax = pytest.importorskip("jax")
+    pytest.importorskip("jax")
     integrators.configure_jax()  # float64 and the persistent compilation cache
     import jax.numpy as jnp
 

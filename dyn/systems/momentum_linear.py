@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ScenarioError
 from ..lazy import lazy
 from ..schema import Field
 from . import register

@@ -118,7 +118,7 @@ class TransformerDepthLimit(System):
                        "strong_error_em": _worst_token(approx[i], ref[i])}) for i in range(len(specs))]
 
     def simulate(self, spec, runs: range) -> Chunk:
-        T, n, d = spec.horizon, spec["n"], spec["d"]
+        T = spec.horizon
         fine = _fine(spec)
         factor = spec["reference_depth"] // spec["depth"]
         p = ts.pack_values(spec.values)
