@@ -24,7 +24,7 @@ from .layout import Layout
 
 # Modules that define Dynamics records (imported by `registered`).
 SOURCES = ("dyn.attention.flow", "dyn.attention.network", "dyn.tokens_sde.sde",
-           "dyn.sinkformer.flow", "dyn.resnet.ode", "dyn.momentum.fields")
+           "dyn.sinkformer.flow", "dyn.resnet.ode", "dyn.momentum.fields", "dyn.noisy.fourier")
 _REGISTRY: dict[str, "Dynamics"] = {}
 
 

@@ -1,0 +1,36 @@
+"""Noisy attention: the attention flow of tokens on S^{d-1} with an independent Brownian motion
+per token, its mean-field (McKean-Vlasov) limit and the phase transition of the uniform law
+(physics.md §1.3).
+
+- :mod:`.params`: the fields and the two flat vectors (direct drift, Fourier drift);
+- :mod:`.sde`: the Ito SDE record with the direct O(n^2) attention drift (any d, Q, K, V);
+- :mod:`.fourier`: the O(nK) drift on the circle (Q = K = V = I) and its SDE record;
+- :mod:`.kernel`: Fourier / Funk-Hecke coefficients of e^{beta <x,y>} and their tail bounds;
+- :mod:`.theory`: linear growth rates around the uniform law and sigma_c(beta, d), derived;
+- :mod:`.pde`: the mean-field equation on the circle (pseudo-spectral, ETDRK4);
+- :mod:`.stationary`: stationary mean-field laws on the circle (branches, folds);
+- :mod:`.modes`: growth rates measured from the PDE and from particles;
+- :mod:`.observables`, :mod:`.init`: order parameters, cluster counts, energy; initial laws.
+
+Names load on first use (importing the package loads no kernel).
+"""
+from ..lazy import exports
+
+__getattr__, __dir__, __all__ = exports(__name__, {
+    ".params": ("DIRECT_MAX_N", "FIELDS", "FOURIER_LAYOUT", "LAYOUT", "attention_part",
+                "fourier_order_of", "fourier_tolerance", "pack", "pack_fourier", "pack_values"),
+    ".sde": ("NOISY", "noise_shape", "noisy_diffusion", "noisy_diffusion_jax", "noisy_drift",
+             "noisy_drift_jax", "noisy_problem"),
+    ".fourier": ("FOURIER", "circle_velocity", "fourier_drift", "fourier_drift_jax",
+                 "fourier_problem"),
+    ".kernel": ("bessel_ratios", "circle_coefficients", "fourier_order", "funk_hecke",
+                "mean_kernel", "tail_bound"),
+    ".theory": ("drive", "growth_rates", "sigma_critical", "usa_circle_is_discontinuous"),
+    ".pde": ("CircleMeanField", "min_grid", "perturbed_density", "phi_functions",
+             "uniform_density", "von_mises_density"),
+    ".stationary": ("Branch", "circle_branch", "fold"),
+    ".modes": ("particle_growth_rates", "pde_growth_rates", "windows"),
+    ".observables": ("circle_clusters", "circle_modes", "circle_moments", "clusters",
+                     "interaction_energy", "order_parameter", "window_mean"),
+    ".init": ("LAWS", "cluster_tokens", "initial_tokens", "perturbed_circle", "uniform_tokens"),
+})

@@ -1,0 +1,126 @@
+"""The parameters of noisy attention, declared once: the scenario fields and the flat vectors the
+numba and JAX coefficients read.
+
+Two vectors (:class:`dyn.layout.Layout`), one per drift:
+
+- :data:`LAYOUT` (direct O(n^2) drift, any d, Q, K, V): the scalars sigma, n, d, then the whole
+  attention vector of :mod:`dyn.attention.params` as one trailing block ``attention``, so the
+  attention kernels read their own part unchanged (``p[LAYOUT.header:]``);
+- :data:`FOURIER_LAYOUT` (the O(nK) drift on the circle, Q = K = V = I): sigma, n, d (= 2), usa,
+  then the block ``coef`` of the K + 1 Fourier coefficients c_k of the kernel (module
+  :mod:`.fourier`): c_k = I_k(beta) for USA, I_k(beta) e^{-|beta|} for SA (a common factor
+  cancels in the softmax).
+
+n and d are in both vectors because the Brownian control of one member has shape (n, d).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..attention.params import LAYOUT as ATTENTION_LAYOUT
+from ..attention.params import pack_params
+from ..layout import Layout
+from ..schema import Field
+from .kernel import circle_coefficients, fourier_order
+
+DIRECT_MAX_N = 10_000  # the direct drift keeps an n x n matrix per member (0.8 GB at 10^4)
+DEFAULT_TOL = 1e-12
+
+FIELDS = {
+    "n": Field("int", 64, "number of tokens n (the direct O(n^2) drift allows n <= 10^4)", lo=1,
+               hi=1_000_000),
+    "d": Field("int", 2, "token dimension d (tokens on S^{d-1})", lo=2, hi=1024),
+    "beta": Field("float", 1.0, "inverse temperature beta"),
+    "normalization": Field("str", "USA", "attention normalization", choices=("SA", "USA")),
+    "Q": Field("matrix", None, "query matrix (default identity)", sweepable=False),
+    "K": Field("matrix", None, "key matrix (default identity)", sweepable=False),
+    "V": Field("matrix", None, "value matrix (default identity)", sweepable=False),
+    # without the drift each token is a Brownian motion on the sphere, generator (sigma^2/2) Lap
+    "sigma": Field("float", 1.0, "noise sigma per token", lo=0.0),
+}
+
+LAYOUT = Layout("noisy_attention", scalars=("sigma", "n", "d"), blocks={"attention": ("P",)})
+FOURIER_LAYOUT = Layout("noisy_fourier", scalars=("sigma", "n", "d", "usa"),
+                        blocks={"coef": ("K1",)})
+
+
+def _sigma(sigma) -> float:
+    try:
+        sigma = float(sigma)
+    except (TypeError, ValueError):
+        raise ValueError(f"sigma must be a real number, got {sigma!r}") from None
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"sigma must be finite and >= 0, got {sigma}")
+    return sigma
+
+
+def _count(name: str, n, lo: int = 1) -> int:
+    if isinstance(n, bool) or int(n) != n or int(n) < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {n!r}")
+    return int(n)
+
+
+def pack(beta: float, d: int, sigma: float, n: int, normalization: str = "USA", Q=None, K=None,
+         V=None) -> np.ndarray:
+    """The vector of the direct drift (any d, Q, K, V; defaults the identity)."""
+    attention = pack_params(beta, d, normalization, Q, K, V)
+    return LAYOUT.pack(sigma=_sigma(sigma), n=_count("n", n), d=int(d), attention=attention)
+
+
+def attention_part(p) -> np.ndarray:
+    """The attention vector inside a :data:`LAYOUT` vector."""
+    p = np.asarray(p, dtype=np.float64)
+    return LAYOUT.unpack(p, {"P": p.shape[0] - LAYOUT.header})["attention"]
+
+
+def fourier_tolerance(beta: float, n: int, normalization: str, tol: float) -> float:
+    """Bound on the scaled kernel tail (:func:`dyn.noisy.kernel.tail_bound`) that keeps the
+    O(nK) drift within ``tol`` of the exact one: tol for USA (error <= tol e^{|beta|}, the scale of
+    the drift); for SA (|m_i| <= 1, error <= 2T/(N_i - T) for a tail T and normalizer
+    N_i = (1/n) sum_j e^{beta cos(theta_i - theta_j)} >= max(e^{-|beta|}, e^{beta}/n)),
+    tol * N_min e^{-|beta|} / (2 + tol)."""
+    tol = float(tol)
+    if not (math.isfinite(tol) and 0 < tol < 1):
+        raise ValueError(f"tol must be in (0, 1), got {tol!r}")
+    if str(normalization).upper() == "USA":
+        return tol
+    beta = float(beta)
+    low = math.exp(-2.0 * abs(beta))
+    if beta > 0:
+        low = max(low, 1.0 / _count("n", n))
+    return tol * low / (2.0 + tol)
+
+
+def pack_fourier(beta: float, sigma: float, n: int, normalization: str = "USA",
+                 tol: float = DEFAULT_TOL) -> np.ndarray:
+    """The vector of the O(nK) circle drift (Q = K = V = I, d = 2), K from beta and ``tol``."""
+    key = str(normalization).upper()
+    if key not in ("SA", "USA"):
+        raise ValueError(f"normalization must be SA or USA, got {normalization!r}")
+    n = _count("n", n)
+    K = fourier_order(beta, fourier_tolerance(beta, n, key, tol))
+    coef = circle_coefficients(beta, K)
+    if key == "USA":
+        coef = coef * math.exp(abs(float(beta)))
+    return FOURIER_LAYOUT.pack(sigma=_sigma(sigma), n=n, d=2, usa=key == "USA", coef=coef)
+
+
+def fourier_order_of(p) -> int:
+    """K of a :data:`FOURIER_LAYOUT` vector."""
+    return int(np.asarray(p).shape[0] - FOURIER_LAYOUT.header - 1)
+
+
+def pack_values(values, drift: str) -> np.ndarray:
+    """The vector of a sweep point's values for ``drift`` = "direct" or "fourier"."""
+    if drift == "fourier":
+        return pack_fourier(values["beta"], values["sigma"], values["n"], values["normalization"],
+                            values.get("tol", DEFAULT_TOL))
+    return pack(values["beta"], values["d"], values["sigma"], values["n"], values["normalization"],
+                values.get("Q"), values.get("K"), values.get("V"))
+
+
+def attention_size(d: int) -> int:
+    """Length of the attention block for dimension d."""
+    return ATTENTION_LAYOUT.size({"d": d})

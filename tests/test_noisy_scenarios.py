@@ -1,0 +1,93 @@
+"""The shipped noisy-attention scenarios on tiny settings (variables, dimensions, reproducibility,
+the plots with their overlays) and their bad inputs (one line, exit status 2, no file)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dyn
+from dyn.cli import main
+from dyn.plot import plot
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+TINY = {"params.n": 16, "ensemble.runs": 2, "integrator.horizon": 0.5, "integrator.dt": 0.01,
+        "params.burn_in": 0.25, "output.saves": 4}
+
+
+def _run(name, tmp_path, **overrides):
+    return dyn.run(SCENARIOS / f"{name}.toml", tmp_path / f"{name}.h5", progress=False,
+                   overrides={**TINY, **overrides})
+
+
+def test_phase_scenario_contract_and_reproducibility(tmp_path):
+    axes = {"sweep.beta": [0.5, 3.0], "sweep.sigma": [0.3, 2.0]}
+    out = _run("noisy_phase", tmp_path, **axes)
+    again = dyn.run(SCENARIOS / "noisy_phase.toml", tmp_path / "again.h5", progress=False,
+                    overrides={**TINY, **axes})
+    with dyn.open(out) as ds, dyn.open(again) as ds2:
+        assert ds["r_stationary"].dims == ("beta", "sigma")
+        assert ds["r_stationary_se"].dims == ("beta", "sigma")
+        assert ds["r"].dims == ("beta", "sigma", "time")
+        assert ds["r_modes"].dims == ("beta", "sigma", "time", "mode")
+        assert list(ds["mode"].values) == [1, 2, 3, 4, 5, 6]
+        assert (ds["status"] == 1).all()
+        # r_1 is r; r_stationary is the mean over runs of the window average of r
+        np.testing.assert_allclose(ds["r_modes"].sel(mode=1), ds["r"], atol=1e-14)
+        window = ds["r"].sel(time=slice(0.25, None)).mean("time")
+        np.testing.assert_allclose(ds["r_stationary"], window, atol=1e-14)
+        assert np.all((ds["r"] >= 0) & (ds["r"] <= 1))
+        for var in ("r", "r_modes", "r_stationary", "r_stationary_se", "n_clusters", "energy"):
+            np.testing.assert_array_equal(ds[var].values, ds2[var].values)  # same seed, same numbers
+    png = plot(out, tmp_path / "phase.png")
+    assert png.stat().st_size > 0
+
+
+def test_hysteresis_sphere_and_modes_scenarios_run(tmp_path):
+    out = _run("noisy_hysteresis", tmp_path, **{"sweep.sigma": [3.0, 3.3]})
+    with dyn.open(out) as ds:
+        assert ds["r_stationary"].dims == ("sigma", "init")
+        # at t = 0 the cluster start has r = 1, the uniform one r ~ n^{-1/2}
+        assert float(ds["r"].sel(init="cluster").isel(time=0).min()) == 1.0
+    assert plot(out, tmp_path / "hysteresis.png").stat().st_size > 0
+    out = _run("noisy_sphere", tmp_path, **{"sweep.beta": [1.0], "sweep.sigma": [0.5, 1.5]})
+    with dyn.open(out) as ds:
+        assert "r_modes" not in ds and "mode" not in ds.dims
+        assert (ds["status"] == 1).all()
+    out = dyn.run(SCENARIOS / "mean_field_modes.toml", tmp_path / "modes.h5", progress=False,
+                  overrides={"params.n": 200, "ensemble.runs": 2, "sweep.beta": [1.0, 4.0],
+                             "integrator.horizon": 0.3})
+    with dyn.open(out) as ds:
+        assert ds["growth_rate"].dims == ("beta", "mode")
+        assert float(ds["growth_rate_error"].max()) < 1e-8
+        np.testing.assert_allclose(ds["growth_rate"], ds["growth_rate_theory"], atol=1e-8)
+        assert np.isfinite(ds["growth_rate_particles"]).all()
+    assert plot(out, tmp_path / "modes.png").stat().st_size > 0
+
+
+def test_diffrax_backend_runs_the_system(tmp_path):
+    out = _run("noisy_phase", tmp_path, **{"sweep.beta": [1.0], "sweep.sigma": [0.5],
+                                           "integrator.backend": "diffrax"})
+    with dyn.open(out) as ds:
+        assert (ds["status"] == 1).all()
+
+
+@pytest.mark.parametrize("scenario, overrides, key", [
+    ("noisy_phase", ["params.sigma=-1.0"], "params.sigma: must be >= 0"),
+    ("noisy_phase", ["params.burn_in=16.0"], "params.burn_in: the window [burn_in, T]"),
+    ("noisy_phase", ["params.init=ring"], "params.init: must be one of uniform, cluster"),
+    ("noisy_phase", ["params.drift=fourier", "params.Q=[[1.0,0.5],[0.0,1.0]]"],
+     "params.drift: the Fourier drift needs Q = K = V = I"),
+    ("noisy_sphere", ["params.drift=fourier"], "params.drift: the Fourier drift lives on the circle"),
+    ("noisy_sphere", ["params.n=20000"], "params.n: the direct drift"),
+    ("mean_field_modes", ["params.beta=30.0", "params.grid=64"],
+     "params.grid: grid 64 too coarse for beta = 30"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, scenario, overrides, key):
+    out = tmp_path / "x.h5"
+    argv = ["run", str(SCENARIOS / f"{scenario}.toml"), "--out", str(out), "--no-progress"]
+    for item in overrides:
+        argv += ["--set", item]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and key in err, err
+    assert not out.exists() and not list(tmp_path.iterdir())
