@@ -4,7 +4,8 @@
     PYTHONPATH=. python benchmarks/accelerator.py --full     # the full two-token diagram
 
 1. run-steps per second of the two-token phase diagram (form rho, and the exact-pair network),
-   numba (every core) against the JAX path on the default JAX device, on the same points;
+   numba (every core) against the JAX path on the default JAX device, on the same points; and of
+   noisy attention on the circle (n = 128 tokens, the O(nK) Fourier drift);
 2. with --full: the whole two_token_phase diagram at 4000 runs x 225 points x 15 000 layers
    (until = horizon, T = 150, dt = 0.01: 1.35e10 run-steps) on the JAX path, compile time
    (first call) and steady time (second call) reported apart; numba timed on 1/25 of the points
@@ -30,16 +31,16 @@ def scenario(points_beta, points_d, runs, horizon, form, backend):
     return dyn.load(PHASE, [f"{k}={v!r}".replace("'", '"') for k, v in sets.items()])
 
 
-def time_numba(sc) -> tuple[float, float]:
-    """Seconds and P(antipodal) averaged over points, point after point as dyn run does."""
+def time_numba(sc, var="p_antipodal") -> tuple[float, float]:
+    """Seconds and `var` averaged over points, point after point as dyn run does."""
     start = time.perf_counter()
-    p = [ensemble.run_point(sc.system, sc.spec(i)).values["p_antipodal"] for i in range(sc.count)]
+    p = [ensemble.run_point(sc.system, sc.spec(i)).values[var] for i in range(sc.count)]
     return time.perf_counter() - start, float(np.mean(p))
 
 
-def time_jax(sc) -> tuple[float, float]:
+def time_jax(sc, var="p_antipodal") -> tuple[float, float]:
     start = time.perf_counter()
-    p = [r.values["p_antipodal"] for _, r in batched.iter_results(sc, range(sc.count))]
+    p = [r.values[var] for _, r in batched.iter_results(sc, range(sc.count))]
     return time.perf_counter() - start, float(np.mean(p))
 
 
@@ -62,6 +63,29 @@ def compare(points_beta, points_d, runs, horizon, form):
           f"mean P(antipodal) {p_numba:.4f}")
     print(f"      jax   {t_jax:8.2f} s  {work / t_jax / 1e6:9.1f} M run-steps/s  "
           f"mean P(antipodal) {p_jax:.4f}  (first call incl. compile {first:.2f} s)")
+    print(f"      jax / numba speed: {t_numba / t_jax:.2f}x")
+
+
+def compare_noisy(runs: int):
+    """noisy_phase points (n = 128 on the circle, Fourier drift), T = 4 at dt = 0.002."""
+    def load(backend, horizon):
+        sets = ["sweep.beta=[1.0, 2.0, 3.0, 4.0]", "sweep.sigma=[0.5, 1.5]", f"ensemble.runs={runs}",
+                f"integrator.horizon={horizon}", f"params.burn_in={horizon / 2}", "output.saves=8",
+                f'integrator.backend="{backend}"']
+        return dyn.load("scenarios/noisy_phase.toml", sets)
+
+    time_numba(load("numba", 0.1), "r_stationary")  # compile
+    jax_sc = load("jax", 4.0)
+    first, _ = time_jax(jax_sc, "r_stationary")
+    t_jax, r_jax = time_jax(jax_sc, "r_stationary")
+    t_numba, r_numba = time_numba(load("numba", 4.0), "r_stationary")
+    work = float(jax_sc.count) * runs * round(4.0 / 0.002)
+    print(f"   noisy_attention: {jax_sc.count} points x {runs} runs x 2000 steps x 128 tokens "
+          f"= {work:.2e} run-steps")
+    print(f"      numba {t_numba:8.2f} s  {work / t_numba / 1e6:9.3f} M run-steps/s  "
+          f"mean r_stationary {r_numba:.4f}")
+    print(f"      jax   {t_jax:8.2f} s  {work / t_jax / 1e6:9.3f} M run-steps/s  "
+          f"mean r_stationary {r_jax:.4f}  (first call incl. compile {first:.2f} s)")
     print(f"      jax / numba speed: {t_numba / t_jax:.2f}x")
 
 
@@ -102,6 +126,7 @@ def main():
     betas, ds = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [3, 8, 16]
     compare(betas, ds, args.runs, 30.0, "rho")
     compare(betas[::2], ds[:2], args.runs // 4, 30.0, "network")
+    compare_noisy(max(2, args.runs // 250))
     if args.full:
         full_diagram()
 

@@ -110,3 +110,40 @@ def test_batches_group_by_key_and_fit_the_budget():
     assert all(len(b) <= 2 for b in plan)  # a sweep larger than the budget streams batches
     for b in plan:  # one batch, one program: the network form's key holds d
         assert len({sc.system.batch_key(s) for s in b}) == 1
+
+
+NOISY = "scenarios/noisy_phase.toml"
+NOISY_GRID = {"sweep.beta": [1.0, 4.0], "sweep.sigma": [0.6, 2.0], "params.n": 32,
+              "params.burn_in": 2.0, "ensemble.runs": 40, "integrator.horizon": 4.0,
+              "integrator.dt": 0.01, "output.saves": 8}
+
+
+def test_noisy_attention_matches_numba_in_law(tmp_path):
+    # both sides of sigma_c (1.06 at beta = 1, 2.21 at beta = 4): r_stationary within 4 standard
+    # errors of the difference of two independent ensembles (other generators)
+    out = {}
+    for backend in ("numba", "jax"):
+        path = dyn.run(NOISY, out=tmp_path / f"{backend}.h5", progress=False,
+                       overrides={**NOISY_GRID, "integrator.backend": backend})
+        with dyn.open(path) as ds:
+            out[backend] = ds["r_stationary"].values.copy(), ds["r_stationary_se"].values.copy()
+    (r_n, se_n), (r_j, se_j) = out["numba"], out["jax"]
+    assert np.all(np.abs(r_j - r_n) < 4 * np.hypot(se_n, se_j)), (r_n, r_j)
+    # (beta, sigma) = (1, 2) is the one uniform point (r ~ sqrt(pi/(4n)) = 0.16); the others
+    # cluster: the comparison spans both phases
+    assert min(r_j[0, 0], r_j[1, 0], r_j[1, 1]) > 2 * r_j[0, 1]
+
+
+def test_noisy_points_share_a_program_whatever_their_fourier_order():
+    # beta = 1 and 4 need orders K = 11 and 18: padded with zeros in one batch, a point
+    # gives its numbers alone (own K) to rounding (the sums run over more, zero, terms); same
+    # seed, same numbers
+    sets = [f"{k}={v}" for k, v in {**NOISY_GRID, "ensemble.runs": 6}.items()]
+    sc = dyn.load(NOISY, sets + ['integrator.backend="jax"'])
+    assert len(batched.batches(sc.system, [sc.spec(i) for i in range(sc.count)], 2**30)) == 1
+    full = dict(batched.iter_results(sc, list(range(sc.count))))
+    again = dict(batched.iter_results(sc, list(range(sc.count))))
+    alone = dict(batched.iter_results(sc, [0]))
+    for name, value in full[0].values.items():
+        np.testing.assert_array_equal(again[0].values[name], value)
+        np.testing.assert_allclose(alone[0].values[name], value, rtol=1e-12, atol=1e-13)

@@ -64,6 +64,7 @@ class NoisyAttention(System):
     default_plot = "r_stationary"
     equation = "sde"
     integrator = frozenset({"backend", "method", "dt", "horizon"})
+    jax_methods = frozenset({"euler_maruyama"})
     params = {
         **FIELDS,
         "init": Field("str", "uniform", "initial law: i.i.d. uniform, or every token at one point",
@@ -138,18 +139,36 @@ class NoisyAttention(System):
         problem = noisy.fourier_problem(p) if drift == "fourier" else noisy.noisy_problem(p)
         x0 = noisy.initial_tokens(spec["init"], spec.rng, len(runs), spec["n"], spec["d"])
         states = spec.solver.get().solve(problem, x0, spec.times, rng=spec.rng)
-        finite = np.isfinite(states).all(axis=(1, 2, 3))
-        r = noisy.order_parameter(states)
-        if spec["d"] == 2:
-            count = noisy.circle_clusters(states, spec["delta"])
-        else:
-            count = noisy.clusters(states, spec["delta"])
-        values = {"r": r, "n_clusters": count,
-                  "energy": noisy.interaction_energy(states, spec["beta"]),
-                  "r_stationary": noisy.window_mean(r, spec.times, _burn_in(spec))}
-        if _circle(spec.setup):
-            values["r_modes"] = noisy.circle_modes(states, MODES)
-        return Chunk(values, states=states, finite=finite)
+        return _observed(spec, states)
+
+    def batch_key(self, spec) -> tuple:
+        return drift_of(spec.values), spec["n"], spec["d"], spec.runs
+
+    def simulate_batch(self, specs) -> list[Chunk]:
+        """The `jax` backend: the same starts as the numba path (from each point's stream), the
+        noise from each point's key, all points and runs advanced by one Euler-Maruyama program.
+        Fourier vectors are padded with zero coefficients to the batch's largest order K (a zero
+        c_l adds nothing), so points of different beta share one program."""
+        from integrators import jax_batch
+        from integrators.base import FixedStep
+        from integrators.geometry import SPHERE
+
+        spec = specs[0]
+        record = noisy.FOURIER if drift_of(spec.values) == "fourier" else noisy.NOISY
+        vectors = [noisy.pack_values(s.values, drift_of(s.values)) for s in specs]
+        width = max(len(v) for v in vectors)
+        p = np.stack([np.pad(v, (0, width - len(v))) for v in vectors])
+        x0 = np.stack([noisy.initial_tokens(s["init"], s.rng, s.runs, s["n"], s["d"]) for s in specs])
+        keys = np.stack([s.jax_key() for s in specs])
+        states = jax_batch.em_batch(record.drift_jax, record.diffusion_jax, SPHERE,
+                                    (spec["n"], spec["d"]), x0, p, spec.times,
+                                    spec.solver.options.get("dt", FixedStep.OPTIONS["dt"]), keys=keys)
+        return [_observed(s, states[i]) for i, s in enumerate(specs)]
+
+    def batch_bytes(self, spec) -> int:  # states at the save times, plus the drift's n x n
+        n, d = spec["n"], spec["d"]
+        pairwise = n * n if drift_of(spec.values) == "direct" else 0
+        return 8 * spec.runs * ((len(spec.times) + 4) * n * d + 2 * pairwise)
 
     def decorate(self, ax, ds, var: str) -> None:
         """sigma_c(beta) on a (beta, sigma) heat map (and, circle with USA, the fold); on curves
@@ -214,3 +233,19 @@ def _circle(setup) -> bool:
 def _burn_in(spec) -> float:
     b = spec.get("burn_in")
     return spec.horizon / 2 if b is None else float(b)
+
+
+def _observed(spec, states) -> Chunk:
+    """Per-run observables of states (runs, times, n, d) at the save times."""
+    finite = np.isfinite(states).all(axis=(1, 2, 3))
+    r = noisy.order_parameter(states)
+    if spec["d"] == 2:
+        count = noisy.circle_clusters(states, spec["delta"])
+    else:
+        count = noisy.clusters(states, spec["delta"])
+    values = {"r": r, "n_clusters": count,
+              "energy": noisy.interaction_energy(states, spec["beta"]),
+              "r_stationary": noisy.window_mean(r, spec.times, _burn_in(spec))}
+    if _circle(spec.setup):
+        values["r_modes"] = noisy.circle_modes(states, MODES)
+    return Chunk(values, states=states, finite=finite)
