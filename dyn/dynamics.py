@@ -24,7 +24,8 @@ from .layout import Layout
 
 # Modules that define Dynamics records (imported by `registered`).
 SOURCES = ("dyn.attention.flow", "dyn.attention.network", "dyn.tokens_sde.sde",
-           "dyn.sinkformer.flow", "dyn.resnet.ode", "dyn.momentum.fields", "dyn.noisy.fourier")
+           "dyn.sinkformer.flow", "dyn.resnet.ode", "dyn.momentum.fields", "dyn.noisy.fourier",
+           "dyn.attention.schemes")
 _REGISTRY: dict[str, "Dynamics"] = {}
 
 

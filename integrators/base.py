@@ -61,6 +61,19 @@ def check_positive(name: str, value) -> float:
     return value
 
 
+def check_adaptive_options(o: dict) -> None:
+    """Check, in place, the options of an adaptive integrator: rtol, atol, dt0 (None or > 0),
+    max_steps (a positive integer)."""
+    o["rtol"] = check_positive("rtol", o["rtol"])
+    o["atol"] = check_positive("atol", o["atol"])
+    if o["dt0"] is not None:
+        o["dt0"] = check_positive("dt0", o["dt0"])
+    steps = o["max_steps"]
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"option 'max_steps' must be a positive integer, got {steps!r}")
+    o["max_steps"] = int(steps)
+
+
 def step_grid(ts: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
     """Steps per save interval N_k (int64) and step sizes h_k (float64); see the module doc."""
     widths = np.diff(ts)

@@ -16,7 +16,7 @@ a sweep over p compiles once (per shape).
 
 import numpy as np
 
-from .base import AbstractIntegrator, FixedStep, check_positive, step_times
+from .base import AbstractIntegrator, FixedStep, check_adaptive_options, step_times
 
 # Default tuning constants.
 RTOL = 1e-6
@@ -66,16 +66,7 @@ class DiffraxAdaptive(DiffraxIntegrator):
     OPTIONS = {"rtol": RTOL, "atol": ATOL, "dt0": None, "max_steps": MAX_STEPS}
 
     def _check_options(self):
-        o = self.options
-        o["rtol"] = check_positive("rtol", o["rtol"])
-        o["atol"] = check_positive("atol", o["atol"])
-        if o["dt0"] is not None:
-            o["dt0"] = check_positive("dt0", o["dt0"])
-        if not isinstance(o["max_steps"], (int, np.integer)) or o["max_steps"] < 1:
-            raise ValueError(
-                f"option 'max_steps' must be a positive integer, got {o['max_steps']!r}"
-            )
-        o["max_steps"] = int(o["max_steps"])
+        check_adaptive_options(self.options)
 
     def _key(self):
         o = self.options

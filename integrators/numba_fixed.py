@@ -41,6 +41,18 @@ _MEMBER_SIG = types.void(
 _KERNEL_SIG = types.void(F3, *_MEMBER_SIG.args[1:-1], F4)
 
 
+@numba.njit(inline="always", **NJIT)
+def stage_point(x, A, k, st, h, y):
+    """y <- Y_st = x + h sum_{m<st} a_{st,m} k_m, the point where stage st is evaluated."""
+    n, d = x.shape
+    for r in range(n):
+        for q in range(d):
+            acc = 0.0
+            for m in range(st):
+                acc += A[st, m] * k[m, r, q]
+            y[r, q] = x[r, q] + h * acc
+
+
 @numba.njit(_MEMBER_SIG, **NJIT)
 def _rk_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
     """All steps of one member; scratch (and the drift's workspace) allocated once."""
@@ -56,13 +68,7 @@ def _rk_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_
         for j in range(counts[iv]):
             t = ts[iv] + j * h
             for st in range(s):
-                # Y_st = x + h sum_{m<st} a_{st,m} k_m
-                for r in range(n):
-                    for q in range(d):
-                        acc = 0.0
-                        for m in range(st):
-                            acc += A[st, m] * k[m, r, q]
-                        y[r, q] = x[r, q] + h * acc
+                stage_point(x, A, k, st, h, y)
                 kst = k[st]
                 drift(t + c[st] * h, y, p, kst, work)
                 project(y, kst)

@@ -1,9 +1,9 @@
 """Name -> integrator class, per backend:  get(backend, method, **options)."""
 
-from . import diffrax_solvers, numba_fixed, sde_diffrax, sde_numba
+from . import diffrax_solvers, numba_adaptive, numba_fixed, sde_diffrax, sde_numba
 
 BACKENDS = {
-    "numba": {**numba_fixed.METHODS, **sde_numba.METHODS},
+    "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **sde_numba.METHODS},
     "diffrax": {**diffrax_solvers.METHODS, **sde_diffrax.METHODS},
 }
 # Methods that solve SDEs (their solve() takes rng= or increments=; see integrators.base).

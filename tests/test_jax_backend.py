@@ -87,6 +87,27 @@ def test_attention_matches_numba_to_rounding(tmp_path, form):
     np.testing.assert_allclose(values["jax"], values["numba"], rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("form", ["flow", "network"])
+def test_architectures_match_numba_to_rounding(tmp_path, form):
+    """Every normalization scheme under a causal mask, a distance bias, two random heads and a
+    feed-forward term: one JAX program per scheme gives the numba states to rounding."""
+    values = {}
+    for backend in ("numba", "jax"):
+        path = dyn.run("scenarios/normalization_speed.toml", out=tmp_path / f"{backend}.h5",
+                       progress=False,
+                       overrides={"sweep.beta": [1.0, 4.0], "params.mask": "causal",
+                                  "params.bias_slope": 0.3, "params.heads": 2,
+                                  "params.head_noise": 0.5, "params.feedforward": 0.5,
+                                  "ensemble.runs": 4, "output.saves": 6, "params.depth": 60,
+                                  "params.form": form, "integrator.horizon": 6.0,
+                                  "integrator.method": "rk4", "integrator.dt": 0.05,
+                                  "integrator.backend": backend})
+        with dyn.open(path) as ds:
+            values[backend] = np.stack([ds["min_inner"].values, ds["radius"].values])
+    assert np.ptp(values["numba"]) > 0.1  # the schemes and betas differ: nothing trivial
+    np.testing.assert_allclose(values["jax"], values["numba"], rtol=0, atol=1e-11)
+
+
 def test_jax_backend_refusals():
     for sets, words in ((['integrator.backend="jax"', 'params.form="sde"'], "two-token forms"),
                         (['integrator.backend="jax"', 'integrator.method="heun"'], "methods: euler_maruyama")):

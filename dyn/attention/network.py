@@ -44,6 +44,26 @@ def save_layers(depth: int, save_every: int | None = None, save_at=None) -> np.n
     return np.unique(np.append(np.arange(0, depth + 1, int(save_every)), depth)).astype(np.int64)
 
 
+def network_layers(problem: integrators.Problem, x0, depth: int, horizon: float, *,
+                   save_every: int | None = None, save_at=None) -> np.ndarray:
+    """``depth`` layers x <- R(x + h P_x f(x)), h = horizon / depth, of ``problem`` (explicit
+    Euler on its geometry: POSTNORM gives a post-norm residual layer, EUCLIDEAN a plain residual
+    layer), from x0 of shape (E, n, d). States (E, S, n, d) at the layers of
+    :func:`save_layers`; layer k is at time k h."""
+    x0 = np.ascontiguousarray(x0, dtype=np.float64)
+    if isinstance(depth, bool) or int(depth) != depth or int(depth) < 1:
+        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    depth = int(depth)
+    horizon = float(horizon)
+    if not np.isfinite(horizon) or horizon <= 0:
+        raise ValueError(f"horizon must be finite and > 0, got {horizon}")
+    layers = save_layers(depth, save_every, save_at)
+    h = horizon / depth
+    start = [0] if layers[0] != 0 else []  # the solve starts at layer 0 whatever is saved
+    ts = np.concatenate([start, layers]) * h
+    return integrators.get("numba", "euler", dt=h).solve(problem, x0, ts)[:, len(start):]
+
+
 def postnorm_layers(x0, depth: int, horizon: float, beta: float, normalization: str = "SA",
                     Q=None, K=None, V=None, *, save_every: int | None = None, save_at=None,
                     p=None) -> np.ndarray:
@@ -56,22 +76,11 @@ def postnorm_layers(x0, depth: int, horizon: float, beta: float, normalization: 
     x0 = _as_tokens(x0)
     single = x0.ndim == 2
     x0 = x0[None] if single else x0
-    if isinstance(depth, bool) or int(depth) != depth or int(depth) < 1:
-        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
-    depth = int(depth)
-    horizon = float(horizon)
-    if not np.isfinite(horizon) or horizon <= 0:
-        raise ValueError(f"horizon must be finite and > 0, got {horizon}")
     d = x0.shape[-1]
     p = pack_params(beta, d, normalization, Q, K, V) if p is None else p
-    layers = save_layers(depth, save_every, save_at)
     norms = np.linalg.norm(x0, axis=-1, keepdims=True)
     if np.any(np.abs(norms - 1.0) > UNIT_TOLERANCE):  # unit tokens pass through bit for bit
         x0 = x0 / norms
-    x0 = np.ascontiguousarray(x0)
-    h = horizon / depth
-    start = [0] if layers[0] != 0 else []  # the solve starts at layer 0 whatever is saved
-    ts = np.concatenate([start, layers]) * h
-    problem = POSTNORM_NETWORK.problem(p)
-    states = integrators.get("numba", "euler", dt=h).solve(problem, x0, ts)[:, len(start):]
+    states = network_layers(POSTNORM_NETWORK.problem(p), x0, depth, horizon,
+                            save_every=save_every, save_at=save_at)
     return states[0] if single else states

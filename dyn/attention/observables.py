@@ -4,6 +4,7 @@ With ``G_ij = <x_i, x_j>``:
 - ``energy_usa``:    E(X) = 1/(2 beta n^2) sum_ij exp(beta G_ij)  (increases along the USA flow, V = I)
 - ``pair_fraction``: fraction of unordered pairs i < j with G_ij > 1 - delta
 - ``n_clusters``:    connected components of the graph {i ~ j : G_ij > 1 - delta}
+- ``cluster_labels``: those components, each labelled by its smallest token index
 - ``min_inner``:     min_{i<j} G_ij  (-> 1 as the tokens collapse to one point)
 """
 from __future__ import annotations
@@ -108,12 +109,11 @@ def _find(parent, i):
     return root
 
 
-@njit(types.void(types.float64[:, :, ::1], types.float64, types.int64[::1]), **NJIT_PARALLEL)
-def _components_kernel(x, threshold, out):
+@njit(types.void(types.float64[:, :, ::1], types.float64, types.int64[:, ::1]), **NJIT_PARALLEL)
+def _labels_kernel(x, threshold, out):
     m, n, d = x.shape
     for b in prange(m):
         parent = np.arange(n)
-        count = n
         for i in range(n):
             for j in range(i + 1, n):
                 g = 0.0
@@ -124,17 +124,30 @@ def _components_kernel(x, threshold, out):
                     rj = _find(parent, j)
                     if ri != rj:
                         parent[max(ri, rj)] = min(ri, rj)
-                        count -= 1
-        out[b] = count
+        for i in range(n):
+            out[b, i] = _find(parent, i)
+
+
+def cluster_labels(x, delta: float) -> np.ndarray:
+    """Cluster of every token: the connected components of the graph linking i, j when
+    <x_i, x_j> > 1 - delta (union-find per configuration), each labelled by its smallest token
+    index; int64 array of shape (..., n)."""
+    delta = _delta(delta)
+    x = _tokens(x)
+    flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
+    out = np.empty(flat.shape[:2], dtype=np.int64)
+    _labels_kernel(flat, 1.0 - delta, out)
+    return out.reshape(x.shape[:-1])
 
 
 def n_clusters(x, delta: float) -> np.ndarray:
-    """Number of connected components of the graph linking i, j when <x_i, x_j> > 1 - delta
-    (union-find per configuration), int64 array of shape (...)."""
-    delta = _delta(delta)
-    x = _tokens(x)
-    lead = x.shape[:-2]
-    flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
-    out = np.empty(flat.shape[0], dtype=np.int64)
-    _components_kernel(flat, 1.0 - delta, out)
-    return out.reshape(lead)
+    """Number of connected components of the graph linking i, j when <x_i, x_j> > 1 - delta,
+    int64 array of shape (...)."""
+    return count_clusters(cluster_labels(x, delta))
+
+
+def count_clusters(labels) -> np.ndarray:
+    """Number of clusters of labellings (..., n) by smallest index: the tokens labelling
+    their own cluster."""
+    labels = np.asarray(labels)
+    return (labels == np.arange(labels.shape[-1])).sum(axis=-1).astype(np.int64)

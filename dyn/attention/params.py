@@ -52,22 +52,35 @@ def _matrix(name: str, a, d: int) -> np.ndarray:
     return a
 
 
+def real(name: str, value, lo: float | None = None) -> float:
+    """`value` as a finite float (>= lo when given); ValueError otherwise."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(value) or (lo is not None and value < lo):
+        raise ValueError(f"{name} must be finite" + (f" and >= {lo}" if lo is not None else "")
+                         + f", got {value}")
+    return value
+
+
+def check_common(beta, d, normalization) -> tuple[float, int, str]:
+    """(beta, d, "SA" | "USA") checked: a finite beta, an integer d >= 2, a known
+    normalization; ValueError otherwise."""
+    beta = real("beta", beta)
+    if isinstance(d, bool) or int(d) != d or int(d) < 2:
+        raise ValueError(f"d must be an integer >= 2, got {d!r}")
+    key = str(normalization).upper()
+    if key not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+    return beta, int(d), key
+
+
 def pack_params(beta: float, d: int, normalization: str = "SA", Q=None, K=None, V=None) -> np.ndarray:
     """The flat vector ``p`` of (beta, normalization, Q, K, V); Q, K, V default to the identity
     and only M = Q^T K is stored. Raises ValueError on a non-finite beta, d < 2, an unknown
     normalization, a wrong matrix shape or non-finite entries."""
-    try:
-        beta = float(beta)
-    except (TypeError, ValueError):
-        raise ValueError(f"beta must be a real number, got {beta!r}") from None
-    if not math.isfinite(beta):
-        raise ValueError(f"beta must be finite, got {beta}")
-    if isinstance(d, bool) or int(d) != d or int(d) < 2:
-        raise ValueError(f"d must be an integer >= 2, got {d!r}")
-    d = int(d)
-    key = str(normalization).upper()
-    if key not in NORMALIZATIONS:
-        raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+    beta, d, key = check_common(beta, d, normalization)
     m = _matrix("Q", Q, d).T @ _matrix("K", K, d)
     v = _matrix("V", V, d)
     eye = np.eye(d)

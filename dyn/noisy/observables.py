@@ -15,9 +15,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange, types
-
-from integrators.numba_abi import NJIT_PARALLEL
 
 from .kernel import circle_coefficients, fourier_order
 
@@ -73,38 +70,11 @@ def circle_clusters(x, delta: float) -> np.ndarray:
     return np.maximum(count, 1).astype(np.int64)
 
 
-@njit(types.void(types.float64[:, :, ::1], types.float64, types.int64[::1]), **NJIT_PARALLEL)
-def _components(x, threshold, out):
-    m, n, d = x.shape
-    for b in prange(m):
-        parent = np.arange(n)
-        count = n
-        for i in range(n):
-            for j in range(i + 1, n):
-                g = 0.0
-                for k in range(d):
-                    g += x[b, i, k] * x[b, j, k]
-                if g > threshold:
-                    ri = i
-                    while parent[ri] != ri:
-                        ri = parent[ri]
-                    rj = j
-                    while parent[rj] != rj:
-                        rj = parent[rj]
-                    if ri != rj:
-                        parent[max(ri, rj)] = min(ri, rj)
-                        count -= 1
-        out[b] = count
-
-
 def clusters(x, delta: float) -> np.ndarray:
     """Single-linkage clusters at <x_i, x_j> > 1 - delta in any d, int64 (...)."""
-    x = _tokens(x)
-    delta = _delta(delta)
-    flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
-    out = np.empty(flat.shape[0], dtype=np.int64)
-    _components(flat, 1.0 - delta, out)
-    return out.reshape(x.shape[:-2])
+    from ..attention.observables import n_clusters
+
+    return n_clusters(_tokens(x), _delta(delta))
 
 
 def interaction_energy(x, beta: float, tol: float = 1e-12) -> np.ndarray:

@@ -91,6 +91,19 @@ def _loops(x, beta, usa, M, m_id, V, v_id, out, work):
                 out[i, k] = scale * acc
 
 
+@njit(types.float64(F2), **NJIT)
+def max_square_norm(x):
+    """max_i |x_i|^2 over the rows of x."""
+    n, d = x.shape
+    r2 = 0.0
+    for i in range(n):
+        s = 0.0
+        for k in range(d):
+            s += x[i, k] * x[i, k]
+        r2 = max(r2, s)
+    return r2
+
+
 @njit(_SIG, **NJIT, fastmath=FASTMATH)
 def _blas(x, beta, usa, M, m_id, V, v_id, out, work):
     """out <- m (large regime: S = beta X M X^T and m = A (X V^T) by GEMM)."""
@@ -114,13 +127,7 @@ def _blas(x, beta, usa, M, m_id, V, v_id, out, work):
     # Shift row i by its diagonal score s_ii instead of its maximum (saves a pass over S):
     # s_ij - s_ii = beta x_i^T M (x_j - x_i) <= 2 |beta| |M| R^2 with R = max |x_k|, and the
     # j = i term makes Z_i >= 1, so nothing overflows or underflows while that bound is small.
-    r2 = 0.0
-    for i in range(n):
-        nrm = 0.0
-        for k in range(d):
-            nrm += x[i, k] * x[i, k]
-        r2 = max(r2, nrm)
-    diagonal_shift = 2.0 * abs(beta) * m_norm * r2 <= EXP_MAX_ARG
+    diagonal_shift = 2.0 * abs(beta) * m_norm * max_square_norm(x) <= EXP_MAX_ARG
     np.dot(xq, x.T, S)
     inv_n = 1.0 / n
     for i in range(n):  # S_i <- exp(S_i - shift_i); the 1/Z_i goes onto the output row

@@ -1,0 +1,325 @@
+r"""Adaptive embedded Runge-Kutta pairs on an ensemble, in numba, with a projection method.
+
+A step of size h from (t, x) on a manifold with tangent projection P and retraction R (the
+scheme of :mod:`integrators.numba_fixed`)::
+
+    Y_i = x + h sum_{j<i} a_ij k_j,    k_i = P_{Y_i} f(t + c_i h, Y_i),
+    x'  = R(x + h sum_i b_i k_i),      e = h sum_i (b_i - bhat_i) k_i,
+
+accepted when the mixed error norm  err = sqrt(mean_{components} (e / (atol + rtol max(|x|, |x'|)))^2)
+is at most 1 (the error is measured before the retraction, on the projected stages). The next
+step is h * clip(0.9 err^{-(1/q - 0.75 beta)} err_prev^{beta}, 0.2, 10) with q = (error order) + 1
+and beta = BETA_PI (Hairer's PI control; beta = 0 is the plain controller), shrunk to land on
+every save time exactly (a step clipped by a save time does not shrink the next proposal).
+The first step is Hairer's starting-step estimate unless ``dt0`` is given. First-same-as-last
+pairs reuse the last stage only on a flat geometry: on a curved one the retraction moves x,
+and the first stage is evaluated again at the retracted point.
+
+Pairs (tables in Butcher form, each checked when built: :class:`integrators.tableau.ButcherTableau`
+checks row sums and the order conditions up to 4 of the solution and of the embedded weights,
+and :func:`order5_conditions` the nine of order 5 for Dormand-Prince):
+
+- ``dopri5``: Dormand & Prince (1980), order 5 with an embedded order-4 estimate, 7 stages, FSAL;
+- ``bosh3``: Bogacki & Shampine (1989), order 3 with an embedded order-2 estimate, 4 stages, FSAL.
+
+Each member adapts its own steps (prange over the ensemble; one member runs on the calling thread,
+as in :mod:`integrators.numba_fixed`). A member whose error norm is not finite keeps shrinking
+its step; one that reaches ``max_steps`` (accepted plus rejected) or a step below
+MIN_STEP_FRACTION of its time is returned as NaN from there on, never raised. After a solve,
+``integ.stats`` holds per-member counts: accepted and rejected steps and drift evaluations.
+"""
+
+from dataclasses import dataclass
+from fractions import Fraction as Fr
+
+import numba
+import numpy as np
+from numba import prange, types
+
+from .base import AbstractIntegrator, check_adaptive_options
+from .numba_abi import DRIFT_FN, F1, F2, F3, F4, NJIT, NJIT_PARALLEL, PROJECT_FN, RETRACT_FN
+from .numba_fixed import stage_point
+from .tableau import TOLERANCE, ButcherTableau
+
+RTOL = 1e-6
+ATOL = 1e-9
+MAX_STEPS = 1_000_000
+SAFETY, FAC_MIN, FAC_MAX = 0.9, 0.2, 10.0
+MIN_STEP_FRACTION = 1e-14  # a step below this fraction of max(1, |t|) fails the member
+I2 = types.int64[:, ::1]
+
+
+def order5_conditions(A, b, c) -> list[tuple[str, float, float]]:
+    """(condition, value, target) for the nine rooted trees of order 5."""
+    Ac = A @ c
+    return [
+        ("b.c^4", b @ c**4, 1 / 5), ("b.(c^2*Ac)", b @ (c**2 * Ac), 1 / 10),
+        ("b.(c*Ac^2)", b @ (c * (A @ c**2)), 1 / 15), ("b.(c*AAc)", b @ (c * (A @ Ac)), 1 / 30),
+        ("b.(Ac*Ac)", b @ (Ac * Ac), 1 / 20), ("b.Ac^3", b @ (A @ c**3), 1 / 20),
+        ("b.A(c*Ac)", b @ (A @ (c * Ac)), 1 / 40), ("b.AAc^2", b @ (A @ (A @ c**2)), 1 / 60),
+        ("b.AAAc", b @ (A @ (A @ Ac)), 1 / 120),
+    ]
+
+
+@dataclass(frozen=True, eq=False)
+class EmbeddedPair:
+    """An explicit RK pair: the solution table (its order) and the embedded weights bhat (their
+    order); ``fsal``: the last stage is evaluated at the new solution."""
+
+    name: str
+    solution: ButcherTableau
+    embedded: ButcherTableau
+    order: int
+    fsal: bool
+
+    def __post_init__(self):
+        sol, emb = self.solution, self.embedded
+        if not (np.array_equal(sol.A, emb.A) and np.array_equal(sol.c, emb.c)):
+            raise ValueError(f"pair {self.name!r}: the two tables must share A and c")
+        if self.order == 5:
+            for name, value, target in order5_conditions(sol.A, sol.b, sol.c):
+                if abs(value - target) > TOLERANCE:
+                    raise ValueError(f"pair {self.name!r}: order condition {name} = {value!r}, "
+                                     f"expected {target!r}")
+        elif self.order != sol.order:
+            raise ValueError(f"pair {self.name!r}: order {self.order} is not checkable")
+        if self.fsal and not (np.array_equal(sol.A[-1], sol.b) and sol.c[-1] == 1.0):
+            raise ValueError(f"pair {self.name!r}: FSAL needs the last row of A equal to b")
+
+    @property
+    def error_order(self) -> int:
+        return self.embedded.order
+
+
+def _table(rows):
+    return np.array([[float(Fr(v)) for v in row] for row in rows])
+
+
+def _pair(name, A, b, bhat, c, order, embedded_order, fsal):
+    A = _table(A)
+    b, bhat, c = _table([b])[0], _table([bhat])[0], _table([c])[0]
+    checked = min(order, 4)
+    return EmbeddedPair(name, ButcherTableau(name, A, b, c, checked),
+                        ButcherTableau(f"{name}_embedded", A, bhat, c, embedded_order),
+                        order, fsal)
+
+
+DOPRI5 = _pair(
+    "dopri5",
+    A=[[0, 0, 0, 0, 0, 0, 0],
+       ["1/5", 0, 0, 0, 0, 0, 0],
+       ["3/40", "9/40", 0, 0, 0, 0, 0],
+       ["44/45", "-56/15", "32/9", 0, 0, 0, 0],
+       ["19372/6561", "-25360/2187", "64448/6561", "-212/729", 0, 0, 0],
+       ["9017/3168", "-355/33", "46732/5247", "49/176", "-5103/18656", 0, 0],
+       ["35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0]],
+    b=["35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0],
+    bhat=["5179/57600", 0, "7571/16695", "393/640", "-92097/339200", "187/2100", "1/40"],
+    c=[0, "1/5", "3/10", "4/5", "8/9", 1, 1],
+    order=5, embedded_order=4, fsal=True)
+
+BOSH3 = _pair(
+    "bosh3",
+    A=[[0, 0, 0, 0], ["1/2", 0, 0, 0], [0, "3/4", 0, 0], ["2/9", "1/3", "4/9", 0]],
+    b=["2/9", "1/3", "4/9", 0],
+    bhat=["7/24", "1/4", "1/3", "1/8"],
+    c=[0, "1/2", "3/4", 1],
+    order=3, embedded_order=2, fsal=True)
+
+PAIRS = {pair.name: pair for pair in (DOPRI5, BOSH3)}
+BETA_PI = {"dopri5": 0.04, "bosh3": 0.0}
+
+_MEMBER_SIG = types.void(
+    F2,  # x0 of one member (n, d)
+    F1,  # ts (T,)
+    F2,  # A (s, s)
+    F1,  # b (s,)
+    F1,  # b - bhat (s,)
+    F1,  # c (s,)
+    F1,  # p
+    DRIFT_FN, PROJECT_FN, RETRACT_FN,
+    types.int64,  # drift workspace floats
+    F1,  # controls: rtol, atol, dt0 (<= 0: estimate), max_steps, error order q + 1, beta, fsal
+    F3,  # out of one member (T, n, d)
+    types.int64[::1],  # stats of one member: accepted, rejected, evaluations
+)
+_KERNEL_SIG = types.void(F3, *_MEMBER_SIG.args[1:-2], F4, I2)
+
+
+@numba.njit(types.float64(F2, F2, F2, types.float64, types.float64), **NJIT)
+def _scaled_rms(v, x, y, rtol, atol):
+    """sqrt(mean (v / (atol + rtol max(|x|, |y|)))^2) over all components."""
+    n, d = v.shape
+    acc = 0.0
+    for r in range(n):
+        for q in range(d):
+            sc = atol + rtol * max(abs(x[r, q]), abs(y[r, q]))
+            e = v[r, q] / sc
+            acc += e * e
+    return np.sqrt(acc / (n * d))
+
+
+@numba.njit(types.float64(types.float64, F2, F2, F2, F2, F1, DRIFT_FN, PROJECT_FN, F1,
+                          types.float64, types.float64, types.float64), **NJIT)
+def _initial_step(t, x, f0, y, f1, p, drift, project, work, rtol, atol, q1):
+    """Hairer, Norsett & Wanner's starting step: h0 = 0.01 |x| / |f0| (scaled norms), one Euler
+    step to estimate |f'|, then h1 = (0.01 / max(|f0|, |f'|))^{1/q1}; min(100 h0, h1)."""
+    n, d = x.shape
+    d0 = _scaled_rms(x, x, x, rtol, atol)
+    d1 = _scaled_rms(f0, x, x, rtol, atol)
+    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+    for r in range(n):
+        for c in range(d):
+            y[r, c] = x[r, c] + h0 * f0[r, c]
+    drift(t + h0, y, p, f1, work)
+    project(y, f1)
+    for r in range(n):
+        for c in range(d):
+            f1[r, c] -= f0[r, c]
+    d2 = _scaled_rms(f1, x, x, rtol, atol) / h0
+    big = max(d1, d2)
+    h1 = max(1e-6, h0 * 1e-3) if big <= 1e-15 else (0.01 / big) ** (1.0 / q1)
+    return min(100.0 * h0, h1)
+
+
+@numba.njit(_MEMBER_SIG, **NJIT)
+def _member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out, stats):
+    n, d = x0.shape
+    s = b.shape[0]
+    rtol, atol, dt0, max_steps = ctl[0], ctl[1], ctl[2], int(ctl[3])
+    q1, beta, fsal = ctl[4], ctl[5], ctl[6] != 0.0
+    expo = 1.0 / q1 - 0.75 * beta
+    x = x0.copy()
+    y = np.empty((n, d))
+    e = np.empty((n, d))
+    k = np.empty((s, n, d))
+    work = np.empty(work_size)
+    out[0] = x
+    accepted = rejected = evaluations = 0
+    t = ts[0]
+    drift(t, x, p, k[0], work)
+    project(x, k[0])
+    evaluations += 1
+    have_k0 = True
+    if dt0 > 0.0:
+        h = dt0
+    else:
+        h = _initial_step(t, x, k[0], y, k[1], p, drift, project, work, rtol, atol, q1)
+        evaluations += 1
+    err_prev = 1e-4
+    save = 1
+    T = ts.shape[0]
+    while save < T:
+        if accepted + rejected >= max_steps or not h >= MIN_STEP_FRACTION * max(1.0, abs(t)):
+            for r in range(save, T):
+                out[r] = np.nan
+            break
+        target = ts[save]
+        step = h
+        clipped = t + step >= target
+        if clipped:
+            step = target - t
+        if not have_k0:
+            drift(t, x, p, k[0], work)
+            project(x, k[0])
+            evaluations += 1
+        for st in range(1, s):
+            stage_point(x, A, k, st, step, y)
+            drift(t + c[st] * step, y, p, k[st], work)
+            project(y, k[st])
+            evaluations += 1
+        for r in range(n):  # y <- x + h sum b k,  e <- h sum (b - bhat) k
+            for q in range(d):
+                acc = 0.0
+                err = 0.0
+                for m in range(s):
+                    acc += b[m] * k[m, r, q]
+                    err += db[m] * k[m, r, q]
+                y[r, q] = x[r, q] + step * acc
+                e[r, q] = step * err
+        err = _scaled_rms(e, x, y, rtol, atol)
+        if err <= 1.0:
+            accepted += 1
+            t = target if clipped else t + step
+            for r in range(n):
+                for q in range(d):
+                    x[r, q] = y[r, q]
+            retract(x)
+            if fsal:  # k[s-1] = f(t + h, x') with x' before the retraction
+                k[0] = k[s - 1]
+            have_k0 = fsal
+            if clipped:
+                out[save] = x
+                save += 1
+            factor = FAC_MAX if err == 0.0 else min(
+                FAC_MAX, max(FAC_MIN, SAFETY * err ** (-expo) * err_prev ** beta))
+            err_prev = max(err, 1e-4)
+            proposal = step * factor
+            h = max(h, proposal) if clipped else proposal
+        else:
+            rejected += 1
+            factor = max(FAC_MIN, SAFETY * err ** (-1.0 / q1)) if err == err else FAC_MIN
+            h = step * factor
+    stats[0] = accepted
+    stats[1] = rejected
+    stats[2] = evaluations
+
+
+@numba.njit(_KERNEL_SIG, **NJIT_PARALLEL)
+def _ensemble(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out, stats):
+    for m in prange(x0.shape[0]):
+        _member(x0[m], ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out[m],
+                stats[m])
+
+
+class NumbaAdaptive(AbstractIntegrator):
+    """Adaptive embedded RK pair (``PAIR``) on the numba backend. Options: ``rtol``, ``atol``,
+    ``dt0`` (first step; None: estimated), ``max_steps`` (per member, accepted plus rejected)."""
+
+    backend = "numba"
+    PAIR: EmbeddedPair = None
+    OPTIONS = {"rtol": RTOL, "atol": ATOL, "dt0": None, "max_steps": MAX_STEPS}
+
+    def _check_options(self):
+        check_adaptive_options(self.options)
+        self.stats = None
+
+    def _solve(self, problem, x0, ts, p, noise):
+        if problem.drift is None:
+            raise ValueError("the numba backend needs Problem.drift (a numba DRIFT_SIG function)")
+        pair, geom, o = self.PAIR, problem.geometry, self.options
+        sol = pair.solution
+        A, b, c, p = (np.array(a) for a in (sol.A, sol.b, sol.c, p))
+        db = sol.b - pair.embedded.b
+        ctl = np.array([o["rtol"], o["atol"], o["dt0"] or 0.0, o["max_steps"],
+                        pair.error_order + 1.0, BETA_PI[pair.name],
+                        float(pair.fsal and geom.flat)])
+        E = x0.shape[0]
+        out = np.empty((E, ts.shape[0]) + x0.shape[1:])
+        stats = np.zeros((E, 3), dtype=np.int64)
+        args = (ts, A, b, db, c, p, problem.drift, geom.project, geom.retract,
+                problem.work_size(*x0.shape[1:]), ctl)
+        if E == 1:  # on the calling thread (BLAS keeps its threads; see numba_fixed._run)
+            _member(x0[0], *args, out[0], stats[0])
+        else:
+            _ensemble(x0, *args, out, stats)
+        self.stats = {"accepted": stats[:, 0], "rejected": stats[:, 1],
+                      "evaluations": stats[:, 2]}
+        return out
+
+
+class NumbaDopri5(NumbaAdaptive):
+    """Dormand-Prince 5(4)."""
+
+    method = "dopri5"
+    PAIR = DOPRI5
+
+
+class NumbaBosh3(NumbaAdaptive):
+    """Bogacki-Shampine 3(2)."""
+
+    method = "bosh3"
+    PAIR = BOSH3
+
+
+METHODS = {cls.method: cls for cls in (NumbaDopri5, NumbaBosh3)}

@@ -1,0 +1,151 @@
+"""The masked, biased, multi-head attention field (dyn.numerics.attention_field) against a slow
+numpy oracle, in both numba regimes, and its exact properties."""
+import numpy as np
+import pytest
+
+from dyn.numerics import _field_gemm, _field_small, _field_symmetric
+from dyn.numerics import attention_field as af
+from dyn.numerics import mean_field as mf
+
+KERNELS = {"columns": _field_small.columns, "symmetric": _field_symmetric.symmetric,
+           "gemm": _field_gemm.gemm, "field": af.field}
+
+
+def oracle(x, beta, usa, causal, slope, M, V):
+    """m_i = (1/H) sum_h sum_{j in N(i)} A^h_ij V_h x_j, one entry at a time."""
+    n, d = x.shape
+    out = np.zeros_like(x)
+    for h in range(len(M)):
+        for i in range(n):
+            js = np.arange(i + 1) if causal else np.arange(n)
+            s = np.array([beta * x[i] @ M[h] @ x[j] - slope * abs(i - j) for j in js])
+            a = np.exp(s) / n if usa else np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+            out[i] += sum(a[k] * (V[h] @ x[j]) for k, j in enumerate(js)) / len(M)
+    return out
+
+
+def tokens(rng, n, d):
+    x = rng.standard_normal((n, d))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def run(kernel, x, beta, usa, causal, slope, M, V, identity=False):
+    n, d = x.shape
+    H = len(M)
+    size = max(_field_small.work_size(n, d), _field_gemm.work_size(n, d, H))
+    work = np.full(size + 16, np.nan)
+    out = np.empty_like(x)
+    KERNELS[kernel](x, beta, usa, causal, slope, H, np.ascontiguousarray(M).ravel(), identity,
+                    np.ascontiguousarray(V).ravel(), identity, out, work)
+    return out
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+@pytest.mark.parametrize("n,d,H", [(5, 2, 1), (32, 2, 1), (13, 3, 2), (37, 2, 3), (70, 4, 1)])
+def test_matches_oracle(kernel, n, d, H):
+    rng = np.random.default_rng(n * d * H)
+    x = tokens(rng, n, d)
+    for usa in (False, True):
+        for causal in (False, True) if kernel != "symmetric" else (False,):
+            for slope in (0.0, 0.4):
+                for identity in (False, True):
+                    M, V = (np.eye(d) + (0 if identity else 0.4) * rng.standard_normal((H, d, d))
+                            for _ in range(2))
+                    if kernel == "symmetric" or not causal:  # symmetric M_h: that path's input
+                        M = M if identity else 0.5 * (M + np.swapaxes(M, 1, 2))
+                    want = oracle(x, 1.7, usa, causal, slope, M, V)
+                    got = run(kernel, x, 1.7, usa, causal, slope, M, V, identity)
+                    np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max(),
+                                               err_msg=f"usa={usa} causal={causal} "
+                                               f"slope={slope} identity={identity}")
+
+
+@pytest.mark.parametrize("kernel", ["columns", "symmetric", "gemm"])
+def test_large_beta_falls_back_to_row_max(kernel):
+    # 2 |beta| |M| R^2 > EXP_MAX_ARG: the diagonal shift could overflow, the row maximum cannot
+    rng = np.random.default_rng(3)
+    x = tokens(rng, 20, 3)
+    M = V = np.eye(3)[None]
+    for beta in (400.0, -400.0):
+        for causal in (False, True) if kernel != "symmetric" else (False,):
+            want = oracle(x, beta, False, causal, 0.0, M, V)
+            got = run(kernel, x, beta, False, causal, 0.0, M, V, True)
+            assert np.isfinite(got).all()
+            np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+@pytest.mark.parametrize("n,d", [(32, 2), (12, 5), (130, 4)])
+def test_defaults_are_the_shared_mean_field(n, d):
+    """No mask, no bias, one head: the kernel of dyn.numerics.mean_field to rounding."""
+    rng = np.random.default_rng(n + d)
+    x = tokens(rng, n, d)
+    M, V = (np.eye(d) + 0.3 * rng.standard_normal((d, d)) for _ in range(2))
+    for usa in (False, True):
+        for ident in (False, True):
+            m, v = (np.eye(d), np.eye(d)) if ident else (M, V)
+            want = np.empty_like(x)
+            mf.mean_field(x, 2.3, usa, m, ident, v, ident, want,
+                          np.empty(mf.work_size(n, d)))
+            got = run("field", x, 2.3, usa, False, 0.0, m[None], v[None], ident)
+            np.testing.assert_allclose(got, want, rtol=0, atol=2e-15 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_identical_heads_are_one_head(kernel):
+    rng = np.random.default_rng(5)
+    causal = kernel != "symmetric"
+    for n, d in ((24, 3), (90, 3)):
+        x = tokens(rng, n, d)
+        M, V = (np.eye(d) + 0.5 * rng.standard_normal((1, d, d)) for _ in range(2))
+        M = M if causal else M + M.transpose(0, 2, 1)
+        one = run(kernel, x, 1.3, False, causal, 0.2, M, V)
+        four = run(kernel, x, 1.3, False, causal, 0.2, np.repeat(M, 4, 0), np.repeat(V, 4, 0))
+        np.testing.assert_allclose(four, one, rtol=0, atol=1e-15 * np.abs(one).max() * 4)
+
+
+@pytest.mark.parametrize("kernel", ["columns", "gemm", "field"])
+def test_causal_first_token_sees_exactly_itself(kernel):
+    rng = np.random.default_rng(6)
+    for n in (9, 40, 150):
+        x = tokens(rng, n, 3)
+        eye = np.eye(3)[None]
+        out = run(kernel, x, 3.0, False, True, 0.7, eye, eye, True)
+        np.testing.assert_array_equal(out[0], x[0])  # A_11 = exp(0) / exp(0) = 1, exactly
+
+
+@pytest.mark.parametrize("kernel", ["columns", "gemm", "field"])
+def test_causal_rows_ignore_later_tokens(kernel):
+    rng = np.random.default_rng(7)
+    n, d, m = 40, 2, 11
+    x = tokens(rng, n, d)
+    M, V = (np.eye(d) + 0.3 * rng.standard_normal((2, d, d)) for _ in range(2))
+    full = run(kernel, x, 2.0, False, True, 0.1, M, V)
+    head = run(kernel, x[:m].copy(), 2.0, False, True, 0.1, M, V)
+    np.testing.assert_allclose(full[:m], head, rtol=0, atol=1e-14)
+
+
+def test_work_is_what_work_size_says():
+    rng = np.random.default_rng(8)
+    for n, d, H in ((32, 2, 1), (16, 3, 3), (100, 8, 2)):
+        x = tokens(rng, n, d)
+        M = np.eye(d)[None].repeat(H, 0) + 0.1
+        size = af.work_size(n, d, H)
+        work = np.full(size + 64, 7.25)
+        out = np.empty_like(x)
+        af.field(x, 1.0, False, True, 0.3, H, M.ravel(), False, M.ravel(), False, out, work)
+        assert (work[size:] == 7.25).all()  # nothing written past work_size
+        np.testing.assert_allclose(out, oracle(x, 1.0, False, True, 0.3, M, M), atol=1e-13)
+
+
+def test_jax_twin():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(9)
+    for n, d, H in ((11, 3, 2), (150, 4, 1)):
+        x = tokens(rng, n, d)
+        M, V = (np.eye(d) + 0.3 * rng.standard_normal((H, d, d)) for _ in range(2))
+        for usa in (0.0, 1.0):
+            for causal in (0.0, 1.0):
+                want = oracle(x, 1.1, usa, causal, 0.25, M, V)
+                got = np.asarray(jax.jit(af.field_jax)(x, 1.1, usa, causal, 0.25, M, V))
+                np.testing.assert_allclose(got, want, atol=1e-12)
