@@ -13,7 +13,9 @@ Kernels take these as ``numba.types.FunctionType`` arguments and are compiled ea
 explicit signatures: that is what lets ``cache=True`` hit in a new process (a plain dispatcher
 argument makes numba recompile the kernel in every process, ~6 s each).
 
-Declare model functions as ``@numba.njit(DRIFT_SIG, **NJIT)``.
+Declare model functions as ``@numba.njit(DRIFT_SIG, **NJIT)``; one that few runs need may
+omit the signature (``@numba.njit(**NJIT)``): a kernel compiles it for DRIFT_SIG when it is
+first passed, and numba's cache keeps it.
 """
 
 from numba import types
