@@ -19,8 +19,9 @@ REQUIRED = object()  # sentinel default: the key must be given
 class Field:
     """One scenario entry.
 
-    kind: "int", "float", "str", "bool", "matrix" (a square list of lists of numbers) or
-    "names" (a list of distinct strings).
+    kind: "int", "float", "str", "bool", "matrix" (a square list of lists of numbers),
+    "matrices" (a square matrix, or a list of square matrices of one size) or "names" (a list
+    of distinct strings).
     lo/hi: inclusive bounds for numbers. choices: admissible strings. sweepable: may be a
     `[sweep]` axis. check: extra predicate returning an error text or None.
     """
@@ -89,6 +90,18 @@ def _matrix(key, raw):
     return rows
 
 
+def _matrices(key, raw):
+    """One square matrix, or a non-empty list of square matrices of one size (a stack)."""
+    if isinstance(raw, list) and raw and all(isinstance(r, list) for r in raw) \
+            and all(isinstance(m, list) and m and isinstance(m[0], list) for m in raw):
+        stack = [_matrix(f"{key}[{h}]", m) for h, m in enumerate(raw)]
+        if any(len(m) != len(stack[0]) for m in stack):
+            raise ScenarioError(key, "every matrix of the stack must have the same size, got "
+                                f"{[len(m) for m in stack]}")
+        return stack
+    return _matrix(key, raw)
+
+
 def _names(key, raw):
     if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
         raise ScenarioError(key, f"expected a list of names, got {_describe(raw)}")
@@ -98,7 +111,7 @@ def _names(key, raw):
 
 
 _PARSERS = {"int": _int, "float": _float, "str": _str, "bool": _bool, "matrix": _matrix,
-            "names": _names}
+            "matrices": _matrices, "names": _names}
 
 
 def _describe(raw: Any) -> str:

@@ -141,6 +141,64 @@ trajectories = true
                                        atol=1e-12)
 
 
+HEADS_TOML = """
+[scenario]
+name = "heads"
+system = "attention_sphere"
+[params]
+n = 6
+d = 2
+heads = 2
+Q = [[[1.0, 0.5], [0.0, 1.0]], [[0.8, 0.0], [0.3, 1.2]]]
+K = [[1.0, 0.2], [-0.1, 0.9]]
+V = [[[1.0, 0.0], [0.0, 1.0]], [[0.5, -0.4], [0.4, 0.5]]]
+mask = "causal"
+[sweep]
+beta = [1.0, 3.0]
+[ensemble]
+runs = 4
+seed = 5
+[integrator]
+method = "rk4"
+dt = 0.05
+horizon = 2.0
+[output]
+saves = 4
+trajectories = true
+"""
+
+
+@pytest.mark.parametrize("backend", ["numba", "jax"])
+def test_per_head_matrices_from_a_scenario_file(tmp_path, backend):
+    """Q and V given per head in TOML (K shared): the engine's states are the flow of the
+    architecture vector packed from those stacks in Python, from the same saved starts."""
+    import tomllib
+
+    import dyn
+
+    path = tmp_path / "heads.toml"
+    path.write_text(HEADS_TOML)
+    out = dyn.run(path, tmp_path / "heads.h5", progress=False,
+                  overrides={"integrator.backend": backend})
+    given = tomllib.loads(HEADS_TOML)["params"]
+    with dyn.open(out) as ds:
+        states = ds["trajectory"].values
+        for b, beta in enumerate(ds["beta"].values):
+            p = arch.pack_architecture(beta, 2, "SA", given["Q"], given["K"], given["V"],
+                                       mask="causal")
+            assert arch.unpack_architecture(p)["heads"] == 2
+            want = integrators.get("numba", "rk4", dt=0.05).solve(
+                schemes.POST.problem(p), states[b, :, 0], ds["time"].values)
+            np.testing.assert_allclose(states[b], want, rtol=0, atol=1e-12)
+    assert np.abs(states[:, :, -1] - states[:, :, 0]).max() > 0.05  # the tokens moved
+    with pytest.raises(dyn.ScenarioError, match="one per head"):
+        dyn.load(path, ["params.heads=3"])
+    with pytest.raises(dyn.ScenarioError, match="same size"):
+        dyn.load(path, ["params.Q=[[[1.0]], [[1.0, 0.0], [0.0, 1.0]]]"])
+    with pytest.raises(dyn.ScenarioError, match="must be 2 x 2"):
+        dyn.load(path, ["params.K=[[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]]"])
+
+
 # --------------------------------------------------------------------------------- heads
 
 @pytest.mark.parametrize("name", ["post", "peri"])

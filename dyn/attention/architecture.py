@@ -16,7 +16,8 @@ v_identity, alpha (the nGPT step rate), ff (gamma); then the blocks M (H x d x d
 W1, W2 (d x d). Its length, header + 2 H d^2 + 2 d^2, tells H (:func:`heads_of`), so a JAX twin
 sees the number of heads as a static shape.
 
-Scenario fields (:data:`FIELDS`) add `head_noise` and `feedforward`: per-head matrices
+Scenario fields (:data:`FIELDS`): Q, K, V as one matrix or a stack of H (one per head), and
+`head_noise` and `feedforward`: per-head matrices
 Q_h = Q + head_noise G / sqrt(d) (and K_h, V_h alike; G standard normal), W_1, W_2 with
 N(0, 1/d) entries, drawn from streams shared by every point of a sweep (common random numbers).
 """
@@ -45,6 +46,12 @@ FIELDS = {
                         "alike), the same at every point", lo=0.0, hi=100.0),
     "feedforward": Field("float", 0.0, "gamma of the feed-forward term gamma W2 tanh(W1 x_i) "
                          "(0: none); W1, W2 random, the same at every point", lo=-100.0, hi=100.0),
+    "Q": Field("matrices", None, "query matrix (d x d, every head; default identity), or one "
+               "per head (H x d x d)", sweepable=False),
+    "K": Field("matrices", None, "key matrix (d x d, every head; default identity), or one per "
+               "head (H x d x d)", sweepable=False),
+    "V": Field("matrices", None, "value matrix (d x d, every head; default identity), or one "
+               "per head (H x d x d)", sweepable=False),
     "normalization_layer": Field("str", "post", "where the normalization sits (Karagodin, Ge, "
                                  "Polyanskiy, Rigollet 2025)", choices=SCHEMES),
     "ngpt_alpha": Field("float", 1.0, "nGPT step rate alpha", lo=1e-6, hi=1e6),
@@ -126,10 +133,11 @@ def unpack_architecture(p) -> dict:
 def random_heads(rng: np.random.Generator, heads: int, d: int, noise: float, Q=None, K=None,
                  V=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-head (H, d, d) stacks A_h = A + noise G_h / sqrt(d), A in (Q, K, V) (identity when
-    None), G_h standard normal drawn in the order Q, K, V, head by head."""
-    base = [_matrix(name, a, d) for name, a in (("Q", Q), ("K", K), ("V", V))]
+    None; one matrix for every head, or a stack with one per head), G_h standard normal drawn in
+    the order Q, K, V, head by head."""
+    base = [_stack(name, a, d, heads) for name, a in (("Q", Q), ("K", K), ("V", V))]
     g = rng.standard_normal((heads, 3, d, d))
-    stacks = [a[None] + noise * g[:, i] / math.sqrt(d) for i, a in enumerate(base)]
+    stacks = [a + noise * g[:, i] / math.sqrt(d) for i, a in enumerate(base)]
     return stacks[0], stacks[1], stacks[2]
 
 

@@ -71,9 +71,15 @@ class AttentionSphere(System):
     def validate(self, spec) -> None:
         d, n, saves = spec["d"], spec["n"], spec.setup.saves
         for name in ("Q", "K", "V"):
-            if spec.get(name) is not None and len(spec[name]) != d:
-                raise ScenarioError(f"params.{name}", f"must be {d} x {d} (d = {d}), "
-                                    f"got {len(spec[name])} x {len(spec[name])}")
+            if spec.get(name) is None:
+                continue
+            shape = np.shape(spec[name])
+            if shape[-2:] != (d, d):
+                raise ScenarioError(f"params.{name}", f"must be {d} x {d} (d = {d}) or one such "
+                                    f"matrix per head, got {' x '.join(map(str, shape))}")
+            if len(shape) == 3 and shape[0] != spec["heads"]:
+                raise ScenarioError(f"params.{name}", f"holds {shape[0]} matrices, one per head, "
+                                    f"but params.heads = {spec['heads']}")
         if self.run_bytes(spec) > MAX_RUN_BYTES:
             raise ScenarioError("output.saves", f"one run would keep {self.run_bytes(spec) / 2**30:.1f}"
                                 " GiB of states and scratch ((saves + 1) x n x d doubles and "
