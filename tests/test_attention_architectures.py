@@ -97,6 +97,22 @@ def test_post_ln_is_the_attention_flow(norm, mats):
     np.testing.assert_allclose(new, old, rtol=0, atol=1e-12)
 
 
+# four runs of RK4 (dt = 0.05) to T = 2 with their states saved: the engine half of a scenario
+RK4_RUNS = """
+[ensemble]
+runs = 4
+seed = 3
+[integrator]
+backend = "numba"
+method = "rk4"
+dt = 0.05
+horizon = 2.0
+[output]
+saves = 4
+trajectories = true
+"""
+
+
 def test_attention_sphere_with_post_ln_is_the_plain_flow(tmp_path):
     """Through the engine: the states of `normalization_layer = "post"` (every new parameter at
     its default) against the §1.1 flow (dyn.attention.FLOW) from the same saved starts."""
@@ -114,18 +130,7 @@ mask = "none"
 heads = 1
 [sweep]
 beta = [0.5, 3.0]
-[ensemble]
-runs = 4
-seed = 3
-[integrator]
-backend = "numba"
-method = "rk4"
-dt = 0.05
-horizon = 2.0
-[output]
-saves = 4
-trajectories = true
-"""
+""" + RK4_RUNS
     path = tmp_path / "post.toml"
     path.write_text(text)
     out = dyn.run(path, tmp_path / "post.h5", progress=False)
@@ -155,17 +160,7 @@ V = [[[1.0, 0.0], [0.0, 1.0]], [[0.5, -0.4], [0.4, 0.5]]]
 mask = "causal"
 [sweep]
 beta = [1.0, 3.0]
-[ensemble]
-runs = 4
-seed = 5
-[integrator]
-method = "rk4"
-dt = 0.05
-horizon = 2.0
-[output]
-saves = 4
-trajectories = true
-"""
+""" + RK4_RUNS
 
 
 @pytest.mark.parametrize("backend", ["numba", "jax"])
