@@ -15,21 +15,13 @@ import math
 
 import numpy as np
 
+from ..attention.init import _shape, uniform_sphere
+
 LAWS = ("uniform", "cluster")
 
 
-def _shape(E, n, d):
-    for name, v, lo in (("E", E, 1), ("n", n, 1), ("d", d, 2)):
-        if isinstance(v, bool) or int(v) != v or int(v) < lo:
-            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(E), int(n), int(d)
-
-
-def uniform_tokens(rng: np.random.Generator, E: int, n: int, d: int) -> np.ndarray:
-    """(E, n, d) i.i.d. uniform tokens on S^{d-1}."""
-    E, n, d = _shape(E, n, d)
-    g = rng.standard_normal((E, n, d))
-    return g / np.linalg.norm(g, axis=-1, keepdims=True)
+# the uniform law and the shape checks are the attention package's (one implementation)
+uniform_tokens = uniform_sphere
 
 
 def cluster_tokens(E: int, n: int, d: int) -> np.ndarray:

@@ -57,20 +57,19 @@ def noisy_drift(t, x, p, out, work):
             out[i, k] -= c * x[i, k]
 
 
+_project = SPHERE.project  # v_i <- P_{x_i} v_i (numba)
+
+
 @njit(DIFFUSION_SIG, **NJIT)
 def noisy_diffusion(t, x, p, dw, out, work):
     """out_i <- sigma P_{x_i} dw_i: token i driven by row i of the (n, d) control."""
-    n, d = x.shape
+    out[:] = dw
+    _project(x, out)  # the same arithmetic as sigma (dw_i - <x_i, dw_i>/|x_i|^2 x_i)
     sigma = p[SIGMA]
+    n, d = x.shape
     for i in range(n):
-        xv = 0.0
-        xx = 0.0
         for k in range(d):
-            xv += x[i, k] * dw[i, k]
-            xx += x[i, k] * x[i, k]
-        s = xv / xx
-        for k in range(d):
-            out[i, k] = sigma * (dw[i, k] - s * x[i, k])
+            out[i, k] *= sigma
 
 
 # ---------------------------------------------------------------------------------- JAX twins
