@@ -1,4 +1,13 @@
-"""Reading results: `dyn.open` and the text summary behind `dyn show`."""
+"""Reading results: `dyn.open`, the text summary behind `dyn show`, the error budget behind
+`dyn show --errors`, and the points whose numbers are not yet answers (marked in plots):
+
+- horizon-limited: more than HORIZON_LIMITED_SHARE of the runs ended undecided (a variable of
+  role "undecided");
+- non-stationary: a time average whose window failed its stationarity tests by the cap
+  (`stationary` = 0, :mod:`dyn.averaging`);
+- step-limited: a step error (`X_step_error`, :mod:`dyn.stepcheck`) larger than the Monte Carlo
+  error `X_se` by more than two of its own standard errors.
+"""
 from __future__ import annotations
 
 import json
@@ -8,7 +17,9 @@ import numpy as np
 import xarray as xr
 
 from .errors import ScenarioError
-from .systems.base import ROLE_ATTR, STATUS_NAMES, UNDECIDED
+from .stepcheck import step_limited
+from .systems.base import (PROBABILITY, ROLE_ATTR, STATIONARY, STATUS_NAMES, STEP_ERROR,
+                           TIME_AVERAGE, UNDECIDED)
 
 # A point whose share of runs left undecided (by the horizon or the cap) exceeds this is
 # "horizon-limited": its class probabilities are not the answer, and plots and summaries say so.
@@ -43,6 +54,45 @@ def horizon_limited(ds: xr.Dataset) -> xr.DataArray | None:
     return (share > HORIZON_LIMITED_SHARE).fillna(False).rename("horizon_limited")
 
 
+HORIZON_LIMITED, NONSTATIONARY, STEP_LIMITED = "horizon-limited", "non-stationary", "step-limited"
+# which variables each mark applies to (by role)
+MARKED_ROLES = {HORIZON_LIMITED: (PROBABILITY, UNDECIDED), NONSTATIONARY: (TIME_AVERAGE,),
+                STEP_LIMITED: (TIME_AVERAGE,)}
+WHY = {HORIZON_LIMITED: f"more than {HORIZON_LIMITED_SHARE:.0%} of runs undecided: raise the horizon",
+       NONSTATIONARY: "time average not stationary by horizon_cap: raise it (or the horizon)",
+       STEP_LIMITED: "step error above the Monte Carlo error: lower dt (or step_tol)"}
+
+
+def _with_role(ds: xr.Dataset, role: str) -> list[str]:
+    return [n for n, v in ds.data_vars.items() if v.attrs.get(ROLE_ATTR) == role]
+
+
+def unresolved(ds: xr.Dataset) -> dict[str, xr.DataArray]:
+    """Boolean per point for each reason a point's numbers are not answers yet (only the
+    reasons the file can have; pending points are False)."""
+    found = {}
+    limited = horizon_limited(ds)
+    if limited is not None:
+        found[HORIZON_LIMITED] = limited
+    for name in _with_role(ds, STATIONARY):
+        found[NONSTATIONARY] = (ds[name] == 0).rename(NONSTATIONARY)
+    steps = []
+    for name in _with_role(ds, STEP_ERROR):
+        base = name.removesuffix("_step_error")
+        hit = step_limited(ds[name], ds[f"{name}_se"], ds[f"{base}_se"])
+        steps.append(xr.DataArray(hit, dims=ds[name].dims, coords=ds[name].coords))
+    if steps:
+        found[STEP_LIMITED] = xr.concat(steps, "output").any("output").rename(STEP_LIMITED)
+    return found
+
+
+def marks_for(ds: xr.Dataset, var: str) -> dict[str, xr.DataArray]:
+    """The marks that apply to variable `var` (by its role), where any point is marked."""
+    role = ds[var].attrs.get(ROLE_ATTR, "")
+    return {reason: hit for reason, hit in unresolved(ds).items()
+            if role in MARKED_ROLES[reason] and bool(hit.any())}
+
+
 def completion(ds: xr.Dataset) -> dict[str, int]:
     codes = ds["status"].values.reshape(-1)
     return {name: int(np.sum(codes == c)) for c, name in enumerate(STATUS_NAMES)}
@@ -75,32 +125,109 @@ def summary(path: str | Path) -> str:
         done = total - counts["pending"]
         lines.append(f"  completion {done}/{total} points ("
                      + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + ")")
-        lines += _horizon_limited_lines(ds)
+        for reason, hit in unresolved(ds).items():
+            lines += _marked_lines(ds, reason, hit)
     return "\n".join(lines)
 
 
-def _horizon_limited_lines(ds: xr.Dataset) -> list[str]:
-    limited = horizon_limited(ds)
-    if limited is None or not bool(limited.any()):
+def _evidence(ds: xr.Dataset, reason: str, at: dict) -> str:
+    """The numbers behind a mark at one point."""
+    def value(name):
+        return float(ds[name].sel(at).values)
+
+    if reason == HORIZON_LIMITED:
+        name = undecided_variable(ds)
+        return f"{name} = {value(name):.3f}"
+    if reason == NONSTATIONARY:
+        parts = [f"horizon_used = {value('horizon_used'):.4g}"]
+        for name in _with_role(ds, TIME_AVERAGE):
+            if f"{name}_drift" in ds:
+                parts.append(f"{name}_drift = {value(name + '_drift'):.2g} se")
+        return ", ".join(parts)
+    parts = []
+    for name in _with_role(ds, STEP_ERROR):
+        base = name.removesuffix("_step_error")
+        parts.append(f"{name} = {value(name):.3g} > {base}_se = {value(base + '_se'):.3g}")
+    return ", ".join(parts)
+
+
+def _marked_lines(ds: xr.Dataset, reason: str, hit: xr.DataArray) -> list[str]:
+    if not bool(hit.any()):
         return []
-    name = undecided_variable(ds)
-    where = np.argwhere(np.asarray(limited.values).reshape(limited.shape))
-    lines = [f"  horizon-limited {len(where)} points with more than "
-             f"{HORIZON_LIMITED_SHARE:.0%} of runs undecided ({name}); raise the horizon there:"]
+    where = np.argwhere(np.asarray(hit.values).reshape(hit.shape))
+    lines = [f"  {reason} {len(where)} points ({WHY[reason]}):"]
     for index in where[:MAX_LISTED]:
-        at = {dim: ds[dim].values[i] for dim, i in zip(limited.dims, index)}
+        at = {dim: ds[dim].values[i] for dim, i in zip(hit.dims, index)}
         lines.append("    " + ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items())
-                     + f"  ({name} = {float(ds[name].values[tuple(index)]):.3f})")
+                     + f"  ({_evidence(ds, reason, at)})")
     if len(where) > MAX_LISTED:
         lines.append(f"    ... and {len(where) - MAX_LISTED} more")
     return lines
 
 
+def error_report(path: str | Path) -> str:
+    """The error budget of a sweep file, as text (`dyn show --errors`): for every output, where
+    its Monte Carlo error, step error and horizon status come from; then, point by point, each
+    value with its Monte Carlo error (standard error, or the 95% Wilson interval), its step
+    error where checked, and the marks of the point."""
+    from .ensemble import HORIZON_ATTR, MC_ERROR, STEP_ERROR_ATTR
+
+    with open(path) as ds:
+        axes = list(ds["status"].dims)
+        primaries = [n for n, v in ds.data_vars.items() if MC_ERROR in v.attrs]
+        lines = [f"{path}: error budget", "  outputs"]
+        for name in primaries:
+            a = ds[name].attrs
+            lines += [f"    {name}", f"      Monte Carlo  {a[MC_ERROR]}",
+                      f"      step         {a[STEP_ERROR_ATTR]}", f"      horizon      {a[HORIZON_ATTR]}"]
+        marks = unresolved(ds)
+        lines.append("  points")
+        status = ds["status"].values.reshape(ds["status"].shape)
+        for index in np.ndindex(*status.shape):
+            at = {dim: ds[dim].values[i] for dim, i in zip(axes, index)}
+            where = ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items()) or "(the point)"
+            flags = [r for r, hit in marks.items() if bool(hit.values[index])]
+            state = STATUS_NAMES[int(status[index])]
+            lines.append(f"    {where}  [{state}{'; ' + ', '.join(flags) if flags else ''}]")
+            if state == "pending":
+                continue
+            point = ds.isel(dict(zip(axes, index)))
+            for name in primaries:
+                lines.append(f"      {name:<22} {_budget_line(point, name)}")
+    return "\n".join(lines)
+
+
+def _budget_line(point: xr.Dataset, name: str) -> str:
+    """One output at one point: value and errors (for an output over its own dims, the range
+    of its values and the largest standard error)."""
+    v = point[name].values
+    if v.ndim:
+        se = point[f"{name}_se"].values if f"{name}_se" in point else None
+        text = f"{np.nanmin(v):.4g} .. {np.nanmax(v):.4g} over {', '.join(point[name].dims)}"
+        return text + (f", largest se {np.nanmax(se):.2g}" if se is not None and np.isfinite(se).any() else "")
+    text = f"{float(v):.6g}"
+    if f"{name}_se" in point:
+        text += f" +- {float(point[name + '_se']):.2g} (se)"
+    elif f"{name}_lo" in point:
+        text += f" [{float(point[name + '_lo']):.4g}, {float(point[name + '_hi']):.4g}] (95%)"
+    if f"{name}_step_error" in point:
+        text += (f", step error {float(point[name + '_step_error']):.2g} "
+                 f"+- {float(point[name + '_step_error_se']):.2g}")
+    if f"{name}_ess" in point:
+        text += f", ess {float(point[name + '_ess']):.0f}"
+    return text
+
+
+def count_unresolved(path: str | Path) -> dict[str, int]:
+    """Number of points marked for each reason (only the reasons with marked points)."""
+    with open(path) as ds:
+        counts = {reason: int(hit.sum()) for reason, hit in unresolved(ds).items()}
+    return {reason: n for reason, n in counts.items() if n}
+
+
 def count_horizon_limited(path: str | Path) -> int:
     """Number of horizon-limited points in a sweep file (0 when the system classifies nothing)."""
-    with open(path) as ds:
-        limited = horizon_limited(ds)
-        return 0 if limited is None else int(limited.sum())
+    return count_unresolved(path).get(HORIZON_LIMITED, 0)
 
 
 def _span(values: np.ndarray) -> str:

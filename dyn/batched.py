@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from . import ensemble, trajectories
+from .errors import one_line
 from .systems.base import FAILED, PointResult
 
 DEVICE_FRACTION = 0.5  # of the device memory a batch may fill
@@ -56,25 +57,26 @@ def iter_results(scenario, indices: Sequence[int], sidecar: str | None = None
     """(index, result) for every point of `indices`, batch after batch."""
     system, setup = scenario.system, scenario.setup
     layout = trajectories.spec(system, setup, ensemble.coords(system, setup)) if sidecar else None
+    tag = scenario.hash  # stamped on each point file (see trajectories.prune)
     for batch in batches(system, [scenario.spec(int(i)) for i in indices], device_budget()):
         try:
             chunks = system.simulate_batch(batch)
         except Exception as exc:  # one bad batch must not kill the sweep: its points fail
             last = traceback.extract_tb(exc.__traceback__)[-1]
-            message = f"{type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"
+            message = one_line(f"{type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})")
             for spec in batch:
                 yield spec.index, PointResult({}, FAILED, message)
             continue
         for spec, chunk in zip(batch, chunks):
             sink = None
-            if layout is not None:
-                sink = trajectories.TrajectoryFile(Path(sidecar), spec.index, layout)
-            try:
+            try:  # a full disk fails the point (its file reserves its space first), not the run
+                if layout is not None:
+                    sink = trajectories.TrajectoryFile(Path(sidecar), spec.index, layout, tag)
                 result = ensemble.reduce_point(system, spec, [(range(spec.runs), chunk)], sink)
             except Exception as exc:
                 if sink is not None:
                     sink.discard()
-                yield spec.index, PointResult({}, FAILED, f"{type(exc).__name__}: {exc}")
+                yield spec.index, PointResult({}, FAILED, one_line(f"{type(exc).__name__}: {exc}"))
                 continue
             if sink is not None:
                 sink.close()

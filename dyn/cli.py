@@ -1,7 +1,8 @@
 """The `dyn` command (also `python -m dyn`): run, show, plot, list.
 
 Bad input exits with status 2 and one line `dyn: error: KEY: problem`; an interrupted run exits
-with 130 and resumes when the same command is given again.
+with 130 and resumes when the same command is given again. `dyn run` exits with 3 when the file
+holds points that diverged or failed (scripts and CI can tell), 0 when every point is ok.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from .errors import ScenarioError, printable
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+EXIT_POINTS = 3  # `dyn run` finished, but some points diverged or failed
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,10 +40,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="Dask scheduler address (default: a LocalCluster of --workers processes)")
     run.add_argument("--plot", action="store_true", help="draw the default plot when done")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--force", action="store_true",
+                     help="make a sweep file estimated past the size limit (1 GiB)")
 
     show = sub.add_parser("show", help="print a sweep file's scenario, axes, variables, completion")
     show.add_argument("path")
     show.add_argument("--scenario", action="store_true", help="print the resolved scenario TOML")
+    show.add_argument("--errors", action="store_true", help="print the error budget point by "
+                      "point: Monte Carlo error, step error, horizon or stationarity status")
 
     plot = sub.add_parser("plot", help="draw a sweep file (PNG)")
     plot.add_argument("path")
@@ -82,12 +88,14 @@ def _cmd_run(args) -> int:
     path = run(_scenario_path(args.scenario), args.out, workers=workers, executor=executor,
                scheduler=args.scheduler,
                overrides=args.overrides, progress=False if args.no_progress else None,
-               command=" ".join(["dyn", *sys.argv[1:]]))
+               command=" ".join(["dyn", *sys.argv[1:]]), force=args.force)
     if args.plot:
         from .plot import plot
 
         print(f"plotted {plot(path)}")
-    return 0
+    from .store import bad_points
+
+    return EXIT_POINTS if bad_points(path) else 0
 
 
 def _cores() -> int:
@@ -97,10 +105,15 @@ def _cores() -> int:
 
 
 def _cmd_show(args) -> int:
+    _check_sweep_file(args.path)
     from .analysis import open as open_dataset
     from .analysis import summary
 
-    if args.scenario:
+    if args.errors:
+        from .analysis import error_report
+
+        print(error_report(args.path))
+    elif args.scenario:
         with open_dataset(args.path) as ds:
             print(ds.attrs["scenario"])
     else:
@@ -108,7 +121,14 @@ def _cmd_show(args) -> int:
     return 0
 
 
+def _check_sweep_file(path: str) -> None:
+    from .store import check_sweep_file  # a plain HDF5 file: one line, not a KeyError
+
+    check_sweep_file(path)
+
+
 def _cmd_plot(args) -> int:
+    _check_sweep_file(args.path)
     from .plot import plot
 
     print(f"plotted {plot(args.path, args.out, args.var)}")
@@ -116,6 +136,7 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_compare(args) -> int:
+    _check_sweep_file(args.path)
     from . import comparison
 
     result = comparison.compare(args.path, args.along, args.reference, at=args.at)
@@ -159,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `dyn list | head`: the reader left, nothing is wrong
         sys.stderr.close()
         return 0
+    except OSError as exc:  # the system refused (a full disk, a lost mount): one line too
+        from .errors import one_line
+
+        print(f"dyn: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
         if TRAJECTORY not in ds:
             raise ScenarioError("", f"{path} has no saved states: rerun with "
                                 "--set output.trajectories=true")
+        _check_states_present(Path(path), ds)
         ref = _match(ds[along].values, reference)
         if ref is None:
             raise ScenarioError("--reference", f"{reference!r} is not a value of {along} "
@@ -104,6 +105,25 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
     })
     out.attrs.update(along=along, reference=str(ref), at=at, source=str(path))
     return out
+
+
+def _check_states_present(path: Path, ds: xr.Dataset) -> None:
+    """The saved states live in NAME.h5.d/ beside the file: refuse in one line when that folder,
+    or the file of a finished point, is missing (they would read as NaN, silently)."""
+    from .systems.base import FAILED, PENDING
+    from .trajectories import point_file, sidecar_dir
+
+    folder = sidecar_dir(path)
+    if not folder.is_dir():
+        raise ScenarioError("", f"the saved states of {path} are missing: the folder "
+                            f"{folder.name}/ must sit beside it (move the two together)")
+    codes = np.asarray(ds["status"].values).reshape(-1)
+    finished = np.flatnonzero((codes != PENDING) & (codes != FAILED))
+    missing = [i for i in finished if not point_file(folder, int(i)).exists()]
+    if missing:
+        raise ScenarioError("", f"{len(missing)} of the {len(finished)} finished points of {path} "
+                            f"have no file in {folder.name}/ (e.g. {point_file(folder, int(missing[0])).name}): "
+                            "run the same `dyn run` again to recompute them")
 
 
 def fit_rate(error: xr.DataArray, against: str) -> Rate:
@@ -147,6 +167,10 @@ def plot(result: xr.Dataset, against: str, out: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     fitted = rates(result, against)
+    values = np.asarray(result["error"].values, dtype=float)
+    if not (np.isfinite(values) & (values > 0)).any():
+        raise ScenarioError("--against", "no finite, positive error to draw on log axes "
+                            "(are the points computed?)")
     fig, ax = plt.subplots(figsize=(7, 5))
     error = result["error"]
     first = None

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import store, sweep, trajectories
-from .analysis import HORIZON_LIMITED_SHARE, count_horizon_limited
+from .analysis import WHY, count_unresolved
 from .batched import iter_results as batched_results
 from .errors import ScenarioError
 from .executors import EXECUTORS, iter_results, open_pool
@@ -26,13 +26,15 @@ MAX_WORKERS = 1024
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,
         executor: str = "serial", scheduler: str | None = None,
         overrides: dict[str, Any] | list[str] | None = None,
-        progress: bool | None = None, command: str | None = None, log=None) -> Path:
+        progress: bool | None = None, command: str | None = None, log=None,
+        force: bool = False) -> Path:
     """Run (or resume) a sweep and return the output path.
 
     `scenario` is a path to a TOML file or a `Scenario`; `overrides` is either a list of
     `--set` strings (`"params.beta=2.0"`) or a dict of dotted keys to Python values.
     `executor` is "serial", "process" (a local pool of `workers` processes) or "dask" (on
-    `scheduler`, or a LocalCluster of `workers` processes).
+    `scheduler`, or a LocalCluster of `workers` processes). `force` allows a sweep file
+    estimated past `store.MAX_FILE_BYTES`.
     """
     log = log or sys.stderr
     scenario = _with_overrides(scenario, overrides)
@@ -49,6 +51,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     path = Path(out) if out is not None else scenario.default_output_path()
     if path.suffix in (".partial", ".lock") or path.is_dir():
         raise ScenarioError("--out", f"{path} is not a usable output file name")
+    if path.exists() and _same_file(path, getattr(scenario, "source", "")):
+        raise ScenarioError("--out", f"{path} is the scenario file itself")
 
     lock = store.WriterLock(path)
     try:
@@ -57,15 +61,20 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         raise ScenarioError("--out", f"cannot write beside {path}: {exc.strerror or exc}") from None
     try:
         statuses = store.read_status(path, scenario) if path.exists() else None
+        need = store.check_size(path, scenario, force) if statuses is None else 0
         with open_pool(executor, workers, scheduler) as pool:
             if statuses is None:
-                _create(path, scenario, command or _command_line())
+                _create(path, scenario, command or _command_line(), need)
+                lock.hold()  # the new file's inode: refused to writers through a hard link
                 statuses = np.zeros(scenario.count, dtype=np.int8)
+            sidecar = str(trajectories.sidecar_dir(path)) if scenario.output["trajectories"] else None
+            if sidecar is not None:  # stale point files out; finished points without theirs redone
+                statuses = statuses.copy()
+                statuses[_prune(scenario, Path(sidecar), statuses)] = 0
             todo = store.pending(statuses)
             done = len(statuses) - len(todo)
             if done:
                 print(f"resuming {path}: {done} of {len(statuses)} points already done", file=log)
-            sidecar = str(trajectories.sidecar_dir(path)) if scenario.output["trajectories"] else None
             if batched:
                 results = batched_results(scenario, todo, sidecar)
             else:
@@ -76,9 +85,24 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     return path
 
 
-def _create(path: Path, scenario: Scenario, command: str) -> None:
+def _same_file(path: Path, other: str) -> bool:
     try:
-        store.create(path, scenario, command)
+        return bool(other) and Path(other).exists() and path.samefile(other)
+    except OSError:
+        return False
+
+
+def _prune(scenario: Scenario, sidecar: Path, statuses: np.ndarray) -> np.ndarray:
+    from .ensemble import coords
+
+    layout = trajectories.spec(scenario.system, scenario.setup,
+                               coords(scenario.system, scenario.setup))
+    return trajectories.prune(sidecar, statuses, scenario.hash, layout)
+
+
+def _create(path: Path, scenario: Scenario, command: str, need: int | None = None) -> None:
+    try:
+        store.create(path, scenario, command, need)
     except OSError as exc:  # e.g. a full disk: no half-made file stays behind
         store.partial_path(path).unlink(missing_ok=True)
         raise ScenarioError("--out", f"cannot create {path}: {exc.strerror or exc}") from None
@@ -107,11 +131,9 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
         writer.close()
     summary = ", ".join(f"{counts[c]} {STATUS_NAMES[c]}" for c in range(1, len(STATUS_NAMES)) if counts[c])
     print(f"wrote {path} ({summary or 'nothing to do'})", file=log)
-    limited = count_horizon_limited(path)
-    if limited:
-        print(f"{limited} points are horizon-limited (more than {HORIZON_LIMITED_SHARE:.0%} of runs "
-              f"undecided): their probabilities are not the answer; `dyn show {path}` lists them",
-              file=log)
+    for reason, count in count_unresolved(path).items():
+        print(f"{count} points are {reason} ({WHY[reason]}): their numbers are not the answer "
+              f"yet; `dyn show {path}` lists them", file=log)
 
 
 def _with_overrides(scenario, overrides) -> Scenario:

@@ -8,10 +8,15 @@
   run by run.
 - **Reductions** (``Output.reduce``): sums over runs are accumulated run after run (a cumulative
   sum along the run axis), the same order whatever the array shapes, then divided once.
-  Proportions also give their count and 95% Wilson bounds; ``mean_se`` means their standard
-  error over runs (from the running sum of squares).
+  Proportions also give their count and 95% Wilson bounds; means (``mean``, ``mean_se``: the
+  same since every mean carries its error) their standard error over runs X_se (from the
+  running sum of squares; NaN with one run).
 - **Divergence.** A run whose states (or values) are not finite marks the point DIVERGED, with
   the count in the message; the values are still written.
+- **Time averages** (``reduce = "time_average"``): the runs' series go to :mod:`dyn.averaging`,
+  which extends the runs until their window is stationary (up to a cap) and writes the average
+  with its error budget; with ``[integrator] check_step``, :mod:`dyn.stepcheck` adds the step
+  error. With ``dt = "auto"`` the point's step is written as ``dt_used``.
 - **Checks in the worker.** Values missing, undeclared or of the wrong shape raise
   :class:`OutputMismatch`, which fails that point (status FAILED, with the message) and not the
   sweep.
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import averaging, stepcheck
 from .stats import wilson
 from .systems.base import DIVERGED, OK, Coord, Output, PointResult
 
@@ -37,8 +43,8 @@ class OutputMismatch(RuntimeError):
 
 def companions(out: Output) -> list[Output]:
     """The file variables of one declared output: itself, for a proportion p_X also n_X and the
-    Wilson bounds p_X_lo, p_X_hi, for a mean_se X also its standard error X_se."""
-    if out.reduce == "mean_se":
+    Wilson bounds p_X_lo, p_X_hi, for a mean X also its standard error X_se."""
+    if out.reduce in ("mean", "mean_se"):
         return [out, Output(f"{out.name}_se", f"standard error over runs of {out.name}",
                             out.units, out.dims, "point")]
     if out.reduce != "proportion":
@@ -57,13 +63,65 @@ RUN = "run"  # the dimension of per-run outputs
 
 
 def file_outputs(system: "System", setup: "Setup") -> list[Output]:
-    """Every variable written per point, in file order (per-run outputs lead with `run`)."""
+    """Every variable written per point, in file order (per-run outputs lead with `run`; the
+    time averages and their error budget after the system's own outputs)."""
     outs = []
-    for out in system.outputs(setup):
+    declared = system.outputs(setup)
+    for out in declared:
+        if out.reduce == "time_average":
+            continue
         if out.reduce == "per_run":
             out = Output(out.name, out.long_name, out.units, (RUN, *out.dims), "per_run", out.role)
         outs += companions(out)
+    outs += averaging.point_outputs(declared)
+    if setup.check_step:
+        outs += stepcheck.point_outputs(declared)
+    if setup.solver.options.get("dt") == "auto":
+        outs.append(Output("dt_used", "step of the point (dt = auto: step_tol / its fastest "
+                           "rate)", "1", (), "point"))
     return outs
+
+
+# Attributes of every output variable saying what is known of its errors (dyn show --errors).
+MC_ERROR, STEP_ERROR_ATTR, HORIZON_ATTR = "dyn_mc_error", "dyn_step_error", "dyn_horizon"
+
+
+def error_budget(system: "System", setup: "Setup") -> dict[str, dict[str, str]]:
+    """Per declared output: where its Monte Carlo error, its step error and its horizon status
+    are found in the file (variable names), or why they are not."""
+    from .systems.base import UNDECIDED
+
+    declared = system.outputs(setup)
+    undecided = [o.name for o in declared if o.role == UNDECIDED]
+    dt = setup.solver.options.get("dt")
+    if system.equation != "sde":
+        step = "deterministic dynamics: no Euler-Maruyama step error (see the solver's step or tolerances)"
+    else:
+        step = f"not checked (integrator.check_step = false; dt = {dt})"
+    budget = {}
+    for out in declared:
+        if out.reduce in ("mean", "mean_se"):
+            mc = f"{out.name}_se (standard error over {setup.runs} runs)"
+        elif out.reduce == "proportion":
+            mc = f"{out.name}_lo, {out.name}_hi (95% Wilson interval over {setup.runs} runs)"
+        elif out.reduce == "time_average":
+            mc = f"{out.name}_se (from the effective sample size {out.name}_ess)"
+        elif out.reduce == "point":
+            mc = "none: not a Monte Carlo estimate"
+        else:
+            mc = f"not estimated ({out.reduce} over runs)"
+        if out.reduce == "time_average":
+            horizon = ("until stationary: see stationary, burn_in_used, horizon_used (cap "
+                       f"{averaging.cap_of(setup):g}), nonstationary_runs, {out.name}_drift")
+        elif undecided:
+            horizon = f"runs classified when stopped: see {', '.join(undecided)}"
+        else:
+            horizon = f"fixed horizon T = {setup.horizon:g}"
+        steps = f"{out.name}_step_error" if setup.check_step and out.reduce == "time_average" else step
+        if out.reduce == "point":  # computed for the point (a closed form, a reference)
+            steps = horizon = "none: not simulated by runs"
+        budget[out.name] = {MC_ERROR: mc, STEP_ERROR_ATTR: steps, HORIZON_ATTR: horizon}
+    return budget
 
 
 def coords(system: "System", setup: "Setup") -> dict[str, Coord]:
@@ -109,7 +167,7 @@ class _Reduction:
             if out.reduce == "rms":
                 v = v * v
             self._sum(out.name, v)
-            if out.reduce == "mean_se":
+            if out.reduce in ("mean", "mean_se"):
                 self._sum(out.name + "^2", v * v)
 
     def _sum(self, key: str, v: np.ndarray) -> None:
@@ -126,11 +184,10 @@ class _Reduction:
                 values[out.name] = np.concatenate(self.acc[out.name])
                 continue
             total = np.asarray(self.acc[out.name], dtype=np.float64)
-            if out.reduce == "mean":
-                values[out.name] = total / self.runs
-            elif out.reduce == "mean_se":
+            if out.reduce in ("mean", "mean_se"):
                 mean = total / self.runs
-                spread = np.maximum(self.acc[out.name + "^2"] / self.runs - mean * mean, 0.0)
+                with np.errstate(over="ignore", invalid="ignore"):  # diverged runs: NaN, recorded
+                    spread = np.maximum(self.acc[out.name + "^2"] / self.runs - mean * mean, 0.0)
                 values[out.name] = mean
                 values[f"{out.name}_se"] = (np.sqrt(spread * self.runs / (self.runs - 1) / self.runs)
                                             if self.runs > 1 else np.full_like(mean, np.nan))
@@ -194,18 +251,36 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
     JAX path, :mod:`dyn.batched`, hands over one chunk of all runs)."""
     setup = spec.setup
     declared = system.outputs(setup)
-    per_run = [o for o in declared if o.reduce != "point"]
+    simulated_outputs = [o for o in declared if o.reduce != "point"]
+    averaged = [o.name for o in declared if o.reduce == "time_average"]
+    per_run = [o for o in simulated_outputs if o.reduce != "time_average"]
     sizes = {dim: len(c.values) for dim, c in coords(system, setup).items()}
+    sizes[averaging.SERIES] = len(spec.times)
     # a per-run output's values from `simulate` have the output's own dims after the run axis
     reduction = _Reduction(per_run, spec.runs)
+    pieces = []
     bad = 0
-    for runs, chunk in simulated if per_run else ():
-        _check(chunk.values, per_run, sizes, (len(runs),), f"{system.name}.simulate")
+    for runs, chunk in simulated if simulated_outputs else ():
+        _check(chunk.values, [averaging.as_series(o) for o in simulated_outputs], sizes,
+               (len(runs),), f"{system.name}.simulate")
         reduction.add(chunk.values)
+        if averaged:
+            pieces.append(averaging.Piece(runs, chunk.carry, {n: [np.asarray(
+                chunk.values[n], dtype=np.float64)] for n in averaged}))
         if sink is not None and chunk.states is not None:
             sink.write(runs.start, chunk.states)
         bad += _bad_runs(chunk, len(runs))
     values = reduction.finish() if per_run else {}
+    if averaged:
+        window = averaging.until_stationary(system, spec, pieces, averaged)
+        bad += window.bad
+        values.update(window.values())
+        if setup.check_step and not bad:
+            values.update(stepcheck.step_errors(system, spec, averaged, window, pieces))
+        elif setup.check_step:  # diverged: no step error to speak of
+            values.update(dict.fromkeys((o.name for o in stepcheck.point_outputs(declared)), np.nan))
+    if setup.solver.options.get("dt") == "auto":
+        values["dt_used"] = spec.dt
     points = system.point_values(spec)
     _check(points, [o for o in declared if o.reduce == "point"], sizes, (),
            f"{system.name}.point_values")

@@ -10,22 +10,30 @@ after JAX (or numba's threading layer) has started is unsafe.
 Batching: the first tasks carry one point each; once some have finished, points are grouped so
 that each task carries about TASK_SECONDS of work, which keeps per-task overhead (pickling,
 scheduling, a Dask round trip) small for cheap points without starving workers on costly ones.
+
+Pool workers die with their driver: each asks the kernel for SIGKILL when its parent dies
+(Linux prctl PR_SET_PDEATHSIG) and checks its parent before every point, so a killed `dyn run`
+leaves no worker writing into NAME.h5.d/ behind a resume. A worker that dies (killed, out of
+memory) stops the run with one line (RunAborted); finished points are kept for the resume.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import multiprocessing
 import os
+import signal
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
 
 from . import ensemble, trajectories
-from .errors import ScenarioError
+from .errors import RunAborted, ScenarioError, one_line
 from .scenario import parse_toml, resolve
 from .systems.base import FAILED, PointResult
 
@@ -33,11 +41,19 @@ EXECUTORS = ("serial", "process", "dask")
 TASK_SECONDS = 1.0  # target work per task once point costs are known
 MAX_BATCH = 256
 IN_FLIGHT_PER_WORKER = 2  # queued tasks per worker: keeps workers busy without a huge queue
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_driver_pid: int | None = None  # set in pool workers: the process that started them
 
 
 @lru_cache(maxsize=4)
 def _scenario(text: str):
     return resolve(parse_toml(text))
+
+
+@lru_cache(maxsize=4)
+def _tag(text: str) -> str:
+    """The scenario hash, stamped on each point file so that a resume can tell it is this run's."""
+    return _scenario(text).hash
 
 
 def compute_point(text: str, index: int, sidecar: str | None = None) -> PointResult:
@@ -48,7 +64,7 @@ def compute_point(text: str, index: int, sidecar: str | None = None) -> PointRes
     try:
         if sidecar is not None:
             layout = trajectories.spec(system, setup, ensemble.coords(system, setup))
-            sink = trajectories.TrajectoryFile(Path(sidecar), index, layout)
+            sink = trajectories.TrajectoryFile(Path(sidecar), index, layout, _tag(text))
         result = ensemble.run_point(system, scenario.spec(index), sink)
         if sink is not None:
             sink.close()
@@ -57,8 +73,8 @@ def compute_point(text: str, index: int, sidecar: str | None = None) -> PointRes
         if sink is not None:
             sink.discard()
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        return PointResult({}, FAILED, f"{type(exc).__name__}: {exc} "
-                           f"({os.path.basename(last.filename)}:{last.lineno})")
+        return PointResult({}, FAILED, one_line(f"{type(exc).__name__}: {exc} "  # one line, even
+                           f"({os.path.basename(last.filename)}:{last.lineno})"))  # for HDF5 texts
 
 
 def compute_batch(text: str, indices: Sequence[int], sidecar: str | None = None
@@ -66,15 +82,36 @@ def compute_batch(text: str, indices: Sequence[int], sidecar: str | None = None
     """Points in order, each with its wall time (seconds) for the batch-size estimate."""
     done = []
     for index in indices:
+        _exit_if_orphaned()
         start = time.perf_counter()
         result = compute_point(text, int(index), sidecar)
         done.append((int(index), result, time.perf_counter() - start))
     return done
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, driver: int | None = None) -> None:
     # Runs in each spawned worker before numba is imported: share the cores, do not oversubscribe.
     os.environ["NUMBA_NUM_THREADS"] = str(threads)
+    global _driver_pid
+    _driver_pid = driver
+    if driver is not None:
+        die_with_parent()
+        _exit_if_orphaned()  # the driver may have died before the request was made
+
+
+def die_with_parent() -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux); False elsewhere."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _exit_if_orphaned() -> None:
+    """In a pool worker whose driver is gone (re-parented): stop at once, write nothing more."""
+    if _driver_pid is not None and os.getppid() != _driver_pid:
+        os._exit(1)
 
 
 def iter_serial(text: str, indices: Sequence[int], sidecar: str | None
@@ -95,15 +132,27 @@ def iter_pool(pool: Executor, text: str, indices: Sequence[int], width: int,
             size = 1 if points == 0 else min(MAX_BATCH, max(1, math.floor(TASK_SECONDS * points / max(seconds, 1e-9))))
             batch = queue[position:position + size]
             position += len(batch)
-            running.add(pool.submit(compute_batch, text, batch, sidecar))
+            try:
+                running.add(pool.submit(compute_batch, text, batch, sidecar))
+            except BrokenProcessPool:  # a worker died while nothing was being waited for
+                raise _worker_died() from None
         if not running:
             return
         finished, running = wait(running, return_when=FIRST_COMPLETED)
         for future in finished:
-            for index, result, spent in future.result():
+            try:
+                batch = future.result()
+            except BrokenProcessPool:
+                raise _worker_died() from None
+            for index, result, spent in batch:
                 seconds += spent
                 points += 1
                 yield index, result
+
+
+def _worker_died() -> RunAborted:
+    return RunAborted("--executor", "a worker process died (killed, or out of memory?); "
+                      "finished points are kept: run the same command again to resume")
 
 
 def _cores() -> int:
@@ -114,7 +163,7 @@ def _cores() -> int:
 def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
     threads = max(1, _cores() // workers)
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(threads,))
+                               initializer=_init_worker, initargs=(threads, os.getpid()))
     try:
         yield pool, workers
     finally:
@@ -132,7 +181,7 @@ def dask_pool(workers: int, scheduler: str | None) -> Iterator[tuple[Executor, i
     if scheduler:
         try:
             client = Client(scheduler, timeout="10s")
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address
             raise ScenarioError("--scheduler", f"cannot reach Dask scheduler {scheduler}: {exc}") from None
     else:
         threads = max(1, _cores() // workers)

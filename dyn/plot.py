@@ -9,9 +9,13 @@ Its dimensions decide the picture:
 - none: a bar per combination.
 Numeric axes: evenly spaced values are drawn linear; geometric ones (depth 2^k), or uneven
 positive ones spanning a decade or more (d = 2 ... 32), log; other uneven ones as evenly spaced
-labelled cells. Pending points are blank. Class probabilities of a system that classifies end
-states are hatched grey where the point is horizon-limited (more than
-`analysis.HORIZON_LIMITED_SHARE` of its runs undecided). A system may add its own marks (a
+labelled cells. Pending points are blank. Points whose numbers are not answers yet
+(:func:`dyn.analysis.unresolved`) are hatched (heat maps) or ringed (curves), each reason in its
+own style and named in the legend: class probabilities where the point is horizon-limited (more
+than `analysis.HORIZON_LIMITED_SHARE` of its runs undecided), time averages where the window is
+not stationary by the cap or the step error exceeds the Monte Carlo error. Curves of a variable
+X with a standard error X_se in the file get error bars of one standard error. A system may add
+its own marks (a
 predicted boundary, a reference line) through `System.decorate(ax, ds, var)`, where `ds` is the
 dataset restricted to that panel.
 """
@@ -25,10 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from . import systems
-from .analysis import HORIZON_LIMITED_SHARE, horizon_limited
+from .analysis import HORIZON_LIMITED, HORIZON_LIMITED_SHARE, NONSTATIONARY, STEP_LIMITED, marks_for
 from .analysis import open as open_dataset
 from .errors import ScenarioError
-from .systems.base import PROBABILITY, ROLE_ATTR, UNDECIDED
 
 MAX_PANELS = 12
 MAX_CURVES = 12
@@ -36,8 +39,15 @@ MAX_TICKS = 12
 TITLE_WIDTH = 70  # characters per title line
 DATA_LOG_RATIO = 100.0  # positive curve values spanning more than this are drawn in log
 DECADE = 10.0  # uneven positive axes spanning at least this ratio are drawn in log
-LIMITED_STYLE = dict(facecolor="0.8", edgecolor="0.3", hatch="///", alpha=0.7, lw=0.0)
-
+# how each kind of unresolved point is drawn: hatch of a heat-map cell, ring colour on a curve
+MARK_STYLES = {
+    HORIZON_LIMITED: (dict(facecolor="0.8", edgecolor="0.3", hatch="///", alpha=0.7, lw=0.0),
+                      "0.4", f"horizon-limited: > {HORIZON_LIMITED_SHARE:.0%} of runs undecided"),
+    NONSTATIONARY: (dict(facecolor="0.85", edgecolor="0.2", hatch="\\\\", alpha=0.75, lw=0.0),
+                    "0.2", "not stationary by the cap"),
+    STEP_LIMITED: (dict(facecolor="none", edgecolor="red", hatch="xx", alpha=0.8, lw=0.0),
+                   "red", "step error > Monte Carlo error"),
+}
 
 def choose_variable(ds, var: str | None) -> str:
     scenario = tomllib.loads(ds.attrs["scenario"])
@@ -72,16 +82,17 @@ def plot(path: str | Path, out: str | Path | None = None, var: str | None = None
         size = (7, 5) if cols == 1 else (4.8 * cols, 3.9 * rows)
         fig, grid = plt.subplots(rows, cols, figsize=size, squeeze=False)
         decorate = getattr(system, "decorate", None)
-        limited = horizon_limited(ds) if da.attrs.get(ROLE_ATTR) in (PROBABILITY, UNDECIDED) else None
+        marked = marks_for(ds, name)
+        err = ds[f"{name}_se"].load() if f"{name}_se" in ds.data_vars else None
         for ax, selection in zip(grid.flat, selections):
             sub = da.sel(selection) if selection else da
-            marks = None
-            if limited is not None and bool(limited.any()):
-                marks = limited.sel({k: v for k, v in selection.items() if k in limited.dims})
+            marks = {reason: hit.sel({k: v for k, v in selection.items() if k in hit.dims})
+                     for reason, hit in marked.items()}
             if len(field_dims) == 2:
                 _heatmap(ax, sub.transpose(*field_dims), marks)
             elif len(field_dims) == 1:
-                _curves(ax, sub, field_dims[0], marks)
+                _curves(ax, sub, field_dims[0], marks,
+                        None if err is None else (err.sel(selection) if selection else err))
             else:
                 _bars(ax, sub)
             if selection:
@@ -106,15 +117,16 @@ def _combinations(da, dims: list[str]) -> list[dict]:
 
 
 def _heatmap(ax, da, marks=None) -> None:
-    """Cells centred on the sweep values (geometric mid-points on log axes); `marks`: a boolean
-    array over some of the dims, True where a cell is hatched as horizon-limited."""
+    """Cells centred on the sweep values (geometric mid-points on log axes); `marks`: reason ->
+    a boolean array over some of the dims, True where a cell is hatched for that reason."""
+    marks = dict(marks or {})
     xdim, ydim = da.dims
     xs, ys = _scale(da[xdim].values), _scale(da[ydim].values)
     for dim, scale in ((xdim, xs), (ydim, ys)):
         if scale == "log":  # a log axis cannot show t = 0
             keep = da[dim].values > 0
             da = da.isel({dim: keep})
-            marks = marks.isel({dim: keep}) if marks is not None and dim in marks.dims else marks
+            marks = {r: m.isel({dim: keep}) if dim in m.dims else m for r, m in marks.items()}
     x, y = da[xdim], da[ydim]
     xe, ye = _edges(x.values, xs), _edges(y.values, ys)
     mesh = ax.pcolormesh(xe, ye, da.values.T, shading="flat", cmap="viridis")
@@ -123,43 +135,49 @@ def _heatmap(ax, da, marks=None) -> None:
     ax.figure.colorbar(mesh, ax=ax, label=da.name)
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(y))
-    if marks is not None:
-        hit = marks.broadcast_like(da).transpose(xdim, ydim).values
-        _hatch_cells(ax, xe, ye, hit)
-
-
-def _hatch_cells(ax, xe, ye, hit) -> None:
-    from matplotlib.patches import Rectangle
-
-    label = f"horizon-limited: > {HORIZON_LIMITED_SHARE:.0%} of runs undecided"
-    for k, (i, j) in enumerate(np.argwhere(hit)):
-        # the first cell carries the label, so a legend drawn later (decorate) lists it too
-        ax.add_patch(Rectangle((xe[i], ye[j]), xe[i + 1] - xe[i], ye[j + 1] - ye[j],
-                               label=label if k == 0 else None, **LIMITED_STYLE))
-    if hit.any():
+    drawn = False
+    for reason, m in marks.items():
+        hit = m.broadcast_like(da).transpose(xdim, ydim).values
+        drawn |= _hatch_cells(ax, xe, ye, hit, reason)
+    if drawn:
         ax.legend(loc="upper left", fontsize=7, framealpha=0.9)
 
 
-def _curves(ax, da, xdim: str, marks=None) -> None:
-    """One curve per combination of the other axes, against the numeric axis `xdim`; points
-    marked horizon-limited get a grey ring."""
+def _hatch_cells(ax, xe, ye, hit, reason: str) -> bool:
+    from matplotlib.patches import Rectangle
+
+    style, _, label = MARK_STYLES[reason]
+    for k, (i, j) in enumerate(np.argwhere(hit)):
+        # the first cell carries the label, so a legend drawn later (decorate) lists it too
+        ax.add_patch(Rectangle((xe[i], ye[j]), xe[i + 1] - xe[i], ye[j + 1] - ye[j],
+                               label=label if k == 0 else None, **style))
+    return bool(hit.any())
+
+
+def _curves(ax, da, xdim: str, marks=None, err=None) -> None:
+    """One curve per combination of the other axes, against the numeric axis `xdim` (with error
+    bars of one standard error `err` when given); marked points get a ring, one colour per
+    reason."""
     x = da[xdim]
     scale = _scale(x.values)
     xpos = x.values
     others = [d for d in da.dims if d != xdim]
-    hit = marks.broadcast_like(da) if marks is not None else None
-    ringed = False
+    hits = {reason: m.broadcast_like(da) for reason, m in (marks or {}).items()}
+    ringed = set()
     for selection in _combinations(da, others)[:MAX_CURVES]:
         label = ", ".join(f"{k} = {_fmt(v)}" for k, v in selection.items()) or None
         values = da.sel(selection).values
-        ax.plot(xpos, values, marker="o", ms=3, label=label)
-        if hit is not None:
+        yerr = None if err is None else err.broadcast_like(da).sel(selection).values
+        ax.errorbar(xpos, values, yerr=yerr, marker="o", ms=3, capsize=2 if yerr is not None else 0,
+                    label=label)
+        for reason, hit in hits.items():
             on = hit.sel(selection).values
-            ringed |= bool(on.any())
-            ax.plot(xpos[on], values[on], "o", ms=9, mfc="none", mec="0.4", mew=1.5)
-    if ringed:
-        ax.plot([], [], "o", ms=9, mfc="none", mec="0.4", mew=1.5,
-                label=f"horizon-limited (> {HORIZON_LIMITED_SHARE:.0%} undecided)")
+            if on.any():
+                ringed.add(reason)
+            ax.plot(xpos[on], values[on], "o", ms=9, mfc="none", mec=MARK_STYLES[reason][1], mew=1.5)
+    for reason in sorted(ringed):
+        ax.plot([], [], "o", ms=9, mfc="none", mec=MARK_STYLES[reason][1], mew=1.5,
+                label=MARK_STYLES[reason][2])
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(da))
     _set_scale(ax, x.values, scale, "x")

@@ -30,12 +30,14 @@ import tomli_w
 
 from . import sweep, systems
 from .ensemble import file_outputs
-from .errors import ScenarioError
+from .errors import ScenarioError, short_repr
 from .schema import Field, check_table
+from .averaging import DEFAULT_CAP_BLOCKS
 from .spec import RunSpec, Setup, Solver
 
 MAX_POINTS = 1_000_000  # a sweep larger than this is almost surely a typo in a range
 MAX_SWEEP_NUM = 100_000
+MAX_DEPTH = 32  # nesting of arrays and tables: no scenario needs more, and 800 levels overflow
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 TABLES = ("scenario", "params", "sweep", "ensemble", "integrator", "output")
@@ -57,24 +59,38 @@ INTEGRATOR_FIELDS = {
     "backend": Field("str", default="numba", choices=("numba", "diffrax", "jax"),
                      doc="numba or diffrax (point by point), or jax (whole batches of points)"),
     "method": Field("str", default="rk4"),
-    "horizon": Field("float", default=1.0, lo=0.0, doc="final time T"),
-    "dt": Field("float", default=None, lo=0.0, doc="(largest) step size"),
-    "rtol": Field("float", default=None, lo=0.0),
-    "atol": Field("float", default=None, lo=0.0),
+    "horizon": Field("float", default=1.0, gt=0.0, doc="final time T"),
+    "dt": Field("float", default=None, gt=0.0, auto=True,
+                doc="(largest) step size, or \"auto\": step_tol / the point's fastest rate (SDEs)"),
+    "rtol": Field("float", default=None, gt=0.0),
+    "atol": Field("float", default=None, gt=0.0),
     "max_steps": Field("int", default=None, lo=1, hi=10**9),
+    "burn_in": Field("float", default=None, lo=0.0, auto=True,
+                     doc="start of the window of time averages, or \"auto\" (MSER truncation)"),
+    "horizon_cap": Field("float", default=None, gt=0.0,
+                         doc="longest horizon time averages are extended to (default 8 horizons)"),
+    "step_tol": Field("float", default=None, gt=0.0, hi=1.0,
+                      doc="dt = \"auto\": largest dt x (the point's fastest rate)"),
+    "check_step": Field("bool", default=None,
+                        doc="rerun runs at dt/2 on the same Brownian path: step error per output"),
 }
 OUTPUT_FIELDS = {
     "path": Field("str", default=""),
     "saves": Field("int", default=100, lo=1, hi=100_000, doc="save intervals on [0, horizon]"),
     "spacing": Field("str", default="linear", choices=("linear", "log"),
                      doc="save times evenly spaced on [0, T], or 0 then geometric from t_min to T"),
-    "t_min": Field("float", default=None, lo=0.0, doc="first nonzero save time (spacing = log)"),
+    "t_min": Field("float", default=None, gt=0.0, doc="first nonzero save time (spacing = log)"),
     "plot": Field("str", default=""),
     "trajectories": Field("bool", default=False, doc="also save states (see dyn/trajectories.py)"),
     "trajectory_every": Field("int", default=1, lo=1, hi=10**6, doc="keep every k-th save time"),
     "trajectory_runs": Field("int", default=0, lo=0, hi=10**8, doc="runs kept per point (0: all)"),
 }
 SOLVER_OPTIONS = ("dt", "rtol", "atol", "max_steps")
+# Engine settings of [integrator] written out (when not given) only for the systems that read
+# them, so that the resolved text, and the hash, of every other scenario stays as it was.
+ENGINE_DEFAULTS = {"burn_in": "auto", "step_tol": 0.01, "check_step": False}
+# A fixed dt is refused where (the point's fastest rate) x dt exceeds this many step_tol.
+STEP_REFUSE = 10.0
 SWEEP_RANGE_FIELDS = {
     "start": Field("float"), "stop": Field("float"),
     "num": Field("int", lo=1, hi=MAX_SWEEP_NUM),
@@ -142,12 +158,24 @@ class Scenario:
                      solver=Solver(cfg["backend"], cfg["method"], solver_options(cfg)),
                      trajectories=self.output["trajectories"],
                      trajectory_every=self.output["trajectory_every"],
-                     trajectory_runs=self.output["trajectory_runs"])
+                     trajectory_runs=self.output["trajectory_runs"],
+                     burn_in=None if cfg.get("burn_in", "auto") == "auto" else cfg["burn_in"],
+                     horizon_cap=cfg.get("horizon_cap"),
+                     step_tol=cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"],
+                     check_step=bool(cfg.get("check_step")))
 
     def spec(self, index: int) -> RunSpec:
-        """The run specification of point `index` (its values and its random stream)."""
-        return RunSpec(self.setup, index, sweep.point(self.params, self.axes, index),
+        """The run specification of point `index` (its values, its random stream and, with
+        dt = "auto", its step: step_tol / System.step_rate)."""
+        spec = RunSpec(self.setup, index, sweep.point(self.params, self.axes, index),
                        sweep.stream_index(self.axes, index, self.setup.common))
+        if self.integrator.get("dt") == "auto":
+            rate = self.system.step_rate(spec)
+            if rate is None:
+                raise ScenarioError("integrator.dt", f"system {self.system.name} does not choose "
+                                    "its step: give dt a number")
+            spec = spec.variant(dt=self.setup.step_tol / rate)
+        return spec
 
     @property
     def count(self) -> int:
@@ -157,9 +185,27 @@ class Scenario:
 
 def parse_toml(text: str, source: str = "<string>") -> dict:
     try:
-        return tomllib.loads(text)
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError("", f"{source}: malformed TOML: {exc}") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise ScenarioError("", f"{source}: nested more than {MAX_DEPTH} levels deep") from None
+    check_depth(source, doc)
+    return doc
+
+
+def check_depth(key: str, value: Any) -> None:
+    """Refuse a value nested more than MAX_DEPTH levels (arrays, tables): later steps (copies,
+    hashing, messages) recurse once per level. Iterative, so it cannot overflow itself."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ScenarioError(key, f"nested more than {MAX_DEPTH} levels deep")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, depth + 1) for v in item)
 
 
 def read_file(path: str | Path) -> dict:
@@ -181,17 +227,20 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ScenarioError("--set", f"expected KEY=VALUE, got {item!r}")
+        raise ScenarioError("--set", f"expected KEY=VALUE, got {short_repr(item)}")
     parts = key.split(".")
     if len(parts) != 2 or not all(parts):
         raise ScenarioError(key, "--set keys are TABLE.KEY, e.g. params.beta or sweep.beta")
     raw = raw.strip()
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
+    except RecursionError:
+        raise ScenarioError(key, f"--set value nested more than {MAX_DEPTH} levels deep") from None
     except tomllib.TOMLDecodeError:
         if not _BARE_WORD.match(raw):
-            raise ScenarioError(key, f"--set value {raw!r} is not a TOML value") from None
+            raise ScenarioError(key, f"--set value {short_repr(raw)} is not a TOML value") from None
         value = raw
+    check_depth(key, value)
     return parts, value
 
 
@@ -210,6 +259,9 @@ def apply_values(doc: dict, values: dict[str, Any]) -> dict:
     A parameter lives in [params] or in [sweep], never both: an override wins over the other
     table's entry. `params.beta=2.0` fixes beta (the beta axis collapses); `sweep.d=[2, 3]`
     sweeps d (a fixed params.d is dropped)."""
+    check_depth("", doc)
+    for dotted, value in values.items():
+        check_depth(str(dotted), value)
     doc = copy.deepcopy(doc)
     for dotted, value in values.items():
         table, _, key = dotted.partition(".")
@@ -232,6 +284,7 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     """Validate a raw TOML document and return the resolved `Scenario`."""
     if not isinstance(doc, dict):
         raise ScenarioError("", "a scenario must be a TOML document of tables")
+    check_depth("", doc)
     for table in doc:
         if table not in TABLES:
             raise ScenarioError(table, f"unknown table (tables: {', '.join(TABLES)})")
@@ -260,9 +313,15 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     integrator = check_table("integrator", raw_integrator, INTEGRATOR_FIELDS)
     for key in raw_integrator:  # a setting the system would ignore is refused, not dropped
         if key not in system.integrator and integrator[key] != INTEGRATOR_FIELDS[key].default:
+            if key == "check_step" and system.equation != "sde":
+                raise ScenarioError("integrator.check_step", "the step check reruns an SDE at "
+                                    f"dt/2; system {system.name} solves no SDE")
             reads = ", ".join(sorted(system.integrator)) or "nothing"
             raise ScenarioError(f"integrator.{key}", f"system {system.name} does not use it "
                                 f"(it reads from [integrator]: {reads})")
+    for key, value in ENGINE_DEFAULTS.items():
+        if key in system.integrator:
+            integrator.setdefault(key, value)
     if system.integrator:
         _check_integrator(integrator, system)
     output = check_table("output", _table(doc, "output"), OUTPUT_FIELDS)
@@ -288,7 +347,9 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
         raise ScenarioError("sweep", f"{n_points} points exceed the limit of {MAX_POINTS}")
     _check_outputs(scenario, system)
     for index in range(scenario.count):
-        system.validate(scenario.spec(index))
+        spec = scenario.spec(index)
+        system.validate(spec)
+        check_step_size(system, spec, integrator)
     return scenario
 
 
@@ -310,9 +371,12 @@ def _check_outputs(scenario: Scenario, system: systems.System) -> None:
     if plot and plot not in names:
         raise ScenarioError("output.plot", f"unknown variable {plot!r} "
                             f"(variables: {', '.join(sorted(names))})")
-    if all(o.reduce == "point" for o in outputs) and setup.runs != 1:
+    if all(o.reduce == "point" for o in system.outputs(setup)) and setup.runs != 1:
         raise ScenarioError("ensemble.runs", f"system {system.name} is deterministic: one run "
                             f"per point (runs = 1), got {setup.runs}")
+    if setup.spacing == "log" and any(o.reduce == "time_average" for o in system.outputs(setup)):
+        raise ScenarioError("output.spacing", f"system {system.name} averages in time over "
+                            "evenly spaced samples: use spacing = \"linear\"")
     if setup.trajectories and system.trajectory_dims(setup) is None:
         raise ScenarioError("output.trajectories", f"system {system.name} does not save trajectories")
 
@@ -395,8 +459,55 @@ def _check_integrator(cfg: dict, system: systems.System) -> None:
         if key in cfg and key not in allowed:
             raise ScenarioError(f"integrator.{key}", f"not an option of {cfg['backend']}/"
                                 f"{cfg['method']} (options: {', '.join(sorted(allowed))})")
-        if key in cfg and cfg[key] <= 0:
+        if key in cfg and cfg[key] != "auto" and cfg[key] <= 0:
             raise ScenarioError(f"integrator.{key}", "must be > 0")
+    if cfg.get("dt") == "auto" and (equation != "sde" or "dt" not in allowed):
+        raise ScenarioError("integrator.dt", "dt = \"auto\" chooses the step of a fixed-step SDE "
+                            f"method; give a number for {cfg['backend']}/{cfg['method']}")
+    _check_averaging(cfg, system)
+
+
+def _check_averaging(cfg: dict, system: systems.System) -> None:
+    """The engine's settings of [integrator]: time-average window and cap, the step check."""
+    cap = cfg.get("horizon_cap")
+    if cap is not None and cap < cfg["horizon"]:
+        raise ScenarioError("integrator.horizon_cap", f"must be >= horizon = {cfg['horizon']:g}, "
+                            f"got {cap:g} (the runs are extended from the horizon up to the cap)")
+    burn_in = cfg.get("burn_in", "auto")
+    if burn_in not in (None, "auto"):
+        limit = cap if cap is not None else DEFAULT_CAP_BLOCKS * cfg["horizon"]
+        if burn_in >= limit:
+            raise ScenarioError("integrator.burn_in", f"burn_in = {burn_in:g} leaves no window "
+                                f"before the cap horizon_cap = {limit:g}; lower burn_in or "
+                                "raise horizon_cap")
+    if cfg.get("check_step"):
+        if cfg["backend"] != "numba" or not system.step_check:
+            raise ScenarioError("integrator.check_step", "the step check reruns runs on one "
+                                "Brownian path at dt and dt/2: it needs backend numba and a "
+                                f"system that draws its noise through the integrator "
+                                f"({system.name} on {cfg['backend']} does not)")
+        if cfg.get("dt") is None:
+            raise ScenarioError("integrator.check_step", "the step check needs a step: set "
+                                "integrator.dt (a number or \"auto\")")
+
+
+def check_step_size(system: systems.System, spec: RunSpec, cfg: dict) -> None:
+    """Refuse a fixed dt too coarse for the point's fastest rate (see STEP_REFUSE)."""
+    dt = cfg.get("dt")
+    if dt in (None, "auto"):
+        return
+    rate = system.step_rate(spec)
+    if rate is None:
+        return
+    tol = cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"]
+    if rate * dt > STEP_REFUSE * tol:
+        at = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                       for k, v in spec.values.items() if k in spec.setup.axes)
+        raise ScenarioError("integrator.dt", f"dt = {dt:g} is too coarse{' at ' + at if at else ''}"
+                            f": rate x dt = {rate:.3g} x {dt:g} = {rate * dt:.3g} > "
+                            f"{STEP_REFUSE:g} step_tol = {STEP_REFUSE * tol:g} (Euler-Maruyama's "
+                            f"bias grows like it); use dt = \"auto\" or dt <= "
+                            f"{STEP_REFUSE * tol / rate:.3g}")
 
 
 def solver_options(cfg: dict) -> dict:

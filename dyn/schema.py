@@ -22,7 +22,8 @@ class Field:
     kind: "int", "float", "str", "bool", "matrix" (a square list of lists of numbers),
     "matrices" (a square matrix, or a list of square matrices of one size) or "names" (a list
     of distinct strings).
-    lo/hi: inclusive bounds for numbers. choices: admissible strings. sweepable: may be a
+    lo/hi: inclusive bounds for numbers; gt: an exclusive lower bound (a step size or a tolerance
+    must be > 0: -0.01 and 0 get the same message). choices: admissible strings. sweepable: may be a
     `[sweep]` axis. check: extra predicate returning an error text or None.
     """
 
@@ -34,16 +35,22 @@ class Field:
     choices: tuple[str, ...] | None = None
     sweepable: bool = True
     check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+    gt: float | None = None
+    auto: bool = False  # the string "auto" is admitted too (the engine chooses the value)
 
     def parse(self, key: str, raw: Any) -> Any:
+        if self.auto and raw == "auto":
+            return raw
         value = _PARSERS[self.kind](key, raw)
         if self.kind in ("int", "float"):
+            if self.gt is not None and not value > self.gt:
+                raise ScenarioError(key, f"must be > {self.gt:g}, got {_short(raw)}")
             if self.lo is not None and value < self.lo:
-                raise ScenarioError(key, f"must be >= {self.lo}, got {raw!r}")
+                raise ScenarioError(key, f"must be >= {self.lo}, got {_short(raw)}")
             if self.hi is not None and value > self.hi:
-                raise ScenarioError(key, f"must be <= {self.hi}, got {raw!r}")
+                raise ScenarioError(key, f"must be <= {self.hi}, got {_short(raw)}")
         if self.choices is not None and value not in self.choices:
-            raise ScenarioError(key, f"must be one of {', '.join(self.choices)}; got {raw!r}")
+            raise ScenarioError(key, f"must be one of {', '.join(self.choices)}; got {_short(raw)}")
         if self.check is not None:
             problem = self.check(value)
             if problem:
@@ -62,7 +69,7 @@ def _float(key, raw):
         raise ScenarioError(key, f"expected a number, got {_describe(raw)}")
     value = float(raw)
     if not math.isfinite(value):
-        raise ScenarioError(key, f"must be finite, got {raw!r}")
+        raise ScenarioError(key, f"must be finite, got {_short(raw)}")
     return value
 
 

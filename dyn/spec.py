@@ -59,6 +59,12 @@ class Setup:
     trajectories: bool = False  # also save states (every trajectory_every-th save time,
     trajectory_every: int = 1  # the first trajectory_runs runs, 0 = all)
     trajectory_runs: int = 0
+    # time averages (dyn.averaging): the window's start (None: MSER's choice), the longest
+    # horizon the runs are extended to; the step tolerance of dt = "auto" and the step check
+    burn_in: float | None = None
+    horizon_cap: float | None = None
+    step_tol: float = 0.01
+    check_step: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "params", _frozen(self.params))
@@ -97,9 +103,13 @@ class RunSpec:
     index: int
     values: Mapping[str, Any]  # every parameter of the point, swept ones included
     stream: int = -1  # the point's stream index (default: its index; see dyn.sweep.stream_index)
+    # solver options of this point over the Setup's (e.g. the step dt = "auto" chose)
+    solver_options: Mapping[str, Any] = field(default_factory=dict)
+    salt: tuple[int, ...] = ()  # a side stream of the point (e.g. the step check's runs)
 
     def __post_init__(self):
         object.__setattr__(self, "values", _frozen(self.values))
+        object.__setattr__(self, "solver_options", _frozen(self.solver_options))
         if self.stream < 0:
             object.__setattr__(self, "stream", self.index)
 
@@ -107,14 +117,22 @@ class RunSpec:
     def rng(self) -> np.random.Generator:
         """The point's stream, SeedSequence(seed, spawn_key=(stream,)); one Generator per spec,
         consumed in run order, chunk after chunk. Points that differ only along common axes
-        have the same stream."""
+        have the same stream. With a salt, SeedSequence(seed, spawn_key=(stream, *salt))."""
+        if self.salt:
+            return sweep.common_rng(self.setup.seed, self.stream, *self.salt)
         return sweep.rng(self.setup.seed, self.stream)
 
-    def jax_key(self) -> np.ndarray:
+    def variant(self, salt: tuple[int, ...] = (), **solver_options) -> "RunSpec":
+        """The same point with other solver options and, with a salt, its own fresh stream."""
+        return RunSpec(self.setup, self.index, self.values, self.stream,
+                       {**self.solver_options, **solver_options}, tuple(salt))
+
+    def jax_key(self, *salt: int) -> np.ndarray:
         """The point's JAX PRNG key data (uint32[2]), from the same SeedSequence(seed,
-        spawn_key=(stream,)) as :attr:`rng`: the `jax` backend's noise (same seed, same device,
-        same numbers)."""
-        return np.random.SeedSequence(self.setup.seed, spawn_key=(self.stream,)).generate_state(2)
+        spawn_key=(stream, *self.salt)) as :attr:`rng`: the `jax` backend's noise (same seed,
+        same device, same numbers); extra `salt` names a side stream (e.g. one per extension)."""
+        key = (self.stream, *self.salt, *salt)
+        return np.random.SeedSequence(self.setup.seed, spawn_key=key).generate_state(2)
 
     def run_rng(self, run: int) -> np.random.Generator:
         """Run `run`'s own stream, SeedSequence(seed, spawn_key=(stream, RUN_KEY, run)): for
@@ -137,7 +155,15 @@ class RunSpec:
 
     @property
     def solver(self) -> Solver:
-        return self.setup.solver
+        if not self.solver_options:
+            return self.setup.solver
+        base = self.setup.solver
+        return Solver(base.backend, base.method, {**base.options, **self.solver_options})
+
+    @property
+    def dt(self) -> float | None:
+        """The point's (largest) step, None when the solver has none."""
+        return self.solver.options.get("dt")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -13,11 +13,26 @@ when the file is made, and the file is made under a temporary name and renamed i
 point's write then only overwrites raw data bytes in place (no HDF5 metadata changes), and its
 status byte is written last, after the values are flushed. A kill mid-write leaves that point
 pending; resuming recomputes it.
+
+Why a full disk cannot crash a run: HDF5 does not survive a failed write (closing or even
+collecting such a file segfaults), so no HDF5 write is ever allowed to meet a full disk. Before a
+file is made, its size is estimated and that much disk is reserved (`reserve`: posix_fallocate,
+which fails cleanly with ENOSPC in Python); HDF5 then writes into blocks already held, and the
+unused tail is cut off after the file is closed (`trim`, to the end-of-file address the
+superblock records). The sweep file's size is checked before it is made: past MAX_FILE_BYTES a
+run is refused unless forced, and past the free space it is refused outright.
+
+One writer per file, whatever the name it is reached by: the lock file sits beside the real path
+(symlinks resolved), and the existing output file itself carries an open-file-description lock
+(Linux F_OFD_SETLK, keyed by its device and inode), so a hard link or a bind mount to a file being
+written is refused too.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,10 +42,11 @@ import h5py
 import numpy as np
 
 from . import provenance, sweep, trajectories
+from .disk import free_bytes, reserve, trim
 from .ensemble import coords as system_coords
-from .ensemble import file_outputs
-from .errors import OutputError
-from .systems.base import FAILED, PENDING, ROLE_ATTR, STATUS_NAMES, PointResult
+from .ensemble import error_budget, file_outputs
+from .errors import OutputError, ScenarioError
+from .systems.base import DIVERGED, FAILED, PENDING, ROLE_ATTR, STATUS_NAMES, PointResult
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -39,6 +55,9 @@ STATUS = "status"
 MESSAGE = "message"
 MESSAGE_BYTES = 256  # fixed width: a point's message is written in place, like its values
 FILL_BYTES = 64 * 2**20  # slab size when the empty layout is written
+MAX_FILE_BYTES = 2**30  # a sweep file estimated past this is refused unless forced (--force)
+SLACK_BYTES = 2**20  # metadata allowance of a reservation (object headers, B-trees, attributes)
+VDS_BYTES_PER_POINT = 160  # a virtual-dataset mapping; the estimate stayed above 400..10^4-point files
 
 
 def lock_path(path: Path) -> Path:
@@ -50,44 +69,163 @@ def partial_path(path: Path) -> Path:
 
 
 class WriterLock:
-    """An exclusive advisory lock beside the output file: at most one writer per file.
+    """An exclusive advisory lock: at most one writer per file, whatever name reaches it.
 
-    flock is released by the kernel when the holder dies, so a killed run never leaves it stuck.
+    Two locks, both released by the kernel when the holder dies (a killed run never leaves a file
+    stuck): flock on NAME.h5.lock beside the real path (symlinks resolved), and, once the output
+    exists, an OFD lock on the output itself (same device and inode: hard links, bind mounts).
+    The lock file is removed on release, while still held, so a refused or finished run leaves
+    nothing behind; an acquirer that opened a removed lock file notices and tries again.
     """
 
     def __init__(self, path: Path):
-        self.path = lock_path(path)
+        self.target = Path(os.path.realpath(path))
+        self.path = lock_path(self.target)
         self._fd: int | None = None
+        self._held: int | None = None  # fd of the output file carrying the inode lock
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise OutputError("--out", f"another dyn run (pid {holder}) is writing "
-                              f"{self.path.name[:-5]}; wait for it or choose another --out") from None
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise OutputError("--out", f"another dyn run (pid {holder}) is writing "
+                                  f"{self.target.name}; wait for it or choose another --out") from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # its holder removed it on release: lock the file now at that name
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
+        try:
+            self.hold()
+        except BaseException:
+            self.release()
+            raise
+
+    def hold(self) -> None:
+        """Lock the output file itself by (device, inode), when it exists; call again once it is
+        made. Refused when another run holds it through another name."""
+        if self._held is not None or not hasattr(fcntl, "F_OFD_SETLK"):
+            return
+        try:
+            fd = os.open(self.target, os.O_RDWR)
+        except OSError:  # absent, a folder, or not ours to write: later checks say what is wrong
+            return
+        # struct flock: l_type, l_whence, l_start, l_len (0: to the end), l_pid (0 for OFD locks)
+        request = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        try:
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, request)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise OutputError("--out", f"another dyn run is writing {self.target.name} "
+                                  "through another name (a hard link or a bind mount); wait "
+                                  "for it or choose another --out") from None
+            return  # a file system without OFD locks: the lock file alone guards it
+        self._held = fd
 
     def release(self) -> None:
+        if self._held is not None:
+            os.close(self._held)
+            self._held = None
         if self._fd is not None:
+            try:
+                if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
+                    os.unlink(self.path)
+            except OSError:
+                pass
             os.close(self._fd)
             self._fd = None
 
 
-def create(path: Path, scenario: "Scenario", command: str) -> None:
-    """Write the whole empty layout under a temporary name, then rename it into place."""
+def estimated_bytes(scenario: "Scenario") -> int:
+    """An upper bound of the sweep file's size: its contiguous datasets, the virtual mapping of
+    saved states, the attributes, and SLACK_BYTES of metadata."""
+    system, setup = scenario.system, scenario.setup
+    coords = system_coords(system, setup)
+    points = scenario.count
+    total = points * (1 + MESSAGE_BYTES) + SLACK_BYTES + 4 * len(scenario.text)
+    for out in file_outputs(system, setup):
+        total += points * 8 * int(np.prod([len(coords[d].values) for d in out.dims], dtype=np.int64))
+    for values in [*scenario.axes.values(), *(c.values for c in coords.values())]:
+        total += 64 * len(values) + 4096
+    if setup.trajectories:
+        total += points * VDS_BYTES_PER_POINT
+    return int(total)
+
+
+def check_size(path: Path, scenario: "Scenario", force: bool = False) -> int:
+    """Refuse a sweep file past MAX_FILE_BYTES (unless `force`) or past the free space; returns
+    the estimate, reserved when the file is made."""
+    need = estimated_bytes(scenario)
+    if need > MAX_FILE_BYTES and not force:
+        raise ScenarioError("sweep", f"the output file would take about {_size(need)} "
+                            f"({scenario.count} points), past the limit of {_size(MAX_FILE_BYTES)}; "
+                            "shrink the sweep or add --force")
+    folder = path.parent if path.parent.exists() else Path(".")
+    free = free_bytes(folder)
+    if need > free:
+        raise ScenarioError("--out", f"the output file would take about {_size(need)}, but "
+                            f"only {_size(free)} is free beside {path}")
+    return need
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} bytes"
+
+
+def check_sweep_file(path: str | Path) -> None:
+    """Refuse, in one line, a file that `dyn run` did not write (before show, plot or compare
+    reach for its scenario attribute or status variable)."""
+    path = Path(path)
+    if not path.exists():
+        raise ScenarioError("", f"no such file: {path}")
+    import tomllib
+
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            made_by_dyn = "scenario" in f.attrs and "scenario_hash" in f.attrs and STATUS in f
+            text = f.attrs.get("scenario") if made_by_dyn else ""
+    except OSError as exc:
+        raise ScenarioError("", f"{path} is not a readable HDF5 file: {exc}") from None
+    if made_by_dyn:
+        try:
+            text = text.decode() if isinstance(text, bytes) else str(text)
+            made_by_dyn = isinstance(tomllib.loads(text).get("scenario"), dict)
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
+            made_by_dyn = False
+    if not made_by_dyn:
+        raise ScenarioError("", f"{path} is not a dyn sweep file (it lacks the scenario "
+                            "attributes or the status variable that `dyn run` writes)")
+
+
+def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | None = None) -> None:
+    """Write the whole empty layout under a temporary name, then rename it into place.
+    `reserve_bytes` (default: the estimate) of disk are held first, so HDF5 never meets a full
+    disk mid-write (see the module doc)."""
     system, setup = scenario.system, scenario.setup
     tmp = partial_path(path)
     tmp.unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     coords = system_coords(system, setup)
     axes = list(scenario.axes)
+    need = estimated_bytes(scenario) if reserve_bytes is None else reserve_bytes
+    if need > free_bytes(path.parent):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
     with h5netcdf.File(tmp, "w") as f:
+        reserve(tmp, need)
         for axis, values in scenario.axes.items():
             f.dimensions[axis] = len(values)
             _coordinate(f, axis, np.asarray(values), {"long_name": _axis_long_name(system, axis)})
@@ -97,6 +235,7 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
                      **coord.attrs}
             _coordinate(f, dim, np.asarray(coord.values), attrs)
         shape = sweep.shape(scenario.axes)
+        budget = error_budget(system, setup)
         for out in file_outputs(system, setup):
             dims = tuple(axes) + out.dims
             full = shape + tuple(len(coords[d].values) for d in out.dims)
@@ -107,6 +246,7 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
                 var.attrs["units"] = out.units
             if out.role:
                 var.attrs[ROLE_ATTR] = out.role
+            var.attrs.update(budget.get(out.name, {}))
         status = f.create_variable(STATUS, tuple(axes), dtype="i1")
         _fill(status, shape, 0)
         status.attrs.update({
@@ -129,6 +269,7 @@ def create(path: Path, scenario: "Scenario", command: str) -> None:
     if spec is not None:
         with h5py.File(tmp, "r+") as f:
             trajectories.declare(f, path, spec, shape, axes)
+    trim(tmp)
     os.replace(tmp, path)
 
 
@@ -201,6 +342,13 @@ class Writer:
 def _clip(message: str) -> bytes:
     data = message.encode("utf-8")[:MESSAGE_BYTES]
     return data.decode("utf-8", errors="ignore").encode("utf-8")  # never cut a character in half
+
+
+def bad_points(path: Path) -> int:
+    """Points of a sweep file that diverged or failed (`dyn run` then exits with status 3)."""
+    with h5py.File(path, "r", locking=False) as f:
+        codes = np.asarray(f[STATUS][...]).reshape(-1)
+    return int(np.sum((codes == DIVERGED) | (codes == FAILED)))
 
 
 def pending(statuses: np.ndarray) -> np.ndarray:

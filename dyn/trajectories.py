@@ -9,7 +9,13 @@ when the sweep file is made. Hence:
 - memory stays bounded: no process ever holds more than one run-chunk of states;
 - the sweep file's metadata never changes after creation, so it survives a kill as before;
 - a point not yet done reads as NaN (the virtual dataset's fill value);
-- the folder `NAME.h5.d/` must travel with `NAME.h5` (it holds the trajectory data).
+- the folder `NAME.h5.d/` must travel with `NAME.h5` (it holds the trajectory data);
+- a full disk fails the point cleanly: the disk a point file can need is reserved before HDF5
+  writes (see dyn/disk.py), so the point gets status "failed" with the OS error, and no
+  `.partial` file stays;
+- each point file carries the scenario hash and its index (attributes TAG_ATTR, INDEX_ATTR); a
+  run, before it computes, keeps only the point files of finished points that are complete and
+  match (`prune`), so a file left by a killed run's straggler is never taken for a result.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from typing import TYPE_CHECKING
 import h5py
 import numpy as np
 
+from .disk import free_bytes, no_space, reserve, trim
 from .errors import ScenarioError
 
 if TYPE_CHECKING:
@@ -30,6 +37,8 @@ if TYPE_CHECKING:
 DATASET = "trajectory"
 CHUNK_TARGET_BYTES = 4 * 2**20  # HDF5 chunk size aimed at: big enough to compress well
 COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+TAG_ATTR, INDEX_ATTR = "dyn_scenario_hash", "dyn_point"
+SLACK_BYTES = 2**16  # metadata allowance of a point file's reservation (measured: ~10 kB)
 
 
 @dataclass(frozen=True)
@@ -96,17 +105,48 @@ def declare(f: h5py.File, path: Path, spec: TrajectorySpec, sweep_shape: tuple[i
         var.dims[axis].attach_scale(f[dim])
 
 
-class TrajectoryFile:
-    """The sink a system writes run-chunks into; atomically published on `close`."""
+def _chunk_runs(spec: TrajectorySpec) -> int:
+    per_run = int(np.prod(spec.shape[1:], dtype=np.int64)) * 8
+    return int(max(1, min(spec.runs, CHUNK_TARGET_BYTES // max(per_run, 1))))
 
-    def __init__(self, sidecar: Path, index: int, spec: TrajectorySpec):
+
+def reservation(spec: TrajectorySpec) -> int:
+    """Disk a point file can take at most: its states uncompressed (gzip never grows them by
+    more than a fraction of a percent), 1/64 for chunks written twice, and the metadata (object
+    headers, and a chunk index entry per chunk)."""
+    raw = int(np.prod(spec.shape, dtype=np.int64)) * 8
+    chunks = -(-spec.runs // _chunk_runs(spec))
+    return raw + raw // 64 + SLACK_BYTES + 256 * chunks
+
+
+class TrajectoryFile:
+    """The sink a system writes run-chunks into; atomically published on `close`.
+
+    The disk the file can need is reserved first: a full disk raises OSError(ENOSPC) here,
+    before HDF5 writes, and leaves no file (HDF5 itself cannot recover from a failed write)."""
+
+    def __init__(self, sidecar: Path, index: int, spec: TrajectorySpec, tag: str = ""):
         self.spec = spec
         self.final = point_file(sidecar, index)
         self.partial = self.final.with_name(self.final.name + ".partial")
         sidecar.mkdir(parents=True, exist_ok=True)
-        self._file = h5py.File(self.partial, "w")
+        need = reservation(spec)
+        what = f"{need / 1e6:.2f} MB for the saved states of point {index} in {sidecar.name}/"
+        if need > free_bytes(sidecar):  # checked before HDF5 has a file to fail on
+            raise no_space(self.partial, what)
         per_run = int(np.prod(spec.shape[1:], dtype=np.int64)) * 8
-        chunk_runs = int(max(1, min(spec.runs, CHUNK_TARGET_BYTES // max(per_run, 1))))
+        chunk_runs = _chunk_runs(spec)
+        # a cache of three chunks: a chunk is written once, when complete, not once per write
+        self._file = h5py.File(self.partial, "w", rdcc_nbytes=3 * chunk_runs * per_run + 2**20,
+                               rdcc_w0=1.0)
+        self._file.flush()  # the superblock on disk now: closing rewrites it in place
+        try:
+            reserve(self.partial, need)
+        except OSError:
+            self.discard()
+            raise no_space(self.partial, what) from None
+        self._file.attrs[TAG_ATTR] = tag
+        self._file.attrs[INDEX_ATTR] = index
         self._data = self._file.create_dataset(DATASET, shape=spec.shape, dtype="f8",
                                                chunks=(chunk_runs, *spec.shape[1:]),
                                                fillvalue=np.nan, **COMPRESSION)
@@ -120,9 +160,66 @@ class TrajectoryFile:
         self._data[first_run:stop] = states[: stop - first_run, :: self.spec.every]
 
     def close(self) -> None:
-        self._file.close()
+        self._close_hdf5()
+        trim(self.partial)
         os.replace(self.partial, self.final)
 
     def discard(self) -> None:
-        self._file.close()
-        self.partial.unlink(missing_ok=True)
+        try:
+            self._close_hdf5()
+        finally:
+            self.partial.unlink(missing_ok=True)
+
+    def _close_hdf5(self) -> None:
+        # Never twice: a second close of an HDF5 file whose close failed segfaults.
+        f, self._file = self._file, None
+        if f is not None:
+            f.close()
+
+
+def _matches(path: Path, index: int, tag: str, spec: TrajectorySpec) -> bool:
+    """A finished point's file is complete (it opens, its dataset has the spec's shape) and was
+    written for this scenario and this point (files from before tags existed have none)."""
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            stored = f.attrs.get(TAG_ATTR)
+            stored = stored.decode() if isinstance(stored, bytes) else stored
+            if stored is not None and (stored != tag or int(f.attrs.get(INDEX_ATTR, index)) != index):
+                return False
+            return DATASET in f and tuple(f[DATASET].shape) == spec.shape
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def prune(sidecar: Path, statuses: np.ndarray, tag: str, spec: TrajectorySpec) -> np.ndarray:
+    """Before a run computes: remove `.partial` files and the point files of points not done
+    (a killed run or its straggling workers may have left them), and check those of done ones.
+    Returns the done points whose file is missing or does not match: they are computed again."""
+    from .systems.base import FAILED, PENDING
+
+    done = statuses != PENDING
+    redo = np.zeros(len(statuses), dtype=bool)
+    if not sidecar.is_dir():
+        return np.flatnonzero(done & (statuses != FAILED))  # finished points need states
+    present = set()
+    for path in sidecar.iterdir():
+        name = path.name
+        if not name.startswith("point_"):
+            continue
+        if name.endswith(".h5.partial"):
+            path.unlink(missing_ok=True)
+            continue
+        stem = name[len("point_"):-len(".h5")] if name.endswith(".h5") else ""
+        if not stem.isdigit() or int(stem) >= len(statuses):
+            continue
+        index = int(stem)
+        if not done[index] or statuses[index] == FAILED:  # recomputed anyway
+            path.unlink(missing_ok=True)
+        elif _matches(path, index, tag, spec):
+            present.add(index)
+        else:
+            path.unlink(missing_ok=True)
+            redo[index] = True
+    finished = np.flatnonzero(done & (statuses != FAILED))
+    redo[[i for i in finished if i not in present]] = True
+    return np.flatnonzero(redo)

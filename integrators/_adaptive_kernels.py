@@ -24,9 +24,13 @@ _MEMBER_SIG = types.void(
     types.int64,  # drift workspace floats
     F1,  # controls: rtol, atol, dt0 (<= 0: estimate), max_steps, error order q + 1, beta, fsal
     F3,  # out of one member (T, n, d)
-    types.int64[::1],  # stats of one member: accepted, rejected, evaluations
+    F2,  # last state reached (n, d): where a member stopped early, its state there
+    types.int64[::1],  # stats of one member: accepted, rejected, evaluations, stop reason
 )
-_KERNEL_SIG = types.void(F3, *_MEMBER_SIG.args[1:-2], F4, I2)
+_KERNEL_SIG = types.void(F3, *_MEMBER_SIG.args[1:-3], F4, F3, I2)
+
+# Why a member stopped before the last save time (stats column 3).
+REACHED, MAX_STEPS, STEP_UNDERFLOW = 0, 1, 2
 
 
 @numba.njit(types.float64(F2, F2, F2, types.float64, types.float64), **NJIT)
@@ -66,7 +70,7 @@ def _initial_step(t, x, f0, y, f1, p, drift, project, work, rtol, atol, q1):
 
 
 @numba.njit(_MEMBER_SIG, **NJIT)
-def member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out, stats):
+def member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out, last, stats):
     n, d = x0.shape
     s = b.shape[0]
     rtol, atol, dt0, max_steps = ctl[0], ctl[1], ctl[2], int(ctl[3])
@@ -92,8 +96,13 @@ def member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out,
     err_prev = 1e-4
     save = 1
     T = ts.shape[0]
+    stop = REACHED
     while save < T:
-        if accepted + rejected >= max_steps or not h >= MIN_STEP_FRACTION * max(1.0, abs(t)):
+        if accepted + rejected >= max_steps:
+            stop = MAX_STEPS
+        elif not h >= MIN_STEP_FRACTION * max(1.0, abs(t)):
+            stop = STEP_UNDERFLOW
+        if stop != REACHED:  # save times not reached have no state: NaN, never a guess
             for r in range(save, T):
                 out[r] = np.nan
             break
@@ -143,13 +152,17 @@ def member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out,
             rejected += 1
             factor = max(FAC_MIN, SAFETY * err ** (-1.0 / q1)) if err == err else FAC_MIN
             h = step * factor
+    for r in range(n):
+        for q in range(d):
+            last[r, q] = x[r, q]
     stats[0] = accepted
     stats[1] = rejected
     stats[2] = evaluations
+    stats[3] = stop
 
 
 @numba.njit(_KERNEL_SIG, **NJIT_PARALLEL)
-def ensemble(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out, stats):
+def ensemble(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out, last, stats):
     for m in prange(x0.shape[0]):
         member(x0[m], ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out[m],
-                stats[m])
+               last[m], stats[m])

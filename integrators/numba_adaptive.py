@@ -25,8 +25,13 @@ and :func:`order5_conditions` the nine of order 5 for Dormand-Prince):
 Each member adapts its own steps (prange over the ensemble; one member runs on the calling thread,
 as in :mod:`integrators.numba_fixed`). A member whose error norm is not finite keeps shrinking
 its step; one that reaches ``max_steps`` (accepted plus rejected) or a step below
-MIN_STEP_FRACTION of its time is returned as NaN from there on, never raised. After a solve,
-``integ.stats`` holds per-member counts: accepted and rejected steps and drift evaluations.
+MIN_STEP_FRACTION of its time is returned as NaN from there on (save times it did not reach have
+no state), never raised. After a solve, ``integ.stats`` holds per-member counts: accepted and
+rejected steps and drift evaluations, and ``stopped``: 0 reached the last save time, 1 ran out of
+``max_steps``, 2 its step fell below MIN_STEP_FRACTION (it blew up); ``integ.last_state`` holds
+each member's last state reached, (E, *state), so a member cut short by max_steps keeps it.
+``exhausted()`` counts, in this process, the members that ran out of max_steps since it was last
+called: the engine reads it to say "max_steps" rather than "non-finite".
 """
 
 from dataclasses import dataclass
@@ -42,6 +47,14 @@ ATOL = 1e-9
 MAX_STEPS = 1_000_000
 SAFETY, FAC_MIN, FAC_MAX = 0.9, 0.2, 10.0
 MIN_STEP_FRACTION = 1e-14  # a step below this fraction of max(1, |t|) fails the member
+STOPPED_MAX_STEPS = 1  # integ.stats["stopped"]: the member ran out of max_steps
+_exhausted = [0]  # members that ran out of max_steps in this process, since exhausted() last read
+
+
+def exhausted() -> int:
+    """Members that ran out of max_steps in this process since the last call (then reset)."""
+    count, _exhausted[0] = _exhausted[0], 0
+    return count
 
 
 def order5_conditions(A, b, c) -> list[tuple[str, float, float]]:
@@ -135,6 +148,7 @@ class NumbaAdaptive(AbstractIntegrator):
     def _check_options(self):
         check_adaptive_options(self.options)
         self.stats = None
+        self.last_state = None
 
     def _solve(self, problem, x0, ts, p, noise):
         if problem.drift is None:
@@ -148,17 +162,20 @@ class NumbaAdaptive(AbstractIntegrator):
                         float(pair.fsal and geom.flat)])
         E = x0.shape[0]
         out = np.empty((E, ts.shape[0]) + x0.shape[1:])
-        stats = np.zeros((E, 3), dtype=np.int64)
+        last = np.empty(x0.shape)
+        stats = np.zeros((E, 4), dtype=np.int64)
         args = (ts, A, b, db, c, p, problem.drift, geom.project, geom.retract,
                 problem.work_size(*x0.shape[1:]), ctl)
         from . import _adaptive_kernels as kernels  # compiled (or loaded) on first use
 
         if E == 1:  # on the calling thread (BLAS keeps its threads; see numba_fixed._run)
-            kernels.member(x0[0], *args, out[0], stats[0])
+            kernels.member(x0[0], *args, out[0], last[0], stats[0])
         else:
-            kernels.ensemble(x0, *args, out, stats)
+            kernels.ensemble(x0, *args, out, last, stats)
         self.stats = {"accepted": stats[:, 0], "rejected": stats[:, 1],
-                      "evaluations": stats[:, 2]}
+                      "evaluations": stats[:, 2], "stopped": stats[:, 3]}
+        self.last_state = last
+        _exhausted[0] += int(np.sum(stats[:, 3] == STOPPED_MAX_STEPS))
         return out
 
 

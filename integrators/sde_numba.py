@@ -14,6 +14,11 @@ two-token law and the Lyapunov exponents. On a flat geometry this is plain Euler
 
 Noise: per-member xoshiro streams (:mod:`integrators.sde_rng`) seeded from the caller's rng,
 or explicit increments (E, N, q1, q2) for coupling. Strong order 1/2, weak order 1.
+
+Option ``refine`` (default 1): each step's increment is drawn as the sum of ``refine``
+sub-increments of N(0, h/refine), in the order a run at step h/refine would draw them. A run at
+step h with refine = 2 and a run at step h/2 with refine = 1, seeded alike, therefore follow the
+same Brownian path: the engine's step check (:mod:`dyn.stepcheck`) compares them.
 """
 
 import math
@@ -40,6 +45,7 @@ _EM_SIG = types.void(
     types.int64,  # q1
     types.int64,  # q2
     types.int64,  # workspace floats of drift and diffusion
+    types.int64,  # refine: sub-increments summed per step
     STREAMS,  # (E, 4) per-member streams (used when increments is empty)
     F4,  # increments (E, N, q1, q2) or shape (0, 0, 0, 0)
     F4,  # out (E, T, n, d)
@@ -48,7 +54,7 @@ _EM_SIG = types.void(
 
 @numba.njit(_EM_SIG, **NJIT_PARALLEL)
 def _em_ensemble(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, q2,
-                 work_size, streams, increments, out):
+                 work_size, refine, streams, increments, out):
     n_members, n, d = x0.shape
     given = increments.shape[0] > 0
     for e in prange(n_members):
@@ -58,18 +64,23 @@ def _em_ensemble(x0, ts, counts, steps, p, drift, diffusion, project, retract, q
         work = np.empty(work_size)
         dw_flat = np.empty(q1 * q2)
         dw = dw_flat.reshape((q1, q2))
+        sub = np.empty(q1 * q2)
         s = streams[e].copy()
         out[e, 0] = x
         k = 0
         for iv in range(counts.shape[0]):
             h = steps[iv]
-            sq = math.sqrt(h)
+            sq = math.sqrt(h / refine)
             for j in range(counts[iv]):
                 t = ts[iv] + j * h
                 if given:
                     dw[:, :] = increments[e, k]
                 else:
                     fill_normals(s, dw_flat)
+                    for _ in range(refine - 1):
+                        fill_normals(s, sub)
+                        for r in range(q1 * q2):
+                            dw_flat[r] += sub[r]
                     for r in range(q1 * q2):
                         dw_flat[r] *= sq
                 drift(t, x, p, f, work)
@@ -87,11 +98,20 @@ def _em_ensemble(x0, ts, counts, steps, p, drift, diffusion, project, retract, q
 
 class NumbaEulerMaruyama(FixedStep, AbstractIntegrator):
     """Euler-Maruyama with projection and retraction (Ito; strong order 1/2, weak order 1).
-    Option ``dt``: the largest step (grid of :func:`integrators.base.step_grid`)."""
+    Option ``dt``: the largest step (grid of :func:`integrators.base.step_grid`); ``refine``:
+    sub-increments per step (see the module doc)."""
 
     backend = "numba"
     method = "euler_maruyama"
     stochastic = True
+    OPTIONS = {**FixedStep.OPTIONS, "refine": 1}
+
+    def _check_options(self):
+        super()._check_options()
+        refine = self.options["refine"]
+        if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 1:
+            raise ValueError(f"option 'refine' must be a positive integer, got {refine!r}")
+        self.options["refine"] = int(refine)
 
     def _solve(self, problem, x0, ts, p, noise):
         rng, increments = noise
@@ -109,7 +129,8 @@ class NumbaEulerMaruyama(FixedStep, AbstractIntegrator):
             streams = np.ones((E, 4), dtype=np.uint64)
         out = np.empty((E, ts.shape[0]) + x0.shape[1:])
         _em_ensemble(x0, ts, counts, steps, np.array(p), problem.drift, problem.diffusion,
-                     g.project, g.retract, q1, q2, problem.work_size(*x0.shape[1:]), streams,
+                     g.project, g.retract, q1, q2, problem.work_size(*x0.shape[1:]),
+                     self.options["refine"], streams,
                      increments, out)
         return out
 

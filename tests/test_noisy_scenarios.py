@@ -1,5 +1,6 @@
 """The shipped noisy-attention scenarios on tiny settings (variables, dimensions, reproducibility,
-the plots with their overlays) and their bad inputs (one line, exit status 2, no file)."""
+the plots with their overlays) and their bad inputs (one line, exit status 2, no file), with
+those of the engine's time-average and step settings."""
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,11 @@ from dyn.cli import main
 from dyn.plot import plot
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+# a fixed window [0.25, 0.5] (burn_in, and a cap at the horizon: no extension); a step coarser
+# than the shipped scenarios admit (step_tol raised): these check the plumbing, not the law
 TINY = {"params.n": 16, "ensemble.runs": 2, "integrator.horizon": 0.5, "integrator.dt": 0.01,
-        "params.burn_in": 0.25, "output.saves": 4}
+        "integrator.burn_in": 0.25, "integrator.horizon_cap": 0.5, "integrator.step_tol": 0.05,
+        "output.saves": 4}
 
 
 def _run(name, tmp_path, **overrides):
@@ -73,7 +77,18 @@ def test_diffrax_backend_runs_the_system(tmp_path):
 
 @pytest.mark.parametrize("scenario, overrides, key", [
     ("noisy_phase", ["params.sigma=-1.0"], "params.sigma: must be >= 0"),
-    ("noisy_phase", ["params.burn_in=16.0"], "params.burn_in: the window [burn_in, T]"),
+    ("noisy_phase", ["integrator.burn_in=1000.0"], "integrator.burn_in: burn_in = 1000 leaves no"),
+    ("noisy_phase", ["integrator.horizon_cap=1.0"], "integrator.horizon_cap: must be >= horizon"),
+    ("noisy_phase", ["integrator.step_tol=-0.01"], "integrator.step_tol: must be > 0"),
+    # the engine's settings of time averages and steps (tests/test_convergence.py)
+    ("attention_clusters", ["integrator.check_step=true"],
+     "integrator.check_step: the step check reruns an SDE at dt/2; system attention_sphere"),
+    ("two_token_phase", ["integrator.burn_in=3.0"], "integrator.burn_in: system random_transformer"),
+    ("noisy_phase", ["integrator.dt=0.05"], "integrator.dt: dt = 0.05 is too coarse at beta"),
+    ("noisy_phase", ['integrator.backend="jax"', "integrator.check_step=true"],
+     "integrator.check_step: the step check reruns runs"),
+    ("noisy_phase", ['output.spacing="log"', "output.t_min=0.1"],
+     "output.spacing: system noisy_attention averages in time"),
     ("noisy_phase", ["params.init=ring"], "params.init: must be one of uniform, cluster"),
     ("noisy_phase", ["params.drift=fourier", "params.Q=[[1.0,0.5],[0.0,1.0]]"],
      "params.drift: the Fourier drift needs Q = K = V = I"),

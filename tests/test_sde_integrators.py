@@ -48,7 +48,7 @@ def test_streams_are_normal_and_reproducible():
 def test_sde_methods_registered():
     assert "euler_maruyama" in integrators.available()["numba"]
     assert "euler_maruyama" in integrators.available()["diffrax"]
-    assert integrators.options("numba", "euler_maruyama") == {"dt": 1e-2}
+    assert integrators.options("numba", "euler_maruyama") == {"dt": 1e-2, "refine": 1}
     with pytest.raises(ValueError, match="rng"):
         integrators.get("numba", "euler_maruyama").solve(GBM, np.ones((2, 1, 1)), [0.0, 1.0])
     with pytest.raises(ValueError, match="increments must have shape"):

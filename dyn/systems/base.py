@@ -27,7 +27,12 @@ STATUS_NAMES = ("pending", "ok", "diverged", "failed")
 # Output roles, stored as the variable attribute ROLE_ATTR so that readers of the file (plots,
 # `dyn show`) know them without the system: a class probability, and the share of runs that the
 # horizon left undecided (points where it exceeds analysis.HORIZON_LIMITED_SHARE are marked).
+# The engine adds its own for time averages (dyn.averaging): the stationarity verdict (1 passed,
+# 0 not), the share of runs non-stationary on their own, and a step-error estimate (marked where
+# it exceeds the Monte Carlo standard error beside it).
 PROBABILITY, UNDECIDED = "probability", "undecided"
+STATIONARY, NONSTATIONARY_SHARE, STEP_ERROR = "stationary", "nonstationary_share", "step_error"
+TIME_AVERAGE = "time_average"  # a time average written by the engine (marked where unresolved)
 ROLE_ATTR = "dyn_role"
 
 # How an output is made from the runs of a point (see dyn.ensemble):
@@ -39,9 +44,16 @@ ROLE_ATTR = "dyn_role"
 #   rms         sqrt of the mean of the squared per-run values
 #   point       one value for the point, from System.point_values (not from runs)
 #   per_run     no reduction: every run's value, stored with a leading dimension `run`
-REDUCTIONS = ("mean", "mean_se", "proportion", "max", "rms", "point", "per_run")
-# The [integrator] keys (every key a system may read).
+#   time_average  a run's own series at the save times (values (runs, times)), averaged in time
+#               over a window the engine chooses and extends (System.extend) until the runs are
+#               stationary (dyn.averaging): stored with X_se, X_ess, X_drift and the point's
+#               burn_in_used, horizon_used, stationary, nonstationary_runs
+REDUCTIONS = ("mean", "mean_se", "proportion", "max", "rms", "point", "per_run", "time_average")
+# The [integrator] keys of the solver (every such key a system may read).
 INTEGRATOR_KEYS = frozenset({"backend", "method", "horizon", "dt", "rtol", "atol", "max_steps"})
+# ... and of the engine, for a system with time averages that integrates an SDE with a fixed step
+# (window, cap, the tolerance of dt = "auto", the step check).
+AVERAGING_KEYS = frozenset({"burn_in", "horizon_cap", "step_tol", "check_step"})
 
 
 @dataclass(frozen=True)
@@ -53,13 +65,15 @@ class Output:
     units: str = ""
     dims: tuple[str, ...] = ()
     reduce: str = "mean"
-    role: str = ""  # "", PROBABILITY or UNDECIDED
+    role: str = ""  # "" or one of the roles above
 
     def __post_init__(self):
         if self.reduce not in REDUCTIONS:
             raise ValueError(f"output {self.name}: reduce must be one of {REDUCTIONS}")
         if self.reduce == "proportion" and not self.name.startswith("p_"):
             raise ValueError(f"output {self.name}: a proportion's name starts with 'p_'")
+        if self.reduce == "time_average" and self.dims:
+            raise ValueError(f"output {self.name}: a time average is a scalar per point")
 
 
 @dataclass(frozen=True)
@@ -80,11 +94,14 @@ class Chunk:
     states: (runs, times, *state) when the system saves trajectories (written by the engine).
     finite: per-run flags (runs,); None: read from `states`, else from `values`. A run that is
     not finite marks its point DIVERGED.
+    carry: what `System.extend` needs to continue the runs (e.g. their last states), for
+    systems with time-averaged outputs.
     """
 
     values: dict[str, np.ndarray]
     states: np.ndarray | None = None
     finite: np.ndarray | None = None
+    carry: np.ndarray | None = None
 
 
 @dataclass
@@ -151,6 +168,25 @@ class System(abc.ABC):
     def point_values(self, spec: "RunSpec") -> dict[str, np.ndarray]:
         """Values of the outputs reduced by "point"."""
         return {}
+
+    def extend(self, spec: "RunSpec", carry, times: np.ndarray) -> Chunk:
+        """Continue runs from `carry` (the Chunk.carry of their previous stretch, at time
+        times[0]) over `times`, drawing from `spec.rng`: the values of the time-averaged outputs
+        at times[1:] (runs, len(times) - 1), the new carry and the finite flags. Needed by
+        systems with a "time_average" output."""
+        raise NotImplementedError(f"system {self.name} cannot continue its runs")
+
+    def step_rate(self, spec: "RunSpec") -> float | None:
+        """The rate L of the point's fastest scale (e.g. sigma^2 of the noise, the stiffness of
+        the drift), such that an Euler-Maruyama step dt has a relative bias O(L dt): `dt =
+        "auto"` takes dt = step_tol / L, and a fixed dt with L dt > STEP_REFUSE is refused.
+        None: the system does not choose its step."""
+        return None
+
+    # a system whose `simulate` and `extend` solve with `spec.solver.get()` and draw their noise
+    # from `spec.rng` in the same order at any step: `[integrator] check_step` may rerun its runs
+    # at dt / 2 on the same Brownian path (dyn.stepcheck)
+    step_check: ClassVar[bool] = False
 
     def batch_key(self, spec: "RunSpec") -> tuple:
         """Points with equal keys run in one JAX computation (same shapes, same program)."""

@@ -14,10 +14,22 @@ Each run starts from `init` ("uniform": i.i.d. uniform; "cluster": all tokens at
 the save times (means over runs): `r` = |mean_i x_i|, on the circle (d fixed to 2) `r_modes`
 (r_k = |mean_i e^{ik theta_i}|, k = 1..6, dimension `mode`), `n_clusters` (single linkage at
 <x_i, x_j> > 1 - delta), `energy` (the USA interaction energy sum_ij e^{beta <x_i,x_j>}/(2 beta
-n^2)); and `r_stationary` (mean over runs of the time average of r over the save times in the
-trailing window [burn_in, T]; burn_in defaults to T/2) with its standard error over runs
-`r_stationary_se`. On the uniform side r_stationary is O(n^{-1/2}) (sqrt(pi/(4n)) on the circle);
-on the clustered side it is O(1).
+n^2)); and `r_stationary`, the time average of r once the runs are stationary: a
+"time_average" output, so the engine (:mod:`dyn.averaging`) picks the window ([integrator]
+burn_in, "auto" by default), continues the runs block by block up to `horizon_cap` until the
+window passes its stationarity tests, and writes the standard error from the effective sample
+size (`r_stationary_se`), `burn_in_used`, `horizon_used` and `stationary`. Near sigma_c the
+relaxation slows down (the first mode's rate vanishes) and in the metastable corner (large beta,
+small sigma: several clusters merging) runs disagree: such points end at the cap with
+stationary = 0 and are hatched. On the uniform side r_stationary is O(n^{-1/2})
+(sqrt(pi/(4n)) on the circle); on the clustered side it is O(1).
+
+Step size: `step_rate` is the largest of the noise rate (d+2) sigma^2/2 (the relative
+Euler-Maruyama bias of the sphere's Brownian motion per unit dt, :mod:`dyn.noisy.sde`), the drift's
+rate at the uniform law (d-1) sigma_c^2/2, and the stability bound step_tol e^|beta| (USA) or
+step_tol (1 + 2|beta|) (SA) that keeps dt times the contraction rate of a tight cluster below 1;
+`dt = "auto"` takes step_tol over it. The runs are solved by `spec.solver` with the point's
+stream, so `check_step` can rerun them at dt/2 on one Brownian path.
 
 `dyn plot` overlays, on a (beta, sigma) heat map, the noise sigma_c(beta) below which the uniform
 law is linearly unstable (d and normalization of the panel; derivation in
@@ -27,6 +39,8 @@ stable and unstable mean-field branches (:mod:`dyn.noisy.stationary`).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ensemble import bytes_of
@@ -35,7 +49,7 @@ from ..lazy import lazy
 from ..noisy.params import DEFAULT_TOL, DIRECT_MAX_N, FIELDS
 from ..schema import Field
 from . import register
-from .base import Chunk, Coord, Output, System, state_dims
+from .base import AVERAGING_KEYS, Chunk, Coord, Output, System, state_dims
 
 noisy = lazy("dyn.noisy")
 
@@ -43,6 +57,7 @@ MODES = 6  # r_k for k = 1..MODES on the circle
 FOLD_FROM, FOLD_POINTS = 2.45, 24  # USA circle: the branch is subcritical above beta = 2.447
 DRIFTS = ("auto", "direct", "fourier")
 MAX_RUN_BYTES = 2**30
+EXTEND_KEY = 0x45  # key salt of the jax backend's extension stretches
 
 
 def _identity(a, d: int) -> bool:
@@ -63,14 +78,13 @@ class NoisyAttention(System):
     description = "attention flow with independent noise per token: uniform vs clustered phase"
     default_plot = "r_stationary"
     equation = "sde"
-    integrator = frozenset({"backend", "method", "dt", "horizon"})
+    integrator = frozenset({"backend", "method", "dt", "horizon"}) | AVERAGING_KEYS
     jax_methods = frozenset({"euler_maruyama"})
+    step_check = True
     params = {
         **FIELDS,
         "init": Field("str", "uniform", "initial law: i.i.d. uniform, or every token at one point",
                       choices=("uniform", "cluster")),
-        "burn_in": Field("float", None, "start of the window [burn_in, T] of r_stationary "
-                         "(default T/2)", lo=0.0),
         "delta": Field("float", 0.01, "clustering threshold delta: <x_i,x_j> > 1 - delta",
                        lo=0.0, hi=2.0),
         "drift": Field("str", "auto", "direct O(n^2) drift, the O(nK) Fourier series on the circle "
@@ -80,16 +94,11 @@ class NoisyAttention(System):
     }
 
     def validate(self, spec) -> None:
-        d, T = spec["d"], spec.horizon
+        d = spec["d"]
         for key in ("Q", "K", "V"):
             if spec.get(key) is not None and len(spec[key]) != d:
                 raise ScenarioError(f"params.{key}", f"must be {d} x {d} (d = {d}), got "
                                     f"{len(spec[key])} x {len(spec[key])}")
-        burn_in = _burn_in(spec)
-        if burn_in >= T:
-            raise ScenarioError("params.burn_in", f"the window [burn_in, T] of r_stationary is "
-                                f"empty: burn_in = {burn_in:g} >= horizon T = {T:g}; lower "
-                                "params.burn_in or raise integrator.horizon")
         drift = drift_of(spec.values)
         if drift == "fourier":
             if d != 2:
@@ -118,8 +127,8 @@ class NoisyAttention(System):
                    "mean over runs)", "1", ("time",)),
             Output("energy", "interaction energy sum_ij exp(beta <x_i,x_j>) / (2 beta n^2) "
                    "(mean over runs)", "1", ("time",)),
-            Output("r_stationary", "time average of r over [burn_in, T] (mean over runs)", "1",
-                   reduce="mean_se"),
+            Output("r_stationary", "time average of r once stationary (mean over runs)", "1",
+                   reduce="time_average"),
         ]
 
     def coords(self, setup) -> dict[str, Coord]:
@@ -134,15 +143,38 @@ class NoisyAttention(System):
         return bytes_of(len(spec.times), spec["n"], spec["d"])
 
     def simulate(self, spec, runs: range) -> Chunk:
-        drift = drift_of(spec.values)
-        p = noisy.pack_values(spec.values, drift)
-        problem = noisy.fourier_problem(p) if drift == "fourier" else noisy.noisy_problem(p)
         x0 = noisy.initial_tokens(spec["init"], spec.rng, len(runs), spec["n"], spec["d"])
-        states = spec.solver.get().solve(problem, x0, spec.times, rng=spec.rng)
+        states = spec.solver.get().solve(_problem(spec), x0, spec.times, rng=spec.rng)
         return _observed(spec, states)
 
-    def batch_key(self, spec) -> tuple:
-        return drift_of(spec.values), spec["n"], spec["d"], spec.runs
+    def extend(self, spec, carry, times) -> Chunk:
+        """Continue the runs from their last tokens `carry` (runs, n, d) over `times`."""
+        if spec.solver.backend == "jax":
+            from integrators import jax_batch
+            from integrators.geometry import SPHERE
+
+            record = _record(spec)
+            block = int(round(times[0] / (times[1] - times[0])))  # one key per stretch
+            states = jax_batch.em_batch(record.drift_jax, record.diffusion_jax, SPHERE,
+                                        (spec["n"], spec["d"]), carry[None],
+                                        noisy.pack_values(spec.values, drift_of(spec.values))[None],
+                                        times, spec.dt, keys=spec.jax_key(EXTEND_KEY, block)[None])[0]
+        else:
+            states = spec.solver.get().solve(_problem(spec), carry, times, rng=spec.rng)
+        return Chunk({"r_stationary": noisy.order_parameter(states[:, 1:])},
+                     finite=np.isfinite(states).all(axis=(1, 2, 3)), carry=states[:, -1])
+
+    def step_rate(self, spec) -> float:
+        """max((d+2) sigma^2/2, (d-1) sigma_c^2/2, step_tol x stiffness): see the module doc."""
+        d, beta, sigma = spec["d"], float(spec["beta"]), float(spec["sigma"])
+        usa = spec["normalization"] == "USA"
+        noise = 0.5 * (d + 2) * sigma**2
+        drift = 0.5 * (d - 1) * float(noisy.sigma_critical(beta, d, spec["normalization"])) ** 2
+        stiff = math.exp(abs(beta)) if usa else 1.0 + 2.0 * abs(beta)
+        return max(noise, drift, spec.setup.step_tol * stiff)
+
+    def batch_key(self, spec) -> tuple:  # one program, one step per batch
+        return drift_of(spec.values), spec["n"], spec["d"], spec.runs, spec.dt
 
     def simulate_batch(self, specs) -> list[Chunk]:
         """The `jax` backend: the same starts as the numba path (from each point's stream), the
@@ -154,7 +186,7 @@ class NoisyAttention(System):
         from integrators.geometry import SPHERE
 
         spec = specs[0]
-        record = noisy.FOURIER if drift_of(spec.values) == "fourier" else noisy.NOISY
+        record = _record(spec)
         vectors = [noisy.pack_values(s.values, drift_of(s.values)) for s in specs]
         width = max(len(v) for v in vectors)
         p = np.stack([np.pad(v, (0, width - len(v))) for v in vectors])
@@ -162,7 +194,7 @@ class NoisyAttention(System):
         keys = np.stack([s.jax_key() for s in specs])
         states = jax_batch.em_batch(record.drift_jax, record.diffusion_jax, SPHERE,
                                     (spec["n"], spec["d"]), x0, p, spec.times,
-                                    spec.solver.options.get("dt", FixedStep.OPTIONS["dt"]), keys=keys)
+                                    spec.dt or FixedStep.OPTIONS["dt"], keys=keys)
         return [_observed(s, states[i]) for i, s in enumerate(specs)]
 
     def batch_bytes(self, spec) -> int:  # states at the save times, plus the drift's n x n
@@ -230,9 +262,14 @@ def _circle(setup) -> bool:
     return "d" not in setup.swept and setup.params.get("d") == 2
 
 
-def _burn_in(spec) -> float:
-    b = spec.get("burn_in")
-    return spec.horizon / 2 if b is None else float(b)
+def _record(spec):
+    return noisy.FOURIER if drift_of(spec.values) == "fourier" else noisy.NOISY
+
+
+def _problem(spec):
+    drift = drift_of(spec.values)
+    p = noisy.pack_values(spec.values, drift)
+    return noisy.fourier_problem(p) if drift == "fourier" else noisy.noisy_problem(p)
 
 
 def _observed(spec, states) -> Chunk:
@@ -245,7 +282,7 @@ def _observed(spec, states) -> Chunk:
         count = noisy.clusters(states, spec["delta"])
     values = {"r": r, "n_clusters": count,
               "energy": noisy.interaction_energy(states, spec["beta"]),
-              "r_stationary": noisy.window_mean(r, spec.times, _burn_in(spec))}
+              "r_stationary": r}  # the series; the engine averages it in time
     if _circle(spec.setup):
         values["r_modes"] = noisy.circle_modes(states, MODES)
-    return Chunk(values, states=states, finite=finite)
+    return Chunk(values, states=states, finite=finite, carry=states[:, -1])

@@ -1,0 +1,45 @@
+"""Reliability, issue 20, defect 5 (max_steps): an adaptive member that runs out of max_steps is
+told apart from one that blew up, and keeps the last state it reached."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dyn
+import integrators
+from integrators import numba_adaptive as na
+
+from _problems import LOGISTIC_P, LOGISTIC_X0, logistic_drift
+from _scenarios import SMALL_SCENARIO
+
+LOGISTIC = integrators.Problem(drift=logistic_drift, p=LOGISTIC_P)
+
+
+def test_running_out_of_max_steps_is_reported_and_keeps_the_last_state():
+    na.exhausted()  # reset this process's tally
+    ts = np.array([0.0, 50.0])
+    capped = integrators.get("numba", "dopri5", max_steps=3)
+    out = capped.solve(LOGISTIC, LOGISTIC_X0, ts)
+    assert np.isnan(out[:, 1]).all()  # the save time was not reached: no state there
+    assert (capped.stats["stopped"] == na.STOPPED_MAX_STEPS).all()
+    last = capped.last_state
+    assert last.shape == LOGISTIC_X0.shape and np.isfinite(last).all()
+    assert not np.array_equal(last, LOGISTIC_X0)  # it moved: the steps it took are kept
+    assert na.exhausted() == len(LOGISTIC_X0) and na.exhausted() == 0
+    free = integrators.get("numba", "dopri5")
+    done = free.solve(LOGISTIC, LOGISTIC_X0, ts)
+    assert (free.stats["stopped"] == 0).all() and na.exhausted() == 0
+    np.testing.assert_array_equal(free.last_state, done[:, -1])
+
+
+@pytest.mark.xfail(strict=True, reason="needs the dyn/ensemble.py change of issue 20 (the lead's "
+                   "file): the point message must come from numba_adaptive.exhausted()")
+def test_a_point_that_ran_out_of_max_steps_says_so(tmp_path):
+    scenario = tmp_path / "adaptive.toml"
+    scenario.write_text(SMALL_SCENARIO.replace("dt = 0.1\n", ""))  # dopri5 takes no dt
+    out = dyn.run(scenario, tmp_path / "m.h5", progress=False,
+                  overrides=["integrator.method=dopri5", "integrator.max_steps=3",
+                             "sweep.beta=[1.0]", "sweep.normalization=['SA']", "ensemble.runs=2"])
+    with dyn.open(out) as ds:
+        message = ds["message"].values.reshape(-1)[0]
+    assert "max_steps" in message and "non-finite" not in message

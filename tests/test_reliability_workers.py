@@ -1,0 +1,131 @@
+"""Reliability, issue 20, defect 2: pool workers die with their driver, and a resume never takes
+a point file it did not vouch for (a straggler's, another scenario's, a torn one)."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import psutil
+import pytest
+
+import dyn
+from dyn import trajectories
+from dyn.executors import die_with_parent
+
+TRAJ = ["output.trajectories=true", "ensemble.runs=3", "sweep.beta=[0.5, 1.0, 2.0]"]
+
+
+def _states(path):
+    with dyn.open(path) as ds:
+        return {name: ds[name].values.copy() for name in ("trajectory", "energy", "status")}
+
+
+def _same(a, b):
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_pool_workers_die_with_a_killed_driver(small_scenario, tmp_path):
+    out = tmp_path / "orphans.h5"
+    sets = ["ensemble.runs=3000", "params.n=8", "integrator.dt=0.02", "sweep.d=[2, 3]"]
+    cmd = [sys.executable, "-m", "dyn", "run", str(small_scenario), "--out", str(out),
+           "--no-progress", "--executor", "process", "--workers", "2",
+           *[a for s in sets for a in ("--set", s)]]
+    driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        workers = []
+        while time.monotonic() < deadline and driver.poll() is None:
+            workers = [p for p in psutil.Process(driver.pid).children()
+                       if "multiprocessing.spawn" in " ".join(p.cmdline())]
+            if len(workers) == 2 and out.exists():
+                break
+            time.sleep(0.1)
+        assert len(workers) == 2, "the pool did not start"
+        children = psutil.Process(driver.pid).children(recursive=True)  # the resource tracker too
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        gone, alive = psutil.wait_procs(children, timeout=3)
+        assert not alive, [p.cmdline() for p in alive]
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    with dyn.open(out) as ds:  # readable; resuming it is tested below and in test_engine
+        assert ds["status"].size == 12
+
+
+def test_die_with_parent_is_available_here():
+    if sys.platform.startswith("linux"):
+        assert die_with_parent()
+
+
+def _tamper(folder, index, data=None, tag=None):
+    path = trajectories.point_file(folder, index)
+    with h5py.File(path, "r+") as f:
+        if data is not None:
+            f[trajectories.DATASET][...] = data
+        if tag is not None:
+            f.attrs[trajectories.TAG_ATTR] = tag
+
+
+def test_a_resume_takes_no_foreign_or_stray_point_file(small_scenario, tmp_path):
+    reference = _states(dyn.run(small_scenario, tmp_path / "ref.h5", progress=False, overrides=TRAJ))
+    out = dyn.run(small_scenario, tmp_path / "r.h5", progress=False, overrides=TRAJ)
+    folder = trajectories.sidecar_dir(out)
+    # a done point whose file another scenario (or a stale run) wrote: recomputed
+    _tamper(folder, 1, data=7.0, tag="0" * 64)
+    # a done point whose file is gone: recomputed
+    trajectories.point_file(folder, 4).unlink()
+    # a pending point with a straggler's file (complete, but not vouched for) and a torn .partial
+    with h5py.File(out, "r+") as f:
+        f["status"][2, 0] = 0  # point 4 of (beta, normalization) = (2.0, SA)
+    (folder / "point_0000003.h5.partial").write_bytes(b"torn")
+    with h5py.File(out, "r+") as f:
+        f["status"][1, 1] = 0  # point 3
+    _tamper(folder, 3, data=5.0)
+    dyn.run(small_scenario, out, progress=False, overrides=TRAJ)
+    _same(_states(out), reference)
+    assert not list(folder.glob("*.partial"))
+
+
+def test_a_new_file_ignores_the_folder_of_a_deleted_one(small_scenario, tmp_path):
+    """`rm NAME.h5` leaves NAME.h5.d/; another scenario then made at NAME.h5 must not show the
+    old states through its virtual dataset."""
+    out = dyn.run(small_scenario, tmp_path / "n.h5", progress=False, overrides=TRAJ)
+    out.unlink()
+    other = [*TRAJ, "ensemble.seed=99"]
+    fresh = _states(dyn.run(small_scenario, tmp_path / "fresh.h5", progress=False, overrides=other))
+    _same(_states(dyn.run(small_scenario, out, progress=False, overrides=other)), fresh)
+
+
+def test_a_killed_pool_worker_stops_the_run_in_one_line(small_scenario, tmp_path):
+    out = tmp_path / "worker.h5"
+    sets = ["ensemble.runs=3000", "params.n=8", "integrator.dt=0.02", "sweep.d=[2, 3]"]
+    cmd = [sys.executable, "-m", "dyn", "run", str(small_scenario), "--out", str(out),
+           "--no-progress", "--executor", "process", "--workers", "2",
+           *[a for s in sets for a in ("--set", s)]]
+    driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        workers = []
+        while time.monotonic() < deadline and driver.poll() is None and not workers:
+            workers = [p for p in psutil.Process(driver.pid).children()
+                       if "multiprocessing.spawn" in " ".join(p.cmdline())]
+            time.sleep(0.1)
+        assert workers, "the pool did not start"
+        while not out.exists() and driver.poll() is None:
+            time.sleep(0.05)
+        workers[0].kill()
+        err = driver.stderr.read().strip()
+        assert driver.wait() == 2, err
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert err.startswith("dyn: error: ") and len(err.splitlines()) == 1 and "worker" in err, err
+    with dyn.open(out) as ds:
+        assert ds["status"].size == 12
