@@ -242,7 +242,16 @@ def run_point(system: "System", spec: "RunSpec", sink=None) -> PointResult:
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 yield runs, system.simulate(spec, runs)
 
-    return reduce_point(system, spec, simulated(), sink)
+    from integrators.numba_adaptive import exhausted
+
+    exhausted()  # reset this process's tally of adaptive runs cut short by max_steps
+    result = reduce_point(system, spec, simulated(), sink)
+    short = exhausted()
+    if short and result.status == DIVERGED:  # not an overflow: say what stopped the runs
+        result.message = (f"{short} of {spec.runs} runs reached integrator.max_steps before the "
+                          "horizon (raise it): their states from there on are NaN"
+                          + ("" if result.message.startswith(f"{short} of") else f"; {result.message}"))
+    return result
 
 
 def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> PointResult:

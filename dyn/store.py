@@ -171,7 +171,9 @@ def check_size(path: Path, scenario: "Scenario", force: bool = False) -> int:
         raise ScenarioError("sweep", f"the output file would take about {_size(need)} "
                             f"({scenario.count} points), past the limit of {_size(MAX_FILE_BYTES)}; "
                             "shrink the sweep or add --force")
-    folder = path.parent if path.parent.exists() else Path(".")
+    folder = Path(os.path.abspath(path)).parent
+    while not folder.exists() and folder != folder.parent:  # made later: its nearest ancestor
+        folder = folder.parent
     free = free_bytes(folder)
     if need > free:
         raise ScenarioError("--out", f"the output file would take about {_size(need)}, but "

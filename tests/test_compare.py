@@ -40,6 +40,9 @@ def test_common_axes_share_starts_and_nothing_else_changes(small_scenario, tmp_p
                                       dyn.attention.uniform_sphere(first.rng, 6, 5, 3))
 
 
+@pytest.mark.slow  # ~40 s: three executors (a dask cluster) and a kill; the default tier checks
+# the common numbers themselves (test_common_axes_share_starts...) and executors and kills
+# on plain sweeps (tests/test_engine.py)
 def test_common_numbers_are_the_same_across_executors_and_after_a_kill(small_scenario, tmp_path):
     sets = FORMS + ["ensemble.common=['form']"]
     serial = _states(dyn.run(small_scenario, tmp_path / "s.h5", progress=False, overrides=sets))

@@ -78,3 +78,24 @@ def test_the_lock_of_a_new_file_covers_its_inode(small_scenario, tmp_path, capsy
         assert code == 2 and "another name" in err
     finally:
         lock.release()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="bind mounts need root")
+def test_a_bind_mount_of_the_folder_is_the_same_file(small_scenario, made, tmp_path, capsys):
+    import subprocess
+
+    other = tmp_path.parent / (tmp_path.name + "_bound")
+    other.mkdir()
+    if subprocess.run(["mount", "--bind", str(tmp_path), str(other)], capture_output=True).returncode:
+        pytest.skip("cannot bind-mount here")
+    try:
+        lock = store.WriterLock(made)
+        lock.acquire()
+        try:
+            code, err = _second_writer(capsys, small_scenario, other / made.name)
+            assert code == 2 and "another dyn run" in err
+        finally:
+            lock.release()
+    finally:
+        subprocess.run(["umount", str(other)], capture_output=True)
+        other.rmdir()

@@ -3,7 +3,6 @@ told apart from one that blew up, and keeps the last state it reached."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import dyn
 import integrators
@@ -32,8 +31,6 @@ def test_running_out_of_max_steps_is_reported_and_keeps_the_last_state():
     np.testing.assert_array_equal(free.last_state, done[:, -1])
 
 
-@pytest.mark.xfail(strict=True, reason="needs the dyn/ensemble.py change of issue 20 (the lead's "
-                   "file): the point message must come from numba_adaptive.exhausted()")
 def test_a_point_that_ran_out_of_max_steps_says_so(tmp_path):
     scenario = tmp_path / "adaptive.toml"
     scenario.write_text(SMALL_SCENARIO.replace("dt = 0.1\n", ""))  # dopri5 takes no dt

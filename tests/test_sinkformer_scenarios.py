@@ -1,4 +1,5 @@
 """The shipped Sinkformer scenarios: variables and dimensions (a contract), run on tiny settings."""
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,9 @@ def test_heat_scenario_contract(tmp_path):
                   overrides={"params.n": 40, "params.tau": 0.3, "output.saves": 4,
                              "integrator.horizon": 0.2, "integrator.dt": 0.05, "ensemble.runs": 1})
     with dyn.open(out) as ds:
-        for key in ("alpha", "tau", "s0", "n", "d"):
-            assert key in ds.attrs["scenario"]
+        params = tomllib.loads(ds.attrs["scenario"])["params"]  # the resolved scenario
+        assert {"alpha", "tau", "s0", "n", "d"} <= set(params)
+        assert params["n"] == 40 and params["tau"] == 0.3  # the overrides, as run
         assert ds["variance"].dims == ("normalization", "time")
         assert list(ds["normalization"].values) == ["sinkhorn", "softmax"]
         assert np.isfinite(ds["variance"].values).all()

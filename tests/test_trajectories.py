@@ -90,6 +90,7 @@ def _streaming_sets(points: int, runs: int) -> list[str]:
                    "output.saves=50"]
 
 
+@pytest.mark.slow  # ~20 s of sweeps measured in subprocesses: a long check
 def test_peak_memory_does_not_grow_with_the_number_of_points(small_scenario, tmp_path):
     """3x more points (3x more trajectory data) must not raise the peak RSS of the sweep: each
     point streams its runs to disk chunk by chunk."""
