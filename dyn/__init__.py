@@ -14,9 +14,18 @@ __all__ = ["open", "run", "load", "compare", "Scenario", "ScenarioError"]
 
 _LAZY = {"open": ".analysis", "run": ".engine", "load": ".scenario", "Scenario": ".scenario",
          "ScenarioError": ".errors", "compare": ".comparison"}
+# the model packages, reachable as dyn.noisy etc. after a plain `import dyn` (loaded on first use)
+SUBPACKAGES = ("attention", "tokens_sde", "noisy", "sinkformer", "resnet", "momentum", "numerics",
+               "stationarity")
 
 
 def __getattr__(name):
     if name in _LAZY:
         return getattr(import_module(_LAZY[name], __name__), name)
+    if name in SUBPACKAGES:
+        return import_module(f".{name}", __name__)
     raise AttributeError(f"module 'dyn' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | set(SUBPACKAGES))

@@ -18,7 +18,7 @@ import xarray as xr
 
 from .errors import ScenarioError
 from .stepcheck import step_limited
-from .systems.base import (PROBABILITY, ROLE_ATTR, STATIONARY, STATUS_NAMES, STEP_ERROR,
+from .contract import (PROBABILITY, ROLE_ATTR, STATIONARY, STATUS_NAMES, STEP_ERROR,
                            TIME_AVERAGE, UNDECIDED)
 
 # A point whose share of runs left undecided (by the horizon or the cap) exceeds this is

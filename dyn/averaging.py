@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import stationarity
-from .systems.base import NONSTATIONARY_SHARE, STATIONARY, TIME_AVERAGE, Output
+from .contract import NONSTATIONARY_SHARE, STATIONARY, TIME_AVERAGE, Output
 
 if TYPE_CHECKING:
     from .spec import RunSpec

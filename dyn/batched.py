@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 
 from . import ensemble, trajectories
 from .errors import one_line
-from .systems.base import FAILED, PointResult
+from .contract import FAILED, PointResult
 
 DEVICE_FRACTION = 0.5  # of the device memory a batch may fill
 HOST_BUDGET = 2 * 2**30  # on a device that reports no memory (the CPU)

@@ -110,7 +110,7 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
 def _check_states_present(path: Path, ds: xr.Dataset) -> None:
     """The saved states live in NAME.h5.d/ beside the file: refuse in one line when that folder,
     or the file of a finished point, is missing (they would read as NaN, silently)."""
-    from .systems.base import FAILED, PENDING
+    from .contract import FAILED, PENDING
     from .trajectories import point_file, sidecar_dir
 
     folder = sidecar_dir(path)

@@ -5,13 +5,16 @@ of the parameter vector they share (and, for an SDE, the diffusion pair and its 
                     example=_example)
     states = integrators.get("numba", "rk4", dt=0.01).solve(FLOW.problem(p), x0, ts)
 
-Records register themselves (:func:`register`); :func:`registered` imports every module in
-SOURCES and returns them all, for the test that checks, for each, that the numba drift and the
-JAX twin agree at random states and parameters (``example``).
+Records register themselves (:func:`register`); :func:`registered` imports every module of the
+model packages (every subpackage of `dyn` but the systems), as the system registry imports its
+package, and returns them all: for the test that checks, for each, that the numba drift and the
+JAX twin agree at random states and parameters (``example``). A new model's module is found
+without being listed anywhere.
 """
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,10 +25,7 @@ from integrators.geometry import Geometry
 
 from .layout import Layout
 
-# Modules that define Dynamics records (imported by `registered`).
-SOURCES = ("dyn.attention.flow", "dyn.attention.network", "dyn.tokens_sde.sde",
-           "dyn.sinkformer.flow", "dyn.resnet.ode", "dyn.momentum.fields", "dyn.noisy.fourier",
-           "dyn.attention.schemes")
+NOT_MODELS = ("systems",)  # subpackages of dyn that hold no model
 _REGISTRY: dict[str, "Dynamics"] = {}
 
 
@@ -76,7 +76,13 @@ def register(record: Dynamics) -> Dynamics:
 
 
 def registered() -> dict[str, Dynamics]:
-    """Every record of the modules in SOURCES, by name."""
-    for module in SOURCES:
-        importlib.import_module(module)
+    """Every record of every model module, by name."""
+    import dyn
+
+    for package in pkgutil.iter_modules(dyn.__path__):
+        if not package.ispkg or package.name in NOT_MODELS:
+            continue
+        found = importlib.import_module(f"dyn.{package.name}")
+        for module in pkgutil.iter_modules(found.__path__):
+            importlib.import_module(f"dyn.{package.name}.{module.name}")
     return dict(_REGISTRY)

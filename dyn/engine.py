@@ -18,7 +18,7 @@ from .batched import iter_results as batched_results
 from .errors import ScenarioError
 from .executors import EXECUTORS, iter_results, open_pool
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve
-from .systems.base import DIVERGED, FAILED, STATUS_NAMES
+from .contract import DIVERGED, FAILED, STATUS_NAMES
 
 MAX_WORKERS = 1024
 

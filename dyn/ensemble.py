@@ -6,8 +6,8 @@
   chunks; runs are independent and draw from the point's stream in run order, and sums run on
   across chunk boundaries, so chunking never changes a number of a system whose runs are drawn
   run by run.
-- **Reductions** (``Output.reduce``): sums over runs are accumulated run after run (a cumulative
-  sum along the run axis), the same order whatever the array shapes, then divided once.
+- **Reductions** (``Output.reduce``, one class each in :mod:`dyn.reductions`): sums over runs
+  are accumulated run after run, the same order whatever the array shapes, then divided once.
   Proportions also give their count and 95% Wilson bounds; means (``mean``, ``mean_se``: the
   same since every mean carries its error) their standard error over runs X_se (from the
   running sum of squares; NaN with one run).
@@ -23,14 +23,13 @@
 """
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import averaging, stepcheck
-from .stats import wilson
-from .systems.base import DIVERGED, OK, Coord, Output, PointResult
+from .reductions import Reductions, companions
+from .contract import DIVERGED, OK, UNDECIDED, Coord, Output, PointResult
 
 if TYPE_CHECKING:
     from .spec import RunSpec, Setup
@@ -39,24 +38,6 @@ if TYPE_CHECKING:
 
 class OutputMismatch(RuntimeError):
     """A system returned values that do not match its declared outputs."""
-
-
-def companions(out: Output) -> list[Output]:
-    """The file variables of one declared output: itself, for a proportion p_X also n_X and the
-    Wilson bounds p_X_lo, p_X_hi, for a mean X also its standard error X_se."""
-    if out.reduce in ("mean", "mean_se"):
-        return [out, Output(f"{out.name}_se", f"standard error over runs of {out.name}",
-                            out.units, out.dims, "point")]
-    if out.reduce != "proportion":
-        return [out]
-    rest = out.name[2:]
-    count = out.long_name.replace("fraction of runs", "number of runs", 1)
-    if count == out.long_name:
-        count = f"number of runs: {out.long_name}"
-    return [out,
-            Output(f"n_{rest}", count, "1", out.dims, "point"),
-            Output(f"{out.name}_lo", f"95% Wilson lower bound of {out.name}", "1", out.dims, "point"),
-            Output(f"{out.name}_hi", f"95% Wilson upper bound of {out.name}", "1", out.dims, "point")]
 
 
 RUN = "run"  # the dimension of per-run outputs
@@ -89,8 +70,6 @@ MC_ERROR, STEP_ERROR_ATTR, HORIZON_ATTR = "dyn_mc_error", "dyn_step_error", "dyn
 def error_budget(system: "System", setup: "Setup") -> dict[str, dict[str, str]]:
     """Per declared output: where its Monte Carlo error, its step error and its horizon status
     are found in the file (variable names), or why they are not."""
-    from .systems.base import UNDECIDED
-
     declared = system.outputs(setup)
     undecided = [o.name for o in declared if o.role == UNDECIDED]
     dt = setup.solver.options.get("dt")
@@ -143,64 +122,6 @@ def chunks(runs: int, run_bytes: int, budget: int) -> list[range]:
     count = max(1, -(-runs * int(run_bytes) // int(budget)))
     return [range(int(c[0]), int(c[-1]) + 1)
             for c in np.array_split(np.arange(runs), min(count, runs))]
-
-
-class _Reduction:
-    """Accumulates the per-run values of the outputs reduced over runs."""
-
-    def __init__(self, outputs: list[Output], runs: int):
-        self.outputs = outputs
-        self.runs = runs
-        self.acc: dict[str, np.ndarray] = {}
-
-    def add(self, values: dict[str, np.ndarray]) -> None:
-        for out in self.outputs:
-            v = np.asarray(values[out.name])
-            if out.reduce == "per_run":
-                self.acc.setdefault(out.name, []).append(np.asarray(v, dtype=np.float64))
-                continue
-            if out.reduce == "max":
-                part = v.max(axis=0)
-                prev = self.acc.get(out.name)
-                self.acc[out.name] = part if prev is None else np.maximum(prev, part)
-                continue
-            if out.reduce == "rms":
-                v = v * v
-            self._sum(out.name, v)
-            if out.reduce in ("mean", "mean_se"):
-                self._sum(out.name + "^2", v * v)
-
-    def _sum(self, key: str, v: np.ndarray) -> None:
-        """acc <- ((acc + v_0) + v_1) + ...: run after run whatever the shapes, so where the
-        chunks are cut never changes a bit."""
-        v = np.asarray(v, dtype=np.float64)
-        start = self.acc.get(key, np.zeros(v.shape[1:]))
-        self.acc[key] = np.cumsum(np.concatenate([start[None], v]), axis=0)[-1]
-
-    def finish(self) -> dict[str, np.ndarray]:
-        values = {}
-        for out in self.outputs:
-            if out.reduce == "per_run":
-                values[out.name] = np.concatenate(self.acc[out.name])
-                continue
-            total = np.asarray(self.acc[out.name], dtype=np.float64)
-            if out.reduce in ("mean", "mean_se"):
-                mean = total / self.runs
-                with np.errstate(over="ignore", invalid="ignore"):  # diverged runs: NaN, recorded
-                    spread = np.maximum(self.acc[out.name + "^2"] / self.runs - mean * mean, 0.0)
-                values[out.name] = mean
-                values[f"{out.name}_se"] = (np.sqrt(spread * self.runs / (self.runs - 1) / self.runs)
-                                            if self.runs > 1 else np.full_like(mean, np.nan))
-            elif out.reduce == "rms":
-                values[out.name] = np.sqrt(total / self.runs)
-            elif out.reduce == "max":
-                values[out.name] = total
-            else:  # proportion
-                lo, hi = wilson(total, self.runs)
-                rest = out.name[2:]
-                values.update({out.name: total / self.runs, f"n_{rest}": total,
-                               f"{out.name}_lo": lo, f"{out.name}_hi": hi})
-        return values
 
 
 def _shape(out: Output, sizes: dict[str, int]) -> tuple[int, ...]:
@@ -266,7 +187,7 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
     sizes = {dim: len(c.values) for dim, c in coords(system, setup).items()}
     sizes[averaging.SERIES] = len(spec.times)
     # a per-run output's values from `simulate` have the output's own dims after the run axis
-    reduction = _Reduction(per_run, spec.runs)
+    reduction = Reductions(per_run, spec.runs)
     pieces = []
     bad = 0
     for runs, chunk in simulated if simulated_outputs else ():
@@ -300,7 +221,3 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
                            "(overflow or NaN)")
     return PointResult(values, OK)
 
-
-def bytes_of(*shape: int) -> int:
-    """Bytes of a float64 array of this shape (for System.run_bytes)."""
-    return 8 * math.prod(int(s) for s in shape)

@@ -35,7 +35,7 @@ from typing import Iterator, Sequence
 from . import ensemble, trajectories
 from .errors import RunAborted, ScenarioError, one_line
 from .scenario import parse_toml, resolve
-from .systems.base import FAILED, PointResult
+from .contract import FAILED, PointResult
 
 EXECUTORS = ("serial", "process", "dask")
 TASK_SECONDS = 1.0  # target work per task once point costs are known

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import averaging
-from .systems.base import STEP_ERROR, Output
+from .contract import STEP_ERROR, Output
 
 if TYPE_CHECKING:
     from .spec import RunSpec

@@ -46,7 +46,7 @@ from .disk import free_bytes, reserve, trim
 from .ensemble import coords as system_coords
 from .ensemble import error_budget, file_outputs
 from .errors import OutputError, ScenarioError
-from .systems.base import DIVERGED, FAILED, PENDING, ROLE_ATTR, STATUS_NAMES, PointResult
+from .contract import DIVERGED, FAILED, PENDING, ROLE_ATTR, STATUS_NAMES, PointResult
 
 if TYPE_CHECKING:
     from .scenario import Scenario

@@ -195,7 +195,7 @@ def prune(sidecar: Path, statuses: np.ndarray, tag: str, spec: TrajectorySpec) -
     """Before a run computes: remove `.partial` files and the point files of points not done
     (a killed run or its straggling workers may have left them), and check those of done ones.
     Returns the done points whose file is missing or does not match: they are computed again."""
-    from .systems.base import FAILED, PENDING
+    from .contract import FAILED, PENDING
 
     done = statuses != PENDING
     redo = np.zeros(len(statuses), dtype=bool)

@@ -3,7 +3,8 @@ reduction is the statistic it names."""
 import numpy as np
 import pytest
 
-from dyn.ensemble import _Reduction, chunks, companions
+from dyn.ensemble import chunks
+from dyn.reductions import Reductions, companions
 from dyn.stats import wilson
 from dyn.systems.base import Output
 
@@ -14,7 +15,7 @@ OUTPUTS = [Output("m", "m", dims=("time",)), Output("p_hit", "fraction of runs h
 
 
 def _reduce(values, splits):
-    reduction = _Reduction(OUTPUTS, len(values["m"]))
+    reduction = Reductions(OUTPUTS, len(values["m"]))
     for part in np.split(np.arange(len(values["m"])), splits):
         reduction.add({k: v[part] for k, v in values.items()})
     return reduction.finish()

@@ -22,6 +22,6 @@ __getattr__, __dir__, __all__ = exports(__name__, {
     ".params": ("FIELDS", "LAYOUT", "pack", "pack_params", "param_size", "unpack_params"),
     ".architecture": ("ARCH", "pack_architecture", "unpack_architecture"),
     ".schemes": ("scheme", "stream_radius", "stream_tokens"),
-    ".events": ("held_by", "merge_table", "merges"),
+    ".events": ("held_by", "merges"),
     ".equiangular": ("equiangular_rate", "equiangular_rho", "equiangular_start", "mean_inner"),
 })

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .observables import cluster_labels, count_clusters
+from .observables import count_clusters
 
 
 def merges(labels, times) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -51,13 +51,6 @@ def merges(labels, times) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                 out[:, at] = (times[k], a, b)
                 at += 1
     return out[0], out[1], out[2]
-
-
-def merge_table(states, times, delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`merges` of every run: states (runs, S, n, d) -> three (runs, n - 1) arrays."""
-    labels = cluster_labels(states, delta)
-    rows = [merges(run, times) for run in labels]
-    return tuple(np.array([r[i] for r in rows]).reshape(len(rows), -1) for i in range(3))
 
 
 def held_by(labels, first: int) -> np.ndarray:

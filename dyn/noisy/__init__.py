@@ -27,7 +27,7 @@ __getattr__, __dir__, __all__ = exports(__name__, {
                 "mean_kernel", "tail_bound"),
     ".theory": ("drive", "growth_rates", "sigma_critical", "usa_circle_is_discontinuous"),
     ".pde": ("CircleMeanField", "min_grid", "perturbed_density", "phi_functions",
-             "uniform_density", "von_mises_density"),
+             "von_mises_density"),
     ".stationary": ("Branch", "circle_branch", "fold"),
     ".modes": ("particle_growth_rates", "pde_growth_rates", "windows"),
     ".observables": ("circle_clusters", "circle_modes", "circle_moments", "clusters",

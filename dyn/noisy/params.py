@@ -19,7 +19,6 @@ import math
 
 import numpy as np
 
-from ..attention.params import LAYOUT as ATTENTION_LAYOUT
 from ..attention.params import pack_params
 from ..layout import Layout
 from ..schema import Field
@@ -120,7 +119,3 @@ def pack_values(values, drift: str) -> np.ndarray:
     return pack(values["beta"], values["d"], values["sigma"], values["n"], values["normalization"],
                 values.get("Q"), values.get("K"), values.get("V"))
 
-
-def attention_size(d: int) -> int:
-    """Length of the attention block for dimension d."""
-    return ATTENTION_LAYOUT.size({"d": d})

@@ -180,11 +180,6 @@ class CircleMeanField:
         return TWO_PI * self.coefficients(rho)[..., 0].real
 
 
-def uniform_density(M: int) -> np.ndarray:
-    """The uniform density 1/(2 pi) on M grid points."""
-    return np.full(M, 1.0 / TWO_PI)
-
-
 def perturbed_density(M: int, k: int, amplitude: float) -> np.ndarray:
     """(1 + 2 a cos(k theta)) / (2 pi) on the grid: m_k = a (a positive density for |a| < 1/2)."""
     theta = TWO_PI * np.arange(M) / M

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..attention.architecture import FIELDS as ARCHITECTURE_FIELDS
 from ..attention.params import FIELDS
-from ..ensemble import bytes_of
+from ..contract import bytes_of
 from ..errors import ScenarioError
 from ..lazy import lazy
 from ..schema import Field

@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 
-from ..ensemble import bytes_of
+from ..contract import bytes_of
 from ..errors import ScenarioError
 from ..lazy import lazy
 from ..noisy.params import DEFAULT_TOL, DIRECT_MAX_N, FIELDS

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ensemble import bytes_of
+from ..contract import bytes_of
 from ..errors import ScenarioError
 from ..lazy import lazy
 from ..schema import Field

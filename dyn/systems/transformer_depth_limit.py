@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ensemble import bytes_of
+from ..contract import bytes_of
 from ..errors import ScenarioError
 from ..lazy import lazy
 from ..schema import Field
