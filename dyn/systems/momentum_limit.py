@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ScenarioError
 from ..lazy import lazy
+from ..momentum.params import check_second_order_gamma
 from ..schema import Field
 from . import register
 from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
@@ -21,14 +22,6 @@ from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
 momentum = lazy("dyn.momentum")
 
 INSTANCE_KEY = 0x40E  # spawn-key salt of the common problem instance (any constant)
-
-
-def check_second_order_gamma(spec) -> None:
-    """gamma = 1 - h/eps with h = T/depth must be positive (else the network is not invertible)."""
-    h = spec.horizon / spec["depth"]
-    if h >= spec["eps"]:
-        raise ScenarioError("params.depth", f"gamma = 1 - h/eps must be > 0: depth "
-                            f"{spec['depth']} with eps = {spec['eps']} gives h = {h:.3g} >= eps")
 
 
 @register

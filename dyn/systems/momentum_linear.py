@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..lazy import lazy
+from ..momentum.params import check_second_order_gamma
 from ..schema import Field
 from . import register
 from .base import INTEGRATOR_KEYS, Output, System
 
 momentum = lazy("dyn.momentum")
-from .momentum_limit import check_second_order_gamma
 
 
 @register

@@ -7,9 +7,9 @@ import numpy as np
 
 from ..lazy import lazy
 from ..marks import slope_lines
+from ..resnet.params import NETWORK_PARAMS, layers, network
 from . import register
 from .base import Chunk, Output, System
-from .resnet_ode import NETWORK_PARAMS, layers, network
 
 integrators = lazy("integrators")
 adjoint = lazy("dyn.resnet.adjoint")
