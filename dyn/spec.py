@@ -161,9 +161,12 @@ class RunSpec:
         return Solver(base.backend, base.method, {**base.options, **self.solver_options})
 
     @property
-    def dt(self) -> float | None:
-        """The point's (largest) step, None when the solver has none."""
-        return self.solver.options.get("dt")
+    def dt(self) -> float:
+        """The point's (largest) step: `[integrator] dt` (or the step dt = "auto" chose), else
+        the fixed-step methods' default (integrators.base.DEFAULT_DT)."""
+        from integrators.base import DEFAULT_DT
+
+        return self.solver.options.get("dt") or DEFAULT_DT
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -13,6 +13,7 @@ import numpy as np
 # Relative slack when dividing an interval by dt, so that ts = linspace(0, 1, 11) with dt = 0.1
 # gives one step per interval rather than two because 0.1 / 0.1 rounded to 1 + 2e-16.
 STEP_SLACK = 1e-9
+DEFAULT_DT = 1e-2  # the fixed-step methods' step when none is set: the one place it is written
 
 
 def check_state(x0) -> np.ndarray:
@@ -161,7 +162,7 @@ class FixedStep:
     """Mixin of the fixed-step methods: option ``dt``, the largest step (grid of
     :func:`step_grid`)."""
 
-    OPTIONS = {"dt": 1e-2}
+    OPTIONS = {"dt": DEFAULT_DT}
 
     def _check_options(self):
         self.options["dt"] = check_positive("dt", self.options["dt"])

@@ -191,7 +191,7 @@ class AttentionSphere(System):
             record, table, dt = scheme.network, tableau.EULER, spec.horizon / spec["depth"]
         else:
             record, table = scheme.flow, tableau.TABLEAUS[spec.solver.method]
-            dt = spec.solver.options.get("dt", 1e-2)
+            dt = spec.dt
         states = jax_batch.rk_batch(record.drift_jax, record.geometry, table, x0, p, spec.times, dt)
         return [_observed(s, states[i]) for i, s in enumerate(specs)]
 

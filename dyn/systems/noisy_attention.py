@@ -182,7 +182,6 @@ class NoisyAttention(System):
         Fourier vectors are padded with zero coefficients to the batch's largest order K (a zero
         c_l adds nothing), so points of different beta share one program."""
         from integrators import jax_batch
-        from integrators.base import FixedStep
         from integrators.geometry import SPHERE
 
         spec = specs[0]
@@ -194,7 +193,7 @@ class NoisyAttention(System):
         keys = np.stack([s.jax_key() for s in specs])
         states = jax_batch.em_batch(record.drift_jax, record.diffusion_jax, SPHERE,
                                     (spec["n"], spec["d"]), x0, p, spec.times,
-                                    spec.dt or FixedStep.OPTIONS["dt"], keys=keys)
+                                    spec.dt, keys=keys)
         return [_observed(s, states[i]) for i, s in enumerate(specs)]
 
     def batch_bytes(self, spec) -> int:  # states at the save times, plus the drift's n x n

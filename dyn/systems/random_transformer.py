@@ -53,7 +53,6 @@ attention = lazy("dyn.attention")
 PAIR_CLASSES = ("antipodal", "cluster", "undecided")  # the codes of dyn.tokens_sde.classify
 CENSUS_CLASSES = ("one_cluster", "two_antipodal", "other")
 UNDECIDED_CLASSES = ("undecided", "other")  # neither end state: the run was stopped undecided
-DEFAULT_DT = 0.01
 
 
 @register
@@ -115,7 +114,7 @@ class RandomTransformer(System):
             if point["until"] != "horizon":
                 raise ScenarioError("output.trajectories", "saved states need a common time axis: "
                                     "set params.until = \"horizon\"")
-            steps = ts.fixed_steps(point.horizon, _dt(point))
+            steps = ts.fixed_steps(point.horizon, point.dt)
             if point["form"] != "sde" and steps % point.setup.saves:
                 raise ScenarioError("output.saves", f"{point.setup.saves} saves must divide the "
                                     f"{steps} steps (horizon / dt) to keep states")
@@ -206,7 +205,7 @@ def _simulate_batch(specs) -> list[Chunk]:
         p = ts.pack_values(spec.values)
         lo, hi = _levels(spec, p)
         cap = _cap(spec, p)
-        steps = ts.fixed_steps(cap, _dt(spec))
+        steps = ts.fixed_steps(cap, spec.dt)
         rows.append([p[0], spec["sigma"], spec["vbar"], spec["d"], cap / steps, steps, lo, hi])
         stops.append([ts.log_gaps_u(lo)[0], ts.log_gaps_u(hi)[1]])
         caps.append(cap / steps)
@@ -221,14 +220,10 @@ def _simulate_batch(specs) -> list[Chunk]:
                    np.isfinite(z[i]).all(axis=(1, 2)), None) for i, s in enumerate(specs)]
 
 
-def _dt(spec) -> float:
-    return spec.solver.options.get("dt") or DEFAULT_DT
-
-
 def _simulate(spec, runs: int):
     """(class, steps, time, finite) per run for `runs` runs, and their states at the save
     times when the cap is the horizon (else only the final state)."""
-    dt = _dt(spec)
+    dt = spec.dt
     p = ts.pack_values(spec.values)
     lo, hi = _levels(spec, p)
     cap = _cap(spec, p)
