@@ -20,6 +20,7 @@ from . import sweep
 
 CHUNK_BYTES = 64 * 2**20  # memory budget of one chunk of runs (states of the runs in flight)
 RUN_KEY = 0x52  # spawn-key salt of per-run streams (any constant)
+SHARED_MAX = 256  # values Setup.shared keeps
 
 
 def _frozen(values: Mapping) -> Mapping:
@@ -69,6 +70,17 @@ class Setup:
     def __post_init__(self):
         object.__setattr__(self, "params", _frozen(self.params))
         object.__setattr__(self, "axes", _frozen({k: tuple(v) for k, v in self.axes.items()}))
+        object.__setattr__(self, "_shared", {})
+
+    def shared(self, key: tuple, compute):
+        """A value computed once per sweep (in each process) and shared by every point that asks
+        with an equal `key` (e.g. a reference solution the points of a depth sweep share): the
+        engine's cache, living as long as this Setup, bounded by SHARED_MAX entries."""
+        if key not in self._shared:
+            if len(self._shared) >= SHARED_MAX:
+                self._shared.clear()
+            self._shared[key] = compute()
+        return self._shared[key]
 
     @property
     def swept(self) -> tuple[str, ...]:
@@ -167,6 +179,13 @@ class RunSpec:
         from integrators.base import DEFAULT_DT
 
         return self.solver.options.get("dt") or DEFAULT_DT
+
+    def key_without(self, *varying: str) -> tuple:
+        """This point's parameter values and solver, but for the keys `varying`: what decides a
+        value that points differing only in `varying` share (see Setup.shared)."""
+        values = tuple(sorted((k, repr(v)) for k, v in self.values.items() if k not in varying))
+        solver = self.solver
+        return values + ((solver.backend, solver.method, tuple(sorted(solver.options.items()))),)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -21,21 +21,15 @@ from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
 
 resnet = lazy("dyn.resnet")
 
-MAX_REFERENCES = 256
-_REFERENCES: dict = {}  # (network, activation, solver) -> x(1); shared by all depths
+# what the reference x(1) of the neural ODE does not depend on: the discrete network's form
+NETWORK_ONLY = ("depth", "scheme", "weights", "roughness", "rough_law")
 
 
 def _reference(spec, r: int, wf, x0) -> np.ndarray:
-    """x(1) of the neural ODE of theta(s) for network r (cached across depths and schemes)."""
-    solver = spec.solver
-    key = (spec.setup.seed, r, spec["d"], spec["width"], spec["inputs"], spec["modes"],
-           spec["scale"], spec["activation"], solver.backend, solver.method,
-           tuple(sorted(solver.options.items())))
-    if key not in _REFERENCES:
-        if len(_REFERENCES) >= MAX_REFERENCES:
-            _REFERENCES.clear()
-        _REFERENCES[key] = resnet.solve(wf, spec["activation"], x0, solver.get())
-    return _REFERENCES[key]
+    """x(1) of the neural ODE of theta(s) for network r, computed once for all the depths and
+    schemes of the sweep (the engine's cache, Setup.shared)."""
+    return spec.setup.shared(("reference", r, spec.key_without(*NETWORK_ONLY)),
+                             lambda: resnet.solve(wf, spec["activation"], x0, spec.solver.get()))
 
 
 @register
