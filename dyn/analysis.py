@@ -225,11 +225,6 @@ def count_unresolved(path: str | Path) -> dict[str, int]:
     return {reason: n for reason, n in counts.items() if n}
 
 
-def count_horizon_limited(path: str | Path) -> int:
-    """Number of horizon-limited points in a sweep file (0 when the system classifies nothing)."""
-    return count_unresolved(path).get(HORIZON_LIMITED, 0)
-
-
 def _span(values: np.ndarray) -> str:
     if values.size <= 6:
         return ", ".join(map(_fmt, values))

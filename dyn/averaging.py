@@ -159,6 +159,18 @@ def extend(system: "System", spec: "RunSpec", pieces: list[Piece], names: list[s
     return float(block[-1]), bad
 
 
+def extend_to(system: "System", spec: "RunSpec", pieces: list[Piece], names: list[str],
+              t_end: float, end: float, step: float, per_block: int) -> tuple[float, int]:
+    """Continue the runs from t_end to `end` in blocks of at most `per_block` samples; returns the
+    time reached and the number of runs that became non-finite."""
+    bad = 0
+    while t_end < end - step / 2:
+        samples = min(per_block, int(round((end - t_end) / step)))
+        t_end, lost = extend(system, spec, pieces, names, t_end, step, samples)
+        bad += lost
+    return t_end, bad
+
+
 def until_stationary(system: "System", spec: "RunSpec", pieces: list[Piece],
                      names: list[str]) -> Window:
     """Extend the runs block by block until every output's window is stationary or the horizon

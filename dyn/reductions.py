@@ -30,6 +30,7 @@ class Reduction:
     def __init__(self, out: Output, runs: int):
         self.out = out
         self.runs = runs
+        self.total = None  # the running sum, for the reductions that sum
 
     @staticmethod
     def companions(out: Output) -> list[Output]:
@@ -52,7 +53,7 @@ class Mean(Reduction):
 
     def __init__(self, out, runs):
         super().__init__(out, runs)
-        self.total = self.squares = None
+        self.squares = None
 
     @staticmethod
     def companions(out):
@@ -78,10 +79,6 @@ class Rms(Reduction):
     """sqrt of the mean of the squared per-run values."""
 
     kinds = ("rms",)
-
-    def __init__(self, out, runs):
-        super().__init__(out, runs)
-        self.total = None
 
     def add(self, v):
         v = np.asarray(v)
@@ -114,10 +111,6 @@ class Proportion(Reduction):
     """Per-run booleans: the fraction p_X, its count n_X and the 95% Wilson bounds."""
 
     kinds = ("proportion",)
-
-    def __init__(self, out, runs):
-        super().__init__(out, runs)
-        self.total = None
 
     @staticmethod
     def companions(out):

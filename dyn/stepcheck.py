@@ -52,12 +52,8 @@ def point_outputs(outputs: list[Output]) -> list[Output]:
 def _window_means(system, spec, names, carry, t0: float, length: float, step: float,
                   per_block: int) -> dict:
     """Window averages of runs continued from `carry` at t0 over `length`, in blocks."""
-    runs = len(carry)
-    piece = averaging.Piece(range(runs), carry, {n: [] for n in names})
-    t_end = t0
-    while t_end < t0 + length - step / 2:
-        samples = min(per_block, int(round((t0 + length - t_end) / step)))
-        t_end, _ = averaging.extend(system, spec, [piece], names, t_end, step, samples)
+    piece = averaging.Piece(range(len(carry)), carry, {n: [] for n in names})
+    averaging.extend_to(system, spec, [piece], names, t0, t0 + length, step, per_block)
     return {n: averaging.series_of([piece], n).mean(axis=1) for n in names}
 
 

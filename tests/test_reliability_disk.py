@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import dyn
@@ -18,18 +17,14 @@ from dyn import store, trajectories
 from dyn.cli import main
 from dyn.systems.base import FAILED, OK
 
+from _files import assert_same, read_vars
+
 # 6 points; each point file holds 400 runs x 41 saves x 5 tokens x 3 coordinates (~2 MB raw)
 TRAJ = ["output.trajectories=true", "ensemble.runs=400", "output.saves=40"]
 
 
 def _values(path):
-    with dyn.open(path) as ds:
-        return {name: ds[name].values.copy() for name in ("trajectory", "energy", "pair_fraction")}
-
-
-def _same(a, b):
-    for name in a:
-        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    return read_vars(path, ("trajectory", "energy", "pair_fraction"))
 
 
 @pytest.fixture
@@ -65,7 +60,7 @@ def test_enospc_in_the_writer_fails_points_cleanly_and_resume_completes(
     assert sorted(p.name for p in folder.iterdir()) == [f"point_000000{i}.h5" for i in range(3)]
     monkeypatch.setattr(trajectories, "reserve", real)  # space freed
     assert main(_args(small_scenario, out)) == 0
-    _same(_values(out), reference)
+    assert_same(_values(out), reference)
 
 
 @pytest.mark.parametrize("where", ["free space", "reservation"])
@@ -113,6 +108,6 @@ def test_a_real_full_disk_then_resume(small_scenario, tmp_path, reference, execu
         subprocess.run(["mount", "-o", "remount,size=40m", str(disk)], check=True)
         done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
-        _same(_values(out), reference)
+        assert_same(_values(out), reference)
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)

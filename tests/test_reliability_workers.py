@@ -8,7 +8,6 @@ import sys
 import time
 
 import h5py
-import numpy as np
 import psutil
 import pytest
 
@@ -16,17 +15,13 @@ import dyn
 from dyn import trajectories
 from dyn.executors import die_with_parent
 
+from _files import assert_same, read_vars
+
 TRAJ = ["output.trajectories=true", "ensemble.runs=3", "sweep.beta=[0.5, 1.0, 2.0]"]
 
 
 def _states(path):
-    with dyn.open(path) as ds:
-        return {name: ds[name].values.copy() for name in ("trajectory", "energy", "status")}
-
-
-def _same(a, b):
-    for name in a:
-        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    return read_vars(path, ("trajectory", "energy", "status"))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
@@ -89,7 +84,7 @@ def test_a_resume_takes_no_foreign_or_stray_point_file(small_scenario, tmp_path)
         f["status"][1, 1] = 0  # point 3
     _tamper(folder, 3, data=5.0)
     dyn.run(small_scenario, out, progress=False, overrides=TRAJ)
-    _same(_states(out), reference)
+    assert_same(_states(out), reference)
     assert not list(folder.glob("*.partial"))
 
 
@@ -100,7 +95,7 @@ def test_a_new_file_ignores_the_folder_of_a_deleted_one(small_scenario, tmp_path
     out.unlink()
     other = [*TRAJ, "ensemble.seed=99"]
     fresh = _states(dyn.run(small_scenario, tmp_path / "fresh.h5", progress=False, overrides=other))
-    _same(_states(dyn.run(small_scenario, out, progress=False, overrides=other)), fresh)
+    assert_same(_states(dyn.run(small_scenario, out, progress=False, overrides=other)), fresh)
 
 
 def test_a_killed_pool_worker_stops_the_run_in_one_line(small_scenario, tmp_path):
