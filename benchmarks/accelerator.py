@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 import dyn
-from dyn import batched, ensemble
+from dyn.engine import batched, ensemble
 
 PHASE = "scenarios/two_token_phase.toml"
 

@@ -68,9 +68,9 @@ trajectories = true
 LOG_ENV = "DYN_SOAK_LOG"
 
 
-def counting_batch(text, indices, sidecar=None):
+def counting_batch(setup, indices, sidecar=None):
     """compute_batch, logging each point index first (O_APPEND: one whole line per write)."""
-    from dyn import executors
+    from dyn.engine import executors
 
     log = os.environ.get(LOG_ENV)
     if log:
@@ -80,12 +80,13 @@ def counting_batch(text, indices, sidecar=None):
         finally:
             os.close(fd)
     real = getattr(executors, "_real_compute_batch", executors.compute_batch)  # workers: unpatched
-    return real(text, indices, sidecar)
+    return real(setup, indices, sidecar)
 
 
 def _driver(argv: list[str]) -> int:
     """`dyn` itself, with point counting (and, with DYN_SOAK_FULL_AT=k, ENOSPC from point k on)."""
-    from dyn import cli, executors, trajectories
+    from dyn.presentation import cli
+    from dyn.engine import executors, trajectories
 
     executors._real_compute_batch = executors.compute_batch
     executors.compute_batch = counting_batch

@@ -4,7 +4,9 @@
     ds = dyn.open("outputs/attention_clusters.h5")   # -> xarray.Dataset
     dyn.compare("outputs/attention_depth_limit.h5", along="form", reference="flow")
 
-Systems live in subpackages (`dyn.attention`, ...) and are callable directly on arrays.
+The models live in subpackages (`dyn.attention`, ...) and are callable directly on arrays.
+The layers: `dyn.core` (the contract everything imports), `dyn.systems` (what a sweep runs),
+`dyn.engine` (running sweeps), `dyn.presentation` (the command line, plots, summaries).
 Attributes are imported on first use, so `import dyn` (and every spawned worker) stays light.
 """
 from importlib import import_module
@@ -12,11 +14,14 @@ from importlib import import_module
 __version__ = "0.1.0"
 __all__ = ["open", "run", "load", "compare", "Scenario", "ScenarioError"]
 
-_LAZY = {"open": ".analysis", "run": ".engine", "load": ".scenario", "Scenario": ".scenario",
-         "ScenarioError": ".errors", "compare": ".comparison"}
-# the model packages, reachable as dyn.noisy etc. after a plain `import dyn` (loaded on first use)
+_LAZY = {"open": ".presentation.analysis", "run": ".engine.runner", "load": ".engine.scenario",
+         "Scenario": ".engine.scenario", "ScenarioError": ".core.errors",
+         "compare": ".presentation.comparison"}
+# the model packages and layers, reachable as dyn.noisy etc. after a plain `import dyn` (loaded
+# on first use); dyn.stationarity is the module dyn.engine.stationarity
 SUBPACKAGES = ("attention", "tokens_sde", "noisy", "sinkformer", "resnet", "momentum", "numerics",
-               "stationarity")
+               "core", "engine", "presentation", "systems")
+_MODULES = {"stationarity": ".engine.stationarity"}
 
 
 def __getattr__(name):
@@ -24,8 +29,10 @@ def __getattr__(name):
         return getattr(import_module(_LAZY[name], __name__), name)
     if name in SUBPACKAGES:
         return import_module(f".{name}", __name__)
+    if name in _MODULES:
+        return import_module(_MODULES[name], __name__)
     raise AttributeError(f"module 'dyn' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY) | set(SUBPACKAGES))
+    return sorted(set(globals()) | set(_LAZY) | set(SUBPACKAGES) | set(_MODULES))

@@ -1,12 +1,14 @@
 """Name -> integrator class, per backend:  get(backend, method, **options)."""
 
-from . import diffrax_solvers, numba_adaptive, numba_fixed, sde_diffrax, sde_numba
+from . import diffrax_solvers, jax_batch, numba_adaptive, numba_fixed, sde_diffrax, sde_numba
 
 BACKENDS = {
     "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **sde_numba.METHODS},
     "diffrax": {**diffrax_solvers.METHODS, **sde_diffrax.METHODS},
+    "jax": jax_batch.METHODS,  # batches of points: solve(problem, x0 (P, R, n, d), ts, keys=...)
 }
-# Methods that solve SDEs (their solve() takes rng= or increments=; see integrators.base).
+# Methods that solve SDEs (their solve() takes rng= or increments=, on the jax backend keys=
+# or increments=; see integrators.base and integrators.jax_batch).
 SDE_METHODS = frozenset(m for methods in BACKENDS.values() for m, cls in methods.items()
                         if cls.stochastic)
 

@@ -18,7 +18,7 @@ or explicit increments (E, N, q1, q2) for coupling. Strong order 1/2, weak order
 Option ``refine`` (default 1): each step's increment is drawn as the sum of ``refine``
 sub-increments of N(0, h/refine), in the order a run at step h/refine would draw them. A run at
 step h with refine = 2 and a run at step h/2 with refine = 1, seeded alike, therefore follow the
-same Brownian path: the engine's step check (:mod:`dyn.stepcheck`) compares them.
+same Brownian path: the engine's step check (:mod:`dyn.engine.stepcheck`) compares them.
 """
 
 import math

@@ -304,7 +304,9 @@ def test_network_converges_to_its_flow_at_order_one(name):
     assert -1.15 < slope < -0.85, (slope, err)
 
 
-@pytest.mark.parametrize("name", ["post", "pre", "peri", "ngpt"])
+# diffrax compiles each architecture (seconds): the default tier checks one, the slow tier all
+@pytest.mark.parametrize("name", ["pre", *(pytest.param(n, marks=pytest.mark.slow)
+                                          for n in ("post", "peri", "ngpt"))])
 def test_numba_and_diffrax_solves_agree(name):
     pytest.importorskip("jax")
     rng = np.random.default_rng(9)

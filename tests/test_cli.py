@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from dyn.cli import main
+from dyn.engine import executors
+from dyn.presentation.cli import main
 
 
 @pytest.mark.parametrize("text, sets, fragment", [
@@ -58,9 +59,12 @@ def test_run_show_plot_list_end_to_end(tmp_path, small_scenario):
     assert "attention_sphere" in listing and "attention_clusters" in listing
 
 
-def test_unreachable_scheduler_is_one_line_and_leaves_no_output(tmp_path, capsys, small_scenario):
+def test_unreachable_scheduler_is_one_line_and_leaves_no_output(tmp_path, capsys, small_scenario,
+                                                                monkeypatch):
     out = tmp_path / "never.h5"
-    # port 1 on loopback: nothing listens there; the client gives up after its 10 s timeout
+    # port 1 on loopback: nothing listens there; the client gives up after its timeout (10 s by
+    # default; 1 s here, the refusal is the same)
+    monkeypatch.setattr(executors, "SCHEDULER_TIMEOUT", "1s")
     assert main(["run", str(small_scenario), "--out", str(out), "--scheduler", "tcp://127.0.0.1:1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("dyn: error: --scheduler: cannot reach") and len(err.splitlines()) == 1

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import dyn
-from dyn import comparison
-from dyn.cli import main
+from dyn.presentation import comparison
+from dyn.presentation.cli import main
 from test_engine import DIE_MID_WRITE, _run_cmd
 
 FORMS = ["sweep.form=['flow', 'network']", "params.depth=8", "output.trajectories=true",

@@ -9,9 +9,10 @@ import pytest
 
 import dyn
 import integrators
-from dyn import stationarity
-from dyn.analysis import NONSTATIONARY, marks_for, unresolved
-from dyn.cli import main
+from dyn.engine import stationarity
+from dyn.engine.verdicts import NONSTATIONARY, unresolved
+from dyn.presentation.analysis import marks_for
+from dyn.presentation.cli import main
 from dyn.noisy import sigma_critical
 from dyn.systems.ornstein_uhlenbeck import ou_problem
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import dyn
-from dyn import store
-from dyn.cli import main
+from dyn.engine import store
+from dyn.presentation.cli import main
 from dyn.systems.base import DIVERGED, FAILED, OK
 
 VARIABLES = ("pair_fraction", "p_one_cluster", "n_clusters", "min_inner", "energy")
@@ -126,10 +126,10 @@ def test_pending_points_are_nan_and_get_filled_on_resume(small_scenario, tmp_pat
     sc = dyn.load(small_scenario)
     store.create(out, sc, "test")
     writer = store.Writer(out, sc)
-    from dyn.executors import compute_point
+    from dyn.engine.executors import compute_point
 
     for index in (0, 3):
-        writer.write(index, compute_point(sc.text, index))
+        writer.write(index, compute_point(sc.setup, index))
     writer.close()
     with dyn.open(out) as ds:
         status = ds["status"].values.reshape(-1)
@@ -153,7 +153,7 @@ def test_divergence_is_recorded_not_hidden(small_scenario, tmp_path, capsys):
 HOLD_LOCK = """
 import sys
 from pathlib import Path
-from dyn import store
+from dyn.engine import store
 lock = store.WriterLock(Path(sys.argv[1]))
 lock.acquire()
 print("held", flush=True)
@@ -196,9 +196,8 @@ def test_concurrent_writer_is_refused(small_scenario, tmp_path, capsys):
         lock.release()
 
 
-# 32 points of ~0.1 s each, after ~1 s of start-up (imports, numba cache loads), so that
-# kills land before, between and during point writes.
-KILL_SCENARIO_SETS = ["ensemble.runs=400", "params.n=8", "integrator.dt=0.02",
+# 32 small points; the kills are placed by hooks (KILL_AT), so the points' cost does not matter.
+KILL_SCENARIO_SETS = ["ensemble.runs=32", "params.n=8", "integrator.dt=0.02",
                       "sweep.beta=[0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]",
                       "sweep.normalization=['SA', 'USA']", "sweep.d=[2, 3]"]
 
@@ -210,7 +209,8 @@ def _run_cmd(scenario: Path, out: Path, overrides=tuple(KILL_SCENARIO_SETS)) -> 
 
 KILL_AT = """
 import os, signal, sys
-from dyn import cli, ensemble, store
+from dyn.presentation import cli
+from dyn.engine import ensemble, store
 where, count = sys.argv[1], int(sys.argv[2])  # die in the count-th point's compute or write
 seen = []
 
@@ -275,7 +275,8 @@ def test_kills_at_chosen_moments_then_resume_gives_the_same_numbers(small_scenar
 
 DIE_MID_WRITE = """
 import os, signal, sys
-from dyn import cli, store
+from dyn.presentation import cli
+from dyn.engine import store
 calls = []
 def clip(message):  # called after a point's values are written, before the flush and status
     calls.append(1)

@@ -1,11 +1,11 @@
-"""The engine's ensemble reductions (dyn.ensemble): chunking never changes a number, and each
+"""The engine's ensemble reductions (dyn.engine.ensemble): chunking never changes a number, and each
 reduction is the statistic it names."""
 import numpy as np
 import pytest
 
-from dyn.ensemble import chunks
-from dyn.reductions import Reductions, companions
-from dyn.stats import wilson
+from dyn.engine.ensemble import chunks
+from dyn.engine.reductions import Reductions, companions
+from dyn.core.stats import wilson
 from dyn.systems.base import Output
 
 OUTPUTS = [Output("m", "m", dims=("time",)), Output("p_hit", "fraction of runs hitting", "1",

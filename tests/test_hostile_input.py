@@ -12,18 +12,19 @@ import pytest
 
 import tomli_w
 from _scenarios import SMALL_SCENARIO
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import dyn
-from dyn.cli import main
-from dyn.errors import ScenarioError
-from dyn.scenario import TABLES, apply_overrides, parse_toml, resolve
+from dyn.presentation.cli import main
+from dyn.core.errors import ScenarioError
+from dyn.engine.scenario import TABLES, apply_overrides, parse_toml, resolve
 
 BASE = parse_toml(SMALL_SCENARIO)
 KEYS = sorted({(t, k) for t, table in BASE.items() for k in table} |
               {("params", k) for k in ("n", "d", "beta", "Q", "V", "form", "depth", "delta", "init")} |
               {("integrator", k) for k in ("rtol", "atol", "max_steps")} | {("output", "plot")})
+FAST_EXAMPLES = 30
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
@@ -115,9 +116,7 @@ def _expect_refusal(out: Path, tmp_path: Path, capsys, scenario_text: str, sets:
     assert sorted(p.name for p in out.parent.iterdir()) == listing
 
 
-@SETTINGS
-@given(doc=st.one_of(mutated_documents(), valid_documents()))
-def test_mutated_scenarios_are_accepted_or_refused_cleanly(existing, tmp_path_factory, capsys, doc):
+def _mutated_scenario_is_accepted_or_refused_cleanly(existing, tmp_path_factory, capsys, doc):
     tmp_path = tmp_path_factory.mktemp("hostile")
     text = tomli_w.dumps(doc)
     try:
@@ -140,6 +139,15 @@ def test_mutated_scenarios_are_accepted_or_refused_cleanly(existing, tmp_path_fa
     _expect_refusal(existing, tmp_path, capsys, text, [])
 
 
+# Accepted documents are computed, so examples cost a run each: the default tier draws FAST_EXAMPLES
+# of them, the slow tier the full SETTINGS (same strategy, same derandomized order).
+DOCUMENTS = st.one_of(mutated_documents(), valid_documents())
+test_mutated_scenarios_are_accepted_or_refused_cleanly = settings(SETTINGS, max_examples=FAST_EXAMPLES)(
+    given(doc=DOCUMENTS)(_mutated_scenario_is_accepted_or_refused_cleanly))
+test_mutated_scenarios_thoroughly = pytest.mark.slow(SETTINGS(
+    given(doc=DOCUMENTS)(_mutated_scenario_is_accepted_or_refused_cleanly)))
+
+
 @SETTINGS
 @given(text=st.one_of(st.text(max_size=200), st.binary(max_size=64).map(lambda b: b.decode("latin-1")),
                       st.sampled_from(["", "\n", "[scenario]", "[[scenario]]\nname=1", "a = [1,",
@@ -155,6 +163,7 @@ def test_arbitrary_text_is_refused_cleanly(existing, tmp_path_factory, capsys, t
               st.one_of(st.text(max_size=10), values.map(lambda v: tomli_w.dumps({"v": v})[4:].strip()
                                                           if not isinstance(v, dict) else "{}"))),
 ), min_size=1, max_size=3))
+@example(sets=["sweep.beta=[1.0]"])  # the existing file's scenario: the accepting branch
 def test_arbitrary_overrides_are_applied_or_refused_cleanly(existing, tmp_path_factory, capsys, sets):
     try:
         same = resolve(apply_overrides(BASE, sets)).hash == _EXISTING_HASH
@@ -162,6 +171,14 @@ def test_arbitrary_overrides_are_applied_or_refused_cleanly(existing, tmp_path_f
         same = False
     if not same:  # invalid overrides, or a valid scenario other than the existing file's
         _expect_refusal(existing, tmp_path_factory.mktemp("sets"), capsys, SMALL_SCENARIO, sets)
+    else:  # the existing file's own scenario: a finished sweep, accepted and left as it is
+        path = tmp_path_factory.mktemp("same") / "same.toml"
+        path.write_text(SMALL_SCENARIO, encoding="utf-8")
+        before = existing.read_bytes()
+        args = ["run", str(path), "--out", str(existing), "--no-progress"]
+        assert main(args + [a for s in sets for a in ("--set", s)]) == 0
+        assert existing.read_bytes() == before
+        capsys.readouterr()  # its report, out of the next example's way
 
 
 _EXISTING_HASH = resolve(apply_overrides(BASE, ["sweep.beta=[1.0]"])).hash

@@ -250,4 +250,6 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="drift"):
         integ.solve(integrators.Problem(p=LOGISTIC_P), LOGISTIC_X0, ts)
     with pytest.raises(ValueError, match="flat"):
-        integrators.Problem(drift=logistic_drift, p=np.zeros((2, 2)))
+        integrators.Problem(drift=logistic_drift, p=np.zeros((2, 2, 2)))
+    with pytest.raises(ValueError, match="flat"):  # a batch of points (P, m) is the jax backend's
+        integ.solve(integrators.Problem(logistic_drift, p=np.zeros((2, 2))), LOGISTIC_X0, ts)

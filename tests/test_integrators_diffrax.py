@@ -30,7 +30,9 @@ def _unit_error(x):
     return np.abs(np.linalg.norm(x, axis=-1) - 1.0).max()
 
 
-@pytest.mark.parametrize("method", ["euler", "heun", "rk4"])
+# one diffrax compile each: rk4 in the default tier, the lower orders in the slow one
+@pytest.mark.parametrize("method", ["rk4", *(pytest.param(m, marks=pytest.mark.slow)
+                                            for m in ("euler", "heun"))])
 @pytest.mark.parametrize("problem", [LOGISTIC, SPHERE_PROBLEM], ids=["euclidean", "sphere"])
 def test_fixed_step_matches_numba(method, problem):
     """Same table, same step grid, same projection/retraction: equal to rounding."""

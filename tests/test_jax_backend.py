@@ -1,4 +1,4 @@
-"""The `jax` backend (dyn.batched): whole batches of points as one JAX computation, on the CPU
+"""The `jax` backend (dyn.engine.batched): whole batches of points as one JAX computation, on the CPU
 here. It must give the numba backend's answers (in law where the noise differs, to rounding
 where the two share starts and paths) and the same numbers for the same seed and point,
 whatever batch a point runs in."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dyn
-from dyn import batched
+from dyn.engine import batched
 
 PHASE = "scenarios/two_token_phase.toml"
 GRID = {"sweep.beta": [1.0, 3.0, 6.0], "sweep.d": [3, 16], "ensemble.runs": 1500,
@@ -29,6 +29,7 @@ def _probabilities(tmp_path, backend, form):
         return {k: ds[k].values.copy() for k in ("p_antipodal", "p_cluster", "p_undecided")}
 
 
+@pytest.mark.slow  # JAX compiles; the default tier keeps the bit-level agreements
 @pytest.mark.parametrize("form", ["rho", "network"])
 def test_two_token_probabilities_match_numba_in_law(tmp_path, form):
     # different generators, so agreement within Monte Carlo error: |p_jax - p_numba| below
@@ -87,7 +88,7 @@ def test_attention_matches_numba_to_rounding(tmp_path, form):
     np.testing.assert_allclose(values["jax"], values["numba"], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("form", ["flow", "network"])
+@pytest.mark.parametrize("form", ["flow", pytest.param("network", marks=pytest.mark.slow)])  # JAX
 def test_architectures_match_numba_to_rounding(tmp_path, form):
     """Every normalization scheme under a causal mask, a distance bias, two random heads and a
     feed-forward term: one JAX program per scheme gives the numba states to rounding."""
@@ -140,6 +141,7 @@ NOISY_GRID = {"sweep.beta": [1.0, 4.0], "sweep.sigma": [0.6, 2.0], "params.n": 3
               "output.saves": 16}  # 9 samples in the window [2, 4]: enough for its error
 
 
+@pytest.mark.slow  # JAX compiles; the default tier keeps the bit-level agreements
 def test_noisy_attention_matches_numba_in_law(tmp_path):
     # both sides of sigma_c (1.06 at beta = 1, 2.21 at beta = 4): r_stationary within 4 standard
     # errors of the difference of two independent ensembles (other generators)
@@ -156,6 +158,7 @@ def test_noisy_attention_matches_numba_in_law(tmp_path):
     assert min(r_j[0, 0], r_j[1, 0], r_j[1, 1]) > 2 * r_j[0, 1]
 
 
+@pytest.mark.slow  # JAX compiles; the default tier keeps the bit-level agreements
 def test_noisy_points_share_a_program_whatever_their_fourier_order():
     # beta = 1 and 4 need orders K = 11 and 18: padded with zeros in one batch, a point
     # gives its numbers alone (own K) to rounding (the sums run over more, zero, terms); same

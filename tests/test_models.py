@@ -1,10 +1,10 @@
-"""Every registered model (dyn.dynamics): the numba drift and its JAX twin are one function, at
+"""Every registered model (dyn.core.dynamics): the numba drift and its JAX twin are one function, at
 random states and parameters; and the Runge-Kutta tables check themselves when built."""
 import numpy as np
 import pytest
 
 import integrators
-from dyn import dynamics
+from dyn.core import dynamics
 from integrators.tableau import ButcherTableau
 
 MODELS = dynamics.registered()
@@ -24,6 +24,7 @@ def test_every_model_module_registers_its_records():
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_numba_drift_and_jax_twin_agree(name):
     integrators.configure_jax()  # float64
+    import jax
     import jax.numpy as jnp
 
     record = MODELS[name]
@@ -35,14 +36,15 @@ def test_numba_drift_and_jax_twin_agree(name):
         work = np.empty(problem.work_size(*x.shape))
         want = np.empty_like(x)
         record.drift(t, x, np.array(p), want, work)
-        got = np.asarray(problem.drift_jax(t, jnp.asarray(x), jnp.asarray(p)))
+        # jitted: one compile of the twin costs a fraction of eager mode's compile of every op
+        got = np.asarray(jax.jit(problem.drift_jax)(t, jnp.asarray(x), jnp.asarray(p)))
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * max(1.0, np.abs(want).max()))
         if record.diffusion is not None:
             dw = rng.standard_normal(problem.noise_shape)
             want = np.empty_like(x)
             record.diffusion(t, x, np.array(p), dw, want, work)
-            got = np.asarray(problem.diffusion_jax(t, jnp.asarray(x), jnp.asarray(p),
-                                                   jnp.asarray(dw)))
+            got = np.asarray(jax.jit(problem.diffusion_jax)(t, jnp.asarray(x), jnp.asarray(p),
+                                                            jnp.asarray(dw)))
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * max(1.0, np.abs(want).max()))
 
 

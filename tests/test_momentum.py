@@ -209,7 +209,7 @@ def test_heavy_ball_converges_revnet_does_not():
 
 
 # --- memory-free backprop ---------------------------------------------------------------------
-@pytest.mark.parametrize("shared", (True, False))
+@pytest.mark.parametrize("shared", (True, pytest.param(False, marks=pytest.mark.slow)))  # JAX
 def test_memory_free_backprop_matches_ordinary_backprop(shared):
     jax = pytest.importorskip("jax")
     integrators.configure_jax()  # float64 and the persistent compilation cache
@@ -239,6 +239,7 @@ def test_memory_free_backprop_matches_ordinary_backprop(shared):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-10 * float(jnp.max(jnp.abs(b))))
 
 
+@pytest.mark.slow  # JAX compiles; numba's exact inversion stays in the default tier
 def test_exact_jax_network_rebuilds_its_input_bit_for_bit():
     """The JAX exact mode: gamma = 0.9 and 2000 layers, where a float inverse amplifies rounding by
     0.9^-2000 = 1e91; the integers (and an empty buffer) come back exactly."""
@@ -256,6 +257,7 @@ def test_exact_jax_network_rebuilds_its_input_bit_for_bit():
     assert bool((xr == x).all()) and bool((vr == v).all()) and bool((buf == 0).all())
 
 
+@pytest.mark.slow  # JAX compiles; numba's exact inversion stays in the default tier
 def test_exact_jax_backprop_matches_ordinary_backprop():
     jax = pytest.importorskip("jax")
     integrators.configure_jax()  # float64 and the persistent compilation cache

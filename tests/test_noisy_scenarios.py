@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import dyn
-from dyn.cli import main
-from dyn.plot import plot
+from dyn.presentation.cli import main
+from dyn.presentation.plot import figure, plot
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 # a fixed window [0.25, 0.5] (burn_in, and a cap at the horizon: no extension); a step coarser
@@ -44,6 +44,14 @@ def test_phase_scenario_contract_and_reproducibility(tmp_path):
             np.testing.assert_array_equal(ds[var].values, ds2[var].values)  # same seed, same numbers
     png = plot(out, tmp_path / "phase.png")
     assert png.stat().st_size > 0
+    drawn = {line.get_label(): line for line in figure(out).axes[0].lines}
+    with dyn.open(out) as ds:  # sigma_c(beta) across the (beta, sigma) map, the fold from 2.45
+        sigma_c = drawn[ds["sigma_critical"].attrs["dyn_label"]]
+        np.testing.assert_array_equal(sigma_c.get_xdata(), ds["beta_theory"].values)
+        np.testing.assert_array_equal(sigma_c.get_ydata(), ds["sigma_critical"].values)
+        fold = drawn[ds["sigma_fold"].attrs["dyn_label"]]
+        np.testing.assert_array_equal(fold.get_xdata(), ds["beta_fold"].values)
+        assert fold.get_xdata()[0] == 2.45 and np.isfinite(fold.get_ydata()[1:]).all()
 
 
 def test_hysteresis_sphere_and_modes_scenarios_run(tmp_path):
@@ -53,6 +61,13 @@ def test_hysteresis_sphere_and_modes_scenarios_run(tmp_path):
         # at t = 0 the cluster start has r = 1, the uniform one r ~ n^{-1/2}
         assert float(ds["r"].sel(init="cluster").isel(time=0).min()) == 1.0
     assert plot(out, tmp_path / "hysteresis.png").stat().st_size > 0
+    ax = figure(out).axes[0]  # one curve per start, each with its standard errors as bars
+    with dyn.open(out) as ds:
+        for bars, init in zip(ax.containers, ds["init"].values):
+            np.testing.assert_array_equal(bars.lines[0].get_ydata(),
+                                          ds["r_stationary"].sel(init=init).values)
+            assert bars.has_yerr
+        assert len(ax.containers) == ds.sizes["init"]
     out = _run("noisy_sphere", tmp_path, **{"sweep.beta": [1.0], "sweep.sigma": [0.5, 1.5]})
     with dyn.open(out) as ds:
         assert "r_modes" not in ds and "mode" not in ds.dims
@@ -66,6 +81,8 @@ def test_hysteresis_sphere_and_modes_scenarios_run(tmp_path):
         np.testing.assert_allclose(ds["growth_rate"], ds["growth_rate_theory"], atol=1e-8)
         assert np.isfinite(ds["growth_rate_particles"]).all()
     assert plot(out, tmp_path / "modes.png").stat().st_size > 0
+    labels = [line.get_label() for line in figure(out).axes[0].lines]
+    assert labels == ["growth_rate > 0", r"closed form: $\lambda_k = 0$"]
 
 
 def test_diffrax_backend_runs_the_system(tmp_path):

@@ -146,6 +146,7 @@ def test_backends_agree_path_by_path(record):
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-11)
 
 
+@pytest.mark.slow  # many runs; the path-by-path agreement stays in the default tier
 def test_backends_agree_in_law():
     # each backend draws its own noise (numba: xoshiro streams, diffrax: JAX keys); r(T) and
     # E<x(T), x(0)> must agree within 4 combined standard errors

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 import dyn
-from dyn import store, trajectories
-from dyn.cli import main
+from dyn.engine import store, trajectories
+from dyn.presentation.cli import main
 from dyn.systems.base import FAILED, OK
 
 from _files import assert_same, read_vars

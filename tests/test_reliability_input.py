@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import dyn
-from dyn import store
-from dyn.cli import main
-from dyn.errors import ScenarioError
+from dyn.engine import store
+from dyn.presentation.cli import main
+from dyn.core.errors import ScenarioError
+from dyn.engine.scenario import apply_values
 
 FORMS = ["sweep.form=['flow', 'network']", "params.depth=4", "output.trajectories=true",
          "sweep.beta=[1.0, 2.0]", "sweep.normalization=['SA']", "ensemble.common=['form']",
@@ -54,7 +55,7 @@ def test_nesting_is_refused_from_python_too():
     for _ in range(500):
         value = [value]
     with pytest.raises(ScenarioError, match="nested more than"):
-        dyn.scenario.apply_values({"scenario": {}}, {"params.beta": value})
+        apply_values({"scenario": {}}, {"params.beta": value})
 
 
 @pytest.fixture

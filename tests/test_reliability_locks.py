@@ -8,8 +8,8 @@ import os
 import pytest
 
 import dyn
-from dyn import store
-from dyn.cli import main
+from dyn.engine import store
+from dyn.presentation.cli import main
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 import dyn
-from dyn import trajectories
-from dyn.executors import die_with_parent
+from dyn.engine import trajectories
+from dyn.engine.executors import die_with_parent
 
 from _files import assert_same, read_vars
 

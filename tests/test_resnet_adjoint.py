@@ -65,6 +65,7 @@ def test_jax_forward_matches_numpy_network():
             np.testing.assert_allclose(np.asarray(out), ref, atol=1e-12)
 
 
+@pytest.mark.slow  # JAX gradients at many depths; the exact-inverse identity stays default
 def test_adjoint_gradients_approach_backprop_for_smooth_weights():
     depths = np.array([16, 32, 64])  # each depth compiles 4 programs: keep the list short
     errors = {}
@@ -84,6 +85,7 @@ def test_adjoint_gradients_approach_backprop_for_smooth_weights():
     assert errors["euler"][-1] < 2e-2 and errors["heun"][-1] < 1e-4, errors
 
 
+@pytest.mark.slow  # JAX gradients at many depths; the exact-inverse identity stays default
 def test_fourier_adjoint_gradient_of_the_coefficients():
     """Weight-function layout: the coefficient gradient is accumulated in the scan carry."""
     wf, x0, y, _ = _net(3, 8)
@@ -99,6 +101,7 @@ def test_fourier_adjoint_gradient_of_the_coefficients():
     assert errs[1] < errs[0] / 20 and errs[1] < 1e-5, errs
 
 
+@pytest.mark.slow  # JAX gradients at many depths; the exact-inverse identity stays default
 def test_training_smooth_init_stays_lipschitz_iid_stays_rough():
     depths = np.array([8, 16, 32, 64])
     inc = {}

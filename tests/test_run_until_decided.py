@@ -11,9 +11,9 @@ import pytest
 
 import dyn
 from dyn import tokens_sde as ts
-from dyn.analysis import HORIZON_LIMITED_SHARE, horizon_limited
+from dyn.engine.verdicts import HORIZON_LIMITED_SHARE, horizon_limited
 from dyn.attention import uniform_sphere
-from dyn.plot import _edges, _index_map, _scale
+from dyn.presentation.plot import _edges, _index_map, _scale
 
 PHASE = "scenarios/two_token_phase.toml"
 
@@ -143,9 +143,9 @@ def test_horizon_limited_points_are_counted_listed_and_marked(tmp_path, capsys):
         assert bool(limited.sel(beta=6.0, d=32)) and int(limited.sum()) == count >= 1
         assert not bool(limited.sel(beta=6.0, d=3))  # fast rates: decided by T = 100
     assert f"{count} points are horizon-limited" in log
-    text = dyn.analysis.summary(path)
+    text = dyn.presentation.analysis.summary(path)
     assert f"horizon-limited {count} points" in text and "beta = 6, d = 32" in text
-    from dyn.plot import plot
+    from dyn.presentation.plot import plot
 
     assert plot(path).exists()
 

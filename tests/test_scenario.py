@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import dyn
-from dyn import sweep
-from dyn.errors import ScenarioError
-from dyn.scenario import apply_overrides, parse_toml, resolve
+from dyn.core import sweep
+from dyn.core.errors import ScenarioError
+from dyn.engine.scenario import apply_overrides, parse_toml, resolve
 
 from _scenarios import SMALL_SCENARIO
 

@@ -20,10 +20,14 @@ def test_heat_scenario_contract(tmp_path):
         assert ds["variance"].dims == ("normalization", "time")
         assert list(ds["normalization"].values) == ["sinkhorn", "softmax"]
         assert np.isfinite(ds["variance"].values).all()
-        from dyn.plot import plot
+        from dyn.presentation.plot import plot
 
         png = plot(out, tmp_path / "h.png")
         assert png.stat().st_size > 0
+        from dyn.presentation.plot import figure
+
+        (heat,) = [line for line in figure(out).axes[0].lines if line.get_label().startswith("heat")]
+        np.testing.assert_allclose(heat.get_ydata(), 1.0 + ds["time"].values)  # s0^2 + 2 alpha t
 
 
 def test_energy_and_iterations_scenarios_run(tmp_path):

@@ -44,14 +44,14 @@ def test_trajectories_identical_across_executors_and_thinned(small_scenario, tmp
 
 
 def test_pending_points_read_as_nan(small_scenario, tmp_path):
-    from dyn import store
-    from dyn.executors import compute_point
+    from dyn.engine import store
+    from dyn.engine.executors import compute_point
 
     sc = dyn.load(small_scenario, TRAJ)
     out = tmp_path / "p.h5"
     store.create(out, sc, "test")
     writer = store.Writer(out, sc)
-    writer.write(1, compute_point(sc.text, 1, str(out) + ".d"))
+    writer.write(1, compute_point(sc.setup, 1, str(out) + ".d"))
     writer.close()
     with dyn.open(out) as ds:
         x = ds["trajectory"].values.reshape((6, -1))
@@ -65,7 +65,7 @@ def test_trajectories_need_fixed_state_shape(small_scenario):
 
 PEAK_RSS = """
 import resource, sys
-from dyn.cli import main
+from dyn.presentation.cli import main
 code = main(sys.argv[1:])
 print("PEAK_KIB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
 sys.exit(code)

@@ -10,7 +10,7 @@ Architectures (physics.md §1.4): masks, distance biases, heads and a feed-forwa
 (``schemes``), merge events and early-token shares (``events``), equiangular starts and their
 scalar ODE (``equiangular``). Names load on first use (importing the package loads no kernel).
 """
-from ..lazy import exports
+from ..core.lazy import exports
 
 __getattr__, __dir__, __all__ = exports(__name__, {
     ".flow": ("FLOW", "attention_drift", "attention_drift_jax", "attention_mean_field",

@@ -13,22 +13,24 @@ are one head) and an optional token-wise feed-forward term (gamma = 0: none). Wi
 
 The flat vector (:data:`ARCH`): beta, usa, d, heads, causal, slope (lambda), m_identity,
 v_identity, alpha (the nGPT step rate), ff (gamma); then the blocks M (H x d x d), V (H x d x d),
-W1, W2 (d x d). Its length, header + 2 H d^2 + 2 d^2, tells H (:func:`heads_of`), so a JAX twin
-sees the number of heads as a static shape.
+W1, W2 (d x d). Its length tells H (:func:`heads_of`), so a JAX twin sees the number of heads
+as a static shape.
 
-Scenario fields (:data:`FIELDS`): Q, K, V as one matrix or a stack of H (one per head), and
-`head_noise` and `feedforward`: per-head matrices
+Scenario fields (:data:`FIELDS`): those of :mod:`.params` (Q, K, V also as a stack of H, one per
+head), the mask, bias, heads and scheme, and `head_noise` and `feedforward`: per-head matrices
 Q_h = Q + head_noise G / sqrt(d) (and K_h, V_h alike; G standard normal), W_1, W_2 with
 N(0, 1/d) entries, drawn from streams shared by every point of a sweep (common random numbers).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
-from ..layout import Layout
-from ..schema import Field
+from ..core.layout import Layout
+from ..core.schema import Field
+from .params import FIELDS as ATTENTION_FIELDS
 from .params import _matrix, check_common, real
 
 MASKS = ("none", "causal")
@@ -37,6 +39,9 @@ MAX_HEADS = 64
 HEAD_SALT, FEEDFORWARD_SALT = 0xA77E, 0xFF0  # common_rng keys of the random heads and W_1, W_2
 
 FIELDS = {
+    # the attention fields, with Q, K, V also accepted as one matrix per head
+    **{k: replace(f, kind="matrices", doc=f"{f.doc}: d x d for every head, or H x d x d")
+       if k in ("Q", "K", "V") else f for k, f in ATTENTION_FIELDS.items()},
     "mask": Field("str", "none", "attention mask: every token, or causal (j <= i)", choices=MASKS),
     "bias_slope": Field("float", 0.0, "distance bias lambda: b_ij = -lambda |i - j|", lo=0.0,
                         hi=100.0),
@@ -46,12 +51,6 @@ FIELDS = {
                         "alike), the same at every point", lo=0.0, hi=100.0),
     "feedforward": Field("float", 0.0, "gamma of the feed-forward term gamma W2 tanh(W1 x_i) "
                          "(0: none); W1, W2 random, the same at every point", lo=-100.0, hi=100.0),
-    "Q": Field("matrices", None, "query matrix (d x d, every head; default identity), or one "
-               "per head (H x d x d)", sweepable=False),
-    "K": Field("matrices", None, "key matrix (d x d, every head; default identity), or one per "
-               "head (H x d x d)", sweepable=False),
-    "V": Field("matrices", None, "value matrix (d x d, every head; default identity), or one "
-               "per head (H x d x d)", sweepable=False),
     "normalization_layer": Field("str", "post", "where the normalization sits (Karagodin, Ge, "
                                  "Polyanskiy, Rigollet 2025)", choices=SCHEMES),
     "ngpt_alpha": Field("float", 1.0, "nGPT step rate alpha", lo=1e-6, hi=1e6),
@@ -65,8 +64,9 @@ ARCH = Layout("attention_architecture",
 
 
 def heads_of(size: int, d: int) -> int:
-    """H from the length of an :data:`ARCH` vector for token dimension d."""
-    return (int(size) - ARCH.header - 2 * d * d) // (2 * d * d)
+    """H from the length of an :data:`ARCH` vector for token dimension d (ValueError if no
+    vector has that length)."""
+    return ARCH.infer(size, {"d": d})["heads"]
 
 
 def _stack(name: str, a, d: int, heads: int | None) -> np.ndarray:
@@ -119,12 +119,11 @@ def unpack_architecture(p) -> dict:
     """The fields of an :data:`ARCH` vector (for inspection): scalars as Python numbers, blocks."""
     p = np.asarray(p, dtype=np.float64)
     d = int(p[ARCH.index("d")])
-    H = heads_of(p.shape[0], d)
-    if H < 1 or p.shape != (ARCH.size({"d": d, "heads": H}),):
-        raise ValueError(f"p of length {p.shape[0]} is no architecture vector for d = {d}")
-    v = ARCH.unpack(p, {"d": d, "heads": H})
+    v = ARCH.unpack(p, {"d": d})
     out = {k: float(v[k]) for k in ARCH.scalars}
-    out.update(d=d, heads=H, normalization="USA" if out.pop("usa") else "SA",
+    if out["heads"] < 1:
+        raise ValueError(f"p of length {p.shape[0]} is no architecture vector for d = {d}")
+    out.update(d=d, heads=int(out["heads"]), normalization="USA" if out.pop("usa") else "SA",
                mask="causal" if out.pop("causal") else "none")
     out.update({b: v[b].copy() for b in ARCH.blocks})
     return out
@@ -148,10 +147,10 @@ def random_feedforward(rng: np.random.Generator, d: int) -> tuple[np.ndarray, np
 
 
 def pack_values(values, common_rng=None) -> np.ndarray:
-    """The vector of a sweep point's values (keys of :data:`dyn.attention.params.FIELDS` and
-    :data:`FIELDS`). ``common_rng(*key)`` gives the streams of the random heads and of the
-    feed-forward matrices (:meth:`dyn.spec.Setup.common_rng`); it is needed only when
-    head_noise > 0 or feedforward != 0."""
+    """The vector of a sweep point's values (keys of :data:`FIELDS`). ``common_rng(*key)``
+    gives the streams of the random heads and of the feed-forward matrices
+    (:meth:`dyn.core.spec.Setup.common_rng`); it is needed only when head_noise > 0 or
+    feedforward != 0."""
     d, H = values["d"], values.get("heads", 1)
     Q, K, V = (values.get(k) for k in "QKV")
     if values.get("head_noise", 0.0) > 0:

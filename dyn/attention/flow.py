@@ -19,12 +19,13 @@ import integrators
 from integrators.geometry import SPHERE
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
-from ..dynamics import Dynamics, register
+from ..core.dynamics import Dynamics, register
+from ..core.layout import block
 from ..numerics import mean_field as mf
 from .params import LAYOUT, pack_params
 
 BETA, USA, M_ID, V_ID = (LAYOUT.index(k) for k in ("beta", "usa", "m_identity", "v_identity"))
-H = LAYOUT.header  # blocks: M at H, V at H + d^2
+M_AT, V_AT = LAYOUT.block_at("M"), LAYOUT.block_at("V")
 
 
 def work_size(n: int, d: int, p=None) -> int:
@@ -36,8 +37,8 @@ def work_size(n: int, d: int, p=None) -> int:
 def attention_mean_field(t, x, p, out, work):
     """out <- m_i = sum_j A_ij V x_j (unprojected; the post-norm layer map uses it)."""
     d = x.shape[1]
-    mf.mean_field(x, p[BETA], p[USA] != 0.0, p[H:H + d * d].reshape((d, d)), p[M_ID] != 0.0,
-                  p[H + d * d:H + 2 * d * d].reshape((d, d)), p[V_ID] != 0.0, out, work)
+    mf.mean_field(x, p[BETA], p[USA] != 0.0, block(p, M_AT).reshape((d, d)), p[M_ID] != 0.0,
+                  block(p, V_AT).reshape((d, d)), p[V_ID] != 0.0, out, work)
 
 
 # The sphere's tangent projection, v_i <- v_i - (<x_i, v_i> / |x_i|^2) x_i, written once in

@@ -16,7 +16,7 @@ import numpy as np
 import integrators
 from integrators.geometry import POSTNORM
 
-from ..dynamics import Dynamics, register
+from ..core.dynamics import Dynamics, register
 from .flow import _as_tokens, _example, attention_mean_field, attention_mean_field_jax, work_size
 from .params import LAYOUT, pack_params
 

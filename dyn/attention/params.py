@@ -4,8 +4,12 @@ bounds, docs) and the flat vector the numba and JAX right-hand sides read, deriv
 Scores are ``s_ij = beta <Q x_i, K x_j> = beta x_i^T M x_j`` with ``M = Q^T K``; values ``V``.
 The vector (:data:`LAYOUT`): beta; usa (1 for USA, Z_i = n; 0 for SA, the softmax); d; flags
 m_identity and v_identity (numba skips the products); then the blocks M and V (d x d each,
-row-major). Its length is ``header + 2 d^2`` whatever the flags, so a sweep over beta or over
-the matrices keeps one shape and JAX compiles once. The JAX twin ignores the flags.
+row-major; kernels find them through :meth:`dyn.core.layout.Layout.block_at`). Its length is
+``header + 2 d^2`` whatever the flags, so a sweep over beta or over the matrices keeps one shape
+and JAX compiles once. The JAX twin ignores the flags.
+
+:data:`FIELDS` are the scenario fields of attention; the architecture (:mod:`.architecture`),
+noisy attention and the mean-field modes derive theirs from them.
 """
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ import math
 
 import numpy as np
 
-from ..layout import Layout
-from ..schema import Field
+from ..core.layout import Layout
+from ..core.schema import Field
 
 NORMALIZATIONS = ("SA", "USA")
 

@@ -17,7 +17,7 @@ stream grows, r_i' = <x_i, u_i>, so the angular motion slows down), r_i |u_i| (p
 r_i' = <x_i, u_i> / |u_i|), |u_i| / alpha (nGPT). Post-LN is the attention flow of physics.md
 §1.1 (with the defaults of :mod:`.architecture`, :data:`dyn.attention.FLOW` to rounding).
 
-Each scheme is two :class:`dyn.dynamics.Dynamics` records: its flow (post and nGPT on SPHERE,
+Each scheme is two :class:`dyn.core.dynamics.Dynamics` records: its flow (post and nGPT on SPHERE,
 pre and peri on EUCLIDEAN) and its network (explicit Euler of that record: post and nGPT on
 POSTNORM, i.e. retraction without projection; pre and peri are Euler on the flow record
 itself). The numba drifts return the raw layer update (post: u; nGPT: alpha (u/|u| - x)); the
@@ -34,14 +34,15 @@ from numba import njit
 from integrators.geometry import EUCLIDEAN, POSTNORM, SPHERE
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
-from ..dynamics import Dynamics, register
+from ..core.dynamics import Dynamics, register
+from ..core.layout import block
 from ..numerics import attention_field as af
 from .architecture import ARCH, SCHEMES, heads_of, pack_architecture
 
 BETA, USA, DIM, HEADS, CAUSAL, SLOPE, M_ID, V_ID, ALPHA, FF = (
     ARCH.index(k) for k in ("beta", "usa", "d", "heads", "causal", "slope", "m_identity",
                             "v_identity", "alpha", "ff"))
-HDR = ARCH.header  # M starts here, then V (H d^2 each), W1, W2 (d^2 each)
+M_AT, V_AT, W1_AT, W2_AT = (ARCH.block_at(k) for k in ARCH.blocks)
 
 
 def work_size(n: int, d: int, p) -> int:
@@ -54,25 +55,23 @@ def layer_output(t, x, p, out, work):
     """out <- u_i(x) (unprojected): the attention field plus gamma W2 tanh(W1 x_i). The last
     d floats of `work` are the feed-forward's scratch."""
     n, d = x.shape
-    H = int(p[HEADS])
-    hdd = H * d * d
-    af.field(x, p[BETA], p[USA] != 0.0, p[CAUSAL] != 0.0, p[SLOPE], H, p[HDR:HDR + hdd],
-             p[M_ID] != 0.0, p[HDR + hdd:HDR + 2 * hdd], p[V_ID] != 0.0, out, work)
+    af.field(x, p[BETA], p[USA] != 0.0, p[CAUSAL] != 0.0, p[SLOPE], int(p[HEADS]),
+             block(p, M_AT), p[M_ID] != 0.0, block(p, V_AT), p[V_ID] != 0.0, out, work)
     gamma = p[FF]
     if gamma != 0.0:
-        w1 = HDR + 2 * hdd
-        w2 = w1 + d * d
+        W1 = block(p, W1_AT).reshape((d, d))
+        W2 = block(p, W2_AT).reshape((d, d))
         hidden = work[work.shape[0] - d:]
         for i in range(n):
             for k in range(d):
                 s = 0.0
                 for l in range(d):
-                    s += p[w1 + k * d + l] * x[i, l]
+                    s += W1[k, l] * x[i, l]
                 hidden[k] = math.tanh(s)
             for k in range(d):
                 s = 0.0
                 for l in range(d):
-                    s += p[w2 + k * d + l] * hidden[l]
+                    s += W2[k, l] * hidden[l]
                 out[i, k] += gamma * s
 
 
@@ -119,8 +118,7 @@ def layer_output_jax(t, x, p):
     """JAX twin of :func:`layer_output`."""
     import jax.numpy as jnp
 
-    d = x.shape[1]
-    v = ARCH.unpack(p, {"d": d, "heads": heads_of(p.shape[0], d)})
+    v = ARCH.unpack(p, {"d": x.shape[1]})
     u = af.field_jax(x, v["beta"], v["usa"], v["causal"], v["slope"], v["M"], v["V"])
     return u + v["ff"] * jnp.tanh(x @ v["W1"].T) @ v["W2"].T
 
@@ -140,8 +138,7 @@ def peri_drift_jax(t, z, p):
 
 
 def ngpt_drift_jax(t, x, p):
-    d = x.shape[1]
-    alpha = ARCH.unpack(p, {"d": d, "heads": heads_of(p.shape[0], d)})["alpha"]
+    alpha = ARCH.unpack(p, {"d": x.shape[1]})["alpha"]
     return alpha * (_unit_rows_jax(layer_output_jax(t, x, p)) - x)
 
 

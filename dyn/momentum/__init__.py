@@ -13,7 +13,7 @@
 
 Names load on first use.
 """
-from ..lazy import exports
+from ..core.lazy import exports
 
 __getattr__, __dir__, __all__ = exports(__name__, {
     ".backprop": ("layer_jacobian_logdet", "momentum_net"),

@@ -23,14 +23,14 @@ from numba import njit, types
 import integrators
 from integrators.numba_abi import DRIFT_SIG, F1, NJIT
 
-from ..dynamics import Dynamics, register
-from ..layout import Layout
+from ..core.dynamics import Dynamics, register
+from ..core.layout import Layout, block
 
 KINDS = {"tanh": 0.0, "affine": 1.0}
 LAYOUT = Layout("momentum_field", scalars=("eps", "kind", "d"),
                 blocks={"W1": ("d", "d"), "b": ("d",), "c": ("d",), "W2": ("d", "d")})
 EPS, KIND = LAYOUT.index("eps"), LAYOUT.index("kind")
-H = LAYOUT.header  # blocks: W1 at H, b at H + d^2, c at H + d^2 + d, W2 at H + d^2 + 2d
+W1_AT, B_AT, C_AT, W2_AT = (LAYOUT.block_at(k) for k in LAYOUT.blocks)
 
 
 def param_size(d: int) -> int:
@@ -92,27 +92,27 @@ def _field_row(t, x, p, out, work):
     """out <- g(x, t) for one x of shape (d,); ``work``: d scratch floats."""
     d = x.shape[0]
     affine = p[KIND] != 0.0
-    W1 = p[H:H + d * d]
-    b = p[H + d * d:H + d * d + d]
-    c = p[H + d * d + d:H + d * d + 2 * d]
-    W2 = p[H + d * d + 2 * d:H + 2 * d * d + 2 * d]
+    W1 = block(p, W1_AT).reshape((d, d))
+    b = block(p, B_AT)
+    c = block(p, C_AT)
+    W2 = block(p, W2_AT).reshape((d, d))
     if affine:
         for i in range(d):
             acc = b[i]
             for j in range(d):
-                acc += W1[i * d + j] * x[j]
+                acc += W1[i, j] * x[j]
             out[i] = acc
         return
     h = work[:d]
     for i in range(d):
         acc = b[i] + t * c[i]
         for j in range(d):
-            acc += W1[i * d + j] * x[j]
+            acc += W1[i, j] * x[j]
         h[i] = math.tanh(acc)
     for i in range(d):
         acc = 0.0
         for j in range(d):
-            acc += W2[i * d + j] * h[j]
+            acc += W2[i, j] * h[j]
         out[i] = acc
 
 

@@ -1,7 +1,7 @@
 """Checks the Momentum ResNet sweeps share (systems momentum_limit and momentum_linear)."""
 from __future__ import annotations
 
-from ..errors import ScenarioError
+from ..core.errors import ScenarioError
 
 
 def check_second_order_gamma(spec) -> None:

@@ -14,7 +14,7 @@ per token, its mean-field (McKean-Vlasov) limit and the phase transition of the 
 
 Names load on first use (importing the package loads no kernel).
 """
-from ..lazy import exports
+from ..core.lazy import exports
 
 __getattr__, __dir__, __all__ = exports(__name__, {
     ".params": ("DIRECT_MAX_N", "FIELDS", "FOURIER_LAYOUT", "LAYOUT", "attention_part",

@@ -31,13 +31,14 @@ from numba import njit
 from integrators.geometry import SPHERE
 from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT
 
-from ..dynamics import Dynamics, register
+from ..core.dynamics import Dynamics, register
+from ..core.layout import block
 from .params import FOURIER_LAYOUT as LAYOUT
 from .params import fourier_order_of, pack_fourier
 from .sde import noise_shape, noisy_diffusion, noisy_diffusion_jax
 
 SIGMA, USA = LAYOUT.index("sigma"), LAYOUT.index("usa")
-H = LAYOUT.header  # the coefficients c_0..c_K start here
+COEF_AT = LAYOUT.block_at("coef")  # the coefficients c_0..c_K
 
 
 def work_size(n: int, d: int, p) -> int:
@@ -49,8 +50,8 @@ def work_size(n: int, d: int, p) -> int:
 def fourier_drift(t, x, p, out, work):
     """out_i <- P_{x_i} m_i - sigma^2/2 x_i with m_i from the truncated Fourier series (module doc)."""
     n = x.shape[0]
-    K = p.shape[0] - H - 1
-    c = p[H:]
+    c = block(p, COEF_AT)
+    K = c.shape[0] - 1
     usa = p[USA] != 0.0
     cw = work[:6 * n].view(np.complex128)
     w = cw[:n]
@@ -95,7 +96,7 @@ def fourier_drift_jax(t, x, p):
     """JAX twin of :func:`fourier_drift` (one member, K static from the length of p)."""
     import jax.numpy as jnp
 
-    v = LAYOUT.unpack(p, {"K1": p.shape[0] - H})
+    v = LAYOUT.unpack(p)
     c = v["coef"]
     K = c.shape[0] - 1
     theta = jnp.arctan2(x[:, 1], x[:, 0])

@@ -1,41 +1,42 @@
 """The parameters of noisy attention, declared once: the scenario fields and the flat vectors the
 numba and JAX coefficients read.
 
-Two vectors (:class:`dyn.layout.Layout`), one per drift:
+Two vectors (:class:`dyn.core.layout.Layout`), one per drift:
 
 - :data:`LAYOUT` (direct O(n^2) drift, any d, Q, K, V): the scalars sigma, n, d, then the whole
-  attention vector of :mod:`dyn.attention.params` as one trailing block ``attention``, so the
-  attention kernels read their own part unchanged (``p[LAYOUT.header:]``);
+  attention vector of :mod:`dyn.attention.params` as the block ``attention``, which the attention
+  kernels read unchanged (``block(p, LAYOUT.block_at("attention"))``: its offsets are relative to
+  its own start);
 - :data:`FOURIER_LAYOUT` (the O(nK) drift on the circle, Q = K = V = I): sigma, n, d (= 2), usa,
   then the block ``coef`` of the K + 1 Fourier coefficients c_k of the kernel (module
   :mod:`.fourier`): c_k = I_k(beta) for USA, I_k(beta) e^{-|beta|} for SA (a common factor
   cancels in the softmax).
 
 n and d are in both vectors because the Brownian control of one member has shape (n, d).
+:data:`FIELDS` are those of attention (:data:`dyn.attention.params.FIELDS`; more tokens allowed,
+USA by default) and sigma.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
+from ..attention.params import FIELDS as ATTENTION_FIELDS
 from ..attention.params import pack_params
-from ..layout import Layout
-from ..schema import Field
+from ..core.layout import Layout
+from ..core.schema import Field
 from .kernel import circle_coefficients, fourier_order
 
 DIRECT_MAX_N = 10_000  # the direct drift keeps an n x n matrix per member (0.8 GB at 10^4)
 DEFAULT_TOL = 1e-12
 
 FIELDS = {
-    "n": Field("int", 64, "number of tokens n (the direct O(n^2) drift allows n <= 10^4)", lo=1,
-               hi=1_000_000),
-    "d": Field("int", 2, "token dimension d (tokens on S^{d-1})", lo=2, hi=1024),
-    "beta": Field("float", 1.0, "inverse temperature beta"),
-    "normalization": Field("str", "USA", "attention normalization", choices=("SA", "USA")),
-    "Q": Field("matrix", None, "query matrix (default identity)", sweepable=False),
-    "K": Field("matrix", None, "key matrix (default identity)", sweepable=False),
-    "V": Field("matrix", None, "value matrix (default identity)", sweepable=False),
+    **ATTENTION_FIELDS,
+    "n": replace(ATTENTION_FIELDS["n"], default=64, hi=1_000_000,
+                 doc="number of tokens n (the direct O(n^2) drift allows n <= 10^4)"),
+    "normalization": replace(ATTENTION_FIELDS["normalization"], default="USA"),
     # without the drift each token is a Brownian motion on the sphere, generator (sigma^2/2) Lap
     "sigma": Field("float", 1.0, "noise sigma per token", lo=0.0),
 }
@@ -70,8 +71,7 @@ def pack(beta: float, d: int, sigma: float, n: int, normalization: str = "USA", 
 
 def attention_part(p) -> np.ndarray:
     """The attention vector inside a :data:`LAYOUT` vector."""
-    p = np.asarray(p, dtype=np.float64)
-    return LAYOUT.unpack(p, {"P": p.shape[0] - LAYOUT.header})["attention"]
+    return LAYOUT.unpack(np.asarray(p, dtype=np.float64))["attention"]
 
 
 def fourier_tolerance(beta: float, n: int, normalization: str, tol: float) -> float:
@@ -107,8 +107,8 @@ def pack_fourier(beta: float, sigma: float, n: int, normalization: str = "USA",
 
 
 def fourier_order_of(p) -> int:
-    """K of a :data:`FOURIER_LAYOUT` vector."""
-    return int(np.asarray(p).shape[0] - FOURIER_LAYOUT.header - 1)
+    """K of a :data:`FOURIER_LAYOUT` vector (K + 1 coefficients)."""
+    return FOURIER_LAYOUT.infer(np.asarray(p).shape[0])["K1"] - 1
 
 
 def pack_values(values, drift: str) -> np.ndarray:

@@ -33,11 +33,12 @@ from integrators.geometry import SPHERE
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
 from ..attention import FLOW, attention_drift, attention_drift_jax
-from ..dynamics import Dynamics, register
+from ..core.dynamics import Dynamics, register
+from ..core.layout import block
 from .params import LAYOUT, attention_part, pack
 
 SIGMA, N, DIM = (LAYOUT.index(k) for k in ("sigma", "n", "d"))
-H = LAYOUT.header  # the attention vector starts here
+ATTENTION_AT = LAYOUT.block_at("attention")  # the attention vector, read by the attention drift
 
 
 def work_size(n: int, d: int, p) -> int:
@@ -50,7 +51,7 @@ def work_size(n: int, d: int, p) -> int:
 def noisy_drift(t, x, p, out, work):
     """out_i <- P_{x_i}(sum_j A_ij V x_j) - sigma^2 (d-1)/2 x_i  (the Ito drift)."""
     n, d = x.shape
-    attention_drift(t, x, p[H:], out, work)
+    attention_drift(t, x, block(p, ATTENTION_AT), out, work)
     c = 0.5 * p[SIGMA] * p[SIGMA] * (d - 1)
     for i in range(n):
         for k in range(d):
@@ -76,7 +77,7 @@ def noisy_diffusion(t, x, p, dw, out, work):
 
 def noisy_drift_jax(t, x, p):
     """JAX twin of :func:`noisy_drift` (one member)."""
-    v = LAYOUT.unpack(p, {"P": p.shape[0] - H})
+    v = LAYOUT.unpack(p)
     d = x.shape[-1]
     return attention_drift_jax(t, x, v["attention"]) - 0.5 * v["sigma"] ** 2 * (d - 1) * x
 

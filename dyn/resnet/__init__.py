@@ -4,7 +4,7 @@ right-hand sides for :mod:`integrators`), the memory-free adjoint, and the impli
 regularization of training. Names load on first use (JAX-only parts, ``adjoint`` and
 ``training``, are submodules).
 """
-from ..lazy import exports
+from ..core.lazy import exports
 
 __getattr__, __dir__, __all__ = exports(__name__, {
     ".network": ("SCHEMES", "forward", "forward_states", "reconstruct"),

@@ -17,14 +17,14 @@ from numba import njit
 import integrators
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
-from ..dynamics import Dynamics, register
-from ..layout import Layout
+from ..core.dynamics import Dynamics, register
+from ..core.layout import Layout, block
 from .weights import ACTIVATIONS, WeightFunction, smooth_weights
 
 LAYOUT = Layout("resnet_ode", scalars=("d", "width", "modes", "activation"),
                 blocks={"AW": ("modes", "width", "d"), "AV": ("modes", "d", "width")})
 DIM, WIDTH, MODES, ACTIVATION = (LAYOUT.index(k) for k in LAYOUT.scalars)
-H = LAYOUT.header
+AW_AT, AV_AT = LAYOUT.block_at("AW"), LAYOUT.block_at("AV")
 SQRT1_2 = 1.0 / math.sqrt(2.0)
 
 
@@ -58,9 +58,8 @@ def _sigma(z, code):
 def resnet_drift(t, x, p, out, work):
     """out <- sigma(x W(t)^T) V(t)^T with (W, V)(t) = sum_k A_k cos(pi k t)."""
     d, M, K, code = int(p[DIM]), int(p[WIDTH]), int(p[MODES]), int(p[ACTIVATION])
-    size = K * M * d
-    AW = p[H:H + size].reshape((K, M, d))
-    AV = p[H + size:H + 2 * size].reshape((K, d, M))
+    AW = block(p, AW_AT).reshape((K, M, d))
+    AV = block(p, AV_AT).reshape((K, d, M))
     W = work[:M * d].reshape((M, d))
     V = work[M * d:2 * M * d].reshape((d, M))
     h = work[2 * M * d:2 * M * d + M]

@@ -5,8 +5,8 @@ Light to import: the kernels load on first use.
 """
 from __future__ import annotations
 
-from ..lazy import lazy
-from ..schema import Field
+from ..core.lazy import lazy
+from ..core.schema import Field
 
 resnet = lazy("dyn.resnet")
 instances = lazy("dyn.resnet.instances")
@@ -30,9 +30,11 @@ NETWORK_PARAMS = {
 
 
 def network(spec, r: int):
-    """(weight function, inputs, targets) of common network r at this point's sizes."""
-    return instances.network(spec.setup.seed, r, spec["d"], spec["width"], spec["inputs"],
-                             spec["modes"], spec["scale"])
+    """(weight function, inputs, targets) of common network r at this point's sizes, drawn once
+    per sweep (the engine's cache: every depth and scheme reuses them)."""
+    sizes = (spec["d"], spec["width"], spec["inputs"], spec["modes"], spec["scale"])
+    return spec.setup.shared(("network", r, *sizes),
+                             lambda: instances.network(spec.setup.seed, r, *sizes))
 
 
 def layers(spec, wf):

@@ -8,7 +8,7 @@ with the discrete Sinkformer (residual layers), the self-transport energy F = 1/
 variance (which grows like s0^2 + 2 alpha t in the heat limit). Parameters are declared in
 ``params``. Names load on first use (importing the package loads no kernel).
 """
-from ..lazy import exports
+from ..core.lazy import exports
 
 __getattr__, __dir__, __all__ = exports(__name__, {
     ".flow": ("SINKFORMER", "flow_problem", "score_matrix", "sinkformer_drift",

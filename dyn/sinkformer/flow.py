@@ -18,12 +18,13 @@ from numba import njit, types
 import integrators
 from integrators.numba_abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT
 
-from ..dynamics import Dynamics, register
+from ..core.dynamics import Dynamics, register
+from ..core.layout import block
 from .params import LAYOUT, pack_params, param_size
 from .sinkhorn_numba import sinkhorn_kernel, symmetric_kernel
 
 ITERS, TOL, SCORES, TAU, RELATIVE, DIM, SYMMETRIC = (LAYOUT.index(k) for k in LAYOUT.scalars)
-H = LAYOUT.header  # blocks: W at H, W_V at H + d^2
+W_AT, WV_AT = LAYOUT.block_at("W"), LAYOUT.block_at("WV")
 BLOCK = 64  # tile of the in-place symmetrization (keeps both tiles in L1/L2)
 SMALL_D = 16  # up to this token dimension, scores and K Y are plain loops instead of BLAS
 
@@ -65,7 +66,7 @@ def scores_kernel(x, p, S):
                     acc += diff * diff
                 S[i, j] = c * acc
         return
-    W = p[H:H + d * d].reshape((d, d))
+    W = block(p, W_AT).reshape((d, d))
     if d > SMALL_D:
         np.dot(np.dot(x, W), x.T, S)
     else:
@@ -133,7 +134,7 @@ def sinkformer_drift(t, x, p, out, work):
     else:
         ST[:, :] = S.T
         transposed = sinkhorn_kernel(S, ST, iters, tol, f, g, P, errors)[1]
-    WV = p[H + d * d:H + 2 * d * d].reshape((d, d))
+    WV = block(p, WV_AT).reshape((d, d))
     for i in range(n):
         for k in range(d):
             acc = 0.0

@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from ..layout import Layout
-from ..schema import Field
+from ..core.layout import Layout
+from ..core.schema import Field
 
 SCORES = {"dot": 0.0, "sqdist": 1.0}
 NORMALIZATIONS = ("sinkhorn", "softmax")

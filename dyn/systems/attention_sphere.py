@@ -17,19 +17,26 @@ hemisphere, or equiangular with inner products `rho0`, compared with the scalar 
 Outputs are ensemble statistics at the save times; `events = true` adds per-run tables: the
 merge events (time, the two cluster sizes; n - 1 rows, NaN-padded), the cluster count and the
 energy at every save.
+
+What `dyn plot` adds is declared: fractions share the colour range [0, 1]; `rho_theory` is drawn
+over `rho`, the per-run `run_clusters` and `run_energy` (first runs, as steps) over
+`n_clusters` and `energy`, and the reference `radius_bound` = 1 + t (the residual stream's
+radius bound of pre-LN and peri-LN, for SA with V = I: |u| <= 1) over `radius`.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from ..attention.architecture import FIELDS as ARCHITECTURE_FIELDS
-from ..attention.params import FIELDS
-from ..contract import bytes_of
-from ..errors import ScenarioError
-from ..lazy import lazy
-from ..schema import Field
+from ..attention.architecture import FIELDS
+from ..core.contract import bytes_of
+from ..core.errors import ScenarioError
+from ..core.lazy import lazy
+from ..core.schema import Field
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Coord, Output, System, state_dims
+from .base import (INTEGRATOR_KEYS, REFERENCE, Chunk, Coord, Draw, Output, Reference, System,
+                   state_dims)
 
 attention = lazy("dyn.attention")
 architecture = lazy("dyn.attention.architecture")
@@ -41,6 +48,7 @@ numerics = lazy("dyn.numerics.attention_field")
 MAX_RUN_BYTES = 2**30  # the states one run keeps ((saves + 1) x n x d doubles) and its scratch
 STREAM_SCHEMES = ("pre", "peri")  # the residual stream is not normalized: a radius output
 MERGE = "merge"
+FRACTION = Draw(clim=(0.0, 1.0))  # fractions share one colour range, so panels compare
 
 
 @register
@@ -54,7 +62,6 @@ class AttentionSphere(System):
     jax_methods = frozenset({"euler", "heun", "rk4"})
     params = {
         **FIELDS,
-        **ARCHITECTURE_FIELDS,
         "init": Field("str", "uniform", "initial law",
                       choices=("uniform", "hemisphere", "equiangular")),
         "rho0": Field("float", 0.0, "inner product of the equiangular start", lo=-1.0, hi=1.0),
@@ -104,19 +111,20 @@ class AttentionSphere(System):
     def outputs(self, setup) -> list[Output]:
         outs = [
             Output("pair_fraction", "fraction of token pairs with <x_i,x_j> > 1 - delta (mean over runs)",
-                   "1", ("time",)),
+                   "1", ("time",), draw=FRACTION),
             Output("p_one_cluster", "fraction of runs whose tokens form one cluster", "1", ("time",),
-                   "proportion"),
+                   "proportion", draw=FRACTION),
             Output("n_clusters", "number of clusters (mean over runs)", "1", ("time",)),
             Output("min_inner", "minimum pairwise inner product (mean over runs)", "1", ("time",)),
             Output("energy", "USA energy E = sum_ij exp(beta <x_i,x_j>) / (2 beta n^2) (mean over runs)",
                    "1", ("time",)),
             Output("time_to_one_cluster", "time to one cluster (T if never; mean over runs)", "1"),
             Output("held_by_first", "fraction of tokens in the cluster of token 1 (mean over runs)",
-                   "1", ("time",)),
+                   "1", ("time",), draw=FRACTION),
             Output("held_by_early", "fraction of tokens in clusters holding one of the first "
-                   "`early` tokens (mean over runs)", "1", ("time",)),
-            Output("first_alignment", "mean of <x_i(t), x_1(0)> over tokens and runs", "1", ("time",)),
+                   "`early` tokens (mean over runs)", "1", ("time",), draw=FRACTION),
+            Output("first_alignment", "mean of <x_i(t), x_1(0)> over tokens and runs", "1", ("time",),
+                   draw=FRACTION),
         ]
         if any(s in STREAM_SCHEMES for s in setup.values_of("normalization_layer")):
             outs.append(Output("radius", "mean token radius |z_i| of the residual stream (1 when "
@@ -125,7 +133,8 @@ class AttentionSphere(System):
             outs += [
                 Output("rho", "mean pairwise inner product (mean over runs)", "1", ("time",)),
                 Output("rho_theory", "equiangular scalar ODE of physics.md §1.4 (NaN where it "
-                       "does not apply)", "1", ("time",), "point"),
+                       "does not apply)", "1", ("time",), "point", REFERENCE,
+                       draw=Draw(over=("rho",), color="black", label="scalar ODE (§1.4)")),
                 Output("rho_error", "largest |<x_i,x_j> - rho_theory| over pairs, times and runs",
                        "1", (), "max"),
             ]
@@ -135,10 +144,22 @@ class AttentionSphere(System):
                        "merges)", "1", (MERGE,), "per_run"),
                 Output("merge_size_a", "size of the first merging cluster", "1", (MERGE,), "per_run"),
                 Output("merge_size_b", "size of the second merging cluster", "1", (MERGE,), "per_run"),
-                Output("run_clusters", "number of clusters of each run", "1", ("time",), "per_run"),
-                Output("run_energy", "USA energy of each run", "1", ("time",), "per_run"),
+                Output("run_clusters", "number of clusters of each run", "1", ("time",), "per_run",
+                       draw=Draw(over=("n_clusters",), linestyle="-", label="single runs")),
+                Output("run_energy", "USA energy of each run", "1", ("time",), "per_run",
+                       draw=Draw(over=("energy",), linestyle="-", label="single runs")),
             ]
         return outs
+
+    def references(self, setup) -> list[Reference]:
+        """radius_bound = 1 + t when the file has a radius: the residual stream moves by |u| <= 1
+        per unit time (SA with V = I) from unit tokens."""
+        if not any(s in STREAM_SCHEMES for s in setup.values_of("normalization_layer")):
+            return []
+        draw = Draw(over=("radius",), color="black", linestyle=":",
+                    label=r"bound $1 + t$ (SA, $V = I$)")
+        return [Reference("radius_bound", "radius bound 1 + t of the residual stream (SA, V = I)",
+                          1.0 + setup.times, ("time",), draw=draw)]
 
     def coords(self, setup) -> dict[str, Coord]:
         if not setup.params.get("events", False):
@@ -159,15 +180,28 @@ class AttentionSphere(System):
         return bytes_of(len(spec.times), spec["n"], spec["d"]) + bytes_of(work)
 
     def simulate(self, spec, runs: range) -> Chunk:
-        p = architecture.pack_values(spec.values, spec.setup.common_rng)
-        scheme = schemes.scheme(spec["normalization_layer"])
-        x0 = _initial(spec, len(runs))
+        problem = self.problem(spec)
+        x0 = self.initial_state(spec, len(runs))
         if spec["form"] == "network":
             every = spec["depth"] // spec.setup.saves
-            states = attention.network_layers(scheme.network.problem(p), x0, spec["depth"],
-                                              spec.horizon, save_every=every)
+            states = attention.network_layers(problem, x0, spec["depth"], spec.horizon,
+                                              save_every=every)
         else:
-            states = spec.solver.get().solve(scheme.flow.problem(p), x0, spec.times)
+            states = spec.solver.get().solve(problem, x0, spec.times)
+        return self.observe(spec, states)
+
+    def problem(self, spec):
+        """The scheme's flow, or its network (Euler layers of step T / depth on the layer
+        geometry), with the point's architecture vector: mask, bias, heads' matrices and the
+        feed-forward term are traced values, so points differing only in them share a program."""
+        p = architecture.pack_values(spec.values, spec.setup.common_rng)
+        scheme = schemes.scheme(spec["normalization_layer"])
+        return (scheme.network if spec["form"] == "network" else scheme.flow).problem(p)
+
+    def initial_state(self, spec, runs: int) -> np.ndarray:
+        return _initial(spec, runs)
+
+    def observe(self, spec, states) -> Chunk:
         return _observed(spec, states)
 
     def batch_key(self, spec) -> tuple:
@@ -175,80 +209,13 @@ class AttentionSphere(System):
         return (spec["form"], spec["normalization_layer"], spec["n"], spec["d"], spec["heads"],
                 spec["depth"], spec.runs)
 
-    def simulate_batch(self, specs) -> list[Chunk]:
-        """The `jax` backend: the same starts as the numba path (drawn from each point's
-        stream), all points and runs advanced by one JAX program (flow: the configured RK table
-        on the scheme's geometry; network: Euler on the scheme's layer geometry, h = T / depth).
-        Mask, bias, heads' matrices and the feed-forward term are traced values of the
-        architecture vector, so points that differ only in them share the program."""
-        from integrators import jax_batch, tableau
-
-        spec = specs[0]
-        scheme = schemes.scheme(spec["normalization_layer"])
-        x0 = np.stack([_initial(s, s.runs) for s in specs])
-        p = np.stack([architecture.pack_values(s.values, s.setup.common_rng) for s in specs])
+    def solves(self, spec):
+        """The `jax` backend: the numba path's starts (from the point's stream) advanced by
+        the configured RK table (flow), or by Euler with h = T / depth (network)."""
+        solve = super().solves(spec)
         if spec["form"] == "network":
-            record, table, dt = scheme.network, tableau.EULER, spec.horizon / spec["depth"]
-        else:
-            record, table = scheme.flow, tableau.TABLEAUS[spec.solver.method]
-            dt = spec.dt
-        states = jax_batch.rk_batch(record.drift_jax, record.geometry, table, x0, p, spec.times, dt)
-        return [_observed(s, states[i]) for i, s in enumerate(specs)]
-
-    def decorate(self, ax, ds, var: str) -> None:
-        """Theory and per-run detail on curves against time: the scalar ODE of equiangular
-        starts (rho), the radius bound r <= 1 + t of pre-LN and peri-LN (|u| <= 1 for SA with
-        V = I), the per-run staircases and merge times (n_clusters, energy with events). Heat
-        maps of fractions (and of first_alignment) share the colour scale [0, 1], so panels
-        compare."""
-        if var in FRACTIONS:
-            for mesh in ax.collections:
-                mesh.set_clim(0.0, 1.0)
-        if not _curves_against_time(ds, var):
-            return
-        t = ds["time"].values
-        if var == "rho" and "rho_theory" in ds:
-            _theory_curves(ax, ds["rho_theory"], "scalar ODE (§1.4)")
-        elif var == "radius":
-            ax.plot(t, 1.0 + t, "k:", lw=1, label=r"bound $1 + t$ (SA, $V = I$)")
-            ax.legend(fontsize=8)
-        elif var in ("n_clusters", "energy") and "run_clusters" in ds and ds["run_clusters"].ndim == 2:
-            per_run = ds["run_clusters" if var == "n_clusters" else "run_energy"].values
-            for row in per_run[:STAIRCASES]:
-                ax.step(t, row, where="post", color="0.6", lw=0.6, alpha=0.6)
-            ax.plot([], [], color="0.6", lw=0.6, label=f"single runs (first {STAIRCASES})")
-            merges = ds["merge_time"].values.ravel()
-            merges = merges[np.isfinite(merges) & (merges > 0)]
-            if merges.size and ax.get_xscale() == "log":
-                twin = ax.twinx()
-                bins = np.geomspace(t[t > 0].min(), t.max(), 30)
-                twin.hist(merges, bins=bins, color="tab:red", alpha=0.25, label="merge times")
-                twin.set_yscale("log")
-                twin.set_ylabel("merges (all runs, per bin)")
-                twin.legend(loc="lower left", fontsize=8)
-            ax.legend(loc="upper right", fontsize=8)
-
-
-STAIRCASES = 12  # single-run staircases drawn under the mean
-FRACTIONS = ("pair_fraction", "p_one_cluster", "held_by_first", "held_by_early", "first_alignment")
-
-
-def _curves_against_time(ds, var: str) -> bool:
-    """`dyn plot` drew `var` as curves against time: time is its only numeric axis."""
-    da = ds[var]
-    return "time" in da.dims and all(
-        d == "time" or da.sizes[d] == 1 or da[d].dtype.kind not in "fiu" for d in da.dims)
-
-
-def _theory_curves(ax, theory, label: str) -> None:
-    """Dashed theory curves against time, one per combination of the other dims."""
-    t = theory["time"].values
-    others = [d for d in theory.dims if d != "time"]
-    stacked = theory.transpose(*others, "time").values.reshape(-1, len(t))
-    for k, row in enumerate(stacked):
-        if np.isfinite(row).any():
-            ax.plot(t, row, "k--", lw=1.2, label=label if k == 0 else None)
-    ax.legend(fontsize=8)
+            return replace(solve, method="euler", dt=spec.horizon / spec["depth"])
+        return solve
 
 
 def _scalar_ode_applies(spec) -> bool:

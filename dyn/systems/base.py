@@ -3,8 +3,8 @@
 A system is a continuous-time model (and, where it has one, its discrete network) seen by the
 engine: its parameters (`params`, checked against every scenario), its outputs, and `simulate`,
 which runs a chunk of Monte Carlo runs of one point and returns per-run values. The engine owns
-the rest (:mod:`dyn.ensemble`): chunking runs to a memory budget, reducing over runs, divergence,
-checking the values against the declared outputs, trajectories.
+the rest (:mod:`dyn.engine.ensemble`): chunking runs to a memory budget, reducing over runs,
+divergence, checking the values against the declared outputs, trajectories.
 """
 from __future__ import annotations
 
@@ -13,22 +13,24 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from ..errors import ScenarioError
-from ..schema import Field
+from ..core.errors import ScenarioError
+from ..core.schema import Field
 
 if TYPE_CHECKING:
-    from ..spec import RunSpec, Setup
+    from ..core.spec import RunSpec, Setup
 
-from ..contract import (AVERAGING_KEYS, DIVERGED, FAILED, INTEGRATOR_KEYS, NONSTATIONARY_SHARE,
-                        OK, PENDING, PROBABILITY, REDUCTIONS, ROLE_ATTR, STATIONARY, STATUS_NAMES,
-                        STEP_ERROR, TIME_AVERAGE, UNDECIDED, Chunk, Coord, Output, PointResult,
-                        bytes_of)
+from ..core.contract import (AVERAGING_KEYS, DIVERGED, FAILED, INTEGRATOR_KEYS, NONSTATIONARY_SHARE,
+                             OK, PENDING, PROBABILITY, REDUCTIONS, REFERENCE, ROLE_ATTR, STATIONARY,
+                             STATUS_NAMES, STEP_ERROR, TIME_AVERAGE, UNDECIDED, Chunk, Coord, Draw,
+                             Output, PointResult, Reference, Solve, bytes_of, theory_coord,
+                             theory_grid)
 
 # what a system module needs, in one import (the contract's names, re-exported)
 __all__ = ["AVERAGING_KEYS", "DIVERGED", "FAILED", "INTEGRATOR_KEYS", "NONSTATIONARY_SHARE", "OK",
-           "PENDING", "PROBABILITY", "REDUCTIONS", "ROLE_ATTR", "STATIONARY", "STATUS_NAMES",
-           "STEP_ERROR", "TIME_AVERAGE", "UNDECIDED", "Chunk", "Coord", "Output", "PointResult",
-           "bytes_of", "System", "state_dims"]
+           "PENDING", "PROBABILITY", "REDUCTIONS", "REFERENCE", "ROLE_ATTR", "STATIONARY",
+           "STATUS_NAMES", "STEP_ERROR", "TIME_AVERAGE", "UNDECIDED", "Chunk", "Coord", "Draw",
+           "Output", "PointResult", "Reference", "Solve", "bytes_of", "theory_coord", "theory_grid",
+           "System", "over_axes", "state_dims"]
 
 
 def state_dims(setup: "Setup", **dims: str) -> dict[str, int]:
@@ -42,6 +44,19 @@ def state_dims(setup: "Setup", **dims: str) -> dict[str, int]:
                                 "fixed (every point's states must have one shape)")
         found[dim] = int(sizes.pop())
     return found
+
+
+def over_axes(setup: "Setup", *keys: str):
+    """For references that depend on parameters which may be swept: (dims, cases), dims the
+    sweep axes among `keys` (file order), cases a list of (index into those dims, {key: value}
+    for every key, fixed ones from the setup), one per combination of the swept values."""
+    dims = tuple(a for a in setup.axes if a in keys)
+    cases = []
+    for index in np.ndindex(*(len(setup.axes[a]) for a in dims)):
+        values = {k: setup.params.get(k) for k in keys}
+        values.update({a: setup.axes[a][i] for a, i in zip(dims, index)})
+        cases.append((index, values))
+    return dims, cases
 
 
 class System(abc.ABC):
@@ -59,8 +74,9 @@ class System(abc.ABC):
     default_plot: ClassVar[str]
     equation: ClassVar[str | None] = None
     integrator: ClassVar[frozenset[str]] = frozenset()
-    # methods of [integrator] backend = "jax" (dyn.batched): empty when the system has no batched
-    # JAX path; such a system implements batch_key, simulate_batch and batch_bytes
+    # methods of [integrator] backend = "jax" (dyn.engine.batched): empty when the system has no
+    # batched JAX path; such a system implements batch_key, problem, initial_state and observe (or its
+    # own solves) and may size batch_bytes
     jax_methods: ClassVar[frozenset[str]] = frozenset()
 
     @abc.abstractmethod
@@ -103,20 +119,46 @@ class System(abc.ABC):
 
     # a system whose `simulate` and `extend` solve with `spec.solver.get()` and draw their noise
     # from `spec.rng` in the same order at any step: `[integrator] check_step` may rerun its runs
-    # at dt / 2 on the same Brownian path (dyn.stepcheck)
+    # at dt / 2 on the same Brownian path (dyn.engine.stepcheck)
     step_check: ClassVar[bool] = False
 
     def batch_key(self, spec: "RunSpec") -> tuple:
         """Points with equal keys run in one JAX computation (same shapes, same program)."""
         raise NotImplementedError(f"system {self.name} has no batched JAX path")
 
-    def simulate_batch(self, specs: list["RunSpec"]) -> list[Chunk]:
-        """Every run of every point of a batch (equal batch keys), one Chunk per point."""
+    def problem(self, spec: "RunSpec"):
+        """The point's integrators.Problem (its flat parameter vector p)."""
+        raise NotImplementedError(f"system {self.name} has no batched JAX path")
+
+    def initial_state(self, spec: "RunSpec", runs: int) -> np.ndarray:
+        """The starts (runs, n, d) of the point's next `runs` runs, drawn from `spec.rng`."""
+        raise NotImplementedError(f"system {self.name} has no batched JAX path")
+
+    def solves(self, spec: "RunSpec") -> Solve | dict[str, Solve]:
+        """What backend jax solves for the point (dyn.engine.batched stacks a batch's Solves and
+        makes one integrators.get("jax", ...).solve per name): by default `problem(spec)` from
+        `initial_state(spec, spec.runs)` at the save times with the configured method and
+        step, the noise (for an SDE method) from `spec.jax_key()`."""
+        import integrators
+
+        method = spec.solver.method
+        key = spec.jax_key() if method in integrators.SDE_METHODS else None
+        return Solve(method, spec.dt, self.problem(spec), self.initial_state(spec, spec.runs),
+                     spec.times, key=key)
+
+    def observe(self, spec: "RunSpec", solved) -> Chunk:
+        """The point's Chunk from what its `solves` gave, in their structure: states
+        (runs, T, n, d) for a Solve, (states, steps (runs,)) for an absorbing one."""
         raise NotImplementedError(f"system {self.name} has no batched JAX path")
 
     def batch_bytes(self, spec: "RunSpec") -> int:
         """Device memory one point of a batch needs (the batch is sized to the device)."""
         return self.run_bytes(spec) * spec.runs
+
+    def references(self, setup: "Setup") -> list[Reference]:
+        """Theory written into the file when it is made (boundaries, closed forms, curves to
+        compare with), computed from the setup alone; `dyn plot` draws them by their `Draw`."""
+        return []
 
     def trajectory_dims(self, setup: "Setup") -> dict[str, int] | None:
         """Dims of one run's state at one save time (same for every point), or None when the

@@ -13,22 +13,29 @@ particles, against the closed form
   perturbed by `amplitude` in mode k, the SDE with the O(nK) drift by Euler-Maruyama with the
   scenario's `dt`;
 - `growth_rate_theory`: the closed form; `growth_rate_error`: max_k |growth_rate - theory|.
-`dyn plot` draws growth_rate over (beta, mode) with the closed form's zero crossings (white
-ticks) and a "+" where the measured rate is positive.
+With beta swept, the file also holds the reference `beta_zero`: the betas where the closed form
+crosses zero, lambda_k(beta) = 0, per mode (dimension `crossing`, NaN-padded), which `dyn plot`
+draws as ticks on (beta, mode) heat maps, with a "+" on cells whose rate is positive.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from ..errors import ScenarioError
-from ..lazy import lazy
-from ..schema import Field
+from ..core.errors import ScenarioError
+from ..core.lazy import lazy
+from ..noisy.params import FIELDS as NOISY_FIELDS
+from ..core.schema import Field
 from . import register
-from .base import Chunk, Coord, Output, System
+from .base import (REFERENCE, Chunk, Coord, Draw, Output, Reference, System, over_axes,
+                   theory_grid)
 
 noisy = lazy("dyn.noisy")
 
 MODES = 6
+POSITIVE = Draw(mark_above=0.0)  # heat-map cells of a growing mode get a "+"
+RATES = ("growth_rate", "growth_rate_particles", "growth_rate_theory")
 
 
 @register
@@ -39,10 +46,10 @@ class MeanFieldModes(System):
     equation = "sde"
     integrator = frozenset({"backend", "method", "dt", "horizon"})
     params = {
-        "beta": Field("float", 1.0, "inverse temperature beta"),
-        "sigma": Field("float", 0.5, "noise sigma", lo=0.0),
-        "normalization": Field("str", "SA", "attention normalization", choices=("SA", "USA")),
-        "n": Field("int", 1000, "tokens per particle run", lo=2, hi=1_000_000),
+        "beta": NOISY_FIELDS["beta"],
+        "sigma": replace(NOISY_FIELDS["sigma"], default=0.5),
+        "normalization": replace(NOISY_FIELDS["normalization"], default="SA"),
+        "n": replace(NOISY_FIELDS["n"], default=1000, lo=2, doc="tokens per particle run"),
         "amplitude": Field("float", 0.1, "moment of the perturbed law the particles start from",
                            lo=1e-6, hi=0.45),
         "epsilon": Field("float", 1e-6, "moment of the PDE's perturbed start", lo=1e-12, hi=0.1),
@@ -63,11 +70,11 @@ class MeanFieldModes(System):
     def outputs(self, setup) -> list[Output]:
         return [
             Output("growth_rate", "growth rate of mode k, mean-field PDE", "1/time", ("mode",),
-                   reduce="point"),
+                   reduce="point", draw=POSITIVE),
             Output("growth_rate_particles", "growth rate of mode k, particles (mean over runs)",
-                   "1/time", ("mode",), reduce="mean_se"),
+                   "1/time", ("mode",), reduce="mean_se", draw=POSITIVE),
             Output("growth_rate_theory", "growth rate of mode k, closed form", "1/time", ("mode",),
-                   reduce="point"),
+                   reduce="point", role=REFERENCE, draw=POSITIVE),
             Output("growth_rate_error", "max over k of |PDE - closed form|", "1/time",
                    reduce="point"),
         ]
@@ -92,41 +99,37 @@ class MeanFieldModes(System):
             spec["normalization"], spec.horizon, MODES, spec["amplitude"], spec["tol"])
         return Chunk({"growth_rate_particles": rates}, finite=finite)
 
-    def decorate(self, ax, ds, var: str) -> None:
-        """The closed form's zero crossings lambda_k(beta) = 0 on a (beta, mode) heat map, and a
-        "+" on every cell whose measured rate is positive."""
-        import tomllib
+    def references(self, setup) -> list[Reference]:
+        """beta_zero: the roots in beta of the closed form lambda_k(beta) (module doc) over the
+        plotted beta range, per mode, for each swept sigma and normalization: sign changes on
+        a fine grid, refined by Brent's method to 1e-12."""
+        if "beta" not in setup.axes:
+            return []
+        from scipy.optimize import brentq
 
-        dims = ds[var].dims
-        if not var.startswith("growth_rate") or {d for d in dims if ds.sizes[d] > 1} != {"beta", "mode"}:
-            return
-        params = tomllib.loads(ds.attrs["scenario"])["params"]
-        fixed = {k: (ds[k].item() if k in ds.coords and ds[k].ndim == 0 else params.get(k, dflt))
-                 for k, dflt in (("sigma", 0.5), ("normalization", "SA"))}
-        beta = np.linspace(float(ds["beta"].min()), float(ds["beta"].max()), 400)
-        rates = np.array([noisy.growth_rates(b, fixed["sigma"], 2, fixed["normalization"],
-                                             np.arange(1, MODES + 1)) for b in beta])
-        first = True
-        for k in range(1, MODES + 1):
-            sign = np.sign(rates[:, k - 1])
-            for i in np.flatnonzero(sign[1:] != sign[:-1]):
-                b0, b1 = beta[i], beta[i + 1]
-                r0, r1 = rates[i, k - 1], rates[i + 1, k - 1]
-                root = b0 - r0 * (b1 - b0) / (r1 - r0)
-                at = (root, root), (k - 0.5, k + 0.5)
-                if dims.index("beta") > dims.index("mode"):
-                    at = at[::-1]
-                ax.plot(*at, color="white", lw=2.2,
-                        label=r"closed form: $\lambda_k = 0$" if first else None)
-                first = False
-        values = ds[var].transpose("beta", "mode").values
-        bb, kk = np.meshgrid(ds["beta"].values, ds["mode"].values, indexing="ij")
-        up = values > 0
-        if up.any():
-            at = (bb[up], kk[up]) if dims.index("beta") < dims.index("mode") else (kk[up], bb[up])
-            ax.plot(*at, "+", color="white", ms=6, mew=1.2, label="measured rate > 0")
-        if not first or up.any():
-            ax.legend(loc="upper right", fontsize=7, framealpha=0.85)
+        beta = theory_grid(setup.axes["beta"], 400)
+        modes = np.arange(1, MODES + 1)
+        dims, cases = over_axes(setup, "sigma", "normalization")
+        roots = {}
+        for index, v in cases:
+            def rate(b, k):
+                return float(noisy.growth_rates(b, v["sigma"], 2, v["normalization"], [k])[0])
+
+            rates = np.array([noisy.growth_rates(b, v["sigma"], 2, v["normalization"], modes)
+                              for b in beta])
+            for k in modes:
+                sign = np.sign(rates[:, k - 1])
+                roots[index, k] = [brentq(rate, beta[i], beta[i + 1], args=(k,), xtol=1e-12)
+                                   for i in np.flatnonzero(sign[1:] * sign[:-1] < 0)]
+        width = max(1, max(len(r) for r in roots.values()))
+        values = np.full(tuple(len(setup.axes[a]) for a in dims) + (MODES, width), np.nan)
+        for (index, k), found in roots.items():
+            values[index + (k - 1, slice(0, len(found)))] = found
+        coords = {"crossing": Coord(np.arange(width), "zero crossing of lambda_k along beta")}
+        return [Reference("beta_zero", "beta where the closed-form rate of mode k crosses zero",
+                          values, (*dims, "mode", "crossing"), coords,
+                          draw=Draw(over=RATES, along="beta", linestyle="-",
+                                    label=r"closed form: $\lambda_k = 0$"))]
 
 
 def _solver(spec):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ScenarioError
-from ..lazy import lazy
+from ..core.errors import ScenarioError
+from ..core.lazy import lazy
 from ..momentum.params import check_second_order_gamma
-from ..schema import Field
+from ..core.schema import Field
 from . import register
 from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
 

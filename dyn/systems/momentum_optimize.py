@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lazy import lazy
-from ..schema import Field
+from ..core.lazy import lazy
+from ..core.schema import Field
 from . import register
 from .base import Chunk, Coord, Output, System
 

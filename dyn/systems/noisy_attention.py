@@ -15,7 +15,7 @@ the save times (means over runs): `r` = |mean_i x_i|, on the circle (d fixed to 
 (r_k = |mean_i e^{ik theta_i}|, k = 1..6, dimension `mode`), `n_clusters` (single linkage at
 <x_i, x_j> > 1 - delta), `energy` (the USA interaction energy sum_ij e^{beta <x_i,x_j>}/(2 beta
 n^2)); and `r_stationary`, the time average of r once the runs are stationary: a
-"time_average" output, so the engine (:mod:`dyn.averaging`) picks the window ([integrator]
+"time_average" output, so the engine (:mod:`dyn.engine.averaging`) picks the window ([integrator]
 burn_in, "auto" by default), continues the runs block by block up to `horizon_cap` until the
 window passes its stationarity tests, and writes the standard error from the effective sample
 size (`r_stationary_se`), `burn_in_used`, `horizon_used` and `stationary`. Near sigma_c the
@@ -31,11 +31,13 @@ step_tol (1 + 2|beta|) (SA) that keeps dt times the contraction rate of a tight 
 `dt = "auto"` takes step_tol over it. The runs are solved by `spec.solver` with the point's
 stream, so `check_step` can rerun them at dt/2 on one Brownian path.
 
-`dyn plot` overlays, on a (beta, sigma) heat map, the noise sigma_c(beta) below which the uniform
-law is linearly unstable (d and normalization of the panel; derivation in
-:mod:`dyn.noisy.theory`) and, on the circle with USA, the mean-field fold below which a clustered
-law exists too; on r_stationary against sigma, the line sigma = sigma_c and, on the circle, the
-stable and unstable mean-field branches (:mod:`dyn.noisy.stationary`).
+References in the file (Q = K = V = I; `dyn plot` draws them over r_stationary): `sigma_critical`,
+the noise sigma_c(beta) below which the uniform law is linearly unstable (derivation in
+:mod:`dyn.noisy.theory`), over a fine grid of beta (`beta_theory`) when beta is swept, per swept d
+and normalization; on the circle with USA, `sigma_fold`, the mean-field fold below which a
+clustered law exists too (`beta_fold`, from FOLD_FROM on); on the circle at a fixed beta > 0,
+the stable and unstable mean-field branches r(sigma) with the uniform law r = 0
+(`r_branch_stable`, `r_branch_unstable` over the points `sigma_branch`; :mod:`dyn.noisy.stationary`).
 """
 from __future__ import annotations
 
@@ -43,13 +45,14 @@ import math
 
 import numpy as np
 
-from ..contract import bytes_of
-from ..errors import ScenarioError
-from ..lazy import lazy
+from ..core.contract import AXIS_ATTR, bytes_of
+from ..core.errors import ScenarioError
+from ..core.lazy import lazy
 from ..noisy.params import DEFAULT_TOL, DIRECT_MAX_N, FIELDS
-from ..schema import Field
+from ..core.schema import Field
 from . import register
-from .base import AVERAGING_KEYS, Chunk, Coord, Output, System, state_dims
+from .base import (AVERAGING_KEYS, Chunk, Coord, Draw, Output, Reference, System, over_axes,
+                   state_dims, theory_coord)
 
 noisy = lazy("dyn.noisy")
 
@@ -143,24 +146,33 @@ class NoisyAttention(System):
         return bytes_of(len(spec.times), spec["n"], spec["d"])
 
     def simulate(self, spec, runs: range) -> Chunk:
-        x0 = noisy.initial_tokens(spec["init"], spec.rng, len(runs), spec["n"], spec["d"])
-        states = spec.solver.get().solve(_problem(spec), x0, spec.times, rng=spec.rng)
+        x0 = self.initial_state(spec, len(runs))
+        states = spec.solver.get().solve(self.problem(spec), x0, spec.times, rng=spec.rng)
+        return self.observe(spec, states)
+
+    def problem(self, spec):
+        """The direct or the Fourier drift (see the module doc). On the `jax` backend a batch's
+        Fourier vectors are padded with zero coefficients to its largest order K (a zero c_l
+        adds nothing), so points of different beta share one program."""
+        return _problem(spec)
+
+    def initial_state(self, spec, runs: int) -> np.ndarray:
+        return noisy.initial_tokens(spec["init"], spec.rng, runs, spec["n"], spec["d"])
+
+    def observe(self, spec, states) -> Chunk:
         return _observed(spec, states)
 
     def extend(self, spec, carry, times) -> Chunk:
         """Continue the runs from their last tokens `carry` (runs, n, d) over `times`."""
-        if spec.solver.backend == "jax":
-            from integrators import jax_batch
-            from integrators.geometry import SPHERE
+        if spec.solver.backend == "jax":  # a batch of one point, one key per stretch
+            from integrators import Problem
 
-            record = _record(spec)
-            block = int(round(times[0] / (times[1] - times[0])))  # one key per stretch
-            states = jax_batch.em_batch(record.drift_jax, record.diffusion_jax, SPHERE,
-                                        (spec["n"], spec["d"]), carry[None],
-                                        noisy.pack_values(spec.values, drift_of(spec.values))[None],
-                                        times, spec.dt, keys=spec.jax_key(EXTEND_KEY, block)[None])[0]
+            block = int(round(times[0] / (times[1] - times[0])))
+            states = spec.solver.get(dt=spec.dt).solve(
+                Problem.stack([self.problem(spec)]), carry[None], times,
+                keys=spec.jax_key(EXTEND_KEY, block)[None])[0]
         else:
-            states = spec.solver.get().solve(_problem(spec), carry, times, rng=spec.rng)
+            states = spec.solver.get().solve(self.problem(spec), carry, times, rng=spec.rng)
         return Chunk({"r_stationary": noisy.order_parameter(states[:, 1:])},
                      finite=np.isfinite(states).all(axis=(1, 2, 3)), carry=states[:, -1])
 
@@ -176,93 +188,80 @@ class NoisyAttention(System):
     def batch_key(self, spec) -> tuple:  # one program, one step per batch
         return drift_of(spec.values), spec["n"], spec["d"], spec.runs, spec.dt
 
-    def simulate_batch(self, specs) -> list[Chunk]:
-        """The `jax` backend: the same starts as the numba path (from each point's stream), the
-        noise from each point's key, all points and runs advanced by one Euler-Maruyama program.
-        Fourier vectors are padded with zero coefficients to the batch's largest order K (a zero
-        c_l adds nothing), so points of different beta share one program."""
-        from integrators import jax_batch
-        from integrators.geometry import SPHERE
-
-        spec = specs[0]
-        record = _record(spec)
-        vectors = [noisy.pack_values(s.values, drift_of(s.values)) for s in specs]
-        width = max(len(v) for v in vectors)
-        p = np.stack([np.pad(v, (0, width - len(v))) for v in vectors])
-        x0 = np.stack([noisy.initial_tokens(s["init"], s.rng, s.runs, s["n"], s["d"]) for s in specs])
-        keys = np.stack([s.jax_key() for s in specs])
-        states = jax_batch.em_batch(record.drift_jax, record.diffusion_jax, SPHERE,
-                                    (spec["n"], spec["d"]), x0, p, spec.times,
-                                    spec.dt, keys=keys)
-        return [_observed(s, states[i]) for i, s in enumerate(specs)]
-
     def batch_bytes(self, spec) -> int:  # states at the save times, plus the drift's n x n
         n, d = spec["n"], spec["d"]
         pairwise = n * n if drift_of(spec.values) == "direct" else 0
         return 8 * spec.runs * ((len(spec.times) + 4) * n * d + 2 * pairwise)
 
-    def decorate(self, ax, ds, var: str) -> None:
-        """sigma_c(beta) on a (beta, sigma) heat map (and, circle with USA, the fold); on curves
-        against sigma, sigma = sigma_c and (circle, beta > 0) the mean-field branches."""
-        import tomllib
+    def references(self, setup) -> list[Reference]:
+        """sigma_c(beta), the fold and the mean-field branches (module doc)."""
+        matrices = [setup.params.get(k) for k in ("Q", "K", "V")]
+        if any(k in setup.axes for k in ("Q", "K", "V")) or not all(
+                a is None or _identity(a, len(a)) for a in matrices):
+            return []
+        over = ("r_stationary", "r_stationary_se")
+        dims, cases = over_axes(setup, "d", "normalization")
+        shape = tuple(len(setup.axes[a]) for a in dims)
+        coords, grid = {}, ()
+        if "beta" in setup.axes:
+            coords, grid = {"beta_theory": theory_coord("beta", setup.axes["beta"])}, ("beta_theory",)
+            beta = coords["beta_theory"].values
+        else:
+            beta = np.asarray(float(setup.params["beta"]))
+        sc = np.empty(shape + beta.shape)
+        for index, v in cases:
+            sc[index] = noisy.sigma_critical(beta, int(v["d"]), v["normalization"])
+        found = [Reference("sigma_critical", "sigma_c(beta): the uniform law is linearly unstable "
+                           "below", sc, (*dims, *grid), coords,
+                           draw=Draw(over=over, along="sigma",
+                                     label=r"$\sigma_c(\beta)$: uniform law unstable below"))]
+        circle_usa = [(i, v) for i, v in cases if v["d"] == 2 and v["normalization"] == "USA"]
+        top = float(np.max(setup.values_of("beta")))
+        if circle_usa and top > FOLD_FROM:  # a branch continuation per beta: the swept range only
+            coords, grid = {}, ()
+            if "beta" in setup.axes:
+                values = np.linspace(FOLD_FROM, top, FOLD_POINTS)
+                coords = {"beta_fold": Coord(values, "beta (grid of the fold)",
+                                             attrs={AXIS_ATTR: "beta"})}
+                grid = ("beta_fold",)
+            at = coords["beta_fold"].values if coords else beta
+            fold = np.full(shape + at.shape, np.nan)
+            for index, v in circle_usa:
+                fold[index] = noisy.fold(at, "USA").reshape(at.shape)
+            found.append(Reference("sigma_fold", "mean-field fold: largest sigma with a clustered "
+                                   "stationary law (circle, USA)", fold, (*dims, *grid), coords,
+                                   draw=Draw(over=over, along="sigma", color="orange",
+                                             linestyle=":", label="mean-field fold: clustered "
+                                             "law exists below")))
+        if not dims and _circle(setup) and "beta" not in setup.axes and float(beta) > 0:
+            found += _branches(setup, float(beta), setup.params["normalization"])
+        return found
 
-        params = tomllib.loads(ds.attrs["scenario"])["params"]
 
-        def fixed(key, default):
-            if key in ds.coords and ds[key].ndim == 0:
-                return ds[key].item()
-            return params.get(key, default)
-
-        d, normalization = int(fixed("d", 2)), str(fixed("normalization", "USA"))
-        plain = all(params.get(k) is None for k in ("Q", "K", "V"))
-        if not plain or var not in ("r_stationary", "r_stationary_se"):
-            return
-        dims = ds[var].dims
-        field = [x for x in dims if ds.sizes[x] > 1]
-        if set(field) == {"beta", "sigma"}:
-            lo, hi = float(ds["beta"].min()), float(ds["beta"].max())
-            beta = np.linspace(lo, hi, 200)
-            sc = noisy.sigma_critical(beta, d, normalization)
-            keep = sc <= float(ds["sigma"].max()) * 1.05
-            xy = (beta, sc) if dims.index("beta") < dims.index("sigma") else (sc, beta)
-            ax.plot(xy[0][keep], xy[1][keep], color="white", lw=2, ls="--",
-                    label=rf"$\sigma_c(\beta)$: uniform law unstable below ({normalization}, d = {d})")
-            if d == 2 and normalization == "USA" and hi > FOLD_FROM:
-                bf = np.linspace(FOLD_FROM, hi, FOLD_POINTS)
-                fold = noisy.fold(bf, normalization)
-                xy = (bf, fold) if dims.index("beta") < dims.index("sigma") else (fold, bf)
-                ok = np.isfinite(fold) & (fold <= float(ds["sigma"].max()) * 1.05)
-                if ok.any():
-                    ax.plot(xy[0][ok], xy[1][ok], color="orange", lw=1.6, ls=":",
-                            label="mean-field fold: clustered law exists below")
-            ax.legend(loc="upper left", fontsize=7, framealpha=0.85)
-        elif field and field[0] == "sigma" and "beta" not in field:
-            beta = float(fixed("beta", 1.0))
-            sc = noisy.sigma_critical(beta, d, normalization)
-            ax.axvline(sc, color="0.3", ls="--", lw=1.2,
-                       label=rf"$\sigma_c$ = {sc:.3g} (uniform law unstable below)")
-            if d == 2 and var == "r_stationary" and beta > 0:
-                branch = noisy.circle_branch(beta, normalization)
-                s_lo, s_hi = float(ds["sigma"].min()), float(ds["sigma"].max())
-                inside = (branch.sigma >= s_lo * 0.9) & (branch.sigma <= s_hi * 1.1)
-                for stable, style, label in ((True, "-", "mean field: stable"),
-                                             (False, ":", "mean field: unstable")):
-                    part = np.where(inside & (branch.stable == stable), branch.r, np.nan)
-                    ax.plot(branch.sigma, part, "k" + style, lw=1.3, label=label)
-                if sc < s_hi:  # the uniform law: stable above sigma_c, unstable below
-                    ax.plot([max(sc, s_lo), s_hi], [0, 0], "k-", lw=1.3)
-                if sc > s_lo:
-                    ax.plot([s_lo, min(sc, s_hi)], [0, 0], "k:", lw=1.3)
-            ax.legend(fontsize=7)
+def _branches(setup, beta: float, normalization: str) -> list[Reference]:
+    """The mean-field stationary laws on the circle against sigma: the clustered branch (within
+    10% of the swept sigma range) and the uniform law r = 0 (stable above sigma_c), as two
+    curves, stable and unstable, over the points `sigma_branch` (NaN between pieces)."""
+    branch = noisy.circle_branch(beta, normalization)
+    sc = float(noisy.sigma_critical(beta, 2, normalization))
+    s = np.asarray(setup.axes.get("sigma", branch.sigma), dtype=float)
+    lo, hi = min(float(s.min()), sc), max(float(s.max()), sc)
+    inside = (branch.sigma >= 0.9 * s.min()) & (branch.sigma <= 1.1 * s.max())
+    sigma = np.concatenate([branch.sigma, [lo, sc, hi]])
+    stable = np.concatenate([np.where(inside & branch.stable, branch.r, np.nan), [np.nan, 0, 0]])
+    unstable = np.concatenate([np.where(inside & ~branch.stable, branch.r, np.nan), [0, 0, np.nan]])
+    coords = {"sigma_branch": Coord(sigma, "sigma along the mean-field branches",
+                                    attrs={AXIS_ATTR: "sigma"})}
+    return [Reference(f"r_branch_{kind}", f"r of the {kind} mean-field stationary laws (circle)",
+                      r, ("sigma_branch",), coords,
+                      draw=Draw(over=("r_stationary",), linestyle=style, color="black",
+                                label=f"mean field: {kind}"))
+            for kind, r, style in (("stable", stable, "-"), ("unstable", unstable, ":"))]
 
 
 def _circle(setup) -> bool:
     """r_modes is written when every point lies on the circle (d fixed to 2)."""
     return "d" not in setup.swept and setup.params.get("d") == 2
-
-
-def _record(spec):
-    return noisy.FOURIER if drift_of(spec.values) == "fourier" else noisy.NOISY
 
 
 def _problem(spec):

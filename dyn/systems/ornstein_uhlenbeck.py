@@ -24,9 +24,13 @@ import numpy as np
 import integrators
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
-from ..schema import Field
+from ..core.layout import Layout
+from ..core.schema import Field
 from . import register
 from .base import AVERAGING_KEYS, Chunk, Output, System, state_dims
+
+LAYOUT = Layout("ornstein_uhlenbeck", scalars=("theta", "sigma"))
+THETA, SIGMA = LAYOUT.index("theta"), LAYOUT.index("sigma")
 
 
 @numba.njit(DRIFT_SIG, **NJIT)
@@ -34,7 +38,7 @@ def ou_drift(t, x, p, out, work):
     """out <- -theta x."""
     for i in range(x.shape[0]):
         for k in range(x.shape[1]):
-            out[i, k] = -p[0] * x[i, k]
+            out[i, k] = -p[THETA] * x[i, k]
 
 
 @numba.njit(DIFFUSION_SIG, **NJIT)
@@ -42,20 +46,20 @@ def ou_diffusion(t, x, p, dw, out, work):
     """out <- sigma dw."""
     for i in range(x.shape[0]):
         for k in range(x.shape[1]):
-            out[i, k] = p[1] * dw[i, k]
+            out[i, k] = p[SIGMA] * dw[i, k]
 
 
 def ou_drift_jax(t, x, p):
-    return -p[0] * x
+    return -p[THETA] * x
 
 
 def ou_diffusion_jax(t, x, p, dw):
-    return p[1] * dw
+    return p[SIGMA] * dw
 
 
 def ou_problem(theta: float, sigma: float, d: int) -> integrators.Problem:
     """The OU process in R^d as an integrators problem (state of one member: (1, d))."""
-    return integrators.Problem(ou_drift, ou_drift_jax, np.array([theta, sigma]),
+    return integrators.Problem(ou_drift, ou_drift_jax, LAYOUT.pack(theta=theta, sigma=sigma),
                                integrators.EUCLIDEAN, ou_diffusion, ou_diffusion_jax, (1, d))
 
 

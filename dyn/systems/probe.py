@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schema import Field
+from ..core.schema import Field
 from . import register
 from .base import Chunk, Coord, Output, System
 

@@ -34,17 +34,23 @@ Conventions as parameters: `score` (beta on unit tokens or beta/sqrt(d) on norm-
 `init`. The rho form (and the exact pair sampling and the absorbing levels) is derived for
 Gaussian noise and Vbar = vbar I only: GOE or a general Vbar run the full d x d network or the
 SDE, to the horizon.
+
+The file holds the phase boundary of two tokens (gaussian noise, vbar = 0) as the reference
+`beta_boundary`: cosh(2 beta_eff) = d - 2 solved for the swept beta (beta_eff = beta, or
+beta sqrt(d) with score = "sqrt_d") over a fine grid of d (`d_theory`), NaN where it has no
+solution (d < 3) or does not apply; `dyn plot` draws it on (beta, d) heat maps.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ScenarioError
-from ..lazy import lazy
-from ..schema import Field
+from ..core.errors import ScenarioError
+from ..core.lazy import lazy
+from ..core.schema import Field
 from ..tokens_sde.params import FIELDS
 from . import register
-from .base import PROBABILITY, UNDECIDED, Chunk, Output, System, state_dims
+from .base import (PROBABILITY, UNDECIDED, Chunk, Draw, Output, Reference, Solve, System,
+                   over_axes, state_dims, theory_coord)
 
 integrators = lazy("integrators")
 ts = lazy("dyn.tokens_sde")
@@ -152,26 +158,71 @@ class RandomTransformer(System):
     def batch_bytes(self, spec) -> int:  # the runs' states, normals and outputs on the device
         return 8 * spec.runs * (8 * spec["d"] + 16)
 
-    def simulate_batch(self, specs) -> list[Chunk]:
-        return _simulate_batch(specs)
+    def solves(self, spec) -> Solve:
+        """The `jax` backend (two tokens): the u SDE (form rho) or the two-token network, each
+        run until absorbed at its levels or stopped at the point's cap (an absorbing solve with
+        the steps of :mod:`dyn.tokens_sde.jax_batch`); starts and walk from the point's key."""
+        p = ts.pack_values(spec.values)
+        lo, hi = _levels(spec, p)
+        q = ts.Q_LAYOUT.pack(beta=_beta(p), sigma=spec["sigma"], vbar=spec["vbar"], d=spec["d"],
+                             lo=lo, hi=hi, stop_minus=ts.log_gaps_u(lo)[0],
+                             stop_plus=ts.log_gaps_u(hi)[1])
+        x0, walk = ts.two_token_starts(spec["form"], spec.jax_key(), q, spec.runs)
+        problem = ts.u_problem(q) if spec["form"] == "rho" else ts.pair_problem(q)
+        return Solve("step_map", spec.dt, problem, x0, np.array([0.0, _cap(spec, p)]), key=walk,
+                     absorbing=True)
 
-    def decorate(self, ax, ds, var: str) -> None:
-        """The predicted boundary cosh(2 beta) = d - 2 on a (beta, d) heat map."""
-        dims = ds[var].dims
-        if set(dims) != {"beta", "d"} or ds.sizes["d"] < 2:  # only the (beta, d) heat map
-            return
-        d = np.linspace(float(ds["d"].min()), float(ds["d"].max()), 400)
-        bc = ts.beta_critical(d)
-        xy = (bc, d) if dims.index("beta") < dims.index("d") else (d, bc)
-        ax.plot(*xy, color="white", lw=2, ls="--", label=r"$\cosh 2\beta = d-2$")
-        ax.legend(loc="lower right", fontsize=8)
+    def observe(self, spec, solved) -> Chunk:
+        """Classes, steps and times of the runs of an absorbing solve."""
+        states, taken = solved
+        cap = _cap(spec, ts.pack_values(spec.values))
+        step = cap / ts.fixed_steps(cap, spec.dt)
+        final = states[:, -1]
+        if spec["form"] == "rho":
+            u = final[:, 0, 0]
+            return _chunk(spec, _classes_u(spec, u), taken, taken * step, np.isfinite(u), None)
+        classify = ts.classify_pair if spec["report"] == "pair" else ts.census
+        return _chunk(spec, classify(final, spec["threshold"]), taken, taken * step,
+                      np.isfinite(final).all(axis=(1, 2)), None)
+
+    def references(self, setup) -> list[Reference]:
+        """beta_c(d): antipodal pairs attract iff cosh(2 beta_eff) > d - 2 (physics.md §1.2;
+        two tokens, gaussian noise, Vbar = 0), so beta_c = arccosh(d - 2)/2 in unit scores,
+        divided by sqrt(d) for score = "sqrt_d"; no solution for d < 3 (NaN there)."""
+        if setup.params.get("Vbar") is not None:
+            return []
+        coords = {}
+        if "d" in setup.axes:
+            coords = {"d_theory": theory_coord("d", setup.axes["d"], 400)}
+            d = coords["d_theory"].values
+        else:
+            d = np.asarray(float(setup.params["d"]))
+        dims, cases = over_axes(setup, "n", "vbar", "noise", "score")
+        boundary = np.full(tuple(len(setup.axes[a]) for a in dims) + d.shape, np.nan)
+        for index, v in cases:
+            if v["n"] == 2 and v["vbar"] == 0 and v["noise"] == "gaussian":
+                scale = np.sqrt(d) if v["score"] == "sqrt_d" else 1.0
+                boundary[index] = np.where(d >= 3, ts.beta_critical(d), np.nan) / scale
+        if np.isnan(boundary).all():
+            return []
+        over = tuple(o.name for o in self.outputs(setup))
+        label = (r"$\cosh 2\beta\sqrt{d} = d-2$" if "sqrt_d" in setup.values_of("score")
+                 else r"$\cosh 2\beta = d-2$")
+        return [Reference("beta_boundary", "two-token phase boundary beta_c(d): "
+                          "cosh(2 beta_eff) = d - 2 (antipodal pairs attract above)", boundary,
+                          (*dims, *coords), coords, draw=Draw(over=over, along="beta", label=label))]
+
+
+def _beta(p) -> float:
+    """beta on unit tokens, from a packed vector."""
+    return p[ts.LAYOUT.index("beta")]
 
 
 def _levels(spec, p):
     """Absorbing levels (lo, hi) in u, from the rho SDE (gaussian noise, Vbar = vbar I only)."""
     if spec["noise"] == "gaussian" and spec.get("Vbar") is None:
-        return ts.absorbing_levels(p[0], spec["d"], spec["sigma"], spec["vbar"], spec["threshold"],
-                                   spec["absorb_tol"])
+        return ts.absorbing_levels(_beta(p), spec["d"], spec["sigma"], spec["vbar"],
+                                   spec["threshold"], spec["absorb_tol"])
     return -np.inf, np.inf
 
 
@@ -179,7 +230,7 @@ def _cap(spec, p) -> float:
     """Time at which a run still undecided is stopped (see the module doc)."""
     if spec["until"] == "horizon":
         return spec.horizon
-    return max(spec.horizon, ts.decision_cap(p[0], spec["d"], spec["sigma"], spec["vbar"],
+    return max(spec.horizon, ts.decision_cap(_beta(p), spec["d"], spec["sigma"], spec["vbar"],
                                              spec["threshold"], spec["absorb_tol"]))
 
 
@@ -196,28 +247,6 @@ def _classes_u(spec, u):
     if spec["report"] == "census":  # n = 2: one cluster = cluster, two antipodal = antipodal
         classes = np.choose(classes, [ts.OTHER, ts.ONE_CLUSTER, ts.TWO_ANTIPODAL])
     return classes
-
-
-def _simulate_batch(specs) -> list[Chunk]:
-    """The batched JAX path (`backend = "jax"`): every point of `specs` (one batch key) at once."""
-    rows, stops, caps = [], [], []
-    for spec in specs:
-        p = ts.pack_values(spec.values)
-        lo, hi = _levels(spec, p)
-        cap = _cap(spec, p)
-        steps = ts.fixed_steps(cap, spec.dt)
-        rows.append([p[0], spec["sigma"], spec["vbar"], spec["d"], cap / steps, steps, lo, hi])
-        stops.append([ts.log_gaps_u(lo)[0], ts.log_gaps_u(hi)[1]])
-        caps.append(cap / steps)
-    q, keys, runs = np.array(rows), np.array([s.jax_key() for s in specs]), specs[0].runs
-    if specs[0]["form"] == "rho":
-        u, taken = ts.u_batch(q, keys, runs)
-        return [_chunk(s, _classes_u(s, u[i]), taken[i], taken[i] * caps[i], np.isfinite(u[i]), None)
-                for i, s in enumerate(specs)]
-    z, taken = ts.pair_batch(q, keys, np.array(stops), runs, specs[0]["d"])
-    classify = ts.classify_pair if specs[0]["report"] == "pair" else ts.census
-    return [_chunk(s, classify(z[i], s["threshold"]), taken[i], taken[i] * caps[i],
-                   np.isfinite(z[i]).all(axis=(1, 2)), None) for i, s in enumerate(specs)]
 
 
 def _simulate(spec, runs: int):

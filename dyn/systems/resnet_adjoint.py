@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lazy import lazy
-from ..marks import slope_lines
+from ..core.lazy import lazy
 from ..resnet.params import NETWORK_PARAMS, layers, network
 from . import register
-from .base import Chunk, Output, System
+from .base import Chunk, Draw, Output, System
 
 integrators = lazy("integrators")
 adjoint = lazy("dyn.resnet.adjoint")
@@ -25,9 +24,11 @@ class ResNetAdjoint(System):
     def outputs(self, setup) -> list[Output]:
         return [
             Output("cosine", "cos(g_adjoint, g_backprop) (mean over networks)", "1"),
-            Output("cosine_gap", "1 - cos(g_adjoint, g_backprop) (mean over networks)", "1"),
+            # Euler's reconstruction errs by O(1/N), Heun's by O(1/N^3) (smooth weights)
+            Output("cosine_gap", "1 - cos(g_adjoint, g_backprop) (mean over networks)", "1",
+                   draw=Draw(slopes=(-2.0, -6.0))),
             Output("relative_error", "|g_adjoint - g_backprop| / |g_backprop| (mean over networks)",
-                   "1"),
+                   "1", draw=Draw(slopes=(-1.0, -3.0))),
         ]
 
     def simulate(self, spec, runs: range) -> Chunk:
@@ -43,9 +44,3 @@ class ResNetAdjoint(System):
             rows.append([cos, 1.0 - cos, np.linalg.norm(adj - bp) / np.linalg.norm(bp)])
         rows = np.array(rows)
         return Chunk({"cosine": rows[:, 0], "cosine_gap": rows[:, 1], "relative_error": rows[:, 2]})
-
-    def decorate(self, ax, ds, var: str) -> None:
-        if var in ("relative_error", "cosine_gap"):
-            # Euler's reconstruction errs by O(1/N), Heun's by O(1/N^3) (smooth weights)
-            slopes = {-1.0: "--", -3.0: ":"} if var == "relative_error" else {-2.0: "--", -6.0: ":"}
-            slope_lines(ax, ds, var, slopes)

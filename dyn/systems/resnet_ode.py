@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ScenarioError
-from ..lazy import lazy
-from ..marks import slope_lines
+from ..core.errors import ScenarioError
+from ..core.lazy import lazy
 from ..resnet.params import NETWORK_PARAMS, layers, network
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
+from .base import INTEGRATOR_KEYS, Chunk, Draw, Output, System, state_dims
 
 resnet = lazy("dyn.resnet")
 
@@ -55,9 +54,11 @@ class ResNetODE(System):
 
     def outputs(self, setup) -> list[Output]:
         return [
-            Output("error", "ResNet vs ODE |x_N - x(1)| (mean over inputs)", "1"),
+            Output("error", "ResNet vs ODE |x_N - x(1)| (mean over inputs)", "1",
+                   draw=Draw(slopes=(-1.0, -2.0))),
+            # Heun's mirrored inverse step: local error O(h^4)
             Output("reconstruction_error", "input rebuilt backwards |x0_rebuilt - x0| (mean over inputs)",
-                   "1"),
+                   "1", draw=Draw(slopes=(-1.0, -3.0))),
             Output("ode_displacement", "ODE displacement |x(1) - x(0)| (mean over inputs)", "1"),
         ]
 
@@ -79,9 +80,3 @@ class ResNetODE(System):
         return Chunk({"error": rows[:, 0], "reconstruction_error": rows[:, 1],
                       "ode_displacement": rows[:, 2]},
                      states=np.stack(states) if spec.setup.trajectories else None)
-
-    def decorate(self, ax, ds, var: str) -> None:
-        if var == "error":
-            slope_lines(ax, ds, var, {-1.0: "--", -2.0: ":"})
-        elif var == "reconstruction_error":  # Heun's mirrored inverse step: local error O(h^4)
-            slope_lines(ax, ds, var, {-1.0: "--", -3.0: ":"})

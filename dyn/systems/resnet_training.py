@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lazy import lazy
-from ..marks import slope_lines
-from ..schema import Field
+from ..core.lazy import lazy
+from ..core.schema import Field
 from . import register
-from .base import Chunk, Output, System
+from .base import Chunk, Draw, Output, System
 
 integrators = lazy("integrators")
 training = lazy("dyn.resnet.training")
@@ -38,7 +37,7 @@ class ResNetTraining(System):
     def outputs(self, setup) -> list[Output]:
         return [
             Output("weight_increment", "max_k |theta_{k+1} - theta_k| after training (mean over runs)",
-                   "1"),
+                   "1", draw=Draw(slopes=(-1.0, 0.0))),
             Output("loss", "loss after training (mean over runs)", "1"),
             Output("initial_loss", "loss at initialization (mean over runs)", "1"),
         ]
@@ -58,7 +57,3 @@ class ResNetTraining(System):
             rows.append([training.weight_increment(W, V) if spec["depth"] > 1 else 0.0, final, start])
         rows = np.array(rows)
         return Chunk({"weight_increment": rows[:, 0], "loss": rows[:, 1], "initial_loss": rows[:, 2]})
-
-    def decorate(self, ax, ds, var: str) -> None:
-        if var == "weight_increment":
-            slope_lines(ax, ds, var, {-1.0: "--", 0.0: ":"})

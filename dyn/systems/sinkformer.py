@@ -8,19 +8,21 @@ dx_i/dt = sum_j K_ij W_V x_j with K softmax or Sinkhorn (doubly stochastic).
                          the Sinkhorn flow is the Wasserstein gradient flow of the energy.
   Starts are N(0, s0^2 I); outputs are ensemble means of the variance and of the self-transport
   energy F = 1/2 OT_1(mu, mu) at the save times. `form = "network"`: the discrete Sinkformer of
-  `depth` residual layers over [0, T] instead of the ODE.
+  `depth` residual layers over [0, T] instead of the ODE. The file holds the heat line
+  s0^2 + 2 alpha t as the reference `variance_heat` (NaN for the attention setting), drawn over
+  the variance.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..contract import bytes_of
-from ..errors import ScenarioError
-from ..lazy import lazy
-from ..schema import Field
+from ..core.contract import bytes_of
+from ..core.errors import ScenarioError
+from ..core.lazy import lazy
+from ..core.schema import Field
 from ..sinkformer.params import FIELDS
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
+from .base import INTEGRATOR_KEYS, Chunk, Draw, Output, Reference, System, over_axes, state_dims
 
 sf = lazy("dyn.sinkformer")
 
@@ -84,17 +86,20 @@ class Sinkformer(System):
             energy[e] = sf.self_transport_energy(states[e], p)
         return Chunk({"variance": sf.variance(states), "energy": energy}, states=states)
 
-    def decorate(self, ax, ds, var: str) -> None:
-        """Heat line s0^2 + 2 alpha t on the variance of the heat setting."""
-        import tomllib
-
-        params = tomllib.loads(ds.attrs["scenario"])["params"]
-        if var != "variance" or params.get("setting") != "heat" or "time" not in ds.coords:
-            return
-        t = ds["time"].values
-        ax.plot(t, params["s0"] ** 2 + 2 * params["alpha"] * t, "k--", lw=1.2,
-                label="heat: s0^2 + 2 alpha t")
-        ax.legend(fontsize=8)
+    def references(self, setup) -> list[Reference]:
+        """The heat line Var(t) = s0^2 + 2 alpha t (the heat equation's variance from N(0, s0^2),
+        which the Sinkhorn flow follows), over the swept setting, s0 and alpha."""
+        if "heat" not in setup.values_of("setting"):
+            return []
+        dims, cases = over_axes(setup, "setting", "s0", "alpha")
+        t = setup.times
+        line = np.full(tuple(len(setup.axes[a]) for a in dims) + (len(t),), np.nan)
+        for index, v in cases:
+            if v["setting"] == "heat":
+                line[index] = v["s0"] ** 2 + 2 * v["alpha"] * t
+        return [Reference("variance_heat", "heat line s0^2 + 2 alpha t (heat setting)", line,
+                          (*dims, "time"), draw=Draw(over=("variance",), color="black",
+                                                     label="heat: s0^2 + 2 alpha t"))]
 
 
 def _pack(spec) -> np.ndarray:

@@ -22,13 +22,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..contract import bytes_of
-from ..errors import ScenarioError
-from ..lazy import lazy
-from ..schema import Field
+from ..core.contract import bytes_of
+from ..core.errors import ScenarioError
+from ..core.lazy import lazy
+from ..core.schema import Field
 from ..tokens_sde.params import FIELDS
 from . import register
-from .base import Chunk, Output, System, state_dims
+from .base import Chunk, Draw, Output, Solve, System, state_dims
 
 integrators = lazy("integrators")
 ts = lazy("dyn.tokens_sde")
@@ -77,10 +77,11 @@ class TransformerDepthLimit(System):
 
     def outputs(self, setup) -> list[Output]:
         return [
+            # strong order 1/2 of an Euler-Maruyama-type scheme
             Output("strong_error", "RMS over runs of max_i |z_i(network) - Z_i(SDE)| at T", "1",
-                   reduce="rms"),
+                   reduce="rms", draw=Draw(slopes=(-0.5,))),
             Output("strong_error_em", "same for Euler-Maruyama at the network's step", "1",
-                   reduce="rms"),
+                   reduce="rms", draw=Draw(slopes=(-0.5,))),
         ]
 
     def run_bytes(self, spec) -> int:  # the fine Brownian increments of one run
@@ -93,29 +94,28 @@ class TransformerDepthLimit(System):
         return (spec["n"], spec["d"], spec["depth"], spec["reference_depth"], spec.runs,
                 spec.get("Vbar") is None)
 
-    def simulate_batch(self, specs) -> list[Chunk]:
-        """The `jax` backend: the same starts and Brownian paths as the numba path (so the same
-        numbers up to rounding), the network and both Euler-Maruyama solves in JAX."""
-        from integrators import jax_batch
-        from integrators.geometry import SPHERE
-
-        spec, sde = specs[0], ts.TOKEN_SDE
-        T, d, fine = spec.horizon, spec["d"], _fine(spec)
-        layers = fine // (spec["reference_depth"] // spec["depth"])
-        x0, dw = zip(*(_noise(s, range(s.runs)) for s in specs))
-        x0, dw = np.stack(x0), np.stack(dw)
-        coarse = dw.reshape(dw.shape[:2] + (layers, -1, d, d)).sum(axis=3)
-        p = np.stack([ts.pack_values(s.values) for s in specs])
+    def solves(self, spec) -> dict[str, Solve]:
+        """The `jax` backend: the numba path's starts and Brownian paths (so the same numbers up
+        to rounding): Euler-Maruyama on the fine grid (the reference) and at the network's step,
+        and the network's layers (its own step) on the summed increments."""
+        T, fine = spec.horizon, _fine(spec)
+        factor = spec["reference_depth"] // spec["depth"]
+        layers = fine // factor
+        p = ts.pack_values(spec.values)
+        x0, dw = _noise(spec, range(spec.runs))
+        coarse = integrators.coarsen(dw, factor)
         grid = np.array([0.0, T])
+        sde = ts.problem(p)
+        return {"reference": Solve("euler_maruyama", T / fine, sde, x0, grid, increments=dw),
+                "euler_maruyama": Solve("euler_maruyama", T / layers, sde, x0, grid,
+                                        increments=coarse),
+                "network": Solve("step_map", T / layers, ts.network_problem(p), x0, grid,
+                                 increments=coarse)}
 
-        def em(increments, steps):
-            return jax_batch.em_batch(sde.drift_jax, sde.diffusion_jax, SPHERE, (d, d), x0, p,
-                                      grid, T / steps, increments=increments)[:, :, -1]
-
-        ref, approx = em(dw, fine), em(coarse, layers)
-        net = ts.network_batch(x0, p, coarse, T)
-        return [Chunk({"strong_error": _worst_token(net[i], ref[i]),
-                       "strong_error_em": _worst_token(approx[i], ref[i])}) for i in range(len(specs))]
+    def observe(self, spec, solved) -> Chunk:
+        ref = solved["reference"][:, -1]
+        return Chunk({"strong_error": _worst_token(solved["network"][:, -1], ref),
+                      "strong_error_em": _worst_token(solved["euler_maruyama"][:, -1], ref)})
 
     def simulate(self, spec, runs: range) -> Chunk:
         T = spec.horizon
@@ -134,21 +134,6 @@ class TransformerDepthLimit(System):
         return Chunk({"strong_error": _worst_token(states[:, -1], ref),
                       "strong_error_em": _worst_token(approx, ref)},
                      states=states if spec.setup.trajectories else None)
-
-    def decorate(self, ax, ds, var: str) -> None:
-        """Log-log axes and a reference slope -1/2 (strong order of an Euler-Maruyama-type scheme)."""
-        if ds[var].dims != ("depth",):
-            return
-        depth = ds["depth"].values.astype(float)
-        err = ds[var].values
-        ok = np.isfinite(err)
-        if not ok.any():
-            return
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        anchor = np.flatnonzero(ok)[0]
-        ax.plot(depth, err[anchor] * np.sqrt(depth[anchor] / depth), "k--", lw=1, label="slope -1/2")
-        ax.legend(fontsize=8)
 
 
 def _fine(spec) -> int:

@@ -12,13 +12,14 @@
 
 Names load on first use (importing the package loads no kernel).
 """
-from ..lazy import exports
+from ..core.lazy import exports
 
 __getattr__, __dir__, __all__ = exports(__name__, {
     ".classify": ("ANTIPODAL", "CLUSTER", "ONE_CLUSTER", "OTHER", "THRESHOLD", "TWO_ANTIPODAL",
                   "UNDECIDED", "census", "classify_pair", "log_gaps", "wilson"),
     ".transformer": ("network", "network_states"),
-    ".jax_batch": ("network_batch", "pair_batch", "u_batch"),
+    ".jax_batch": ("Q_LAYOUT", "network_problem", "pair_problem", "two_token_starts",
+                   "u_problem"),
     ".params": ("FIELDS", "LAYOUT", "NOISES", "effective_beta", "noise_law", "pack",
                 "pack_values"),
     ".fate": ("RATE_FLOOR", "decision_cap", "exit_probability", "p_antipodal_exact"),

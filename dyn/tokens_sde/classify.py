@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats import wilson  # noqa: F401 - re-exported: end-state probabilities come with it
+from ..core.stats import wilson  # noqa: F401 - re-exported: end-state probabilities come with it
 
 UNDECIDED, CLUSTER, ANTIPODAL = 0, 1, 2
 OTHER, ONE_CLUSTER, TWO_ANTIPODAL = 0, 1, 2

@@ -6,8 +6,8 @@ from the ``sqrt_d`` convention, :func:`effective_beta`); sigma; vbar (determinis
 ``Vbar = vbar I``; vbar = 1, sigma = 0 is SA; ignored when a matrix follows); d; the noise law
 (index into NOISES: "gaussian", G_k with i.i.d. N(0, sigma^2/d) entries, or "goe",
 G_k = sigma/sqrt(d) (A + A^T)/sqrt(2) with A i.i.d. N(0, 1): symmetric, off-diagonal variance
-sigma^2/d, diagonal 2 sigma^2/d); then optionally a general Vbar (d x d, row-major): a vector
-of length ``header`` means Vbar = vbar I.
+sigma^2/d, diagonal 2 sigma^2/d); then the optional block Vbar (d x d, row-major): a general
+Vbar, or empty for Vbar = vbar I.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from ..layout import Layout
-from ..schema import Field
+from ..core.layout import Layout
+from ..core.schema import Field
 
 SCORES = ("unit", "sqrt_d")
 NOISES = ("gaussian", "goe")

@@ -39,12 +39,13 @@ from numba import njit
 from integrators.geometry import SPHERE
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
-from ..dynamics import Dynamics, register
+from ..core.dynamics import Dynamics, register
+from ..core.layout import block
 from ..numerics import mean_field as mf
 from .params import LAYOUT, pack
 
 BETA, SIGMA, VBAR, DIM, NOISE = (LAYOUT.index(k) for k in ("beta", "sigma", "vbar", "d", "noise"))
-H = LAYOUT.header  # a general Vbar, when present, follows the scalars
+VBAR_AT = LAYOUT.block_at("Vbar")  # a general Vbar (empty when Vbar = vbar I)
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 
 
@@ -62,7 +63,8 @@ def token_drift(t, z, p, out, work):
     k2 = sigma * sigma / p[DIM]
     c = k2 * (p[DIM] - 1.0) / 2.0
     goe = p[NOISE] != 0.0
-    matrix = p.shape[0] > H
+    Vbar = block(p, VBAR_AT)
+    matrix = Vbar.shape[0] > 0
     mf.mean_field(z, p[BETA], False, z, True, z, True, out, work)  # M = V = I: never read
     v = work[work.shape[0] - d:]
     for i in range(n):
@@ -77,7 +79,7 @@ def token_drift(t, z, p, out, work):
             if matrix:
                 acc = 0.0
                 for q in range(d):
-                    acc += p[H + k * d + q] * out[i, q]
+                    acc += Vbar[k * d + q] * out[i, q]
                 v[k] = acc
             else:
                 v[k] = vbar * out[i, k]

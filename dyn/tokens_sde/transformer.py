@@ -32,11 +32,10 @@ from numba import njit, prange, types
 from integrators.numba_abi import NJIT, NJIT_PARALLEL
 from integrators.sde_rng import STREAMS, fill_normals, member_streams
 
+from ..core.layout import block
 from ..numerics import mean_field as mf
 from .params import LAYOUT, noise_law
-from .sde import BETA, DIM, NOISE, SIGMA, VBAR
-
-H = LAYOUT.header  # a general Vbar, when present, follows the scalars
+from .sde import BETA, DIM, NOISE, SIGMA, VBAR, VBAR_AT
 
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT2 = 1.0 / _SQRT2
@@ -81,7 +80,8 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, w
     sq = math.sqrt(h)
     vbar, beta = p[VBAR], p[BETA]
     goe = p[NOISE] != 0.0
-    matrix = p.shape[0] > H
+    Vbar = block(p, VBAR_AT)
+    matrix = Vbar.shape[0] > 0
     hv = h * vbar if not matrix else 0.0  # with a matrix, h Vbar is added to G_k instead
     for e in prange(n_members):
         z = x0[e].copy()
@@ -111,7 +111,7 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, w
             if matrix:
                 for r in range(d):
                     for q in range(d):
-                        g[r, q] += h * p[H + r * d + q]
+                        g[r, q] += h * Vbar[r * d + q]
             mf.mean_field(z, beta, False, z, True, z, True, m, w)  # softmax, M = V = I
             for i in range(n):
                 nrm = 0.0
@@ -146,7 +146,8 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, save_every, o
     n_members, _, d = x0.shape
     c = p[SIGMA] * math.sqrt(h / p[DIM])
     vbar, beta = p[VBAR], p[BETA]
-    matrix = p.shape[0] > H
+    Vbar = block(p, VBAR_AT)
+    matrix = Vbar.shape[0] > 0
     check = stop_minus > -np.inf or stop_plus > -np.inf
     for e in prange(n_members):
         z1 = x0[e, 0].copy()
@@ -190,8 +191,8 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, save_every, o
                     acc1 = 0.0
                     acc2 = 0.0
                     for q in range(d):
-                        acc1 += p[H + r * d + q] * m1[q]
-                        acc2 += p[H + r * d + q] * m2[q]
+                        acc1 += Vbar[r * d + q] * m1[q]
+                        acc2 += Vbar[r * d + q] * m2[q]
                     v1[r] = h * acc1
                     v2[r] = h * acc2
                 else:
@@ -272,9 +273,7 @@ def network_states(x0, depth: int, horizon: float, p, save_every: int, *, rng=No
     p = np.ascontiguousarray(p, dtype=np.float64)
     if int(p[DIM]) != d:
         raise ValueError(f"p was packed for d = {int(p[DIM])}, tokens have d = {d}")
-    if len(p) not in (H, LAYOUT.size({"d": d})):
-        raise ValueError(f"p must have length {H} or {LAYOUT.size({'d': d})} (d = {d}), "
-                         f"got {len(p)}")
+    LAYOUT.unpack(p, {"d": d})  # ValueError unless a vector of this layout for d
     gaussian = noise_law(p) == "gaussian"
     if exact_pair and not gaussian:
         raise ValueError("exact_pair sampling is derived for gaussian noise only, "

@@ -10,14 +10,25 @@ Its dimensions decide the picture:
 Numeric axes: evenly spaced values are drawn linear; geometric ones (depth 2^k), or uneven
 positive ones spanning a decade or more (d = 2 ... 32), log; other uneven ones as evenly spaced
 labelled cells. Pending points are blank. Points whose numbers are not answers yet
-(:func:`dyn.analysis.unresolved`) are hatched (heat maps) or ringed (curves), each reason in its
-own style and named in the legend: class probabilities where the point is horizon-limited (more
-than `analysis.HORIZON_LIMITED_SHARE` of its runs undecided), time averages where the window is
-not stationary by the cap or the step error exceeds the Monte Carlo error. Curves of a variable
-X with a standard error X_se in the file get error bars of one standard error. A system may add
-its own marks (a
-predicted boundary, a reference line) through `System.decorate(ax, ds, var)`, where `ds` is the
-dataset restricted to that panel.
+(:func:`dyn.engine.verdicts.unresolved`) are hatched (heat maps) or ringed (curves), each reason
+in its own style and named in the legend: class probabilities where the point is horizon-limited
+(more than `verdicts.HORIZON_LIMITED_SHARE` of its runs undecided), time averages where the
+window is not stationary by the cap or the step error exceeds the Monte Carlo error. Curves of a
+variable X with a standard error X_se in the file get error bars of one standard error.
+
+Everything else drawn is declared in the file, never coded per system (the attributes of
+:class:`dyn.core.contract.Draw`): variables whose `dyn_over` names the drawn one (the system's
+references, e.g. sigma_c(beta), a closed form against time, or its single runs) are drawn over
+it, restricted to each panel's values,
+- `dyn_along` absent (values of the drawn variable): curves beside its curves, against the same
+  axis (a theory grid lies along the axis its coordinate's `dyn_axis` names); per-run variables
+  as thin steps of their first runs;
+- `dyn_along` = an axis (positions on it): on a heat map with that axis, the curve of those
+  positions against the other axis (a tick across each cell when indexed by that axis's own
+  values); on curves against that axis, a vertical line at each position;
+and the drawn variable's own `dyn_slopes` (reference slopes on log-log curves,
+:mod:`dyn.presentation.marks`), `dyn_clim` (colour range) and `dyn_mark_above` ("+" on heat-map cells above it). References never
+move the picture's limits along the sweep axes. :func:`figure` returns the figure unsaved.
 """
 from __future__ import annotations
 
@@ -28,14 +39,19 @@ from pathlib import Path
 
 import numpy as np
 
-from . import systems
-from .analysis import HORIZON_LIMITED, HORIZON_LIMITED_SHARE, NONSTATIONARY, STEP_LIMITED, marks_for
+from .. import systems
+from ..core.contract import (ALONG_ATTR, AXIS_ATTR, CLIM_ATTR, COLOR_ATTR, LABEL_ATTR, LINESTYLE_ATTR,
+                             MARK_ABOVE_ATTR, OVER_ATTR, SLOPES_ATTR)
+from ..core.errors import ScenarioError
+from ..engine.verdicts import HORIZON_LIMITED, HORIZON_LIMITED_SHARE, NONSTATIONARY, STEP_LIMITED
+from .analysis import marks_for
 from .analysis import open as open_dataset
-from .errors import ScenarioError
+from .marks import slope_lines
 
 MAX_PANELS = 12
 MAX_CURVES = 12
 MAX_TICKS = 12
+RUN = "run"  # the dimension of per-run variables (drawn as thin steps of their first runs)
 TITLE_WIDTH = 70  # characters per title line
 DATA_LOG_RATIO = 100.0  # positive curve values spanning more than this are drawn in log
 DECADE = 10.0  # uneven positive axes spanning at least this ratio are drawn in log
@@ -61,17 +77,27 @@ def choose_variable(ds, var: str | None) -> str:
 
 def plot(path: str | Path, out: str | Path | None = None, var: str | None = None) -> Path:
     """Draw `var` of the sweep file at `path` into a PNG (default: beside the file)."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    out = Path(out) if out is not None else path.with_suffix(".png")
+    fig = figure(path, var)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def figure(path: str | Path, var: str | None = None):
+    """The figure of `var` (see the module doc), not saved: its axes hold what is drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    out = Path(out) if out is not None else path.with_suffix(".png")
-    with open_dataset(path) as ds:
+    with open_dataset(Path(path)) as ds:
         name = choose_variable(ds, var)
         da = ds[name].load()
-        system = systems.get(ds.attrs["system"])
         numeric = [d for d in da.dims if da.sizes[d] > 1 and da[d].dtype.kind in "fiu"]
         field_dims = numeric[:2]
         # Heat maps: one panel per combination of the remaining axes. Curves: all in one panel.
@@ -81,33 +107,131 @@ def plot(path: str | Path, out: str | Path | None = None, var: str | None = None
         rows = -(-len(selections) // cols)
         size = (7, 5) if cols == 1 else (4.8 * cols, 3.9 * rows)
         fig, grid = plt.subplots(rows, cols, figsize=size, squeeze=False)
-        decorate = getattr(system, "decorate", None)
         marked = marks_for(ds, name)
         err = ds[f"{name}_se"].load() if f"{name}_se" in ds.data_vars else None
+        over = [ds[v].load() for v in drawn_over(ds, name)]
         for ax, selection in zip(grid.flat, selections):
             sub = da.sel(selection) if selection else da
             marks = {reason: hit.sel({k: v for k, v in selection.items() if k in hit.dims})
                      for reason, hit in marked.items()}
+            drawn = False
             if len(field_dims) == 2:
-                _heatmap(ax, sub.transpose(*field_dims), marks)
+                cells = _heatmap(ax, sub.transpose(*field_dims), marks)
+                drawn = _over_heatmap(ax, ds, over, selection, cells)
             elif len(field_dims) == 1:
                 _curves(ax, sub, field_dims[0], marks,
                         None if err is None else (err.sel(selection) if selection else err))
+                drawn = _over_curves(ax, ds, over, field_dims[0])
+                slopes = da.attrs.get(SLOPES_ATTR)
+                if slopes is not None and ax.get_xscale() == "log":
+                    ax.set_yscale("log")
+                    drawn |= slope_lines(ax, sub, field_dims[0], np.atleast_1d(slopes))
             else:
                 _bars(ax, sub)
+            if drawn:
+                ax.legend(fontsize=7, framealpha=0.85)
             if selection:
                 ax.set_title(", ".join(f"{k} = {_fmt(v)}" for k, v in selection.items()), fontsize=10)
-            if decorate is not None:
-                decorate(ax, ds.sel(selection) if selection else ds, name)
         for ax in list(grid.flat)[len(selections):]:
             ax.set_visible(False)
         title = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
         fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=11)
         fig.tight_layout()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=120)
-        plt.close(fig)
-    return out
+    return fig
+
+
+def drawn_over(ds, name: str) -> list[str]:
+    """The variables declared to be drawn over `name` (their dyn_over names it), in file order."""
+    return [v for v, x in ds.data_vars.items() if name in str(x.attrs.get(OVER_ATTR, "")).split()]
+
+
+def _axis(ds, dim: str) -> str:
+    """The file axis a dimension lies along: itself, or the one its coordinate's dyn_axis names
+    (a theory grid)."""
+    return str(ds[dim].attrs.get(AXIS_ATTR, dim)) if dim in ds.coords else dim
+
+
+def _restrict(ds, ref, selection: dict):
+    """`ref` at the panel's values of the axes it lies along (on a theory grid: the nearest)."""
+    for dim in ref.dims:
+        axis = _axis(ds, dim)
+        if axis in selection:
+            ref = ref.sel({dim: selection[axis]}, method=None if dim == axis else "nearest")
+    return ref
+
+
+def _style(ref, default_color: str) -> dict:
+    return dict(color=ref.attrs.get(COLOR_ATTR) or default_color,
+                ls=ref.attrs.get(LINESTYLE_ATTR, "--"))
+
+
+def _legend(ref) -> str:
+    return str(ref.attrs.get(LABEL_ATTR) or ref.attrs.get("long_name", ref.name))
+
+
+def _over_heatmap(ax, ds, refs, selection: dict, cells: dict) -> bool:
+    """References whose values lie along one axis of the heat map, indexed by the other: their
+    curve (a tick across each cell when indexed by that axis's own values). The limits stay."""
+    (xdim, ydim), drawn = tuple(cells), False
+    limits = ax.get_xlim(), ax.get_ylim()
+    for ref in refs:
+        along = ref.attrs.get(ALONG_ATTR, "")
+        if along not in cells:
+            continue
+        other = ydim if along == xdim else xdim
+        ref = _restrict(ds, ref, selection)
+        index = [d for d in ref.dims if _axis(ds, d) == other]
+        if len(index) != 1:
+            continue
+        ref = ref.transpose(index[0], ...)
+        across = ref[index[0]].values.astype(float)
+        at = ref.values.reshape(len(across), -1)
+        if index[0] == other:  # the heat map's own cells: from edge to edge, NaN between
+            values, edges = cells[other]
+            hit = [np.flatnonzero(np.isclose(values, p)) for p in across]
+            rows = [(k, int(h[0])) for k, h in enumerate(hit) if h.size]
+            across = np.array([[edges[c], edges[c + 1], np.nan] for _, c in rows]).ravel()
+            at = np.repeat(at[[k for k, _ in rows]], 3, axis=0)
+        # one line: the columns of its other dims one after the other, NaN between
+        gap = np.full((1, at.shape[1]), np.nan)
+        at = np.vstack([at, gap]).T.ravel()[:-1]
+        across = np.tile(np.append(across, np.nan), gap.shape[1])[:-1]
+        xy = (at, across) if along == xdim else (across, at)
+        ax.plot(*xy, lw=1.8, label=_legend(ref), **_style(ref, "white"))
+        drawn = True
+    ax.set_xlim(limits[0])
+    ax.set_ylim(limits[1])
+    return drawn
+
+
+def _over_curves(ax, ds, refs, xdim: str) -> bool:
+    """References against `xdim`: curves of values beside the data's (per-run ones as thin steps
+    of the first runs), or a vertical line at each position along `xdim`. The x limits stay."""
+    xlim, drawn = ax.get_xlim(), False
+    for ref in refs:
+        along = ref.attrs.get(ALONG_ATTR, "")
+        if along == xdim:
+            for k, v in enumerate(np.unique(ref.values[np.isfinite(ref.values)])[:MAX_CURVES]):
+                ax.axvline(v, lw=1.2, label=_legend(ref) if k == 0 else None, **_style(ref, "0.2"))
+                drawn = True
+            continue
+        index = [d for d in ref.dims if _axis(ds, d) == xdim]
+        if along or len(index) != 1:
+            continue
+        x = ref[index[0]].values
+        rows = ref.transpose(..., index[0]).values.reshape(-1, len(x))
+        rows = [r for r in rows if np.isfinite(r).any()][:MAX_CURVES]
+        per_run = RUN in ref.dims
+        for k, row in enumerate(rows):
+            label = None if k else (f"{_legend(ref)} (first {len(rows)})" if per_run else _legend(ref))
+            if per_run:
+                ax.step(x, row, where="post", lw=0.6, alpha=0.6, zorder=1, label=label,
+                        color=ref.attrs.get(COLOR_ATTR) or "0.6")
+            else:
+                ax.plot(x, row, lw=1.2, label=label, **_style(ref, "black"))
+            drawn = True
+    ax.set_xlim(xlim)
+    return drawn
 
 
 def _combinations(da, dims: list[str]) -> list[dict]:
@@ -116,9 +240,10 @@ def _combinations(da, dims: list[str]) -> list[dict]:
             itertools.product(*(da[d].values.tolist() for d in dims))] or [{}]
 
 
-def _heatmap(ax, da, marks=None) -> None:
+def _heatmap(ax, da, marks=None) -> dict:
     """Cells centred on the sweep values (geometric mid-points on log axes); `marks`: reason ->
-    a boolean array over some of the dims, True where a cell is hatched for that reason."""
+    a boolean array over some of the dims, True where a cell is hatched for that reason; a "+"
+    on cells above the variable's dyn_mark_above. Returns {dim: (values, cell edges)}."""
     marks = dict(marks or {})
     xdim, ydim = da.dims
     xs, ys = _scale(da[xdim].values), _scale(da[ydim].values)
@@ -129,7 +254,9 @@ def _heatmap(ax, da, marks=None) -> None:
             marks = {r: m.isel({dim: keep}) if dim in m.dims else m for r, m in marks.items()}
     x, y = da[xdim], da[ydim]
     xe, ye = _edges(x.values, xs), _edges(y.values, ys)
-    mesh = ax.pcolormesh(xe, ye, da.values.T, shading="flat", cmap="viridis")
+    clim = da.attrs.get(CLIM_ATTR)
+    mesh = ax.pcolormesh(xe, ye, da.values.T, shading="flat", cmap="viridis",
+                         **({} if clim is None else dict(vmin=clim[0], vmax=clim[1])))
     _set_scale(ax, x.values, xs, "x")
     _set_scale(ax, y.values, ys, "y")
     ax.figure.colorbar(mesh, ax=ax, label=da.name)
@@ -139,8 +266,15 @@ def _heatmap(ax, da, marks=None) -> None:
     for reason, m in marks.items():
         hit = m.broadcast_like(da).transpose(xdim, ydim).values
         drawn |= _hatch_cells(ax, xe, ye, hit, reason)
+    above = da.attrs.get(MARK_ABOVE_ATTR)
+    if above is not None and (da.values > above).any():
+        i, j = np.nonzero(da.values > above)
+        ax.plot(x.values[i], y.values[j], "+", color="white", ms=6, mew=1.2,
+                label=f"{da.name} > {float(above):g}")
+        drawn = True
     if drawn:
         ax.legend(loc="upper left", fontsize=7, framealpha=0.9)
+    return {xdim: (x.values.astype(float), xe), ydim: (y.values.astype(float), ye)}
 
 
 def _hatch_cells(ax, xe, ye, hit, reason: str) -> bool:
@@ -148,7 +282,7 @@ def _hatch_cells(ax, xe, ye, hit, reason: str) -> bool:
 
     style, _, label = MARK_STYLES[reason]
     for k, (i, j) in enumerate(np.argwhere(hit)):
-        # the first cell carries the label, so a legend drawn later (decorate) lists it too
+        # the first cell carries the label, so a legend drawn later (references) lists it too
         ax.add_patch(Rectangle((xe[i], ye[j]), xe[i + 1] - xe[i], ye[j + 1] - ye[j],
                                label=label if k == 0 else None, **style))
     return bool(hit.any())

@@ -6,34 +6,35 @@
   chunks; runs are independent and draw from the point's stream in run order, and sums run on
   across chunk boundaries, so chunking never changes a number of a system whose runs are drawn
   run by run.
-- **Reductions** (``Output.reduce``, one class each in :mod:`dyn.reductions`): sums over runs
+- **Reductions** (``Output.reduce``, one class each in :mod:`dyn.engine.reductions`): sums over runs
   are accumulated run after run, the same order whatever the array shapes, then divided once.
   Proportions also give their count and 95% Wilson bounds; means (``mean``, ``mean_se``: the
   same since every mean carries its error) their standard error over runs X_se (from the
   running sum of squares; NaN with one run).
 - **Divergence.** A run whose states (or values) are not finite marks the point DIVERGED, with
   the count in the message; the values are still written.
-- **Time averages** (``reduce = "time_average"``): the runs' series go to :mod:`dyn.averaging`,
-  which extends the runs until their window is stationary (up to a cap) and writes the average
-  with its error budget; with ``[integrator] check_step``, :mod:`dyn.stepcheck` adds the step
-  error. With ``dt = "auto"`` the point's step is written as ``dt_used``.
+- **Time averages** (``reduce = "time_average"``): the runs' series go to
+  :mod:`dyn.engine.averaging`, which extends the runs until their window is stationary (up to a
+  cap) and writes the average with its error budget; with ``[integrator] check_step``,
+  :mod:`dyn.engine.stepcheck` adds the step error. With ``dt = "auto"`` the point's step is written as ``dt_used``.
 - **Checks in the worker.** Values missing, undeclared or of the wrong shape raise
   :class:`OutputMismatch`, which fails that point (status FAILED, with the message) and not the
   sweep.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.contract import DIVERGED, OK, UNDECIDED, Coord, Output, PointResult, Reference
 from . import averaging, stepcheck
 from .reductions import Reductions, companions
-from .contract import DIVERGED, OK, UNDECIDED, Coord, Output, PointResult
 
 if TYPE_CHECKING:
-    from .spec import RunSpec, Setup
-    from .systems.base import System
+    from ..core.spec import RunSpec, Setup
+    from ..systems.base import System
 
 
 class OutputMismatch(RuntimeError):
@@ -52,7 +53,7 @@ def file_outputs(system: "System", setup: "Setup") -> list[Output]:
         if out.reduce == "time_average":
             continue
         if out.reduce == "per_run":
-            out = Output(out.name, out.long_name, out.units, (RUN, *out.dims), "per_run", out.role)
+            out = replace(out, dims=(RUN, *out.dims))
         outs += companions(out)
     outs += averaging.point_outputs(declared)
     if setup.check_step:
@@ -117,6 +118,36 @@ def coords(system: "System", setup: "Setup") -> dict[str, Coord]:
     return found
 
 
+def references(system: "System", setup: "Setup") -> list[Reference]:
+    """The system's references (computed once per setup), checked against the file's layout:
+    each dim a sweep axis, a system dimension or one of its own coords (equal wherever two
+    references bring the same), values of that shape, names unused by any other variable."""
+    return setup.shared(("dyn.ensemble.references",), lambda: _checked_references(system, setup))
+
+
+def _checked_references(system: "System", setup: "Setup") -> list[Reference]:
+    sizes = {a: len(v) for a, v in setup.axes.items()}
+    sizes.update({d: len(c.values) for d, c in coords(system, setup).items()})
+    taken = set(sizes) | {o.name for o in file_outputs(system, setup)}
+    brought: dict[str, Coord] = {}
+    found = system.references(setup)
+    for ref in found:
+        if ref.name in taken:
+            raise ValueError(f"reference {ref.name} of {system.name}: the name is taken")
+        taken.add(ref.name)
+        for dim, coord in ref.coords.items():
+            if dim in sizes and not (dim in brought and np.array_equal(brought[dim].values, coord.values)):
+                raise ValueError(f"reference {ref.name}: dimension {dim} exists with other values")
+            brought[dim] = coord
+            sizes[dim] = len(coord.values)
+        unknown = [d for d in ref.dims if d not in sizes]
+        shape = tuple(sizes.get(d, -1) for d in ref.dims)
+        if unknown or np.shape(ref.values) != shape:
+            raise ValueError(f"reference {ref.name} of {system.name}: values of shape "
+                             f"{np.shape(ref.values)} for dims {ref.dims} (unknown: {unknown})")
+    return found
+
+
 def chunks(runs: int, run_bytes: int, budget: int) -> list[range]:
     """Consecutive ranges of runs whose states fit the budget (at least one run each)."""
     count = max(1, -(-runs * int(run_bytes) // int(budget)))
@@ -157,7 +188,7 @@ def _bad_runs(chunk, n: int) -> int:
 
 def run_point(system: "System", spec: "RunSpec", sink=None) -> PointResult:
     """Simulate every run of one point, chunk by chunk, and reduce to the file variables.
-    `sink` (a :class:`dyn.trajectories.TrajectoryFile`) receives the states when given."""
+    `sink` (a :class:`dyn.engine.trajectories.TrajectoryFile`) receives the states when given."""
     def simulated():
         for runs in chunks(spec.runs, system.run_bytes(spec), spec.setup.chunk_bytes):
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -178,7 +209,7 @@ def run_point(system: "System", spec: "RunSpec", sink=None) -> PointResult:
 def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> PointResult:
     """The file variables of one point from its simulated chunks, pairs (runs: range, Chunk)
     covering every run in order (the numba path simulates them chunk by chunk; the batched
-    JAX path, :mod:`dyn.batched`, hands over one chunk of all runs)."""
+    JAX path, :mod:`dyn.engine.batched`, hands over one chunk of all runs)."""
     setup = spec.setup
     declared = system.outputs(setup)
     simulated_outputs = [o for o in declared if o.reduce != "point"]

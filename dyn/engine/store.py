@@ -5,7 +5,9 @@ Layout (netCDF-4 compatible, so `xarray.open_dataset(path, engine="h5netcdf")` r
   variables    each output, dims (*sweep axes, *own dims), float64, NaN until its point is done
   status       int8 per point: 0 pending, 1 ok, 2 diverged, 3 failed (CF flag_values/meanings)
   message      per point: why it diverged or failed (empty otherwise)
-  trajectory   optional, virtual: states streamed to NAME.h5.d/ (see dyn/trajectories.py)
+  references   the system's theory (System.references: boundaries, closed forms), written once
+               here, role "reference", with their own coordinates (e.g. a fine grid beta_theory)
+  trajectory   optional, virtual: states streamed to NAME.h5.d/ (see dyn/engine/trajectories.py)
   attributes   scenario (resolved TOML), scenario_hash, versions, git_commit, command, created
 
 Why the file survives a kill at any moment: every dataset is contiguous and fully written (NaN)
@@ -41,12 +43,13 @@ import h5netcdf
 import h5py
 import numpy as np
 
-from . import provenance, sweep, trajectories
+from ..core import sweep
+from ..core.contract import DIVERGED, FAILED, PENDING, REFERENCE, ROLE_ATTR, STATUS_NAMES, PointResult
+from ..core.errors import OutputError, ScenarioError
+from . import provenance, trajectories
 from .disk import free_bytes, reserve, trim
 from .ensemble import coords as system_coords
-from .ensemble import error_budget, file_outputs
-from .errors import OutputError, ScenarioError
-from .contract import DIVERGED, FAILED, PENDING, ROLE_ATTR, STATUS_NAMES, PointResult
+from .ensemble import error_budget, file_outputs, references
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -158,6 +161,9 @@ def estimated_bytes(scenario: "Scenario") -> int:
         total += points * 8 * int(np.prod([len(coords[d].values) for d in out.dims], dtype=np.int64))
     for values in [*scenario.axes.values(), *(c.values for c in coords.values())]:
         total += 64 * len(values) + 4096
+    for ref in references(system, setup):
+        total += 8 * np.size(ref.values) + 4096
+        total += sum(64 * len(c.values) + 4096 for c in ref.coords.values())
     if setup.trajectories:
         total += points * VDS_BYTES_PER_POINT
     return int(total)
@@ -248,7 +254,10 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
                 var.attrs["units"] = out.units
             if out.role:
                 var.attrs[ROLE_ATTR] = out.role
+            if out.draw is not None:
+                var.attrs.update(out.draw.attrs())
             var.attrs.update(budget.get(out.name, {}))
+        _write_references(f, references(system, setup))
         status = f.create_variable(STATUS, tuple(axes), dtype="i1")
         _fill(status, shape, 0)
         status.attrs.update({
@@ -273,6 +282,21 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
             trajectories.declare(f, path, spec, shape, axes)
     trim(tmp)
     os.replace(tmp, path)
+
+
+def _write_references(f: h5netcdf.File, refs) -> None:
+    """Each reference with the coordinates it brings (once, when several share one)."""
+    for ref in refs:
+        for dim, coord in ref.coords.items():
+            if dim not in f.dimensions:
+                f.dimensions[dim] = len(coord.values)
+                attrs = {"long_name": coord.long_name,
+                         **({"units": coord.units} if coord.units else {}), **coord.attrs}
+                _coordinate(f, dim, np.asarray(coord.values), attrs)
+        var = f.create_variable(ref.name, tuple(ref.dims), dtype="f8",
+                                data=np.asarray(ref.values, dtype=np.float64))
+        var.attrs.update({"long_name": ref.long_name, **({"units": ref.units} if ref.units else {}),
+                          ROLE_ATTR: REFERENCE, **ref.draw.attrs()})
 
 
 def _fill(var, shape: tuple[int, ...], value) -> None:

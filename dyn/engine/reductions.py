@@ -1,5 +1,6 @@
 """How the per-run values of an output become file variables: one small class per
-``Output.reduce`` (the time average, which needs the runs themselves, is :mod:`dyn.averaging`).
+``Output.reduce`` (the time average, which needs the runs themselves, is
+:mod:`dyn.engine.averaging`).
 
 Sums run on run after run (``acc <- ((acc + v_0) + v_1) + ...``, a cumulative sum along the run
 axis) whatever the chunk shapes, then are divided once: where the chunks are cut never changes a
@@ -12,8 +13,8 @@ from typing import ClassVar, final
 
 import numpy as np
 
-from .contract import Output
-from .stats import wilson
+from ..core.contract import Output
+from ..core.stats import wilson
 
 
 def _running_sum(acc, v) -> np.ndarray:

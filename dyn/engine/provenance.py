@@ -28,7 +28,7 @@ def versions() -> dict[str, str]:
 @lru_cache(maxsize=1)
 def git_commit() -> str:
     """Commit of the source tree `dyn` runs from, with '+dirty' for uncommitted changes."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the repository holding dyn/
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=10, check=True).stdout.strip()

@@ -11,7 +11,7 @@ when the sweep file is made. Hence:
 - a point not yet done reads as NaN (the virtual dataset's fill value);
 - the folder `NAME.h5.d/` must travel with `NAME.h5` (it holds the trajectory data);
 - a full disk fails the point cleanly: the disk a point file can need is reserved before HDF5
-  writes (see dyn/disk.py), so the point gets status "failed" with the OS error, and no
+  writes (see dyn/engine/disk.py), so the point gets status "failed" with the OS error, and no
   `.partial` file stays;
 - each point file carries the scenario hash and its index (attributes TAG_ATTR, INDEX_ATTR); a
   run, before it computes, keeps only the point files of finished points that are complete and
@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 import h5py
 import numpy as np
 
+from ..core.errors import ScenarioError
 from .disk import free_bytes, no_space, reserve, trim
-from .errors import ScenarioError
 
 if TYPE_CHECKING:
-    from .spec import Setup
-    from .systems.base import System
+    from ..core.spec import Setup
+    from ..systems.base import System
 
 DATASET = "trajectory"
 CHUNK_TARGET_BYTES = 4 * 2**20  # HDF5 chunk size aimed at: big enough to compress well
@@ -195,7 +195,7 @@ def prune(sidecar: Path, statuses: np.ndarray, tag: str, spec: TrajectorySpec) -
     """Before a run computes: remove `.partial` files and the point files of points not done
     (a killed run or its straggling workers may have left them), and check those of done ones.
     Returns the done points whose file is missing or does not match: they are computed again."""
-    from .contract import FAILED, PENDING
+    from ..core.contract import FAILED, PENDING
 
     done = statuses != PENDING
     redo = np.zeros(len(statuses), dtype=bool)

@@ -8,7 +8,7 @@ A system declares an output with ``reduce = "time_average"`` and returns, per ru
 the save times (evenly spaced, Delta = T / saves). The engine then, per point:
 
 1. picks the window's start: ``[integrator] burn_in`` when it is a number, else MSER truncation
-   of the mean series (``burn_in = "auto"``, the default; :mod:`dyn.stationarity`);
+   of the mean series (``burn_in = "auto"``, the default; :mod:`dyn.engine.stationarity`);
 2. tests the window: its halves agree within DRIFT_Z standard errors, the runs agree with each
    other as well as their own fluctuations say (no run stuck in another metastable state), and
    each run holds at least MIN_EFFECTIVE effective samples;
@@ -17,7 +17,7 @@ the save times (evenly spaced, Delta = T / saves). The engine then, per point:
    the point's stream in run order, so any executor gives the same numbers) and goes back to 1.
 
 File variables, per time-averaged output X: X (the mean over runs of the window averages),
-X_se (its standard error from the effective sample size, :mod:`dyn.stationarity`), X_ess
+X_se (its standard error from the effective sample size, :mod:`dyn.engine.stationarity`), X_ess
 (effective samples in all runs), X_drift (the halves' difference in standard errors); per
 point: burn_in_used, horizon_used, stationary (1: every test passed; 0: not by the cap — the
 point is marked in plots and listings), nonstationary_runs (share of runs whose own halves
@@ -27,17 +27,17 @@ on until its question is answered, up to a cap, and what the cap cut short is re
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.contract import NONSTATIONARY_SHARE, STATIONARY, TIME_AVERAGE, Output
 from . import stationarity
-from .contract import NONSTATIONARY_SHARE, STATIONARY, TIME_AVERAGE, Output
 
 if TYPE_CHECKING:
-    from .spec import RunSpec
-    from .systems.base import System
+    from ..core.spec import RunSpec
+    from ..systems.base import System
 
 DEFAULT_CAP_BLOCKS = 8  # horizon_cap defaults to this many horizons
 TIME = 1e-9  # relative slack when comparing times
@@ -58,7 +58,7 @@ def point_outputs(outputs: list[Output]) -> list[Output]:
         return []
     found = []
     for out in averaged:
-        found += [Output(out.name, out.long_name, out.units, (), "point", out.role or TIME_AVERAGE),
+        found += [replace(out, reduce="point", role=out.role or TIME_AVERAGE),
                   Output(f"{out.name}_se", f"standard error of {out.name} (from its effective "
                          "sample size)", out.units, (), "point"),
                   Output(f"{out.name}_ess", f"effective samples of {out.name} in all runs "

@@ -10,9 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import ScenarioError, printable
+from ..core.errors import ScenarioError, printable
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 EXIT_POINTS = 3  # `dyn run` finished, but some points diverged or failed
 
 
@@ -77,7 +77,7 @@ def _scenario_path(name: str) -> Path:
 
 
 def _cmd_run(args) -> int:
-    from .engine import run
+    from ..engine.runner import run
 
     executor = args.executor or ("dask" if args.scheduler else
                                  "process" if args.workers and args.workers > 1 else "serial")
@@ -93,7 +93,7 @@ def _cmd_run(args) -> int:
         from .plot import plot
 
         print(f"plotted {plot(path)}")
-    from .store import bad_points
+    from ..engine.store import bad_points
 
     return EXIT_POINTS if bad_points(path) else 0
 
@@ -122,7 +122,7 @@ def _cmd_show(args) -> int:
 
 
 def _check_sweep_file(path: str) -> None:
-    from .store import check_sweep_file  # a plain HDF5 file: one line, not a KeyError
+    from ..engine.store import check_sweep_file  # a plain HDF5 file: one line, not a KeyError
 
     check_sweep_file(path)
 
@@ -153,7 +153,7 @@ def _cmd_compare(args) -> int:
 def _cmd_list(args) -> int:
     import tomllib
 
-    from . import systems
+    from .. import systems
 
     print("systems:")
     for name in systems.names():
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except OSError as exc:  # the system refused (a full disk, a lost mount): one line too
-        from .errors import one_line
+        from ..core.errors import one_line
 
         print(f"dyn: error: {one_line(str(exc))}", file=sys.stderr)
         return 2

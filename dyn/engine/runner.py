@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from . import store, sweep, trajectories
-from .analysis import WHY, count_unresolved
+from ..core import sweep
+from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
+from ..core.errors import ScenarioError
+from . import store, trajectories
 from .batched import iter_results as batched_results
-from .errors import ScenarioError
 from .executors import EXECUTORS, iter_results, open_pool
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve
-from .contract import DIVERGED, FAILED, STATUS_NAMES
+from .verdicts import WHY, count_unresolved
 
 MAX_WORKERS = 1024
 
@@ -78,7 +79,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
             if batched:
                 results = batched_results(scenario, todo, sidecar)
             else:
-                results = iter_results(pool, scenario.text, todo, sidecar)
+                results = iter_results(pool, scenario.setup, todo, sidecar)
             _write_all(scenario, path, results, len(todo), progress, log)
     finally:
         lock.release()

@@ -25,7 +25,7 @@ from integrators.geometry import Geometry
 
 from .layout import Layout
 
-NOT_MODELS = ("systems",)  # subpackages of dyn that hold no model
+NOT_MODELS = ("core", "engine", "presentation", "numerics", "systems")  # the layers: no model
 _REGISTRY: dict[str, "Dynamics"] = {}
 
 
@@ -60,8 +60,9 @@ class Dynamics:
         return self.drift_jax(*self.jax_static(p)) if self.jax_static else self.drift_jax
 
     def problem(self, p) -> integrators.Problem:
-        """The :class:`integrators.Problem` of this model with parameters `p`."""
-        p = np.asarray(p, dtype=np.float64)
+        """The :class:`integrators.Problem` of this model with parameters `p` (ValueError when
+        its offsets do not fit the layout: :meth:`dyn.core.layout.Layout.check`)."""
+        p = self.layout.check(p)
         noise = {} if self.diffusion is None else dict(
             diffusion=self.diffusion, diffusion_jax=self.diffusion_jax, noise_shape=self.noise(p))
         return integrators.Problem(self.drift, self.jax_drift(p), p, self.geometry,

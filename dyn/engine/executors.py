@@ -1,7 +1,8 @@
 """Where sweep points are computed: in-process, a local pool of spawned processes, or Dask.
 
-Every executor runs the same pure function `compute_batch(scenario_text, indices, sidecar)`; a
-point's random stream depends only on (seed, index), so the executor never changes the numbers.
+Every executor runs the same pure function `compute_batch(setup, indices, sidecar)` on the
+sweep's picklable :class:`dyn.core.spec.Setup` (workers never see the scenario document); a point's
+random stream depends only on (seed, index), so the executor never changes the numbers.
 Pools are driven through the standard `concurrent.futures.Executor` interface (a
 `ProcessPoolExecutor`, Dask's `Client.get_executor()`), so other pools such as
 `mpi4py.futures.MPIPoolExecutor` fit the same slot. Processes are spawned, never forked: forking
@@ -28,44 +29,45 @@ import traceback
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from .. import systems
+from ..core.contract import FAILED, PointResult
+from ..core.errors import RunAborted, ScenarioError, one_line
+from ..core.spec import Setup
 from . import ensemble, trajectories
-from .errors import RunAborted, ScenarioError, one_line
-from .scenario import parse_toml, resolve
-from .contract import FAILED, PointResult
 
 EXECUTORS = ("serial", "process", "dask")
 TASK_SECONDS = 1.0  # target work per task once point costs are known
 MAX_BATCH = 256
 IN_FLIGHT_PER_WORKER = 2  # queued tasks per worker: keeps workers busy without a huge queue
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+SCHEDULER_TIMEOUT = "10s"  # how long to try reaching a Dask scheduler before giving up
 _driver_pid: int | None = None  # set in pool workers: the process that started them
 
 
-@lru_cache(maxsize=4)
-def _scenario(text: str):
-    return resolve(parse_toml(text))
+_SETUPS: dict[str, Setup] = {}  # in a worker: the first copy of each sweep's Setup, by tag
 
 
-@lru_cache(maxsize=4)
-def _tag(text: str) -> str:
-    """The scenario hash, stamped on each point file so that a resume can tell it is this run's."""
-    return _scenario(text).hash
+def _shared_setup(setup: Setup) -> Setup:
+    """The worker's one copy of this sweep's Setup, so that its cache (Setup.shared) lives
+    across tasks instead of being unpickled afresh with each."""
+    if len(_SETUPS) > 4:
+        _SETUPS.clear()
+    return _SETUPS.setdefault(setup.tag, setup)
 
 
-def compute_point(text: str, index: int, sidecar: str | None = None) -> PointResult:
-    """Run one sweep point of the scenario given as resolved TOML text; never raises."""
-    scenario = _scenario(text)
-    system, setup = scenario.system, scenario.setup
+def compute_point(setup: Setup, index: int, sidecar: str | None = None) -> PointResult:
+    """Run point `index` of the sweep `setup`; never raises."""
+    setup = _shared_setup(setup)
+    system = systems.get(setup.system_name)
     sink = None
     try:
         if sidecar is not None:
             layout = trajectories.spec(system, setup, ensemble.coords(system, setup))
-            sink = trajectories.TrajectoryFile(Path(sidecar), index, layout, _tag(text))
-        result = ensemble.run_point(system, scenario.spec(index), sink)
+            sink = trajectories.TrajectoryFile(Path(sidecar), index, layout, setup.tag)
+        result = ensemble.run_point(system, setup.spec(index, system), sink)
         if sink is not None:
             sink.close()
         return result
@@ -77,14 +79,14 @@ def compute_point(text: str, index: int, sidecar: str | None = None) -> PointRes
                            f"({os.path.basename(last.filename)}:{last.lineno})"))  # for HDF5 texts
 
 
-def compute_batch(text: str, indices: Sequence[int], sidecar: str | None = None
+def compute_batch(setup: Setup, indices: Sequence[int], sidecar: str | None = None
                   ) -> list[tuple[int, PointResult, float]]:
     """Points in order, each with its wall time (seconds) for the batch-size estimate."""
     done = []
     for index in indices:
         _exit_if_orphaned()
         start = time.perf_counter()
-        result = compute_point(text, int(index), sidecar)
+        result = compute_point(setup, int(index), sidecar)
         done.append((int(index), result, time.perf_counter() - start))
     return done
 
@@ -114,13 +116,13 @@ def _exit_if_orphaned() -> None:
         os._exit(1)
 
 
-def iter_serial(text: str, indices: Sequence[int], sidecar: str | None
+def iter_serial(setup: Setup, indices: Sequence[int], sidecar: str | None
                 ) -> Iterator[tuple[int, PointResult]]:
     for index in indices:
-        yield int(index), compute_point(text, int(index), sidecar)
+        yield int(index), compute_point(setup, int(index), sidecar)
 
 
-def iter_pool(pool: Executor, text: str, indices: Sequence[int], width: int,
+def iter_pool(pool: Executor, setup: Setup, indices: Sequence[int], width: int,
               sidecar: str | None = None) -> Iterator[tuple[int, PointResult]]:
     """Submit batches with at most `width` in flight; yield each point as its batch finishes."""
     queue = [int(i) for i in indices]
@@ -133,7 +135,7 @@ def iter_pool(pool: Executor, text: str, indices: Sequence[int], width: int,
             batch = queue[position:position + size]
             position += len(batch)
             try:
-                running.add(pool.submit(compute_batch, text, batch, sidecar))
+                running.add(pool.submit(compute_batch, setup, batch, sidecar))
             except BrokenProcessPool:  # a worker died while nothing was being waited for
                 raise _worker_died() from None
         if not running:
@@ -180,7 +182,7 @@ def dask_pool(workers: int, scheduler: str | None) -> Iterator[tuple[Executor, i
     cluster = None
     if scheduler:
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address
             raise ScenarioError("--scheduler", f"cannot reach Dask scheduler {scheduler}: {exc}") from None
     else:
@@ -209,11 +211,11 @@ def open_pool(kind: str, workers: int, scheduler: str | None = None
         yield opened
 
 
-def iter_results(pool: tuple[Executor | None, int], text: str, indices: Sequence[int],
+def iter_results(pool: tuple[Executor | None, int], setup: Setup, indices: Sequence[int],
                  sidecar: str | None = None) -> Iterator[tuple[int, PointResult]]:
     """(index, result) for every point of `indices`, in completion order."""
     executor, width = pool
     if executor is None:
-        yield from iter_serial(text, indices, sidecar)
+        yield from iter_serial(setup, indices, sidecar)
     else:
-        yield from iter_pool(executor, text, indices, width * IN_FLIGHT_PER_WORKER, sidecar)
+        yield from iter_pool(executor, setup, indices, width * IN_FLIGHT_PER_WORKER, sidecar)

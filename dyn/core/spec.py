@@ -4,12 +4,12 @@
              the configured solver, the memory budget of a chunk of runs, the trajectory request
     RunSpec  one point: its parameter values, its random streams, and the Setup
 
-The engine builds them (:meth:`dyn.scenario.Scenario.setup`, :meth:`~dyn.scenario.Scenario.spec`);
-systems read them. Neither knows TOML.
+The engine builds them (:meth:`dyn.engine.scenario.Scenario.setup`,
+:meth:`~dyn.engine.scenario.Scenario.spec`); systems read them. Neither knows TOML.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -60,17 +60,52 @@ class Setup:
     trajectories: bool = False  # also save states (every trajectory_every-th save time,
     trajectory_every: int = 1  # the first trajectory_runs runs, 0 = all)
     trajectory_runs: int = 0
-    # time averages (dyn.averaging): the window's start (None: MSER's choice), the longest
+    # time averages (dyn.engine.averaging): the window's start (None: MSER's choice), the longest
     # horizon the runs are extended to; the step tolerance of dt = "auto" and the step check
     burn_in: float | None = None
     horizon_cap: float | None = None
     step_tol: float = 0.01
     check_step: bool = False
+    # what a worker needs to make any point's RunSpec without the scenario document: the
+    # system's registered name, whether dt = "auto", and the scenario hash (stamped on files)
+    system_name: str = ""
+    auto_dt: bool = False
+    tag: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "params", _frozen(self.params))
         object.__setattr__(self, "axes", _frozen({k: tuple(v) for k, v in self.axes.items()}))
         object.__setattr__(self, "_shared", {})
+
+    def __reduce__(self):
+        # pickled for pool workers as plain fields: the frozen views and the cache stay behind
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(params=dict(self.params), axes={k: list(v) for k, v in self.axes.items()})
+        return _setup_from_fields, (values,)
+
+    @property
+    def count(self) -> int:
+        """Number of sweep points."""
+        return sweep.count(self.axes)
+
+    def spec(self, index: int, system=None) -> "RunSpec":
+        """The run specification of point `index` (its values, its random stream and, with
+        dt = "auto", its step: step_tol / system.step_rate). `system` is the System these points
+        run (the engine looks it up by `system_name`); only dt = "auto" needs it."""
+        spec = RunSpec(self, index, sweep.point(self.params, self.axes, index),
+                       sweep.stream_index(self.axes, index, self.common))
+        if self.auto_dt:
+            if system is None:
+                raise ValueError(f"dt = 'auto' needs the system ({self.system_name}) to choose "
+                                 "the step")
+            rate = system.step_rate(spec)
+            if rate is None:
+                from .errors import ScenarioError
+
+                raise ScenarioError("integrator.dt", f"system {self.system_name} does not choose "
+                                    "its step: give dt a number")
+            spec = spec.variant(dt=self.step_tol / rate)
+        return spec
 
     def shared(self, key: tuple, compute):
         """A value computed once per sweep (in each process) and shared by every point that asks
@@ -103,8 +138,13 @@ class Setup:
         return t
 
     def common_rng(self, *key: int) -> np.random.Generator:
-        """A stream shared by every point (common random numbers): see :func:`dyn.sweep.common_rng`."""
+        """A stream shared by every point (common random numbers): see
+        :func:`dyn.core.sweep.common_rng`."""
         return sweep.common_rng(self.seed, *key)
+
+
+def _setup_from_fields(values: dict) -> Setup:
+    return Setup(**values)
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +154,7 @@ class RunSpec:
     setup: Setup
     index: int
     values: Mapping[str, Any]  # every parameter of the point, swept ones included
-    stream: int = -1  # the point's stream index (default: its index; see dyn.sweep.stream_index)
+    stream: int = -1  # the point's stream index (default: its index; see sweep.stream_index)
     # solver options of this point over the Setup's (e.g. the step dt = "auto" chose)
     solver_options: Mapping[str, Any] = field(default_factory=dict)
     salt: tuple[int, ...] = ()  # a side stream of the point (e.g. the step check's runs)

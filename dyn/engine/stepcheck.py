@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.contract import STEP_ERROR, Output
 from . import averaging
-from .contract import STEP_ERROR, Output
 
 if TYPE_CHECKING:
-    from .spec import RunSpec
-    from .systems.base import System
+    from ..core.spec import RunSpec
+    from ..systems.base import System
 
 CHECK_RUNS = 8  # runs rerun at h and h/2 (fewer when the point has fewer)
 CHECK_KEY = 0x5C  # spawn-key salt of the check's stream

@@ -1,12 +1,6 @@
 """Reading results: `dyn.open`, the text summary behind `dyn show`, the error budget behind
-`dyn show --errors`, and the points whose numbers are not yet answers (marked in plots):
-
-- horizon-limited: more than HORIZON_LIMITED_SHARE of the runs ended undecided (a variable of
-  role "undecided");
-- non-stationary: a time average whose window failed its stationarity tests by the cap
-  (`stationary` = 0, :mod:`dyn.averaging`);
-- step-limited: a step error (`X_step_error`, :mod:`dyn.stepcheck`) larger than the Monte Carlo
-  error `X_se` by more than two of its own standard errors.
+`dyn show --errors`, and the marks of the points whose numbers are not yet answers
+(horizon-limited, non-stationary, step-limited: :mod:`dyn.engine.verdicts` finds them).
 """
 from __future__ import annotations
 
@@ -16,14 +10,11 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .errors import ScenarioError
-from .stepcheck import step_limited
-from .contract import (PROBABILITY, ROLE_ATTR, STATIONARY, STATUS_NAMES, STEP_ERROR,
-                           TIME_AVERAGE, UNDECIDED)
+from ..core.contract import ROLE_ATTR, STATUS_NAMES, STEP_ERROR, TIME_AVERAGE
+from ..core.errors import ScenarioError
+from ..engine.verdicts import (HORIZON_LIMITED, MARKED_ROLES, NONSTATIONARY, WHY, undecided_variable,
+                               unresolved, with_role)
 
-# A point whose share of runs left undecided (by the horizon or the cap) exceeds this is
-# "horizon-limited": its class probabilities are not the answer, and plots and summaries say so.
-HORIZON_LIMITED_SHARE = 0.02
 MAX_LISTED = 20  # horizon-limited points listed by `dyn show`
 
 
@@ -36,54 +27,6 @@ def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_da
         return xr.open_dataset(path, engine="h5netcdf")
     except (OSError, ValueError) as exc:
         raise ScenarioError("", f"{path} is not a readable dyn output file: {exc}") from None
-
-
-def undecided_variable(ds: xr.Dataset) -> str | None:
-    """The variable holding the share of undecided runs per point, if the system has one."""
-    names = [n for n, v in ds.data_vars.items() if v.attrs.get(ROLE_ATTR) == UNDECIDED]
-    return names[0] if names else None
-
-
-def horizon_limited(ds: xr.Dataset) -> xr.DataArray | None:
-    """Boolean per point: more than HORIZON_LIMITED_SHARE of its runs ended undecided
-    (None when the system classifies no end state). Pending points are False."""
-    name = undecided_variable(ds)
-    if name is None:
-        return None
-    share = ds[name]
-    return (share > HORIZON_LIMITED_SHARE).fillna(False).rename("horizon_limited")
-
-
-HORIZON_LIMITED, NONSTATIONARY, STEP_LIMITED = "horizon-limited", "non-stationary", "step-limited"
-# which variables each mark applies to (by role)
-MARKED_ROLES = {HORIZON_LIMITED: (PROBABILITY, UNDECIDED), NONSTATIONARY: (TIME_AVERAGE,),
-                STEP_LIMITED: (TIME_AVERAGE,)}
-WHY = {HORIZON_LIMITED: f"more than {HORIZON_LIMITED_SHARE:.0%} of runs undecided: raise the horizon",
-       NONSTATIONARY: "time average not stationary by horizon_cap: raise it (or the horizon)",
-       STEP_LIMITED: "step error above the Monte Carlo error: lower dt (or step_tol)"}
-
-
-def _with_role(ds: xr.Dataset, role: str) -> list[str]:
-    return [n for n, v in ds.data_vars.items() if v.attrs.get(ROLE_ATTR) == role]
-
-
-def unresolved(ds: xr.Dataset) -> dict[str, xr.DataArray]:
-    """Boolean per point for each reason a point's numbers are not answers yet (only the
-    reasons the file can have; pending points are False)."""
-    found = {}
-    limited = horizon_limited(ds)
-    if limited is not None:
-        found[HORIZON_LIMITED] = limited
-    for name in _with_role(ds, STATIONARY):
-        found[NONSTATIONARY] = (ds[name] == 0).rename(NONSTATIONARY)
-    steps = []
-    for name in _with_role(ds, STEP_ERROR):
-        base = name.removesuffix("_step_error")
-        hit = step_limited(ds[name], ds[f"{name}_se"], ds[f"{base}_se"])
-        steps.append(xr.DataArray(hit, dims=ds[name].dims, coords=ds[name].coords))
-    if steps:
-        found[STEP_LIMITED] = xr.concat(steps, "output").any("output").rename(STEP_LIMITED)
-    return found
 
 
 def marks_for(ds: xr.Dataset, var: str) -> dict[str, xr.DataArray]:
@@ -140,12 +83,12 @@ def _evidence(ds: xr.Dataset, reason: str, at: dict) -> str:
         return f"{name} = {value(name):.3f}"
     if reason == NONSTATIONARY:
         parts = [f"horizon_used = {value('horizon_used'):.4g}"]
-        for name in _with_role(ds, TIME_AVERAGE):
+        for name in with_role(ds, TIME_AVERAGE):
             if f"{name}_drift" in ds:
                 parts.append(f"{name}_drift = {value(name + '_drift'):.2g} se")
         return ", ".join(parts)
     parts = []
-    for name in _with_role(ds, STEP_ERROR):
+    for name in with_role(ds, STEP_ERROR):
         base = name.removesuffix("_step_error")
         parts.append(f"{name} = {value(name):.3g} > {base}_se = {value(base + '_se'):.3g}")
     return ", ".join(parts)
@@ -170,7 +113,7 @@ def error_report(path: str | Path) -> str:
     its Monte Carlo error, step error and horizon status come from; then, point by point, each
     value with its Monte Carlo error (standard error, or the 95% Wilson interval), its step
     error where checked, and the marks of the point."""
-    from .ensemble import HORIZON_ATTR, MC_ERROR, STEP_ERROR_ATTR
+    from ..engine.ensemble import HORIZON_ATTR, MC_ERROR, STEP_ERROR_ATTR
 
     with open(path) as ds:
         axes = list(ds["status"].dims)
@@ -216,13 +159,6 @@ def _budget_line(point: xr.Dataset, name: str) -> str:
     if f"{name}_ess" in point:
         text += f", ess {float(point[name + '_ess']):.0f}"
     return text
-
-
-def count_unresolved(path: str | Path) -> dict[str, int]:
-    """Number of points marked for each reason (only the reasons with marked points)."""
-    with open(path) as ds:
-        counts = {reason: int(hit.sum()) for reason, hit in unresolved(ds).items()}
-    return {reason: n for reason, n in counts.items() if n}
 
 
 def _span(values: np.ndarray) -> str:

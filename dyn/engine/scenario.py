@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 import tomli_w
 
-from . import sweep, systems
-from .ensemble import file_outputs
-from .errors import ScenarioError, short_repr
-from .schema import Field, check_table
+from .. import systems
+from ..core import sweep
+from ..core.errors import ScenarioError, short_repr
+from ..core.schema import Field, check_table
+from ..core.spec import RunSpec, Setup, Solver
 from .averaging import DEFAULT_CAP_BLOCKS
-from .spec import RunSpec, Setup, Solver
+from .ensemble import file_outputs
 
 MAX_POINTS = 1_000_000  # a sweep larger than this is almost surely a typo in a range
 MAX_SWEEP_NUM = 100_000
@@ -81,7 +82,8 @@ OUTPUT_FIELDS = {
                      doc="save times evenly spaced on [0, T], or 0 then geometric from t_min to T"),
     "t_min": Field("float", default=None, gt=0.0, doc="first nonzero save time (spacing = log)"),
     "plot": Field("str", default=""),
-    "trajectories": Field("bool", default=False, doc="also save states (see dyn/trajectories.py)"),
+    "trajectories": Field("bool", default=False,
+                          doc="also save states (see dyn/engine/trajectories.py)"),
     "trajectory_every": Field("int", default=1, lo=1, hi=10**6, doc="keep every k-th save time"),
     "trajectory_runs": Field("int", default=0, lo=0, hi=10**8, doc="runs kept per point (0: all)"),
 }
@@ -162,20 +164,13 @@ class Scenario:
                      burn_in=None if cfg.get("burn_in", "auto") == "auto" else cfg["burn_in"],
                      horizon_cap=cfg.get("horizon_cap"),
                      step_tol=cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"],
-                     check_step=bool(cfg.get("check_step")))
+                     check_step=bool(cfg.get("check_step")),
+                     system_name=self.data["scenario"]["system"], auto_dt=cfg.get("dt") == "auto",
+                     tag=self.hash)
 
     def spec(self, index: int) -> RunSpec:
-        """The run specification of point `index` (its values, its random stream and, with
-        dt = "auto", its step: step_tol / System.step_rate)."""
-        spec = RunSpec(self.setup, index, sweep.point(self.params, self.axes, index),
-                       sweep.stream_index(self.axes, index, self.setup.common))
-        if self.integrator.get("dt") == "auto":
-            rate = self.system.step_rate(spec)
-            if rate is None:
-                raise ScenarioError("integrator.dt", f"system {self.system.name} does not choose "
-                                    "its step: give dt a number")
-            spec = spec.variant(dt=self.setup.step_tol / rate)
-        return spec
+        """The run specification of point `index` (see :meth:`dyn.core.spec.Setup.spec`)."""
+        return self.setup.spec(index, self.system)
 
     @property
     def count(self) -> int:
@@ -433,7 +428,7 @@ def _expand_range(key: str, raw: dict, spec: Field) -> list:
 
 
 def _check_integrator(cfg: dict, system: systems.System) -> None:
-    import integrators  # light: jax is only imported when the diffrax backend runs
+    import integrators  # light: jax is only imported when a diffrax or jax solve runs
 
     equation = system.equation
     if cfg["backend"] == "jax":
@@ -441,7 +436,6 @@ def _check_integrator(cfg: dict, system: systems.System) -> None:
         if not methods:
             raise ScenarioError("integrator.backend", f"system {system.name} has no batched JAX "
                                 "path (backends: numba, diffrax)")
-        allowed = {"dt"}
     else:
         methods = integrators.available()[cfg["backend"]]
         if equation is not None:  # only the methods for this system's kind of equation
@@ -453,8 +447,7 @@ def _check_integrator(cfg: dict, system: systems.System) -> None:
                             f"backend {cfg['backend']} (methods: {', '.join(methods)})")
     if cfg["horizon"] <= 0:
         raise ScenarioError("integrator.horizon", "must be > 0")
-    if cfg["backend"] != "jax":
-        allowed = integrators.options(cfg["backend"], cfg["method"])
+    allowed = integrators.options(cfg["backend"], cfg["method"])
     for key in SOLVER_OPTIONS:
         if key in cfg and key not in allowed:
             raise ScenarioError(f"integrator.{key}", f"not an option of {cfg['backend']}/"

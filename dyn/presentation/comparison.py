@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from ..core.errors import ScenarioError
 from .analysis import open as open_dataset
-from .errors import ScenarioError
 
 REFERENCE_SLOPES = {-0.5: ":", -1.0: "--", -2.0: "-."}
 TRAJECTORY = "trajectory"
@@ -110,8 +110,8 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
 def _check_states_present(path: Path, ds: xr.Dataset) -> None:
     """The saved states live in NAME.h5.d/ beside the file: refuse in one line when that folder,
     or the file of a finished point, is missing (they would read as NaN, silently)."""
-    from .contract import FAILED, PENDING
-    from .trajectories import point_file, sidecar_dir
+    from ..core.contract import FAILED, PENDING
+    from ..engine.trajectories import point_file, sidecar_dir
 
     folder = sidecar_dir(path)
     if not folder.is_dir():

@@ -2,8 +2,10 @@
 batch one jitted, vmapped JAX computation on the default JAX device (a GPU when there is one).
 
     pending points -> groups of equal System.batch_key -> batches sized to the device memory
-                   -> System.simulate_batch (one program per shape, parameters traced)
-                   -> per point: the engine's reductions -> the single writer
+                   -> per point System.solves: Solves (problem, starts, save times, key)
+                   -> per name, one integrators.get("jax", method, dt=...).solve of the
+                      batch's stacked Solves (one program per shape, parameters traced)
+                   -> per point System.observe -> the engine's reductions -> the single writer
 
 Points are written one by one as their batch finishes; resume works at point granularity (a
 killed run loses the batch in flight, whose points are pending). A point's random numbers come
@@ -18,9 +20,11 @@ from itertools import groupby
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import numpy as np
+
+from ..core.contract import FAILED, Chunk, PointResult, Solve
+from ..core.errors import one_line
 from . import ensemble, trajectories
-from .errors import one_line
-from .contract import FAILED, PointResult
 
 DEVICE_FRACTION = 0.5  # of the device memory a batch may fill
 HOST_BUDGET = 2 * 2**30  # on a device that reports no memory (the CPU)
@@ -52,6 +56,51 @@ def batches(system, specs: Sequence, budget: int) -> list[list]:
     return out
 
 
+def solve_batch(system, specs: Sequence) -> list[Chunk]:
+    """One Chunk per point of a batch (equal batch keys): the points' Solves stacked and solved
+    once per name, each point's slice observed."""
+    plans = [system.solves(spec) for spec in specs]
+    single = isinstance(plans[0], Solve)
+    named = [{None: plan} if single else plan for plan in plans]
+    solved = {name: _solve([plan[name] for plan in named]) for name in named[0]}
+    chunks = []
+    for i, spec in enumerate(specs):
+        mine = {name: _row(out, i) for name, out in solved.items()}
+        chunks.append(system.observe(spec, mine[None] if single else mine))
+    return chunks
+
+
+def _solve(solves: list[Solve]):
+    """One jax solve of the Solves of a batch (which must agree on everything but their data)."""
+    import integrators
+
+    first = solves[0]
+    for other in solves[1:]:
+        for name in ("method", "dt", "absorbing"):
+            if getattr(other, name) != getattr(first, name):
+                raise ValueError(f"the points of a batch must share Solve.{name}")
+        if (other.key is None) != (first.key is None) or (
+                (other.increments is None) != (first.increments is None)):
+            raise ValueError("the points of a batch must take their noise alike")
+    problem = integrators.Problem.stack([s.problem for s in solves])
+    x0 = np.stack([s.x0 for s in solves])
+    rows = [np.asarray(s.ts, dtype=np.float64) for s in solves]
+    shared = all(np.array_equal(r, rows[0]) for r in rows)
+    ts = rows[0] if shared else np.stack(rows)  # (T,) shared, or one row per point
+    noise = {}
+    if first.key is not None:
+        noise["keys"] = np.stack([s.key for s in solves])
+    if first.increments is not None:
+        noise["increments"] = np.stack([s.increments for s in solves])
+    integ = integrators.get("jax", first.method, dt=first.dt)
+    return integ.solve(problem, x0, ts, absorbing=first.absorbing, **noise)
+
+
+def _row(out, i: int):
+    """Point i's part of a batched result (an array, or a tuple of arrays)."""
+    return tuple(a[i] for a in out) if isinstance(out, tuple) else out[i]
+
+
 def iter_results(scenario, indices: Sequence[int], sidecar: str | None = None
                  ) -> Iterator[tuple[int, PointResult]]:
     """(index, result) for every point of `indices`, batch after batch."""
@@ -60,7 +109,7 @@ def iter_results(scenario, indices: Sequence[int], sidecar: str | None = None
     tag = scenario.hash  # stamped on each point file (see trajectories.prune)
     for batch in batches(system, [scenario.spec(int(i)) for i in indices], device_budget()):
         try:
-            chunks = system.simulate_batch(batch)
+            chunks = solve_batch(system, batch)
         except Exception as exc:  # one bad batch must not kill the sweep: its points fail
             last = traceback.extract_tb(exc.__traceback__)[-1]
             message = one_line(f"{type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})")
