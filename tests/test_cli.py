@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
+import dyn
 from dyn.engine import executors
+from dyn.engine.scenario import load
 from dyn.presentation.cli import main
 
 
@@ -69,3 +71,41 @@ def test_unreachable_scheduler_is_one_line_and_leaves_no_output(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert err.startswith("dyn: error: --scheduler: cannot reach") and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_overwrite_replaces_another_scenarios_file_after_saying_so(tmp_path, capsys, small_scenario):
+    out = tmp_path / "o.h5"
+    base = ["run", str(small_scenario), "--out", str(out), "--no-progress"]
+    assert main(base) == 0
+    first = out.read_bytes()
+    capsys.readouterr()
+    other = base + ["--set", "ensemble.runs=3"]
+    assert main(other) == 2  # another scenario: refused, and the refusal names the way out
+    assert "--overwrite" in capsys.readouterr().err and out.read_bytes() == first
+    assert main(other + ["--overwrite"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"replacing {out}: it holds scenario small (hash ")
+    with dyn.open(out) as ds:
+        assert ds.attrs["scenario_hash"] == load(small_scenario, ["ensemble.runs=3"]).hash
+        assert (ds["status"] == 1).all()
+    assert main(other + ["--overwrite"]) == 0  # its own file: resumed (nothing to do), kept
+    assert "replacing" not in capsys.readouterr().err
+    junk = tmp_path / "junk.h5"  # not a sweep file: never deleted
+    junk.write_bytes(b"not a sweep file")
+    assert main(["run", str(small_scenario), "--out", str(junk), "--overwrite"]) == 2
+    assert junk.read_bytes() == b"not a sweep file"
+    assert not list(tmp_path.glob("*.lock"))  # refused or finished, no lock file stays
+
+
+def test_without_a_terminal_progress_is_a_line_per_interval(tmp_path, small_scenario, monkeypatch):
+    from dyn.engine import runner
+
+    monkeypatch.setattr(runner, "LOG_SECONDS", 0.0)  # a line per point
+    log = tmp_path / "log.txt"
+    with open(log, "w") as stream:  # a file: no terminal
+        dyn.run(small_scenario, tmp_path / "p.h5", log=stream)
+    lines = [line for line in log.read_text().splitlines() if "points/s" in line]
+    total = load(small_scenario).count
+    assert [line.split(":")[1].split(",")[0].strip() for line in lines] == \
+        [f"{k}/{total} points" for k in range(1, total + 1)]
+    assert all(line.startswith("small: ") and line.endswith(" left") for line in lines)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +23,23 @@ from .scenario import Scenario, apply_overrides, apply_values, read_file, resolv
 from .verdicts import WHY, count_unresolved
 
 MAX_WORKERS = 1024
+LOG_SECONDS = 10.0  # progress lines in a log (stderr not a terminal): one per interval
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,
         executor: str = "serial", scheduler: str | None = None,
         overrides: dict[str, Any] | list[str] | None = None,
         progress: bool | None = None, command: str | None = None, log=None,
-        force: bool = False) -> Path:
+        force: bool = False, overwrite: bool = False) -> Path:
     """Run (or resume) a sweep and return the output path.
 
     `scenario` is a path to a TOML file or a `Scenario`; `overrides` is either a list of
     `--set` strings (`"params.beta=2.0"`) or a dict of dotted keys to Python values.
     `executor` is "serial", "process" (a local pool of `workers` processes) or "dask" (on
     `scheduler`, or a LocalCluster of `workers` processes). `force` allows a sweep file
-    estimated past `store.MAX_FILE_BYTES`.
+    estimated past `store.MAX_FILE_BYTES`. `overwrite` replaces an output file made by another
+    scenario (and its states folder), after saying what it replaces; a file of this scenario is
+    resumed either way, and a file that is not a sweep file is never deleted.
     """
     log = log or sys.stderr
     scenario = _with_overrides(scenario, overrides)
@@ -61,6 +65,11 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     except OSError as exc:  # an unwritable folder, a read-only file system, ...
         raise ScenarioError("--out", f"cannot write beside {path}: {exc.strerror or exc}") from None
     try:
+        if overwrite and path.exists() and (other := store.other_scenario(path, scenario)):
+            print(f"replacing {path}: it holds scenario {other['name']} (hash "
+                  f"{other['hash'][:12]}..., made by `{other['command']}`)", file=log)
+            lock.unhold()
+            _remove(path)
         statuses = store.read_status(path, scenario) if path.exists() else None
         need = store.check_size(path, scenario, force) if statuses is None else 0
         with open_pool(executor, workers, scheduler) as pool:
@@ -84,6 +93,15 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     finally:
         lock.release()
     return path
+
+
+def _remove(path: Path) -> None:
+    """A sweep file and what belongs to it (states folder, partial file); the lock stays held."""
+    import shutil
+
+    path.unlink()
+    shutil.rmtree(trajectories.sidecar_dir(path), ignore_errors=True)
+    store.partial_path(path).unlink(missing_ok=True)
 
 
 def _same_file(path: Path, other: str) -> bool:
@@ -115,9 +133,12 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
 
     writer = store.Writer(path, scenario)
     counts = np.zeros(len(STATUS_NAMES), dtype=int)
-    # progress=None: show the bar on a terminal only (tqdm's own rule).
-    bar = tqdm(total=total, desc=scenario.name, unit="pt",
-               disable=None if progress is None else not progress, file=log)
+    # progress=None: a bar on a terminal, lines every LOG_SECONDS in a log (a file, a pipe)
+    if progress is None and not (hasattr(log, "isatty") and log.isatty()):
+        bar = LogProgress(scenario.name, total, log)
+    else:
+        bar = tqdm(total=total, desc=scenario.name, unit="pt",
+                   disable=None if progress is None else not progress, file=log)
     try:
         for index, result in results:
             writer.write(index, result)
@@ -135,6 +156,38 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
     for reason, count in count_unresolved(path).items():
         print(f"{count} points are {reason} ({WHY[reason]}): their numbers are not the answer "
               f"yet; `dyn show {path}` lists them", file=log)
+
+
+class LogProgress:
+    """Progress where there is no terminal: every LOG_SECONDS, one line with the points done, the
+    rate and the time left at that rate (what tqdm's bar says, readable in a log file)."""
+
+    def __init__(self, name: str, total: int, log):
+        self.name, self.total, self.log = name, total, log
+        self.done = 0
+        self.start = self.last = time.monotonic()
+
+    def update(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if now - self.last >= LOG_SECONDS:
+            self.last = now
+            rate = self.done / max(now - self.start, 1e-9)
+            left = (self.total - self.done) / rate
+            print(f"{self.name}: {self.done}/{self.total} points, {rate:.3g} points/s, "
+                  f"about {_duration(left)} left", file=self.log, flush=True)
+
+    def write(self, message: str, file=None) -> None:
+        print(message, file=file or self.log, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return (f"{seconds} s" if seconds < 120 else f"{seconds // 60} min" if seconds < 7200
+            else f"{seconds / 3600:.1f} h")
 
 
 def _with_overrides(scenario, overrides) -> Scenario:

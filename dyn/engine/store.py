@@ -35,6 +35,7 @@ import errno
 import fcntl
 import os
 import struct
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -136,10 +137,14 @@ class WriterLock:
             return  # a file system without OFD locks: the lock file alone guards it
         self._held = fd
 
-    def release(self) -> None:
+    def unhold(self) -> None:
+        """Let go of the output file's inode (before it is replaced by a new file)."""
         if self._held is not None:
             os.close(self._held)
             self._held = None
+
+    def release(self) -> None:
+        self.unhold()
         if self._fd is not None:
             try:
                 if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
@@ -324,6 +329,25 @@ def _axis_long_name(system, axis: str) -> str:
     return (spec.doc if spec is not None and spec.doc else axis)
 
 
+def other_scenario(path: Path, scenario: "Scenario") -> dict | None:
+    """When `path` is a readable sweep file of another scenario: its name, hash and command (what
+    `--overwrite` replaces); else None (this scenario's file, or not a sweep file at all, which
+    --overwrite never deletes)."""
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            attrs = {k: f.attrs.get(k) for k in ("scenario_hash", "scenario", "command")}
+    except OSError:
+        return None
+    attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+    if not isinstance(attrs["scenario_hash"], str) or attrs["scenario_hash"] == scenario.hash:
+        return None
+    try:
+        name = tomllib.loads(attrs["scenario"])["scenario"]["name"]
+    except (tomllib.TOMLDecodeError, TypeError, KeyError):
+        name = "?"
+    return {"name": name, "hash": attrs["scenario_hash"], "command": attrs["command"] or "?"}
+
+
 def read_status(path: Path, scenario: "Scenario") -> np.ndarray:
     """Flat status array of an existing file, after checking it holds this scenario."""
     try:
@@ -333,7 +357,7 @@ def read_status(path: Path, scenario: "Scenario") -> np.ndarray:
             if stored != scenario.hash:
                 raise OutputError("--out", f"{path} holds a different scenario (hash "
                                   f"{str(stored)[:12]}..., this one {scenario.hash[:12]}...); "
-                                  "choose another --out or delete the file")
+                                  "choose another --out, delete the file, or add --overwrite")
             return np.asarray(f[STATUS][...]).reshape(-1)
     except OSError as exc:
         raise OutputError("--out", f"cannot open existing output {path}: {exc}; "

@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--force", action="store_true",
                      help="make a sweep file estimated past the size limit (1 GiB)")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace an output file made by another scenario (a file of this "
+                     "scenario is resumed)")
 
     show = sub.add_parser("show", help="print a sweep file's scenario, axes, variables, completion")
     show.add_argument("path")
@@ -88,7 +91,8 @@ def _cmd_run(args) -> int:
     path = run(_scenario_path(args.scenario), args.out, workers=workers, executor=executor,
                scheduler=args.scheduler,
                overrides=args.overrides, progress=False if args.no_progress else None,
-               command=" ".join(["dyn", *sys.argv[1:]]), force=args.force)
+               command=" ".join(["dyn", *sys.argv[1:]]), force=args.force,
+               overwrite=args.overwrite)
     if args.plot:
         from .plot import plot
 
