@@ -1,6 +1,7 @@
 """The `dyn` command as a user meets it: exit codes, one-line errors, no stray files, plots."""
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 
@@ -109,3 +110,19 @@ def test_without_a_terminal_progress_is_a_line_per_interval(tmp_path, small_scen
     assert [line.split(":")[1].split(",")[0].strip() for line in lines] == \
         [f"{k}/{total} points" for k in range(1, total + 1)]
     assert all(line.startswith("small: ") and line.endswith(" left") for line in lines)
+
+
+def test_pictures_say_what_they_show_and_at_which_settings(tmp_path, small_scenario):
+    from dyn.presentation.plot import figure
+
+    out = dyn.run(small_scenario, tmp_path / "s.h5", progress=False, log=io.StringIO())
+    fig = figure(out, "energy")
+    title = fig._suptitle.get_text()
+    with dyn.open(out) as ds:
+        long_name = ds["energy"].attrs["long_name"]
+    assert title.replace("\n", " ").startswith(f"small: {long_name}"[:60])
+    # init = "uniform" is the default, so it goes unsaid
+    assert title.splitlines()[-1] == "n = 5, d = 3, delta = 0.01; 6 runs per point"
+    bars = [a for a in fig.axes if a.get_label() == "<colorbar>"]
+    assert len(bars) == 2  # one heat map (beta, time) per normalization, each with its scale
+    assert {b.get_ylabel().replace("\n", " ") for b in bars} == {long_name}

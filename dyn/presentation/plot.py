@@ -53,6 +53,8 @@ MAX_CURVES = 12
 MAX_TICKS = 12
 RUN = "run"  # the dimension of per-run variables (drawn as thin steps of their first runs)
 TITLE_WIDTH = 70  # characters per title line
+COLORBAR_WIDTH = 40  # characters per line of a colour bar's label
+MAX_SETTINGS = 8  # fixed parameters named under a title
 DATA_LOG_RATIO = 100.0  # positive curve values spanning more than this are drawn in log
 DECADE = 10.0  # uneven positive axes spanning at least this ratio are drawn in log
 # how each kind of unresolved point is drawn: hatch of a heat-map cell, ring colour on a curve
@@ -135,7 +137,8 @@ def figure(path: str | Path, var: str | None = None):
         for ax in list(grid.flat)[len(selections):]:
             ax.set_visible(False)
         title = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
-        fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=11)
+        fig.suptitle("\n".join([textwrap.fill(title, TITLE_WIDTH),
+                                textwrap.fill(settings(ds), int(TITLE_WIDTH * 1.2))]), fontsize=10)
         fig.tight_layout()
     return fig
 
@@ -259,7 +262,7 @@ def _heatmap(ax, da, marks=None) -> dict:
                          **({} if clim is None else dict(vmin=clim[0], vmax=clim[1])))
     _set_scale(ax, x.values, xs, "x")
     _set_scale(ax, y.values, ys, "y")
-    ax.figure.colorbar(mesh, ax=ax, label=da.name)
+    ax.figure.colorbar(mesh, ax=ax, label=textwrap.fill(_label(da), COLORBAR_WIDTH))
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(y))
     drawn = False
@@ -409,6 +412,24 @@ def _set_scale(ax, values, scale: str, which: str) -> None:
         axis.set_ticks(values, [_fmt(v) if not crowded or i % 2 == 0 else ""
                                 for i, v in enumerate(values)])
         axis.set_minor_locator(NullLocator())
+
+
+def settings(ds) -> str:
+    """What a picture's numbers depend on besides its axes: the fixed scalar parameters that
+    differ from the system's defaults (n and d always, n first) and the runs per point, from the
+    scenario the file holds."""
+    try:
+        doc = tomllib.loads(ds.attrs["scenario"])
+        fields = systems.get(ds.attrs["system"]).params
+    except (KeyError, TypeError, tomllib.TOMLDecodeError):
+        return ""
+    fixed = sorted(((k, v) for k, v in doc.get("params", {}).items()
+                    if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                    and (k in ("n", "d") or k not in fields or v != fields[k].default)),
+                   key=lambda kv: kv[0] != "n")
+    text = ", ".join(f"{k} = {_fmt(v)}" for k, v in fixed[:MAX_SETTINGS])
+    runs = doc.get("ensemble", {}).get("runs")
+    return "; ".join(t for t in (text, f"{runs} runs per point" if runs else "") if t)
 
 
 def _label(da) -> str:
