@@ -124,3 +124,24 @@ def test_a_killed_pool_worker_stops_the_run_in_one_line(small_scenario, tmp_path
     assert err.startswith("dyn: error: ") and len(err.splitlines()) == 1 and "worker" in err, err
     with dyn.open(out) as ds:
         assert ds["status"].size == 12
+
+
+UNGUARDED = """
+import dyn
+dyn.run({scenario!r}, {out!r}, executor="process", workers=2, progress=False)
+print("finished")
+"""
+
+
+def test_an_unguarded_script_with_a_process_pool_fails_in_one_line_naming_the_guard(
+        small_scenario, tmp_path):
+    """Spawned workers re-import the driver's script; without `if __name__ == "__main__":` each
+    would call dyn.run again. They stop quietly instead, and the driver's error says why."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED.format(scenario=str(small_scenario), out=str(tmp_path / "u.h5")))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1 and "finished" not in proc.stdout
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("dyn.core.errors.RunAborted: --executor: ") and '__name__ == "__main__"' in last
+    assert proc.stderr.count("RunAborted") == 1  # no error from the workers

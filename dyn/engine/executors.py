@@ -24,6 +24,7 @@ import math
 import multiprocessing
 import os
 import signal
+import sys
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
@@ -137,7 +138,7 @@ def iter_pool(pool: Executor, setup: Setup, indices: Sequence[int], width: int,
             try:
                 running.add(pool.submit(compute_batch, setup, batch, sidecar))
             except BrokenProcessPool:  # a worker died while nothing was being waited for
-                raise _worker_died() from None
+                raise _worker_died(points) from None
         if not running:
             return
         finished, running = wait(running, return_when=FIRST_COMPLETED)
@@ -145,16 +146,29 @@ def iter_pool(pool: Executor, setup: Setup, indices: Sequence[int], width: int,
             try:
                 batch = future.result()
             except BrokenProcessPool:
-                raise _worker_died() from None
+                raise _worker_died(points) from None
             for index, result, spent in batch:
                 seconds += spent
                 points += 1
                 yield index, result
 
 
-def _worker_died() -> RunAborted:
+def _worker_died(points: int) -> RunAborted:
+    if points == 0:  # before any point came back: most often a worker that could not start
+        return RunAborted("--executor", "the pool's workers stopped before finishing a point: a "
+                          "script that calls dyn.run with a process pool must call it under "
+                          "`if __name__ == \"__main__\":` (each worker re-imports the script); "
+                          "otherwise a worker was killed or ran out of memory")
     return RunAborted("--executor", "a worker process died (killed, or out of memory?); "
                       "finished points are kept: run the same command again to resume")
+
+
+def in_spawned_import() -> bool:
+    """True in a spawned worker (a pool's or Dask's) whose start re-imports the driver's script
+    as `__mp_main__`: a dyn.run there comes from a script without the `__main__` guard."""
+    main = sys.modules.get("__main__")
+    return (multiprocessing.parent_process() is not None
+            and getattr(main, "__name__", "") == "__mp_main__")
 
 
 def _cores() -> int:

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
 from ..core.errors import ScenarioError
 from . import store, trajectories
 from .batched import iter_results as batched_results
-from .executors import EXECUTORS, iter_results, open_pool
+from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve
 from .verdicts import WHY, count_unresolved
 
@@ -41,6 +42,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     scenario (and its states folder), after saying what it replaces; a file of this scenario is
     resumed either way, and a file that is not a sweep file is never deleted.
     """
+    if in_spawned_import():  # a worker re-importing an unguarded script: stop it quietly, the
+        os._exit(1)          # driver says why (executors._worker_died), in one line
     log = log or sys.stderr
     scenario = _with_overrides(scenario, overrides)
     if executor not in EXECUTORS:
