@@ -122,7 +122,7 @@ def references(system: "System", setup: "Setup") -> list[Reference]:
     """The system's references (computed once per setup), checked against the file's layout:
     each dim a sweep axis, a system dimension or one of its own coords (equal wherever two
     references bring the same), values of that shape, names unused by any other variable."""
-    return setup.shared(("dyn.ensemble.references",), lambda: _checked_references(system, setup))
+    return setup.shared(("references",), lambda: _checked_references(system, setup))
 
 
 def _checked_references(system: "System", setup: "Setup") -> list[Reference]:
