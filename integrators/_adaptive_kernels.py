@@ -2,11 +2,11 @@
 described there), in their own module so that importing the integrators does not compile them:
 they compile, or load from numba's cache, on the first adaptive solve."""
 
-import numba
 import numpy as np
-from numba import prange, types
+from numba import types
 
-from .numba_abi import DRIFT_FN, F1, F2, F3, F4, NJIT, NJIT_PARALLEL, PROJECT_FN, RETRACT_FN
+from .jit import njit
+from .numba_abi import DRIFT_FN, F1, F2, F3, F4, NJIT, PROJECT_FN, RETRACT_FN
 from .numba_adaptive import FAC_MAX, FAC_MIN, MIN_STEP_FRACTION, SAFETY
 from .numba_fixed import stage_point
 
@@ -33,7 +33,7 @@ _KERNEL_SIG = types.void(F3, *_MEMBER_SIG.args[1:-3], F4, F3, I2)
 REACHED, MAX_STEPS, STEP_UNDERFLOW = 0, 1, 2
 
 
-@numba.njit(types.float64(F2, F2, F2, types.float64, types.float64), **NJIT)
+@njit(types.float64(F2, F2, F2, types.float64, types.float64), **NJIT)
 def _scaled_rms(v, x, y, rtol, atol):
     """sqrt(mean (v / (atol + rtol max(|x|, |y|)))^2) over all components."""
     n, d = v.shape
@@ -46,7 +46,7 @@ def _scaled_rms(v, x, y, rtol, atol):
     return np.sqrt(acc / (n * d))
 
 
-@numba.njit(types.float64(types.float64, F2, F2, F2, F2, F1, DRIFT_FN, PROJECT_FN, F1,
+@njit(types.float64(types.float64, F2, F2, F2, F2, F1, DRIFT_FN, PROJECT_FN, F1,
                           types.float64, types.float64, types.float64), **NJIT)
 def _initial_step(t, x, f0, y, f1, p, drift, project, work, rtol, atol, q1):
     """Hairer, Norsett & Wanner's starting step: h0 = 0.01 |x| / |f0| (scaled norms), one Euler
@@ -69,7 +69,7 @@ def _initial_step(t, x, f0, y, f1, p, drift, project, work, rtol, atol, q1):
     return min(100.0 * h0, h1)
 
 
-@numba.njit(_MEMBER_SIG, **NJIT)
+@njit(_MEMBER_SIG, **NJIT)
 def member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out, last, stats):
     n, d = x0.shape
     s = b.shape[0]
@@ -161,8 +161,8 @@ def member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out,
     stats[3] = stop
 
 
-@numba.njit(_KERNEL_SIG, **NJIT_PARALLEL)
-def ensemble(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out, last, stats):
-    for m in prange(x0.shape[0]):
+@njit(_KERNEL_SIG, **NJIT)
+def block(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out, last, stats):
+    for m in range(x0.shape[0]):
         member(x0[m], ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out[m],
                last[m], stats[m])

@@ -16,8 +16,8 @@ Each geometry carries both a numba pair (ABI in :mod:`integrators.numba_abi`) an
 from dataclasses import dataclass
 from typing import Callable
 
-import numba
 
+from .jit import njit
 from .numba_abi import NJIT, PROJECT_SIG, RETRACT_SIG
 
 
@@ -34,12 +34,12 @@ class Geometry:
 
 
 # --- Euclidean --------------------------------------------------------------------------------
-@numba.njit(PROJECT_SIG, **NJIT)
+@njit(PROJECT_SIG, **NJIT)
 def _euclid_project(x, v):
     pass
 
 
-@numba.njit(RETRACT_SIG, **NJIT)
+@njit(RETRACT_SIG, **NJIT)
 def _euclid_retract(x):
     pass
 
@@ -53,7 +53,7 @@ def _euclid_retract_jax(x):
 
 
 # --- Product of unit spheres ----------------------------------------------------------------
-@numba.njit(PROJECT_SIG, **NJIT)
+@njit(PROJECT_SIG, **NJIT)
 def _sphere_project(x, v):
     n, d = x.shape
     for i in range(n):
@@ -67,7 +67,7 @@ def _sphere_project(x, v):
             v[i, k] -= s * x[i, k]
 
 
-@numba.njit(RETRACT_SIG, **NJIT)
+@njit(RETRACT_SIG, **NJIT)
 def _sphere_retract(x):
     n, d = x.shape
     for i in range(n):

@@ -9,13 +9,13 @@ with ``work`` a float64 scratch vector the kernel allocates once per ensemble me
 is :meth:`integrators.Problem.work_size`), so a drift called at every stage of every step never
 allocates. A diffusion is ``diffusion(t, x, p, dw, out, work)``, out <- g(t, x; p)[dw]. A
 geometry is a pair ``project(x, v)`` (v <- P_x v, in place) and ``retract(x)`` (x <- R(x)).
-Kernels take these as ``numba.types.FunctionType`` arguments and are compiled eagerly with
-explicit signatures: that is what lets ``cache=True`` hit in a new process (a plain dispatcher
-argument makes numba recompile the kernel in every process, ~6 s each).
+Kernels take these as ``numba.types.FunctionType`` arguments and declare explicit signatures:
+that is what lets ``cache=True`` hit in a new process (a plain dispatcher argument makes numba
+recompile the kernel in every process, ~6 s each). Declared signatures compile on first need,
+not at import (:mod:`integrators.jit`).
 
-Declare model functions as ``@numba.njit(DRIFT_SIG, **NJIT)``; one that few runs need may
-omit the signature (``@numba.njit(**NJIT)``): a kernel compiles it for DRIFT_SIG when it is
-first passed, and numba's cache keeps it.
+Declare model functions as ``@njit(DRIFT_SIG, **NJIT)`` with ``from integrators.jit import
+njit``; a kernel passed one compiles it for DRIFT_SIG (or loads it from numba's cache) then.
 """
 
 from numba import types

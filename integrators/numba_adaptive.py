@@ -22,8 +22,7 @@ and :func:`order5_conditions` the nine of order 5 for Dormand-Prince):
 - ``dopri5``: Dormand & Prince (1980), order 5 with an embedded order-4 estimate, 7 stages, FSAL;
 - ``bosh3``: Bogacki & Shampine (1989), order 3 with an embedded order-2 estimate, 4 stages, FSAL.
 
-Each member adapts its own steps (prange over the ensemble; one member runs on the calling thread,
-as in :mod:`integrators.numba_fixed`). A member whose error norm is not finite keeps shrinking
+Each member adapts its own steps (the members in blocks across threads, :mod:`.threads`). A member whose error norm is not finite keeps shrinking
 its step; one that reaches ``max_steps`` (accepted plus rejected) or a step below
 MIN_STEP_FRACTION of its time is returned as NaN from there on (save times it did not reach have
 no state), never raised. After a solve, ``integ.stats`` holds per-member counts: accepted and
@@ -41,6 +40,7 @@ import numpy as np
 
 from .base import AbstractIntegrator, check_adaptive_options
 from .tableau import TOLERANCE, ButcherTableau
+from .threads import over_members
 
 RTOL = 1e-6
 ATOL = 1e-9
@@ -168,10 +168,8 @@ class NumbaAdaptive(AbstractIntegrator):
                 problem.work_size(*x0.shape[1:]), ctl)
         from . import _adaptive_kernels as kernels  # compiled (or loaded) on first use
 
-        if E == 1:  # on the calling thread (BLAS keeps its threads; see numba_fixed._run)
-            kernels.member(x0[0], *args, out[0], last[0], stats[0])
-        else:
-            kernels.ensemble(x0, *args, out, last, stats)
+        over_members(E, lambda lo, hi: kernels.block(x0[lo:hi], *args, out[lo:hi], last[lo:hi],
+                                                    stats[lo:hi]))
         self.stats = {"accepted": stats[:, 0], "rejected": stats[:, 1],
                       "evaluations": stats[:, 2], "stopped": stats[:, 3]}
         self.last_state = last

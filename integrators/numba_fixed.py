@@ -9,19 +9,20 @@ One step of size h from (t, x) on a manifold with tangent projection P and retra
 This is the standard projection method: it keeps the order of the table (4 for RK4). Projecting
 only the summed increment at x instead caps the order at 2 (checked in the tests).
 
-The kernel is compiled once, eagerly, for any table: the table is data (A, b, c), and drift,
+The kernel is compiled once (on first use, :mod:`.jit`) for any table: the table is data (A, b, c), and drift,
 project and retract are first-class function arguments (see :mod:`integrators.numba_abi`).
-The ensemble axis runs in parallel (prange); each member allocates its scratch once, the drift's
-workspace included.
+The members run in blocks across threads (:mod:`.threads`); each member allocates its scratch
+once, the drift's workspace included.
 """
 
-import numba
 import numpy as np
-from numba import prange, types
+from numba import types
 
 from .base import AbstractIntegrator, FixedStep, step_grid
-from .numba_abi import DRIFT_FN, F1, F2, F3, F4, I1, NJIT, NJIT_PARALLEL, PROJECT_FN, RETRACT_FN
+from .jit import njit
+from .numba_abi import DRIFT_FN, F1, F2, F3, F4, I1, NJIT, PROJECT_FN, RETRACT_FN
 from .tableau import TABLEAUS
+from .threads import over_members
 
 _MEMBER_SIG = types.void(
     F2,  # x0 of one member (n, d)
@@ -41,7 +42,7 @@ _MEMBER_SIG = types.void(
 _KERNEL_SIG = types.void(F3, *_MEMBER_SIG.args[1:-1], F4)
 
 
-@numba.njit(inline="always", **NJIT)
+@njit(inline="always", **NJIT)
 def stage_point(x, A, k, st, h, y):
     """y <- Y_st = x + h sum_{m<st} a_{st,m} k_m, the point where stage st is evaluated."""
     n, d = x.shape
@@ -53,7 +54,7 @@ def stage_point(x, A, k, st, h, y):
             y[r, q] = x[r, q] + h * acc
 
 
-@numba.njit(_MEMBER_SIG, **NJIT)
+@njit(_MEMBER_SIG, **NJIT)
 def _rk_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
     """All steps of one member; scratch (and the drift's workspace) allocated once."""
     n, d = x0.shape
@@ -82,21 +83,17 @@ def _rk_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_
         out[iv + 1] = x
 
 
-@numba.njit(_KERNEL_SIG, **NJIT_PARALLEL)
-def _rk_ensemble(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
-    for e in prange(x0.shape[0]):
+@njit(_KERNEL_SIG, **NJIT)
+def _rk_block(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
+    for e in range(x0.shape[0]):
         _rk_member(x0[e], ts, counts, steps, A, b, c, p, drift, project, retract, work_size,
                    out[e])
 
 
 def _run(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
-    """One member runs on the calling thread: a drift that calls BLAS (large n) then keeps
-    BLAS's own threads, which numba's OpenMP layer would pin to one inside a parallel region
-    (measured at n = 1024, d = 64: 4.2 ms per drift serially, 14.7 ms inside prange)."""
-    if x0.shape[0] == 1:
-        _rk_member(x0[0], ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out[0])
-    else:
-        _rk_ensemble(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out)
+    """The members in blocks across threads (:mod:`integrators.threads`)."""
+    over_members(x0.shape[0], lambda lo, hi: _rk_block(
+        x0[lo:hi], ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out[lo:hi]))
 
 
 class NumbaRK(FixedStep, AbstractIntegrator):

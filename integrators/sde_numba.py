@@ -23,14 +23,15 @@ same Brownian path: the engine's step check (:mod:`dyn.engine.stepcheck`) compar
 
 import math
 
-import numba
 import numpy as np
-from numba import prange, types
+from numba import types
 
 from .base import AbstractIntegrator, FixedStep, step_grid
-from .numba_abi import (DIFFUSION_FN, DRIFT_FN, F1, F3, F4, I1, NJIT_PARALLEL, PROJECT_FN,
+from .jit import njit
+from .numba_abi import (DIFFUSION_FN, DRIFT_FN, F1, F3, F4, I1, NJIT, PROJECT_FN,
                         RETRACT_FN)
 from .sde_rng import STREAMS, fill_normals, member_streams
+from .threads import over_members
 
 _EM_SIG = types.void(
     F3,  # x0 (E, n, d)
@@ -52,12 +53,12 @@ _EM_SIG = types.void(
 )
 
 
-@numba.njit(_EM_SIG, **NJIT_PARALLEL)
-def _em_ensemble(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, q2,
+@njit(_EM_SIG, **NJIT)
+def _em_block(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, q2,
                  work_size, refine, streams, increments, out):
     n_members, n, d = x0.shape
     given = increments.shape[0] > 0
-    for e in prange(n_members):
+    for e in range(n_members):
         x = x0[e].copy()
         f = np.empty((n, d))
         g = np.empty((n, d))
@@ -128,10 +129,10 @@ class NumbaEulerMaruyama(FixedStep, AbstractIntegrator):
         else:
             streams = np.ones((E, 4), dtype=np.uint64)
         out = np.empty((E, ts.shape[0]) + x0.shape[1:])
-        _em_ensemble(x0, ts, counts, steps, np.array(p), problem.drift, problem.diffusion,
-                     g.project, g.retract, q1, q2, problem.work_size(*x0.shape[1:]),
-                     self.options["refine"], streams,
-                     increments, out)
+        p, work_size, refine = np.array(p), problem.work_size(*x0.shape[1:]), self.options["refine"]
+        over_members(E, lambda lo, hi: _em_block(
+            x0[lo:hi], ts, counts, steps, p, problem.drift, problem.diffusion, g.project,
+            g.retract, q1, q2, work_size, refine, streams[lo:hi], increments[lo:hi], out[lo:hi]))
         return out
 
 

@@ -1,6 +1,6 @@
 r"""Per-member random streams for numba ensemble kernels (xoshiro256** + Box-Muller).
 
-Inside a ``prange`` kernel ``np.random`` draws from per-thread states, so results would depend on
+Inside threaded kernels ``np.random`` draws from per-thread states, so results would depend on
 the thread schedule. Instead every ensemble member e owns a 256-bit xoshiro256** state
 ``streams[e]`` (four uint64), seeded from the caller's numpy Generator by :func:`member_streams`.
 Member e's numbers are then a function of (seed, e) only: bit-identical whatever the number of
@@ -17,10 +17,10 @@ call continues each member's stream where it stopped.
 
 import math
 
-import numba
 import numpy as np
 from numba import types
 
+from .jit import njit
 from .numba_abi import NJIT
 
 STREAM = types.uint64[::1]  # one member's state (4,)
@@ -31,12 +31,12 @@ _TWO_PI = 2.0 * math.pi
 _INV_2_53 = 1.0 / 9007199254740992.0  # 2^-53
 
 
-@numba.njit(types.uint64(types.uint64, types.uint64), inline="always", **NJIT)
+@njit(types.uint64(types.uint64, types.uint64), inline="always", **NJIT)
 def _rotl(x, k):
     return (x << k) | (x >> (_U64(64) - k))
 
 
-@numba.njit(types.uint64(STREAM), **NJIT)
+@njit(types.uint64(STREAM), **NJIT)
 def next_u64(s):
     s0, s1, s2, s3 = s[0], s[1], s[2], s[3]
     result = _rotl(s1 * _U64(5), _U64(7)) * _U64(9)
@@ -51,19 +51,19 @@ def next_u64(s):
     return result
 
 
-@numba.njit(types.float64(STREAM), **NJIT)
+@njit(types.float64(STREAM), **NJIT)
 def uniform(s):
     return ((next_u64(s) >> _U64(11)) + _U64(1)) * _INV_2_53
 
 
-@numba.njit(types.UniTuple(types.float64, 2)(STREAM), **NJIT)
+@njit(types.UniTuple(types.float64, 2)(STREAM), **NJIT)
 def normal_pair(s):
     r = math.sqrt(-2.0 * math.log(uniform(s)))
     a = _TWO_PI * uniform(s)
     return r * math.cos(a), r * math.sin(a)
 
 
-@numba.njit(types.void(STREAM, types.float64[::1]), **NJIT)
+@njit(types.void(STREAM, types.float64[::1]), **NJIT)
 def fill_normals(s, buf):
     m = buf.shape[0]
     k = 0
@@ -87,7 +87,7 @@ def member_streams(rng: np.random.Generator, members: int) -> np.ndarray:
     return np.ascontiguousarray(s)
 
 
-@numba.njit(types.void(STREAMS, types.float64[:, ::1]), **NJIT)
+@njit(types.void(STREAMS, types.float64[:, ::1]), **NJIT)
 def _normals_kernel(streams, out):
     for e in range(out.shape[0]):
         s = streams[e].copy()

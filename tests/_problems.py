@@ -4,17 +4,17 @@ Module-level functions so that numba caches them and the diffrax backend's per-d
 sees one identity per problem.
 """
 
-import numba
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
 # --- Euclidean: logistic x cos-growth, closed form ------------------------------------------
 # x1' = r x1 (1 - x1),  x2' = w cos(t) x2;   p = (r, w);  state (n=1, d=2).
 
 
-@numba.njit(DRIFT_SIG, **NJIT)
+@njit(DRIFT_SIG, **NJIT)
 def logistic_drift(t, x, p, out, work):
     out[0, 0] = p[0] * x[0, 0] * (1.0 - x[0, 0])
     out[0, 1] = p[1] * np.cos(t) * x[0, 1]
@@ -43,7 +43,7 @@ LOGISTIC_X0 = np.array([[[0.2, 1.0]], [[0.7, -0.5]], [[0.05, 2.0]]])
 # p = (B.ravel(), w). The integrators project f onto the tangent space of each x_i.
 
 
-@numba.njit(DRIFT_SIG, **NJIT)
+@njit(DRIFT_SIG, **NJIT)
 def sphere_drift(t, x, p, out, work):
     n, d = x.shape
     a = np.cos(p[d * d] * t) / n
@@ -112,7 +112,7 @@ SPHERE_P, SPHERE_X0 = _sphere_setup()
 # --- Blow-up: x' = x^2, x(t) = x0 / (1 - x0 t), infinite at t = 1/x0 ---------------------------
 
 
-@numba.njit(DRIFT_SIG, **NJIT)
+@njit(DRIFT_SIG, **NJIT)
 def blowup_drift(t, x, p, out, work):
     for i in range(x.shape[0]):
         for k in range(x.shape[1]):

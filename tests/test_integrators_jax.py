@@ -7,6 +7,7 @@ import pytest
 
 import integrators
 from integrators import SPHERE, Problem
+from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
 from _problems import SPHERE_P, SPHERE_X0, sphere_drift, sphere_drift_jax
@@ -34,13 +35,13 @@ def test_rk_batch_is_the_numba_scheme(method):
         np.testing.assert_allclose(states[i], want, rtol=0, atol=1e-13)
 
 
-@numba.njit(DRIFT_SIG, **NJIT)
+@njit(DRIFT_SIG, **NJIT)
 def _ou_drift(t, x, p, out, work):
     for k in range(x.shape[1]):
         out[0, k] = -p[0] * x[0, k]
 
 
-@numba.njit(DIFFUSION_SIG, **NJIT)
+@njit(DIFFUSION_SIG, **NJIT)
 def _ou_diffusion(t, x, p, dw, out, work):
     for k in range(x.shape[1]):
         out[0, k] = p[1] * dw[0, k]

@@ -8,17 +8,18 @@ from scipy import stats
 
 import integrators
 from integrators import sde_rng
+from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
 MU, SIG = 0.5, 0.8  # geometric Brownian motion dX = MU X dt + SIG X dW
 
 
-@numba.njit(DRIFT_SIG, **NJIT)
+@njit(DRIFT_SIG, **NJIT)
 def gbm_drift(t, x, p, out, work):
     out[0, 0] = p[0] * x[0, 0]
 
 
-@numba.njit(DIFFUSION_SIG, **NJIT)
+@njit(DIFFUSION_SIG, **NJIT)
 def gbm_diffusion(t, x, p, dw, out, work):
     out[0, 0] = p[1] * x[0, 0] * dw[0, 0]
 

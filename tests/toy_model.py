@@ -11,10 +11,10 @@ dyn/systems/, with no other edit anywhere.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 import integrators
+from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
 from dyn.core.dynamics import Dynamics, register as register_dynamics
@@ -27,14 +27,14 @@ LAYOUT = Layout("toy_ou", scalars=("theta", "sigma", "d"))
 THETA, SIGMA, D = LAYOUT.index("theta"), LAYOUT.index("sigma"), LAYOUT.index("d")
 
 
-@numba.njit(DRIFT_SIG, **NJIT)
+@njit(DRIFT_SIG, **NJIT)
 def toy_drift(t, x, p, out, work):
     for i in range(x.shape[0]):
         for k in range(x.shape[1]):
             out[i, k] = -p[THETA] * x[i, k]
 
 
-@numba.njit(DIFFUSION_SIG, **NJIT)
+@njit(DIFFUSION_SIG, **NJIT)
 def toy_diffusion(t, x, p, dw, out, work):
     for i in range(x.shape[0]):
         for k in range(x.shape[1]):

@@ -13,7 +13,7 @@ The parameter vector is :data:`dyn.attention.params.LAYOUT`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from integrators.jit import njit
 
 import integrators
 from integrators.geometry import SPHERE

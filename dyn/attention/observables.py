@@ -12,9 +12,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange, types
+from numba import types
 
-from integrators.numba_abi import NJIT, NJIT_PARALLEL
+from integrators.jit import njit
+
+from integrators.numba_abi import NJIT
+from integrators.threads import over_members
 
 
 def _tokens(x) -> np.ndarray:
@@ -36,11 +39,11 @@ N_PAIR_STATS = 3
 
 
 @njit(types.void(types.float64[:, :, ::1], types.float64, types.float64, types.float64[:, ::1]),
-      **NJIT_PARALLEL)
+      **NJIT)
 def _pair_kernel(x, threshold, beta, out):
     m, n, d = x.shape
     pairs = n * (n - 1) // 2
-    for b in prange(m):
+    for b in range(m):
         close = 0
         lowest = 1.0
         total = 0.0
@@ -74,7 +77,7 @@ def pair_statistics(x, delta: float, beta: float) -> np.ndarray:
     n = x.shape[-2]
     flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
     out = np.empty((flat.shape[0], N_PAIR_STATS))
-    _pair_kernel(flat, 1.0 - delta, beta, out)
+    over_members(flat.shape[0], lambda a, b: _pair_kernel(flat[a:b], 1.0 - delta, beta, out[a:b]))
     out[:, 2] = out[:, 2] / (2.0 * beta * n * n) if beta != 0.0 else np.nan
     return out.reshape(x.shape[:-2] + (N_PAIR_STATS,))
 
@@ -109,10 +112,10 @@ def _find(parent, i):
     return root
 
 
-@njit(types.void(types.float64[:, :, ::1], types.float64, types.int64[:, ::1]), **NJIT_PARALLEL)
+@njit(types.void(types.float64[:, :, ::1], types.float64, types.int64[:, ::1]), **NJIT)
 def _labels_kernel(x, threshold, out):
     m, n, d = x.shape
-    for b in prange(m):
+    for b in range(m):
         parent = np.arange(n)
         for i in range(n):
             for j in range(i + 1, n):
@@ -136,7 +139,7 @@ def cluster_labels(x, delta: float) -> np.ndarray:
     x = _tokens(x)
     flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
     out = np.empty(flat.shape[:2], dtype=np.int64)
-    _labels_kernel(flat, 1.0 - delta, out)
+    over_members(flat.shape[0], lambda a, b: _labels_kernel(flat[a:b], 1.0 - delta, out[a:b]))
     return out.reshape(x.shape[:-1])
 
 

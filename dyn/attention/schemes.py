@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from integrators.jit import njit
 
 from integrators.geometry import EUCLIDEAN, POSTNORM, SPHERE
 from integrators.numba_abi import DRIFT_SIG, NJIT
@@ -76,12 +76,9 @@ def layer_output(t, x, p, out, work):
 
 
 _unit_rows = SPHERE.retract  # y_i <- y_i / |y_i| for every row (numba)
-# LAZY: the drifts of pre-LN, peri-LN and nGPT carry no signature, so importing this module
-# compiles only the post-LN layer output (the one most runs need); each other drift compiles
-# with the DRIFT_SIG types, and is cached, when a solve first passes it to a kernel.
 
 
-@njit(**NJIT)  # DRIFT_SIG, compiled on first use (see LAZY)
+@njit(DRIFT_SIG, **NJIT)
 def pre_drift(t, z, p, out, work):
     """out <- dz_i/dt = u_i(z / |z|) (pre-LN: the stream is not normalized)."""
     n, d = z.shape
@@ -92,14 +89,14 @@ def pre_drift(t, z, p, out, work):
     layer_output(t, x, p, out, work)
 
 
-@njit(**NJIT)  # DRIFT_SIG, compiled on first use (see LAZY)
+@njit(DRIFT_SIG, **NJIT)
 def peri_drift(t, z, p, out, work):
     """out <- dz_i/dt = u_i / |u_i| (peri-LN: the layer output is normalized too)."""
     pre_drift(t, z, p, out, work)
     _unit_rows(out)
 
 
-@njit(**NJIT)  # DRIFT_SIG, compiled on first use (see LAZY)
+@njit(DRIFT_SIG, **NJIT)
 def ngpt_drift(t, x, p, out, work):
     """out <- alpha (u_i / |u_i| - x_i) (nGPT: a step towards the normalized output)."""
     n, d = x.shape

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
-from numba import njit
+from integrators.jit import njit
 
 from integrators.numba_abi import NJIT
 

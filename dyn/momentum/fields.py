@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, types
+from numba import types
+
+from integrators.jit import njit
 
 import integrators
 from integrators.numba_abi import DRIFT_SIG, F1, NJIT

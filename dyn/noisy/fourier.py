@@ -26,7 +26,7 @@ diffusion of ``noisy_attention``.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from integrators.jit import njit
 
 from integrators.geometry import SPHERE
 from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT

@@ -27,7 +27,7 @@ the exact law and measure the order from the log-log slope of the error.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from integrators.jit import njit
 
 from integrators.geometry import SPHERE
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT

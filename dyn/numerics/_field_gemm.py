@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, types
+from numba import types
+
+from integrators.jit import njit
 
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 

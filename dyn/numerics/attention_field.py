@@ -18,7 +18,7 @@ token 1 sees exactly itself; by the row maximum when that bound exceeds EXP_MAX_
 mask and symmetric M_h, by one c >= |s_ij| for every pair (then e_ij = e_ji: half the exps).
 
 Regimes, chosen by the work ``H n^2 d`` (the crossover of :mod:`.mean_field`):
-- small (e.g. n = 32, d = 2, one member of a prange ensemble): loops over column-stored weights
+- small (e.g. n = 32, d = 2, one member of an ensemble block): loops over column-stored weights
   that vectorize, one vectorised exp (:mod:`.vexp`) per head: :mod:`._field_symmetric` (no mask,
   symmetric M_h: the main ensembles) or :mod:`._field_small` (any mask, any M_h);
 - large (e.g. n = 1024, d = 64): :mod:`._field_gemm`, one GEMM for the scores of all heads, a row
@@ -27,7 +27,7 @@ Every buffer comes from ``work`` (:func:`work_size` floats): a call allocates no
 """
 from __future__ import annotations
 
-from numba import njit
+from integrators.jit import njit
 
 from integrators.numba_abi import NJIT
 

@@ -8,7 +8,7 @@ Both subtract a row shift before exponentiating (vectorized exp of non-positive 
 it is the identity (the matrix argument is then never read: pass any (n, d) array).
 
 Two numba regimes, chosen by the work ``n^2 d``:
-- small (e.g. n = 32, d = 2, one member inside a prange ensemble kernel): plain loops (rows
+- small (e.g. n = 32, d = 2, one member inside an ensemble kernel): plain loops (rows
   shorter than SCALAR_ROWS exponentiate entry by entry);
 - large (e.g. n = 1024, d = 64): two BLAS GEMMs (``X M X^T`` and ``A (X V^T)``) around a
   row-wise exp loop.
@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, types
+from numba import types
+
+from integrators.jit import njit
 
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 

@@ -14,7 +14,9 @@ there (``exp(-708) ~ 3e-308``, negligible next to the row maximum's weight 1). N
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
+
+from integrators.jit import njit
 
 from integrators.numba_abi import FASTMATH, FASTMATH_ORDERED, NJIT
 

@@ -12,7 +12,7 @@ import functools
 import math
 
 import numpy as np
-from numba import njit
+from integrators.jit import njit
 
 import integrators
 from integrators.numba_abi import DRIFT_SIG, NJIT

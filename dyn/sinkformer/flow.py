@@ -13,7 +13,9 @@ x <- x + (T/L) v(x), L times: the integrators' Euler scheme on the flat geometry
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
+
+from integrators.jit import njit
 
 import integrators
 from integrators.numba_abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT

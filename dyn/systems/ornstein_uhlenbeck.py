@@ -18,10 +18,10 @@ engine chooses the window, extends the runs and writes the error budget); `x2_ex
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 import integrators
+from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
 from ..core.layout import Layout
@@ -33,7 +33,7 @@ LAYOUT = Layout("ornstein_uhlenbeck", scalars=("theta", "sigma"))
 THETA, SIGMA = LAYOUT.index("theta"), LAYOUT.index("sigma")
 
 
-@numba.njit(DRIFT_SIG, **NJIT)
+@njit(DRIFT_SIG, **NJIT)
 def ou_drift(t, x, p, out, work):
     """out <- -theta x."""
     for i in range(x.shape[0]):
@@ -41,7 +41,7 @@ def ou_drift(t, x, p, out, work):
             out[i, k] = -p[THETA] * x[i, k]
 
 
-@numba.njit(DIFFUSION_SIG, **NJIT)
+@njit(DIFFUSION_SIG, **NJIT)
 def ou_diffusion(t, x, p, dw, out, work):
     """out <- sigma dw."""
     for i in range(x.shape[0]):

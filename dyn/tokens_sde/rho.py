@@ -33,10 +33,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange, types
+from numba import types
 
-from integrators.numba_abi import FASTMATH, NJIT_PARALLEL
+from integrators.jit import njit
+
+from integrators.numba_abi import FASTMATH, NJIT
 from integrators.sde_rng import STREAMS, member_streams, normal_pair
+from integrators.threads import over_members
 
 from .params import LAYOUT
 
@@ -127,14 +130,14 @@ _U_SIG = types.void(types.float64[::1], types.int64, types.float64, types.float6
                     types.int64[::1])
 
 
-@njit(_U_SIG, **NJIT_PARALLEL, fastmath=FASTMATH - {"reassoc"})
+@njit(_U_SIG, **NJIT, fastmath=FASTMATH - {"reassoc"})
 def _u_euler(u0, steps, h, p, streams, lo, hi, save_every, out, taken):
     """Euler-Maruyama for u, one normal per step, per-member streams; stop at lo / hi.
     ``out`` (E, S): u after steps 0, save_every, ... (a stopped run keeps its last value)."""
     beta, sigma, vbar, d = p[BETA], p[SIGMA], p[VBAR], p[DIM]
     k2 = sigma * sigma / d
     noise = sigma * math.sqrt(2.0 * h / d)
-    for e in prange(u0.shape[0]):
+    for e in range(u0.shape[0]):
         st = streams[e].copy()
         u = u0[e]
         out[e, 0] = u
@@ -187,8 +190,10 @@ def two_token_u_path(u0, horizon: float, dt: float, p, rng, lo=-np.inf, hi=np.in
         raise ValueError(f"{saves} saves do not divide {steps} steps")
     out = np.empty((u0.shape[0], saves + 1))
     taken = np.empty(u0.shape[0], dtype=np.int64)
-    _u_euler(u0, steps, horizon / steps, np.ascontiguousarray(p, dtype=np.float64),
-             member_streams(rng, u0.shape[0]), float(lo), float(hi), steps // saves, out, taken)
+    p, streams = np.ascontiguousarray(p, dtype=np.float64), member_streams(rng, u0.shape[0])
+    over_members(u0.shape[0], lambda a, b: _u_euler(
+        u0[a:b], steps, horizon / steps, p, streams[a:b], float(lo), float(hi), steps // saves,
+        out[a:b], taken[a:b]))
     return out, taken
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from integrators.jit import njit
 
 from integrators.geometry import SPHERE
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT

@@ -27,10 +27,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange, types
+from numba import types
 
-from integrators.numba_abi import NJIT, NJIT_PARALLEL
+from integrators.jit import njit
+
+from integrators.numba_abi import NJIT
 from integrators.sde_rng import STREAMS, fill_normals, member_streams
+from integrators.threads import over_members
 
 from ..core.layout import block
 from ..numerics import mean_field as mf
@@ -63,7 +66,7 @@ def _all_pairs_decided(z, gap_minus, gap_plus):
     return True
 
 
-@njit(_FULL_SIG, **NJIT_PARALLEL)
+@njit(_FULL_SIG, **NJIT)
 def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, work_size,
                   save_every, out, layers):
     """Layers with a full d x d matrix per layer (given increments, or d^2 normals drawn;
@@ -83,7 +86,7 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, w
     Vbar = block(p, VBAR_AT)
     matrix = Vbar.shape[0] > 0
     hv = h * vbar if not matrix else 0.0  # with a matrix, h Vbar is added to G_k instead
-    for e in prange(n_members):
+    for e in range(n_members):
         z = x0[e].copy()
         m = np.empty((n, d))
         w = np.empty(work_size)
@@ -139,7 +142,7 @@ _PAIR_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STRE
                        types.float64, types.float64, types.int64, _F4, types.int64[::1])
 
 
-@njit(_PAIR_SIG, **NJIT_PARALLEL)
+@njit(_PAIR_SIG, **NJIT)
 def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, save_every, out, layers):
     """Two tokens, (G m_1, G m_2) sampled exactly (2d normals per layer; gaussian noise only). A run stops early once
     log|z1 - z2|^2 < stop_minus or log|z1 + z2|^2 < stop_plus (-inf: never)."""
@@ -149,7 +152,7 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, save_every, o
     Vbar = block(p, VBAR_AT)
     matrix = Vbar.shape[0] > 0
     check = stop_minus > -np.inf or stop_plus > -np.inf
-    for e in prange(n_members):
+    for e in range(n_members):
         z1 = x0[e, 0].copy()
         z2 = x0[e, 1].copy()
         m1 = np.empty(d)
@@ -287,14 +290,15 @@ def network_states(x0, depth: int, horizon: float, p, save_every: int, *, rng=No
         inc = np.ascontiguousarray(increments, dtype=np.float64)
         if inc.shape != (E, depth, d, d):
             raise ValueError(f"increments must have shape {(E, depth, d, d)}, got {inc.shape}")
-        _network_full(x0, depth, h, p, np.ones((E, 4), np.uint64), inc, -np.inf, -np.inf,
-                      mf.work_size(n, d), save_every, out, layers)
-        return out, layers
-    streams = member_streams(rng, E)
-    if n == 2 and exact_pair:
-        _network_pair(x0, depth, h, p, streams, float(stop_minus), float(stop_plus), save_every,
-                      out, layers)
+        streams, stop_minus, stop_plus = np.ones((E, 4), np.uint64), -np.inf, -np.inf
     else:
-        _network_full(x0, depth, h, p, streams, np.empty((0, 0, 0, 0)), float(stop_minus),
-                      float(stop_plus), mf.work_size(n, d), save_every, out, layers)
+        inc, streams = np.empty((0, 0, 0, 0)), member_streams(rng, E)
+    stops = (float(stop_minus), float(stop_plus))
+    if n == 2 and exact_pair and increments is None:
+        over_members(E, lambda a, b: _network_pair(
+            x0[a:b], depth, h, p, streams[a:b], *stops, save_every, out[a:b], layers[a:b]))
+    else:
+        over_members(E, lambda a, b: _network_full(
+            x0[a:b], depth, h, p, streams[a:b], inc[a:b], *stops, mf.work_size(n, d), save_every,
+            out[a:b], layers[a:b]))
     return out, layers
