@@ -46,7 +46,7 @@ def test_growth_rates_match_the_closed_form(normalization, beta, sigma):
 
 
 def test_the_pde_relaxes_to_the_stationary_branch():
-    # a clustered start relaxes to the mean-field stationary law of dyn.noisy.stationary
+    # a clustered start relaxes to the mean-field stationary law of dyn.noisy.branches
     # (independent code: a self-consistency solved by continuation); SA, continuous transition
     beta, sigma = 2.0, 0.6
     branch = noisy.circle_branch(beta, "SA")

@@ -8,7 +8,10 @@ per token, its mean-field (McKean-Vlasov) limit and the phase transition of the 
 - :mod:`.kernel`: Fourier / Funk-Hecke coefficients of e^{beta <x,y>} and their tail bounds;
 - :mod:`.theory`: linear growth rates around the uniform law and sigma_c(beta, d), derived;
 - :mod:`.pde`: the mean-field equation on the circle (pseudo-spectral, ETDRK4);
-- :mod:`.stationary`: stationary mean-field laws on the circle (branches, folds);
+- :mod:`.zonal`: the zonal mean field on S^{d-1} (Gegenbauer Galerkin, ETDRK4; the linearized
+  operator; the stationary self-consistency);
+- :mod:`.branches`: stationary branches for any d (pseudo-arclength through the fold), the fold
+  sigma_fold(beta, d) and beta_*(d), derived; ``circle_branch`` and ``fold`` on the circle;
 - :mod:`.modes`: growth rates measured from the PDE and from particles;
 - :mod:`.observables`, :mod:`.init`: order parameters, cluster counts, energy; initial laws.
 
@@ -28,7 +31,10 @@ __getattr__, __dir__, __all__ = exports(__name__, {
     ".theory": ("drive", "growth_rates", "sigma_critical", "usa_circle_is_discontinuous"),
     ".pde": ("CircleMeanField", "min_grid", "perturbed_density", "phi_functions",
              "von_mises_density"),
-    ".stationary": ("Branch", "circle_branch", "fold"),
+    ".zonal": ("SelfConsistency", "ZonalMeanField", "gauss_nodes", "zonal_growth_rates",
+               "zonal_polynomials"),
+    ".branches": ("Branch", "bessel_beta_star", "beta_star", "branch", "branch_at", "branch_law",
+                  "circle_branch", "fold", "landau_coefficient", "sigma_fold", "stationary_law"),
     ".modes": ("particle_growth_rates", "pde_growth_rates", "windows"),
     ".observables": ("circle_clusters", "circle_modes", "circle_moments", "clusters",
                      "interaction_energy", "order_parameter", "window_mean"),

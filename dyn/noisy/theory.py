@@ -46,9 +46,9 @@ kappa = 2/(beta sigma^2). For rho even, rho ∝ exp(sum_k K_k r_k cos k theta) w
 r_k = int cos(k theta) rho and K_k = 4 I_k/(beta sigma^2). Expanding the self-consistency to third
 order in r_1 (r_2 = O(r_1^2)) gives r_1 = (K_1/2) r_1 + c_3 (K_1 r_1)^3 with
 c_3 = -1/16 + K_2 / (32 - 16 K_2); at the threshold K_1 = 2, K_2 = 2 I_2/I_1. So the branch is
-supercritical (continuous transition) iff I_2(beta)/I_1(beta) < 1/2, i.e. beta < 2.45 (USA): for
-larger beta a clustered law coexists with the stable uniform one above sigma_c (hysteresis). The
-branches themselves are traced in :mod:`.stationary`.
+supercritical (continuous transition) iff I_2(beta)/I_1(beta) < 1/2, i.e. beta < 2.4469 (USA): for
+larger beta a clustered law coexists with the stable uniform one above sigma_c (hysteresis). Any d
+and SA, the branches themselves and their folds: :mod:`.branches`.
 """
 from __future__ import annotations
 

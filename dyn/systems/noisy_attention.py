@@ -37,7 +37,7 @@ the noise sigma_c(beta) below which the uniform law is linearly unstable (deriva
 and normalization; on the circle with USA, `sigma_fold`, the mean-field fold below which a
 clustered law exists too (`beta_fold`, from FOLD_FROM on); on the circle at a fixed beta > 0,
 the stable and unstable mean-field branches r(sigma) with the uniform law r = 0
-(`r_branch_stable`, `r_branch_unstable` over the points `sigma_branch`; :mod:`dyn.noisy.stationary`).
+(`r_branch_stable`, `r_branch_unstable` over the points `sigma_branch`; :mod:`dyn.noisy.branches`).
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ from .base import (AVERAGING_KEYS, Chunk, Coord, Draw, Output, Reference, System
 noisy = lazy("dyn.noisy")
 
 MODES = 6  # r_k for k = 1..MODES on the circle
-FOLD_FROM, FOLD_POINTS = 2.45, 24  # USA circle: the branch is subcritical above beta = 2.447
+FOLD_FROM, FOLD_POINTS = 2.45, 24  # USA circle: subcritical above beta_* = 2.44692
 DRIFTS = ("auto", "direct", "fourier")
 MAX_RUN_BYTES = 2**30
 EXTEND_KEY = 0x45  # key salt of the jax backend's extension stretches
