@@ -24,6 +24,19 @@ def _states(path):
     return read_vars(path, ("trajectory", "energy", "status"))
 
 
+def _command_line(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:  # a short-lived child that exited (or is a zombie) while we looked
+        return ""
+
+
+def _pool_workers(pid: int) -> list[psutil.Process]:
+    """The driver's live multiprocessing-spawn children."""
+    return [p for p in psutil.Process(pid).children()
+            if "multiprocessing.spawn" in _command_line(p)]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_pool_workers_die_with_a_killed_driver(small_scenario, tmp_path):
     out = tmp_path / "orphans.h5"
@@ -36,8 +49,7 @@ def test_pool_workers_die_with_a_killed_driver(small_scenario, tmp_path):
         deadline = time.monotonic() + 60
         workers = []
         while time.monotonic() < deadline and driver.poll() is None:
-            workers = [p for p in psutil.Process(driver.pid).children()
-                       if "multiprocessing.spawn" in " ".join(p.cmdline())]
+            workers = _pool_workers(driver.pid)
             if len(workers) == 2 and out.exists():
                 break
             time.sleep(0.1)
@@ -46,7 +58,7 @@ def test_pool_workers_die_with_a_killed_driver(small_scenario, tmp_path):
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         gone, alive = psutil.wait_procs(children, timeout=3)
-        assert not alive, [p.cmdline() for p in alive]
+        assert not alive, [_command_line(p) for p in alive]
     finally:
         if driver.poll() is None:
             driver.kill()
@@ -109,8 +121,7 @@ def test_a_killed_pool_worker_stops_the_run_in_one_line(small_scenario, tmp_path
         deadline = time.monotonic() + 60
         workers = []
         while time.monotonic() < deadline and driver.poll() is None and not workers:
-            workers = [p for p in psutil.Process(driver.pid).children()
-                       if "multiprocessing.spawn" in " ".join(p.cmdline())]
+            workers = _pool_workers(driver.pid)
             time.sleep(0.1)
         assert workers, "the pool did not start"
         while not out.exists() and driver.poll() is None:
