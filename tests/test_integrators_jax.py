@@ -1,7 +1,6 @@
 """The jax backend of integrators: a batch of points in one solve (points x runs), the numba
 backend's schemes on its step grid, noise from one key per point, the problem's own step map,
 absorbing stops, and the refusals."""
-import numba
 import numpy as np
 import pytest
 

@@ -13,10 +13,10 @@ The parameter vector is :data:`dyn.attention.params.LAYOUT`.
 from __future__ import annotations
 
 import numpy as np
-from integrators.jit import njit
 
 import integrators
 from integrators.geometry import SPHERE
+from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
 from ..core.dynamics import Dynamics, register

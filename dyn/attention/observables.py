@@ -15,7 +15,6 @@ import numpy as np
 from numba import types
 
 from integrators.jit import njit
-
 from integrators.numba_abi import NJIT
 from integrators.threads import over_members
 

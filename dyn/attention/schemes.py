@@ -29,9 +29,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from integrators.jit import njit
 
 from integrators.geometry import EUCLIDEAN, POSTNORM, SPHERE
+from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
 from ..core.dynamics import Dynamics, register

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
-from integrators.jit import njit
 
+from integrators.jit import njit
 from integrators.numba_abi import NJIT
 
 

@@ -20,9 +20,9 @@ import math
 import numpy as np
 from numba import types
 
-from integrators.jit import njit
 
 import integrators
+from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, F1, NJIT
 
 from ..core.dynamics import Dynamics, register

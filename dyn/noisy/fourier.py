@@ -26,9 +26,9 @@ diffusion of ``noisy_attention``.
 from __future__ import annotations
 
 import numpy as np
-from integrators.jit import njit
 
 from integrators.geometry import SPHERE
+from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT
 
 from ..core.dynamics import Dynamics, register

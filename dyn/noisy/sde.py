@@ -27,9 +27,9 @@ the exact law and measure the order from the log-log slope of the error.
 from __future__ import annotations
 
 import numpy as np
-from integrators.jit import njit
 
 from integrators.geometry import SPHERE
+from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
 from ..attention import FLOW, attention_drift, attention_drift_jax

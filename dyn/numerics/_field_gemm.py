@@ -21,7 +21,6 @@ import numpy as np
 from numba import types
 
 from integrators.jit import njit
-
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
 from ._field_small import SIGNATURE, matrix_bound

@@ -25,7 +25,6 @@ import numpy as np
 from numba import types
 
 from integrators.jit import njit
-
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
 from .vexp import EXP_MAX_ARG, exp_shifted_inplace

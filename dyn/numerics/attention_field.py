@@ -28,7 +28,6 @@ Every buffer comes from ``work`` (:func:`work_size` floats): a call allocates no
 from __future__ import annotations
 
 from integrators.jit import njit
-
 from integrators.numba_abi import NJIT
 
 from . import _field_gemm, _field_small

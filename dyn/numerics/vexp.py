@@ -17,7 +17,6 @@ import numpy as np
 from numba import types
 
 from integrators.jit import njit
-
 from integrators.numba_abi import FASTMATH, FASTMATH_ORDERED, NJIT
 
 EXP_MIN = -708.0

@@ -12,9 +12,9 @@ import functools
 import math
 
 import numpy as np
-from integrators.jit import njit
 
 import integrators
+from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
 from ..core.dynamics import Dynamics, register

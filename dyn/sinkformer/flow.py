@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 from numba import types
 
-from integrators.jit import njit
 
 import integrators
+from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT
 
 from ..core.dynamics import Dynamics, register

@@ -24,7 +24,6 @@ import numpy as np
 from numba import types
 
 from integrators.jit import njit
-
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
 from ..numerics.vexp import exp_shifted_inplace, row_max, row_sum

@@ -36,7 +36,6 @@ import numpy as np
 from numba import types
 
 from integrators.jit import njit
-
 from integrators.numba_abi import FASTMATH, NJIT
 from integrators.sde_rng import STREAMS, member_streams, normal_pair
 from integrators.threads import over_members

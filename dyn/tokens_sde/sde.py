@@ -34,9 +34,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from integrators.jit import njit
 
 from integrators.geometry import SPHERE
+from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
 from ..core.dynamics import Dynamics, register

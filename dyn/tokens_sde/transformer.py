@@ -30,7 +30,6 @@ import numpy as np
 from numba import types
 
 from integrators.jit import njit
-
 from integrators.numba_abi import NJIT
 from integrators.sde_rng import STREAMS, fill_normals, member_streams
 from integrators.threads import over_members

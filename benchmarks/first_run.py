@@ -1,0 +1,65 @@
+"""The first run against a warm one: what numba's compilation costs a user (issue 25, item 3).
+
+Runs a shipped scenario three times, each a fresh `python -m dyn run` process, side by side:
+1. cold: an empty numba cache (NUMBA_CACHE_DIR in a temporary folder), as after a fresh clone;
+2. warm: the same cache again, now filled by run 1;
+3. import only: a process that imports every kernel module and compiles nothing (the floor a
+   run pays before its first step).
+It prints the three times, the cold/warm ratio (target: at most 1.5) and the compile share
+(cold - warm) / cold.
+
+    python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...]
+
+The default is the main job (attention_clusters); `--set ensemble.runs=32` shrinks it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+IMPORT_EVERY_KERNEL = """
+import importlib, pkgutil
+import dyn, integrators
+for package in (dyn, integrators):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if not info.name.endswith(("__main__", "jax", "jax_batch")):
+            importlib.import_module(info.name)
+"""
+
+
+def timed(cmd: list[str], env: dict) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", nargs="?", default="scenarios/attention_clusters.toml")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba")}
+        sets = [a for s in args.set for a in ("--set", s)]
+        run = [sys.executable, "-m", "dyn", "run", args.scenario, "--no-progress", *sets, "--out"]
+        cold = timed(run + [str(Path(tmp) / "cold.h5")], env)
+        warm = timed(run + [str(Path(tmp) / "warm.h5")], env)
+        floor = timed([sys.executable, "-c", IMPORT_EVERY_KERNEL], env)
+    print(f"{args.scenario} {' '.join(args.set)}")
+    print(f"  cold (empty numba cache)     {cold:7.1f} s")
+    print(f"  warm (cache from the first)  {warm:7.1f} s")
+    print(f"  import every kernel module   {floor:7.1f} s (compiles nothing)")
+    print(f"  cold / warm = {cold / warm:.2f} (target <= 1.5); compile share of the first run "
+          f"{(cold - warm) / cold:.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
