@@ -6,6 +6,10 @@ Its dimensions decide the picture:
   panel per combination of the other axes (at most MAX_PANELS);
 - one numeric dimension: curves against it, one per combination of the categorical axes
   (e.g. error against depth for each scheme);
+- several, one of which a reference drawn beside the values lies along on a theory grid of its
+  own (no `dyn_along`, a coordinate whose `dyn_axis` names that axis: mean-field branches over
+  sigma): curves against that axis, one panel per combination of the other numeric axes (the
+  references restricted to the panel's values);
 - none: a bar per combination.
 Numeric axes: evenly spaced values are drawn linear; geometric ones (depth 2^k), or uneven
 positive ones spanning a decade or more (d = 2 ... 32), log; other uneven ones as evenly spaced
@@ -101,9 +105,15 @@ def figure(path: str | Path, var: str | None = None):
         name = choose_variable(ds, var)
         da = ds[name].load()
         numeric = [d for d in da.dims if da.sizes[d] > 1 and da[d].dtype.kind in "fiu"]
-        field_dims = numeric[:2]
-        # Heat maps: one panel per combination of the remaining axes. Curves: all in one panel.
-        panel_dims = [d for d in da.dims if d not in field_dims] if len(field_dims) != 1 else []
+        over = [ds[v].load() for v in drawn_over(ds, name)]
+        against = _curve_axis(ds, over, numeric)
+        field_dims = [against] if against else numeric[:2]
+        # Heat maps: one panel per combination of the remaining axes. Curves: all in one panel,
+        # or against a reference's axis one panel per combination of the other numeric axes.
+        if against:
+            panel_dims = [d for d in numeric if d != against]
+        else:
+            panel_dims = [d for d in da.dims if d not in field_dims] if len(field_dims) != 1 else []
         selections = _combinations(da, panel_dims)[:MAX_PANELS]
         cols = min(len(selections), 3)
         rows = -(-len(selections) // cols)
@@ -111,7 +121,6 @@ def figure(path: str | Path, var: str | None = None):
         fig, grid = plt.subplots(rows, cols, figsize=size, squeeze=False)
         marked = marks_for(ds, name)
         err = ds[f"{name}_se"].load() if f"{name}_se" in ds.data_vars else None
-        over = [ds[v].load() for v in drawn_over(ds, name)]
         for ax, selection in zip(grid.flat, selections):
             sub = da.sel(selection) if selection else da
             marks = {reason: hit.sel({k: v for k, v in selection.items() if k in hit.dims})
@@ -123,7 +132,7 @@ def figure(path: str | Path, var: str | None = None):
             elif len(field_dims) == 1:
                 _curves(ax, sub, field_dims[0], marks,
                         None if err is None else (err.sel(selection) if selection else err))
-                drawn = _over_curves(ax, ds, over, field_dims[0])
+                drawn = _over_curves(ax, ds, over, field_dims[0], selection)
                 slopes = da.attrs.get(SLOPES_ATTR)
                 if slopes is not None and ax.get_xscale() == "log":
                     ax.set_yscale("log")
@@ -207,11 +216,28 @@ def _over_heatmap(ax, ds, refs, selection: dict, cells: dict) -> bool:
     return drawn
 
 
-def _over_curves(ax, ds, refs, xdim: str) -> bool:
-    """References against `xdim`: curves of values beside the data's (per-run ones as thin steps
-    of the first runs), or a vertical line at each position along `xdim`. The x limits stay."""
+def _curve_axis(ds, refs, numeric: list[str]) -> str | None:
+    """With several numeric axes, the one a reference drawn beside the values lies along on a
+    theory grid of its own (no dyn_along; a coordinate whose dyn_axis names the axis, e.g. mean-
+    field branches over sigma): the picture is then curves against it. None: no such reference."""
+    if len(numeric) < 2:
+        return None
+    for ref in refs:
+        if ref.attrs.get(ALONG_ATTR, ""):
+            continue
+        for dim in ref.dims:
+            if dim in ds.coords and _axis(ds, dim) != dim and _axis(ds, dim) in numeric:
+                return _axis(ds, dim)
+    return None
+
+
+def _over_curves(ax, ds, refs, xdim: str, selection: dict | None = None) -> bool:
+    """References against `xdim`, at the panel's `selection`: curves of values beside the data's
+    (per-run ones as thin steps of the first runs), or a vertical line at each position along
+    `xdim`. The x limits stay."""
     xlim, drawn = ax.get_xlim(), False
     for ref in refs:
+        ref = _restrict(ds, ref, selection or {})
         along = ref.attrs.get(ALONG_ATTR, "")
         if along == xdim:
             for k, v in enumerate(np.unique(ref.values[np.isfinite(ref.values)])[:MAX_CURVES]):
