@@ -235,8 +235,7 @@ def _soak(folder: Path, opts) -> int:
     while proc.poll() is None and time.monotonic() < deadline and not (worker_out.exists() and seen):
         seen = [p for p in soak.watch(proc, 0.2) if _is_worker(p)]
     worker_line, worker_status = "", None
-    if seen:
-        time.sleep(0.2 * full)
+    if seen:  # at once: a run of cheap points may be over before any fixed delay ends
         seen[0].kill()
         worker_line = proc.stderr.read().strip()
         worker_status = proc.wait()
