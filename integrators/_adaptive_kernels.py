@@ -5,6 +5,7 @@ they compile, or load from numba's cache, on the first adaptive solve."""
 import numpy as np
 from numba import types
 
+from .arrays import copy2
 from .jit import njit
 from .numba_abi import DRIFT_FN, F1, F2, F3, F4, NJIT, PROJECT_FN, RETRACT_FN
 from .numba_adaptive import FAC_MAX, FAC_MIN, MIN_STEP_FRACTION, SAFETY
@@ -81,7 +82,7 @@ def member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out,
     e = np.empty((n, d))
     k = np.empty((s, n, d))
     work = np.empty(work_size)
-    out[0] = x
+    copy2(out[0], x)
     accepted = rejected = evaluations = 0
     t = ts[0]
     drift(t, x, p, k[0], work)
@@ -138,10 +139,10 @@ def member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out,
                     x[r, q] = y[r, q]
             retract(x)
             if fsal:  # k[s-1] = f(t + h, x') with x' before the retraction
-                k[0] = k[s - 1]
+                copy2(k[0], k[s - 1])
             have_k0 = fsal
             if clipped:
-                out[save] = x
+                copy2(out[save], x)
                 save += 1
             factor = FAC_MAX if err == 0.0 else min(
                 FAC_MAX, max(FAC_MIN, SAFETY * err ** (-expo) * err_prev ** beta))

@@ -18,6 +18,7 @@ once, the drift's workspace included.
 import numpy as np
 from numba import types
 
+from .arrays import copy2
 from .base import AbstractIntegrator, FixedStep, step_grid
 from .jit import njit
 from .numba_abi import DRIFT_FN, F1, F2, F3, F4, I1, NJIT, PROJECT_FN, RETRACT_FN
@@ -63,7 +64,7 @@ def _rk_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_
     y = np.empty((n, d))
     k = np.empty((s, n, d))
     work = np.empty(work_size)
-    out[0] = x
+    copy2(out[0], x)
     for iv in range(counts.shape[0]):
         h = steps[iv]
         for j in range(counts[iv]):
@@ -80,7 +81,7 @@ def _rk_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_
                         acc += b[m] * k[m, r, q]
                     x[r, q] += h * acc
             retract(x)
-        out[iv + 1] = x
+        copy2(out[iv + 1], x)
 
 
 @njit(_KERNEL_SIG, **NJIT)

@@ -26,6 +26,7 @@ import math
 import numpy as np
 from numba import types
 
+from .arrays import copy1, copy2
 from .base import AbstractIntegrator, FixedStep, step_grid
 from .jit import njit
 from .numba_abi import (DIFFUSION_FN, DRIFT_FN, F1, F3, F4, I1, NJIT, PROJECT_FN,
@@ -67,7 +68,7 @@ def _em_block(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, 
         dw = dw_flat.reshape((q1, q2))
         sub = np.empty(q1 * q2)
         s = streams[e].copy()
-        out[e, 0] = x
+        copy2(out[e, 0], x)
         k = 0
         for iv in range(counts.shape[0]):
             h = steps[iv]
@@ -75,7 +76,7 @@ def _em_block(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, 
             for j in range(counts[iv]):
                 t = ts[iv] + j * h
                 if given:
-                    dw[:, :] = increments[e, k]
+                    copy2(dw, increments[e, k])
                 else:
                     fill_normals(s, dw_flat)
                     for _ in range(refine - 1):
@@ -93,8 +94,8 @@ def _em_block(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, 
                         x[r, q] += h * f[r, q] + g[r, q]
                 retract(x)
                 k += 1
-            out[e, iv + 1] = x
-        streams[e] = s
+            copy2(out[e, iv + 1], x)
+        copy1(streams[e], s)
 
 
 class NumbaEulerMaruyama(FixedStep, AbstractIntegrator):

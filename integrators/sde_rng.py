@@ -20,6 +20,7 @@ import math
 import numpy as np
 from numba import types
 
+from .arrays import copy1
 from .jit import njit
 from .numba_abi import NJIT
 
@@ -92,7 +93,7 @@ def _normals_kernel(streams, out):
     for e in range(out.shape[0]):
         s = streams[e].copy()
         fill_normals(s, out[e])
-        streams[e] = s
+        copy1(streams[e], s)
 
 
 def normals(streams: np.ndarray, count: int) -> np.ndarray:

@@ -26,7 +26,10 @@ FIELDS = {
     # n <= 10^4 keeps the n x n attention matrix of one run under 1 GiB
     "n": Field("int", 32, "number of tokens n", lo=1, hi=10_000),
     "d": Field("int", 2, "token dimension d", lo=2, hi=1024),
-    "beta": Field("float", 1.0, "inverse temperature beta"),
+    # any sign: every kernel shifts the scores by a bound in |beta| (dyn.numerics: the row
+    # maximum, the diagonal score or c >= |s_ij|), and the drift pair tests draw beta in (-3, 6);
+    # beta < 0 weighs the farthest tokens most (dyn.attention.circle, scenarios/repulsive_sync.toml)
+    "beta": Field("float", 1.0, "inverse temperature beta (any sign)"),
     "normalization": Field("str", "SA", "attention normalization", choices=NORMALIZATIONS),
     "Q": Field("matrix", None, "query matrix (default identity)", sweepable=False),
     "K": Field("matrix", None, "key matrix (default identity)", sweepable=False),

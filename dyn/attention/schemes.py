@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from integrators.arrays import copy2
 from integrators.geometry import EUCLIDEAN, POSTNORM, SPHERE
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, NJIT
@@ -84,7 +85,7 @@ def pre_drift(t, z, p, out, work):
     n, d = z.shape
     size = work.shape[0]
     x = work[size - n * d - d:size - d].reshape((n, d))
-    x[:] = z
+    copy2(x, z)
     _unit_rows(x)
     layer_output(t, x, p, out, work)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import xarray as xr
+import numpy as np
 
 from ..core.contract import PROBABILITY, ROLE_ATTR, STATIONARY, STEP_ERROR, TIME_AVERAGE, UNDECIDED
 from .stepcheck import step_limited
@@ -22,20 +22,10 @@ from .stepcheck import step_limited
 HORIZON_LIMITED_SHARE = 0.02
 
 
-def undecided_variable(ds: xr.Dataset) -> str | None:
+def undecided_variable(ds) -> str | None:
     """The variable holding the share of undecided runs per point, if the system has one."""
-    names = [n for n, v in ds.data_vars.items() if v.attrs.get(ROLE_ATTR) == UNDECIDED]
+    names = with_role(ds, UNDECIDED)
     return names[0] if names else None
-
-
-def horizon_limited(ds: xr.Dataset) -> xr.DataArray | None:
-    """Boolean per point: more than HORIZON_LIMITED_SHARE of its runs ended undecided
-    (None when the system classifies no end state). Pending points are False."""
-    name = undecided_variable(ds)
-    if name is None:
-        return None
-    share = ds[name]
-    return (share > HORIZON_LIMITED_SHARE).fillna(False).rename("horizon_limited")
 
 
 HORIZON_LIMITED, NONSTATIONARY, STEP_LIMITED = "horizon-limited", "non-stationary", "step-limited"
@@ -47,32 +37,57 @@ WHY = {HORIZON_LIMITED: f"more than {HORIZON_LIMITED_SHARE:.0%} of runs undecide
        STEP_LIMITED: "step error above the Monte Carlo error: lower dt (or step_tol)"}
 
 
-def with_role(ds: xr.Dataset, role: str) -> list[str]:
-    """The variables of `ds` whose role is `role`."""
+def horizon_limited(ds):
+    """Boolean DataArray per point: more than HORIZON_LIMITED_SHARE of its runs ended undecided
+    (None when the system classifies no end state). Pending points are False."""
+    return unresolved(ds).get(HORIZON_LIMITED)
+
+
+def with_role(ds, role: str) -> list[str]:
+    """The variables of `ds` (an xarray Dataset) whose role is `role`."""
     return [n for n, v in ds.data_vars.items() if v.attrs.get(ROLE_ATTR) == role]
 
 
-def unresolved(ds: xr.Dataset) -> dict[str, xr.DataArray]:
-    """Boolean per point for each reason a point's numbers are not answers yet (only the
-    reasons the file can have; pending points are False)."""
-    found = {}
-    limited = horizon_limited(ds)
-    if limited is not None:
-        found[HORIZON_LIMITED] = limited
-    for name in with_role(ds, STATIONARY):
-        found[NONSTATIONARY] = (ds[name] == 0).rename(NONSTATIONARY)
-    steps = []
-    for name in with_role(ds, STEP_ERROR):
-        base = name.removesuffix("_step_error")
-        hit = step_limited(ds[name], ds[f"{name}_se"], ds[f"{base}_se"])
-        steps.append(xr.DataArray(hit, dims=ds[name].dims, coords=ds[name].coords))
-    if steps:
-        found[STEP_LIMITED] = xr.concat(steps, "output").any("output").rename(STEP_LIMITED)
-    return found
+def _hits(roles: dict[str, str], values) -> dict[str, tuple[str, np.ndarray]]:
+    """For each reason with a rule in this file: (a variable whose dimensions the marks share,
+    boolean per point). `roles` maps variable names to roles, `values(name)` reads one. NaN
+    (a pending point) compares False, so pending points are never marked."""
+    named = {role: [n for n, r in roles.items() if r == role]
+             for role in (UNDECIDED, STATIONARY, STEP_ERROR)}
+    hits = {}
+    if named[UNDECIDED]:
+        name = named[UNDECIDED][0]
+        hits[HORIZON_LIMITED] = name, np.asarray(values(name)) > HORIZON_LIMITED_SHARE
+    if named[STATIONARY]:
+        flags = [np.asarray(values(n)) == 0 for n in named[STATIONARY]]
+        hits[NONSTATIONARY] = named[STATIONARY][0], np.logical_or.reduce(flags)
+    if named[STEP_ERROR]:
+        steps = [step_limited(values(n), values(f"{n}_se"),
+                              values(f"{n.removesuffix('_step_error')}_se"))
+                 for n in named[STEP_ERROR]]
+        hits[STEP_LIMITED] = named[STEP_ERROR][0], np.logical_or.reduce(steps)
+    return hits
+
+
+def unresolved(ds) -> dict:
+    """Boolean DataArray per point for each reason a point's numbers are not answers yet (only
+    the reasons the file can have; pending points are False)."""
+    import xarray as xr  # here, so that `dyn run` never imports xarray (nor dask through it)
+    roles = {n: v.attrs.get(ROLE_ATTR) for n, v in ds.data_vars.items()}
+    return {reason: xr.DataArray(hit, dims=ds[like].dims, coords=ds[like].coords, name=reason)
+            for reason, (like, hit) in _hits(roles, lambda n: ds[n].values).items()}
 
 
 def count_unresolved(path: str | Path) -> dict[str, int]:
-    """Number of points marked for each reason (only the reasons with marked points)."""
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
-        counts = {reason: int(hit.sum()) for reason, hit in unresolved(ds).items()}
+    """Number of points marked for each reason (only the reasons with marked points), read with
+    h5py: the end of `dyn run` should not pay for importing xarray."""
+    import h5py
+    with h5py.File(path, "r") as f:
+        roles = {n: _text(v.attrs.get(ROLE_ATTR)) for n, v in f.items()
+                 if isinstance(v, h5py.Dataset)}
+        counts = {reason: int(hit.sum()) for reason, (_, hit) in _hits(roles, lambda n: f[n][()]).items()}
     return {reason: n for reason, n in counts.items() if n}
+
+
+def _text(value) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from integrators.arrays import copy2
 from integrators.geometry import SPHERE
 from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
@@ -64,7 +65,7 @@ _project = SPHERE.project  # v_i <- P_{x_i} v_i (numba)
 @njit(DIFFUSION_SIG, **NJIT)
 def noisy_diffusion(t, x, p, dw, out, work):
     """out_i <- sigma P_{x_i} dw_i: token i driven by row i of the (n, d) control."""
-    out[:] = dw
+    copy2(out, dw)
     _project(x, out)  # the same arithmetic as sigma (dw_i - <x_i, dw_i>/|x_i|^2 x_i)
     sigma = p[SIGMA]
     n, d = x.shape

@@ -20,6 +20,7 @@ import math
 import numpy as np
 from numba import types
 
+from integrators.arrays import copy2
 from integrators.jit import njit
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
@@ -96,7 +97,7 @@ def gemm(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
                     kh[j, k] *= beta
         vh = values[h * n:(h + 1) * n]
         if v_id:
-            vh[:, :] = x
+            copy2(vh, x)
         else:
             np.dot(x, V[h * dd:(h + 1) * dd].reshape((d, d)).T, vh)
     diagonal = (2.0 * abs(beta) * matrix_bound(heads, d, M, m_id) * max_square_norm(x)
@@ -113,8 +114,8 @@ def gemm(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
             kb = block_keys[:heads * width * d].reshape((heads * width, d))
             vb = block_values[:heads * width * d].reshape((heads * width, d))
             for h in range(heads):
-                kb[h * width:(h + 1) * width] = keys[h * n:h * n + width]
-                vb[h * width:(h + 1) * width] = values[h * n:h * n + width]
+                copy2(kb[h * width:(h + 1) * width], keys[h * n:h * n + width])
+                copy2(vb[h * width:(h + 1) * width], values[h * n:h * n + width])
         S = work[:(r1 - r0) * heads * width].reshape((r1 - r0, heads * width))
         np.dot(x[r0:r1], kb.T, S)  # S[l, h w + j] = beta x_{r0+l}^T M_h x_j
         _rows(S, r0, width, usa, slope, heads, causal, diagonal, weight, scratch)

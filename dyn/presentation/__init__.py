@@ -4,4 +4,5 @@ cli          the `dyn` command line (`python -m dyn`)
 analysis     `dyn.open`, `dyn show`, and the marks of points whose numbers are not answers yet
 plot, marks  `dyn plot`
 comparison   `dyn.compare`, `dyn compare`
+tokens       `dyn plot --tokens`, `dyn animate`: the saved states of one run
 """

@@ -1,4 +1,4 @@
-"""The `dyn` command (also `python -m dyn`): run, show, plot, list.
+"""The `dyn` command (also `python -m dyn`): run, show, plot, animate, compare, list.
 
 Bad input exits with status 2 and one line `dyn: error: KEY: problem`; an interrupted run exits
 with 130 and resumes when the same command is given again. `dyn run` exits with 3 when the file
@@ -56,6 +56,18 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("path")
     plot.add_argument("--out", help="PNG path (default: beside the file)")
     plot.add_argument("--var", help="variable to draw (default: the scenario's choice)")
+    plot.add_argument("--tokens", action="store_true", help="draw the saved states (tokens) of "
+                      "one run at one time instead (needs [output] trajectories = true)")
+    _state_choices(plot)
+    plot.add_argument("--time", type=float, help="with --tokens: the save time (nearest; "
+                      "default the last)")
+
+    animate = sub.add_parser("animate", help="a movie (GIF, or MP4 with ffmpeg) of the saved "
+                             "states of one run over the save times")
+    animate.add_argument("path")
+    animate.add_argument("--out", help=".gif or .mp4 path (default: NAME_tokens.gif beside the file)")
+    _state_choices(animate)
+    animate.add_argument("--fps", type=int, default=12, help="frames per second (default 12)")
 
     compare = sub.add_parser("compare", help="distance of each value of an axis to a reference "
                              "value, run by run on saved states; rate against a numeric axis")
@@ -69,6 +81,13 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="built-in systems and shipped scenarios")
     return parser
+
+
+def _state_choices(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--point", action="append", default=[], metavar="AXIS=VALUE",
+                        help="the sweep point (nearest value; repeat for several axes; "
+                        "default the first point)")
+    parser.add_argument("--run", type=int, default=0, help="the run (default 0)")
 
 
 def _scenario_path(name: str) -> Path:
@@ -133,9 +152,26 @@ def _check_sweep_file(path: str) -> None:
 
 def _cmd_plot(args) -> int:
     _check_sweep_file(args.path)
+    if args.tokens:
+        from . import tokens
+
+        print(f"plotted {tokens.plot(args.path, args.out, args.point, args.time, args.run)}")
+        return 0
+    for flag, given in (("--point", args.point), ("--time", args.time is not None),
+                        ("--run", args.run != 0)):
+        if given:
+            raise ScenarioError(flag, "chooses saved states: use it with --tokens")
     from .plot import plot
 
     print(f"plotted {plot(args.path, args.out, args.var)}")
+    return 0
+
+
+def _cmd_animate(args) -> int:
+    _check_sweep_file(args.path)
+    from . import tokens
+
+    print(f"wrote {tokens.animate(args.path, args.out, args.point, args.run, args.fps)}")
     return 0
 
 
@@ -172,7 +208,7 @@ def _cmd_list(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"run": _cmd_run, "show": _cmd_show, "plot": _cmd_plot, "list": _cmd_list,
-               "compare": _cmd_compare}[args.command]
+               "compare": _cmd_compare, "animate": _cmd_animate}[args.command]
     try:
         return handler(args)
     except ScenarioError as exc:

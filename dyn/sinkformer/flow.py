@@ -17,6 +17,7 @@ from numba import types
 
 
 import integrators
+from integrators.arrays import copy2
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT
 
@@ -134,7 +135,7 @@ def sinkformer_drift(t, x, p, out, work):
     elif symmetric:
         transposed = sinkhorn_kernel(S, S, iters, tol, f, g, P, errors)[1]
     else:
-        ST[:, :] = S.T
+        copy2(ST, S.T)
         transposed = sinkhorn_kernel(S, ST, iters, tol, f, g, P, errors)[1]
     WV = block(p, WV_AT).reshape((d, d))
     for i in range(n):
@@ -147,7 +148,7 @@ def sinkformer_drift(t, x, p, out, work):
     if d > SMALL_D:
         # BLAS needs contiguous operands (a transposed view would fall back to a slow loop)
         if transposed:
-            ST[:, :] = P.T
+            copy2(ST, P.T)
         np.dot(ST if transposed else P, Y, Z)
     else:
         _apply(P, transposed != 0, Y, Z)

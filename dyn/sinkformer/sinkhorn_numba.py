@@ -23,6 +23,7 @@ import math
 import numpy as np
 from numba import types
 
+from integrators.arrays import copy1
 from integrators.jit import njit
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
@@ -120,9 +121,9 @@ def sinkhorn_kernel(S, ST, iterations, tol, f, g, P, errors):
             return k - 1, 0 if rows else 1  # P holds K^{k-1} as this pass's rows; potentials unchanged
         if k <= iterations:
             if rows:
-                f[:] = new
+                copy1(f, new)
             else:
-                g[:] = new
+                copy1(g, new)
     return iterations, 1 if iterations % 2 == 0 else 0
 
 
@@ -167,7 +168,7 @@ def symmetric_kernel(S, passes, tol, f, P, errors):
             errors[k] = err
         if err <= tol or k == passes:
             return k
-        f[:] = new
+        copy1(f, new)
     return passes
 
 

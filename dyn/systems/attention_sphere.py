@@ -16,7 +16,13 @@ numba backend suits long horizons, with `[output] spacing = "log"`); `form = "ne
 hemisphere, or equiangular with inner products `rho0`, compared with the scalar ODE of §1.4).
 Outputs are ensemble statistics at the save times; `events = true` adds per-run tables: the
 merge events (time, the two cluster sizes; n - 1 rows, NaN-padded), the cluster count and the
-energy at every save.
+energy at every save, and the first plateau of each run's count on a log time axis (its count,
+start and end: the first merge after it; :mod:`dyn.attention.plateaus`), reduced to the mean
+first-plateau count, its start and the fraction of runs that merged after it by the horizon.
+With events on the circle (d = 2, uniform start, the plain flow) the file also holds the
+reference k*(beta), the most unstable Fourier mode of the uniform law (argmax_k k^2 I_k(beta),
+:mod:`dyn.noisy.theory` at sigma = 0), and the scale sqrt(beta log beta), both drawn over the
+mean first-plateau count.
 
 What `dyn plot` adds is declared: fractions share the colour range [0, 1]; `rho_theory` is drawn
 over `rho`, the per-run `run_clusters` and `run_energy` (first runs, as steps) over
@@ -36,12 +42,13 @@ from ..core.lazy import lazy
 from ..core.schema import Field
 from . import register
 from .base import (INTEGRATOR_KEYS, REFERENCE, Chunk, Coord, Draw, Output, Reference, System,
-                   state_dims)
+                   over_axes, state_dims, theory_coord)
 
 attention = lazy("dyn.attention")
 architecture = lazy("dyn.attention.architecture")
 equiangular = lazy("dyn.attention.equiangular")
 events = lazy("dyn.attention.events")
+plateaus = lazy("dyn.attention.plateaus")
 schemes = lazy("dyn.attention.schemes")
 numerics = lazy("dyn.numerics.attention_field")
 
@@ -148,18 +155,23 @@ class AttentionSphere(System):
                        draw=Draw(over=("n_clusters",), linestyle="-", label="single runs")),
                 Output("run_energy", "USA energy of each run", "1", ("time",), "per_run",
                        draw=Draw(over=("energy",), linestyle="-", label="single runs")),
+                *_plateau_outputs(),
             ]
         return outs
 
     def references(self, setup) -> list[Reference]:
         """radius_bound = 1 + t when the file has a radius: the residual stream moves by |u| <= 1
-        per unit time (SA with V = I) from unit tokens."""
-        if not any(s in STREAM_SCHEMES for s in setup.values_of("normalization_layer")):
-            return []
-        draw = Draw(over=("radius",), color="black", linestyle=":",
-                    label=r"bound $1 + t$ (SA, $V = I$)")
-        return [Reference("radius_bound", "radius bound 1 + t of the residual stream (SA, V = I)",
-                          1.0 + setup.times, ("time",), draw=draw)]
+        per unit time (SA with V = I) from unit tokens; with events, the most unstable mode
+        k*(beta) and the scale sqrt(beta log beta) over the first-plateau count."""
+        found = []
+        if any(s in STREAM_SCHEMES for s in setup.values_of("normalization_layer")):
+            draw = Draw(over=("radius",), color="black", linestyle=":",
+                        label=r"bound $1 + t$ (SA, $V = I$)")
+            found.append(Reference("radius_bound", "radius bound 1 + t of the residual stream "
+                                   "(SA, V = I)", 1.0 + setup.times, ("time",), draw=draw))
+        if setup.params.get("events", False):
+            found += _plateau_references(setup)
+        return found
 
     def coords(self, setup) -> dict[str, Coord]:
         if not setup.params.get("events", False):
@@ -259,7 +271,70 @@ def _observed(spec, states) -> Chunk:
         times, size_a, size_b = _merges(labels, spec.times)
         values.update(merge_time=times, merge_size_a=size_a, merge_size_b=size_b,
                       run_clusters=clusters.astype(np.float64), run_energy=stats[..., 2])
+        count, start, end = plateaus.first_plateau(clusters, spec.times)
+        values.update(first_plateau_clusters=count, first_plateau_time=start,
+                      p_first_plateau=np.isfinite(count), p_merged_after_plateau=np.isfinite(end),
+                      run_plateau_clusters=count, run_plateau_time=start, run_plateau_end=end)
     return Chunk(values, states=states)
+
+
+PLATEAU = "first_plateau_clusters"
+PLAIN = {"d": 2, "init": "uniform", "normalization_layer": "post", "mask": "none",
+         "bias_slope": 0.0, "feedforward": 0.0, "head_noise": 0.0}  # where k*(beta) applies
+
+
+def _plateau_outputs() -> list[Output]:
+    """The first plateau of each run's cluster count (dyn.attention.plateaus), with events."""
+    return [
+        Output(PLATEAU, "first-plateau cluster count (mean over runs)", "1", (), "mean_se"),
+        Output("first_plateau_time", "time the first plateau is first seen (mean over runs)",
+               "1", (), "mean_se"),
+        Output("p_first_plateau", "fraction of runs whose count has a first plateau", "1", (),
+               "proportion"),
+        Output("p_merged_after_plateau", "fraction of runs with a merge after their first "
+               "plateau by the horizon", "1", (), "proportion"),
+        Output("run_plateau_clusters", "cluster count at the first plateau of each run (NaN: "
+               "none)", "1", (), "per_run",
+               draw=Draw(over=(PLATEAU,), color="0.55", label="single runs")),
+        Output("run_plateau_time", "time each run's first plateau is first seen", "1", (),
+               "per_run"),
+        Output("run_plateau_end", "time of each run's first merge after its first plateau (the "
+               "first save with fewer clusters; NaN: none by the horizon)", "1", (), "per_run"),
+    ]
+
+
+def _plateau_references(setup) -> list[Reference]:
+    """k*(beta) = argmax_k k^2 I_k(beta) (the most unstable mode of the uniform law on the
+    circle at sigma = 0) and sqrt(beta log beta), on a fine beta grid when beta is swept; NaN
+    where the circle's linear theory does not apply (d != 2, other starts or architectures)."""
+    if any(k in setup.axes for k in "QKV") or any(
+            setup.params.get(k) is not None
+            and not np.array_equal(setup.params[k], np.eye(len(setup.params[k]))) for k in "QKV"):
+        return []
+    dims, cases = over_axes(setup, *PLAIN)
+    coords, grid = {}, ()
+    if "beta" in setup.axes:
+        coords = {"beta_theory": theory_coord("beta", setup.axes["beta"])}
+        grid = ("beta_theory",)
+        beta = coords["beta_theory"].values
+    else:
+        beta = np.asarray(float(setup.params["beta"]))
+    shape = tuple(len(setup.axes[a]) for a in dims)
+    mode = np.full(shape + beta.shape, np.nan)
+    for index, v in cases:
+        if all(v[k] == want for k, want in PLAIN.items()):
+            mode[index] = plateaus.most_unstable_mode(beta)
+    scale = plateaus.count_scale(beta)
+    over = (PLATEAU,)
+    return [
+        Reference("plateau_mode", "most unstable Fourier mode k*(beta) = argmax_k k^2 I_k(beta) "
+                  "of the uniform law on the circle (sigma = 0; NaN where it does not apply)",
+                  mode, (*dims, *grid), coords,
+                  draw=Draw(over=over, color="black", label=r"most unstable mode $k^*(\beta)$")),
+        Reference("plateau_scale", "sqrt(beta log beta), prefactor 1 (physics.md 1.5)", scale,
+                  grid, coords, draw=Draw(over=over, color="tab:red", linestyle=":",
+                                          label=r"$\sqrt{\beta \log \beta}$")),
+    ]
 
 
 def _rho_theory(spec) -> np.ndarray:

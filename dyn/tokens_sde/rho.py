@@ -35,6 +35,7 @@ import math
 import numpy as np
 from numba import types
 
+from integrators.arrays import copy1
 from integrators.jit import njit
 from integrators.numba_abi import FASTMATH, NJIT
 from integrators.sde_rng import STREAMS, member_streams, normal_pair
@@ -164,7 +165,7 @@ def _u_euler(u0, steps, h, p, streams, lo, hi, save_every, out, taken):
         for j in range(k // save_every + 1, out.shape[1]):
             out[e, j] = u
         taken[e] = k
-        streams[e] = st
+        copy1(streams[e], st)
 
 
 def fixed_steps(horizon: float, dt: float) -> int:

@@ -29,6 +29,7 @@ import math
 import numpy as np
 from numba import types
 
+from integrators.arrays import copy1, copy2
 from integrators.jit import njit
 from integrators.numba_abi import NJIT
 from integrators.sde_rng import STREAMS, fill_normals, member_streams
@@ -92,7 +93,7 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, w
         g_flat = np.empty(d * d)
         g = g_flat.reshape((d, d))
         s = streams[e].copy()
-        out[e, 0] = z
+        copy2(out[e, 0], z)
         k = 0
         while k < depth:
             if given:
@@ -128,13 +129,13 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, w
                     z[i, r] *= inv
             k += 1
             if k % save_every == 0:
-                out[e, k // save_every] = z
+                copy2(out[e, k // save_every], z)
             if check and _all_pairs_decided(z, gap_minus, gap_plus):
                 break
         for j in range(k // save_every + 1, out.shape[1]):
-            out[e, j] = z
+            copy2(out[e, j], z)
         layers[e] = k
-        streams[e] = s
+        copy1(streams[e], s)
 
 
 _PAIR_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS,
@@ -161,8 +162,8 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, save_every, o
         dm = np.empty(d)
         eps = np.empty(2 * d)
         s = streams[e].copy()
-        out[e, 0, 0] = z1
-        out[e, 0, 1] = z2
+        copy1(out[e, 0, 0], z1)
+        copy1(out[e, 0, 1], z2)
         k = 0
         while k < depth:
             rho = 0.0
@@ -217,8 +218,8 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, save_every, o
                 z2[r] *= nz2
             k += 1
             if k % save_every == 0:
-                out[e, k // save_every, 0] = z1
-                out[e, k // save_every, 1] = z2
+                copy1(out[e, k // save_every, 0], z1)
+                copy1(out[e, k // save_every, 1], z2)
             if check:
                 gm = 0.0
                 gp = 0.0
@@ -228,10 +229,10 @@ def _network_pair(x0, depth, h, p, streams, stop_minus, stop_plus, save_every, o
                 if math.log(gm) < stop_minus or math.log(gp) < stop_plus:
                     break
         for j in range(k // save_every + 1, out.shape[1]):
-            out[e, j, 0] = z1
-            out[e, j, 1] = z2
+            copy1(out[e, j, 0], z1)
+            copy1(out[e, j, 1], z2)
         layers[e] = k
-        streams[e] = s
+        copy1(streams[e], s)
 
 
 def _tokens(x0) -> np.ndarray:
