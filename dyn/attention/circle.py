@@ -134,10 +134,10 @@ def pack_circle(beta: float, normalization: str = "SA", kernel: str = "direct",
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     coef = np.zeros(0)
     if kernel == "fourier":
-        from scipy.special import ive
+        from ..noisy.kernel import circle_coefficients
 
         K = fourier_order_for(beta, tol)
-        scaled = ive(np.arange(K + 2), beta)  # I_k(beta) e^{-|beta|}, k = 0..K+1
+        scaled = circle_coefficients(beta, K + 1)  # I_k(beta) e^{-|beta|}, k = 0..K+1
         b = scaled[:K] - scaled[2:K + 2]  # b_k = I_{k-1} - I_{k+1}, k = 1..K
         coef = np.concatenate([scaled[:K + 1], b])
     return LAYOUT.pack(beta=beta, usa=key == "USA", coef=coef)

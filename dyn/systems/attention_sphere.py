@@ -321,9 +321,10 @@ def _plateau_references(setup) -> list[Reference]:
         beta = np.asarray(float(setup.params["beta"]))
     shape = tuple(len(setup.axes[a]) for a in dims)
     mode = np.full(shape + beta.shape, np.nan)
+    k_star = plateaus.most_unstable_mode(beta)  # one curve, the same for every plain case
     for index, v in cases:
         if all(v[k] == want for k, want in PLAIN.items()):
-            mode[index] = plateaus.most_unstable_mode(beta)
+            mode[index] = k_star
     scale = plateaus.count_scale(beta)
     over = (PLATEAU,)
     return [
