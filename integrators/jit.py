@@ -10,11 +10,22 @@ against it, or the first time it is passed as a first-class function. A process 
 only the kernels it runs: importing every model module of the project compiled 167 s of
 kernels (CPU, cold cache), although a sweep needs a handful of them.
 
-``njit(**options)`` without a signature is numba's lazy ``njit`` unchanged.
+**Same code, cold or warm.** numba links a callee's code into each caller, but while a process
+holds the callee's own compiled copy, the caller's calls that were not inlined bind to that copy
+when the caller is loaded. On a cold cache the callees are always compiled (and so loaded) first;
+a process that loads the caller from the cache held none of them, ran the caller's re-optimized
+copies, and got other roundings (1 ulp in the attention field, 1e-15 after 50 steps). So a
+kernel's declared callees (:func:`callees`, read from its source) are loaded before it, cold or
+warm, and the same seed gives the same numbers whether or not numba's cache was warm.
+
+``njit(**options)`` without a signature is numba's lazy ``njit`` unchanged. Every kernel made
+with signatures is listed by :func:`declared_kernels` (what :mod:`dyn.engine.warmup` compiles
+ahead of a test session or a sweep).
 """
 from __future__ import annotations
 
 import inspect
+import types
 
 import numba
 from numba.core.compiler_lock import global_compiler_lock
@@ -30,9 +41,15 @@ class DeferredDispatcher(CPUDispatcher):
         # the global compiler lock is re-entrant: a kernel being compiled ensures its callees
         with global_compiler_lock:
             declared = getattr(self, "_declared", ())
-            if declared:
-                for signature in declared:
-                    self.compile(signature)
+            if declared and not getattr(self, "_ensuring", False):
+                self._ensuring = True  # a guard against kernels that name each other
+                try:
+                    for callee in callees(self):  # first: see "Same code, cold or warm" above
+                        callee._ensure_declared()
+                    for signature in declared:
+                        self.compile(signature)
+                finally:
+                    self._ensuring = False
                 self.disable_compile()
                 self._declared = ()
 
@@ -54,6 +71,42 @@ class DeferredDispatcher(CPUDispatcher):
         return super().get_compile_result(sig)
 
 
+def callees(kernel) -> list[DeferredDispatcher]:
+    """The declared kernels that `kernel`'s source names: directly (``f(...)``), through a module
+    (``af.field(...)``) or through a closure cell; a static reading of its globals, in name
+    order. Lazy kernels (no signature) are not listed: numba compiles them per call site."""
+    func = kernel.py_func
+    names = sorted(set(func.__code__.co_names))
+    seen = [func.__globals__.get(name) for name in names]
+    seen += [cell.cell_contents for cell in func.__closure__ or () if _filled(cell)]
+    found = {}
+    for value in seen:
+        if isinstance(value, types.ModuleType):
+            candidates = [getattr(value, name, None) for name in names]
+        else:
+            candidates = [value]
+        for c in candidates:
+            if isinstance(c, DeferredDispatcher) and c is not kernel:
+                found[id(c)] = c
+    return list(found.values())
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a closure variable not yet assigned
+        return False
+    return True
+
+
+_DECLARED: list[DeferredDispatcher] = []  # every kernel made with signatures, in creation order
+
+
+def declared_kernels() -> list[DeferredDispatcher]:
+    """The kernels made by :func:`njit` with signatures so far (those of imported modules)."""
+    return list(_DECLARED)
+
+
 def njit(*signatures, **options):
     """``numba.njit`` with the signatures (if any) compiled on first need; use as a decorator:
     ``@njit(SIG, **NJIT)`` or ``@njit(**NJIT)``."""
@@ -65,6 +118,7 @@ def njit(*signatures, **options):
         if signatures:
             dispatcher.__class__ = DeferredDispatcher
             dispatcher._declared = tuple(signatures)
+            _DECLARED.append(dispatcher)
         return dispatcher
 
     return wrap

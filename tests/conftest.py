@@ -10,6 +10,18 @@ from _scenarios import SMALL_SCENARIO
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
+def pytest_configure(config):
+    """In each pytest-xdist worker, compile this worker's share of the numba kernels before the
+    first test (dyn.engine.warmup): on a cold cache two workers otherwise compile the same kernel
+    families side by side (the attention field's alone is ~30 s of CPU), and later tests and the
+    processes they start load every kernel from the cache."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if worker.startswith("gw") and count > 1:
+        from dyn.engine.warmup import compile_share
+
+        compile_share(int(worker[2:]), count)
+
 
 @pytest.fixture
 def small_scenario(tmp_path: Path) -> Path:

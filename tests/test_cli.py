@@ -46,19 +46,23 @@ def test_missing_file_and_bad_flags(tmp_path, capsys, small_scenario):
     assert main(["show", str(tmp_path / "absent.h5")]) == 2
 
 
-def test_run_show_plot_list_end_to_end(tmp_path, small_scenario):
+def test_run_show_plot_list_end_to_end(tmp_path, small_scenario, capsys):
+    """`python -m dyn run` as a user types it (a fresh process: the entry point, the progress
+    line, the picture); then show, plot and list through the same `main` in this process (each
+    fresh interpreter costs ~3 s of imports and proves nothing more)."""
     out = tmp_path / "cli.h5"
-    cmd = [sys.executable, "-m", "dyn"]
-    run = subprocess.run(cmd + ["run", str(small_scenario), "--out", str(out), "--plot"],
-                         capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "dyn", "run", str(small_scenario), "--out",
+                          str(out), "--plot"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert out.exists() and out.with_suffix(".png").stat().st_size > 10_000
-    show = subprocess.run(cmd + ["show", str(out)], capture_output=True, text=True, check=True).stdout
+    assert main(["show", str(out)]) == 0
+    show = capsys.readouterr().out
     assert "completion 6/6 points" in show and "pair_fraction" in show and "beta" in show
     png = tmp_path / "energy.png"
-    subprocess.run(cmd + ["plot", str(out), "--var", "energy", "--out", str(png)], check=True)
+    assert main(["plot", str(out), "--var", "energy", "--out", str(png)]) == 0
     assert png.stat().st_size > 10_000
-    listing = subprocess.run(cmd + ["list"], capture_output=True, text=True, check=True).stdout
+    assert main(["list"]) == 0
+    listing = capsys.readouterr().out
     assert "attention_sphere" in listing and "attention_clusters" in listing
 
 

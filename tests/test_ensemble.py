@@ -42,6 +42,22 @@ def test_reductions_are_their_statistics_and_do_not_depend_on_chunks():
     assert [o.name for o in companions(OUTPUTS[1])] == ["p_hit", "n_hit", "p_hit_lo", "p_hit_hi"]
 
 
+@pytest.mark.parametrize("offset, spread", [(1.0, 1e-15), (1e8, 1.0), (-3.0, 0.0)])
+def test_standard_error_holds_for_runs_that_nearly_agree(offset, spread):
+    """Runs equal to rounding (a collapsed cluster: min_inner = 1 - O(eps)) or spread far below
+    their size: the standard error is the sample's, not the ~sqrt(eps) |mean| that
+    E[v^2] - E[v]^2 leaves, and it does not depend on where the chunks are cut."""
+    rng = np.random.default_rng(1)
+    runs = 16
+    values = {"m": rng.standard_normal((runs, 5)), "p_hit": rng.random(runs) < 0.3,
+              "top": rng.standard_normal(runs), "err": rng.standard_normal(runs),
+              "s": offset + spread * rng.standard_normal(runs)}
+    want = values["s"].std(ddof=1) / np.sqrt(runs)
+    for splits in ([], [3, 9]):
+        got = _reduce(values, splits)["s_se"]
+        assert abs(got - want) <= 1e-3 * want + 1e-16 * abs(offset), (got, want)
+
+
 def test_wilson_bounds_solve_the_score_equation():
     # independent of the closed form used: the bounds are the p with |k/n - p| = z sqrt(p(1-p)/n),
     # and at k = 0 (k = n) the lower (upper) bound is 0 (1), the other z^2 / (n + z^2) away

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numba import types
 
-from integrators.jit import DeferredDispatcher, njit
+from integrators.jit import DeferredDispatcher, callees, njit
 from integrators.numba_abi import F1, NJIT
 from integrators.threads import block_bounds, over_members
 
@@ -33,6 +33,59 @@ def test_a_declared_signature_is_the_only_one_ever_compiled():
     assert len(_scaled_sum.signatures) == 1 and len(_calls_scaled_sum.signatures) == 1
     with pytest.raises(TypeError, match="No matching definition"):
         _scaled_sum(1.0, np.arange(3.0)[::2])  # not contiguous: refused as an eager kernel is
+
+
+@njit(types.float64(F1), **NJIT)
+def _leaf(v):
+    return v[0] * v[-1]
+
+
+@njit(types.float64(F1), **NJIT)
+def _middle(v):
+    return _leaf(v) + 1.0
+
+
+@njit(types.float64(F1), **NJIT)
+def _top(v):
+    return 2.0 * _middle(v)
+
+
+def test_callees_are_read_from_the_source_and_loaded_before_their_caller():
+    """A caller loaded from numba's cache binds its calls to whichever callees the process
+    already holds (integrators.jit, "Same code, cold or warm"): so every declared callee is
+    compiled or loaded before its caller, on a warm cache as on a cold one."""
+    from dyn.attention import schemes
+    from dyn.numerics import _field_small, _field_symmetric, attention_field, vexp
+
+    assert callees(_top) == [_middle] and callees(_middle) == [_leaf] and callees(_leaf) == []
+    found = set(callees(_field_symmetric.symmetric))  # by name, and through a module
+    assert {_field_symmetric._upper_scores, _field_small.columns,
+            vexp.exp_shifted_inplace} <= found
+    assert attention_field.field in callees(schemes.layer_output)
+    assert _top(np.array([3.0, 2.0])) == 14.0
+    assert len(_middle.signatures) == 1 and len(_leaf.signatures) == 1  # loaded, never called
+
+
+COLD_OR_WARM = """
+import sys, numpy as np
+from dyn.numerics import attention_field as af
+rng = np.random.default_rng(3)
+x = rng.standard_normal((32, 2))
+x /= np.linalg.norm(x, axis=1, keepdims=True)
+eye, out = np.eye(2).ravel(), np.zeros((32, 2))
+af.field(x, 4.0, False, False, 0.0, 1, eye, True, eye, True, out, np.zeros(af.work_size(32, 2)))
+sys.stdout.write(out.tobytes().hex())
+"""
+
+
+@pytest.mark.slow
+def test_the_attention_field_gives_the_same_bits_on_a_cold_and_a_warm_cache(tmp_path):
+    """The attention field compiled in the process that runs it (cold) and loaded from the cache
+    it wrote (warm): the same bits. Before callees were loaded first, they differed by 1 ulp."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PATH": "/usr/bin:/bin"}
+    cold, warm = (subprocess.run([sys.executable, "-c", COLD_OR_WARM], env=env, check=True,
+                                 capture_output=True, text=True).stdout for _ in range(2))
+    assert len(cold) == 32 * 2 * 16 and cold == warm
 
 
 IMPORT_ALL = """

@@ -10,7 +10,8 @@
   are accumulated run after run, the same order whatever the array shapes, then divided once.
   Proportions also give their count and 95% Wilson bounds; means (``mean``, ``mean_se``: the
   same since every mean carries its error) their standard error over runs X_se (from the
-  running sum of squares; NaN with one run).
+  running sums of the values and their squares, shifted by the first run's value; NaN with one
+  run).
 - **Divergence.** A run whose states (or values) are not finite marks the point DIVERGED, with
   the count in the message; the values are still written.
 - **Time averages** (``reduce = "time_average"``): the runs' series go to

@@ -52,10 +52,14 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--errors", action="store_true", help="print the error budget point by "
                       "point: Monte Carlo error, step error, horizon or stationarity status")
 
-    plot = sub.add_parser("plot", help="draw a sweep file (PNG)")
+    plot = sub.add_parser("plot", help="draw a sweep file (PNG, or PDF/SVG with --style paper)")
     plot.add_argument("path")
-    plot.add_argument("--out", help="PNG path (default: beside the file)")
+    plot.add_argument("--out", help="output path (default: beside the file, .png; .pdf with "
+                      "--style paper, which writes .pdf or .svg by the suffix)")
     plot.add_argument("--var", help="variable to draw (default: the scenario's choice)")
+    plot.add_argument("--style", choices=("default", "paper"), default="default",
+                      help="default: a PNG for the screen; paper: a vector figure for a "
+                      "two-column paper (3.4 in wide, several panels 7 in; 8-9 pt fonts)")
     plot.add_argument("--tokens", action="store_true", help="draw the saved states (tokens) of "
                       "one run at one time instead (needs [output] trajectories = true)")
     _state_choices(plot)
@@ -153,6 +157,8 @@ def _check_sweep_file(path: str) -> None:
 def _cmd_plot(args) -> int:
     _check_sweep_file(args.path)
     if args.tokens:
+        if args.style != "default":
+            raise ScenarioError("--style", "styles the sweep picture: use it without --tokens")
         from . import tokens
 
         print(f"plotted {tokens.plot(args.path, args.out, args.point, args.time, args.run)}")
@@ -163,7 +169,7 @@ def _cmd_plot(args) -> int:
             raise ScenarioError(flag, "chooses saved states: use it with --tokens")
     from .plot import plot
 
-    print(f"plotted {plot(args.path, args.out, args.var)}")
+    print(f"plotted {plot(args.path, args.out, args.var, args.style)}")
     return 0
 
 

@@ -10,8 +10,13 @@ reference point with the same other coordinates, run by run:
 Runs are comparable only when the points drew the same random numbers (the same starts, the same
 Brownian path): the axis must be in `[ensemble] common`, else the file is refused. Against a
 numeric axis (`against`, e.g. `depth`) the strong error sqrt(E distance^2) is fitted by
-log(error) = slope log(axis) + c, with a 95% interval (least squares, Student t), and drawn on
-log-log axes beside reference slopes.
+log(error) = slope log(axis) + c, with a 95% interval (least squares, Student t): over all points
+(:func:`rates`, what `dyn compare` prints), and in the picture also over the asymptotic range
+alone (:func:`asymptotic`: the upper half of the axis, where an O(1/L^2) correction of the
+smallest depths no longer bends the line). The picture draws the error on log-log axes with error
+bars of one standard error (from the runs' distances), the asymptotic fit over the points it
+uses (filled; the others open) and short reference slopes beside it, which never move the
+axes' limits.
 """
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ from ..core.errors import ScenarioError
 from .analysis import open as open_dataset
 
 REFERENCE_SLOPES = {-0.5: ":", -1.0: "--", -2.0: "-."}
+GUIDE_BELOW = 0.4  # reference slopes pass this factor below the fitted line, beside the data
+MIN_FIT_POINTS = 3  # the asymptotic fit uses at least this many points (a 95% interval needs 3)
 TRAJECTORY = "trajectory"
 
 
@@ -84,6 +91,9 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
         if ds.sizes[along] < 2:
             raise ScenarioError("--along", f"{along} has one value: nothing to compare")
         traj = ds[TRAJECTORY].load()
+        from .words import settings
+
+        settings_text = settings(ds)  # for the picture's title
     state = list(traj.dims[traj.dims.index("trajectory_time") + 1:])
     diff = traj.drop_sel({along: [ref]}) - traj.sel({along: ref})
     norm = np.sqrt((diff ** 2).sum(state[-1], skipna=False))
@@ -103,7 +113,8 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
         "mean": distance.mean("run").assign_attrs(long_name="mean distance over runs"),
         "max": distance.max("run").assign_attrs(long_name="largest distance over runs"),
     })
-    out.attrs.update(along=along, reference=str(ref), at=at, source=str(path))
+    out.attrs.update(along=along, reference=str(ref), at=at, source=str(path),
+                     settings=settings_text)
     return out
 
 
@@ -158,43 +169,97 @@ def rates(result: xr.Dataset, against: str) -> dict[tuple, Rate]:
     return found
 
 
-def plot(result: xr.Dataset, against: str, out: str | Path) -> Path:
-    """Strong error against `against` on log-log axes, fitted rates in the legend, and
-    reference slopes through the first point."""
+def asymptotic(x) -> np.ndarray:
+    """Which points of the axis values `x` the asymptotic fit uses: the upper half of them (at
+    least MIN_FIT_POINTS), the largest values, where the leading order dominates."""
+    x = np.asarray(x, dtype=float)
+    order = np.argsort(x)
+    keep = np.zeros(x.size, dtype=bool)
+    keep[order[-max(MIN_FIT_POINTS, -(-x.size // 2)):]] = True
+    return keep
+
+
+def _standard_error(result: xr.Dataset, label: tuple) -> np.ndarray:
+    """One standard error of the strong error sqrt(mean d^2), from the runs' distances d (the
+    delta method: se(mean d^2) / (2 sqrt(mean d^2)))."""
+    d2 = result["distance"] ** 2
+    d2 = d2.sel(dict(label)) if label else d2
+    runs = d2.sizes["run"]
+    rms = np.sqrt(d2.mean("run"))
+    if runs < 2:
+        return np.full(rms.shape, np.nan)
+    return (d2.std("run", ddof=1) / np.sqrt(runs) / (2 * rms)).values
+
+
+def plot(result: xr.Dataset, against: str, out: str | Path, style: str = "default") -> Path:
+    """Strong error against `against` on log-log axes (see the module doc): the rate over all
+    points and over the asymptotic range in the legend, short reference slopes beside the fit."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from .styles import styled
+    from .words import axis_label, chars_in, figure_legend, fit_height, wrap_text
 
     fitted = rates(result, against)
     values = np.asarray(result["error"].values, dtype=float)
     if not (np.isfinite(values) & (values > 0)).any():
         raise ScenarioError("--against", "no finite, positive error to draw on log axes "
                             "(are the points computed?)")
-    fig, ax = plt.subplots(figsize=(7, 5))
-    error = result["error"]
-    first = None
-    for label, rate in fitted.items():
-        curve = error.sel(dict(label)) if label else error
-        x, y = curve[against].values.astype(float), curve.values
-        name = ", ".join(f"{k} = {v}" for k, v in label) or "error"
-        ax.plot(x, y, "o-", ms=4, label=f"{name}: rate {rate}")
-        first = first if first is not None else (x, y)
-    if first is not None:
-        x, y = first
-        for slope, style in REFERENCE_SLOPES.items():
-            ax.plot(x, y[0] * (x / x[0]) ** slope, style, color="gray", lw=1, label=f"slope {slope:g}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(against)
-    ax.set_ylabel(f"RMS distance to {result.attrs['along']} = {result.attrs['reference']}")
-    ax.set_title(f"{Path(result.attrs['source']).stem}: {result.attrs['along']} against "
-                 f"{result.attrs['reference']} ({result.attrs['at']} saved times)", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    with styled(style) as look:
+        width, height = look.single
+        fig, ax = plt.subplots(figsize=(width, height), layout="constrained", dpi=look.dpi)
+        error = result["error"]
+        guide = None
+        for label, rate in fitted.items():
+            curve = error.sel(dict(label)) if label else error
+            x, y = curve[against].values.astype(float), curve.values.astype(float)
+            name = ", ".join(f"{k} = {v}" for k, v in label) or "error"
+            ok = np.isfinite(y) & (y > 0) & (x > 0)
+            use = asymptotic(x) & ok
+            bars = ax.errorbar(x, y, yerr=_standard_error(result, label), fmt="o-", ms=4,
+                               mfc="white", capsize=2, label=f"{name}: rate {rate} over all points")
+            color = bars.lines[0].get_color()
+            ax.plot(x[use], y[use], "o", ms=4, color=color, zorder=4)  # the fitted points, filled
+            if use.sum() >= 2:
+                fit = fit_rate(curve.isel({against: np.flatnonzero(use)}), against)
+                line = np.exp(np.polyfit(np.log(x[use]), np.log(y[use]), 1)[1]) * x[use] ** fit.slope
+                ax.plot(x[use], line, "-", color="black", lw=0.8, zorder=3,
+                        label=f"fit on the filled points, {against} = {x[use].min():g} ... "
+                              f"{x[use].max():g}: rate {fit}")
+                guide = guide or (x[use], line * GUIDE_BELOW)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.autoscale_view()
+        ax.set_ylim(ax.get_ylim())  # the guides below must not move the limits
+        ax.set_xlim(ax.get_xlim())
+        if guide is not None:  # short, through the middle of the fitted range, below the fit
+            x, line = guide
+            middle = np.sqrt(x.min() * x.max())
+            reach = (x.max() / x.min()) ** 0.25  # half the fitted range, in log
+            span = np.geomspace(middle / reach, middle * reach, 8)
+            fit = np.exp(np.interp(np.log(span), np.log(x), np.log(line)))
+            for slope, dash in REFERENCE_SLOPES.items():
+                shape = (span / middle) ** slope
+                scale = (fit / shape).min()  # GUIDE_BELOW under the fit all along, whatever slope
+                ax.plot(span, scale * shape, dash, color="gray", lw=0.8, label=f"slope {slope:g}")
+        ax.set_xlabel(axis_label(result[against]))
+        ax.set_ylabel(axis_label(error))
+        head = (f"{Path(result.attrs['source']).stem}: {result.attrs['along']} against "
+                f"{result.attrs['reference']} ({result.attrs['at']} saved times)")
+        chars = chars_in(width, "figure.titlesize")
+        title = fig.suptitle("\n".join(wrap_text(t, chars)
+                                       for t in (head, result.attrs.get("settings", "")) if t))
+        ax.grid(alpha=0.3, which="both")
+        from matplotlib.lines import Line2D
+
+        notes = [(Line2D([], [], color="0.3", marker="|", ls="none", ms=8), "error bars: one "
+                  "standard error (over runs)")]
+        legend = figure_legend(fig, [ax], notes)
+        fit_height(fig, width, height, [title, legend])
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=look.dpi)
     plt.close(fig)
     return out

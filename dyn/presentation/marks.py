@@ -10,10 +10,13 @@ STYLES = ("--", ":", "-.")  # one per slope, in the declared order
 
 def slope_lines(ax, da, dim: str, slopes) -> bool:
     """Grey lines ``c N^slope`` against `dim` through the data at its smallest value: the
-    largest curve for negative slopes, the median for others. Only on a log x axis; returns
+    largest curve for negative slopes, the median for others. Only on a log x axis; the axes keep
+    the data's limits (a steep slope runs out of the panel rather than stretch it). Returns
     whether any was drawn."""
     if ax.get_xscale() != "log" or dim not in da.dims:
         return False
+    ax.autoscale_view()
+    limits = ax.get_ylim()
     x = da[dim].values.astype(float)
     first = da.transpose(dim, ...).values.reshape(len(x), -1)[0]
     drawn = False
@@ -25,4 +28,6 @@ def slope_lines(ax, da, dim: str, slopes) -> bool:
         ax.plot(x, start * (x / x[0]) ** slope, STYLES[k % len(STYLES)], color="gray", lw=1,
                 label=f"slope {slope:g}")
         drawn = True
+    if drawn:
+        ax.set_ylim(limits)
     return drawn

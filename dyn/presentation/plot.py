@@ -17,27 +17,42 @@ labelled cells. Pending points are blank. Points whose numbers are not answers y
 (:func:`dyn.engine.verdicts.unresolved`) are hatched (heat maps) or ringed (curves), each reason
 in its own style and named in the legend: class probabilities where the point is horizon-limited
 (more than `verdicts.HORIZON_LIMITED_SHARE` of its runs undecided), time averages where the
-window is not stationary by the cap or the step error exceeds the Monte Carlo error. Curves of a
-variable X with a standard error X_se in the file get error bars of one standard error.
+window is not stationary by the cap or the step error exceeds the Monte Carlo error; a time
+average whose runs split between states (:mod:`dyn.presentation.mixture`) gets a marker of its
+own. Curves (and bars) of a variable X get its Monte Carlo error: one standard error where the file
+holds X_se, the 95% Wilson interval where it holds X_lo and X_hi; as bars, or as a band on
+curves of more than BAND_POINTS points; the legend says which.
 
 Everything else drawn is declared in the file, never coded per system (the attributes of
 :class:`dyn.core.contract.Draw`): variables whose `dyn_over` names the drawn one (the system's
 references, e.g. sigma_c(beta), a closed form against time, or its single runs) are drawn over
 it, restricted to each panel's values,
 - `dyn_along` absent (values of the drawn variable): curves beside its curves, against the same
-  axis (a theory grid lies along the axis its coordinate's `dyn_axis` names); per-run variables
-  as thin steps of their first runs;
+  axis (a theory grid lies along the axis its coordinate's `dyn_axis` names), drawn only over the
+  range of the data; per-run variables as thin steps of their first runs;
 - `dyn_along` = an axis (positions on it): on a heat map with that axis, the curve of those
   positions against the other axis (a tick across each cell when indexed by that axis's own
   values); on curves against that axis, a vertical line at each position;
 and the drawn variable's own `dyn_slopes` (reference slopes on log-log curves,
-:mod:`dyn.presentation.marks`), `dyn_clim` (colour range) and `dyn_mark_above` ("+" on heat-map cells above it). References never
-move the picture's limits along the sweep axes. :func:`figure` returns the figure unsaved.
+:mod:`dyn.presentation.marks`), `dyn_clim` (colour range) and `dyn_mark_above` ("+" on heat-map
+cells above it). References never move the picture's limits along the sweep axes; NaN in a
+reference (where it has no value) leaves a gap, never a joining segment; each further reference
+on the same axes is drawn thinner and on top of the one before, with a dark rim where it runs
+along one (on heat maps), so that curves that coincide (sigma_c and the fold) both stay visible.
+
+Words: axis and colour-bar labels are the variables' `long_name` (and `units` unless "1"); the
+title names the scenario, the variable, and the settings the numbers depend on (:func:`settings`:
+n, d, the other fixed parameters away from their defaults, the runs per point), wrapped to the
+figure's width; one legend for the whole figure sits below the panels, outside the data.
+
+Styles (`dyn plot --style`): "default" (PNG, about 7 in wide) and "paper" (vector PDF or SVG,
+chosen by the output's suffix: a single panel 3.4 in wide for one column of a two-column paper,
+several panels 7 in wide for both columns, 8-9 pt serif text with embedded TrueType fonts).
+:func:`figure` returns the figure unsaved.
 """
 from __future__ import annotations
 
 import itertools
-import textwrap
 import tomllib
 from pathlib import Path
 
@@ -47,29 +62,25 @@ from .. import systems
 from ..core.contract import (ALONG_ATTR, AXIS_ATTR, CLIM_ATTR, COLOR_ATTR, LABEL_ATTR, LINESTYLE_ATTR,
                              MARK_ABOVE_ATTR, OVER_ATTR, SLOPES_ATTR)
 from ..core.errors import ScenarioError
-from ..engine.verdicts import HORIZON_LIMITED, HORIZON_LIMITED_SHARE, NONSTATIONARY, STEP_LIMITED
+from ..engine.verdicts import NONSTATIONARY
 from .analysis import marks_for
 from .analysis import open as open_dataset
 from .marks import slope_lines
+from .mixture import SPLIT, split_points
+from .styles import MARK_STYLES, output_path, styled
+from .words import (axis_label, chars_in, error_legend, figure_legend, fit_height, settings,
+                    value_text, wrap_text)
 
 MAX_PANELS = 12
 MAX_CURVES = 12
 MAX_TICKS = 12
 RUN = "run"  # the dimension of per-run variables (drawn as thin steps of their first runs)
-TITLE_WIDTH = 70  # characters per title line
-COLORBAR_WIDTH = 40  # characters per line of a colour bar's label
-MAX_SETTINGS = 8  # fixed parameters named under a title
+MAX_COLORBAR_CHARS = 40  # characters per line of a colour bar's label, at most
 DATA_LOG_RATIO = 100.0  # positive curve values spanning more than this are drawn in log
 DECADE = 10.0  # uneven positive axes spanning at least this ratio are drawn in log
-# how each kind of unresolved point is drawn: hatch of a heat-map cell, ring colour on a curve
-MARK_STYLES = {
-    HORIZON_LIMITED: (dict(facecolor="0.8", edgecolor="0.3", hatch="///", alpha=0.7, lw=0.0),
-                      "0.4", f"horizon-limited: > {HORIZON_LIMITED_SHARE:.0%} of runs undecided"),
-    NONSTATIONARY: (dict(facecolor="0.85", edgecolor="0.2", hatch="\\\\", alpha=0.75, lw=0.0),
-                    "0.2", "not stationary by the cap"),
-    STEP_LIMITED: (dict(facecolor="none", edgecolor="red", hatch="xx", alpha=0.8, lw=0.0),
-                   "red", "step error > Monte Carlo error"),
-}
+BAND_POINTS = 25  # curves with more points get their errors as a band: bars would hide the curve
+REF_WIDTHS = (1.2, 0.8, 0.6)  # the k-th reference on a panel, in units of lines.linewidth
+
 
 def choose_variable(ds, var: str | None) -> str:
     scenario = tomllib.loads(ds.attrs["scenario"])
@@ -81,27 +92,31 @@ def choose_variable(ds, var: str | None) -> str:
     return name
 
 
-def plot(path: str | Path, out: str | Path | None = None, var: str | None = None) -> Path:
-    """Draw `var` of the sweep file at `path` into a PNG (default: beside the file)."""
+def plot(path: str | Path, out: str | Path | None = None, var: str | None = None,
+         style: str = "default") -> Path:
+    """Draw `var` of the sweep file at `path` (default: a PNG beside the file; see
+    :func:`output_path` for the paper style)."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    out = Path(out) if out is not None else path.with_suffix(".png")
-    fig = figure(path, var)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    out = output_path(path, out, style)
+    with styled(style) as look:
+        fig = figure(path, var, style)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=look.dpi)
     plt.close(fig)
     return out
 
 
-def figure(path: str | Path, var: str | None = None):
-    """The figure of `var` (see the module doc), not saved: its axes hold what is drawn."""
+def figure(path: str | Path, var: str | None = None, style: str = "default"):
+    """The figure of `var` (see the module doc) in `style`, not saved: its axes hold what is
+    drawn, `fig.legends` its one legend."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with open_dataset(Path(path)) as ds:
+    with styled(style) as look, open_dataset(Path(path)) as ds:
         name = choose_variable(ds, var)
         da = ds[name].load()
         numeric = [d for d in da.dims if da.sizes[d] > 1 and da[d].dtype.kind in "fiu"]
@@ -117,39 +132,80 @@ def figure(path: str | Path, var: str | None = None):
         selections = _combinations(da, panel_dims)[:MAX_PANELS]
         cols = min(len(selections), 3)
         rows = -(-len(selections) // cols)
-        size = (7, 5) if cols == 1 else (4.8 * cols, 3.9 * rows)
-        fig, grid = plt.subplots(rows, cols, figsize=size, squeeze=False)
-        marked = marks_for(ds, name)
-        err = ds[f"{name}_se"].load() if f"{name}_se" in ds.data_vars else None
+        if len(selections) == 1:
+            width, height = look.single
+        else:
+            width = look.width or look.panel[0] * cols
+            height = look.panel[1] * rows
+        # at the dpi it is saved with: text is measured (to fit the legend) as it will be drawn
+        fig, grid = plt.subplots(rows, cols, figsize=(width, height), squeeze=False,
+                                 layout="constrained", dpi=look.dpi)
+        marked = _marks(ds, name)
+        bounds = error_bounds(ds, name)
+        bar_chars = chars_in(height / rows, "axes.labelsize")
+        errors = set()  # how errors were drawn: "bars", "band"
         for ax, selection in zip(grid.flat, selections):
             sub = da.sel(selection) if selection else da
             marks = {reason: hit.sel({k: v for k, v in selection.items() if k in hit.dims})
                      for reason, hit in marked.items()}
-            drawn = False
+            panel_bounds = None if bounds is None else tuple(
+                b.sel({k: v for k, v in selection.items() if k in b.dims}) for b in bounds[:2])
             if len(field_dims) == 2:
-                cells = _heatmap(ax, sub.transpose(*field_dims), marks)
-                drawn = _over_heatmap(ax, ds, over, selection, cells)
+                cells = _heatmap(ax, sub.transpose(*field_dims), marks, bar_chars)
+                _over_heatmap(ax, ds, over, selection, cells)
             elif len(field_dims) == 1:
-                _curves(ax, sub, field_dims[0], marks,
-                        None if err is None else (err.sel(selection) if selection else err))
-                drawn = _over_curves(ax, ds, over, field_dims[0], selection)
+                errors |= _curves(ax, sub, field_dims[0], marks, panel_bounds)
+                _over_curves(ax, ds, over, field_dims[0], selection)
                 slopes = da.attrs.get(SLOPES_ATTR)
                 if slopes is not None and ax.get_xscale() == "log":
                     ax.set_yscale("log")
-                    drawn |= slope_lines(ax, sub, field_dims[0], np.atleast_1d(slopes))
+                    slope_lines(ax, sub, field_dims[0], np.atleast_1d(slopes))
             else:
-                _bars(ax, sub)
-            if drawn:
-                ax.legend(fontsize=7, framealpha=0.85)
+                errors |= _bars(ax, sub, panel_bounds)
             if selection:
-                ax.set_title(", ".join(f"{k} = {_fmt(v)}" for k, v in selection.items()), fontsize=10)
+                ax.set_title(", ".join(f"{k} = {value_text(v)}" for k, v in selection.items()))
         for ax in list(grid.flat)[len(selections):]:
             ax.set_visible(False)
-        title = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
-        fig.suptitle("\n".join([textwrap.fill(title, TITLE_WIDTH),
-                                textwrap.fill(settings(ds), int(TITLE_WIDTH * 1.2))]), fontsize=10)
-        fig.tight_layout()
+        for ax in list(grid.flat)[:len(selections)]:  # long labels wrap to the panel's size
+            share = 0.8 if len(field_dims) == 2 else 1.0  # a colour bar takes the rest
+            ax.set_xlabel(wrap_text(ax.get_xlabel(), chars_in(share * width / cols, "axes.labelsize")))
+            ax.set_ylabel(wrap_text(ax.get_ylabel(), chars_in(height / rows, "axes.labelsize")))
+        head = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
+        chars = chars_in(width, "figure.titlesize")
+        title = fig.suptitle("\n".join(wrap_text(t, chars) for t in (head, settings(ds)) if t))
+        notes = [error_legend(kind, bounds[2]) for kind in sorted(errors)] if bounds else []
+        legend = figure_legend(fig, list(grid.flat)[:len(selections)], notes)
+        fit_height(fig, width, height, [title, legend])
     return fig
+
+
+def _marks(ds, name: str) -> dict:
+    """The marks of `name` (reason -> where), with the points whose runs split between states
+    taken out of the non-stationary ones and marked for that reason instead."""
+    marked = marks_for(ds, name)
+    split = split_points(ds, name)
+    if split is not None and bool(split.any()):
+        if NONSTATIONARY in marked:
+            rest = marked[NONSTATIONARY] & ~split
+            if bool(rest.any()):
+                marked[NONSTATIONARY] = rest
+            else:
+                del marked[NONSTATIONARY]
+        marked[SPLIT] = split
+    return marked
+
+
+def error_bounds(ds, name: str):
+    """(lower, upper, words) of the Monte Carlo error of `name` from the file: value -+ one
+    standard error (`name_se`), or the 95% Wilson interval (`name_lo`, `name_hi`); None if
+    neither is there."""
+    da = ds[name].load()
+    if f"{name}_se" in ds.data_vars:
+        se = ds[f"{name}_se"].load()
+        return da - se, da + se, "one standard error"
+    if f"{name}_lo" in ds.data_vars and f"{name}_hi" in ds.data_vars:
+        return ds[f"{name}_lo"].load(), ds[f"{name}_hi"].load(), "95% Wilson interval"
+    return None
 
 
 def drawn_over(ds, name: str) -> list[str]:
@@ -172,9 +228,14 @@ def _restrict(ds, ref, selection: dict):
     return ref
 
 
-def _style(ref, default_color: str) -> dict:
+def _style(ref, default_color: str, k: int) -> dict:
+    """Colour and line style of the k-th reference drawn on a panel: thinner than the one before
+    and above it, so that references which coincide are all seen."""
+    import matplotlib
+
+    width = REF_WIDTHS[min(k, len(REF_WIDTHS) - 1)] * matplotlib.rcParams["lines.linewidth"]
     return dict(color=ref.attrs.get(COLOR_ATTR) or default_color,
-                ls=ref.attrs.get(LINESTYLE_ATTR, "--"))
+                ls=ref.attrs.get(LINESTYLE_ATTR, "--"), lw=width)
 
 
 def _legend(ref) -> str:
@@ -184,7 +245,7 @@ def _legend(ref) -> str:
 def _over_heatmap(ax, ds, refs, selection: dict, cells: dict) -> bool:
     """References whose values lie along one axis of the heat map, indexed by the other: their
     curve (a tick across each cell when indexed by that axis's own values). The limits stay."""
-    (xdim, ydim), drawn = tuple(cells), False
+    (xdim, ydim), drawn, placed = tuple(cells), 0, []
     limits = ax.get_xlim(), ax.get_ylim()
     for ref in refs:
         along = ref.attrs.get(ALONG_ATTR, "")
@@ -204,16 +265,45 @@ def _over_heatmap(ax, ds, refs, selection: dict, cells: dict) -> bool:
             rows = [(k, int(h[0])) for k, h in enumerate(hit) if h.size]
             across = np.array([[edges[c], edges[c + 1], np.nan] for _, c in rows]).ravel()
             at = np.repeat(at[[k for k, _ in rows]], 3, axis=0)
-        # one line: the columns of its other dims one after the other, NaN between
+        # one line: the columns of its other dims one after the other, NaN between (a NaN in the
+        # reference, where it has no value, leaves a gap too)
         gap = np.full((1, at.shape[1]), np.nan)
         at = np.vstack([at, gap]).T.ravel()[:-1]
         across = np.tile(np.append(across, np.nan), gap.shape[1])[:-1]
         xy = (at, across) if along == xdim else (across, at)
-        ax.plot(*xy, lw=1.8, label=_legend(ref), **_style(ref, "white"))
-        drawn = True
+        style = _style(ref, "white", drawn)
+        if _meets(ax, placed, xy):  # along another reference: a dark rim keeps the two apart
+            from matplotlib import patheffects
+
+            style["path_effects"] = [patheffects.withStroke(linewidth=style["lw"] + 1.6,
+                                                            foreground="0.1")]
+        ax.plot(*xy, label=_legend(ref), zorder=3 + drawn, **style)
+        placed.append(xy)
+        drawn += 1
     ax.set_xlim(limits[0])
     ax.set_ylim(limits[1])
-    return drawn
+    return bool(drawn)
+
+
+def _meets(ax, placed: list, xy, near: float = 0.015, share: float = 0.1) -> bool:
+    """Whether the curve `xy` runs along one already `placed`: at least `share` of its points
+    within `near` (a fraction of the axes) of a point of theirs."""
+    if not placed:
+        return False
+
+    def fractions(x, y):
+        points = np.column_stack([np.asarray(x, dtype=float), np.asarray(y, dtype=float)])
+        points = points[np.isfinite(points).all(axis=1)]
+        if not len(points):
+            return points
+        return ax.transAxes.inverted().transform(ax.transData.transform(points))
+
+    mine = fractions(*xy)
+    theirs = np.concatenate([fractions(*other) for other in placed])
+    if not len(mine) or not len(theirs):
+        return False
+    gaps = np.sqrt(((mine[:, None, :] - theirs[None, :, :]) ** 2).sum(-1)).min(axis=1)
+    return bool(np.mean(gaps < near) >= share)
 
 
 def _curve_axis(ds, refs, numeric: list[str]) -> str | None:
@@ -231,18 +321,30 @@ def _curve_axis(ds, refs, numeric: list[str]) -> str | None:
     return None
 
 
+def _clip_to_span(ax, artist, lo: float, hi: float) -> None:
+    """Show `artist` only between x = lo and x = hi (data coordinates), over the axes' height."""
+    from matplotlib.patches import Rectangle
+    from matplotlib.transforms import blended_transform_factory
+
+    across = blended_transform_factory(ax.transData, ax.transAxes)
+    artist.set_clip_path(Rectangle((lo, 0.0), hi - lo, 1.0, transform=across))
+
+
 def _over_curves(ax, ds, refs, xdim: str, selection: dict | None = None) -> bool:
     """References against `xdim`, at the panel's `selection`: curves of values beside the data's
     (per-run ones as thin steps of the first runs), or a vertical line at each position along
-    `xdim`. The x limits stay."""
-    xlim, drawn = ax.get_xlim(), False
+    `xdim`. Curves on a theory grid are shown over the data's range only; the x limits stay."""
+    xlim, drawn = ax.get_xlim(), 0
+    span = np.asarray(ds[xdim].values, dtype=float) if xdim in ds.coords else np.array([])
+    span = span[np.isfinite(span) & ((span > 0) if ax.get_xscale() == "log" else True)]
     for ref in refs:
         ref = _restrict(ds, ref, selection or {})
         along = ref.attrs.get(ALONG_ATTR, "")
         if along == xdim:
             for k, v in enumerate(np.unique(ref.values[np.isfinite(ref.values)])[:MAX_CURVES]):
-                ax.axvline(v, lw=1.2, label=_legend(ref) if k == 0 else None, **_style(ref, "0.2"))
-                drawn = True
+                ax.axvline(v, label=_legend(ref) if k == 0 else None, zorder=1.5 + 0.1 * drawn,
+                           **_style(ref, "0.2", drawn))
+            drawn += bool(np.isfinite(ref.values).any())
             continue
         index = [d for d in ref.dims if _axis(ds, d) == xdim]
         if along or len(index) != 1:
@@ -257,10 +359,13 @@ def _over_curves(ax, ds, refs, xdim: str, selection: dict | None = None) -> bool
                 ax.step(x, row, where="post", lw=0.6, alpha=0.6, zorder=1, label=label,
                         color=ref.attrs.get(COLOR_ATTR) or "0.6")
             else:
-                ax.plot(x, row, lw=1.2, label=label, **_style(ref, "black"))
-            drawn = True
+                (line,) = ax.plot(x, row, label=label, zorder=1.5 + 0.1 * drawn,
+                                  **_style(ref, "black", drawn))
+                if index[0] != xdim and span.size:  # a theory grid: not beyond the data
+                    _clip_to_span(ax, line, span.min(), span.max())
+        drawn += bool(rows)
     ax.set_xlim(xlim)
-    return drawn
+    return bool(drawn)
 
 
 def _combinations(da, dims: list[str]) -> list[dict]:
@@ -269,7 +374,7 @@ def _combinations(da, dims: list[str]) -> list[dict]:
             itertools.product(*(da[d].values.tolist() for d in dims))] or [{}]
 
 
-def _heatmap(ax, da, marks=None) -> dict:
+def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS) -> dict:
     """Cells centred on the sweep values (geometric mid-points on log axes); `marks`: reason ->
     a boolean array over some of the dims, True where a cell is hatched for that reason; a "+"
     on cells above the variable's dyn_mark_above. Returns {dim: (values, cell edges)}."""
@@ -288,77 +393,101 @@ def _heatmap(ax, da, marks=None) -> dict:
                          **({} if clim is None else dict(vmin=clim[0], vmax=clim[1])))
     _set_scale(ax, x.values, xs, "x")
     _set_scale(ax, y.values, ys, "y")
-    ax.figure.colorbar(mesh, ax=ax, label=textwrap.fill(_label(da), COLORBAR_WIDTH))
-    ax.set_xlabel(_label(x))
-    ax.set_ylabel(_label(y))
-    drawn = False
+    ax.figure.colorbar(mesh, ax=ax, label=wrap_text(axis_label(da), min(label_chars, MAX_COLORBAR_CHARS)))
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
     for reason, m in marks.items():
         hit = m.broadcast_like(da).transpose(xdim, ydim).values
-        drawn |= _hatch_cells(ax, xe, ye, hit, reason)
+        _hatch_cells(ax, xe, ye, hit, reason)
     above = da.attrs.get(MARK_ABOVE_ATTR)
     if above is not None and (da.values > above).any():
         i, j = np.nonzero(da.values > above)
         ax.plot(x.values[i], y.values[j], "+", color="white", ms=6, mew=1.2,
                 label=f"{da.name} > {float(above):g}")
-        drawn = True
-    if drawn:
-        ax.legend(loc="upper left", fontsize=7, framealpha=0.9)
     return {xdim: (x.values.astype(float), xe), ydim: (y.values.astype(float), ye)}
 
 
 def _hatch_cells(ax, xe, ye, hit, reason: str) -> bool:
     from matplotlib.patches import Rectangle
 
-    style, _, label = MARK_STYLES[reason]
+    style = MARK_STYLES[reason]
     for k, (i, j) in enumerate(np.argwhere(hit)):
-        # the first cell carries the label, so a legend drawn later (references) lists it too
+        # the first cell carries the label, so that the figure's legend lists it
         ax.add_patch(Rectangle((xe[i], ye[j]), xe[i + 1] - xe[i], ye[j + 1] - ye[j],
-                               label=label if k == 0 else None, **style))
+                               label=style.label if k == 0 else None, **style.hatch))
     return bool(hit.any())
 
 
-def _curves(ax, da, xdim: str, marks=None, err=None) -> None:
-    """One curve per combination of the other axes, against the numeric axis `xdim` (with error
-    bars of one standard error `err` when given); marked points get a ring, one colour per
-    reason."""
+def _curves(ax, da, xdim: str, marks=None, bounds=None) -> set:
+    """One curve per combination of the other axes, against the numeric axis `xdim`; `bounds`
+    (lower, upper) of the Monte Carlo error, drawn as bars or, past BAND_POINTS points, as a
+    band; marked points get a ring, one style per reason. Returns how errors were drawn."""
+    import matplotlib
+
     x = da[xdim]
     scale = _scale(x.values)
     xpos = x.values
     others = [d for d in da.dims if d != xdim]
     hits = {reason: m.broadcast_like(da) for reason, m in (marks or {}).items()}
-    ringed = set()
+    size = matplotlib.rcParams["lines.markersize"]
+    ringed, errors = set(), set()
     for selection in _combinations(da, others)[:MAX_CURVES]:
-        label = ", ".join(f"{k} = {_fmt(v)}" for k, v in selection.items()) or None
-        values = da.sel(selection).values
-        yerr = None if err is None else err.broadcast_like(da).sel(selection).values
-        ax.errorbar(xpos, values, yerr=yerr, marker="o", ms=3, capsize=2 if yerr is not None else 0,
-                    label=label)
+        label = ", ".join(f"{k} = {value_text(v)}" for k, v in selection.items()) or None
+        values = np.asarray(da.sel(selection).values, dtype=float)
+        lo = hi = None
+        if bounds is not None:
+            lo, hi = (np.asarray(b.broadcast_like(da).sel(selection).transpose(xdim).values,
+                                 dtype=float) for b in bounds)
+        band = lo is not None and xpos.size > BAND_POINTS
+        yerr = None
+        if lo is not None and not band:  # NaN where a point has no error (yet): no bar there
+            yerr = np.vstack([np.maximum(values - lo, 0.0), np.maximum(hi - values, 0.0)])
+            if np.isfinite(yerr).any():
+                errors.add("bars")
+        bars = ax.errorbar(xpos, values, yerr=yerr, marker="o" if xpos.size <= BAND_POINTS else "",
+                           ms=size / 2,
+                           capsize=size / 3 if yerr is not None else 0, label=label)
+        if band and np.isfinite(lo).any():
+            ax.fill_between(xpos, lo, hi, color=bars.lines[0].get_color(), alpha=0.25, lw=0,
+                            zorder=1.8)
+            errors.add("band")
         for reason, hit in hits.items():
-            on = hit.sel(selection).values
+            on = np.asarray(hit.sel(selection).values, dtype=bool)
             if on.any():
                 ringed.add(reason)
-            ax.plot(xpos[on], values[on], "o", ms=9, mfc="none", mec=MARK_STYLES[reason][1], mew=1.5)
-    for reason in sorted(ringed):
-        ax.plot([], [], "o", ms=9, mfc="none", mec=MARK_STYLES[reason][1], mew=1.5,
-                label=MARK_STYLES[reason][2])
-    ax.set_xlabel(_label(x))
-    ax.set_ylabel(_label(da))
+                style = MARK_STYLES[reason]
+                ax.plot(xpos[on], values[on], style.marker, ms=1.5 * size, mfc="none",
+                        color=style.color, mew=1.5, zorder=4)  # a colour: the cycle stays
+    for reason, style in MARK_STYLES.items():
+        if reason in ringed:  # a legend entry per reason
+            ax.plot([], [], style.marker, ms=1.5 * size, mfc="none", color=style.color, mew=1.5,
+                    label=style.label)
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(da))
     _set_scale(ax, x.values, scale, "x")
     finite = da.values[np.isfinite(da.values)]
     if finite.size and finite.min() > 0 and finite.max() > DATA_LOG_RATIO * finite.min():
         ax.set_yscale("log")  # errors and rates spanning decades
-    if others or ringed:
-        ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
+    return errors
 
 
-def _bars(ax, da) -> None:
-    """No numeric axis with more than one value: a bar per combination of the axes."""
+def _bars(ax, da, bounds=None) -> set:
+    """No numeric axis with more than one value: a bar per combination of the axes, with the
+    error bars of `bounds` (lower, upper) when given."""
     selections = _combinations(da, list(da.dims))
-    labels = [", ".join(_fmt(v) for v in sel.values()) or str(da.name) for sel in selections]
-    ax.bar(range(len(selections)), [float(da.sel(sel)) for sel in selections])
-    ax.set_xticks(range(len(selections)), labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(_label(da))
+    labels = [", ".join(value_text(v) for v in sel.values()) or str(da.name) for sel in selections]
+    values = np.array([float(da.sel(sel)) for sel in selections])
+    yerr = None
+    if bounds is not None:
+        lo = np.array([float(bounds[0].broadcast_like(da).sel(sel)) for sel in selections])
+        hi = np.array([float(bounds[1].broadcast_like(da).sel(sel)) for sel in selections])
+        if np.isfinite(lo).any():
+            yerr = np.vstack([np.maximum(values - lo, 0.0), np.maximum(hi - values, 0.0)])
+    ax.bar(range(len(selections)), values, yerr=yerr, capsize=3 if yerr is not None else 0)
+    ax.set_xticks(range(len(selections)), labels, rotation=30, ha="right")
+    ax.set_ylabel(axis_label(da))
+    return {"bars"} if yerr is not None else set()
 
 
 def _is_geometric(values) -> bool:
@@ -435,36 +564,8 @@ def _set_scale(ax, values, scale: str, which: str) -> None:
         getattr(ax, f"set_{which}scale")("function", functions=_index_map(values))
     if values.size <= MAX_TICKS or scale == "index":
         crowded = values.size > 6 and which == "x"
-        axis.set_ticks(values, [_fmt(v) if not crowded or i % 2 == 0 else ""
+        axis.set_ticks(values, [value_text(v) if not crowded or i % 2 == 0 else ""
                                 for i, v in enumerate(values)])
         axis.set_minor_locator(NullLocator())
 
 
-def settings(ds) -> str:
-    """What a picture's numbers depend on besides its axes: the fixed scalar parameters that
-    differ from the system's defaults (n and d always, n first) and the runs per point, from the
-    scenario the file holds."""
-    try:
-        doc = tomllib.loads(ds.attrs["scenario"])
-        fields = systems.get(ds.attrs["system"]).params
-    except (KeyError, TypeError, tomllib.TOMLDecodeError):
-        return ""
-    fixed = sorted(((k, v) for k, v in doc.get("params", {}).items()
-                    if isinstance(v, (int, float, str)) and not isinstance(v, bool)
-                    and (k in ("n", "d") or k not in fields or v != fields[k].default)),
-                   key=lambda kv: kv[0] != "n")
-    text = ", ".join(f"{k} = {_fmt(v)}" for k, v in fixed[:MAX_SETTINGS])
-    runs = doc.get("ensemble", {}).get("runs")
-    return "; ".join(t for t in (text, f"{runs} runs per point" if runs else "") if t)
-
-
-def _label(da) -> str:
-    text = da.attrs.get("long_name", da.name)
-    units = da.attrs.get("units", "")
-    return f"{text} [{units}]" if units not in ("", "1") else str(text)
-
-
-def _fmt(v) -> str:
-    if isinstance(v, (float, np.floating)):
-        return str(int(v)) if float(v).is_integer() and abs(v) < 1e7 else f"{v:.3g}"
-    return str(v)
