@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--force", action="store_true",
                      help="make a sweep file estimated past the size limit (1 GiB)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the sweep's estimated file size and time (from a few points run "
+                     "with a few runs) and write nothing")
     run.add_argument("--overwrite", action="store_true",
                      help="replace an output file made by another scenario (a file of this "
                      "scenario is resumed)")
@@ -111,6 +114,12 @@ def _cmd_run(args) -> int:
         workers = args.workers
     else:
         workers = _cores() if executor in ("process", "dask") else 1
+    if args.dry_run:
+        from ..engine.estimate import estimate
+        from ..engine.scenario import load
+
+        print(estimate(load(_scenario_path(args.scenario), args.overrides), args.out, workers))
+        return 0
     path = run(_scenario_path(args.scenario), args.out, workers=workers, executor=executor,
                scheduler=args.scheduler,
                overrides=args.overrides, progress=False if args.no_progress else None,
