@@ -96,6 +96,7 @@ def test_burn_in_skips_the_transient_and_stuck_runs_fail_mixing():
     stuck = 0.01 * _ar1(rng, 4, 4000, 0.5) + np.array([0.2, 0.5, 0.5, 0.8])[:, None]
     s = stationarity.assess(stuck)
     assert not s.stationary and s.unmixed and not s.drifting
+    assert s.mixing_ratio > 1 >= stationarity.assess(_ar1(rng, 4, 4000, 0.5)).mixing_ratio
 
 
 def test_refined_increments_follow_the_same_brownian_path():
@@ -146,6 +147,7 @@ def test_a_drifting_point_is_extended_to_the_cap_then_marked_everywhere(tmp_path
         slow, fast = ds.sel(theta=0.01), ds.sel(theta=2.0)
         assert float(slow["stationary"]) == 0 and float(slow["horizon_used"]) == 8.0
         assert float(fast["stationary"]) == 1 and float(fast["horizon_used"]) == 4.0
+        assert 0 <= float(fast["x2_mixing"]) <= 1  # its runs agree: the verdict is in the file
         # a trend over the whole window reads as one long correlation: too few effective samples
         assert float(slow["x2_ess"]) / 8 < stationarity.MIN_EFFECTIVE
         assert list(unresolved(ds)[NONSTATIONARY].values) == [True, False]

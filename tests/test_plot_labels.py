@@ -267,6 +267,9 @@ def test_runs_split_between_states_are_inferred_from_the_file():
     assert split_points(ds, "r_stationary").values.tolist() == [False, True, True, False]
     one_run = ds.assign_attrs(scenario="[ensemble]\nruns = 1\n")
     assert split_points(one_run, "r_stationary") is None
+    # a file with the mixing verdict itself: it alone decides (3.2 drifts with runs that agree)
+    exact = ds.assign(r_stationary_mixing=xr.DataArray([0.3, 4.0, 0.9, 2.0], **points))
+    assert split_points(exact, "r_stationary").values.tolist() == [False, True, False, True]
 
 
 def test_compare_fits_the_asymptotic_range_and_its_slopes_leave_the_axes(tmp_path):

@@ -18,7 +18,8 @@ the save times (evenly spaced, Delta = T / saves). The engine then, per point:
 
 File variables, per time-averaged output X: X (the mean over runs of the window averages),
 X_se (its standard error from the effective sample size, :mod:`dyn.engine.stationarity`), X_ess
-(effective samples in all runs), X_drift (the halves' difference in standard errors); per
+(effective samples in all runs), X_drift (the halves' difference in standard errors), X_mixing
+(the runs' disagreement over its limit: above 1, the runs sit in different states); per
 point: burn_in_used, horizon_used, stationary (1: every test passed; 0: not by the cap — the
 point is marked in plots and listings), nonstationary_runs (share of runs whose own halves
 differ by more than DRIFT_Z standard errors). Same mechanism as run-until-decided: the run goes
@@ -64,7 +65,10 @@ def point_outputs(outputs: list[Output]) -> list[Output]:
                   Output(f"{out.name}_ess", f"effective samples of {out.name} in all runs "
                          "(window samples / 2 tau_int)", "1", (), "point"),
                   Output(f"{out.name}_drift", f"second minus first half of the window of "
-                         f"{out.name}, in standard errors", "1", (), "point")]
+                         f"{out.name}, in standard errors", "1", (), "point"),
+                  Output(f"{out.name}_mixing", f"spread of the runs' window means of {out.name} "
+                         "over what their own fluctuations allow (above 1: the runs disagree, "
+                         "e.g. split between states)", "1", (), "point")]
     return found + [
         Output("burn_in_used", "start of the averaging window", "1", (), "point"),
         Output("horizon_used", "end of the averaging window (the runs' horizon)", "1", (), "point"),
@@ -117,7 +121,7 @@ class Window:
         out = {}
         for name, s in self.stats.items():
             out.update({name: s.mean, f"{name}_se": s.se, f"{name}_ess": s.ess,
-                        f"{name}_drift": s.drift_z})
+                        f"{name}_drift": s.drift_z, f"{name}_mixing": s.mixing_ratio})
         out.update(burn_in_used=self.start, horizon_used=self.end,
                    stationary=float(all(s.stationary for s in self.stats.values())),
                    nonstationary_runs=max(s.share_nonstationary for s in self.stats.values()))

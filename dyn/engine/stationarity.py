@@ -80,6 +80,13 @@ class WindowStats:
         return not self.mixing <= self.mixing_limit
 
     @property
+    def mixing_ratio(self) -> float:
+        """mixing / mixing_limit: above 1, the runs disagree (0 when no limit applies)."""
+        if math.isinf(self.mixing_limit):
+            return 0.0
+        return self.mixing / self.mixing_limit if self.mixing_limit > 0 else math.inf
+
+    @property
     def short(self) -> bool:
         return not self.ess / self.runs >= MIN_EFFECTIVE
 

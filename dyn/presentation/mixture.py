@@ -5,9 +5,10 @@ one of three checks by the cap (:mod:`dyn.engine.stationarity`): drift (the halv
 than DRIFT_Z standard errors), length (fewer than MIN_EFFECTIVE effective samples per run) or
 mixing (the runs disagree with each other more than their own fluctuations allow: runs in
 different states, e.g. some nucleated a cluster and some did not). Its mean over runs is then the
-mean of a mixture, a value of neither state. The file keeps the numbers of the first two checks
-(`X_drift`, `X_ess`) and the standard error `X_se`, not the verdict of the third, so a point that
-failed is taken to have split when
+mean of a mixture, a value of neither state. Files made since the engine writes `X_mixing` (the
+runs' disagreement over its limit) say it exactly: a point that failed has split where X_mixing
+> 1. Older files keep only the numbers of the first two checks (`X_drift`, `X_ess`) and the
+standard error `X_se`, so there a point that failed is taken to have split when
 - it passed the drift and the length checks: only the mixing check is left to have failed; or
 - its runs' spread, at least what `X_se` sqrt(runs) says (`X_se` is the larger of the across-run
   and the within-run estimate), is at least SPREAD_SHARE of the span of X over the whole sweep:
@@ -45,6 +46,10 @@ def split_points(ds, name: str):
     if runs < 2:
         return None
     failed = np.logical_or.reduce([ds[f].values == 0 for f in flags])
+    if all(f"{v}_mixing" in ds for v in averaged):  # the verdict itself
+        with np.errstate(invalid="ignore"):
+            unmixed = np.logical_or.reduce([ds[f"{v}_mixing"].values > 1 for v in averaged])
+        return ds[flags[0]].copy(data=failed & unmixed).rename(SPLIT)
     only_mixing = np.ones_like(failed, dtype=bool)
     wide = np.zeros_like(failed, dtype=bool)
     with np.errstate(invalid="ignore"):
