@@ -64,6 +64,27 @@ def test_executors_and_worker_counts_give_identical_numbers(small_scenario, tmp_
                                        progress=False)))
 
 
+def test_a_run_says_once_when_numba_compiles(small_scenario, tmp_path, monkeypatch, capsys):
+    """The first points of a cold run wait for numba: the run says so, once, and only then."""
+    import numba
+
+    from dyn.systems.attention_sphere import AttentionSphere
+
+    original = AttentionSphere.simulate
+
+    def compiling(self, spec, runs):  # a fresh kernel per point: numba compiles each time
+        numba.njit(lambda v: v + 1.0)(1.0)
+        return original(self, spec, runs)
+
+    dyn.run(small_scenario, tmp_path / "first.h5", progress=False)  # compiles on a cold cache
+    capsys.readouterr()
+    dyn.run(small_scenario, tmp_path / "warm.h5", progress=False)  # every kernel in hand
+    assert "compiling numba kernels" not in capsys.readouterr().err
+    monkeypatch.setattr(AttentionSphere, "simulate", compiling)
+    dyn.run(small_scenario, tmp_path / "cold.h5", progress=False)
+    assert capsys.readouterr().err.count("compiling numba kernels on their first use") == 1
+
+
 def test_failed_point_is_isolated_recorded_and_retried(small_scenario, tmp_path, monkeypatch, capsys):
     from dyn.systems.attention_sphere import AttentionSphere
 

@@ -139,3 +139,41 @@ def test_over_members_raises_what_a_block_raises_and_runs_every_member():
         assert (seen == 1).all()
     finally:
         numba.set_num_threads(threads)
+
+
+def test_kernel_families_are_dealt_whole_and_every_kernel_once():
+    """dyn.engine.warmup: each declared kernel goes to exactly one share, and a kernel's callees
+    share its share (unless they are shared leaves, called from several modules): so no two
+    processes compile one family side by side. The deal is the same in every process."""
+    from dyn.engine import warmup
+    from integrators.jit import declared_kernels
+
+    warmup.import_kernel_modules()
+    everything = {id(k) for k in declared_kernels()}
+    groups, costs = warmup.families(declared_kernels())
+    assert costs == sorted(costs, reverse=True) and sum(map(len, groups)) == len(everything)
+    home = {id(k): i for i, group in enumerate(groups) for k in group}
+    from dyn.numerics import _field_small, _field_symmetric, attention_field
+    from dyn.attention import schemes
+
+    field_family = {home[id(k)] for k in (attention_field.field, _field_symmetric.symmetric,
+                                          _field_small.columns, schemes.layer_output)}
+    assert len(field_family) == 1  # the attention field's tree is one family
+    for shares in (1, 2, 3):
+        dealt = [{id(k) for k in warmup.share_of(i, shares)} for i in range(shares)]
+        assert set().union(*dealt) == everything and sum(map(len, dealt)) == len(everything)
+        for i, share in enumerate(dealt):  # whole families only
+            assert all(any(id(k) in share for k in groups[home[j]]) for j in share)
+            assert all({id(k) for k in groups[home[j]]} <= share for j in share)
+    with pytest.raises(ValueError, match="share index"):
+        warmup.share_of(2, 2)
+
+
+@pytest.mark.slow
+def test_dyn_compile_fills_an_empty_cache_in_two_processes(tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-m", "dyn", "compile", "--workers", "2"], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    count = int(out.split()[0])
+    assert count > 40 and "kernels compiled or loaded" in out
+    assert len(list((tmp_path / "numba").rglob("*.nbi"))) >= count  # an index per kernel

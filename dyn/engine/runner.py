@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba.core import event
 
 from ..core import sweep
 from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
@@ -92,10 +93,28 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
                 results = batched_results(scenario, todo, sidecar)
             else:
                 results = iter_results(pool, scenario.setup, todo, sidecar)
-            _write_all(scenario, path, results, len(todo), progress, log)
+            with event.install_listener("numba:compile", _CompileNotice(log)):
+                _write_all(scenario, path, results, len(todo), progress, log)
     finally:
         lock.release()
     return path
+
+
+class _CompileNotice(event.Listener):
+    """Says once, when numba starts compiling in this process (its cache misses a kernel), why
+    the first points are slow; numba fires this event on cache misses only."""
+
+    def __init__(self, log):
+        self.log, self.said = log, False
+
+    def on_start(self, ev):
+        if not self.said:
+            self.said = True
+            print("compiling numba kernels on their first use (once: numba's cache keeps them; "
+                  "`dyn compile` compiles them all ahead)", file=self.log, flush=True)
+
+    def on_end(self, ev):
+        pass
 
 
 def _remove(path: Path) -> None:

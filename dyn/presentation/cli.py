@@ -49,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="replace an output file made by another scenario (a file of this "
                      "scenario is resumed)")
 
+    comp = sub.add_parser("compile", help="compile every numba kernel into numba's cache now, "
+                          "one process per core (else each sweep compiles its own on first use)")
+    comp.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+
     show = sub.add_parser("show", help="print a sweep file's scenario, axes, variables, completion")
     show.add_argument("path")
     show.add_argument("--scenario", action="store_true", help="print the resolved scenario TOML")
@@ -163,6 +167,16 @@ def _check_sweep_file(path: str) -> None:
     check_sweep_file(path)
 
 
+def _cmd_compile(args) -> int:
+    from ..engine.warmup import compile_all
+
+    if args.workers is not None and args.workers < 1:
+        raise ScenarioError("--workers", f"must be at least 1, got {args.workers}")
+    count, seconds = compile_all(args.workers)
+    print(f"{count} kernels compiled or loaded in {seconds:.0f} s: numba's cache holds them")
+    return 0
+
+
 def _cmd_plot(args) -> int:
     _check_sweep_file(args.path)
     if args.tokens:
@@ -223,7 +237,7 @@ def _cmd_list(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"run": _cmd_run, "show": _cmd_show, "plot": _cmd_plot, "list": _cmd_list,
-               "compare": _cmd_compare, "animate": _cmd_animate}[args.command]
+               "compare": _cmd_compare, "animate": _cmd_animate, "compile": _cmd_compile}[args.command]
     try:
         return handler(args)
     except ScenarioError as exc:
