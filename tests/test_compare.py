@@ -89,6 +89,20 @@ def test_sde_depth_limit_rate_is_one_half(tmp_path):
         assert abs(comparison.fit_rate(own, "depth").slope + 0.5) < 0.1
 
 
+def test_compare_draws_a_paper_figure(small_scenario, tmp_path, capsys):
+    shared = dyn.run(small_scenario, tmp_path / "c.h5", progress=False,
+                     overrides=FORMS + ["ensemble.common=['form']"])
+    args = ["compare", str(shared), "--along", "form", "--reference", "flow"]
+    assert main(args + ["--against", "beta", "--style", "paper"]) == 0
+    assert (tmp_path / "c_compare_form.pdf").read_bytes().startswith(b"%PDF")
+    capsys.readouterr()
+    assert main(args + ["--against", "beta", "--style", "paper", "--out", str(tmp_path / "x.png")]) == 2
+    assert main(args + ["--style", "paper"]) == 2  # no curve to style
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("dyn: error: --out: --style paper writes vector pictures")
+    assert err[1] == "dyn: error: --style: styles the error curve: give --against too"
+
+
 def test_compare_refuses_what_it_cannot_compare(small_scenario, tmp_path, capsys):
     shared = dyn.run(small_scenario, tmp_path / "c.h5", progress=False,
                      overrides=FORMS + ["ensemble.common=['form']"])

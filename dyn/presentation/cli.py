@@ -88,7 +88,11 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--against", help="numeric axis to fit the log-log rate against (e.g. depth)")
     compare.add_argument("--at", choices=("all", "final"), default="all",
                          help="distance over all saved times (their maximum) or the final one")
-    compare.add_argument("--out", help="PNG of the error curve (default: beside the file)")
+    compare.add_argument("--out", help="picture of the error curve (default: beside the file, .png; "
+                         ".pdf with --style paper, which writes .pdf or .svg by the suffix)")
+    compare.add_argument("--style", choices=("default", "paper"), default="default",
+                         help="default: a PNG for the screen; paper: a vector figure for a "
+                         "two-column paper (as dyn plot --style paper)")
 
     sub.add_parser("list", help="built-in systems and shipped scenarios")
     return parser
@@ -214,8 +218,13 @@ def _cmd_compare(args) -> int:
         for label, rate in comparison.rates(result, args.against).items():
             where = ", ".join(f"{k} = {v}" for k, v in label)
             print(f"rate against {args.against}{' (' + where + ')' if where else ''}: {rate}")
-        out = args.out or str(Path(args.path).with_suffix("")) + f"_compare_{args.along}.png"
-        print(f"plotted {comparison.plot(result, args.against, out)}")
+        from .styles import output_path
+
+        beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along}.png")
+        out = output_path(beside, args.out, args.style)
+        print(f"plotted {comparison.plot(result, args.against, out, args.style)}")
+    elif args.style != "default":
+        raise ScenarioError("--style", "styles the error curve: give --against too")
     return 0
 
 
