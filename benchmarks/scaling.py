@@ -29,6 +29,7 @@ import numpy as np
 
 from dyn.engine.executors import compute_point
 from dyn.engine.scenario import load
+from dyn.engine.store import size_text
 from dyn.noisy.fourier import fourier_drift, work_size as fourier_work
 from dyn.noisy.params import pack_fourier
 from dyn.numerics import attention_field as af
@@ -104,14 +105,6 @@ def exponent(sizes, seconds) -> float:
     return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0]) if len(sizes) >= 2 else float("nan")
 
 
-def _bytes(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000:
-            return f"{n:.0f} {unit}"
-        n /= 1000
-    return f"{n:.0f} TB"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-n", type=int, default=16384, help="largest n of the attention field")
@@ -129,7 +122,7 @@ def main():
         print(f"{'n':>7} {'regime':>6} {'s/call':>10} {'GFLOP/s':>8} {'of GEMM':>8} {'memory/member':>14}")
         for n, regime, s, rate, mem in rows:
             print(f"{n:7d} {regime:>6} {s:10.3e} {rate / 1e9:8.2f} {100 * rate / ceiling:7.1f}% "
-                  f"{_bytes(mem):>14}")
+                  f"{size_text(mem):>14}")
         for regime in ("small", "gemm"):
             part = [(n, s) for n, r, s, _, _ in rows if r == regime]
             if len(part) >= 2:
@@ -142,7 +135,7 @@ def main():
     print(f"Fourier drift on the circle (beta = {BETA}, K = 18; O(nK))")
     print(f"{'n':>8} {'s/call':>10} {'ns/token':>9} {'memory/member':>14}")
     for n, s, mem in rows:
-        print(f"{n:8d} {s:10.3e} {1e9 * s / n:9.1f} {_bytes(mem):>14}")
+        print(f"{n:8d} {s:10.3e} {1e9 * s / n:9.1f} {size_text(mem):>14}")
     print(f"  cost ~ n^{exponent([r[0] for r in rows], [r[1] for r in rows]):.2f}\n")
 
     counts = [1, 4, 16, 64, 256] if args.quick else [1, 4, 16, 64, 256, 1024]

@@ -28,6 +28,8 @@ from numba.core import event
 
 from ..core.contract import FAILED
 from . import store
+from .runner import duration_text
+from .store import size_text
 from .executors import compute_point
 from .scenario import Scenario
 
@@ -55,20 +57,20 @@ class Estimate:
     def __str__(self) -> str:
         lines = [f"dry run: {self.name} ({self.system}): {self.points} points x {self.runs} runs "
                  f"= {self.points * self.runs} runs",
-                 f"file: {self.file}, about {_size(self.file_bytes)}"]
+                 f"file: {self.file}, about {size_text(self.file_bytes)}"]
         if self.serial_seconds is None:
             lines.append(f"time: not estimated ({self.note})")
             return "\n".join(lines)
         per_run = list(self.sampled.values())
         spread = (f"{_num(min(per_run))} to {_num(max(per_run))} s per run at points "
                   f"{', '.join(map(str, self.sampled))}")
-        time_text = f"time: about {_duration(self.serial_seconds)} serial ({spread})"
+        time_text = f"time: about {duration_text(self.serial_seconds)} serial ({spread})"
         if self.workers > 1:
-            time_text += f", about {_duration(self.serial_seconds / self.workers)} with {self.workers} workers"
+            time_text += f", about {duration_text(self.serial_seconds / self.workers)} with {self.workers} workers"
         lines.append(time_text)
         if self.compiled:
             lines.append(f"compiling: numba compiled {self.compiled} functions not in its cache, "
-                         f"in about {_duration(self.compile_seconds)}; the run will load them")
+                         f"in about {duration_text(self.compile_seconds)}; the run will load them")
         else:
             lines.append("compiling: none (every kernel loaded from numba's cache)")
         return "\n".join(lines)
@@ -118,22 +120,6 @@ def _fewer(setup, runs: int):
     copy of the full setup (executors._shared_setup) is never mistaken for it."""
     return dataclasses.replace(setup, runs=runs, trajectories=False,
                                tag=f"{setup.tag}:estimate:{runs}")
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.3g} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.3g} min"
-    return f"{seconds / 3600:.3g} h"
 
 
 def _num(x: float) -> str:

@@ -197,7 +197,7 @@ class LogProgress:
             rate = self.done / max(now - self.start, 1e-9)
             left = (self.total - self.done) / rate
             print(f"{self.name}: {self.done}/{self.total} points, {rate:.3g} points/s, "
-                  f"about {_duration(left)} left", file=self.log, flush=True)
+                  f"about {duration_text(left)} left", file=self.log, flush=True)
 
     def write(self, message: str, file=None) -> None:
         print(message, file=file or self.log, flush=True)
@@ -206,7 +206,8 @@ class LogProgress:
         pass
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """Seconds for people: 45 s, 12 min, 2.5 h."""
     seconds = int(round(seconds))
     return (f"{seconds} s" if seconds < 120 else f"{seconds // 60} min" if seconds < 7200
             else f"{seconds / 3600:.1f} h")

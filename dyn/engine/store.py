@@ -179,20 +179,21 @@ def check_size(path: Path, scenario: "Scenario", force: bool = False) -> int:
     the estimate, reserved when the file is made."""
     need = estimated_bytes(scenario)
     if need > MAX_FILE_BYTES and not force:
-        raise ScenarioError("sweep", f"the output file would take about {_size(need)} "
-                            f"({scenario.count} points), past the limit of {_size(MAX_FILE_BYTES)}; "
+        raise ScenarioError("sweep", f"the output file would take about {size_text(need)} "
+                            f"({scenario.count} points), past the limit of {size_text(MAX_FILE_BYTES)}; "
                             "shrink the sweep or add --force")
     folder = Path(os.path.abspath(path)).parent
     while not folder.exists() and folder != folder.parent:  # made later: its nearest ancestor
         folder = folder.parent
     free = free_bytes(folder)
     if need > free:
-        raise ScenarioError("--out", f"the output file would take about {_size(need)}, but "
-                            f"only {_size(free)} is free beside {path}")
+        raise ScenarioError("--out", f"the output file would take about {size_text(need)}, but "
+                            f"only {size_text(free)} is free beside {path}")
     return need
 
 
-def _size(nbytes: int) -> str:
+def size_text(nbytes: int) -> str:
+    """A byte count for people: 1.7 MB."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if nbytes >= scale:
             return f"{nbytes / scale:.1f} {unit}"

@@ -22,6 +22,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"dyn: error: {printable(message)} (see `{self.prog} --help`)\n")
 
+STYLES = ("default", "paper")  # dyn.presentation.styles.STYLE_NAMES, without importing numpy to parse
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dyn", description="Sweeps of token and depth dynamics.")
@@ -64,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", help="output path (default: beside the file, .png; .pdf with "
                       "--style paper, which writes .pdf or .svg by the suffix)")
     plot.add_argument("--var", help="variable to draw (default: the scenario's choice)")
-    plot.add_argument("--style", choices=("default", "paper"), default="default",
+    plot.add_argument("--style", choices=STYLES, default="default",
                       help="default: a PNG for the screen; paper: a vector figure for a "
                       "two-column paper (3.4 in wide, several panels 7 in; 8-9 pt fonts)")
     plot.add_argument("--tokens", action="store_true", help="draw the saved states (tokens) of "
@@ -90,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="distance over all saved times (their maximum) or the final one")
     compare.add_argument("--out", help="picture of the error curve (default: beside the file, .png; "
                          ".pdf with --style paper, which writes .pdf or .svg by the suffix)")
-    compare.add_argument("--style", choices=("default", "paper"), default="default",
+    compare.add_argument("--style", choices=STYLES, default="default",
                          help="default: a PNG for the screen; paper: a vector figure for a "
                          "two-column paper (as dyn plot --style paper)")
 
