@@ -18,6 +18,10 @@ copies, and got other roundings (1 ulp in the attention field, 1e-15 after 50 st
 kernel's declared callees (:func:`callees`, read from its source) are loaded before it, cold or
 warm, and the same seed gives the same numbers whether or not numba's cache was warm.
 
+**Called, not linked.** Its callers call a kernel made with signatures instead of linking a
+copy of it (:mod:`integrators.called_kernels`: the same numbers, half the compile), unless it is
+made with ``link=True``: small helpers that LLVM inlines into their callers.
+
 ``njit(**options)`` without a signature is numba's lazy ``njit`` unchanged. Every kernel made
 with signatures is listed by :func:`declared_kernels` (what :mod:`dyn.engine.warmup` compiles
 ahead of a test session or a sweep).
@@ -30,6 +34,10 @@ import types
 import numba
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
+
+from . import called_kernels
+
+called_kernels.install()
 
 
 class DeferredDispatcher(CPUDispatcher):
@@ -61,6 +69,11 @@ class DeferredDispatcher(CPUDispatcher):
 
     def _dispatch_again(self, *args, **kws):
         return self(*args, **kws)
+
+    def add_overload(self, cres):  # compiled or loaded from the cache alike
+        if not self._link and cres.library is not None:
+            called_kernels.mark_called(cres.library)
+        return super().add_overload(cres)
 
     def get_call_template(self, args, kws):  # typing a call from compiled code
         self._ensure_declared()
@@ -107,9 +120,10 @@ def declared_kernels() -> list[DeferredDispatcher]:
     return list(_DECLARED)
 
 
-def njit(*signatures, **options):
+def njit(*signatures, link: bool = False, **options):
     """``numba.njit`` with the signatures (if any) compiled on first need; use as a decorator:
-    ``@njit(SIG, **NJIT)`` or ``@njit(**NJIT)``."""
+    ``@njit(SIG, **NJIT)`` or ``@njit(**NJIT)``. With signatures, callers call the kernel's own
+    code, unless `link` (see the module doc)."""
     if len(signatures) == 1 and inspect.isfunction(signatures[0]) and not options:
         return numba.njit(signatures[0])  # bare @njit
 
@@ -118,6 +132,7 @@ def njit(*signatures, **options):
         if signatures:
             dispatcher.__class__ = DeferredDispatcher
             dispatcher._declared = tuple(signatures)
+            dispatcher._link = link
             _DECLARED.append(dispatcher)
         return dispatcher
 

@@ -304,9 +304,10 @@ def test_network_converges_to_its_flow_at_order_one(name):
     assert -1.15 < slope < -0.85, (slope, err)
 
 
-# diffrax compiles each architecture (seconds): the default tier checks one, the slow tier all
-@pytest.mark.parametrize("name", ["pre", *(pytest.param(n, marks=pytest.mark.slow)
-                                          for n in ("post", "peri", "ngpt"))])
+# diffrax compiles each architecture (seconds): the default tier keeps the drift twins of every
+# scheme (test_models) and numba against diffrax on the plain flow (test_attention_backends)
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["pre", "post", "peri", "ngpt"])
 def test_numba_and_diffrax_solves_agree(name):
     pytest.importorskip("jax")
     rng = np.random.default_rng(9)

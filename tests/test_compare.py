@@ -74,6 +74,7 @@ def test_attention_depth_limit_rate_is_minus_one(tmp_path):
     assert abs(rate.slope + 1.0) < 0.1, rate
 
 
+@pytest.mark.slow  # long runs; test_depth_limit_matches_numba_to_rounding checks the same slope in the default tier
 def test_sde_depth_limit_rate_is_one_half(tmp_path):
     # the network against itself at the finest depth, on one Brownian path refined dyadically:
     # strong order 1/2 (the rate transformer_depth_limit reports from its own EM reference)
@@ -89,6 +90,7 @@ def test_sde_depth_limit_rate_is_one_half(tmp_path):
         assert abs(comparison.fit_rate(own, "depth").slope + 0.5) < 0.1
 
 
+@pytest.mark.slow  # a second compare run; `dyn plot --style paper` (the same styles module) stays default
 def test_compare_draws_a_paper_figure(small_scenario, tmp_path, capsys):
     shared = dyn.run(small_scenario, tmp_path / "c.h5", progress=False,
                      overrides=FORMS + ["ensemble.common=['form']"])

@@ -163,6 +163,7 @@ def test_a_drifting_point_is_extended_to_the_cap_then_marked_everywhere(tmp_path
     assert "x2_se (from the effective sample size x2_ess)" in text
 
 
+@pytest.mark.slow  # a process pool; pools keep the numbers in the default tier's test_engine executors test
 def test_same_numbers_through_every_executor(tmp_path):
     serial = _ou(tmp_path, "integrator.horizon=5.0", "output.saves=50", "integrator.dt=0.05")
     pooled = dyn.run(tmp_path / "ou.toml", tmp_path / "pooled.h5", progress=False,

@@ -33,7 +33,10 @@ def _unit_error(x):
 # one diffrax compile each: rk4 in the default tier, the lower orders in the slow one
 @pytest.mark.parametrize("method", ["rk4", *(pytest.param(m, marks=pytest.mark.slow)
                                             for m in ("euler", "heun"))])
-@pytest.mark.parametrize("problem", [LOGISTIC, SPHERE_PROBLEM], ids=["euclidean", "sphere"])
+# on the sphere each method compiles again: the default tier keeps the retracting wrapper in
+# test_adaptive_sphere[tsit5]
+@pytest.mark.parametrize("problem", [LOGISTIC, pytest.param(SPHERE_PROBLEM, marks=pytest.mark.slow)],
+                         ids=["euclidean", "sphere"])
 def test_fixed_step_matches_numba(method, problem):
     """Same table, same step grid, same projection/retraction: equal to rounding."""
     x0 = LOGISTIC_X0 if problem is LOGISTIC else SPHERE_X0
@@ -45,7 +48,7 @@ def test_fixed_step_matches_numba(method, problem):
         assert _unit_error(b) < 1e-12
 
 
-@pytest.mark.parametrize("method", ["tsit5", "dopri5"])
+@pytest.mark.parametrize("method", ["tsit5", pytest.param("dopri5", marks=pytest.mark.slow)])  # JAX
 def test_adaptive_sphere(method):
     """Tight adaptive solve = RK4 at a small step = DOP853 reference, and stays on the sphere."""
     ref = sphere_reference(SPHERE_X0, SPHERE_P, TS)

@@ -47,6 +47,7 @@ def test_two_token_probabilities_match_numba_in_law(tmp_path, form):
             np.testing.assert_array_equal(jax[name], again[name])  # same seed: same numbers
 
 
+@pytest.mark.slow  # JAX compiles two batch shapes; test_integrators_jax's batch-independence check stays default
 def test_a_point_gives_the_same_numbers_in_any_batch():
     # what resuming relies on: a point's numbers depend on its key, not on its batch-mates
     sc = dyn.load(PHASE, [f"{k}={v}" for k, v in {**GRID, "ensemble.runs": 200}.items()]
@@ -88,7 +89,10 @@ def test_attention_matches_numba_to_rounding(tmp_path, form):
     np.testing.assert_allclose(values["jax"], values["numba"], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("form", ["flow", pytest.param("network", marks=pytest.mark.slow)])  # JAX
+# JAX compiles one program per scheme (~10 s): the default tier keeps the drift twins of every
+# scheme (test_models) and the end-to-end agreement of the plain flow and network above
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["flow", "network"])
 def test_architectures_match_numba_to_rounding(tmp_path, form):
     """Every normalization scheme under a causal mask, a distance bias, two random heads and a
     feed-forward term: one JAX program per scheme gives the numba states to rounding."""

@@ -1,5 +1,6 @@
 """Kernels compile on first need, exactly for their declared signature, and ensembles split into
 blocks across threads give the same numbers whatever the number of threads."""
+import re
 import subprocess
 import sys
 
@@ -64,6 +65,41 @@ def test_callees_are_read_from_the_source_and_loaded_before_their_caller():
     assert attention_field.field in callees(schemes.layer_output)
     assert _top(np.array([3.0, 2.0])) == 14.0
     assert len(_middle.signatures) == 1 and len(_leaf.signatures) == 1  # loaded, never called
+
+
+@njit(types.float64(F1), link=True, **NJIT)
+def _linked_leaf(v):
+    return v[0] * v[-1]
+
+
+@njit(types.float64(F1), **NJIT)
+def _calls_linked_leaf(v):
+    return _linked_leaf(v) + 1.0
+
+
+def _linking_text(kernel) -> str:
+    """The LLVM module a kernel's callers would link (freshly compiled or loaded from the cache)."""
+    return str(kernel.overloads[kernel.signatures[0]].library._get_module_for_linking())
+
+
+def _defines_or_declares(text: str, kernel) -> tuple[bool, bool]:
+    name = re.escape(kernel.overloads[kernel.signatures[0]].fndesc.mangled_name)
+    return (bool(re.search(rf"^define .*@{name}\(", text, re.M)),
+            bool(re.search(rf"^declare .*@{name}\(", text, re.M)))
+
+
+def test_callers_call_a_kernel_and_link_only_those_made_with_link():
+    """integrators.called_kernels: `_middle` keeps a declaration of `_leaf` (the call runs
+    `_leaf`'s own code, loaded first); `_linked_leaf`, made with link=True, is linked (or
+    inlined) as numba does. Both give the same value."""
+    from integrators import called_kernels
+
+    if not called_kernels.active():
+        pytest.skip("numba version not checked: every kernel is linked as numba links it")
+    v = np.array([3.0, 2.0])
+    assert _middle(v) == 7.0 and _calls_linked_leaf(v) == 7.0
+    assert _defines_or_declares(_linking_text(_middle), _leaf) == (False, True)
+    assert not _defines_or_declares(_linking_text(_calls_linked_leaf), _linked_leaf)[1]
 
 
 COLD_OR_WARM = """

@@ -65,6 +65,7 @@ def test_float_inversion_error_grows_as_gamma_decreases():
     assert errors[-1] > 1e3                       # 2^60 amplification: the input is lost
 
 
+@pytest.mark.slow  # JAX Jacobians compile; test_heavy_ball_layer_determinant_is_gamma_to_the_d stays default
 def test_each_layer_scales_phase_space_volume_by_gamma_to_the_d():
     pytest.importorskip("jax")
     integrators.configure_jax()  # float64 and the persistent compilation cache

@@ -85,6 +85,7 @@ def test_hysteresis_sphere_and_modes_scenarios_run(tmp_path):
     assert labels == ["growth_rate > 0", r"closed form: $\lambda_k = 0$"]
 
 
+@pytest.mark.slow  # JAX compiles; test_noisy_sde's path-by-path agreement stays default
 def test_diffrax_backend_runs_the_system(tmp_path):
     out = _run("noisy_phase", tmp_path, **{"sweep.beta": [1.0], "sweep.sigma": [0.5],
                                            "integrator.backend": "diffrax"})

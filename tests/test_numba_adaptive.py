@@ -83,6 +83,7 @@ def test_stays_on_the_sphere_and_hits_the_save_times(sphere_ref):
     np.testing.assert_allclose(out, want, atol=1e-9)
 
 
+@pytest.mark.slow  # JAX compiles; the default tier keeps numba's slopes and diffrax's exact adaptive checks
 def test_agrees_with_diffrax_tsit5():
     pytest.importorskip("jax")
     from dyn import attention as att

@@ -34,7 +34,7 @@ def _errors(wf, x0, ref, scheme, activation, roughness=0.0, rng=None, depths=DEP
     return np.array(gap), np.array(rebuilt)
 
 
-def test_numba_and_jax_drifts_agree_and_reference_is_tight():
+def test_numba_and_jax_drifts_agree():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     rng = np.random.default_rng(0)
@@ -48,6 +48,14 @@ def test_numba_and_jax_drifts_agree_and_reference_is_tight():
         W, V = (a[0] for a in rn.evaluate(wf, 0.3))
         np.testing.assert_allclose(out, rn.activation_numpy(act)(x @ W.T) @ V.T, atol=1e-13)
         np.testing.assert_allclose(np.asarray(prob.drift_jax(0.3, x, prob.p)), out, atol=1e-13)
+
+
+@pytest.mark.slow  # diffrax compiles an adaptive solve; the drifts' agreement above stays default
+def test_the_numba_reference_is_as_tight_as_an_adaptive_diffrax_solve():
+    pytest.importorskip("jax")
+    rng = np.random.default_rng(0)
+    wf = rn.smooth_weights(rng, D, M, modes=3)
+    x = rng.standard_normal((B, D))
     # the numba RK4 reference against a tight adaptive diffrax solve (both to ~1e-12)
     a = rn.solve(wf, "gelu", x, integrators.get(**REFERENCE))
     b = rn.solve(wf, "gelu", x, integrators.get("diffrax", "tsit5", rtol=1e-12, atol=1e-13))

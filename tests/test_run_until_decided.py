@@ -71,6 +71,7 @@ def test_decided_probabilities_match_the_exact_law_at_large_d(tmp_path, d):
             assert float(point.horizon_used) > 150.0  # the old fixed horizon was not enough
 
 
+@pytest.mark.slow  # 5 400 runs to a decision; the exact-law and horizon-cap checks stay default
 def test_default_scenario_leaves_no_undecided_runs_where_the_boundary_attracts(tmp_path):
     # Every point whose antipodal rate |lambda_-| >= RATE_FLOOR = 0.05 must have < 2 % of its
     # runs undecided with the shipped defaults; a reduced grid with d = 16 and 32 (where the

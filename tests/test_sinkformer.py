@@ -139,6 +139,7 @@ def test_velocity_matches_plain_numpy_heat_flow():
                                    rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow  # JAX compiles; the sinkformer drift twin (test_models) and diffrax's own checks stay default
 def test_numba_and_diffrax_agree():
     pytest.importorskip("diffrax")
     d = 2

@@ -177,6 +177,7 @@ def test_phase_boundary_far_below_and_well_above():
         assert n_anti > 20 if some else n_anti == 0
 
 
+@pytest.mark.slow  # JAX compiles; the SDE integrators' path-by-path agreement (GBM) and the drift twins stay default
 def test_numba_and_diffrax_agree_path_by_path():
     rng = np.random.default_rng(8)
     p = ts.pack(1.5, 3, sigma=1.2, vbar=0.3)

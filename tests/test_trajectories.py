@@ -32,6 +32,7 @@ def test_trajectories_agree_with_summaries_and_initial_law(small_scenario, tmp_p
         np.testing.assert_allclose(pairs, ds["pair_fraction"].values, rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow  # a process pool; the serial trajectory checks and test_engine's pool check stay default
 def test_trajectories_identical_across_executors_and_thinned(small_scenario, tmp_path):
     sets = TRAJ + ["output.trajectory_every=2", "output.trajectory_runs=3"]
     a = dyn.run(small_scenario, tmp_path / "a.h5", overrides=sets, progress=False)

@@ -99,7 +99,7 @@ def min_inner(x) -> np.ndarray:
     return pair_statistics(x, 0.0, 0.0)[..., 1]
 
 
-@njit(types.int64(types.int64[::1], types.int64), **NJIT)
+@njit(types.int64(types.int64[::1], types.int64), link=True, **NJIT)
 def _find(parent, i):
     root = i
     while parent[root] != root:

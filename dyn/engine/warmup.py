@@ -1,18 +1,19 @@
 r"""Compile numba's kernels ahead of use, split over processes so that none is compiled twice.
 
-numba compiles a kernel together with every kernel it calls: it links their code into the
-caller's and optimizes the whole again. Two processes that start on a cold cache and both need
-the attention field therefore both pay for its whole tree (the field, its three regimes and
-their helpers: about 30 s of CPU), which is what a test session on two cores did.
+A kernel needs every kernel it calls compiled (or loaded) before it: numba types the calls
+against them, and the calls bind to their code (:mod:`integrators.called_kernels`; numba alone
+would even link their code into the caller and optimize it again). Two processes that start on
+a cold cache and both need the attention field therefore both pay for its whole tree (the field,
+its three regimes and their helpers), which is what a test session on two cores did.
 
 This module deals the declared kernels (:func:`integrators.jit.declared_kernels`) to `shares`
 processes by *family*: kernels joined by calls are one family, except that a kernel which calls
 no other and is called from several modules (a shared leaf such as the vectorised exp) joins
-none. A family costs about the sum, over its kernels, of the source each one compiles (its own,
-plus a quarter of everything below it, which it optimizes again); families go to the least
-loaded share, largest first. Share i compiles its families, or loads them from numba's cache;
+none. A family costs about the sum, over its kernels, of the source each one compiles (its own;
+where numba links callees, plus a quarter of everything below it, which it optimizes again);
+families go to the least loaded share, largest first. Share i compiles its families, or loads them from numba's cache;
 the other processes then find them there. ``dyn compile`` runs every share at once
-(:func:`compile_all`: every kernel in about a minute on two cores, instead of each sweep paying
+(:func:`compile_all`: every kernel in about 35 s on two cores, instead of each sweep paying
 for its own on its first run); a test session runs one share in each pytest-xdist worker before
 its first test.
 """
@@ -27,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 
-RELINK = 0.25  # cost of re-optimizing a callee's code in a caller, per unit of its own cost
+RELINK = 0.25  # cost of re-optimizing a linked callee's code in a caller, per unit of its own
 
 
 def import_kernel_modules() -> None:
@@ -48,6 +49,7 @@ def import_kernel_modules() -> None:
 def families(kernels) -> tuple[list[list], list[float]]:
     """The kernels grouped into families (see the module doc), costliest first, each with its
     callers after its callees; and the cost of each family."""
+    from integrators import called_kernels
     from integrators.jit import callees
 
     known = {id(k): k for k in kernels}
@@ -79,7 +81,8 @@ def families(kernels) -> tuple[list[list], list[float]]:
         return seen
 
     # linked code is optimized again in each caller, at about a quarter of its first cost
-    cost = {i: size[i] + RELINK * sum(size[j] for j in below(i, set()) - {i}) for i in known}
+    relink = 0.0 if called_kernels.active() else RELINK  # called callees cost their caller nothing
+    cost = {i: size[i] + relink * sum(size[j] for j in below(i, set()) - {i}) for i in known}
     groups: dict[int, list[int]] = {}
     for i in known:
         groups.setdefault(find(i), []).append(i)

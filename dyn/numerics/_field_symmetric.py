@@ -28,7 +28,7 @@ from ._field_small import (SIGNATURE, I, _apply_rows, _combine, _transpose, colu
 from .vexp import EXP_MAX_ARG, exp_shifted_inplace
 
 
-@njit(types.boolean(I, I, F1, types.boolean), **NJIT)
+@njit(types.boolean(I, I, F1, types.boolean), link=True, **NJIT)
 def symmetric_blocks(heads, d, M, m_id):
     """Every M_h equal to its transpose (exactly)."""
     if m_id:

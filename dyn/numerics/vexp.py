@@ -59,7 +59,7 @@ def exp_shifted_inplace(w, shift, bits):
         w[j] *= scale[j]
 
 
-@njit(types.float64(types.float64[::1]), **NJIT, fastmath=True)
+@njit(types.float64(types.float64[::1]), link=True, **NJIT, fastmath=True)
 def row_max(w):
     """max_j w[j]. Full fastmath lets the reduction vectorize; a NaN in w may be missed here, but it
     still propagates through exp(w - max) to the caller's result."""
@@ -70,7 +70,7 @@ def row_max(w):
     return m
 
 
-@njit(types.float64(types.float64[::1]), **NJIT, fastmath=FASTMATH - {"afn"})
+@njit(types.float64(types.float64[::1]), link=True, **NJIT, fastmath=FASTMATH - {"afn"})
 def row_sum(w):
     """sum_j w[j] (reassociated, so it vectorizes)."""
     z = 0.0
