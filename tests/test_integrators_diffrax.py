@@ -48,7 +48,10 @@ def test_fixed_step_matches_numba(method, problem):
         assert _unit_error(b) < 1e-12
 
 
-@pytest.mark.parametrize("method", ["tsit5", pytest.param("dopri5", marks=pytest.mark.slow)])  # JAX
+# JAX compiles each method: diffrax's tsit5 on the sphere against numba stays default in
+# test_attention_backends
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["tsit5", "dopri5"])
 def test_adaptive_sphere(method):
     """Tight adaptive solve = RK4 at a small step = DOP853 reference, and stays on the sphere."""
     ref = sphere_reference(SPHERE_X0, SPHERE_P, TS)
@@ -60,6 +63,7 @@ def test_adaptive_sphere(method):
     np.testing.assert_allclose(x, ref, rtol=0, atol=1e-9)
 
 
+@pytest.mark.slow  # JAX compiles; an adaptive diffrax solve against numba stays default in test_attention_backends
 def test_adaptive_euclidean_exact():
     integ = integrators.get("diffrax", "tsit5", rtol=1e-10, atol=1e-12)
     x = integ.solve(LOGISTIC, LOGISTIC_X0, TS)

@@ -142,6 +142,7 @@ print(deferred, compiled)
 """
 
 
+@pytest.mark.slow  # a fresh interpreter imports every module (~5 s); the deferred compile is checked above
 def test_importing_every_model_module_compiles_no_kernel():
     out = subprocess.run([sys.executable, "-c", IMPORT_ALL], capture_output=True, text=True,
                          check=True).stdout.split(maxsplit=1)

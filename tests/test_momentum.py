@@ -126,6 +126,7 @@ def test_fixed_gamma_tends_to_first_order_ode():
     assert min(to2) > 10 * max(to1[-1], 1e-3) and slope(depths, to2) > -0.1
 
 
+@pytest.mark.slow  # JAX compiles; the momentum drift twins (test_models) and diffrax's own checks stay default
 def test_ode_backends_agree():
     pytest.importorskip("diffrax")
     p, x0 = tanh_problem(eps=0.2)

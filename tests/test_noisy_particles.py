@@ -33,6 +33,7 @@ def _particle_moments(n, runs, seed, K=2):
     return noisy.circle_moments(xT, K)
 
 
+@pytest.mark.slow  # ensembles at four n; the particles' growth rates against the closed form stay default
 def test_particle_moments_approach_the_pde_at_rate_n_to_the_minus_half():
     # RMS distance sqrt(E|S_k(T) - m_k(T)|^2) of the empirical moments from the PDE's, k = 1, 2:
     # fitted slope -1/2 in n (fluctuations of the empirical measure). Each RMS has a relative

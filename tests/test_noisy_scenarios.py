@@ -54,6 +54,7 @@ def test_phase_scenario_contract_and_reproducibility(tmp_path):
         assert fold.get_xdata()[0] == 2.45 and np.isfinite(fold.get_ydata()[1:]).all()
 
 
+@pytest.mark.slow  # three scenarios; the hysteresis pictures (test_plot_labels) and the modes' rates stay default
 def test_hysteresis_sphere_and_modes_scenarios_run(tmp_path):
     out = _run("noisy_hysteresis", tmp_path, **{"sweep.sigma": [3.0, 3.3]})
     with dyn.open(out) as ds:

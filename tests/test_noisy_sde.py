@@ -75,7 +75,7 @@ def _slope(h, errors):
     return np.polyfit(np.log(h), np.log(errors), 1)[0]
 
 
-@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("d", [2, pytest.param(3, marks=pytest.mark.slow)])  # one d by default
 def test_weak_order_one(d):
     # E<x(T), x(0)> against exp(-sigma^2 (d-1) T / 2) with the drift switched off (V = 0). One
     # Brownian path per token, coarsened (common random numbers): the differences of the errors

@@ -153,6 +153,7 @@ def test_hysteresis_references_are_the_branch_and_are_drawn_per_panel(tmp_path):
                 assert bars.has_yerr
 
 
+@pytest.mark.slow  # traces branches in d = 3, 4; sigma_c, the fold and the branches stay default in test_references
 def test_transition_order_reference_is_the_jump_at_sigma_c(tmp_path):
     path = _made(tmp_path, "transition_order", **{"sweep.d": [3, 4], "sweep.beta": [1.5, 3.0]})
     with dyn.open(path) as ds:
