@@ -30,11 +30,10 @@ def _unit_error(x):
     return np.abs(np.linalg.norm(x, axis=-1) - 1.0).max()
 
 
-# one diffrax compile each: rk4 in the default tier, the lower orders in the slow one
+# one diffrax compile each: rk4 on R^d in the default tier, the lower orders and the sphere (whose
+# retracting wrapper test_attention_backends runs in the default tier) in the slow one
 @pytest.mark.parametrize("method", ["rk4", *(pytest.param(m, marks=pytest.mark.slow)
                                             for m in ("euler", "heun"))])
-# on the sphere each method compiles again: the default tier keeps the retracting wrapper in
-# test_adaptive_sphere[tsit5]
 @pytest.mark.parametrize("problem", [LOGISTIC, pytest.param(SPHERE_PROBLEM, marks=pytest.mark.slow)],
                          ids=["euclidean", "sphere"])
 def test_fixed_step_matches_numba(method, problem):
@@ -84,6 +83,7 @@ def test_new_parameters_do_not_recompile():
     np.testing.assert_allclose(b, exact, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow  # JAX compiles; the same contract for numba's adaptive integrator (test_numba_adaptive) stays default
 def test_failed_member_is_nan_not_raised():
     prob = integrators.Problem(drift_jax=blowup_drift_jax)
     x0 = np.array([[[0.1]], [[1.0]]])  # x' = x^2 blows up at t = 10 and t = 1

@@ -75,8 +75,10 @@ def test_depth_limit_matches_numba_to_rounding(tmp_path):
     assert abs(slope + 0.5) < 0.15
 
 
-# the network form compiles its own program: its drift twins (test_models) stay default
-@pytest.mark.parametrize("form", ["flow", pytest.param("network", marks=pytest.mark.slow)])
+# JAX compiles each form: the per-head flow from a scenario file on JAX against numba
+# (test_attention_architectures) and the drift twins of both forms (test_models) stay default
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["flow", "network"])
 def test_attention_matches_numba_to_rounding(tmp_path, form):
     values = {}
     for backend in ("numba", "jax"):

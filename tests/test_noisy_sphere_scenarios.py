@@ -96,6 +96,7 @@ def test_bad_ratio_input_is_one_line_and_exit_2(tmp_path, capsys, overrides, key
     assert not out.exists()
 
 
+@pytest.mark.slow  # traces the branch per panel; the plain hysteresis references stay default below
 def test_hysteresis_references_are_the_branch_and_are_drawn_per_panel(tmp_path):
     path = _made(tmp_path, "noisy_hysteresis_sphere")
     with dyn.open(path) as ds:

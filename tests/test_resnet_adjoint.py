@@ -53,6 +53,7 @@ def test_adjoint_equals_backprop_when_the_inverse_is_exact():
     np.testing.assert_allclose(_flat(b), _flat(a), rtol=1e-12, atol=1e-13)  # rounding only
 
 
+@pytest.mark.slow  # JAX compiles; the JAX adjoint against backprop and both systems end to end stay default
 def test_jax_forward_matches_numpy_network():
     wf, x0, _, (W, V) = _net(1, 40)
     for scheme in rn.SCHEMES:

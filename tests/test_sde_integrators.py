@@ -89,6 +89,7 @@ def test_euler_maruyama_reproducible_whatever_the_threads():
     assert np.array_equal(runs[0], runs[1])
 
 
+@pytest.mark.slow  # JAX compiles; the noisy tokens' path-by-path agreement (test_noisy_sde) stays default
 def test_numba_and_diffrax_agree_path_by_path_on_gbm():
     rng = np.random.default_rng(2)
     ts = np.array([0.0, 0.5, 1.0])
