@@ -189,6 +189,7 @@ lock.release()
 """
 
 
+@pytest.mark.slow  # two fresh processes; the same refusal in-process stays default below
 def test_second_run_on_a_file_being_written_is_refused(small_scenario, tmp_path):
     """Another process holds the output's writer lock (as a running `dyn run` does): a real
     `dyn run` on that file is refused with one line and touches nothing; once the lock is

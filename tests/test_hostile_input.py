@@ -24,7 +24,7 @@ BASE = parse_toml(SMALL_SCENARIO)
 KEYS = sorted({(t, k) for t, table in BASE.items() for k in table} |
               {("params", k) for k in ("n", "d", "beta", "Q", "V", "form", "depth", "delta", "init")} |
               {("integrator", k) for k in ("rtol", "atol", "max_steps")} | {("output", "plot")})
-FAST_EXAMPLES = 10  # each accepted document is a run; the slow tier draws 150
+FAST_EXAMPLES = 8  # each accepted document is a run; the slow tier draws 150
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 

@@ -23,6 +23,7 @@ def _run(name, tmp_path, **overrides):
                    overrides={**TINY, **overrides})
 
 
+@pytest.mark.slow  # two runs; noisy_phase's picture and references stay default (test_plot_labels, test_references)
 def test_phase_scenario_contract_and_reproducibility(tmp_path):
     axes = {"sweep.beta": [0.5, 3.0], "sweep.sigma": [0.3, 2.0]}
     out = _run("noisy_phase", tmp_path, **axes)
