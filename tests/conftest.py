@@ -13,14 +13,19 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 def pytest_configure(config):
     """In each pytest-xdist worker, compile this worker's share of the numba kernels before the
     first test (dyn.engine.warmup): on a cold cache two workers otherwise compile the same kernel
-    families side by side (the attention field's alone is ~30 s of CPU), and later tests and the
-    processes they start load every kernel from the cache."""
+    families side by side, and later tests and the processes they start load every kernel from
+    the cache. Then run ensembles on one thread per worker: the workers already fill the cores,
+    and two threads each cost the session ~12% more CPU (262 s against 231 s, warm). Tests of
+    thread counts set theirs and restore this one."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if worker.startswith("gw") and count > 1:
+        import numba
+
         from dyn.engine.warmup import compile_share
 
         compile_share(int(worker[2:]), count)
+        numba.set_num_threads(1)
 
 
 @pytest.fixture

@@ -81,11 +81,13 @@ def test_euler_maruyama_strong_order_half_on_gbm():
 def test_euler_maruyama_reproducible_whatever_the_threads():
     em = integrators.get("numba", "euler_maruyama", dt=0.05)
     x0 = np.ones((64, 1, 1))
-    runs = []
-    for threads in (1, numba.config.NUMBA_NUM_THREADS):
-        numba.set_num_threads(threads)
-        runs.append(em.solve(GBM, x0, [0.0, 0.5, 1.0], rng=np.random.default_rng(9)))
-    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    runs, before = [], numba.get_num_threads()
+    try:
+        for threads in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(threads)
+            runs.append(em.solve(GBM, x0, [0.0, 0.5, 1.0], rng=np.random.default_rng(9)))
+    finally:
+        numba.set_num_threads(before)  # the session's setting (conftest: one per worker)
     assert np.array_equal(runs[0], runs[1])
 
 
