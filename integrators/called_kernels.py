@@ -20,6 +20,13 @@ already bound to the callee's own copy, cold cache or warm; the linked copy was 
 the numbers are unchanged, bit for bit (the fingerprints of every shipped scenario are equal
 before and after), and compiling every kernel takes about half the time.
 
+**A caller older than its callee.** numba's cache keys a kernel on its own file only, and a
+compiled kernel's name carries a per-process count and a hash-seeded tag. When a callee's file
+changes (a ``git pull``), the callee compiles again under a new name while a caller in an
+unchanged file still loads from the cache, naming the old one; the load then raises
+:class:`StaleCaller` and :mod:`integrators.jit` compiles the caller again. (Linked, the caller
+would have run its stale copy of the callee.)
+
 **Where it applies.** Only the numba versions it was checked against (:data:`CHECKED`); other
 versions link as numba does, with the same numbers and the slower compile. Setting
 ``DYN_LINK_KERNELS=1`` turns it off too.
@@ -41,6 +48,10 @@ _ATTRIBUTES = re.compile(r"^attributes (#\d+) = \{ (.*) \}$", re.M)
 _GROUP = re.compile(r" (#\d+)$")
 
 _STOCK: dict = {}
+
+
+class StaleCaller(RuntimeError):
+    """A kernel loaded from numba's cache names a callee that is not loaded under that name."""
 
 
 def active() -> bool:
@@ -97,8 +108,9 @@ def _finalize_final_module(self):
     missing = [f.name for f in module.functions if f.is_declaration and f.name.startswith("_ZN")
                and not engine.is_symbol_defined(f.name)]
     if missing:
-        raise RuntimeError(f"{self.name} calls kernels that are not loaded yet: {missing} "
-                           "(integrators.jit loads a kernel's callees before it)")
+        raise StaleCaller(f"{self.name} calls kernels that are not loaded under these names: "
+                          f"{missing} (integrators.jit loads a kernel's callees before it, and "
+                          "compiles it again when they were compiled again since)")
     return _STOCK["finalize_final_module"](self)
 
 

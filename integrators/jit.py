@@ -55,7 +55,7 @@ class DeferredDispatcher(CPUDispatcher):
                     for callee in callees(self):  # first: see "Same code, cold or warm" above
                         callee._ensure_declared()
                     for signature in declared:
-                        self.compile(signature)
+                        self._compile_fresh_if_stale(signature)
                 finally:
                     self._ensuring = False
                 self.disable_compile()
@@ -66,6 +66,13 @@ class DeferredDispatcher(CPUDispatcher):
         if not self._can_compile:  # numba calls what this returns: dispatch again, converting
             return self._dispatch_again
         return super()._compile_for_args(*args, **kws)
+
+    def _compile_fresh_if_stale(self, signature):
+        try:
+            self.compile(signature)
+        except called_kernels.StaleCaller:  # its cached code names a callee compiled again since
+            self._cache.flush()
+            self.compile(signature)
 
     def _dispatch_again(self, *args, **kws):
         return self(*args, **kws)
