@@ -93,7 +93,7 @@ def test_attention_matches_numba_to_rounding(tmp_path, form):
 
 
 # JAX compiles one program per scheme (~10 s): the default tier keeps the drift twins of every
-# scheme (test_models) and the end-to-end agreement of the plain flow and network above
+# scheme (test_models) and the per-head flow on JAX (test_attention_architectures)
 @pytest.mark.slow
 @pytest.mark.parametrize("form", ["flow", "network"])
 def test_architectures_match_numba_to_rounding(tmp_path, form):
