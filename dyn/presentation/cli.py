@@ -22,7 +22,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"dyn: error: {printable(message)} (see `{self.prog} --help`)\n")
 
+
 STYLES = ("default", "paper")  # dyn.presentation.styles.STYLE_NAMES, without importing numpy to parse
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dyn", description="Sweeps of token and depth dynamics.")
