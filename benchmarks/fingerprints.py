@@ -9,7 +9,8 @@ hashed bit for bit. Run as
     diff before.txt after.txt
 
 A line per (scenario, variable): `name variable sha256[:16]`. Scenarios given as arguments
-restrict the run (`python benchmarks/fingerprints.py noisy_phase two_token_phase`).
+restrict the run (`python benchmarks/fingerprints.py noisy_phase two_token_phase`);
+`--keep DIR` keeps the files there, to measure how far differing variables moved.
 """
 from __future__ import annotations
 
@@ -58,13 +59,20 @@ def digest(path: Path) -> dict[str, str]:
 
 
 def main(names: list[str]) -> None:
+    keep = None
+    if "--keep" in names:
+        at = names.index("--keep")
+        keep = Path(names[at + 1])
+        keep.mkdir(parents=True, exist_ok=True)
+        names = names[:at] + names[at + 2:]
     files = sorted((ROOT / "scenarios").glob("*.toml"))
     for toml in files:
         if names and toml.stem not in names:
             continue
         doc = shrunk(scenario_mod.read_file(toml))
         with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / f"{toml.stem}.h5"
+            out = (keep or Path(tmp)) / f"{toml.stem}.h5"
+            out.unlink(missing_ok=True)
             dyn.run(scenario_mod.resolve(doc, str(toml)), out, progress=False, log=io.StringIO())
             for name, value in sorted(digest(out).items()):
                 if name.startswith("points/") or "provenance" in name:

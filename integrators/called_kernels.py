@@ -23,9 +23,11 @@ before and after), and compiling every kernel takes about half the time.
 **A caller older than its callee.** numba's cache keys a kernel on its own file only, and a
 compiled kernel's name carries a per-process count and a hash-seeded tag. When a callee's file
 changes (a ``git pull``), the callee compiles again under a new name while a caller in an
-unchanged file still loads from the cache, naming the old one; the load then raises
-:class:`StaleCaller` and :mod:`integrators.jit` compiles the caller again. (Linked, the caller
-would have run its stale copy of the callee.)
+unchanged file still loads from the cache, naming the old one; that load is then a cache
+miss (:class:`StaleCaller` inside), and numba compiles the caller again and overwrites its entry.
+(Linked, the caller would have run its stale copy of the callee.) A caller that is not one of
+ours (a plain ``numba.njit`` with a signature and ``cache=True``, in a script) may be loaded
+before the kernels it calls: the callees it names are loaded first by their qualified names.
 
 **Where it applies.** Only the numba versions it was checked against (:data:`CHECKED`); other
 versions link as numba does, with the same numbers and the slower compile. Setting
@@ -38,7 +40,7 @@ import re
 
 import llvmlite.binding as ll
 import numba
-from numba.core import codegen
+from numba.core import caching, codegen
 
 CHECKED = ("0.68.",)  # numba versions whose codegen this was checked against
 
@@ -100,18 +102,52 @@ def _finalize(self):
     return _STOCK["finalize"](self)
 
 
+# Set by integrators.jit: loads the kernel of a qualified name ("dyn.numerics.vexp.row_max"), if
+# it is one made with signatures.
+load_by_name = None
+
+
+def qualified_name(symbol: str) -> str:
+    """The dotted Python name a numba symbol mangles: ``_ZN3dyn8numerics4vexp7row_maxB..``
+    gives ``dyn.numerics.vexp.row_max`` (length-prefixed parts up to the first tag)."""
+    parts, at = [], 3
+    while at < len(symbol) and symbol[at].isdigit():
+        digits = re.match(r"\d+", symbol[at:]).group()
+        at += len(digits)
+        parts.append(symbol[at:at + int(digits)])
+        at += int(digits)
+    return ".".join(parts)
+
+
+def _missing(module, engine) -> list[str]:
+    return [f.name for f in module.functions if f.is_declaration and f.name.startswith("_ZN")
+            and not engine.is_symbol_defined(f.name)]
+
+
 def _finalize_final_module(self):
     """numba's step, after checking that every kernel the library declares is loaded: MCJIT
-    would otherwise abort the whole process ("LLVM ERROR: Symbol not found")."""
+    would otherwise abort the whole process ("LLVM ERROR: Symbol not found"). Kernels not
+    loaded yet are loaded by name first (a caller that is not ours may come before them)."""
     module = self._shared_module if self._shared_module is not None else self._final_module
     engine = self._codegen._engine
-    missing = [f.name for f in module.functions if f.is_declaration and f.name.startswith("_ZN")
-               and not engine.is_symbol_defined(f.name)]
+    missing = _missing(module, engine)
+    if missing and load_by_name is not None:
+        for name in sorted({qualified_name(symbol) for symbol in missing}):
+            load_by_name(name)
+        missing = _missing(module, engine)
     if missing:
         raise StaleCaller(f"{self.name} calls kernels that are not loaded under these names: "
-                          f"{missing} (integrators.jit loads a kernel's callees before it, and "
-                          "compiles it again when they were compiled again since)")
+                          f"{missing} (compiled again since this caller was cached)")
     return _STOCK["finalize_final_module"](self)
+
+
+def _load_overload(self, sig, target_context):
+    """numba's cache load, where a stale caller (:class:`StaleCaller`) is a miss: numba then
+    compiles it again and overwrites its entry."""
+    try:
+        return _STOCK["load_overload"](self, sig, target_context)
+    except StaleCaller:
+        return None
 
 
 def install() -> None:
@@ -123,5 +159,7 @@ def install() -> None:
     library = codegen.CPUCodeLibrary
     _STOCK["finalize"] = library.finalize
     _STOCK["finalize_final_module"] = library._finalize_final_module
+    _STOCK["load_overload"] = caching.Cache._load_overload
     library.finalize = _finalize
     library._finalize_final_module = _finalize_final_module
+    caching.Cache._load_overload = _load_overload

@@ -22,12 +22,19 @@ warm, and the same seed gives the same numbers whether or not numba's cache was 
 copy of it (:mod:`integrators.called_kernels`: the same numbers, half the compile), unless it is
 made with ``link=True``: small helpers that LLVM inlines into their callers.
 
+**A cached kernel never outlives an edit of its callees.** numba keys a cached kernel on its
+own file and bytecode only. A kernel made here adds to that key a hash of the source of every
+kernel it reaches through calls (:func:`callee_digest`), so editing a callee in another file
+compiles its callers again instead of loading them: linked, they would have run their stale
+copy of it (found so: a cache written before callers called kernels gave other numbers).
+
 ``njit(**options)`` without a signature is numba's lazy ``njit`` unchanged. Every kernel made
 with signatures is listed by :func:`declared_kernels` (what :mod:`dyn.engine.warmup` compiles
 ahead of a test session or a sweep).
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import types
 
@@ -54,8 +61,8 @@ class DeferredDispatcher(CPUDispatcher):
                 try:
                     for callee in callees(self):  # first: see "Same code, cold or warm" above
                         callee._ensure_declared()
-                    for signature in declared:
-                        self._compile_fresh_if_stale(signature)
+                    for signature in declared:  # a stale cached copy is a cache miss
+                        self.compile(signature)
                 finally:
                     self._ensuring = False
                 self.disable_compile()
@@ -66,13 +73,6 @@ class DeferredDispatcher(CPUDispatcher):
         if not self._can_compile:  # numba calls what this returns: dispatch again, converting
             return self._dispatch_again
         return super()._compile_for_args(*args, **kws)
-
-    def _compile_fresh_if_stale(self, signature):
-        try:
-            self.compile(signature)
-        except called_kernels.StaleCaller:  # its cached code names a callee compiled again since
-            self._cache.flush()
-            self.compile(signature)
 
     def _dispatch_again(self, *args, **kws):
         return self(*args, **kws)
@@ -111,6 +111,38 @@ def callees(kernel) -> list[DeferredDispatcher]:
     return list(found.values())
 
 
+def callee_digest(kernel) -> str:
+    """A hash of the source of every declared kernel `kernel` reaches through calls, and of how
+    callers bind to them (called or linked). numba keys a cached kernel on its own code only,
+    so a cached caller would otherwise outlive an edit of a callee in another file: linked, it
+    runs its stale copy of the callee (the same seed, other numbers)."""
+    found = getattr(kernel, "_callee_digest", None)
+    if found is None:
+        seen, todo = {}, list(callees(kernel))
+        while todo:
+            callee = todo.pop()
+            name = f"{callee.py_func.__module__}.{callee.py_func.__qualname__}"
+            if name not in seen:
+                seen[name] = f"{callee._link}:{inspect.getsource(callee.py_func)}"
+                todo.extend(callees(callee))
+        text = repr((called_kernels.active(), sorted(seen.items())))
+        found = kernel._callee_digest = hashlib.sha256(text.encode()).hexdigest()
+    return found
+
+
+def _keyed_by_callees(kernel) -> None:
+    """numba's cache index key of `kernel`, plus :func:`callee_digest`."""
+    cache = getattr(kernel, "_cache", None)
+    stock = getattr(cache, "_index_key", None)
+    if stock is None:
+        return
+
+    def index_key(sig, codegen):
+        return stock(sig, codegen) + (callee_digest(kernel),)
+
+    cache._index_key = index_key
+
+
 def _filled(cell) -> bool:
     try:
         cell.cell_contents
@@ -127,6 +159,16 @@ def declared_kernels() -> list[DeferredDispatcher]:
     return list(_DECLARED)
 
 
+def _load_by_name(qualified: str) -> None:
+    """Load (or compile) the declared kernel of a dotted name, if there is one."""
+    for kernel in _DECLARED:
+        if f"{kernel.py_func.__module__}.{kernel.py_func.__qualname__}" == qualified:
+            kernel._ensure_declared()
+
+
+called_kernels.load_by_name = _load_by_name
+
+
 def njit(*signatures, link: bool = False, **options):
     """``numba.njit`` with the signatures (if any) compiled on first need; use as a decorator:
     ``@njit(SIG, **NJIT)`` or ``@njit(**NJIT)``. With signatures, callers call the kernel's own
@@ -140,6 +182,7 @@ def njit(*signatures, link: bool = False, **options):
             dispatcher.__class__ = DeferredDispatcher
             dispatcher._declared = tuple(signatures)
             dispatcher._link = link
+            _keyed_by_callees(dispatcher)
             _DECLARED.append(dispatcher)
         return dispatcher
 

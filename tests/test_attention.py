@@ -222,6 +222,22 @@ def test_observables_against_brute_force():
         assert att.n_clusters(x, delta)[e] == ref_clusters(x[e], delta)
 
 
+def test_a_blown_up_configuration_never_looks_clustered():
+    """One NaN coordinate: the minimum inner product and the energy are NaN (the vectorised
+    minimum may not see it; the kernel's own NaN flag must), its token joins no cluster, and the
+    other configurations of the batch keep their values."""
+    rng = np.random.default_rng(9)
+    x = sphere(rng, 3, 7, 2)
+    bad = x.copy()
+    bad[1, 4, 0] = np.nan
+    stats, labels = att.pairs_and_clusters(bad, 0.3, 1.5)
+    clean, clean_labels = att.pairs_and_clusters(x, 0.3, 1.5)
+    assert np.isnan(stats[1, 1]) and np.isnan(stats[1, 2])
+    assert labels[1, 4] == 4 and np.all(labels[1][np.arange(7) != 4] != 4)
+    np.testing.assert_array_equal(stats[[0, 2]], clean[[0, 2]])
+    np.testing.assert_array_equal(labels[[0, 2]], clean_labels[[0, 2]])
+
+
 def test_n_clusters_hand_made():
     e1, e2, e3 = np.eye(3)
     c = np.cos(0.01)

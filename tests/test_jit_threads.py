@@ -128,14 +128,17 @@ def top(v):
 """
 
 
-def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path):
+@pytest.mark.parametrize("linked", [False, True], ids=["called", "linked"])
+def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path, linked):
     """The callee's file changes and the caller's does not (a `git pull`): the callee compiles
-    again under a new name (numba's names count the functions the process compiled before), the
-    caller still loads from numba's cache naming the old one. It is compiled again, and calls
-    the new code. (numba alone would run the caller's stale linked copy: 6.0.)"""
+    again under a new name (numba's names count the functions the process compiled before), and
+    numba's own cache key of the caller (its file, its bytecode) is unchanged. The caller is
+    compiled again (its key carries the callees' source, jit.callee_digest) and calls the new
+    code, whether callers call kernels or link them (DYN_LINK_KERNELS=1; numba alone would run
+    the caller's stale linked copy: 6.0)."""
     from integrators import called_kernels
 
-    if not called_kernels.active():
+    if not linked and not called_kernels.active():
         pytest.skip("numba version not checked: every kernel is linked as numba links it")
     (tmp_path / "stale_leaf.py").write_text(STALE_LEAF.format(change=""))
     (tmp_path / "stale_top.py").write_text(STALE_TOP)
@@ -145,12 +148,40 @@ def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path):
 
     def run(compiled_before):
         env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+        if linked:
+            env["DYN_LINK_KERNELS"] = "1"
+        else:
+            env.pop("DYN_LINK_KERNELS", None)
         return subprocess.run([sys.executable, "-c", call, str(tmp_path), str(compiled_before)],
                               env=env, check=True, capture_output=True, text=True).stdout.strip()
 
     assert run(0) == "6.0"  # 0 + 1 + 4, plus 1
     (tmp_path / "stale_leaf.py").write_text(STALE_LEAF.format(change=" + 1.0"))
     assert run(2) == "7.0"
+
+
+USER_CALLER = """
+import numba, numpy as np
+import stale_leaf
+
+@numba.njit("float64(float64[::1])", cache=True)
+def user(v):
+    return stale_leaf.leaf(v) * 2.0
+"""
+
+
+def test_a_users_cached_caller_loads_before_the_kernels_it_calls(tmp_path):
+    """A script's own eager `numba.njit(sig, cache=True)` that calls one of our kernels is loaded
+    from numba's cache when the script is imported, before anything has loaded that kernel: the
+    kernel is loaded by its name first (called_kernels.load_by_name), not a failed load."""
+    (tmp_path / "stale_leaf.py").write_text(STALE_LEAF.format(change=""))
+    (tmp_path / "user_caller.py").write_text(USER_CALLER)
+    call = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import user_caller; "
+            "print(user_caller.user(np.arange(3.0)), sum(user_caller.user.stats.cache_hits.values()))")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    outs = [subprocess.run([sys.executable, "-c", call, str(tmp_path)], env=env, check=True,
+                           capture_output=True, text=True).stdout.strip() for _ in range(2)]
+    assert outs == ["10.0 0", "10.0 1"]  # compiled, then loaded from the cache
 
 
 COLD_OR_WARM = """

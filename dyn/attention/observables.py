@@ -15,8 +15,10 @@ import numpy as np
 from numba import types
 
 from integrators.jit import njit
-from integrators.numba_abi import NJIT
+from integrators.numba_abi import F1, F2, F3, NJIT
 from integrators.threads import over_members
+
+from ..numerics.vexp import exp_shifted_inplace, row_sum
 
 
 def _tokens(x) -> np.ndarray:
@@ -37,48 +39,124 @@ def _delta(delta) -> float:
 N_PAIR_STATS = 3
 
 
-@njit(types.void(types.float64[:, :, ::1], types.float64, types.float64, types.float64[:, ::1]),
-      **NJIT)
-def _pair_kernel(x, threshold, beta, out):
+@njit(types.float64(F1), link=True, **NJIT, fastmath={"nnan", "nsz"})
+def _least(row):
+    """min_j row[j], 1 if empty; NaN entries are the caller's to detect (the reduction
+    vectorizes only when it may assume there are none)."""
+    m = 1.0
+    for j in range(row.shape[0]):
+        v = row[j]
+        m = v if v < m else m
+    return m
+
+
+@njit(types.void(F3, types.float64, types.float64, F2, types.int64[:, ::1]), **NJIT)
+def _pairs_kernel(x, threshold, beta, stats, labels):
+    """Per configuration b: stats[b] <- [pair fraction, min inner, sum_ij e^{beta G_ij}] and
+    labels[b] <- the clusters of {i ~ j : G_ij > threshold} (union-find, smallest index).
+    The upper triangle of G (diagonal included, row by row) is formed once; its exps go through
+    the vectorised exp (:mod:`dyn.numerics.vexp`), shifted by their maximum."""
     m, n, d = x.shape
+    size = n * (n + 1) // 2
     pairs = n * (n - 1) // 2
+    g = np.empty(size)
+    w = np.empty(size)
+    bits = np.empty(size, dtype=np.int64)
+    xt = np.empty((d, n))
     for b in range(m):
+        for i in range(n):
+            for k in range(d):
+                xt[k, i] = x[b, i, k]
+        at = 0
+        for i in range(n):  # row i of the triangle: G_ii, G_i,i+1, ..., G_i,n-1
+            length = n - i
+            row = g[at:at + length]
+            for j in range(length):
+                row[j] = 0.0
+            for k in range(d):
+                xik = xt[k, i]
+                col = xt[k, i:]
+                for j in range(length):
+                    row[j] += xik * col[j]
+            at += length
+        parent = labels[b]
+        for i in range(n):
+            parent[i] = i
         close = 0
         lowest = 1.0
-        total = 0.0
+        nan = False
+        at = 0
+        for i in range(n - 1):  # the pairs i < j of row i: counted in branch-free loops that
+            row = g[at + 1:at + n - i]  # vectorize, joined only where a pair is close
+            near = 0
+            for j in range(row.shape[0]):
+                near += row[j] > threshold
+                nan |= row[j] != row[j]
+            lowest = min(lowest, _least(row))
+            if near:
+                close += near
+                ri = _find(parent, i)  # a root is the smallest token of its cluster
+                for j in range(row.shape[0]):
+                    if row[j] > threshold:
+                        rj = _find(parent, i + 1 + j)
+                        if ri != rj:
+                            parent[max(ri, rj)] = min(ri, rj)
+                            ri = min(ri, rj)
+            at += n - i
+        if nan:  # NaN wins: a blown-up state must not look clustered
+            lowest = np.nan
         for i in range(n):
-            for j in range(i, n):
-                g = 0.0
-                for k in range(d):
-                    g += x[b, i, k] * x[b, j, k]
-                if j == i:
-                    total += math.exp(beta * g)
-                    continue
-                total += 2.0 * math.exp(beta * g)
-                if g > threshold:
-                    close += 1
-                if g < lowest or g != g:  # NaN wins: a blown-up state must not look clustered
-                    lowest = g
-        out[b, 0] = close / pairs if pairs else 1.0
-        out[b, 1] = lowest
-        out[b, 2] = total
+            parent[i] = _find(parent, i)
+        shift = -np.inf
+        for a in range(size):
+            w[a] = beta * g[a]
+            if w[a] > shift or w[a] != w[a]:  # NaN sticks
+                shift = w[a]
+        if math.isfinite(shift):
+            exp_shifted_inplace(w, shift, bits)
+            diagonal = 0.0
+            at = 0
+            for i in range(n):
+                diagonal += w[at]
+                at += n - i
+            # sum_ij = the diagonal + twice the pairs i < j
+            total = math.exp(shift) * (2.0 * row_sum(w) - diagonal)
+        else:
+            total = shift if shift != -np.inf else 0.0  # NaN or inf passes through
+        stats[b, 0] = close / pairs if pairs else 1.0
+        stats[b, 1] = lowest
+        stats[b, 2] = total
+
+
+def _pairs(x, delta: float, beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """(stats (m, 3), labels (m, n)) of the configurations of x (..., n, d), flattened."""
+    flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
+    stats = np.empty((flat.shape[0], N_PAIR_STATS))
+    labels = np.empty(flat.shape[:2], dtype=np.int64)
+    over_members(flat.shape[0], lambda a, b: _pairs_kernel(flat[a:b], 1.0 - delta, beta,
+                                                           stats[a:b], labels[a:b]))
+    return stats, labels
 
 
 def pair_statistics(x, delta: float, beta: float) -> np.ndarray:
     """[pair_fraction, min_inner, energy_usa] of each configuration, shape (..., 3), in one pass
     without forming the Gram matrices (a sweep point's states would need hundreds of MB).
     The energy is NaN at beta = 0, where E = 1/(2 beta n^2) sum_ij e^{beta G_ij} is undefined."""
+    return pairs_and_clusters(x, delta, beta)[0]
+
+
+def pairs_and_clusters(x, delta: float, beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pair_statistics` (..., 3) and :func:`cluster_labels` (..., n) from one pass over
+    the pairs of each configuration."""
     delta = _delta(delta)
     beta = float(beta)
     if not np.isfinite(beta):
         raise ValueError(f"beta must be finite, got {beta}")
     x = _tokens(x)
     n = x.shape[-2]
-    flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
-    out = np.empty((flat.shape[0], N_PAIR_STATS))
-    over_members(flat.shape[0], lambda a, b: _pair_kernel(flat[a:b], 1.0 - delta, beta, out[a:b]))
-    out[:, 2] = out[:, 2] / (2.0 * beta * n * n) if beta != 0.0 else np.nan
-    return out.reshape(x.shape[:-2] + (N_PAIR_STATS,))
+    stats, labels = _pairs(x, delta, beta)
+    stats[:, 2] = stats[:, 2] / (2.0 * beta * n * n) if beta != 0.0 else np.nan
+    return stats.reshape(x.shape[:-2] + (N_PAIR_STATS,)), labels.reshape(x.shape[:-1])
 
 
 def energy_usa(x, beta: float) -> np.ndarray:
@@ -111,35 +189,11 @@ def _find(parent, i):
     return root
 
 
-@njit(types.void(types.float64[:, :, ::1], types.float64, types.int64[:, ::1]), **NJIT)
-def _labels_kernel(x, threshold, out):
-    m, n, d = x.shape
-    for b in range(m):
-        parent = np.arange(n)
-        for i in range(n):
-            for j in range(i + 1, n):
-                g = 0.0
-                for k in range(d):
-                    g += x[b, i, k] * x[b, j, k]
-                if g > threshold:
-                    ri = _find(parent, i)
-                    rj = _find(parent, j)
-                    if ri != rj:
-                        parent[max(ri, rj)] = min(ri, rj)
-        for i in range(n):
-            out[b, i] = _find(parent, i)
-
-
 def cluster_labels(x, delta: float) -> np.ndarray:
     """Cluster of every token: the connected components of the graph linking i, j when
     <x_i, x_j> > 1 - delta (union-find per configuration), each labelled by its smallest token
     index; int64 array of shape (..., n)."""
-    delta = _delta(delta)
-    x = _tokens(x)
-    flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
-    out = np.empty(flat.shape[:2], dtype=np.int64)
-    over_members(flat.shape[0], lambda a, b: _labels_kernel(flat[a:b], 1.0 - delta, out[a:b]))
-    return out.reshape(x.shape[:-1])
+    return pairs_and_clusters(x, delta, 0.0)[1]
 
 
 def n_clusters(x, delta: float) -> np.ndarray:

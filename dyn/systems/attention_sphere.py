@@ -248,8 +248,7 @@ def _initial(spec, runs: int) -> np.ndarray:
 def _observed(spec, states) -> Chunk:
     """Per-run observables of states (runs, times, n, d) at the save times."""
     x = schemes.stream_tokens(spec["normalization_layer"], states)
-    stats = attention.pair_statistics(x, spec["delta"], spec["beta"])
-    labels = attention.cluster_labels(x, spec["delta"])
+    stats, labels = attention.pairs_and_clusters(x, spec["delta"], spec["beta"])
     clusters = attention.count_clusters(labels)
     one = clusters == 1
     first = np.where(one.any(axis=1), spec.times[np.argmax(one, axis=1)], spec.horizon)

@@ -1,0 +1,146 @@
+"""The main job's work against the closest public peer, side by side in one run (issue 25, item 1).
+
+The peer is ``phase-diagrams.py`` of the repository ``borjanG/2023-transformers-rotf`` (torch;
+it hard-codes CUDA). It is not part of this project: fetch it yourself, install torch in any
+environment, and point this script at both::
+
+    git clone <that repository> /tmp/rotf
+    python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch numpy tqdm matplotlib
+    python benchmarks/peer.py --peer /tmp/rotf/phase-diagrams.py --peer-python /tmp/torchenv/bin/python
+
+How the peer is run: its source is read, every ``'cuda'`` device string becomes ``'cpu'`` (the
+only change), and its own ``do_results`` is called in a fresh process with the arguments of its
+command line ``--use_softmax --step 0.1 --maxtime 30 --betamin 0.1 --betamax 9 --betas 45
+--batch 256 --ntokens 32 --dmodel 2`` (post-norm softmax layers x <- normalize(x + h A x), float64,
+the fraction of token pairs with <x_i, x_j> > 0.999 at 200 checkpoints). Its pickling and plot
+(which needs LaTeX) are left out of the time; torch keeps its default threads (all cores).
+
+This project's side is the same work through the engine: ``dyn.run`` of the main scenario with
+``form = "network"``, 300 layers of step 0.1, every layer saved, ``delta = 1e-3`` (the peer's
+0.999), serial executor (ensembles over all cores), after a first run that fills numba's cache.
+
+Printed: both wall times and their ratio (target: at least 5), the per-layer work against the
+vectorised-exp ceiling (this project's side; the exps are the bound at n = 32, d = 2), and the
+mean |difference| of the two pictures (pair fraction over beta and time) at the peer's checkpoints,
+which is Monte Carlo noise of the two independent ensembles (standard error about
+sqrt(f (1 - f) / pairs)). Without ``--peer`` only this project's side is timed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = ROOT / "scenarios" / "attention_clusters.toml"
+BETAS, RUNS, LAYERS, N, D, STEP = 45, 256, 300, 32, 2, 0.1
+
+# Runs in the peer's interpreter: its module with the device string swapped, its own loop.
+PEER_DRIVER = r"""
+import argparse, json, sys, time, types
+import numpy as np
+source = open(sys.argv[1]).read().replace("'cuda'", "'cpu'")
+peer = types.ModuleType("peer")
+exec(compile(source, sys.argv[1], "exec"), peer.__dict__)
+a = argparse.Namespace(dmodel=%(d)d, ntokens=%(n)d, batch=%(runs)d, betamin=0.1, betamax=9.0,
+                       betas=%(betas)d, maxtime=%(horizon)r, step=%(step)r, use_softmax=True,
+                       randomV=0, randomKQ=0, cluster_sizes=False, disable_tqdm=True, noanneal=0,
+                       rawstep=False, regen_period=0.0, plotdim=False)
+peer.args = a  # step_1 reads the module-level args of the peer's __main__ block
+import io, contextlib
+import torch
+with contextlib.redirect_stdout(io.StringIO()):
+    start = time.perf_counter()
+    res = peer.do_results(a)
+    wall = time.perf_counter() - start
+np.savez(sys.argv[2], fraction=res["density_tensor"].numpy(), times=res["times_list"].numpy(),
+         betas=res["betas_list"].numpy())
+print(json.dumps({"wall": wall, "threads": torch.get_num_threads(), "torch": torch.__version__}))
+"""
+
+
+def run_peer(peer: Path, python: str, tmp: Path) -> tuple[float, dict, dict]:
+    driver = PEER_DRIVER % {"d": D, "n": N, "runs": RUNS, "betas": BETAS,
+                            "horizon": LAYERS * STEP, "step": STEP}
+    out = tmp / "peer.npz"
+    done = subprocess.run([python, "-c", driver, str(peer), str(out)], check=True,
+                          capture_output=True, text=True, cwd=tmp)
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    return info["wall"], info, dict(np.load(out))
+
+
+def run_ours(tmp: Path, runs: int) -> tuple[float, Path]:
+    import dyn
+
+    overrides = {"params.form": "network", "params.depth": LAYERS, "output.saves": LAYERS,
+                 "ensemble.runs": runs, "integrator.horizon": LAYERS * STEP,
+                 "params.delta": 1e-3}
+    warm = tmp / "warm.h5"
+    dyn.run(SCENARIO, warm, overrides={**overrides, "sweep.beta": {"start": 0.1, "stop": 9.0,
+                                                                   "num": 2}},
+            progress=False, log=open(os.devnull, "w"))  # fills numba's cache; not timed
+    path = tmp / "ours.h5"
+    start = time.perf_counter()
+    dyn.run(SCENARIO, path, overrides=overrides, progress=False, log=open(os.devnull, "w"))
+    return time.perf_counter() - start, path
+
+
+def exp_ceiling(repeat: int = 7) -> float:
+    """exps per second of the vectorised exp on all cores (dyn.numerics.vexp, a cache-resident
+    row of n^2 floats per thread), the bound of the small-n field."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from attention_architectures import exp_rate  # noqa: E402
+    return exp_rate(repeat)
+
+
+def picture_difference(peer: dict, path: Path) -> tuple[float, float]:
+    """Mean |ours - peer| over betas and the peer's checkpoints (each taken at the first layer
+    whose time reaches it, as the peer records it), and the mean two-ensemble standard error."""
+    import xarray as xr
+
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        ours = ds["pair_fraction"].values  # (beta, time), time = layer * STEP
+        t_ours = ds["time"].values
+    layers = np.ceil(np.asarray(peer["times"], dtype=float) / STEP - 1e-9).astype(int)
+    idx = np.searchsorted(np.round(t_ours / STEP).astype(int), layers)
+    theirs = np.asarray(peer["fraction"])
+    diff = np.abs(ours[:, idx] - theirs)
+    f = 0.5 * (ours[:, idx] + theirs)
+    pairs = RUNS * N * (N - 1) / 2
+    return float(diff.mean()), float(np.mean(np.sqrt(2 * f * (1 - f) / pairs)))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--peer", type=Path, help="path of the peer's phase-diagrams.py")
+    ap.add_argument("--peer-python", default=sys.executable, help="an interpreter with torch")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        ours, path = run_ours(tmp, RUNS)
+        ceiling = exp_ceiling()
+        exps = BETAS * RUNS * LAYERS * N * (N + 1) / 2  # the symmetric field: n(n+1)/2 per layer
+        print(f"work: {BETAS} betas x {RUNS} runs x {LAYERS} post-norm layers, n = {N}, d = {D}")
+        print(f"  this project (dyn.run, form = network)  {ours:7.2f} s   "
+              f"{exps / ours / 1e9:.2f} Gexp/s = {100 * exps / ours / ceiling:.0f}% of the exp "
+              f"ceiling ({ceiling / 1e9:.2f} Gexp/s on all cores)")
+        if args.peer is None:
+            print("  (no --peer: the peer's side is not run)")
+            return 0
+        wall, info, peer = run_peer(args.peer.resolve(), args.peer_python, tmp)
+        print(f"  peer (torch {info['torch']}, {info['threads']} threads)   {wall:7.2f} s")
+        print(f"  ratio peer / this project = {wall / ours:.1f}x (target >= 5)")
+        diff, se = picture_difference(peer, path)
+        print(f"  pictures: mean |difference| {diff:.4f}, two-ensemble standard error {se:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
