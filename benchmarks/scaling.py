@@ -33,7 +33,7 @@ from dyn.engine.store import size_text
 from dyn.noisy.fourier import fourier_drift, work_size as fourier_work
 from dyn.noisy.params import pack_fourier
 from dyn.numerics import attention_field as af
-from dyn.numerics.mean_field import LARGE_WORK
+from dyn.numerics.attention_field import LARGE_WORK
 
 from _timing import best_of
 from attention_rhs import gemm_rate

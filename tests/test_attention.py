@@ -5,7 +5,7 @@ from scipy.integrate import solve_ivp
 
 from dyn import attention as att
 from dyn.attention.flow import _project_rows
-from dyn.numerics import mean_field as mf
+from dyn.numerics import _field_gemm, _field_small, _field_symmetric
 from dyn.numerics.vexp import exp_shifted_inplace
 
 
@@ -43,13 +43,20 @@ def sphere(rng, *shape):
 
 # ---------------------------------------------------------------- right-hand side
 
-def _kernel(kernel, x, p):
-    """One regime of the shared mean-field kernel on the arguments the attention drift passes."""
+# The regimes of the attention field the mean field calls (dyn.numerics.attention_field); the
+# half-exp one needs a symmetric M, which Q^T K is not.
+REGIMES = {"columns": _field_small.columns, "gemm": _field_gemm.gemm,
+           "symmetric": _field_symmetric.symmetric}
+
+
+def _kernel(regime, x, p):
+    """One regime of the shared field on the arguments the attention drift passes."""
     n, d = x.shape
     u = att.unpack_params(p)
     out = np.empty_like(x)
-    kernel(x, u["beta"], u["normalization"] == "USA", u["M"], u["M_identity"], u["V"],
-           u["V_identity"], out, np.empty(n * n + 2 * n + 2 * n * d))
+    work = np.empty(max(_field_small.work_size(n, d), _field_gemm.work_size(n, d, 1)))
+    REGIMES[regime](x, u["beta"], u["normalization"] == "USA", False, 0.0, 1, u["M"].ravel(),
+                    u["M_identity"], u["V"].ravel(), u["V_identity"], out, work)
     return out
 
 
@@ -65,19 +72,19 @@ def test_drift_matches_oracle_both_branches(norm, mats, n, d):
     want = ref_velocity(x, beta, norm, Q, K, V)
     p = att.pack_params(beta, d, norm, Q, K, V)
     scale = np.abs(want).max()
-    for kernel in (mf._loops, mf._blas):
-        out = _kernel(kernel, x, p)
+    for regime in ("columns", "gemm") + (() if mats else ("symmetric",)):
+        out = _kernel(regime, x, p)
         _project_rows(x, out)
         np.testing.assert_allclose(out, want, rtol=0, atol=1e-12 * scale)
     np.testing.assert_allclose(att.velocity(x, beta, norm, Q, K, V), want, rtol=0, atol=1e-12 * scale)
 
 
-def test_blas_branch_large_beta_uses_true_max():
-    # 2 beta |M| R^2 > 700 switches the blas kernel from the diagonal shift to the row maximum
+def test_gemm_branch_large_beta_uses_true_max():
+    # 2 beta |M| R^2 > 700 switches the GEMM regime from the diagonal shift to the row maximum
     rng = np.random.default_rng(3)
     x = sphere(rng, 20, 3)
     for beta in (50.0, 400.0, -400.0):
-        out = _kernel(mf._blas, x, att.pack_params(beta, 3))
+        out = _kernel("gemm", x, att.pack_params(beta, 3))
         _project_rows(x, out)
         np.testing.assert_allclose(out, ref_velocity(x, beta), atol=1e-12)
 

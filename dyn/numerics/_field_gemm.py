@@ -25,11 +25,24 @@ from integrators.jit import njit
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
 from ._field_small import SIGNATURE, matrix_bound
-from .mean_field import max_square_norm
 from .vexp import EXP_MAX_ARG, exp_shifted_inplace, row_max, row_sum
 
-
+# H n^2 d at and above which this regime is used (n = 128, d = 4 is the crossover order).
+LARGE_WORK = 1 << 16
 CAUSAL_BLOCKS = 4
+
+
+@njit(types.float64(F2), **NJIT)
+def max_square_norm(x):
+    """max_i |x_i|^2 over the rows of x."""
+    n, d = x.shape
+    r2 = 0.0
+    for i in range(n):
+        s = 0.0
+        for k in range(d):
+            s += x[i, k] * x[i, k]
+        r2 = max(r2, s)
+    return r2
 
 
 def work_size(n: int, d: int, heads: int) -> int:

@@ -7,8 +7,8 @@ For tokens x_i (rows of an (n, d) array) and H heads (M_h = Q_h^T K_h, V_h)::
     N(i) = {1, ..., n} (no mask) or {j <= i} (causal mask),
     SA: Z^h_i = sum_{k in N(i)} exp(s^h_ik);   USA: Z^h_i = n (whatever the mask).
 
-With no mask, lambda = 0 and one head this is the mean field of :mod:`.mean_field` (the same
-numbers to rounding; that module keeps its own kernel, bit for bit, for its callers). Flags say
+With no mask, lambda = 0 and one head this is the mean field of :mod:`.mean_field` (whose numba
+form calls this kernel). Flags say
 that every M_h (or V_h) is the identity; the matrices are then never read.
 
 Scores are shifted before exponentiating so that nothing overflows: by the diagonal score
@@ -17,7 +17,7 @@ and Z >= 1), with the diagonal weight exp(0) = 1 exactly, so under a causal mask
 token 1 sees exactly itself; by the row maximum when that bound exceeds EXP_MAX_ARG; or, with no
 mask and symmetric M_h, by one c >= |s_ij| for every pair (then e_ij = e_ji: half the exps).
 
-Regimes, chosen by the work ``H n^2 d`` (the crossover of :mod:`.mean_field`):
+Regimes, chosen by the work ``H n^2 d`` (at and above ``LARGE_WORK``, the GEMM regime):
 - small (e.g. n = 32, d = 2, one member of an ensemble block): loops over column-stored weights
   that vectorize, one vectorised exp (:mod:`.vexp`) per head: :mod:`._field_symmetric` (no mask,
   symmetric M_h: the main ensembles) or :mod:`._field_small` (any mask, any M_h);
@@ -31,10 +31,9 @@ from integrators.jit import njit
 from integrators.numba_abi import NJIT
 
 from . import _field_gemm, _field_small
-from ._field_gemm import gemm
+from ._field_gemm import LARGE_WORK, gemm
 from ._field_small import SIGNATURE, columns
 from ._field_symmetric import symmetric, symmetric_blocks
-from .mean_field import LARGE_WORK
 
 
 def _large(n: int, d: int, heads: int) -> bool:
