@@ -6,6 +6,10 @@ Here ``exp(y) = 2^k exp(r)`` with ``k = round(y / ln 2)``, ``r = y - k ln 2`` (C
 ``|r| <= ln2 / 2``) and a degree-13 Taylor polynomial for ``exp(r)`` (truncation < 1e-17
 relative). ``2^k`` is built from its IEEE bits, ``(k + 1023) << 52``, through an int64 scratch
 array viewed as float64. Every step is a plain arithmetic loop, which LLVM turns into SIMD code.
+The integer k is read off the bits of ``k + 1.5 * 2^52`` (exact for |k| < 2^51: k sits in the
+low bits of the mantissa, and the shift by 52 discards the rest), not converted with
+``int64(k)``: AVX2 has no packed double-to-int64 conversion, and LLVM scalarized it, four
+conversions and inserts per vector of four exps.
 
 Domain: ``y = w - shift <= EXP_MAX_ARG`` (700). The caller passes the row maximum as ``shift``, or
 any value that provably bounds ``y`` by EXP_MAX_ARG (see ``mean_field._blas``). Arguments below ``EXP_MIN`` are clamped
@@ -28,6 +32,7 @@ _LN2_LO = 1.90821492927058770002e-10
 _C13, _C12, _C11, _C10 = 1 / 6227020800, 1 / 479001600, 1 / 39916800, 1 / 3628800
 _C9, _C8, _C7, _C6, _C5 = 1 / 362880, 1 / 40320, 1 / 5040, 1 / 720, 1 / 120
 _C4, _C3, _C2 = 1 / 24, 1 / 6, 1 / 2
+_ROUND = 6755399441055744.0  # 1.5 * 2^52: k + _ROUND holds the integer k in its low bits
 
 # no "reassoc" (FASTMATH_ORDERED): it would be allowed to undo the Cody-Waite split
 @njit(types.void(types.float64[::1], types.float64, types.int64[::1]), **NJIT,
@@ -35,6 +40,7 @@ _C4, _C3, _C2 = 1 / 24, 1 / 6, 1 / 2
 def exp_shifted_inplace(w, shift, bits):
     """w[j] <- exp(w[j] - shift) for w[j] - shift <= EXP_MAX_ARG; ``bits``: int64 scratch, len(bits) >= len(w)."""
     n = w.shape[0]
+    scale = bits[:n].view(np.float64)
     for j in range(n):
         y = max(w[j] - shift, EXP_MIN)
         k = np.floor(y * _LOG2E + 0.5)
@@ -53,8 +59,9 @@ def exp_shifted_inplace(w, shift, bits):
         q = q * r + _C2
         q = q * r + 1.0
         w[j] = q * r + 1.0
-        bits[j] = (np.int64(k) + 1023) << 52
-    scale = bits.view(np.float64)
+        scale[j] = k + _ROUND
+    for j in range(n):  # the low bits of k + _ROUND are k's: (k + 1023) << 52 are 2^k's bits
+        bits[j] = (bits[j] + 1023) << 52
     for j in range(n):
         w[j] *= scale[j]
 
