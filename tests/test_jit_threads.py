@@ -128,7 +128,9 @@ def top(v):
 """
 
 
-@pytest.mark.parametrize("linked", [False, True], ids=["called", "linked"])
+# linked: slow (two more interpreters, ~3 s); the called variant, numba 0.68's default, stays
+@pytest.mark.parametrize("linked", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["called", "linked"])
 def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path, linked):
     """The callee's file changes and the caller's does not (a `git pull`): the callee compiles
     again under a new name (numba's names count the functions the process compiled before), and
