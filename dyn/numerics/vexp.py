@@ -12,7 +12,7 @@ low bits of the mantissa, and the shift by 52 discards the rest), not converted 
 conversions and inserts per vector of four exps.
 
 Domain: ``y = w - shift <= EXP_MAX_ARG`` (700). The caller passes the row maximum as ``shift``, or
-any value that provably bounds ``y`` by EXP_MAX_ARG (see ``mean_field._blas``). Arguments below ``EXP_MIN`` are clamped
+any value that provably bounds ``y`` by EXP_MAX_ARG (see ``_field_gemm.gemm``). Arguments below ``EXP_MIN`` are clamped
 there (``exp(-708) ~ 3e-308``, negligible next to the row maximum's weight 1). NaN propagates.
 """
 from __future__ import annotations
