@@ -163,8 +163,20 @@ def large_drift(repeat):
         print(f"{name:>20} {t * 1e3:7.2f}ms {t_np * 1e3:7.2f}ms {t_np / t:8.2f} {rate / 1e9:8.1f} "
               f"{100 * rate / ceiling:5.1f}% {100 * useful / t / ceiling:7.1f}% "
               f"{exps / t / 1e9:7.3f}")
-    print(f"   GEMM ceiling re-measured after the cases: {gemm_rate(repeat) / 1e9:.1f} GFLOP/s\n")
+    print(f"   GEMM ceiling re-measured after the cases: {gemm_rate(repeat) / 1e9:.1f} GFLOP/s")
+    roofline_large(n, d, ceiling, exp_rate(repeat))
     return rows
+
+
+def roofline_large(n, d, gemm, exp):
+    """Why the large drift stays below the GEMM ceiling: the exps run between the two GEMMs, and
+    the n x n weights make a round trip through the caches (8 n^2 bytes, past L2)."""
+    flops, exps, weights = 4 * n * n * d, n * n, 8 * n * n
+    t_gemm, t_exp = flops / gemm, exps / exp
+    print(f"   roofline (no mask, H = 1): {flops / 1e6:.0f} Mflop in GEMMs ({t_gemm * 1e3:.2f} ms at "
+          f"the ceiling) + {exps / 1e6:.2f} M exps ({t_exp * 1e3:.2f} ms at the exp ceiling), one "
+          f"after the other; the weights ({weights / 2**20:.0f} MiB) written, exponentiated in "
+          f"place, read: at best {100 * t_gemm / (t_gemm + t_exp):.0f}% of GEMM\n")
 
 
 def small_ensemble(repeat):
@@ -202,7 +214,14 @@ def small_ensemble(repeat):
         print(f"{name:>34} {t * 1e3:7.3f}ms {times['numpy'] / t:8.2f} {rate / 1e9:7.3f} "
               f"{100 * rate / ceiling:5.1f}%")
     print("   (rates count n^2 exps per member; the post-LN kernel computes n(n+1)/2 of them, "
-          "the symmetric weights serving both rows)\n")
+          "the symmetric weights serving both rows)")
+    pairs = n * (n + 1) // 2
+    other = pairs * (6 * d + 3)  # per pair: score 2d + 1, row sums (1 + d) twice, as FMAs
+    t_exp, t_flops = E * pairs / ceiling, E * other / gemm_rate(repeat)
+    print(f"   roofline per member: {pairs} exps and {other} other flops on {8 * 3 * pairs // 1024}"
+          f" KiB of weights (L1/L2): at the exp ceiling and the GEMM rate, {E * n * n / (t_exp + t_flops) / 1e9:.2f} "
+          f"n^2-exps/s = {100 * E * n * n / (t_exp + t_flops) / ceiling:.0f}% of the exp ceiling; "
+          "the rest is loop and call overhead on rows of 32\n")
     result.pop("numpy")
     return result
 
