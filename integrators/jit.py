@@ -123,11 +123,20 @@ def callee_digest(kernel) -> str:
             callee = todo.pop()
             name = f"{callee.py_func.__module__}.{callee.py_func.__qualname__}"
             if name not in seen:
-                seen[name] = f"{callee._link}:{inspect.getsource(callee.py_func)}"
+                seen[name] = f"{callee._link}:{_source(callee.py_func)}"
                 todo.extend(callees(callee))
         text = repr((called_kernels.active(), sorted(seen.items())))
         found = kernel._callee_digest = hashlib.sha256(text.encode()).hexdigest()
     return found
+
+
+def _source(function) -> str:
+    """A function's source, or its bytecode and constants where there is no file to read."""
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        code = function.__code__
+        return repr((code.co_code, code.co_consts))
 
 
 def _keyed_by_callees(kernel) -> None:

@@ -38,7 +38,7 @@ def block_bounds(members: int, blocks: int) -> list[tuple[int, int]]:
 def over_members(members: int, call: Callable[[int, int], None]) -> None:
     """Run ``call(lo, hi)`` (members lo..hi-1) on contiguous blocks, BLOCKS_PER_THREAD per
     thread, each taken by the next free thread (the calling thread is one of them). Every block
-    runs once; the first exception a block raised is raised here."""
+    runs once; an exception a block raised (the first to be raised) is raised here."""
     threads = max(1, min(numba.get_num_threads(), members))
     if threads == 1:
         call(0, members)
