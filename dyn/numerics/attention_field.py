@@ -8,8 +8,8 @@ For tokens x_i (rows of an (n, d) array) and H heads (M_h = Q_h^T K_h, V_h)::
     SA: Z^h_i = sum_{k in N(i)} exp(s^h_ik);   USA: Z^h_i = n (whatever the mask).
 
 With no mask, lambda = 0 and one head this is the mean field of :mod:`.mean_field` (whose numba
-form calls this kernel). Flags say
-that every M_h (or V_h) is the identity; the matrices are then never read.
+form calls this kernel). Flags say that every M_h (or V_h) is the identity; the matrices are
+then never read.
 
 Scores are shifted before exponentiating so that nothing overflows: by the diagonal score
 s^h_ii (b_ii = 0 and b <= 0, so s^h_ij - s^h_ii <= 2 |beta| max_h |M_h|_F R^2, R = max_k |x_k|,
