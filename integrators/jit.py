@@ -111,6 +111,11 @@ def callees(kernel) -> list[DeferredDispatcher]:
     return list(found.values())
 
 
+def qualified(kernel) -> str:
+    """The dotted name of a kernel's Python function, as numba's mangled symbols spell it."""
+    return f"{kernel.py_func.__module__}.{kernel.py_func.__qualname__}"
+
+
 def callee_digest(kernel) -> str:
     """A hash of the source of every declared kernel `kernel` reaches through calls, and of how
     callers bind to them (called or linked). numba keys a cached kernel on its own code only,
@@ -121,7 +126,7 @@ def callee_digest(kernel) -> str:
         seen, todo = {}, list(callees(kernel))
         while todo:
             callee = todo.pop()
-            name = f"{callee.py_func.__module__}.{callee.py_func.__qualname__}"
+            name = qualified(callee)
             if name not in seen:
                 seen[name] = f"{callee._link}:{_source(callee.py_func)}"
                 todo.extend(callees(callee))
@@ -168,10 +173,10 @@ def declared_kernels() -> list[DeferredDispatcher]:
     return list(_DECLARED)
 
 
-def _load_by_name(qualified: str) -> None:
+def _load_by_name(name: str) -> None:
     """Load (or compile) the declared kernel of a dotted name, if there is one."""
     for kernel in _DECLARED:
-        if f"{kernel.py_func.__module__}.{kernel.py_func.__qualname__}" == qualified:
+        if qualified(kernel) == name:
             kernel._ensure_declared()
 
 

@@ -50,6 +50,30 @@ def _least(row):
     return m
 
 
+@njit(types.float64(F1, F1, types.int64[::1], types.float64, types.int64), link=True, **NJIT)
+def _exp_sum(g, w, bits, beta, n):
+    """sum_ij e^{beta G_ij} from the upper triangle g of G (rows of n - i entries), as
+    e^shift sum e^{beta g - shift} with the largest exponent as shift; `w`, `bits`: scratch.
+    n^2 at beta = 0 (the callers that pass 0 want no energy: no exps)."""
+    if beta == 0.0:
+        return float(n * n)
+    size = g.shape[0]
+    shift = -np.inf
+    for a in range(size):
+        w[a] = beta * g[a]
+        if w[a] > shift or w[a] != w[a]:  # NaN sticks
+            shift = w[a]
+    if not math.isfinite(shift):
+        return shift if shift != -np.inf else 0.0  # NaN or inf passes through
+    exp_shifted_inplace(w, shift, bits)
+    diagonal = 0.0
+    at = 0
+    for i in range(n):
+        diagonal += w[at]
+        at += n - i
+    return math.exp(shift) * (2.0 * row_sum(w) - diagonal)  # the diagonal + twice i < j
+
+
 @njit(types.void(F3, types.float64, types.float64, F2, types.int64[:, ::1]), **NJIT)
 def _pairs_kernel(x, threshold, beta, stats, labels):
     """Per configuration b: stats[b] <- [pair fraction, min inner, sum_ij e^{beta G_ij}] and
@@ -107,25 +131,9 @@ def _pairs_kernel(x, threshold, beta, stats, labels):
             lowest = np.nan
         for i in range(n):
             parent[i] = _find(parent, i)
-        shift = -np.inf
-        for a in range(size):
-            w[a] = beta * g[a]
-            if w[a] > shift or w[a] != w[a]:  # NaN sticks
-                shift = w[a]
-        if math.isfinite(shift):
-            exp_shifted_inplace(w, shift, bits)
-            diagonal = 0.0
-            at = 0
-            for i in range(n):
-                diagonal += w[at]
-                at += n - i
-            # sum_ij = the diagonal + twice the pairs i < j
-            total = math.exp(shift) * (2.0 * row_sum(w) - diagonal)
-        else:
-            total = shift if shift != -np.inf else 0.0  # NaN or inf passes through
         stats[b, 0] = close / pairs if pairs else 1.0
         stats[b, 1] = lowest
-        stats[b, 2] = total
+        stats[b, 2] = _exp_sum(g, w, bits, beta, n)
 
 
 def _pairs(x, delta: float, beta: float) -> tuple[np.ndarray, np.ndarray]:

@@ -12,10 +12,10 @@ no other and is called from several modules (a shared leaf such as the vectorise
 none. A family costs about the sum, over its kernels, of the source each one compiles (its own;
 where numba links callees, plus a quarter of everything below it, which it optimizes again);
 families go to the least loaded share, largest first. Share i compiles its families, or loads
-them from numba's cache; the other processes then find them there. ``dyn compile`` runs every share at once
-(:func:`compile_all`: every kernel in about 30 s on two cores, instead of each sweep paying
-for its own on its first run); a test session runs one share in each pytest-xdist worker before
-its first test.
+them from numba's cache; the other processes then find them there. ``dyn compile`` runs every
+share at once (:func:`compile_all`: every kernel in about 30 s on two cores, instead of each
+sweep paying for its own on its first run); a test session runs one share in each pytest-xdist
+worker before its first test.
 """
 from __future__ import annotations
 
