@@ -243,6 +243,9 @@ def test_a_blown_up_configuration_never_looks_clustered():
     assert labels[1, 4] == 4 and np.all(labels[1][np.arange(7) != 4] != 4)
     np.testing.assert_array_equal(stats[[0, 2]], clean[[0, 2]])
     np.testing.assert_array_equal(labels[[0, 2]], clean_labels[[0, 2]])
+    alone, none = att.pairs_and_clusters(bad, 0.3, 1.5, labels=False)  # no union-find
+    assert none is None
+    np.testing.assert_array_equal(alone, stats)
 
 
 def test_n_clusters_hand_made():

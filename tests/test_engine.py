@@ -51,6 +51,23 @@ def test_round_trip_through_xarray(small_scenario, tmp_path):
         assert (e0 >= np.exp(-ds["beta"].values)[:, None] / (2 * ds["beta"].values[:, None])).all()
 
 
+@pytest.mark.parametrize("kept", [("pair_fraction",), ("energy", "n_clusters"),
+                                  ("time_to_one_cluster", "first_alignment")])
+def test_kept_observables_are_the_same_numbers_and_only_they_are_written(small_scenario, tmp_path,
+                                                                          kept):
+    """[output] observables drops outputs (and their companions) from the file, and the system
+    skips their work (energy's exps, the union-find): what is kept is bit for bit the same."""
+    every = dyn.run(small_scenario, tmp_path / "all.h5", progress=False)
+    some = dyn.run(small_scenario, tmp_path / "some.h5", progress=False,
+                   overrides={"output.observables": list(kept), "output.plot": kept[0]})
+    with dyn.open(every) as full, dyn.open(some) as part:
+        written = {v for v in part.data_vars if v not in ("status", "message")}
+        assert written == {f"{k}{tail}" for k in kept for tail in ("", "_se")}
+        assert (part["status"].values == OK).all()
+        for name in written:
+            np.testing.assert_array_equal(part[name].values, full[name].values, err_msg=name)
+
+
 @pytest.mark.parametrize("executor, workers", [
     ("process", 2),
     # dask starts a cluster (~6 s) and a pool of one takes the same code path as two: the

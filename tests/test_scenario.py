@@ -102,6 +102,12 @@ def test_overrides_are_toml_values_and_bare_words():
     ({"integrator__backend": "diffrax", "integrator__method": "tsit5"}, "integrator.dt", "not an option"),
     ({"output__saves": 0}, "output.saves", ">= 1"),
     ({"output__plot": "nothing"}, "output.plot", "unknown variable"),
+    ({"output__observables": ["pair_fraction", "nothing"]}, "output.observables",
+     "no output 'nothing'"),
+    ({"output__observables": ["energy", "energy"]}, "output.observables", "distinct"),
+    ({"output__observables": []}, "output.observables", "names no output"),
+    ({"output__observables": ["energy"], "output__plot": "pair_fraction"}, "output.plot",
+     "not among output.observables"),
     ({"scenario__name": "../evil"}, "scenario.name", "letters"),
     ({"scenario__system": None}, "scenario.system", "missing required key"),
 ])

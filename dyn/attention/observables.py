@@ -74,10 +74,12 @@ def _exp_sum(g, w, bits, beta, n):
     return math.exp(shift) * (2.0 * row_sum(w) - diagonal)  # the diagonal + twice i < j
 
 
-@njit(types.void(F3, types.float64, types.float64, F2, types.int64[:, ::1]), **NJIT)
-def _pairs_kernel(x, threshold, beta, stats, labels):
-    """Per configuration b: stats[b] <- [pair fraction, min inner, sum_ij e^{beta G_ij}] and
-    labels[b] <- the clusters of {i ~ j : G_ij > threshold} (union-find, smallest index).
+@njit(types.void(F3, types.float64, types.float64, F2, types.int64[:, ::1], types.boolean),
+      **NJIT)
+def _pairs_kernel(x, threshold, beta, stats, labels, join):
+    """Per configuration b: stats[b] <- [pair fraction, min inner, sum_ij e^{beta G_ij}] and,
+    if `join`, labels[b] <- the clusters of {i ~ j : G_ij > threshold} (union-find, smallest
+    index; without `join` labels is left as it was).
     The upper triangle of G (diagonal included, row by row) is formed once; its exps go through
     the vectorised exp (:mod:`dyn.numerics.vexp`), shifted by their maximum."""
     m, n, d = x.shape
@@ -104,8 +106,9 @@ def _pairs_kernel(x, threshold, beta, stats, labels):
                     row[j] += xik * col[j]
             at += length
         parent = labels[b]
-        for i in range(n):
-            parent[i] = i
+        if join:
+            for i in range(n):
+                parent[i] = i
         close = 0
         lowest = 1.0
         nan = False
@@ -117,8 +120,8 @@ def _pairs_kernel(x, threshold, beta, stats, labels):
                 near += row[j] > threshold
                 nan |= row[j] != row[j]
             lowest = min(lowest, _least(row))
-            if near:
-                close += near
+            close += near
+            if near and join:
                 ri = _find(parent, i)  # a root is the smallest token of its cluster
                 for j in range(row.shape[0]):
                     if row[j] > threshold:
@@ -129,20 +132,22 @@ def _pairs_kernel(x, threshold, beta, stats, labels):
             at += n - i
         if nan:  # NaN wins: a blown-up state must not look clustered
             lowest = np.nan
-        for i in range(n):
-            parent[i] = _find(parent, i)
+        if join:
+            for i in range(n):
+                parent[i] = _find(parent, i)
         stats[b, 0] = close / pairs if pairs else 1.0
         stats[b, 1] = lowest
         stats[b, 2] = _exp_sum(g, w, bits, beta, n)
 
 
-def _pairs(x, delta: float, beta: float) -> tuple[np.ndarray, np.ndarray]:
-    """(stats (m, 3), labels (m, n)) of the configurations of x (..., n, d), flattened."""
+def _pairs(x, delta: float, beta: float, join: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(stats (m, 3), labels (m, n), or (m, 0) without `join`) of the configurations of x
+    (..., n, d), flattened."""
     flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
     stats = np.empty((flat.shape[0], N_PAIR_STATS))
-    labels = np.empty(flat.shape[:2], dtype=np.int64)
+    labels = np.empty((flat.shape[0], flat.shape[1] if join else 1), dtype=np.int64)
     over_members(flat.shape[0], lambda a, b: _pairs_kernel(flat[a:b], 1.0 - delta, beta,
-                                                           stats[a:b], labels[a:b]))
+                                                           stats[a:b], labels[a:b], join))
     return stats, labels
 
 
@@ -150,21 +155,23 @@ def pair_statistics(x, delta: float, beta: float) -> np.ndarray:
     """[pair_fraction, min_inner, energy_usa] of each configuration, shape (..., 3), in one pass
     without forming the Gram matrices (a sweep point's states would need hundreds of MB).
     The energy is NaN at beta = 0, where E = 1/(2 beta n^2) sum_ij e^{beta G_ij} is undefined."""
-    return pairs_and_clusters(x, delta, beta)[0]
+    return pairs_and_clusters(x, delta, beta, labels=False)[0]
 
 
-def pairs_and_clusters(x, delta: float, beta: float) -> tuple[np.ndarray, np.ndarray]:
+def pairs_and_clusters(x, delta: float, beta: float, labels: bool = True):
     """:func:`pair_statistics` (..., 3) and :func:`cluster_labels` (..., n) from one pass over
-    the pairs of each configuration."""
+    the pairs of each configuration; with ``labels=False`` the union-find is skipped and the
+    labels are None (the statistics are the same)."""
     delta = _delta(delta)
     beta = float(beta)
     if not np.isfinite(beta):
         raise ValueError(f"beta must be finite, got {beta}")
     x = _tokens(x)
     n = x.shape[-2]
-    stats, labels = _pairs(x, delta, beta)
+    stats, found = _pairs(x, delta, beta, bool(labels))
     stats[:, 2] = stats[:, 2] / (2.0 * beta * n * n) if beta != 0.0 else np.nan
-    return stats.reshape(x.shape[:-2] + (N_PAIR_STATS,)), labels.reshape(x.shape[:-1])
+    stats = stats.reshape(x.shape[:-2] + (N_PAIR_STATS,))
+    return stats, found.reshape(x.shape[:-1]) if labels else None
 
 
 def energy_usa(x, beta: float) -> np.ndarray:

@@ -60,6 +60,7 @@ class Setup:
     trajectories: bool = False  # also save states (every trajectory_every-th save time,
     trajectory_every: int = 1  # the first trajectory_runs runs, 0 = all)
     trajectory_runs: int = 0
+    observables: tuple[str, ...] = ()  # the outputs to compute and keep ([output] observables; () all)
     # time averages (dyn.engine.averaging): the window's start (None: MSER's choice), the longest
     # horizon the runs are extended to; the step tolerance of dt = "auto" and the step check
     burn_in: float | None = None
@@ -82,6 +83,11 @@ class Setup:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(params=dict(self.params), axes={k: list(v) for k, v in self.axes.items()})
         return _setup_from_fields, (values,)
+
+    def keeps(self, name: str) -> bool:
+        """Whether the output `name` is computed and kept (every output unless the scenario's
+        [output] observables names a subset); a system may skip the work of the others."""
+        return not self.observables or name in self.observables
 
     @property
     def count(self) -> int:

@@ -45,11 +45,17 @@ class OutputMismatch(RuntimeError):
 RUN = "run"  # the dimension of per-run outputs
 
 
+def declared_outputs(system: "System", setup: "Setup") -> list[Output]:
+    """The system's outputs this sweep keeps: all of them, or those its [output] observables
+    names (:meth:`Setup.keeps`)."""
+    return [out for out in system.outputs(setup) if setup.keeps(out.name)]
+
+
 def file_outputs(system: "System", setup: "Setup") -> list[Output]:
     """Every variable written per point, in file order (per-run outputs lead with `run`; the
     time averages and their error budget after the system's own outputs)."""
     outs = []
-    declared = system.outputs(setup)
+    declared = declared_outputs(system, setup)
     for out in declared:
         if out.reduce == "time_average":
             continue
@@ -72,7 +78,7 @@ MC_ERROR, STEP_ERROR_ATTR, HORIZON_ATTR = "dyn_mc_error", "dyn_step_error", "dyn
 def error_budget(system: "System", setup: "Setup") -> dict[str, dict[str, str]]:
     """Per declared output: where its Monte Carlo error, its step error and its horizon status
     are found in the file (variable names), or why they are not."""
-    declared = system.outputs(setup)
+    declared = declared_outputs(system, setup)
     undecided = [o.name for o in declared if o.role == UNDECIDED]
     dt = setup.solver.options.get("dt")
     if system.equation != "sde":
@@ -109,7 +115,7 @@ def coords(system: "System", setup: "Setup") -> dict[str, Coord]:
     """The system's own dimensions: `time` (the save times) when an output or the saved states
     use it, `run` when an output is kept per run, and the system's other coordinates."""
     found = {}
-    outputs = system.outputs(setup)
+    outputs = declared_outputs(system, setup)
     saves_states = setup.trajectories and system.trajectory_dims(setup) is not None
     if saves_states or any("time" in out.dims for out in outputs):
         found["time"] = Coord(np.asarray(setup.times), "time t", "1")
@@ -175,6 +181,10 @@ def _check(values: dict, outputs: list[Output], sizes: dict[str, int], lead: tup
             raise OutputMismatch(f"{what} returned {out.name} of shape {got}, expected {want}")
 
 
+def _without(values: dict, names: set) -> dict:
+    return {k: v for k, v in values.items() if k not in names}
+
+
 def _bad_runs(chunk, n: int) -> int:
     if chunk.finite is not None:
         finite = np.asarray(chunk.finite, dtype=bool)
@@ -212,7 +222,7 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
     covering every run in order (the numba path simulates them chunk by chunk; the batched
     JAX path, :mod:`dyn.engine.batched`, hands over one chunk of all runs)."""
     setup = spec.setup
-    declared = system.outputs(setup)
+    declared = declared_outputs(system, setup)
     simulated_outputs = [o for o in declared if o.reduce != "point"]
     averaged = [o.name for o in declared if o.reduce == "time_average"]
     per_run = [o for o in simulated_outputs if o.reduce != "time_average"]
@@ -222,10 +232,12 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
     reduction = Reductions(per_run, spec.runs)
     pieces = []
     bad = 0
+    unkept = {o.name for o in system.outputs(setup)} - {o.name for o in declared}
     for runs, chunk in simulated if simulated_outputs else ():
-        _check(chunk.values, [averaging.as_series(o) for o in simulated_outputs], sizes,
+        kept = _without(chunk.values, unkept)  # a system may compute what the sweep drops
+        _check(kept, [averaging.as_series(o) for o in simulated_outputs], sizes,
                (len(runs),), f"{system.name}.simulate")
-        reduction.add(chunk.values)
+        reduction.add(kept)
         if averaged:
             pieces.append(averaging.Piece(runs, chunk.carry, {n: [np.asarray(
                 chunk.values[n], dtype=np.float64)] for n in averaged}))
@@ -243,7 +255,7 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
             values.update(dict.fromkeys((o.name for o in stepcheck.point_outputs(declared)), np.nan))
     if setup.solver.options.get("dt") == "auto":
         values["dt_used"] = spec.dt
-    points = system.point_values(spec)
+    points = _without(system.point_values(spec), unkept)
     _check(points, [o for o in declared if o.reduce == "point"], sizes, (),
            f"{system.name}.point_values")
     values.update(points)

@@ -7,8 +7,9 @@ Tables (see README "Scenario files"):
                the sweep is the cartesian product of the axes, in file order
   [ensemble]   runs, seed
   [integrator] backend, method, horizon, dt | rtol, atol, max_steps
-  [output]     path, saves (number of save intervals on [0, horizon]), plot,
-               trajectories, trajectory_every, trajectory_runs
+  [output]     path, saves (number of save intervals on [0, horizon]), plot, observables
+               (the outputs to keep; default all), trajectories, trajectory_every,
+               trajectory_runs
 
 The resolved scenario (every default written out, every sweep expanded to an explicit list)
 is what the output file stores, and its hash identifies the computation: resuming is allowed only
@@ -82,6 +83,9 @@ OUTPUT_FIELDS = {
                      doc="save times evenly spaced on [0, T], or 0 then geometric from t_min to T"),
     "t_min": Field("float", default=None, gt=0.0, doc="first nonzero save time (spacing = log)"),
     "plot": Field("str", default=""),
+    "observables": Field("names", default=None,
+                         doc="keep only these outputs of the system (default: all of them); "
+                         "the work of the others is skipped where the system can"),
     "trajectories": Field("bool", default=False,
                           doc="also save states (see dyn/engine/trajectories.py)"),
     "trajectory_every": Field("int", default=1, lo=1, hi=10**6, doc="keep every k-th save time"),
@@ -161,6 +165,7 @@ class Scenario:
                      trajectories=self.output["trajectories"],
                      trajectory_every=self.output["trajectory_every"],
                      trajectory_runs=self.output["trajectory_runs"],
+                     observables=tuple(self.output.get("observables") or ()),
                      burn_in=None if cfg.get("burn_in", "auto") == "auto" else cfg["burn_in"],
                      horizon_cap=cfg.get("horizon_cap"),
                      step_tol=cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"],
@@ -360,11 +365,20 @@ def _check_output(output: dict, integrator: dict) -> None:
 
 def _check_outputs(scenario: Scenario, system: systems.System) -> None:
     setup = scenario.setup
+    every = [o.name for o in system.outputs(setup)]
+    if scenario.output.get("observables") == []:
+        raise ScenarioError("output.observables", "names no output: leave the key out to keep "
+                            f"all of them ({', '.join(every)})")
+    unknown = [name for name in setup.observables if name not in every]
+    if unknown:
+        raise ScenarioError("output.observables", f"system {system.name} has no output "
+                            f"{', '.join(map(repr, unknown))} (its outputs: {', '.join(every)})")
     outputs = file_outputs(system, setup)
     names = {o.name for o in outputs}
     plot = scenario.output["plot"]
     if plot and plot not in names:
-        raise ScenarioError("output.plot", f"unknown variable {plot!r} "
+        kept = " (not among output.observables)" if plot in every else ""
+        raise ScenarioError("output.plot", f"unknown variable {plot!r}{kept} "
                             f"(variables: {', '.join(sorted(names))})")
     if all(o.reduce == "point" for o in system.outputs(setup)) and setup.runs != 1:
         raise ScenarioError("ensemble.runs", f"system {system.name} is deterministic: one run "

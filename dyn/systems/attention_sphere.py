@@ -245,19 +245,30 @@ def _initial(spec, runs: int) -> np.ndarray:
     return init(spec.rng, runs, spec["n"], spec["d"])
 
 
+# the outputs read off the cluster labels (the union-find of the pair pass)
+LABELLED = ("p_one_cluster", "n_clusters", "time_to_one_cluster", "held_by_first", "held_by_early")
+
+
 def _observed(spec, states) -> Chunk:
     """Per-run observables of states (runs, times, n, d) at the save times."""
     x = schemes.stream_tokens(spec["normalization_layer"], states)
-    stats, labels = attention.pairs_and_clusters(x, spec["delta"], spec["beta"])
-    clusters = attention.count_clusters(labels)
-    one = clusters == 1
-    first = np.where(one.any(axis=1), spec.times[np.argmax(one, axis=1)], spec.horizon)
-    values = {"pair_fraction": stats[..., 0], "p_one_cluster": one, "n_clusters": clusters,
-              "min_inner": stats[..., 1], "energy": stats[..., 2],
-              "time_to_one_cluster": first,
-              "held_by_first": events.held_by(labels, 1),
-              "held_by_early": events.held_by(labels, spec["early"]),
-              "first_alignment": np.einsum("etid,ed->et", x, x[:, 0, 0]) / spec["n"]}
+    keeps = spec.setup.keeps  # what [output] observables leaves out is not computed
+    energy = keeps("energy") or (spec["events"] and keeps("run_energy"))
+    labelled = spec["events"] or any(map(keeps, LABELLED))
+    values = {}
+    if energy or labelled or keeps("pair_fraction") or keeps("min_inner"):
+        stats, labels = attention.pairs_and_clusters(x, spec["delta"],
+                                                     spec["beta"] if energy else 0.0, labelled)
+        values.update(pair_fraction=stats[..., 0], min_inner=stats[..., 1], energy=stats[..., 2])
+    if labelled:
+        clusters = attention.count_clusters(labels)
+        one = clusters == 1
+        first = np.where(one.any(axis=1), spec.times[np.argmax(one, axis=1)], spec.horizon)
+        values.update(p_one_cluster=one, n_clusters=clusters, time_to_one_cluster=first,
+                      held_by_first=events.held_by(labels, 1),
+                      held_by_early=events.held_by(labels, spec["early"]))
+    if keeps("first_alignment"):
+        values["first_alignment"] = np.einsum("etid,ed->et", x, x[:, 0, 0]) / spec["n"]
     if any(s in STREAM_SCHEMES for s in spec.setup.values_of("normalization_layer")):
         values["radius"] = schemes.stream_radius(spec["normalization_layer"], states)
     if "equiangular" in spec.setup.values_of("init"):
