@@ -6,9 +6,11 @@ Runs a shipped scenario three times, each a fresh `python -m dyn run` process, s
 3. import only: a process that imports every kernel module and compiles nothing (the floor a
    run pays before its first step).
 It prints the three times, the cold/warm ratio (target: at most 1.5) and the compile share
-(cold - warm) / cold.
+(cold - warm) / cold. This machine's speed drifts by tens of percent within minutes, so
+``--repeat N`` runs N cold-warm pairs and reports the median ratio; ``--jobs 1`` compiles in one
+process (``DYN_COMPILE_JOBS=1``: no split of cold kernel trees, :mod:`integrators.split_compile`).
 
-    python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...]
+    python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...] [--repeat N] [--jobs 1]
 
 The default is the main job (attention_clusters); `--set ensemble.runs=32` shrinks it.
 """
@@ -21,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,20 +48,33 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?", default="scenarios/attention_clusters.toml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="cold-warm pairs, one after the other (this machine's speed drifts "
+                             "by tens of percent: compare within a pair, report the median)")
+    parser.add_argument("--jobs", default=None,
+                        help="DYN_COMPILE_JOBS for the runs (1: compile in one process)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba")}
-        sets = [a for s in args.set for a in ("--set", s)]
-        run = [sys.executable, "-m", "dyn", "run", args.scenario, "--no-progress", *sets, "--out"]
-        cold = timed(run + [str(Path(tmp) / "cold.h5")], env)
-        warm = timed(run + [str(Path(tmp) / "warm.h5")], env)
-        floor = timed([sys.executable, "-c", IMPORT_EVERY_KERNEL], env)
+    sets = [a for s in args.set for a in ("--set", s)]
     print(f"{args.scenario} {' '.join(args.set)}")
-    print(f"  cold (empty numba cache)     {cold:7.1f} s")
-    print(f"  warm (cache from the first)  {warm:7.1f} s")
+    pairs = []
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba")}
+            if args.jobs:
+                env["DYN_COMPILE_JOBS"] = args.jobs
+            run = [sys.executable, "-m", "dyn", "run", args.scenario, "--no-progress", *sets,
+                   "--out"]
+            cold = timed(run + [str(Path(tmp) / "cold.h5")], env)
+            warm = timed(run + [str(Path(tmp) / "warm.h5")], env)
+            pairs.append((cold, warm))
+            print(f"  cold (empty numba cache) {cold:6.1f} s   warm (cache from the cold run) "
+                  f"{warm:6.1f} s   cold / warm {cold / warm:.2f}", flush=True)
+            floor = timed([sys.executable, "-c", IMPORT_EVERY_KERNEL], env)
+    ratios = sorted(c / w for c, w in pairs)
+    cold, warm = np.median([c for c, _ in pairs]), np.median([w for _, w in pairs])
     print(f"  import every kernel module   {floor:7.1f} s (compiles nothing)")
-    print(f"  cold / warm = {cold / warm:.2f} (target <= 1.5); compile share of the first run "
-          f"{(cold - warm) / cold:.0%}")
+    print(f"  cold / warm = {np.median(ratios):.2f} (median of {len(pairs)}; target <= 1.5); "
+          f"compile share of the first run {(cold - warm) / cold:.0%}")
     return 0
 
 

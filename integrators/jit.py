@@ -42,7 +42,7 @@ import numba
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
 
-from . import called_kernels
+from . import called_kernels, split_compile
 
 called_kernels.install()
 
@@ -57,7 +57,10 @@ class DeferredDispatcher(CPUDispatcher):
         with global_compiler_lock:
             declared = getattr(self, "_declared", ())
             if declared and not getattr(self, "_ensuring", False):
+                if not _ENSURING:  # the top of a tree: maybe split it over processes
+                    _split_cold([self])
                 self._ensuring = True  # a guard against kernels that name each other
+                _ENSURING.append(self)
                 try:
                     for callee in callees(self):  # first: see "Same code, cold or warm" above
                         callee._ensure_declared()
@@ -65,6 +68,7 @@ class DeferredDispatcher(CPUDispatcher):
                         self.compile(signature)
                 finally:
                     self._ensuring = False
+                    _ENSURING.pop()
                 self.disable_compile()
                 self._declared = ()
 
@@ -89,6 +93,61 @@ class DeferredDispatcher(CPUDispatcher):
     def get_compile_result(self, sig):  # passed as a first-class function
         self._ensure_declared()
         return super().get_compile_result(sig)
+
+
+_ENSURING: list = []  # the kernels being ensured, outermost first (under the compiler lock)
+
+
+def _pending(kernel) -> bool:
+    return bool(getattr(kernel, "_declared", ()))
+
+
+_SOON: list = []  # kernels a caller said it will need soon (:func:`wanted_soon`)
+
+
+def wanted_soon(*kernels) -> None:
+    """Say that these kernels will be called soon (a system's observation, after its solve): a
+    cold compile starting before then takes them into its split (:mod:`integrators.split_compile`)."""
+    with global_compiler_lock:
+        _SOON.extend(k for k in kernels if isinstance(k, DeferredDispatcher) and _pending(k))
+
+
+def compile_ahead(*kernels) -> None:
+    """Load or compile these kernels now, with :func:`wanted_soon` ones; cold trees are split
+    over two processes where that is quicker. (An integrator calls it with its stepping kernel
+    and the first-class functions it passes: its drift, the geometry's projection and
+    retraction, which numba would otherwise compile one after the other.)"""
+    mine = [k for k in kernels if isinstance(k, DeferredDispatcher)]
+    with global_compiler_lock:
+        if not _ENSURING:
+            _split_cold(mine)
+        for kernel in mine:
+            kernel._ensure_declared()
+
+
+def _split_cold(roots) -> None:
+    """Compile the cold part of the trees of `roots` and of the wanted-soon kernels on two
+    processes where that is quicker (:mod:`integrators.split_compile`); the ordinary ensures
+    that follow load it all."""
+    roots = [k for k in (*roots, *_SOON) if _pending(k)]
+    _SOON.clear()
+    plan = split_compile.plan(roots, callees, _pending) if split_compile.enabled() else None
+    if plan is None:
+        return
+    _ENSURING.append(None)  # what is ensured here is not the top of a tree
+    try:
+        for kernel in plan.first:
+            kernel._ensure_declared()
+        helper = split_compile.start_helper(plan.helper)
+        try:
+            for kernel in plan.alongside:
+                kernel._ensure_declared()
+        except BaseException:  # an interrupt or a compile error here: stop the helper at once
+            split_compile.finish(helper, wait=False)
+            raise
+        split_compile.finish(helper)
+    finally:
+        _ENSURING.pop()
 
 
 def callees(kernel) -> list[DeferredDispatcher]:

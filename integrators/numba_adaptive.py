@@ -39,6 +39,7 @@ from fractions import Fraction as Fr
 import numpy as np
 
 from .base import AbstractIntegrator, check_adaptive_options
+from .jit import compile_ahead
 from .tableau import TOLERANCE, ButcherTableau
 from .threads import over_members
 
@@ -168,6 +169,7 @@ class NumbaAdaptive(AbstractIntegrator):
                 problem.work_size(*x0.shape[1:]), ctl)
         from . import _adaptive_kernels as kernels  # compiled (or loaded) on first use
 
+        compile_ahead(kernels.block, problem.drift, geom.project, geom.retract)
         over_members(E, lambda lo, hi: kernels.block(x0[lo:hi], *args, out[lo:hi], last[lo:hi],
                                                     stats[lo:hi]))
         self.stats = {"accepted": stats[:, 0], "rejected": stats[:, 1],

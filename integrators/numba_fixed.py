@@ -20,7 +20,7 @@ from numba import types
 
 from .arrays import copy2
 from .base import AbstractIntegrator, FixedStep, step_grid
-from .jit import njit
+from .jit import compile_ahead, njit
 from .numba_abi import DRIFT_FN, F1, F2, F3, F4, I1, NJIT, PROJECT_FN, RETRACT_FN
 from .tableau import TABLEAUS
 from .threads import over_members
@@ -114,6 +114,7 @@ class NumbaRK(FixedStep, AbstractIntegrator):
         out = np.empty((x0.shape[0], ts.shape[0]) + x0.shape[1:])
         # The kernel's signature takes writable arrays; tables and p are stored read-only.
         A, b, c, p = (np.array(a) for a in (tab.A, tab.b, tab.c, p))
+        compile_ahead(_rk_block, problem.drift, geom.project, geom.retract)
         _run(x0, ts, counts, steps, A, b, c, p, problem.drift, geom.project, geom.retract,
              problem.work_size(*x0.shape[1:]), out)
         return out

@@ -28,7 +28,7 @@ from numba import types
 
 from .arrays import copy1, copy2
 from .base import AbstractIntegrator, FixedStep, step_grid
-from .jit import njit
+from .jit import compile_ahead, njit
 from .numba_abi import (DIFFUSION_FN, DRIFT_FN, F1, F3, F4, I1, NJIT, PROJECT_FN,
                         RETRACT_FN)
 from .sde_rng import STREAMS, fill_normals, member_streams
@@ -131,6 +131,7 @@ class NumbaEulerMaruyama(FixedStep, AbstractIntegrator):
             streams = np.ones((E, 4), dtype=np.uint64)
         out = np.empty((E, ts.shape[0]) + x0.shape[1:])
         p, work_size, refine = np.array(p), problem.work_size(*x0.shape[1:]), self.options["refine"]
+        compile_ahead(_em_block, problem.drift, problem.diffusion, g.project, g.retract)
         over_members(E, lambda lo, hi: _em_block(
             x0[lo:hi], ts, counts, steps, p, problem.drift, problem.diffusion, g.project,
             g.retract, q1, q2, work_size, refine, streams[lo:hi], increments[lo:hi], out[lo:hi]))

@@ -113,7 +113,10 @@ def share_of(index: int, shares: int) -> list:
 def compile_share(index: int, shares: int) -> tuple[int, float]:
     """Compile (or load from numba's cache) the kernels of share `index` of `shares`; returns
     how many and the seconds it took."""
+    from integrators.split_compile import JOBS_ENV
+
     start = time.perf_counter()
+    os.environ[JOBS_ENV] = "1"  # the other shares run beside this one: no trees split here
     kernels = share_of(index, shares)
     for kernel in kernels:
         kernel._ensure_declared()
