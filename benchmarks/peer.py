@@ -23,7 +23,8 @@ By default every layer is saved and observed, 300 against the peer's 200 checkpo
 does more than equal work; ``--saves 150`` observes every second layer, fewer than the peer, and
 ``--all-observables`` computes all nine of the scenario's outputs as well.
 
-Printed: both wall times and their ratio (target: at least 5), the per-layer work against the
+Printed: both wall times and their ratio (target: at least 5; each peer run sits between two of
+this project's, and ``--repeat N`` prints the median of N such ratios), the per-layer work against the
 vectorised-exp ceiling (this project's side; the exps are the bound at n = 32, d = 2), and the
 mean |difference| of the two pictures (pair fraction over beta and time) at the peer's checkpoints
 beside what two independent ensembles of this size would show (from the file's standard error
@@ -80,22 +81,21 @@ def run_peer(peer: Path, python: str, tmp: Path) -> tuple[float, dict, dict]:
     return info["wall"], info, dict(np.load(out))
 
 
-def run_ours(tmp: Path, runs: int, saves: int, every_output: bool) -> tuple[float, Path]:
-    import dyn
-
+def our_overrides(saves: int, every_output: bool) -> dict:
     overrides = {"params.form": "network", "params.depth": LAYERS, "output.saves": saves,
-                 "ensemble.runs": runs, "integrator.horizon": LAYERS * STEP,
+                 "ensemble.runs": RUNS, "integrator.horizon": LAYERS * STEP,
                  "params.delta": 1e-3}
     if not every_output:
         overrides["output.observables"] = ["pair_fraction"]
-    warm = tmp / "warm.h5"
-    dyn.run(SCENARIO, warm, overrides={**overrides, "sweep.beta": {"start": 0.1, "stop": 9.0,
-                                                                   "num": 2}},
-            progress=False, log=open(os.devnull, "w"))  # fills numba's cache; not timed
-    path = tmp / "ours.h5"
+    return overrides
+
+
+def run_ours(path: Path, overrides: dict) -> float:
+    import dyn
+
     start = time.perf_counter()
     dyn.run(SCENARIO, path, overrides=overrides, progress=False, log=open(os.devnull, "w"))
-    return time.perf_counter() - start, path
+    return time.perf_counter() - start
 
 
 def exp_ceiling(repeat: int = 7) -> float:
@@ -135,24 +135,38 @@ def main(argv=None) -> int:
                          "200 checkpoints)")
     ap.add_argument("--all-observables", action="store_true",
                     help="compute every output of the scenario, not only the peer's one")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="peer runs, each between two of this project's (this machine's speed "
+                         "drifts by tens of percent within minutes: the median ratio is printed)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        ours, path = run_ours(tmp, RUNS, args.saves, args.all_observables)
+        overrides = our_overrides(args.saves, args.all_observables)
+        run_ours(tmp / "warm.h5", {**overrides, "sweep.beta": {"start": 0.1, "stop": 9.0,
+                                                               "num": 2}})  # fills numba's cache
+        path = tmp / "ours0.h5"
+        ours = [run_ours(path, overrides)]
         ceiling = exp_ceiling()
         exps = BETAS * RUNS * LAYERS * N * (N + 1) / 2  # the symmetric field: n(n+1)/2 per layer
         print(f"work: {BETAS} betas x {RUNS} runs x {LAYERS} post-norm layers, n = {N}, d = {D}; "
               f"{'every output' if args.all_observables else 'the pair fraction'} at "
               f"{args.saves} layers here, the pair fraction at 200 checkpoints in the peer")
-        print(f"  this project (dyn.run, form = network)  {ours:7.2f} s   "
-              f"{exps / ours / 1e9:.2f} Gexp/s = {100 * exps / ours / ceiling:.0f}% of the exp "
-              f"ceiling ({ceiling / 1e9:.2f} Gexp/s on all cores)")
+        print(f"  this project (dyn.run, form = network)  {ours[0]:7.2f} s   "
+              f"{exps / ours[0] / 1e9:.2f} Gexp/s = {100 * exps / ours[0] / ceiling:.0f}% of the "
+              f"exp ceiling ({ceiling / 1e9:.2f} Gexp/s on all cores)")
         if args.peer is None:
             print("  (no --peer: the peer's side is not run)")
             return 0
-        wall, info, peer = run_peer(args.peer.resolve(), args.peer_python, tmp)
-        print(f"  peer (torch {info['torch']}, {info['threads']} threads)   {wall:7.2f} s")
-        print(f"  ratio peer / this project = {wall / ours:.1f}x (target >= 5)")
+        ratios = []
+        for i in range(1, args.repeat + 1):
+            wall, info, peer = run_peer(args.peer.resolve(), args.peer_python, tmp)
+            ours.append(run_ours(tmp / f"ours{i}.h5", overrides))
+            ratios.append(2 * wall / (ours[-2] + ours[-1]))
+            print(f"  peer (torch {info['torch']}, {info['threads']} threads) {wall:7.2f} s, "
+                  f"between this project's {ours[-2]:.2f} s and {ours[-1]:.2f} s: "
+                  f"ratio {ratios[-1]:.1f}x", flush=True)
+        print(f"  ratio peer / this project = {np.median(ratios):.1f}x (median of {len(ratios)}; "
+              "target >= 5)")
         diff, se = picture_difference(peer, path)
         print(f"  pictures: mean |difference| {diff:.4f}; two independent ensembles: {se:.4f}")
     return 0

@@ -129,11 +129,12 @@ def _split_cold(roots) -> None:
     """Compile the cold part of the trees of `roots` and of the wanted-soon kernels on two
     processes where that is quicker (:mod:`integrators.split_compile`); the ordinary ensures
     that follow load it all."""
-    roots = [k for k in (*roots, *_SOON) if _pending(k)]
-    _SOON.clear()
+    _SOON[:] = [k for k in dict.fromkeys(_SOON) if _pending(k)]  # kept until a split takes them
+    roots = [k for k in dict.fromkeys((*roots, *_SOON)) if _pending(k)]
     plan = split_compile.plan(roots, callees, _pending) if split_compile.enabled() else None
     if plan is None:
         return
+    _SOON.clear()
     _ENSURING.append(None)  # what is ensured here is not the top of a tree
     try:
         for kernel in plan.first:

@@ -141,8 +141,8 @@ def _pairs_kernel(x, threshold, beta, stats, labels, join):
 
 
 def _pairs(x, delta: float, beta: float, join: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(stats (m, 3), labels (m, n), or (m, 0) without `join`) of the configurations of x
-    (..., n, d), flattened."""
+    """(stats (m, 3), labels (m, n); without `join`, (m, 1) of scratch) of the configurations
+    of x (..., n, d), flattened."""
     flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
     stats = np.empty((flat.shape[0], N_PAIR_STATS))
     labels = np.empty((flat.shape[0], flat.shape[1] if join else 1), dtype=np.int64)
