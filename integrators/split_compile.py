@@ -102,6 +102,8 @@ def plan(roots, callees, pending) -> Plan | None:
         if id(k) not in tree and pending(k):
             tree[id(k)] = k
             todo.extend(callees(k))
+    if not all(getattr(getattr(k, "_cache", None), "_cache_file", None) for k in tree.values()):
+        return None  # a kernel numba does not cache: the helper's work would not reach here
     calls = {i: {id(c) for c in callees(k) if id(c) in tree} for i, k in tree.items()}
     cold = {i for i, k in tree.items() if not cached(k)}
     price = {i: PER_KERNEL + cost(tree[i]) for i in tree}
