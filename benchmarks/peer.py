@@ -19,16 +19,16 @@ This project's side is the same work through the engine: ``dyn.run`` of the main
 ``form = "network"``, 300 layers of step 0.1, ``delta = 1e-3`` (the peer's 0.999), serial
 executor (ensembles over all cores), after a first run that fills numba's cache, keeping the
 peer's one observable (``output.observables = ["pair_fraction"]``: the others are not computed).
-By default every layer is saved and observed, 300 against the peer's 200 checkpoints, so this side
-does more than equal work; ``--saves 150`` observes every second layer, fewer than the peer, and
-``--all-observables`` computes all nine of the scenario's outputs as well.
+By default every layer is saved and observed, 300 against the peer's 200 checkpoints, so this
+side does more than equal work; ``--saves 150`` observes every second layer, fewer than the
+peer, and ``--all-observables`` computes all nine of the scenario's outputs as well.
 
-Printed: both wall times and their ratio (target: at least 5; each peer run sits between two of
-this project's, and ``--repeat N`` prints the median of N such ratios), the per-layer work against the
-vectorised-exp ceiling (this project's side; the exps are the bound at n = 32, d = 2), and the
-mean |difference| of the two pictures (pair fraction over beta and time) at the peer's checkpoints
-beside what two independent ensembles of this size would show (from the file's standard error
-over runs). Without ``--peer`` only this project's side is timed.
+Printed: both wall times and their ratio (target: at least 5; each peer run sits between two
+of this project's, and ``--repeat N`` prints the median of N such ratios), the per-layer work
+against the vectorised-exp ceiling (this project's side; the exps are the bound at n = 32,
+d = 2), and the mean |difference| of the two pictures (pair fraction over beta and time) at the
+peer's checkpoints beside what two independent ensembles of this size would show (from the
+file's standard error over runs). Without ``--peer`` only this project's side is timed.
 """
 from __future__ import annotations
 

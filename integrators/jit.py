@@ -107,7 +107,8 @@ _SOON: list = []  # kernels a caller said it will need soon (:func:`wanted_soon`
 
 def wanted_soon(*kernels) -> None:
     """Say that these kernels will be called soon (a system's observation, after its solve): a
-    cold compile starting before then takes them into its split (:mod:`integrators.split_compile`)."""
+    cold compile starting before then takes them into its split
+    (:mod:`integrators.split_compile`)."""
     with global_compiler_lock:
         _SOON.extend(k for k in kernels if isinstance(k, DeferredDispatcher) and _pending(k))
 

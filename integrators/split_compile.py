@@ -22,11 +22,13 @@ the trees is large:
    left: the kernels that call into ``C``, up to the roots.
 
 ``H`` is chosen greedily to minimise the estimated wait (source length as the cost of a
-kernel, plus fixed costs per kernel and for starting the helper). The numbers are unchanged:
-every kernel is compiled once from the same source, and loading it from the cache gives the
-same code (the fingerprints of the shipped scenarios are equal). Where the helper fails, this
-process compiles what is missing itself. ``DYN_COMPILE_JOBS=1`` turns the split off; so do a
-single core, pool workers (they fill the cores already) and :mod:`dyn.engine.warmup`'s shares.
+kernel, plus fixed costs per kernel and for starting the helper), among the subtrees whose
+kernels all live in a package's submodules: the helper imports their modules, never a script.
+The numbers are unchanged: every kernel is compiled once from the same source, and loading it
+from the cache gives the same code (the fingerprints of the shipped scenarios are equal). Where
+the helper fails, this process compiles what is missing itself. ``DYN_COMPILE_JOBS=1`` turns
+the split off; so do a single core, pool workers (they fill the cores already) and
+:mod:`dyn.engine.warmup`'s shares.
 """
 from __future__ import annotations
 
@@ -134,9 +136,11 @@ def plan(roots, callees, pending) -> Plan | None:
                 + total(above))
         return wait, first, share - first, alongside
 
+    # the helper imports each kernel's module: only a package's submodules, never a script's
+    movable = {i for i, k in tree.items() if "." in k.py_func.__module__}
     best, heads = (total(set(tree)), None, None, None), set()
     while True:  # add the head that shortens the wait most, while one does
-        trials = [(split(heads | {i}), i) for i in cold - heads]
+        trials = [(split(heads | {i}), i) for i in cold - heads if below[i] <= movable]
         trial, head = min(trials, key=lambda t: t[0][0], default=((best[0],), None))
         if head is None or trial[0] >= best[0]:
             break

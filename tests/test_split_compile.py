@@ -7,9 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from numba import types
 
+from dyn.numerics.vexp import row_sum
 from integrators import split_compile
-from integrators.jit import callees
+from integrators.jit import callees, njit
+from integrators.numba_abi import F1, NJIT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,6 +57,23 @@ def test_a_cold_tree_is_split_so_that_no_process_needs_the_others_work(monkeypat
     assert all(set(closure([tree[i]])) & helper for i in above)
     serial = sum(split_compile.PER_KERNEL + split_compile.cost(k) for k in tree.values())
     assert plan.wait < 0.8 * serial
+
+
+@njit(types.float64(F1), **NJIT)
+def _scripted(w):  # a kernel of a module that is not a package's submodule, like a script's
+    return row_sum(w)
+
+
+def test_the_helper_never_imports_a_module_outside_a_package(monkeypatch):
+    """The helper imports the module of each kernel it compiles: a script's (or this test
+    module's) kernels stay here, however costly."""
+    monkeypatch.setattr(split_compile, "cached", lambda kernel: False)
+    monkeypatch.setattr(split_compile, "cost", lambda kernel: 10**6 if kernel is _scripted
+                        else 1000)
+    plan = split_compile.plan([_scripted, *main_job_roots()], callees, lambda kernel: True)
+    assert plan is not None and plan.helper
+    assert _scripted not in plan.helper
+    assert all("." in k.py_func.__module__ for k in plan.helper)
 
 
 def test_a_cached_or_small_tree_compiles_in_one_process(monkeypatch):

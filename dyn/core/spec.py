@@ -60,7 +60,7 @@ class Setup:
     trajectories: bool = False  # also save states (every trajectory_every-th save time,
     trajectory_every: int = 1  # the first trajectory_runs runs, 0 = all)
     trajectory_runs: int = 0
-    observables: tuple[str, ...] = ()  # the outputs to compute and keep ([output] observables; () all)
+    observables: tuple[str, ...] = ()  # [output] observables: the outputs kept (() = all)
     # time averages (dyn.engine.averaging): the window's start (None: MSER's choice), the longest
     # horizon the runs are extended to; the step tolerance of dt = "auto" and the step check
     burn_in: float | None = None
