@@ -122,8 +122,12 @@ def compile_ahead(*kernels) -> None:
     with global_compiler_lock:
         if not _ENSURING:
             _split_cold(mine)
-        for kernel in mine:
-            kernel._ensure_declared()
+        _ENSURING.append(None)  # planned above: the roots are not the tops of new trees
+        try:
+            for kernel in mine:
+                kernel._ensure_declared()
+        finally:
+            _ENSURING.pop()
 
 
 def _split_cold(roots) -> None:

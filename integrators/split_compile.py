@@ -69,17 +69,20 @@ def cost(kernel) -> int:
     return found
 
 
+def _cache_file(kernel):
+    """numba's cache file of `kernel` (None when numba does not cache it)."""
+    return getattr(getattr(kernel, "_cache", None), "_cache_file", None)
+
+
 def cached(kernel) -> bool:
     """Whether numba's cache holds `kernel` for every declared signature (read from the cache
     index alone: nothing is loaded)."""
-    cache = getattr(kernel, "_cache", None)
-    cache_file = getattr(cache, "_cache_file", None)
-    if cache_file is None:
+    if _cache_file(kernel) is None:
         return False
     try:
-        index = cache_file._load_index()
+        index = _cache_file(kernel)._load_index()
         codegen = kernel.targetctx.codegen()
-        return all(cache._index_key(sig, codegen) in index for sig in kernel._declared)
+        return all(kernel._cache._index_key(sig, codegen) in index for sig in kernel._declared)
     except Exception:  # an unreadable index is a miss
         return False
 
@@ -104,11 +107,13 @@ def plan(roots, callees, pending) -> Plan | None:
         if id(k) not in tree and pending(k):
             tree[id(k)] = k
             todo.extend(callees(k))
-    if not all(getattr(getattr(k, "_cache", None), "_cache_file", None) for k in tree.values()):
+    price = {i: PER_KERNEL + cost(tree[i]) for i in tree}
+    if sum(price.values()) < MIN_SPLIT:  # small even if all cold: no cache index read
+        return None
+    if not all(_cache_file(k) for k in tree.values()):
         return None  # a kernel numba does not cache: the helper's work would not reach here
     calls = {i: {id(c) for c in callees(k) if id(c) in tree} for i, k in tree.items()}
     cold = {i for i, k in tree.items() if not cached(k)}
-    price = {i: PER_KERNEL + cost(tree[i]) for i in tree}
 
     def total(ids):
         return sum(price[i] for i in ids & cold)
@@ -189,16 +194,11 @@ def helper_main(names: list[str]) -> int:
     always; a name not found is skipped (the parent compiles it)."""
     import importlib
 
-    from .jit import declared_kernels
+    from . import called_kernels
 
-    wanted = []
     for name in names:
-        module, _, qualname = name.partition(":")
-        importlib.import_module(module)
-        wanted.append((module, qualname))
-    by_name = {(k.py_func.__module__, k.py_func.__qualname__): k for k in declared_kernels()}
-    for key in wanted:
-        if key in by_name:
-            by_name[key]._ensure_declared()
+        importlib.import_module(name.partition(":")[0])
+    for name in names:
+        called_kernels.load_by_name(name.replace(":", ".", 1))  # set by integrators.jit
     return 0
 

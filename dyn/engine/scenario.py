@@ -365,7 +365,8 @@ def _check_output(output: dict, integrator: dict) -> None:
 
 def _check_outputs(scenario: Scenario, system: systems.System) -> None:
     setup = scenario.setup
-    every = [o.name for o in system.outputs(setup)]
+    declared = system.outputs(setup)  # all of them: [output] observables may keep fewer
+    every = [o.name for o in declared]
     if scenario.output.get("observables") == []:
         raise ScenarioError("output.observables", "names no output: leave the key out to keep "
                             f"all of them ({', '.join(every)})")
@@ -380,10 +381,10 @@ def _check_outputs(scenario: Scenario, system: systems.System) -> None:
         kept = " (not among output.observables)" if plot in every else ""
         raise ScenarioError("output.plot", f"unknown variable {plot!r}{kept} "
                             f"(variables: {', '.join(sorted(names))})")
-    if all(o.reduce == "point" for o in system.outputs(setup)) and setup.runs != 1:
+    if all(o.reduce == "point" for o in declared) and setup.runs != 1:
         raise ScenarioError("ensemble.runs", f"system {system.name} is deterministic: one run "
                             f"per point (runs = 1), got {setup.runs}")
-    if setup.spacing == "log" and any(o.reduce == "time_average" for o in system.outputs(setup)):
+    if setup.spacing == "log" and any(o.reduce == "time_average" for o in declared):
         raise ScenarioError("output.spacing", f"system {system.name} averages in time over "
                             "evenly spaced samples: use spacing = \"linear\"")
     if setup.trajectories and system.trajectory_dims(setup) is None:

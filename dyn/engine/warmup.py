@@ -20,7 +20,6 @@ worker before its first test.
 from __future__ import annotations
 
 import importlib
-import inspect
 import os
 import pkgutil
 import time
@@ -51,6 +50,7 @@ def families(kernels) -> tuple[list[list], list[float]]:
     callers after its callees; and the cost of each family."""
     from integrators import called_kernels
     from integrators.jit import callees
+    from integrators.split_compile import cost
 
     known = {id(k): k for k in kernels}
     calls = {i: {id(c) for c in callees(k) if id(c) in known} for i, k in known.items()}
@@ -71,7 +71,7 @@ def families(kernels) -> tuple[list[list], list[float]]:
     for i, targets in calls.items():
         for j in targets - shared:
             root[find(i)] = find(j)
-    size = {i: len(inspect.getsource(k.py_func)) for i, k in known.items()}
+    size = {i: cost(k) for i, k in known.items()}  # characters of source
 
     def below(i, seen):  # i and every kernel it reaches, once each
         if i not in seen:
