@@ -14,6 +14,9 @@ import numpy as np
 # gives one step per interval rather than two because 0.1 / 0.1 rounded to 1 + 2e-16.
 STEP_SLACK = 1e-9
 DEFAULT_DT = 1e-2  # the fixed-step methods' step when none is set: the one place it is written
+# The most steps a fixed-step solve takes per run over its save times: at a (generous) 10^8
+# steps per second that is 10 s a run; past it a dt is refused, never cast to a wrapped int64.
+MAX_STEPS = 10**9
 
 
 def check_state(x0) -> np.ndarray:
@@ -75,8 +78,23 @@ def check_adaptive_options(o: dict) -> None:
     o["max_steps"] = int(steps)
 
 
+def step_count(ts, dt: float) -> float:
+    """The steps of the grid over save times `ts` with largest step `dt`, as a float (inf when
+    dt is 0 or the count overflows): what MAX_STEPS is checked against."""
+    widths = np.diff(np.asarray(ts, dtype=np.float64))
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        steps = np.maximum(np.ceil(widths / dt * (1.0 - STEP_SLACK)), 1.0)
+        total = float(np.sum(steps))
+    return total if np.isfinite(total) else np.inf
+
+
 def step_grid(ts: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    """Steps per save interval N_k (int64) and step sizes h_k (float64); see the module doc."""
+    """Steps per save interval N_k (int64) and step sizes h_k (float64); see the module doc.
+    Raises ValueError past MAX_STEPS steps in all."""
+    total = step_count(ts, dt)
+    if not total <= MAX_STEPS:
+        raise ValueError(f"dt = {dt:g} over save times up to {ts[-1]:g} takes {total:.3g} steps, "
+                         f"past the limit of {MAX_STEPS:.0e} per run")
     widths = np.diff(ts)
     counts = np.maximum(np.ceil(widths / dt * (1.0 - STEP_SLACK)), 1.0).astype(np.int64)
     return counts, widths / counts

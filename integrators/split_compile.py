@@ -28,7 +28,8 @@ The numbers are unchanged: every kernel is compiled once from the same source, a
 from the cache gives the same code (the fingerprints of the shipped scenarios are equal). Where
 the helper fails, this process compiles what is missing itself. ``DYN_COMPILE_JOBS=1`` turns
 the split off; so do a single core, pool workers (they fill the cores already) and
-:mod:`dyn.engine.warmup`'s shares.
+:mod:`dyn.engine.warmup`'s shares. The helper dies with this process
+(:func:`integrators.lifetime.die_with`): a killed run leaves no compile behind.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-HELPER_ENV = "DYN_COMPILE_HELPER"  # set in the helper: it never splits again
+HELPER_ENV = "DYN_COMPILE_HELPER"  # set in the helper, to its parent's pid: it never splits again
 JOBS_ENV = "DYN_COMPILE_JOBS"
 # Costs in characters of source (compiling one costs about 0.35 ms on this project's kernels)
 PER_KERNEL = 300  # numba's own work per kernel, whatever its size
@@ -163,7 +164,7 @@ def name_of(kernel) -> str:
 
 def start_helper(kernels) -> subprocess.Popen | None:
     """A process that compiles `kernels` into numba's cache (see :func:`helper_main`)."""
-    env = {**os.environ, HELPER_ENV: "1",
+    env = {**os.environ, HELPER_ENV: str(os.getpid()),
            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
         return subprocess.Popen([sys.executable, "-c", HELPER, *map(name_of, kernels)], env=env,
@@ -191,10 +192,15 @@ def finish(helper: subprocess.Popen | None, wait: bool = True) -> None:
 
 def helper_main(names: list[str]) -> int:
     """Compile (or load) the declared kernels named ``module:qualname``, callees first as
-    always; a name not found is skipped (the parent compiles it)."""
+    always; a name not found is skipped (the parent compiles it). Dies with its parent."""
     import importlib
 
     from . import called_kernels
+    from .lifetime import die_with
+
+    parent = os.environ.get(HELPER_ENV, "")
+    if parent.isdigit():  # started by start_helper
+        die_with(int(parent))
 
     for name in names:
         importlib.import_module(name.partition(":")[0])

@@ -21,7 +21,8 @@ def test_every_model_module_registers_its_records():
         "attention_flow", "attention_postnorm", "attention_post", "attention_post_network",
         "attention_pre", "attention_peri", "attention_ngpt", "attention_ngpt_network",
         "token_sde", "sinkformer", "resnet_ode", "momentum_first_order", "momentum_second_order",
-        "noisy_attention", "noisy_fourier", "attention_circle", "causal_circle"}
+        "noisy_attention", "noisy_fourier", "attention_circle", "causal_circle",
+        "causal_circle_tangent"}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

@@ -101,8 +101,7 @@ def test_diffrax_backend_runs_the_system(tmp_path):
     ("noisy_phase", ["integrator.horizon_cap=1.0"], "integrator.horizon_cap: must be >= horizon"),
     ("noisy_phase", ["integrator.step_tol=-0.01"], "integrator.step_tol: must be > 0"),
     # the engine's settings of time averages and steps (tests/test_convergence.py)
-    ("attention_clusters", ["integrator.check_step=true"],
-     "integrator.check_step: the step check reruns an SDE at dt/2; system attention_sphere"),
+    ("equiangular", ["integrator.check_step=true"], "integrator.check_step: dopri5 is adaptive"),
     ("two_token_phase", ["integrator.burn_in=3.0"], "integrator.burn_in: system random_transformer"),
     ("noisy_phase", ["integrator.dt=0.05"], "integrator.dt: dt = 0.05 is too coarse at beta"),
     ("noisy_phase", ['integrator.backend="jax"', "integrator.check_step=true"],

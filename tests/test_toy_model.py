@@ -43,6 +43,7 @@ saves = 4
 def toy(tmp_path, monkeypatch):
     """The toy module dropped into a folder on the system registry's search path, as a new file
     in dyn/systems/ would be; the registries are restored afterwards."""
+    dyn.systems.names()  # the built-ins registered first: a copy made before would lose them
     folder = tmp_path / "plugin"
     folder.mkdir()
     shutil.copy(Path(__file__).with_name("toy_model.py"), folder / "toy_ou.py")

@@ -62,7 +62,7 @@ from integrators.geometry import EUCLIDEAN
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT
 
-from ..core.dynamics import Dynamics, register
+from ..core.dynamics import Dynamics, register, tangent_drift_jax
 from ..core.layout import Layout
 
 LAYOUT = Layout("causal_circle", scalars=("beta", "rate", "own"))
@@ -161,6 +161,94 @@ def causal_problem(p) -> integrators.Problem:
     return CAUSAL.problem(p)
 
 
+# ---------------------------------------------------------------------------------------------
+# the flow with its tangent: theta and J = d theta(t) / d theta(0), integrated together
+
+def tangent_work_size(n: int, d: int, p=None) -> int:
+    """Scratch of the tangent drift: cos and sin of every angle, one row of couplings."""
+    return 3 * n
+
+
+@njit(DRIFT_SIG, **NJIT, fastmath=FASTMATH)
+def causal_tangent_drift(t, y, p, out, work):
+    r"""The flow and its tangent for a state y (n, 1 + n): y[:, 0] the angles, y[:, 1:] the
+    Jacobian J_jc = d theta_j(t) / d theta_c(0) (start: the identity). With a_jk =
+    w_jk W'(theta_j - theta_k) / Z_j, W'(u) = beta e^{beta cos u} (beta sin^2 u - cos u):
+
+        theta_j' = sum_{k<j} w_jk W(u_jk) / Z_j,    J_jc' = sum_{k<j} a_jk (J_jc - J_kc).
+
+    DF is lower triangular, and so is J: entries c > j stay 0 and are not computed."""
+    n = y.shape[0]
+    beta = p[BETA]
+    r = math.exp(-p[RATE])
+    own = 1.0 if p[OWN] != 0.0 else 0.0
+    c = work[:n]
+    s = work[n:2 * n]
+    a = work[2 * n:3 * n]
+    for i in range(n):
+        c[i] = math.cos(y[i, 0])
+        s[i] = math.sin(y[i, 0])
+    for j in range(n):
+        acc = 0.0
+        z = own
+        w = 1.0
+        for k in range(j - 1, -1, -1):
+            w *= r
+            cu = c[j] * c[k] + s[j] * s[k]
+            su = s[j] * c[k] - c[j] * s[k]
+            e = math.exp(beta * cu)
+            acc += w * su * e
+            a[k] = w * beta * e * (beta * su * su - cu)
+            z += w
+        inv = 1.0 / z if z > 0.0 else 0.0
+        out[j, 0] = -beta * acc * inv
+        diagonal = 0.0
+        for k in range(j):
+            diagonal += a[k]
+        # sum_k a_jk (J_jc - J_kc), row by row (contiguous, vectorised): J_kc = 0 for c > k
+        for col in range(j + 1):
+            out[j, 1 + col] = diagonal * y[j, 1 + col]
+        for col in range(j + 1, n):
+            out[j, 1 + col] = 0.0
+        row = out[j, 1:]
+        for k in range(j):
+            ak = a[k]
+            below = y[k, 1:]
+            for col in range(k + 1):
+                row[col] -= ak * below[col]
+        for col in range(j + 1):
+            out[j, 1 + col] *= inv
+
+
+def causal_tangent_drift_jax(t, y, p):
+    """JAX twin of :func:`causal_tangent_drift`: the tangent by `jax.jvp` of the flow's twin."""
+    return tangent_drift_jax(causal_drift_jax, 1)(t, y, p)
+
+
+def _tangent_example(rng):
+    """Angles and a lower-triangular tangent (what J is along the flow: token j depends on the
+    tokens k <= j alone)."""
+    x, p = _example(rng)
+    n = x.shape[0]
+    return np.concatenate([x, np.tril(rng.standard_normal((n, n)))], axis=1), p
+
+
+CAUSAL_TANGENT = register(Dynamics("causal_circle_tangent", LAYOUT, causal_tangent_drift,
+                                   causal_tangent_drift_jax, EUCLIDEAN, example=_tangent_example,
+                                   work=tangent_work_size))
+
+
+def flow_with_tangent(theta0, times, p, solver) -> tuple[np.ndarray, np.ndarray]:
+    """Angles (E, T, n) and the Jacobians J (E, T, n, n), J[e, t, j, c] = d theta_j(t) /
+    d theta_c(0), of the flow from theta0 (E, n) at the save times, by `solver` (a fixed-step
+    integrator: both solved on one step grid)."""
+    theta0 = np.asarray(theta0, dtype=np.float64)
+    E, n = theta0.shape
+    y0 = np.concatenate([theta0[..., None], np.broadcast_to(np.eye(n), (E, n, n))], axis=2)
+    states = solver.solve(CAUSAL_TANGENT.problem(p), y0, times)
+    return states[..., 0], states[..., 1:]
+
+
 def velocities(theta, p) -> np.ndarray:
     """theta' for angles of shape (..., n) with the vector p of :func:`pack_causal`."""
     theta = np.asarray(theta, dtype=np.float64)
@@ -177,7 +265,8 @@ def velocities(theta, p) -> np.ndarray:
 # the linear kinetic theory (module doc)
 
 def growth_rates(beta: float, modes: int = MODES) -> np.ndarray:
-    """a_m = m^2 I_m(beta), m = 1 .. modes."""
+    """a_m = m^2 I_m(beta), m = 1 .. modes (+-inf past |beta| ~ 713, where they exceed
+    float64; :func:`t_crit`, a ratio of them, uses the scaled ive there)."""
     from scipy.special import iv
 
     m = np.arange(1, modes + 1)
@@ -194,8 +283,56 @@ def t_crit(beta: float, lam: float, M: float = SOFT_M, modes: int = MODES) -> fl
     """Time at which the right-end slope of the profile S_t changes sign (module doc); NaN when
     it does not (no positive root)."""
     a, w = growth_rates(beta, modes), soft_weights(M, modes)
-    value = 2.0 * (-math.expm1(-lam)) * (w @ a) / (w @ a**2)
+    with np.errstate(over="ignore", invalid="ignore"):
+        squares = w @ a**2
+        value = 2.0 * (-math.expm1(-lam)) * (w @ a) / squares
+    if not math.isfinite(squares):  # a_m^2 overflows past |beta| ~ 358: a_m = e^{|beta|} m^2 ive
+        from scipy.special import ive
+
+        m = np.arange(1, modes + 1)
+        scaled = m**2 * ive(m, beta)
+        ratio = 2.0 * (-math.expm1(-lam)) * (w @ scaled) / (w @ scaled**2)
+        if not (math.isfinite(ratio) and ratio > 0):
+            return math.nan
+        return ratio * math.exp(-abs(float(beta)))  # 0.0 past |beta| ~ 745: below float64
     return value if math.isfinite(value) and value > 0 else math.nan
+
+
+def t_crit_cos(beta: float, lam: float) -> float:
+    """The cosine kernel's own threshold t_crit,1 = 2 (1 - e^{-lambda}) / a_1 (the one-mode
+    case of :func:`t_crit`: omega = 1 at m = 1 alone)."""
+    a1 = float(growth_rates(beta, 1)[0])
+    value = 2.0 * (-math.expm1(-lam)) / a1 if a1 > 0 else math.nan
+    return value if math.isfinite(value) and value > 0 else math.nan
+
+
+def weight_matrix(n: int, rate: float, own: bool = False) -> np.ndarray:
+    """W_jk = w_jk, the normalized causal weights of the flow (row j: e^{-rate (j - k)} over
+    k < j, and weight 1 on itself with `own`); row 0 of the strict mask is 0."""
+    gap = np.arange(n)[:, None] - np.arange(n)[None, :]
+    w = np.where(gap > 0, np.exp(-rate * np.maximum(gap, 0)), 0.0)
+    z = w.sum(axis=1) + (1.0 if own else 0.0)
+    return w / np.where(z > 0, z, 1.0)[:, None]
+
+
+def linear_response(beta: float, n: int, rate: float, times, weights=None, own: bool = False,
+                    modes: int = MODES) -> np.ndarray:
+    r"""The finite-n linear theory of the last token's response: n sum_m omega_m
+    [exp(a_m t W)]_{n-1, j} for every save time and token j (times, n): the kinetic equation's
+    discrete form, d_t r_m = a_m W r_m, before its continuum limit. `weights` (modes,): omega_m
+    (default :func:`soft_weights`); one weight [1.0]: the cosine kernel, mode 1 alone. W is
+    strictly lower triangular (nilpotent), so exp(a t W) is its finite power series; computed by
+    scipy's expm."""
+    from scipy.linalg import expm
+
+    W = weight_matrix(n, rate, own)
+    omega = soft_weights(SOFT_M, modes) if weights is None else np.asarray(weights, dtype=float)
+    a = growth_rates(beta, len(omega))
+    out = np.zeros((len(times), n))
+    for i, t in enumerate(times):
+        for m in range(len(omega)):
+            out[i] += omega[m] * expm(a[m] * float(t) * W)[n - 1]
+    return n * out
 
 
 def psi(c, y):
@@ -214,6 +351,11 @@ def y_lambda(s, lam: float):
     if lam == 0.0:
         return -np.log(s)
     return np.log(np.expm1(lam) / np.expm1(lam * s))
+
+
+def cos_profile(s, beta: float, t: float, lam: float) -> np.ndarray:
+    """g_{a_1}(t, 1; s), the continuum response of the cosine kernel (mode 1, weight 1)."""
+    return soft_profile(s, beta, t, lam, M=math.inf, modes=1)
 
 
 def soft_profile(s, beta: float, t: float, lam: float, M: float = SOFT_M,

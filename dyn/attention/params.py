@@ -22,6 +22,21 @@ from ..core.schema import Field
 
 NORMALIZATIONS = ("SA", "USA")
 
+# |beta| admitted by the scenario field. SA's kernels are finite at any beta (every exp is shifted
+# by a bound of its scores, dyn.numerics); what overflows float64 (1.8e308) is e^{|beta|}: USA's
+# weights e^{beta <x_i, x_j>} past |beta| ~ 709 (their runs diverge and are recorded so) and the
+# energy sum_ij e^{beta <x_i,x_j>} / (2 beta n^2) ~ e^{|beta|} / (2 |beta|) past ~716, its
+# standard error (squares, e^{2|beta|}) past ~354 (ENERGY_BETA_MAX). The limit is not tighter
+# because beta = 1000 with USA is how the engine's tests make a point diverge
+# (tests/test_engine.py, test_reliability_input.py, test_reliability_readers.py).
+BETA_MAX = 1000.0
+# the largest |beta| at which the energy and its standard error are finite for any n and up to
+# 10^8 runs: E <= e^{|beta|} / (2 |beta|) = 1.4e149 at 350, squared 2e298, times 10^8 runs 2e306
+ENERGY_BETA_MAX = 350.0
+# entries of Q, K, V: M = Q^T K (entries <= d 10^6 ~ 1e9, |M| <= 1e12), the scores
+# beta <Q x_i, K x_j> (<= 1e15) and the values |V x| (<= 1e6) stay far inside float64
+MATRIX_MAX = 1e3
+
 FIELDS = {
     # n <= 10^4 keeps the n x n attention matrix of one run under 1 GiB
     "n": Field("int", 32, "number of tokens n", lo=1, hi=10_000),
@@ -29,11 +44,15 @@ FIELDS = {
     # any sign: every kernel shifts the scores by a bound in |beta| (dyn.numerics: the row
     # maximum, the diagonal score or c >= |s_ij|), and the drift pair tests draw beta in (-3, 6);
     # beta < 0 weighs the farthest tokens most (dyn.attention.circle, scenarios/repulsive_sync.toml)
-    "beta": Field("float", 1.0, "inverse temperature beta (any sign)"),
+    # (a field's doc is the long name of its sweep axis: the reasons for the bounds live here)
+    "beta": Field("float", 1.0, "inverse temperature beta (any sign)", lo=-BETA_MAX, hi=BETA_MAX),
     "normalization": Field("str", "SA", "attention normalization", choices=NORMALIZATIONS),
-    "Q": Field("matrix", None, "query matrix (default identity)", sweepable=False),
-    "K": Field("matrix", None, "key matrix (default identity)", sweepable=False),
-    "V": Field("matrix", None, "value matrix (default identity)", sweepable=False),
+    "Q": Field("matrix", None, "query matrix (default identity)", sweepable=False,
+               lo=-MATRIX_MAX, hi=MATRIX_MAX),
+    "K": Field("matrix", None, "key matrix (default identity)", sweepable=False,
+               lo=-MATRIX_MAX, hi=MATRIX_MAX),
+    "V": Field("matrix", None, "value matrix (default identity)", sweepable=False,
+               lo=-MATRIX_MAX, hi=MATRIX_MAX),
 }
 
 LAYOUT = Layout("attention", scalars=("beta", "usa", "d", "m_identity", "v_identity"),

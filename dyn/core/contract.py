@@ -28,6 +28,7 @@ STATIONARY, NONSTATIONARY_SHARE, STEP_ERROR = "stationary", "nonstationary_share
 TIME_AVERAGE = "time_average"  # a time average written by the engine (marked where unresolved)
 REFERENCE = "reference"  # theory written once with the file (System.references), not measured
 ROLE_ATTR = "dyn_role"
+NAN_MEANS_ATTR = "dyn_nan_means"  # Output.nan_means, on the variable: a NaN there is an answer
 
 # Drawing hints (`Draw`), stored as variable attributes so that `dyn plot` needs only the file:
 #   dyn_over        space-separated names of the variables this one is drawn over
@@ -38,6 +39,9 @@ ROLE_ATTR = "dyn_role"
 #   dyn_clim        colour range of heat maps; dyn_mark_above: cells above it get a "+"
 # and, on a coordinate, dyn_axis: the file dimension a theory grid lies along (beta_theory -> beta).
 OVER_ATTR, ALONG_ATTR, AXIS_ATTR = "dyn_over", "dyn_along", "dyn_axis"
+# dyn_profile: "X T": draw the variable as profiles against its dimension X, one curve per
+# value of T (a few of them), one panel per combination of the other axes (Draw.profile)
+PROFILE_ATTR = "dyn_profile"
 COLOR_ATTR, LINESTYLE_ATTR, LABEL_ATTR = "dyn_color", "dyn_linestyle", "dyn_label"
 SLOPES_ATTR, CLIM_ATTR, MARK_ABOVE_ATTR = "dyn_slopes", "dyn_clim", "dyn_mark_above"
 
@@ -74,7 +78,9 @@ class Draw:
       map with that axis, a curve (a tick across each cell when indexed by the other axis's own
       values); on curves against that axis, a vertical line at each value.
     slopes: reference slopes on log-log curves; clim: colour range of heat maps; mark_above:
-    heat-map cells above it get a "+".
+    heat-map cells above it get a "+"; profile (x, curves): draw it as curves against its
+    dimension x, one per value of `curves` (a few, spread over it), one panel per combination of
+    the other axes (a position profile at a few times), instead of heat maps.
     """
 
     over: tuple[str, ...] = ()
@@ -85,6 +91,7 @@ class Draw:
     slopes: tuple[float, ...] = ()
     clim: tuple[float, float] | None = None
     mark_above: float | None = None
+    profile: tuple[str, str] | None = None  # (x, curves): profiles against x, one per curve value
 
     def attrs(self) -> dict:
         """The variable attributes that declare it (only those set)."""
@@ -99,6 +106,8 @@ class Draw:
             found[CLIM_ATTR] = np.asarray(self.clim, dtype=float)
         if self.mark_above is not None:
             found[MARK_ABOVE_ATTR] = float(self.mark_above)
+        if self.profile is not None:
+            found[PROFILE_ATTR] = " ".join(self.profile)
         return found
 
 
@@ -113,6 +122,9 @@ class Output:
     reduce: str = "mean"
     role: str = ""  # "" or one of the roles above
     draw: Draw | None = None  # how `dyn plot` draws it (and over what)
+    # What a NaN in it means ("no more merges"), for an output that may hold NaN at a point
+    # that is ok; "" (the default): every value must be finite, else the point is DIVERGED.
+    nan_means: str = ""
 
     def __post_init__(self):
         if self.reduce not in REDUCTIONS:

@@ -69,6 +69,30 @@ class Dynamics:
                                    work=self.work, **noise)
 
 
+def tangent_drift_jax(drift_jax: Callable, d: int) -> Callable:
+    """The tangent of any JAX twin: for f(t, x, p) on states x (n, d), the drift of
+    y = (x, V_1 .. V_K) stacked as (n, d (1 + K)), i.e. (f(x), Df(x) V_1, ..., Df(x) V_K), each
+    tangent pushed by `jax.jvp`. Solved from V = (e_c) it gives the sensitivities
+    d x(t) / d x_c(0) of chosen initial coordinates c along each run; a model's numba tangent
+    (a hand-written Jacobian product, e.g. dyn.attention.causal_circle.causal_tangent_drift)
+    is its twin's counterpart, checked against this one by the drift-pair test."""
+    import jax
+    import jax.numpy as jnp
+
+    def drift(t, y, p):
+        n = y.shape[0]
+        x = y[:, :d]
+        tangents = y[:, d:].reshape(n, -1, d).transpose(1, 0, 2)  # (K, n, d)
+
+        def push(v):
+            return jax.jvp(lambda z: drift_jax(t, z, p), (x,), (v,))[1]
+
+        moved = jax.vmap(push)(tangents).transpose(1, 0, 2).reshape(n, -1)
+        return jnp.concatenate([drift_jax(t, x, p), moved], axis=1)
+
+    return drift
+
+
 def register(record: Dynamics) -> Dynamics:
     if record.name in _REGISTRY and _REGISTRY[record.name] is not record:
         raise ValueError(f"two dynamics named {record.name!r}")

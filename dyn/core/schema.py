@@ -22,7 +22,8 @@ class Field:
     kind: "int", "float", "str", "bool", "matrix" (a square list of lists of numbers),
     "matrices" (a square matrix, or a list of square matrices of one size) or "names" (a list
     of distinct strings).
-    lo/hi: inclusive bounds for numbers; gt: an exclusive lower bound (a step size or a tolerance
+    lo/hi: inclusive bounds for numbers, and for every entry of a matrix (the entry is named in
+    the message, ``params.V[0][1]``); gt: an exclusive lower bound (a step size or a tolerance
     must be > 0: -0.01 and 0 get the same message). choices: admissible strings. sweepable: may be a
     `[sweep]` axis. check: extra predicate returning an error text or None.
     """
@@ -45,10 +46,14 @@ class Field:
         if self.kind in ("int", "float"):
             if self.gt is not None and not value > self.gt:
                 raise ScenarioError(key, f"must be > {self.gt:g}, got {_short(raw)}")
-            if self.lo is not None and value < self.lo:
-                raise ScenarioError(key, f"must be >= {self.lo}, got {_short(raw)}")
-            if self.hi is not None and value > self.hi:
-                raise ScenarioError(key, f"must be <= {self.hi}, got {_short(raw)}")
+            self._bounds(key, value, raw)
+        elif self.kind in ("matrix", "matrices") and (self.lo is not None or self.hi is not None):
+            stack = value if isinstance(value[0][0], list) else [value]
+            for h, matrix in enumerate(stack):
+                at = f"{key}[{h}]" if stack is value else key
+                for i, row in enumerate(matrix):
+                    for j, entry in enumerate(row):
+                        self._bounds(f"{at}[{i}][{j}]", entry, entry)
         if self.choices is not None and value not in self.choices:
             raise ScenarioError(key, f"must be one of {', '.join(self.choices)}; got {_short(raw)}")
         if self.check is not None:
@@ -56,6 +61,12 @@ class Field:
             if problem:
                 raise ScenarioError(key, problem)
         return value
+
+    def _bounds(self, key: str, value, raw) -> None:
+        if self.lo is not None and value < self.lo:
+            raise ScenarioError(key, f"must be >= {self.lo}, got {_short(raw)}")
+        if self.hi is not None and value > self.hi:
+            raise ScenarioError(key, f"must be <= {self.hi}, got {_short(raw)}")
 
 
 def _int(key, raw):

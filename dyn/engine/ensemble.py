@@ -17,7 +17,8 @@
 - **Time averages** (``reduce = "time_average"``): the runs' series go to
   :mod:`dyn.engine.averaging`, which extends the runs until their window is stationary (up to a
   cap) and writes the average with its error budget; with ``[integrator] check_step``,
-  :mod:`dyn.engine.stepcheck` adds the step error. With ``dt = "auto"`` the point's step is written as ``dt_used``.
+  :mod:`dyn.engine.stepcheck` adds the step error (of an ODE system: of every simulated mean,
+  its first runs again at half the step). With ``dt = "auto"`` the point's step is written as ``dt_used``.
 - **Checks in the worker.** Values missing, undeclared or of the wrong shape raise
   :class:`OutputMismatch`, which fails that point (status FAILED, with the message) and not the
   sweep.
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.contract import DIVERGED, OK, UNDECIDED, Coord, Output, PointResult, Reference
+from ..core.contract import DIVERGED, OK, REFERENCE, UNDECIDED, Coord, Output, PointResult, Reference
 from . import averaging, stepcheck
 from .reductions import Reductions, companions
 
@@ -64,7 +65,7 @@ def file_outputs(system: "System", setup: "Setup") -> list[Output]:
         outs += companions(out)
     outs += averaging.point_outputs(declared)
     if setup.check_step:
-        outs += stepcheck.point_outputs(declared)
+        outs += stepcheck.point_outputs(declared, ode=system.equation == "ode")
     if setup.solver.options.get("dt") == "auto":
         outs.append(Output("dt_used", "step of the point (dt = auto: step_tol / its fastest "
                            "rate)", "1", (), "point"))
@@ -105,6 +106,9 @@ def error_budget(system: "System", setup: "Setup") -> dict[str, dict[str, str]]:
         else:
             horizon = f"fixed horizon T = {setup.horizon:g}"
         steps = f"{out.name}_step_error" if setup.check_step and out.reduce == "time_average" else step
+        if setup.check_step and system.equation == "ode":  # the means (stepcheck.ode_checked)
+            checked = bool(stepcheck.ode_checked([out]))
+            steps = f"{out.name}_step_error" if checked else "not checked (check_step covers means)"
         if out.reduce == "point":  # computed for the point (a closed form, a reference)
             steps = horizon = "none: not simulated by runs"
         budget[out.name] = {MC_ERROR: mc, STEP_ERROR_ATTR: steps, HORIZON_ATTR: horizon}
@@ -228,6 +232,11 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
     per_run = [o for o in simulated_outputs if o.reduce != "time_average"]
     sizes = {dim: len(c.values) for dim, c in coords(system, setup).items()}
     sizes[averaging.SERIES] = len(spec.times)
+    # the ODE step check: the first runs' values of the means, compared with a rerun at h/2
+    ode_check = ([o.name for o in stepcheck.ode_checked(declared)]
+                 if setup.check_step and system.equation == "ode" else [])
+    first: dict[str, list] = {name: [] for name in ode_check}
+    kept_runs = 0
     # a per-run output's values from `simulate` have the output's own dims after the run axis
     reduction = Reductions(per_run, spec.runs)
     pieces = []
@@ -244,7 +253,18 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
         if sink is not None and chunk.states is not None:
             sink.write(runs.start, chunk.states)
         bad += _bad_runs(chunk, len(runs))
+        if ode_check and kept_runs < stepcheck.ode_check_runs(spec.runs):
+            take = min(len(runs), stepcheck.ode_check_runs(spec.runs) - kept_runs)
+            for name in ode_check:
+                first[name].append(np.array(kept[name][:take], dtype=np.float64))
+            kept_runs += take
     values = reduction.finish() if per_run else {}
+    if ode_check and not bad:
+        values.update(stepcheck.ode_step_errors(system, spec, {name: np.concatenate(v) for
+                                                                name, v in first.items()}))
+    elif ode_check:  # diverged: no step error to speak of (the writer stores NaN anyway)
+        values.update({f"{name}{part}": np.full(np.shape(values[name]), np.nan)
+                       for name in ode_check for part in ("_step_error", "_step_error_se")})
     if averaged:
         window = averaging.until_stationary(system, spec, pieces, averaged)
         bad += window.bad
@@ -263,5 +283,45 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
     if bad:
         return PointResult(values, DIVERGED, f"{bad} of {spec.runs} runs became non-finite "
                            "(overflow or NaN)")
+    broken = nonfinite_outputs(values, declared, spec.runs)
+    if broken:
+        return PointResult(values, DIVERGED, f"not finite: {', '.join(broken)} (overflow or NaN "
+                           "in the outputs; the states stayed finite)")
     return PointResult(values, OK)
+
+
+def nonfinite_outputs(values: dict[str, np.ndarray], declared: list[Output], runs: int) -> list[str]:
+    """The file variables of a point holding values that are not answers: any inf, and any NaN
+    except where NaN is declared to mean something (`Output.nan_means`, a reference) - in such an
+    output, and in its companions where it is NaN itself - or where a statistic needs two runs
+    and the point has one (a standard error). A time average's diagnostics (X_se, X_ess,
+    X_drift, X_mixing) are not checked: NaN there means a window too short to estimate them, inf
+    runs constant but unequal, and either makes the point non-stationary (marked), while the
+    average itself must be finite."""
+    allowed: dict[str, str] = {}  # variable -> the declared output whose NaN it may share
+    derived, diagnostics = set(), set()
+    for out in declared:
+        if out.reduce == "time_average":
+            parts = averaging.point_outputs([out])[:5]
+            diagnostics |= {part.name for part in parts[1:]}
+        else:
+            parts = companions(out)
+        derived |= {part.name for part in parts[1:]}
+        if out.nan_means or out.role == REFERENCE:
+            allowed.update({part.name: out.name for part in parts})
+    found = []
+    for name, v in values.items():
+        if name in diagnostics or np.isfinite(v).all():
+            continue
+        nan = np.isnan(v)
+        if np.isinf(v).any():
+            found.append(name)
+        elif name in allowed and (allowed[name] == name or name not in values
+                                  or np.array_equal(nan, nan & np.isnan(values[allowed[name]]))):
+            continue
+        elif runs < 2 and (name in derived or name not in {o.name for o in declared}):
+            continue
+        else:
+            found.append(name)
+    return found
 

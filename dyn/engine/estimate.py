@@ -1,6 +1,7 @@
 r"""What a sweep costs before it runs (`dyn run --dry-run`): its file, its time, its compiling.
 
-- **File**: :func:`dyn.engine.store.estimated_bytes`, the same bound the run checks before it
+- **File**: :func:`dyn.engine.store.output_text`, the file and its saved states (NAME.h5.d/),
+  the same bound the run checks before it
   makes the file.
 - **Time**: measured, not modelled. SAMPLES points spread over the sweep (the first, the last and
   evenly between, in sweep order) run with min(runs, CALIBRATION_RUNS) runs each: once untimed
@@ -53,11 +54,12 @@ class Estimate:
     compile_seconds: float | None
     compiled: int = 0  # kernels compiled (not found in numba's cache) by the untimed pass
     note: str = ""
+    file_text: str = ""  # the file and its saved states in words (store.output_text)
 
     def __str__(self) -> str:
         lines = [f"dry run: {self.name} ({self.system}): {self.points} points x {self.runs} runs "
                  f"= {self.points * self.runs} runs",
-                 f"file: {self.file}, about {size_text(self.file_bytes)}"]
+                 f"file: {self.file}, {self.file_text or 'about ' + size_text(self.file_bytes)}"]
         if self.serial_seconds is None:
             lines.append(f"time: not estimated ({self.note})")
             return "\n".join(lines)
@@ -87,8 +89,8 @@ def estimate(scenario: Scenario, out: str | Path | None = None, workers: int = 1
     path = Path(out) if out is not None else scenario.default_output_path()
     setup = scenario.setup
     common = dict(name=scenario.name, system=setup.system_name, points=scenario.count,
-                  runs=setup.runs, file=path, file_bytes=store.estimated_bytes(scenario),
-                  workers=workers)
+                  runs=setup.runs, file=path, file_bytes=store.output_text(scenario)[0],
+                  file_text=store.output_text(scenario)[1], workers=workers)
     if scenario.integrator.get("backend") == "jax":
         return Estimate(**common, sampled={}, serial_seconds=None, compile_seconds=None,
                         note="backend jax runs the sweep as batches: time a small sweep instead")

@@ -19,11 +19,9 @@ memory) stops the run with one line (RunAborted); finished points are kept for t
 """
 from __future__ import annotations
 
-import ctypes
 import math
 import multiprocessing
 import os
-import signal
 import sys
 import time
 import traceback
@@ -43,7 +41,6 @@ EXECUTORS = ("serial", "process", "dask")
 TASK_SECONDS = 1.0  # target work per task once point costs are known
 MAX_BATCH = 256
 IN_FLIGHT_PER_WORKER = 2  # queued tasks per worker: keeps workers busy without a huge queue
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 SCHEDULER_TIMEOUT = "10s"  # how long to try reaching a Dask scheduler before giving up
 _driver_pid: int | None = None  # set in pool workers: the process that started them
 
@@ -101,17 +98,9 @@ def _init_worker(threads: int, driver: int | None = None) -> None:
     global _driver_pid
     _driver_pid = driver
     if driver is not None:
-        die_with_parent()
-        _exit_if_orphaned()  # the driver may have died before the request was made
+        from integrators.lifetime import die_with  # imports numba: after the variables above
 
-
-def die_with_parent() -> bool:
-    """Ask the kernel to SIGKILL this process when its parent dies (Linux); False elsewhere."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+        die_with(driver)  # and exits at once where the driver died before the request
 
 
 def _exit_if_orphaned() -> None:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from .scenario import Scenario
 
 PACKAGES = ("dyn", "numpy", "scipy", "numba", "jax", "jaxlib", "diffrax", "h5py", "h5netcdf", "xarray")
+NUMERIC = ("numpy", "scipy", "numba", "jax", "jaxlib", "diffrax")  # what a point's numbers rest on
 
 
 def versions() -> dict[str, str]:

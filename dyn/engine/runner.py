@@ -17,7 +17,7 @@ from numba.core import event
 
 from ..core import sweep
 from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
-from ..core.errors import ScenarioError
+from ..core.errors import OutputError, ScenarioError
 from . import store, trajectories
 from .batched import iter_results as batched_results
 from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
@@ -32,7 +32,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         executor: str = "serial", scheduler: str | None = None,
         overrides: dict[str, Any] | list[str] | None = None,
         progress: bool | None = None, command: str | None = None, log=None,
-        force: bool = False, overwrite: bool = False) -> Path:
+        force: bool = False, overwrite: bool = False, allow_version_change: bool = False) -> Path:
     """Run (or resume) a sweep and return the output path.
 
     `scenario` is a path to a TOML file or a `Scenario`; `overrides` is either a list of
@@ -40,8 +40,15 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     `executor` is "serial", "process" (a local pool of `workers` processes) or "dask" (on
     `scheduler`, or a LocalCluster of `workers` processes). `force` allows a sweep file
     estimated past `store.MAX_FILE_BYTES`. `overwrite` replaces an output file made by another
-    scenario (and its states folder), after saying what it replaces; a file of this scenario is
-    resumed either way, and a file that is not a sweep file is never deleted.
+    scenario (and its states folder), or a damaged one, after saying what it replaces; a file of
+    this scenario is resumed either way, and a file that is not a sweep file is never deleted.
+    A resume keeps only the points whose checksums match, and refuses points computed under
+    other versions of numpy, scipy, numba, jax or diffrax unless `allow_version_change` (each
+    point records its versions). `--out` through a symlink writes the real file (and the
+    states folder beside it).
+
+    Raises ScenarioError (bad input, a refused or aborted run: one line each); points that
+    diverged or failed are recorded in the file (`store.bad_points` counts them), not raised.
     """
     if in_spawned_import():  # a worker re-importing an unguarded script: stop it quietly, the
         os._exit(1)          # driver says why (executors._worker_died), in one line
@@ -63,18 +70,20 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     if path.exists() and _same_file(path, getattr(scenario, "source", "")):
         raise ScenarioError("--out", f"{path} is the scenario file itself")
 
+    path = Path(os.path.realpath(path))  # the real file: its lock, its states folder, its rename
+    if path.is_dir():
+        raise ScenarioError("--out", f"{path} is not a usable output file name")
     lock = store.WriterLock(path)
     try:
         lock.acquire()
     except OSError as exc:  # an unwritable folder, a read-only file system, ...
         raise ScenarioError("--out", f"cannot write beside {path}: {exc.strerror or exc}") from None
     try:
-        if overwrite and path.exists() and (other := store.other_scenario(path, scenario)):
-            print(f"replacing {path}: it holds scenario {other['name']} (hash "
-                  f"{other['hash'][:12]}..., made by `{other['command']}`)", file=log)
+        if overwrite and path.exists() and (replaced := store.replaceable(path, scenario)):
+            print(f"replacing {path}: {replaced}", file=log)
             lock.unhold()
             _remove(path)
-        statuses = store.read_status(path, scenario) if path.exists() else None
+        statuses = _resumable(path, scenario, allow_version_change, log) if path.exists() else None
         need = store.check_size(path, scenario, force) if statuses is None else 0
         with open_pool(executor, workers, scheduler) as pool:
             if statuses is None:
@@ -115,6 +124,27 @@ class _CompileNotice(event.Listener):
 
     def on_end(self, ev):
         pass
+
+
+def _resumable(path: Path, scenario: Scenario, allow_version_change: bool, log) -> np.ndarray:
+    """The statuses a resume keeps (store.read_verified), after the version check."""
+    kept = store.read_verified(path, scenario)
+    if len(kept.damaged):
+        print(f"{path}: {len(kept.damaged)} finished points failed their checksum (damaged): "
+              "computing them again", file=log)
+    current = store.numeric_versions()
+    others = {text: count for text, count in kept.versions.items() if text != current}
+    if others:
+        text, count = max(others.items(), key=lambda item: item[1])
+        if not allow_version_change:
+            raise OutputError("--allow-version-change", f"{count} points of {path} were computed "
+                              f"with {text or 'unknown versions'}, this is {current}: a resume "
+                              "would mix their numbers; add --allow-version-change to resume "
+                              "anyway (each point records its versions), or delete the file to "
+                              "start again")
+        print(f"resuming under other versions ({count} points were computed with {text}); "
+              "each point records its own", file=log)
+    return kept.statuses
 
 
 def _remove(path: Path) -> None:

@@ -74,7 +74,8 @@ INTEGRATOR_FIELDS = {
     "step_tol": Field("float", default=None, gt=0.0, hi=1.0,
                       doc="dt = \"auto\": largest dt x (the point's fastest rate)"),
     "check_step": Field("bool", default=None,
-                        doc="rerun runs at dt/2 on the same Brownian path: step error per output"),
+                        doc="rerun runs at dt/2 (an SDE on the same Brownian path, an ODE from "
+                        "the same starts): step error per output"),
 }
 OUTPUT_FIELDS = {
     "path": Field("str", default=""),
@@ -208,14 +209,47 @@ def check_depth(key: str, value: Any) -> None:
             stack.extend((v, depth + 1) for v in item)
 
 
+MAX_SCENARIO_BYTES = 2**20  # a scenario file is a few kB of TOML; past 1 MiB it is refused unread
+
+
 def read_file(path: str | Path) -> dict:
+    """The TOML document of a scenario file. Only a regular file of at most MAX_SCENARIO_BYTES
+    is read: a FIFO or a device (which could block, or never end) is refused in one line without
+    waiting (opened non-blocking, checked on the open descriptor)."""
+    import io
+    import os
+    import stat
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise ScenarioError("", f"no such scenario file: {path}") from None
+    except OSError as exc:
+        raise ScenarioError("", f"cannot read scenario file {path}: {exc}") from None
+    try:
+        mode, size = (info := os.fstat(fd)).st_mode, info.st_size
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a plain file")
+            raise ScenarioError("", f"scenario file {path} is not a regular file ({kind}): "
+                                "give a TOML file")
+        if size > MAX_SCENARIO_BYTES:
+            raise ScenarioError("", f"scenario file {path} is larger than "
+                                f"{MAX_SCENARIO_BYTES // 2**20} MiB ({size} bytes): a scenario "
+                                "is a few kB of TOML")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_SCENARIO_BYTES + 1)  # it may have grown since fstat
+        if len(data) > MAX_SCENARIO_BYTES:
+            raise ScenarioError("", f"scenario file {path} is larger than "
+                                f"{MAX_SCENARIO_BYTES // 2**20} MiB: a scenario is a few kB of TOML")
+        # as Path.read_text reads: UTF-8, universal newlines
+        text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError("", f"cannot read scenario file {path}: {exc}") from None
+    finally:
+        os.close(fd)
     return parse_toml(text, str(path))
 
 
@@ -313,9 +347,13 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     integrator = check_table("integrator", raw_integrator, INTEGRATOR_FIELDS)
     for key in raw_integrator:  # a setting the system would ignore is refused, not dropped
         if key not in system.integrator and integrator[key] != INTEGRATOR_FIELDS[key].default:
+            if key == "check_step" and system.equation == "ode":  # checked in _check_averaging
+                if not integrator[key]:
+                    del integrator[key]  # false, the default: the resolved text stays as it was
+                continue
             if key == "check_step" and system.equation != "sde":
-                raise ScenarioError("integrator.check_step", "the step check reruns an SDE at "
-                                    f"dt/2; system {system.name} solves no SDE")
+                raise ScenarioError("integrator.check_step", "the step check reruns an SDE or "
+                                    f"an ODE at dt/2; system {system.name} solves neither")
             reads = ", ".join(sorted(system.integrator)) or "nothing"
             raise ScenarioError(f"integrator.{key}", f"system {system.name} does not use it "
                                 f"(it reads from [integrator]: {reads})")
@@ -488,7 +526,17 @@ def _check_averaging(cfg: dict, system: systems.System) -> None:
             raise ScenarioError("integrator.burn_in", f"burn_in = {burn_in:g} leaves no window "
                                 f"before the cap horizon_cap = {limit:g}; lower burn_in or "
                                 "raise horizon_cap")
-    if cfg.get("check_step"):
+    if cfg.get("check_step") and system.equation == "ode":
+        from .stepcheck import ODE_ORDER
+
+        if cfg["backend"] == "jax":
+            raise ScenarioError("integrator.check_step", "the step check reruns a point's first "
+                                "runs at dt/2 point by point: use backend numba or diffrax")
+        if cfg["method"] not in ODE_ORDER:
+            raise ScenarioError("integrator.check_step", f"{cfg['method']} is adaptive: it "
+                                "bounds its error by rtol and atol, with no step to halve (the "
+                                f"step check needs a fixed step: {', '.join(ODE_ORDER)})")
+    elif cfg.get("check_step"):
         if cfg["backend"] != "numba" or not system.step_check:
             raise ScenarioError("integrator.check_step", "the step check reruns runs on one "
                                 "Brownian path at dt and dt/2: it needs backend numba and a "
@@ -500,7 +548,9 @@ def _check_averaging(cfg: dict, system: systems.System) -> None:
 
 
 def check_step_size(system: systems.System, spec: RunSpec, cfg: dict) -> None:
-    """Refuse a fixed dt too coarse for the point's fastest rate (see STEP_REFUSE)."""
+    """Refuse a step that takes more than integrators.base.MAX_STEPS steps per run over the
+    save times, and a fixed dt too coarse for the point's fastest rate (see STEP_REFUSE)."""
+    _check_step_count(system, spec, cfg)
     dt = cfg.get("dt")
     if dt in (None, "auto"):
         return
@@ -516,6 +566,37 @@ def check_step_size(system: systems.System, spec: RunSpec, cfg: dict) -> None:
                             f"{STEP_REFUSE:g} step_tol = {STEP_REFUSE * tol:g} (Euler-Maruyama's "
                             f"bias grows like it); use dt = \"auto\" or dt <= "
                             f"{STEP_REFUSE * tol / rate:.3g}")
+
+
+def _check_step_count(system: systems.System, spec: RunSpec, cfg: dict) -> None:
+    from integrators.base import MAX_STEPS, step_count
+
+    if "dt" not in system.integrator or "backend" not in cfg:
+        return
+    import integrators
+
+    if cfg["backend"] != "jax" and "dt" not in integrators.options(cfg["backend"], cfg["method"]):
+        return  # an adaptive method: max_steps bounds it
+    steps = step_count(spec.times, spec.dt)
+    if steps <= MAX_STEPS:
+        return
+    at = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                   for k, v in spec.values.items() if k in spec.setup.axes)
+    years = steps * spec.runs / 1e8 / 3.15e7
+    raise ScenarioError("integrator.dt", f"dt = {spec.dt:.3g}{' at ' + at if at else ''} takes "
+                        f"{steps:.3g} steps per run to the horizon {spec.horizon:g}, past the "
+                        f"limit of {MAX_STEPS:.0e} (at 10^8 steps per second the point's "
+                        f"{spec.runs} runs would take {_span_text(years)}); raise dt, shorten "
+                        "the horizon, or save less often")
+
+
+def _span_text(years: float) -> str:
+    seconds = years * 3.15e7
+    if seconds < 7200:
+        return f"about {seconds / 60:.0f} min"
+    if years < 1:
+        return f"about {seconds / 3600:.0f} h"
+    return f"about {years:.3g} years"
 
 
 def solver_options(cfg: dict) -> dict:

@@ -5,6 +5,9 @@ Layout (netCDF-4 compatible, so `xarray.open_dataset(path, engine="h5netcdf")` r
   variables    each output, dims (*sweep axes, *own dims), float64, NaN until its point is done
   status       int8 per point: 0 pending, 1 ok, 2 diverged, 3 failed (CF flag_values/meanings)
   message      per point: why it diverged or failed (empty otherwise)
+  versions     per point: the versions of the numerical libraries that computed it
+  checksum     per point: CRC-32 of its values, message, versions and status as written, which
+               a resume checks before it keeps the point (a damaged point is computed again)
   references   the system's theory (System.references: boundaries, closed forms), written once
                here, role "reference", with their own coordinates (e.g. a fine grid beta_theory)
   trajectory   optional, virtual: states streamed to NAME.h5.d/ (see dyn/engine/trajectories.py)
@@ -15,6 +18,11 @@ when the file is made, and the file is made under a temporary name and renamed i
 point's write then only overwrites raw data bytes in place (no HDF5 metadata changes), and its
 status byte is written last, after the values are flushed. A kill mid-write leaves that point
 pending; resuming recomputes it.
+
+What a resume keeps: a file whose layout (variables, shapes, types, sweep coordinates, the
+scenario attributes and their hash) is not the one this scenario makes is refused in one line
+(`--overwrite` replaces it), and of a well-formed file only the points whose checksum matches are
+kept. Not-ok points hold NaN in every output: a diverged point's numbers are not answers.
 
 Why a full disk cannot crash a run: HDF5 does not survive a failed write (closing or even
 collecting such a file segfaults), so no HDF5 write is ever allowed to meet a full disk. Before a
@@ -33,9 +41,11 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import os
 import struct
 import tomllib
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,9 +53,11 @@ from typing import TYPE_CHECKING
 import h5netcdf
 import h5py
 import numpy as np
+import tomli_w
 
 from ..core import sweep
-from ..core.contract import DIVERGED, FAILED, PENDING, REFERENCE, ROLE_ATTR, STATUS_NAMES, PointResult
+from ..core.contract import (DIVERGED, FAILED, NAN_MEANS_ATTR, OK, PENDING, REFERENCE, ROLE_ATTR,
+                             STATUS_NAMES, PointResult)
 from ..core.errors import OutputError, ScenarioError
 from . import provenance, trajectories
 from .disk import free_bytes, reserve, trim
@@ -58,6 +70,11 @@ if TYPE_CHECKING:
 STATUS = "status"
 MESSAGE = "message"
 MESSAGE_BYTES = 256  # fixed width: a point's message is written in place, like its values
+VERSIONS, CHECKSUM = "versions", "checksum"
+BOOKKEEPING = (STATUS, MESSAGE, VERSIONS, CHECKSUM)  # per-point variables that are not outputs
+# what h5py raises reading a damaged file: OSError for most, the others for damaged headers
+DAMAGE = (OSError, KeyError, RuntimeError, ValueError, TypeError, IndexError)
+VERSIONS_BYTES = 192  # fixed width too: "numpy 2.2.6, scipy 1.15.3, ..." takes about 90
 FILL_BYTES = 64 * 2**20  # slab size when the empty layout is written
 MAX_FILE_BYTES = 2**30  # a sweep file estimated past this is refused unless forced (--force)
 SLACK_BYTES = 2**20  # metadata allowance of a reservation (object headers, B-trees, attributes)
@@ -161,7 +178,7 @@ def estimated_bytes(scenario: "Scenario") -> int:
     system, setup = scenario.system, scenario.setup
     coords = system_coords(system, setup)
     points = scenario.count
-    total = points * (1 + MESSAGE_BYTES) + SLACK_BYTES + 4 * len(scenario.text)
+    total = points * (1 + MESSAGE_BYTES + VERSIONS_BYTES + 4) + SLACK_BYTES + 4 * len(scenario.text)
     for out in file_outputs(system, setup):
         total += points * 8 * int(np.prod([len(coords[d].values) for d in out.dims], dtype=np.int64))
     for values in [*scenario.axes.values(), *(c.values for c in coords.values())]:
@@ -174,21 +191,39 @@ def estimated_bytes(scenario: "Scenario") -> int:
     return int(total)
 
 
+def states_bytes(scenario: "Scenario") -> int:
+    """An upper bound of the saved states' folder NAME.h5.d/: each point file's reservation
+    (its states uncompressed, see trajectories.reservation); 0 without saved states."""
+    system, setup = scenario.system, scenario.setup
+    spec = trajectories.spec(system, setup, system_coords(system, setup))
+    return 0 if spec is None else scenario.count * trajectories.reservation(spec)
+
+
+def output_text(scenario: "Scenario") -> tuple[int, str]:
+    """Bytes of the sweep file and its saved states together, and the same in words."""
+    need, states = estimated_bytes(scenario), states_bytes(scenario)
+    if not states:
+        return need, f"about {size_text(need)}"
+    return need + states, (f"about {size_text(need + states)} (the file {size_text(need)}, the "
+                           f"saved states in its folder NAME.h5.d/ at most {size_text(states)})")
+
+
 def check_size(path: Path, scenario: "Scenario", force: bool = False) -> int:
-    """Refuse a sweep file past MAX_FILE_BYTES (unless `force`) or past the free space; returns
-    the estimate, reserved when the file is made."""
+    """Refuse a sweep whose file and saved states would take past MAX_FILE_BYTES (unless
+    `force`) or past the free space; returns the file's estimate, reserved when it is made."""
     need = estimated_bytes(scenario)
-    if need > MAX_FILE_BYTES and not force:
-        raise ScenarioError("sweep", f"the output file would take about {size_text(need)} "
-                            f"({scenario.count} points), past the limit of {size_text(MAX_FILE_BYTES)}; "
-                            "shrink the sweep or add --force")
+    total, text = output_text(scenario)
+    if total > MAX_FILE_BYTES and not force:
+        raise ScenarioError("sweep", f"the output would take {text} ({scenario.count} points), "
+                            f"past the limit of {size_text(MAX_FILE_BYTES)}; shrink the sweep "
+                            "(or trajectory_runs, trajectory_every) or add --force")
     folder = Path(os.path.abspath(path)).parent
     while not folder.exists() and folder != folder.parent:  # made later: its nearest ancestor
         folder = folder.parent
     free = free_bytes(folder)
-    if need > free:
-        raise ScenarioError("--out", f"the output file would take about {size_text(need)}, but "
-                            f"only {size_text(free)} is free beside {path}")
+    if total > free:
+        raise ScenarioError("--out", f"the output would take {text}, but only "
+                            f"{size_text(free)} is free beside {path}")
     return need
 
 
@@ -202,18 +237,35 @@ def size_text(nbytes: int) -> str:
 
 def check_sweep_file(path: str | Path) -> None:
     """Refuse, in one line, a file that `dyn run` did not write (before show, plot or compare
-    reach for its scenario attribute or status variable)."""
-    path = Path(path)
-    if not path.exists():
-        raise ScenarioError("", f"no such file: {path}")
+    reach for its scenario attribute or status variable). A FIFO or a device is refused without
+    being opened (HDF5 would wait on a FIFO for ever); any error of the HDF5 library reading the
+    file (damaged metadata: checksums, headers, heaps) is one line too."""
+    import stat
     import tomllib
 
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ScenarioError("", f"no such file: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise ScenarioError("", f"cannot read {path}: {exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a plain file")
+        raise ScenarioError("", f"{path} is not a regular file ({kind}): give a sweep file "
+                            "that `dyn run` wrote")
     try:
         with h5py.File(path, "r", locking=False) as f:
-            made_by_dyn = "scenario" in f.attrs and "scenario_hash" in f.attrs and STATUS in f
+            made_by_dyn = ("scenario" in f.attrs and "scenario_hash" in f.attrs
+                           and isinstance(f.get(STATUS), h5py.Dataset))
             text = f.attrs.get("scenario") if made_by_dyn else ""
     except OSError as exc:
         raise ScenarioError("", f"{path} is not a readable HDF5 file: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - h5py raises KeyError, RuntimeError, ... on damage
+        problem = str(exc).strip("'\"") or type(exc).__name__
+        raise ScenarioError("", f"{path} is damaged: {problem}") from None
     if made_by_dyn:
         try:
             text = text.decode() if isinstance(text, bytes) else str(text)
@@ -262,6 +314,8 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
                 var.attrs[ROLE_ATTR] = out.role
             if out.draw is not None:
                 var.attrs.update(out.draw.attrs())
+            if out.nan_means:
+                var.attrs[NAN_MEANS_ATTR] = out.nan_means
             var.attrs.update(budget.get(out.name, {}))
         _write_references(f, references(system, setup))
         status = f.create_variable(STATUS, tuple(axes), dtype="i1")
@@ -274,7 +328,16 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
         message = f.create_variable(MESSAGE, tuple(axes), dtype=f"S{MESSAGE_BYTES}")
         _fill(message, shape, b"")
         message.attrs.update({"long_name": "why a point diverged or failed", "_Encoding": "utf-8"})
+        versions = f.create_variable(VERSIONS, tuple(axes), dtype=f"S{VERSIONS_BYTES}")
+        _fill(versions, shape, b"")
+        versions.attrs.update({"long_name": "versions of the numerical libraries that computed "
+                               "the point", "_Encoding": "utf-8"})
+        checksum = f.create_variable(CHECKSUM, tuple(axes), dtype="u4")
+        _fill(checksum, shape, 0)
+        checksum.attrs["long_name"] = ("CRC-32 of the point's values, message, versions and status "
+                                       "as written (checked by a resume)")
         f.attrs.update(provenance.attributes(scenario, command))
+        f.attrs.update(step_attributes(scenario))
         spec = trajectories.spec(system, setup, coords)
         if spec is not None:
             if spec.dims[0] not in f.dimensions:  # `run` may exist already, for per-run outputs
@@ -288,6 +351,25 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
             trajectories.declare(f, path, spec, shape, axes)
     trim(tmp)
     os.replace(tmp, path)
+
+
+def step_attributes(scenario: "Scenario") -> dict[str, float]:
+    """The steps a fixed-step solver takes, as root attributes: each save interval is cut into
+    equal steps no longer than dt (integrators.base.step_grid), so where dt exceeds a save
+    interval the step used is that interval. Absent for adaptive methods and dt = "auto" (the
+    point's `dt_used` variable holds that)."""
+    import integrators
+    from integrators.base import DEFAULT_DT, step_grid
+
+    cfg = scenario.integrator
+    if ("dt" not in scenario.system.integrator or cfg.get("dt") == "auto" or "backend" not in cfg
+            or (cfg["backend"] != "jax"
+                and "dt" not in integrators.options(cfg["backend"], cfg["method"]))):
+        return {}
+    dt = cfg.get("dt") or DEFAULT_DT
+    steps = step_grid(np.asarray(scenario.setup.times, dtype=np.float64), dt)[1]
+    return {"dt_requested": float(dt), "dt_used_min": float(steps.min()),
+            "dt_used_max": float(steps.max())}
 
 
 def _write_references(f: h5netcdf.File, refs) -> None:
@@ -337,7 +419,7 @@ def other_scenario(path: Path, scenario: "Scenario") -> dict | None:
     try:
         with h5py.File(path, "r", locking=False) as f:
             attrs = {k: f.attrs.get(k) for k in ("scenario_hash", "scenario", "command")}
-    except OSError:
+    except DAMAGE:
         return None
     attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
     if not isinstance(attrs["scenario_hash"], str) or attrs["scenario_hash"] == scenario.hash:
@@ -349,20 +431,168 @@ def other_scenario(path: Path, scenario: "Scenario") -> dict | None:
     return {"name": name, "hash": attrs["scenario_hash"], "command": attrs["command"] or "?"}
 
 
-def read_status(path: Path, scenario: "Scenario") -> np.ndarray:
-    """Flat status array of an existing file, after checking it holds this scenario."""
+def replaceable(path: Path, scenario: "Scenario") -> str | None:
+    """What `--overwrite` replaces at `path`, in words: a sweep file of another scenario, or one
+    of this scenario whose layout is damaged; None for this scenario's intact file and for
+    anything that is not a readable sweep file (never deleted)."""
+    other = other_scenario(path, scenario)
+    if other is not None:
+        return (f"it holds scenario {other['name']} (hash {other['hash'][:12]}..., made by "
+                f"`{other['command']}`)")
     try:
         with h5py.File(path, "r", locking=False) as f:
-            stored = f.attrs.get("scenario_hash")
-            stored = stored.decode() if isinstance(stored, bytes) else stored
+            if _text(f.attrs.get("scenario_hash")) != scenario.hash:
+                return None
+            problem = metadata_problem(f) or layout_problem(f, scenario)
+    except DAMAGE:
+        return None
+    return f"it is damaged ({problem})" if problem else None
+
+
+def read_status(path: Path, scenario: "Scenario") -> np.ndarray:
+    """Flat status array of an existing file, after checking it holds this scenario."""
+    return read_verified(path, scenario).statuses
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What a resume may keep of an existing file: `statuses`, with every done point whose
+    checksum did not match set back to pending (`damaged` lists them), and the library versions
+    that computed the kept points (`versions`: text -> count)."""
+
+    statuses: np.ndarray
+    damaged: np.ndarray
+    versions: dict[str, int]
+
+
+def read_verified(path: Path, scenario: "Scenario") -> Verified:
+    """Open an existing sweep file for a resume: refuse another scenario's file and a file whose
+    layout is damaged (one line each); check every done point's checksum."""
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            stored = _text(f.attrs.get("scenario_hash"))
             if stored != scenario.hash:
                 raise OutputError("--out", f"{path} holds a different scenario (hash "
                                   f"{str(stored)[:12]}..., this one {scenario.hash[:12]}...); "
                                   "choose another --out, delete the file, or add --overwrite")
-            return np.asarray(f[STATUS][...]).reshape(-1)
-    except OSError as exc:
-        raise OutputError("--out", f"cannot open existing output {path}: {exc}; "
-                          "delete it or choose another --out") from None
+            problem = metadata_problem(f) or layout_problem(f, scenario)
+            if problem:
+                raise OutputError("--out", f"{path} is damaged or was made by another version of "
+                                  f"dyn ({problem}); add --overwrite to compute it again")
+            statuses = np.asarray(f[STATUS][...]).reshape(-1).copy()
+            done = statuses != PENDING
+            known = np.isin(statuses, (PENDING, OK, DIVERGED, FAILED))
+            sums = _point_checksums(f, scenario, np.flatnonzero(done & known))
+            stored_sums = np.asarray(f[CHECKSUM][...]).reshape(-1)
+            kept = done & known & (statuses != FAILED)
+            damaged = np.flatnonzero((done & ~known) | (kept & (sums != stored_sums)))
+            statuses[damaged] = PENDING
+            texts = np.asarray(f[VERSIONS][...]).reshape(-1)
+            kept &= statuses != PENDING
+            versions: dict[str, int] = {}
+            for text in texts[kept]:
+                key = _text(text)
+                versions[key] = versions.get(key, 0) + 1
+    except DAMAGE as exc:
+        raise OutputError("--out", f"cannot read existing output {path}: "
+                          f"{str(exc).strip() or type(exc).__name__}; delete it or choose "
+                          "another --out") from None
+    return Verified(statuses, damaged, versions)
+
+
+def _text(value) -> str | None:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+
+
+def metadata_problem(f: h5py.File) -> str:
+    """What fails when every object's header and attribute of an open file is read back (HDF5
+    checks their checksums as it reads them); "" when nothing does. Readers read all of it, so a
+    resume that wrote on top of a damaged header would leave a file they refuse."""
+    where = ["/"]
+
+    def attributes(obj) -> None:
+        for key in list(obj.attrs.keys()):
+            obj.attrs[key]
+
+    def visit(name, obj) -> None:
+        where[0] = name
+        attributes(obj)
+        if isinstance(obj, h5py.Dataset):
+            obj.shape, obj.dtype
+
+    try:
+        attributes(f)
+        f.visititems(visit)
+    except Exception as exc:  # noqa: BLE001 - a damaged header raises OSError, KeyError, ...
+        return f"{where[0]}: {str(exc).strip() or type(exc).__name__}"
+    return ""
+
+
+def layout_problem(f: h5py.File, scenario: "Scenario") -> str:
+    """What differs between an open sweep file and the layout `create` makes for this scenario
+    (attributes, variables, shapes, types, sweep coordinates); "" when nothing does."""
+    text = _text(f.attrs.get("scenario"))
+    try:
+        doc = tomllib.loads(text) if isinstance(text, str) else None
+        doc["output"].pop("path", None)
+        if hashlib.sha256(tomli_w.dumps(doc).encode()).hexdigest() != scenario.hash:
+            return "its scenario attribute does not match its hash"
+    except (tomllib.TOMLDecodeError, TypeError, KeyError, AttributeError, ValueError):
+        return "its scenario attribute is not the scenario that made it"
+    system, setup = scenario.system, scenario.setup
+    coords = system_coords(system, setup)
+    shape = sweep.shape(scenario.axes)
+    want = {STATUS: (shape, "i"), MESSAGE: (shape, "S"), VERSIONS: (shape, "S"),
+            CHECKSUM: (shape, "u")}
+    for out in file_outputs(system, setup):
+        want[out.name] = (shape + tuple(len(coords[d].values) for d in out.dims), "f")
+    for name, (dims, kind) in want.items():
+        var = f.get(name)
+        if not isinstance(var, h5py.Dataset):
+            return f"no variable {name}"
+        if var.shape != dims or var.dtype.kind != kind:
+            return f"variable {name} has shape {var.shape} of {var.dtype}, expected {dims}"
+    for axis, values in scenario.axes.items():
+        var = f.get(axis)
+        stored = var[()] if isinstance(var, h5py.Dataset) else None
+        if stored is None or stored.shape != (len(values),) or not _same_values(stored, values):
+            return f"the values of axis {axis} differ from the scenario's"
+    return ""
+
+
+def _same_values(stored: np.ndarray, values) -> bool:
+    if stored.dtype.kind in "OS":
+        return [_text(v) for v in stored.tolist()] == [str(v) for v in values]
+    try:
+        return bool(np.array_equal(stored, np.asarray(values, dtype=stored.dtype)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _point_checksums(f: h5py.File, scenario: "Scenario", points: np.ndarray) -> np.ndarray:
+    """CRC-32 of each listed point as stored (values in file order, message, versions, status),
+    the sum `Writer.write` recorded; 0 for the others. One variable in memory at a time."""
+    count = scenario.count
+    sums = np.zeros(count, dtype=np.int64)
+    names = [o.name for o in file_outputs(scenario.system, scenario.setup)]
+    for name in names:
+        data = np.asarray(f[name][...], dtype=np.float64).reshape(count, -1)
+        for i in points:
+            sums[i] = zlib.crc32(data[i].tobytes(), sums[i])
+    tails = [np.asarray(f[MESSAGE][...]).reshape(-1), np.asarray(f[VERSIONS][...]).reshape(-1),
+             np.asarray(f[STATUS][...]).reshape(-1)]
+    for i in points:
+        crc = int(sums[i])
+        for tail in tails[:2]:
+            crc = zlib.crc32(bytes(tail[i]), crc)
+        sums[i] = zlib.crc32(np.int8(tails[2][i]).tobytes(), crc)
+    return sums
+
+
+def numeric_versions() -> str:
+    """The versions of the libraries a point's numbers depend on, as one line (per point)."""
+    found = provenance.versions()
+    return ", ".join(f"{name} {found.get(name, '?')}" for name in provenance.NUMERIC)
 
 
 @dataclass
@@ -375,13 +605,28 @@ class Writer:
     def __post_init__(self):
         self._file = h5py.File(self.path, "r+", locking=False)
         self._names = [o.name for o in file_outputs(self.scenario.system, self.scenario.setup)]
+        axes = len(self.scenario.axes)
+        self._shapes = {name: self._file[name].shape[axes:] for name in self._names}
+        self._versions = numeric_versions().encode()[:VERSIONS_BYTES]
 
     def write(self, index: int, result: PointResult) -> None:
+        """Values (NaN unless the point is ok or failed, whose are left as they are), message,
+        versions and checksum; flushed; then the status that vouches for them, flushed."""
         where = sweep.grid_index(self.scenario.axes, index)
+        crc = 0
         if result.status != FAILED:
             for name in self._names:
-                self._file[name][where] = result.values[name]
-        self._file[MESSAGE][where] = _clip(result.message)
+                shape = self._shapes[name]
+                value = (np.asarray(result.values[name], dtype=np.float64)
+                         if result.status == OK else np.full(shape, np.nan))
+                value = np.ascontiguousarray(np.broadcast_to(value, shape))
+                self._file[name][where] = value
+                crc = zlib.crc32(value.tobytes(), crc)
+        message = _clip(result.message)
+        self._file[MESSAGE][where] = message
+        self._file[VERSIONS][where] = self._versions
+        crc = zlib.crc32(self._versions, zlib.crc32(message, crc))
+        self._file[CHECKSUM][where] = zlib.crc32(np.int8(result.status).tobytes(), crc)
         self._file.flush()  # values reach the disk before the status that vouches for them
         self._file[STATUS][where] = result.status
         self._file.flush()

@@ -9,7 +9,13 @@ when the sweep file is made. Hence:
 - memory stays bounded: no process ever holds more than one run-chunk of states;
 - the sweep file's metadata never changes after creation, so it survives a kill as before;
 - a point not yet done reads as NaN (the virtual dataset's fill value);
-- the folder `NAME.h5.d/` must travel with `NAME.h5` (it holds the trajectory data);
+- the folder `NAME.h5.d/` must travel with `NAME.h5` (it holds the trajectory data). HDF5 finds
+  it relative to the sweep file's folder, so the pair can be moved anywhere together; renamed
+  together (new.h5 + new.h5.d/), the virtual dataset still names the old folder, so `dyn.open`
+  (and every `dyn` reader) maps `trajectory` onto the folder beside the file's real path itself
+  (`follow`), and a resume writes there; a run reached through a symlink uses the real path;
+- each point file carries fletcher32 checksums, and a resume reads every kept point file back
+  whole (a damaged or truncated file is computed again);
 - a full disk fails the point cleanly: the disk a point file can need is reserved before HDF5
   writes (see dyn/engine/disk.py), so the point gets status "failed" with the OS error, and no
   `.partial` file stays;
@@ -36,8 +42,9 @@ if TYPE_CHECKING:
 
 DATASET = "trajectory"
 CHUNK_TARGET_BYTES = 4 * 2**20  # HDF5 chunk size aimed at: big enough to compress well
-COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True, "fletcher32": True}
 TAG_ATTR, INDEX_ATTR = "dyn_scenario_hash", "dyn_point"
+FOLDER_ATTR = "dyn_states_folder"  # on `trajectory`: the folder name its virtual sources use
 SLACK_BYTES = 2**16  # metadata allowance of a point file's reservation (measured: ~10 kB)
 
 
@@ -78,7 +85,10 @@ def spec(system: "System", setup: "Setup", coords: dict) -> TrajectorySpec | Non
 
 
 def sidecar_dir(path: Path) -> Path:
-    return path.with_name(path.name + ".d")
+    """The states folder of a sweep file: NAME.h5.d beside the file's real path (a symlink to a
+    sweep file shares the real file's folder)."""
+    real = Path(os.path.realpath(path))
+    return real.with_name(real.name + ".d")
 
 
 def point_file(sidecar: Path, index: int) -> Path:
@@ -101,6 +111,7 @@ def declare(f: h5py.File, path: Path, spec: TrajectorySpec, sweep_shape: tuple[i
         layout[tuple(int(i) for i in where)] = source
     var = f.create_virtual_dataset(DATASET, layout, fillvalue=np.nan)
     var.attrs["long_name"] = "saved states (thinned), one file per point under " + folder
+    var.attrs[FOLDER_ATTR] = folder
     for axis, dim in enumerate([*sweep_dims, *spec.dims]):
         var.dims[axis].attach_scale(f[dim])
 
@@ -178,16 +189,23 @@ class TrajectoryFile:
 
 
 def _matches(path: Path, index: int, tag: str, spec: TrajectorySpec) -> bool:
-    """A finished point's file is complete (it opens, its dataset has the spec's shape) and was
-    written for this scenario and this point (files from before tags existed have none)."""
+    """A finished point's file is complete and intact (it opens, its dataset has the spec's
+    shape and reads back whole, every chunk's fletcher32 checksum verified) and was written for
+    this scenario and this point."""
     try:
         with h5py.File(path, "r", locking=False) as f:
             stored = f.attrs.get(TAG_ATTR)
             stored = stored.decode() if isinstance(stored, bytes) else stored
-            if stored is not None and (stored != tag or int(f.attrs.get(INDEX_ATTR, index)) != index):
+            if stored != tag or int(f.attrs.get(INDEX_ATTR, -1)) != index:
                 return False
-            return DATASET in f and tuple(f[DATASET].shape) == spec.shape
-    except (OSError, ValueError, KeyError):
+            data = f.get(DATASET)
+            if not isinstance(data, h5py.Dataset) or tuple(data.shape) != spec.shape:
+                return False
+            step = _chunk_runs(spec)
+            for first in range(0, spec.runs, step):  # one HDF5 chunk of runs in memory at a time
+                data[first:first + step]
+            return True
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return False
 
 
@@ -223,3 +241,61 @@ def prune(sidecar: Path, statuses: np.ndarray, tag: str, spec: TrajectorySpec) -
     finished = np.flatnonzero(done & (statuses != FAILED))
     redo[[i for i in finished if i not in present]] = True
     return np.flatnonzero(redo)
+
+
+def follow(ds, path: Path):
+    """`ds` (the xarray Dataset of the sweep file at `path`) with `trajectory` read from the
+    states folder beside the file's real path, when the folder its virtual dataset names is not
+    there (the pair was renamed together); else `ds` itself. Lazy: a point file is read when its
+    part is selected (one dask chunk per point)."""
+    var = ds.get(DATASET)
+    if var is None:
+        return ds
+    folder = sidecar_dir(path)
+    named = str(var.attrs.get(FOLDER_ATTR, folder.name))
+    if named == folder.name or (folder.parent / named).is_dir() or not folder.is_dir():
+        return ds
+    import dask.array
+    import xarray as xr
+
+    axes = len(ds["status"].dims) if "status" in ds else 0  # the sweep axes lead
+    source = _StatesFolder(folder, var.shape, axes)
+    chunks = (1,) * axes + var.shape[axes:]
+    data = dask.array.from_array(source, chunks=chunks, asarray=True, fancy=False)
+    moved = xr.DataArray(data, dims=var.dims, coords=var.coords, attrs=dict(var.attrs))
+    followed = ds.assign({DATASET: moved})
+    followed.set_close(ds.close)  # closing it closes the file, as closing `ds` would
+    return followed
+
+
+class _StatesFolder:
+    """The `trajectory` array of a sweep (sweep axes, then run, time, state) read from the point
+    files of `folder` directly; a point without its file reads as NaN, as in the virtual dataset."""
+
+    def __init__(self, folder: Path, shape: tuple[int, ...], axes: int):
+        self.folder, self.shape, self.axes = folder, tuple(shape), axes
+        self.dtype, self.ndim = np.dtype("f8"), len(shape)
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        key = key + (slice(None),) * (self.ndim - len(key))
+        ranges = [range(*k.indices(n)) for k, n in zip(key[:self.axes], self.shape[:self.axes])]
+        own = key[self.axes:]
+        sweep_shape = self.shape[:self.axes]
+        parts = []
+        for where in np.ndindex(*[len(r) for r in ranges]):
+            at = tuple(r[i] for r, i in zip(ranges, where))
+            index = int(np.ravel_multi_index(at, sweep_shape)) if at else 0
+            parts.append(self._point(index, own))
+        block = np.stack(parts) if parts else np.empty((0,) + self._own_shape(own))
+        return block.reshape(tuple(len(r) for r in ranges) + block.shape[1:])
+
+    def _own_shape(self, own) -> tuple[int, ...]:
+        return np.empty(self.shape[self.axes:], dtype=bool)[own].shape
+
+    def _point(self, index: int, own) -> np.ndarray:
+        try:
+            with h5py.File(point_file(self.folder, index), "r", locking=False) as f:
+                return np.asarray(f[DATASET][own], dtype=np.float64)
+        except (OSError, KeyError):
+            return np.full(self._own_shape(own), np.nan)

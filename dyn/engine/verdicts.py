@@ -6,7 +6,10 @@
 - non-stationary: a time average whose window failed its stationarity tests by the cap
   (`stationary` = 0, :mod:`dyn.engine.averaging`);
 - step-limited: a step error (`X_step_error`, :mod:`dyn.engine.stepcheck`) larger than the Monte
-  Carlo error `X_se` by more than two of its own standard errors.
+  Carlo error `X_se`: for a time average (an SDE system's; it has `X_ess`) by more than two of
+  its own standard errors, for a mean of an ODE system by anything (`stepcheck.ode_step_limited`,
+  why there is no margin). Over an output's own dims (`time`, `position`, ...) element by
+  element: the point is marked where any element of any output is.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.contract import PROBABILITY, ROLE_ATTR, STATIONARY, STEP_ERROR, TIME_AVERAGE, UNDECIDED
-from .stepcheck import step_limited
+from .stepcheck import ode_step_limited, step_limited
 
 # A point whose share of runs left undecided (by the horizon or the cap) exceeds this is
 # "horizon-limited": its class probabilities are not the answer, and plots and summaries say so.
@@ -30,8 +33,9 @@ def undecided_variable(ds) -> str | None:
 
 HORIZON_LIMITED, NONSTATIONARY, STEP_LIMITED = "horizon-limited", "non-stationary", "step-limited"
 # which variables each mark applies to (by role)
+# (step-limited: the time averages of an SDE system, the means of an ODE system, which have no role)
 MARKED_ROLES = {HORIZON_LIMITED: (PROBABILITY, UNDECIDED), NONSTATIONARY: (TIME_AVERAGE,),
-                STEP_LIMITED: (TIME_AVERAGE,)}
+                STEP_LIMITED: (TIME_AVERAGE, "")}
 WHY = {HORIZON_LIMITED: f"more than {HORIZON_LIMITED_SHARE:.0%} of runs undecided: raise the horizon",
        NONSTATIONARY: "time average not stationary by horizon_cap: raise it (or the horizon)",
        STEP_LIMITED: "step error above the Monte Carlo error: lower dt (or step_tol)"}
@@ -61,11 +65,17 @@ def _hits(roles: dict[str, str], values) -> dict[str, tuple[str, np.ndarray]]:
     if named[STATIONARY]:
         flags = [np.asarray(values(n)) == 0 for n in named[STATIONARY]]
         hits[NONSTATIONARY] = named[STATIONARY][0], np.logical_or.reduce(flags)
-    if named[STEP_ERROR]:
-        steps = [step_limited(values(n), values(f"{n}_se"),
-                              values(f"{n.removesuffix('_step_error')}_se"))
-                 for n in named[STEP_ERROR]]
-        hits[STEP_LIMITED] = named[STEP_ERROR][0], np.logical_or.reduce(steps)
+    if named[STEP_ERROR]:  # per point: any element of any output (the dims after the axes)
+        axes = np.ndim(values("status"))
+        steps = []
+        for n in named[STEP_ERROR]:
+            base = n.removesuffix("_step_error")
+            if f"{base}_ess" in roles:  # a time average
+                hit = step_limited(values(n), values(f"{n}_se"), values(f"{base}_se"), values(base))
+            else:
+                hit = ode_step_limited(values(n), values(f"{base}_se"), values(base))
+            steps.append(hit.reshape(hit.shape[:axes] + (-1,)).any(axis=-1))
+        hits[STEP_LIMITED] = "status", np.logical_or.reduce(steps)
     return hits
 
 

@@ -15,7 +15,8 @@ families go to the least loaded share, largest first. Share i compiles its famil
 them from numba's cache; the other processes then find them there. ``dyn compile`` runs every
 share at once (:func:`compile_all`: every kernel in about 30 s on two cores, instead of each
 sweep paying for its own on its first run); a test session runs one share in each pytest-xdist
-worker before its first test.
+worker before its first test. `dyn compile`'s workers die with it
+(:func:`integrators.lifetime.die_with`): a killed command leaves none compiling.
 """
 from __future__ import annotations
 
@@ -123,6 +124,13 @@ def compile_share(index: int, shares: int) -> tuple[int, float]:
     return len(kernels), time.perf_counter() - start
 
 
+def _init_worker(driver: int) -> None:
+    # in each of compile_all's workers, before its share
+    from integrators.lifetime import die_with
+
+    die_with(driver)
+
+
 def compile_all(workers: int | None = None) -> tuple[int, float]:
     """Compile every declared kernel into numba's cache with `workers` processes (default: one
     per core); returns the number of kernels and the seconds it took."""
@@ -131,6 +139,7 @@ def compile_all(workers: int | None = None) -> tuple[int, float]:
     if workers == 1:
         count, _ = compile_share(0, 1)
     else:
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
+                                 initializer=_init_worker, initargs=(os.getpid(),)) as pool:
             count = sum(c for c, _ in pool.map(compile_share, range(workers), [workers] * workers))
     return count, time.perf_counter() - start

@@ -87,7 +87,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernel import _dimension, funk_hecke
+from .kernel import SCALED_FROM, _dimension, bessel_ratios, funk_hecke
 from .theory import _normalization
 from .zonal import SelfConsistency, _beta
 
@@ -243,8 +243,11 @@ def landau_coefficient(beta: float, d: int, normalization: str = "USA",
         return _Tracer(beta, d, normalization).landau()
     if method != "closed":
         raise ValueError(f"method must be 'closed' or 'branch', got {method!r}")
-    a, _ = funk_hecke(beta, d, [0, 1, 2])
-    rho1, rho2 = a[1] / a[0], a[2] / a[1]
+    if abs(beta) > SCALED_FROM:  # a_0, a_1, a_2 overflow together: their ratios directly
+        (rho1, rho2), _ = bessel_ratios(d / 2.0 - 1.0, beta, 2)
+    else:  # the same bits as always
+        a, _ = funk_hecke(beta, d, [0, 1, 2])
+        rho1, rho2 = a[1] / a[0], a[2] / a[1]
     if normalization == "USA":
         return d / (2.0 * (d + 2)) * ((d - 1) * rho2 / (1 - rho2) - 1.0)
     return d * (1 - rho1) / (2.0 * (d + 2)) * ((d - 1) * (rho2 - rho1) / (1 - rho2) - (1 + rho1))

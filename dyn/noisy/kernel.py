@@ -29,6 +29,15 @@ Funk-Hecke:  int e^{beta <x,y>} Y_l(y) sigma(dy) = a_l(beta) Y_l(x), with nu = d
 R_{mu+1}), run backwards from a high order (:func:`bessel_ratios`), in the form
 S_mu = R_mu / beta = 1 / (2(mu+1) + beta^2 S_{mu+1}), finite at beta = 0 (S_mu(0) = 1/(2(mu+1))):
 so a_l / beta (the USA growth rates, :mod:`.theory`) needs no division by beta.
+
+**Large |beta|.** a_0(beta) grows like e^{|beta|} and overflows float64 near |beta| = 714 (d = 2),
+where scipy's hyp0f1 also returns 0 and reports a ZeroDivisionError of its asymptotic branch.
+Up to SCALED_FROM = 700 a_0 is hyp0f1, as always (the same bits); past it,
+a_0 e^{-|beta|} = Gamma(d/2) (2/|beta|)^nu ive(nu, |beta|) (:func:`mean_kernel_scaled`, in logs),
+and a_0 is that times e^{|beta|}: +inf once the true value exceeds float64 (USA's rates really
+are that large), never NaN (0 only where ive itself underflows, nu^2 / (2|beta|) past ~745:
+d in the thousands). The ratios R_mu, and so the SA gains a_l / (beta a_0)
+(:func:`normalized_gains`), need no a_0 at all and stay finite for every beta.
 """
 from __future__ import annotations
 
@@ -40,6 +49,9 @@ import numpy as np
 # error shrinks by a factor R_mu^2 <= (|beta| / (2(mu+1)))^2 per order, so 40 + 2|beta| orders
 # take a start error of O(1) below 1e-17 (checked against scipy in the tests).
 CF_MARGIN = 40
+# |beta| up to which a_0 is scipy's hyp0f1 (unchanged bits); past it, from the scaled ive
+# (module doc)
+SCALED_FROM = 700.0
 
 
 def _beta(beta) -> float:
@@ -110,12 +122,50 @@ def bessel_ratios(nu: float, beta: float, count: int) -> tuple[np.ndarray, np.nd
 
 
 def mean_kernel(beta: float, d: int) -> float:
-    """a_0(beta) = E_sigma e^{beta <x, y>} = 0F1(; d/2; beta^2/4) on S^{d-1} (I_0(beta) for d = 2)."""
+    """a_0(beta) = E_sigma e^{beta <x, y>} = 0F1(; d/2; beta^2/4) on S^{d-1} (I_0(beta) for d = 2);
+    +inf where it exceeds float64 (|beta| past ~714; module doc)."""
     from scipy.special import hyp0f1
 
     beta = _beta(beta)
     d = _dimension(d)
-    return float(hyp0f1(d / 2.0, beta * beta / 4.0))
+    if abs(beta) <= SCALED_FROM:
+        return float(hyp0f1(d / 2.0, beta * beta / 4.0))
+    scaled = mean_kernel_scaled(beta, d)
+    with np.errstate(over="ignore"):
+        return float(np.exp(abs(beta)) * scaled) if scaled > 0 else 0.0
+
+
+def mean_kernel_scaled(beta: float, d: int) -> float:
+    """a_0(beta) e^{-|beta|}, finite for every beta: hyp0f1 up to SCALED_FROM, then
+    Gamma(d/2) (2/|beta|)^nu ive(nu, |beta|) with nu = d/2 - 1, summed in logs (Gamma(d/2)
+    alone overflows for d > 342)."""
+    from scipy.special import hyp0f1, ive
+
+    beta = _beta(beta)
+    d = _dimension(d)
+    x = abs(beta)
+    if x <= SCALED_FROM:
+        return float(hyp0f1(d / 2.0, beta * beta / 4.0)) * math.exp(-x)
+    nu = d / 2.0 - 1.0
+    scaled = float(ive(nu, x))
+    if scaled <= 0.0:  # underflow (nu^2 / (2x) past ~745): a_0 e^{-|beta|} is below 1e-308
+        return 0.0
+    return math.exp(math.lgamma(d / 2.0) + nu * math.log(2.0 / x) + math.log(scaled))
+
+
+def normalized_gains(beta: float, d: int, degrees) -> np.ndarray:
+    """a_l(beta) / (beta a_0(beta)) for degrees l >= 1 (the SA gains of :mod:`.theory`):
+    S_nu prod_{1 <= j < l} R_{nu+j} from the continued fraction, no a_0 involved, so finite for
+    every beta (1/d for l = 1 at beta = 0)."""
+    beta = _beta(beta)
+    d = _dimension(d)
+    degrees = np.asarray(degrees)
+    if degrees.ndim != 1 or not np.all(degrees == np.round(degrees)) or np.any(degrees < 1):
+        raise ValueError(f"degrees must be a 1-d array of integers >= 1, got {degrees!r}")
+    degrees = degrees.astype(np.int64)
+    R, S = bessel_ratios(d / 2.0 - 1.0, beta, int(degrees.max(initial=1)))
+    over = np.concatenate([[1.0], np.cumprod(np.concatenate([[1.0], R[1:]]))])  # prod_{1<=j<l}
+    return S[0] * over[degrees]
 
 
 def funk_hecke(beta: float, d: int, degrees) -> tuple[np.ndarray, np.ndarray]:

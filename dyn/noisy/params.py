@@ -32,13 +32,26 @@ from .kernel import circle_coefficients, fourier_order
 DIRECT_MAX_N = 10_000  # the direct drift keeps an n x n matrix per member (0.8 GB at 10^4)
 DEFAULT_TOL = 1e-12
 
+# |beta| admitted. The mean-field references (dyn.noisy.branches: zonal laws on 512 Gauss nodes)
+# resolve the kernel up to |beta| ~ 200 only (past it they raise), and their cost grows with beta
+# (6-13 s at 100, over a minute at 200); the energy's standard error (~e^{2|beta|}) overflows
+# float64 past 354, USA's drift scale e^|beta| past 709. (USA's stiffness e^|beta| makes the step
+# checks refuse USA points well below 100 already.)
+BETA_MAX = 100.0
+# sigma admitted: the noise's rate (d+2) sigma^2/2 <= 5.1e14 stays finite, and so does the step
+# dt = "auto" takes from it (the step checks refuse a dt that would take over 10^9 steps first)
+SIGMA_MAX = 1e6
+
 FIELDS = {
     **ATTENTION_FIELDS,
     "n": replace(ATTENTION_FIELDS["n"], default=64, hi=1_000_000,
                  doc="number of tokens n (the direct O(n^2) drift allows n <= 10^4)"),
+    # BETA_MAX also keeps e^|beta| of the step rate (math.exp raises past 709.8) and SA's Fourier
+    # tolerance e^{-2|beta|} (0 past 372) in range
+    "beta": replace(ATTENTION_FIELDS["beta"], lo=-BETA_MAX, hi=BETA_MAX),
     "normalization": replace(ATTENTION_FIELDS["normalization"], default="USA"),
     # without the drift each token is a Brownian motion on the sphere, generator (sigma^2/2) Lap
-    "sigma": Field("float", 1.0, "noise sigma per token", lo=0.0),
+    "sigma": Field("float", 1.0, "noise sigma per token", lo=0.0, hi=SIGMA_MAX),
 }
 
 LAYOUT = Layout("noisy_attention", scalars=("sigma", "n", "d"), blocks={"attention": ("P",)})

@@ -56,7 +56,7 @@ import math
 
 import numpy as np
 
-from .kernel import funk_hecke, mean_kernel
+from .kernel import SCALED_FROM, funk_hecke, mean_kernel, normalized_gains
 
 NORMALIZATIONS = ("SA", "USA")
 
@@ -77,23 +77,31 @@ def _sigma(sigma) -> float:
 
 def drive(beta: float, d: int, normalization: str, degrees) -> np.ndarray:
     """The drift's gain per degree, g_l = a_l/beta (USA) or a_l/(beta a_0) (SA), for degrees
-    l >= 1: lambda_l = l(l+d-2)(g_l - sigma^2/2)."""
+    l >= 1: lambda_l = l(l+d-2)(g_l - sigma^2/2). SA past |beta| = SCALED_FROM: the ratio
+    itself (:func:`dyn.noisy.kernel.normalized_gains`), finite for every beta, where a_l and
+    a_0 overflow together; below, a_l/beta over a_0 as always (the same bits). USA's gains
+    grow like e^{|beta|}: +inf past |beta| ~ 714, where they exceed float64."""
     degrees = np.asarray(degrees)
     if degrees.ndim != 1 or np.any(degrees < 1):
         raise ValueError(f"degrees must be a 1-d array of integers >= 1, got {degrees!r}")
+    sa = _normalization(normalization) == "SA"
+    if sa and abs(float(beta)) > SCALED_FROM:
+        return normalized_gains(beta, d, degrees)
     _, over = funk_hecke(beta, d, degrees)
-    if _normalization(normalization) == "SA":
+    if sa:
         over = over / mean_kernel(beta, d)
     return over
 
 
 def growth_rates(beta: float, sigma: float, d: int = 2, normalization: str = "USA",
                  degrees=range(1, 7)) -> np.ndarray:
-    """lambda_l, the linear growth rate of degree l (circle: mode k) around the uniform law."""
+    """lambda_l, the linear growth rate of degree l (circle: mode k) around the uniform law;
+    finite for every beta with SA, +inf with USA past |beta| ~ 714 (see :func:`drive`)."""
     degrees = np.asarray(list(degrees) if not isinstance(degrees, np.ndarray) else degrees)
     sigma = _sigma(sigma)
     ll = degrees * (degrees + d - 2.0)
-    return ll * (drive(beta, d, normalization, degrees) - sigma * sigma / 2.0)
+    with np.errstate(over="ignore"):  # USA past |beta| ~ 714, or a huge sigma: +-inf, not a trap
+        return ll * (drive(beta, d, normalization, degrees) - sigma * sigma / 2.0)
 
 
 def sigma_critical(beta, d: int = 2, normalization: str = "USA"):

@@ -1,32 +1,423 @@
 """Reading results: `dyn.open`, the text summary behind `dyn show`, the error budget behind
 `dyn show --errors`, and the marks of the points whose numbers are not yet answers
-(horizon-limited, non-stationary, step-limited: :mod:`dyn.engine.verdicts` finds them).
+(horizon-limited, non-stationary, step-limited: :mod:`dyn.engine.verdicts` finds them) or that
+hold none (diverged, failed: :func:`point_marks`).
+
+A damaged file is one line wherever it shows: `dyn.open` refuses what it cannot open, and every
+variable it returns reads through a guard that turns an error of the HDF5 stack into a
+ScenarioError; :func:`damage` says what of a file the HDF5 library cannot read.
 """
 from __future__ import annotations
 
+import builtins
 import json
+import os
+import struct
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from xarray.backends import BackendArray
 
-from ..core.contract import ROLE_ATTR, STATUS_NAMES, STEP_ERROR, TIME_AVERAGE
+from ..core.contract import DIVERGED, OK, PENDING, REFERENCE, ROLE_ATTR, STATUS_NAMES, STEP_ERROR, TIME_AVERAGE
 from ..core.errors import ScenarioError
 from ..engine.verdicts import (HORIZON_LIMITED, MARKED_ROLES, NONSTATIONARY, WHY, undecided_variable,
                                unresolved, with_role)
 
 MAX_LISTED = 20  # horizon-limited points listed by `dyn show`
+READ_SLAB_BYTES = 64 * 2**20  # `damage` reads a dataset this much at a time
+OPEN_SECONDS = 30.0  # `probe_open`: reading a file's metadata takes less than this, or it is damaged
+GLOBAL_HEAP = b"GCOL\x01\x00\x00\x00"  # a global heap collection: signature, version 1
 
 
 def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_dataset
-    """Open a sweep file as an `xarray.Dataset` (sweep axes are dimensions; pending points NaN)."""
+    """Open a sweep file as an `xarray.Dataset` (sweep axes are dimensions; pending points NaN).
+
+    Every output of a point that is not ok (pending, diverged, failed; `status` != 1) reads as
+    NaN, whatever the file holds there: a diverged point's numbers are not answers (older files
+    keep them). Masked are the float variables over the sweep axes, not the coordinates, the
+    references (role "reference"), `status`, `message` or the saved states. Reading stays lazy;
+    a file that is not a regular file, not a sweep file or damaged (the HDF5 library fails on its
+    metadata or data, now or when a variable is loaded) is a ScenarioError: one line."""
+    from ..engine.store import check_sweep_file
+
     path = Path(path)
-    if not path.exists():
-        raise ScenarioError("", f"no such file: {path}")
+    check_sweep_file(path)  # a FIFO, a device, a plain HDF5 file, damaged root metadata
+    problem = heap_problem(path)  # before anything reads them: HDF5 could loop for ever
+    if problem:
+        raise ScenarioError("", f"{path} is damaged: {problem}")
     try:
-        return xr.open_dataset(path, engine="h5netcdf")
-    except (OSError, ValueError) as exc:
-        raise ScenarioError("", f"{path} is not a readable dyn output file: {exc}") from None
+        # without HDF5's file lock, as every other reader and the writer of dyn open it: HDF5
+        # refuses a second open in one process whose locking flag differs from the first's
+        ds = xr.open_dataset(path, engine="h5netcdf", driver_kwds={"locking": False})
+    except Exception as exc:  # noqa: BLE001 - h5py, h5netcdf and xarray each raise their own
+        raise ScenarioError("", f"{path} is damaged: {_problem(exc)}") from None
+    try:
+        ds = _guarded(ds, path)
+        problem = _layout_problem(ds)
+        if problem:
+            raise ScenarioError("", f"{path} is damaged: {problem}")
+        from ..engine.trajectories import follow
+
+        return follow(ds, path)  # saved states beside the file's real path, also once renamed
+    except Exception as exc:  # noqa: BLE001
+        ds.close()
+        if isinstance(exc, ScenarioError):
+            raise
+        raise ScenarioError("", f"{path} is damaged: {_problem(exc)}") from None
+
+
+def _layout_problem(ds: xr.Dataset) -> str:
+    """What of the file's dimensions is not the layout `dyn run` writes ("" if nothing): status
+    and message over the scenario's sweep axes, every output over them first, the saved states
+    over them, the run and the save times. (A damaged dimension-scale reference can name another
+    dimension of the same length: HDF5 reads it fine.)"""
+    axes = tuple(ds["status"].dims)
+    sweep = tuple(scenario_of(ds).get("sweep", {}))
+    if axes != sweep:
+        return f"status is over ({', '.join(axes)}), the scenario sweeps ({', '.join(sweep)})"
+    for name, var in ds.data_vars.items():
+        dims = var.dims
+        if len(set(dims)) != len(dims):
+            return f"variable {name} has the dimension list ({', '.join(dims)})"
+        if var.attrs.get(ROLE_ATTR) == REFERENCE or not set(dims) & set(axes):
+            continue
+        if dims[:len(axes)] != axes or (name == "message" and dims != axes):
+            return f"variable {name} is over ({', '.join(dims)}), not the sweep axes first"
+        if name == "trajectory" and dims[len(axes) + 1:len(axes) + 2] != ("trajectory_time",):
+            return f"the saved states are over ({', '.join(dims)}), not the runs and save times"
+    return ""
+
+
+def _problem(exc: BaseException) -> str:
+    """An exception of the HDF5 stack as words (h5py's KeyError texts come quoted)."""
+    return str(exc).strip("'\"") or type(exc).__name__
+
+
+def heap_problem(path: str | Path) -> str:
+    """What is wrong with the global heaps of the HDF5 file at `path` ("" if nothing): the
+    collections holding its variable-length data (dimension-scale references, text). HDF5
+    walks a collection's objects by their sizes, and a free-space object that does not run to
+    the end of its collection (zeroed bytes: size 0) makes it loop for ever, in whatever reads
+    the file. Collections are found by their signature in the bytes outside the datasets' raw
+    data (a sweep file's datasets are contiguous), so a large file costs a read of its metadata
+    only."""
+    import h5py
+
+    path = Path(path)
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            extents = sorted((v.id.get_offset(), v.id.get_storage_size()) for v in f.values()
+                             if isinstance(v, h5py.Dataset) and not v.is_virtual
+                             and v.chunks is None and v.id.get_offset() is not None)
+    except Exception:  # noqa: BLE001 - damage of another kind: the readers say it
+        return ""
+    size = path.stat().st_size
+    with builtins.open(path, "rb") as f:
+        at = 0
+        for start, length in [*extents, (size, 0)]:
+            if start > at:
+                f.seek(at)
+                region = f.read(start - at)
+                found = region.find(GLOBAL_HEAP)
+                while found >= 0:
+                    problem = _collection_problem(f, at + found)
+                    if problem:
+                        return problem
+                    found = region.find(GLOBAL_HEAP, found + 1)
+            at = max(at, start + length)
+    return ""
+
+
+def _collection_problem(f, start: int) -> str:
+    """A global heap collection at `start`, walked as HDF5 walks it (objects of index, refcount,
+    reserved, size, then the data padded to 8 bytes; index 0: the free space to the end)."""
+    f.seek(start + 8)
+    (size,) = struct.unpack("<Q", f.read(8))
+    f.seek(start)
+    data = f.read(size)
+    if len(data) < size or size < 16:
+        return f"the global heap at byte {start} runs past the end of the file"
+    p = 16
+    while p + 16 <= size:
+        index, _, _, length = struct.unpack("<HHIQ", data[p:p + 16])
+        need = length if index == 0 else 16 + -(-length // 8) * 8
+        if (index == 0 and p + need != size) or p + need > size:
+            return (f"the global heap at byte {start} is damaged (object {index} at byte "
+                    f"{start + p} of size {length} does not fit)")
+        p += need
+    return ""
+
+
+def probe_open(path: str | Path, seconds: float = OPEN_SECONDS) -> None:
+    """Read the metadata of the sweep file at `path` (every object's header and attributes,
+    dimension scales included) in a forked child first, and refuse the file in one line if the
+    HDF5 library crashes there or does not finish within `seconds`: on some damage (a global heap
+    whose free space reads as empty) it loops for ever, holding the interpreter, and no signal or
+    thread of this process could stop it. For the `dyn` readers (a process without threads of
+    its own: a fork copies no other thread, and the pool threads of OpenBLAS hold no lock while
+    they wait); an error the child meets is left to `dyn.open`, which says it in one line."""
+    import signal
+    import time
+
+    if not hasattr(os, "fork"):
+        return
+    path = Path(path)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            import h5py
+
+            with h5py.File(path, "r", locking=False) as f:
+                _attributes(f)
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            raise ScenarioError("", f"{path} is damaged: the HDF5 library did not finish reading "
+                                f"its metadata in {seconds:g} s (stopped)")
+        time.sleep(0.002)
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        raise ScenarioError("", f"{path} is damaged: the HDF5 library crashed ({name}) reading "
+                            "its metadata")
+
+
+def _attributes(group) -> None:
+    """Read every attribute of `group` and of everything below it."""
+    import h5py
+
+    dict(group.attrs)
+    for obj in group.values():
+        if isinstance(obj, h5py.Group):
+            _attributes(obj)
+        else:
+            dict(obj.attrs)
+
+
+def damage(path: str | Path) -> str:
+    """What the HDF5 library cannot read of the file at `path` ("" when it reads it whole): the
+    root's attributes, then every object's links, header, attributes and data (saved states
+    through their virtual dataset too), one slab at a time. What `dyn` readers consult when
+    something fails while they read or draw a file: a damaged file is then said to be so, in one
+    line."""
+    import stat
+
+    import h5py
+
+    path = Path(path)
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return "not a regular file"
+        with h5py.File(path, "r", locking=False) as f:
+            dict(f.attrs)
+            return _unreadable(f, "/")
+    except Exception as exc:  # noqa: BLE001 - whatever h5py raises is the answer
+        return _problem(exc)
+
+
+def _unreadable(group, where: str) -> str:
+    import h5py
+
+    for name in group:
+        at = f"{where}{name}"
+        try:
+            obj = group[name]
+            dict(obj.attrs)
+            if isinstance(obj, h5py.Group):
+                found = _unreadable(obj, at + "/")
+                if found:
+                    return found
+            elif isinstance(obj, h5py.Dataset) and obj.shape:
+                row = obj.dtype.itemsize * (obj.size // obj.shape[0] if obj.shape[0] else 0)
+                rows = max(1, READ_SLAB_BYTES // max(1, row))
+                for start in range(0, obj.shape[0], rows):
+                    obj[start:start + rows]
+            elif isinstance(obj, h5py.Dataset):
+                obj[()]
+        except Exception as exc:  # noqa: BLE001
+            return f"{at}: {_problem(exc)}"
+    return ""
+
+
+# Per-point bookkeeping of the engine, never masked (besides status and message)
+UNMASKED = ("status", "message", "trajectory", "versions", "checksum")
+
+
+def not_ok(ds: xr.Dataset):
+    """Boolean per point: True where the point is not ok (status != 1), as a numpy array over
+    the sweep axes (status's dims)."""
+    return np.asarray(ds["status"].values) != OK
+
+
+def is_masked(ds: xr.Dataset, name: str) -> bool:
+    """Whether `name` is an output that reads as NaN at points not ok: a float variable over the
+    sweep axes, neither a reference nor the engine's bookkeeping (UNMASKED)."""
+    var, axes = ds[name], ds["status"].dims
+    return (name in ds.data_vars and name not in UNMASKED and var.dtype.kind == "f"
+            and var.dims[:len(axes)] == axes and var.attrs.get(ROLE_ATTR) != REFERENCE)
+
+
+def clean_text(value):
+    """`value` with text no encoder takes made printable: h5py reads bytes of a damaged string
+    that are not UTF-8 as lone surrogates, which neither print nor draw; each such byte becomes
+    U+FFFD (a TOML text stays TOML). Lists, tuples and object arrays of text are cleaned element by element; what needs
+    no cleaning is returned itself."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return value
+    if isinstance(value, (list, tuple)):
+        cleaned = [clean_text(v) for v in value]
+        same = all(a is b for a, b in zip(cleaned, value))
+        return value if same else type(value)(cleaned)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "OU":
+        items = value.reshape(-1).tolist()
+        cleaned = [clean_text(v) for v in items]
+        if all(a is b for a, b in zip(cleaned, items)):
+            return value
+        return np.array(cleaned, dtype=value.dtype if value.dtype.kind == "O" else str).reshape(value.shape)
+    return value
+
+
+def scenario_of(ds: xr.Dataset) -> dict:
+    """The scenario the sweep file holds, as a TOML document; one line if it does not parse."""
+    import tomllib
+
+    try:
+        doc = tomllib.loads(str(ds.attrs["scenario"]))
+    except (KeyError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise ScenarioError("", f"the scenario attribute of the file is damaged: {_problem(exc)}") from None
+    if not isinstance(doc.get("scenario"), dict) or not all(isinstance(t, dict) for t in doc.values()):
+        raise ScenarioError("", "the scenario attribute of the file is damaged: it lacks its tables")
+    return doc
+
+
+def _clean_attrs(attrs: dict) -> dict:
+    cleaned = {clean_text(k): clean_text(v) for k, v in attrs.items()}
+    same = all(cleaned.get(k) is v for k, v in attrs.items())
+    return attrs if same else cleaned
+
+
+def _guarded(ds: xr.Dataset, path: Path) -> xr.Dataset:
+    """`ds` with every lazily read variable behind a :class:`_Guarded` array: reading errors
+    become one ScenarioError, and outputs of not-ok points read as NaN; text (attributes, text
+    coordinates and variables) made printable (:func:`clean_text`)."""
+    from xarray.core import indexing
+
+    bad = not_ok(ds)
+    replaced = {}
+    for name in ds.data_vars:  # the coordinates are read at open (they index the dataset)
+        var = ds[name].variable
+        data = var._data  # noqa: SLF001 - the backend's lazy array, rewrapped below
+        if not isinstance(data, indexing.ExplicitlyIndexed):
+            continue  # a dask array (dyn.engine.trajectories.follow) is not read from this file
+        masked = bool(bad.any()) and is_masked(ds, name)
+        guarded = _Guarded(data, str(path), name, bad if masked else None,
+                           _states_folder(path) if name == "trajectory" else None)
+        lazy = indexing.MemoryCachedArray(indexing.CopyOnWriteArray(indexing.LazilyIndexedArray(guarded)))
+        replaced[name] = xr.Variable(var.dims, lazy, _clean_attrs(var.attrs), var.encoding)
+    out = ds.assign(replaced) if replaced else ds.copy()
+    for name in out.coords:
+        coord = out[name]
+        values = coord.values
+        cleaned, attrs = clean_text(values), _clean_attrs(coord.attrs)
+        if cleaned is not values or attrs is not coord.attrs:
+            out = out.assign_coords({name: (coord.dims, cleaned, attrs)})
+    out.attrs = _clean_attrs(ds.attrs)
+    out.set_close(ds.close)
+    return out
+
+
+def _states_folder(path: Path) -> Path:
+    from ..engine.trajectories import sidecar_dir
+
+    return sidecar_dir(path)
+
+
+def _check_point_files(folder: Path) -> None:
+    """Every file of the saved states' folder must be a regular file: HDF5 would wait for ever on
+    a FIFO put there."""
+    import stat
+
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return  # no folder: the states read as NaN
+    for entry in entries:
+        try:
+            regular = stat.S_ISREG(os.stat(entry.path).st_mode) or entry.is_dir()
+        except OSError:
+            continue  # a dangling link: HDF5 finds no file and reads NaN
+        if not regular:
+            raise ScenarioError("", f"{entry.path} is not a regular file: the saved states of a "
+                                "point are HDF5 files written by `dyn run`")
+
+
+class _Guarded(BackendArray):
+    """A variable of a sweep file, read lazily: any error of the HDF5 stack while reading it
+    becomes a ScenarioError naming the file and the variable; with `mask` (boolean over the
+    leading sweep axes), the values at masked points read as NaN."""
+
+    def __init__(self, inner, path: str, name: str, mask: np.ndarray | None,
+                 folder: Path | None = None):
+        self.inner, self.path, self.name, self.mask = inner, path, name, mask
+        self.folder = folder  # the saved states' folder, whose files HDF5 opens to read them
+        self.shape, self.dtype = tuple(inner.shape), inner.dtype
+
+    def __getitem__(self, key):
+        from xarray.core import indexing
+
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC,
+                                                  self._read)
+
+    def _read(self, key: tuple):
+        from xarray.core import indexing
+
+        if self.folder is not None:
+            _check_point_files(self.folder)
+        try:
+            data = np.asarray(self.inner[indexing.BasicIndexer(key)])
+        except ScenarioError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the damaged file makes h5py raise
+            raise ScenarioError("", f"{self.path} is damaged: variable {self.name} cannot be "
+                                f"read ({_problem(exc)})") from None
+        if data.dtype.kind in "OU":
+            data = clean_text(data)
+        if self.mask is not None:
+            hit = self.mask[key[:self.mask.ndim]]
+            if np.any(hit):
+                hit = np.reshape(hit, np.shape(hit) + (1,) * (data.ndim - np.ndim(hit)))
+                data = np.where(hit, np.nan, data)
+        return data
+
+
+DIVERGED_POINTS, FAILED_POINTS = "diverged", "failed"  # marks of points that hold no value
+
+
+def point_marks(ds: xr.Dataset, var: str) -> dict[str, xr.DataArray]:
+    """Where `var` holds no value because its point is not ok (only the reasons with such points;
+    none for a variable dyn.open does not mask): diverged (status 2) and failed (status 3, or a
+    code no engine writes). Pending points are only blank."""
+    if not is_masked(ds, var):
+        return {}
+    status = ds["status"].load()
+    found = {DIVERGED_POINTS: status == DIVERGED, FAILED_POINTS: ~status.isin([PENDING, OK, DIVERGED])}
+    return {reason: hit.rename(reason) for reason, hit in found.items() if bool(hit.any())}
 
 
 def marks_for(ds: xr.Dataset, var: str) -> dict[str, xr.DataArray]:
@@ -37,8 +428,19 @@ def marks_for(ds: xr.Dataset, var: str) -> dict[str, xr.DataArray]:
 
 
 def completion(ds: xr.Dataset) -> dict[str, int]:
+    """Points per status, and "unknown" for codes no engine writes (a damaged status byte)."""
     codes = ds["status"].values.reshape(-1)
-    return {name: int(np.sum(codes == c)) for c, name in enumerate(STATUS_NAMES)}
+    counts = {name: int(np.sum(codes == c)) for c, name in enumerate(STATUS_NAMES)}
+    counts[UNKNOWN] = int(codes.size - sum(counts.values()))
+    return counts
+
+
+UNKNOWN = "unknown status"
+
+
+def status_name(code) -> str:
+    code = int(code)
+    return STATUS_NAMES[code] if 0 <= code < len(STATUS_NAMES) else f"{UNKNOWN} {code}"
 
 
 def summary(path: str | Path) -> str:
@@ -90,7 +492,12 @@ def _evidence(ds: xr.Dataset, reason: str, at: dict) -> str:
     parts = []
     for name in with_role(ds, STEP_ERROR):
         base = name.removesuffix("_step_error")
-        parts.append(f"{name} = {value(name):.3g} > {base}_se = {value(base + '_se'):.3g}")
+        err, se = ds[name].sel(at), ds[base + "_se"].sel(at).values  # over dims: the worst element
+        with np.errstate(divide="ignore", invalid="ignore"):
+            i = np.unravel_index(np.nanargmax(np.nan_to_num(err.values / se, nan=-1.0)), se.shape)
+        where = "".join(f", {d} = {_fmt(ds[d].values[k])}" for d, k in zip(err.dims, i))
+        if err.values[i] > se[i]:  # the outputs that mark the point
+            parts.append(f"{name} = {err.values[i]:.3g} > {base}_se = {se[i]:.3g}{where}")
     return ", ".join(parts)
 
 
@@ -130,9 +537,11 @@ def error_report(path: str | Path) -> str:
             at = {dim: ds[dim].values[i] for dim, i in zip(axes, index)}
             where = ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items()) or "(the point)"
             flags = [r for r, hit in marks.items() if bool(hit.values[index])]
-            state = STATUS_NAMES[int(status[index])]
+            state = status_name(status[index])
             lines.append(f"    {where}  [{state}{'; ' + ', '.join(flags) if flags else ''}]")
-            if state == "pending":
+            if state != "ok":  # pending, diverged, failed: no numbers (dyn.open reads NaN)
+                why = str(ds["message"].values[index]) if "message" in ds and state != "pending" else ""
+                lines += [f"      why                    {why}"] if why else []
                 continue
             point = ds.isel(dict(zip(axes, index)))
             for name in primaries:
@@ -147,7 +556,9 @@ def _budget_line(point: xr.Dataset, name: str) -> str:
     if v.ndim:
         se = point[f"{name}_se"].values if f"{name}_se" in point else None
         text = f"{np.nanmin(v):.4g} .. {np.nanmax(v):.4g} over {', '.join(point[name].dims)}"
-        return text + (f", largest se {np.nanmax(se):.2g}" if se is not None and np.isfinite(se).any() else "")
+        text += f", largest se {np.nanmax(se):.2g}" if se is not None and np.isfinite(se).any() else ""
+        step = point[f"{name}_step_error"].values if f"{name}_step_error" in point else None
+        return text + (f", largest step error {np.nanmax(step):.2g}" if step is not None else "")
     text = f"{float(v):.6g}"
     if f"{name}_se" in point:
         text += f" +- {float(point[name + '_se']):.2g} (se)"

@@ -1,7 +1,8 @@
 """The `dyn` command (also `python -m dyn`): run, show, plot, animate, compare, list.
 
-Bad input exits with status 2 and one line `dyn: error: KEY: problem`; an interrupted run exits
-with 130 and resumes when the same command is given again. `dyn run` exits with 3 when the file
+Bad input exits with status 2 and one line `dyn: error: KEY: problem`; a run stopped by a
+signal exits with 128 + its number (Ctrl-C/SIGINT 130, SIGTERM 143, SIGHUP 129) after one line,
+and resumes when the same command is given again. `dyn run` exits with 3 when the file
 holds points that diverged or failed (scripts and CI can tell), 0 when every point is ok.
 """
 from __future__ import annotations
@@ -49,8 +50,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="print the sweep's estimated file size and time (from a few points run "
                      "with a few runs) and write nothing")
     run.add_argument("--overwrite", action="store_true",
-                     help="replace an output file made by another scenario (a file of this "
-                     "scenario is resumed)")
+                     help="replace an output file made by another scenario, or a damaged one "
+                     "(an intact file of this scenario is resumed)")
+    run.add_argument("--allow-version-change", action="store_true",
+                     help="resume a file whose points were computed under other versions of "
+                     "numpy, scipy, numba, jax or diffrax (each point records its versions)")
 
     comp = sub.add_parser("compile", help="compile every numba kernel into numba's cache now, "
                           "one process per core (else each sweep compiles its own on first use)")
@@ -135,7 +139,7 @@ def _cmd_run(args) -> int:
                scheduler=args.scheduler,
                overrides=args.overrides, progress=False if args.no_progress else None,
                command=" ".join(["dyn", *sys.argv[1:]]), force=args.force,
-               overwrite=args.overwrite)
+               overwrite=args.overwrite, allow_version_change=args.allow_version_change)
     if args.plot:
         from .plot import plot
 
@@ -151,6 +155,36 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
+def _reads_file(command):
+    """A command that reads the sweep file `args.path` (show, plot, animate, compare): the
+    libraries' warnings are not shown (numpy's invalid values, h5netcdf's undecodable attributes:
+    the words of a damaged file come as one line), and when an error escapes while the file is
+    read or drawn, a file the HDF5 library cannot read whole is said to be damaged, in one line
+    (:func:`dyn.presentation.analysis.damage`); another error is a defect of dyn and stays a
+    traceback."""
+    import functools
+
+    @functools.wraps(command)
+    def reader(args) -> int:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                return command(args)
+            except (ScenarioError, KeyboardInterrupt, BrokenPipeError):
+                raise
+            except Exception:
+                from .analysis import damage
+
+                problem = damage(args.path)
+                if problem:
+                    raise ScenarioError("", f"{args.path} is damaged: {problem}") from None
+                raise
+    return reader
+
+
+@_reads_file
 def _cmd_show(args) -> int:
     _check_sweep_file(args.path)
     from .analysis import open as open_dataset
@@ -172,6 +206,12 @@ def _check_sweep_file(path: str) -> None:
     from ..engine.store import check_sweep_file  # a plain HDF5 file: one line, not a KeyError
 
     check_sweep_file(path)
+    from .analysis import heap_problem, probe_open  # damage on which HDF5 loops or crashes
+
+    problem = heap_problem(path)
+    if problem:
+        raise ScenarioError("", f"{path} is damaged: {problem}")
+    probe_open(path)
 
 
 def _cmd_compile(args) -> int:
@@ -184,6 +224,7 @@ def _cmd_compile(args) -> int:
     return 0
 
 
+@_reads_file
 def _cmd_plot(args) -> int:
     _check_sweep_file(args.path)
     if args.tokens:
@@ -203,6 +244,7 @@ def _cmd_plot(args) -> int:
     return 0
 
 
+@_reads_file
 def _cmd_animate(args) -> int:
     _check_sweep_file(args.path)
     from . import tokens
@@ -211,20 +253,22 @@ def _cmd_animate(args) -> int:
     return 0
 
 
+@_reads_file
 def _cmd_compare(args) -> int:
     _check_sweep_file(args.path)
     from . import comparison
 
+    if args.against:  # a picture it cannot write is refused before the comparison
+        from .styles import output_path
+
+        beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along}.png")
+        out = output_path(beside, args.out, args.style)
     result = comparison.compare(args.path, args.along, args.reference, at=args.at)
     print(result["error"].to_dataframe().to_string())
     if args.against:
         for label, rate in comparison.rates(result, args.against).items():
             where = ", ".join(f"{k} = {v}" for k, v in label)
             print(f"rate against {args.against}{' (' + where + ')' if where else ''}: {rate}")
-        from .styles import output_path
-
-        beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along}.png")
-        out = output_path(beside, args.out, args.style)
         print(f"plotted {comparison.plot(result, args.against, out, args.style)}")
     elif args.style != "default":
         raise ScenarioError("--style", "styles the error curve: give --against too")
@@ -247,17 +291,22 @@ def _cmd_list(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    handler = {"run": _cmd_run, "show": _cmd_show, "plot": _cmd_plot, "list": _cmd_list,
-               "compare": _cmd_compare, "animate": _cmd_animate, "compile": _cmd_compile}[args.command]
+    from ..engine.interrupts import exit_status, stop_on_signals
+
     try:
-        return handler(args)
+        with stop_on_signals():  # SIGTERM and SIGHUP stop a run as Ctrl-C does, from the start
+            args = _parser().parse_args(argv)
+            handler = {"run": _cmd_run, "show": _cmd_show, "plot": _cmd_plot, "list": _cmd_list,
+                       "compare": _cmd_compare, "animate": _cmd_animate,
+                       "compile": _cmd_compile}[args.command]
+            return handler(args)
     except ScenarioError as exc:
         print(f"dyn: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("dyn: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        name = getattr(exc, "name", "SIGINT")
+        print(f"dyn: interrupted ({name}); run the same command again to resume", file=sys.stderr)
+        return exit_status(exc)
     except BrokenPipeError:  # e.g. `dyn list | head`: the reader left, nothing is wrong
         sys.stderr.close()
         return 0

@@ -21,15 +21,16 @@ axes' limits.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
+from ..core.contract import DIVERGED, OK
 from ..core.errors import ScenarioError
 from .analysis import open as open_dataset
+from .analysis import scenario_of
 
 REFERENCE_SLOPES = {-0.5: ":", -1.0: "--", -2.0: "-."}
 GUIDE_BELOW = 0.4  # reference slopes pass this factor below the fitted line, beside the data
@@ -72,7 +73,7 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
     if at not in ("all", "final"):
         raise ScenarioError("--at", f"must be all or final, got {at!r}")
     with open_dataset(path) as ds:
-        scenario = tomllib.loads(ds.attrs["scenario"])
+        scenario = scenario_of(ds)
         axes = list(scenario.get("sweep", {}))
         if along not in axes:
             raise ScenarioError("--along", f"{along!r} is not a sweep axis of {path} "
@@ -85,12 +86,13 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
         if ref is None:
             raise ScenarioError("--reference", f"{reference!r} is not a value of {along} "
                                 f"(values: {', '.join(map(str, ds[along].values))})")
-        if along not in scenario["ensemble"].get("common", []):
+        if along not in scenario.get("ensemble", {}).get("common", []):
             raise ScenarioError("--along", f"the runs of {path} do not share random numbers "
                                 f"along {along}: rerun with --set 'ensemble.common=[\"{along}\"]'")
         if ds.sizes[along] < 2:
             raise ScenarioError("--along", f"{along} has one value: nothing to compare")
         traj = ds[TRAJECTORY].load()
+        status = ds["status"].load()
         from .words import settings
 
         settings_text = settings(ds)  # for the picture's title
@@ -105,6 +107,11 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
         norm = norm.max("trajectory_time", skipna=False)
     run = [d for d in norm.dims if d in ("run", "trajectory_run")][0]
     distance = norm.rename({run: "run"}).rename("distance")
+    # a pair whose point or reference is not ok (diverged, failed) has no distance: its status
+    # is the point's own if that is not ok, else its reference's
+    mine, theirs = status.drop_sel({along: [ref]}), status.sel({along: ref}, drop=True)
+    pair = xr.where(mine != OK, mine, theirs).astype(status.dtype)
+    distance = distance.where(pair == OK)
     distance.attrs.update(long_name=f"distance to {along} = {ref} ({at} saved times)")
     out = xr.Dataset({
         "distance": distance,
@@ -112,6 +119,8 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
             long_name=f"strong error: RMS over runs of the distance to {along} = {ref}"),
         "mean": distance.mean("run").assign_attrs(long_name="mean distance over runs"),
         "max": distance.max("run").assign_attrs(long_name="largest distance over runs"),
+        "status": pair.assign_attrs(long_name="status of the point, else of its reference "
+                                    "(1 ok; 2 diverged, 3 failed: no distance)"),
     })
     out.attrs.update(along=along, reference=str(ref), at=at, source=str(path),
                      settings=settings_text)
@@ -192,14 +201,31 @@ def _standard_error(result: xr.Dataset, label: tuple) -> np.ndarray:
 
 
 def plot(result: xr.Dataset, against: str, out: str | Path, style: str = "default") -> Path:
-    """Strong error against `against` on log-log axes (see the module doc): the rate over all
-    points and over the asymptotic range in the legend, short reference slopes beside the fit."""
+    """Strong error against `against` on log-log axes (see :func:`figure`), saved to `out`."""
+    import matplotlib.pyplot as plt
+
+    from .styles import check_suffix, styled
+
+    out = check_suffix(Path(out))
+    with styled(style) as look:
+        fig = figure(result, against, style)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=look.dpi)
+    plt.close(fig)
+    return out
+
+
+def figure(result: xr.Dataset, against: str, style: str = "default"):
+    """The figure of the strong error against `against` on log-log axes (see the module doc),
+    unsaved: the rate over all points and over the asymptotic range in the legend, short
+    reference slopes beside the fit; points with no distance (the point or its reference
+    diverged or failed) marked at the bottom of the panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .styles import styled
+    from .styles import MARK_STYLES, styled
     from .words import axis_label, chars_in, figure_legend, fit_height, wrap_text
 
     fitted = rates(result, against)
@@ -211,7 +237,7 @@ def plot(result: xr.Dataset, against: str, out: str | Path, style: str = "defaul
         width, height = look.single
         fig, ax = plt.subplots(figsize=(width, height), layout="constrained", dpi=look.dpi)
         error = result["error"]
-        guide = None
+        guide, marked = None, set()
         for label, rate in fitted.items():
             curve = error.sel(dict(label)) if label else error
             x, y = curve[against].values.astype(float), curve.values.astype(float)
@@ -229,6 +255,14 @@ def plot(result: xr.Dataset, against: str, out: str | Path, style: str = "defaul
                         label=f"fit on the filled points, {against} = {x[use].min():g} ... "
                               f"{x[use].max():g}: rate {fit}")
                 guide = guide or (x[use], line * GUIDE_BELOW)
+            if "status" in result:
+                codes = result["status"].sel(dict(label)) if label else result["status"]
+                codes = np.asarray(codes.values).reshape(-1)
+                for reason, hit in (("diverged", codes == DIVERGED),
+                                    ("failed", (codes != OK) & (codes != DIVERGED))):
+                    if hit.any():
+                        _no_value(ax, x[hit], MARK_STYLES[reason], color)
+                        marked.add(reason)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.autoscale_view()
@@ -244,6 +278,9 @@ def plot(result: xr.Dataset, against: str, out: str | Path, style: str = "defaul
                 shape = (span / middle) ** slope
                 scale = (fit / shape).min()  # GUIDE_BELOW under the fit all along, whatever slope
                 ax.plot(span, scale * shape, dash, color="gray", lw=0.8, label=f"slope {slope:g}")
+        for reason in sorted(marked):
+            style = MARK_STYLES[reason]
+            ax.plot([], [], style.marker, color="0.6", mec=style.color, ls="none", label=style.label)
         ax.set_xlabel(axis_label(result[against]))
         ax.set_ylabel(axis_label(error))
         head = (f"{Path(result.attrs['source']).stem}: {result.attrs['along']} against "
@@ -258,8 +295,13 @@ def plot(result: xr.Dataset, against: str, out: str | Path, style: str = "defaul
                   "standard error (over runs)")]
         legend = figure_legend(fig, [ax], notes)
         fit_height(fig, width, height, [title, legend])
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=look.dpi)
-    plt.close(fig)
-    return out
+    return fig
+
+
+def _no_value(ax, x, style, color) -> None:
+    """Markers at the bottom edge of the panel at `x`: points with no distance."""
+    from matplotlib.transforms import blended_transform_factory
+
+    ax.plot(np.asarray(x, dtype=float), np.zeros(len(x)), style.marker, ms=6, color=color,
+            mec=style.color, clip_on=False, zorder=5,
+            transform=blended_transform_factory(ax.transData, ax.transAxes))

@@ -13,7 +13,10 @@ Its dimensions decide the picture:
 - none: a bar per combination.
 Numeric axes: evenly spaced values are drawn linear; geometric ones (depth 2^k), or uneven
 positive ones spanning a decade or more (d = 2 ... 32), log; other uneven ones as evenly spaced
-labelled cells. Pending points are blank. Points whose numbers are not answers yet
+labelled cells. Pending points are blank. Points that diverged or failed hold no value
+(`dyn.open` reads NaN there, whatever an older file holds): hatched on heat maps, marked at the
+bottom of the panel on curves and bars, "diverged" / "failed" in the legend. Infinite values are
+not drawn, and the title says how many there are. Points whose numbers are not answers yet
 (:func:`dyn.engine.verdicts.unresolved`) are hatched (heat maps) or ringed (curves), each reason
 in its own style and named in the legend: class probabilities where the point is horizon-limited
 (more than `verdicts.HORIZON_LIMITED_SHARE` of its runs undecided), time averages where the
@@ -53,7 +56,6 @@ several panels 7 in wide for both columns, 8-9 pt serif text with embedded TrueT
 from __future__ import annotations
 
 import itertools
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -63,11 +65,12 @@ from ..core.contract import (ALONG_ATTR, AXIS_ATTR, CLIM_ATTR, COLOR_ATTR, LABEL
                              MARK_ABOVE_ATTR, OVER_ATTR, SLOPES_ATTR)
 from ..core.errors import ScenarioError
 from ..engine.verdicts import NONSTATIONARY
-from .analysis import marks_for
+from .analysis import UNMASKED, marks_for, point_marks, scenario_of
 from .analysis import open as open_dataset
+from . import profiles
 from .marks import slope_lines
 from .mixture import SPLIT, split_points
-from .styles import MARK_STYLES, output_path, styled
+from .styles import MARK_STYLES, NO_VALUE, output_path, styled
 from .words import (axis_label, chars_in, error_legend, figure_legend, fit_height, settings,
                     value_text, wrap_text)
 
@@ -82,13 +85,25 @@ BAND_POINTS = 25  # curves with more points get their errors as a band: bars wou
 REF_WIDTHS = (1.2, 0.8, 0.6)  # the k-th reference on a panel, in units of lines.linewidth
 
 
+def drawable(ds) -> list[str]:
+    """The variables `dyn plot` can draw: numbers, not the engine's per-point bookkeeping (status,
+    message, library versions, checksums) nor the saved states (`dyn plot --tokens`)."""
+    return [v for v, x in ds.data_vars.items() if x.dtype.kind in "fiu" and v not in UNMASKED]
+
+
 def choose_variable(ds, var: str | None) -> str:
-    scenario = tomllib.loads(ds.attrs["scenario"])
-    system = systems.get(scenario["scenario"]["system"])
-    name = var or scenario["output"].get("plot") or system.default_plot
-    if name not in ds.data_vars or name == "status":
-        names = ", ".join(v for v in ds.data_vars if v != "status")
-        raise ScenarioError("--var", f"unknown variable {name!r} (variables: {names})")
+    scenario = scenario_of(ds)
+    try:
+        system = systems.get(str(scenario["scenario"].get("system")))
+    except KeyError:
+        raise ScenarioError("", "the scenario attribute of the file names no known system "
+                            f"({scenario['scenario'].get('system')!r}): is it damaged?") from None
+    name = var or scenario.get("output", {}).get("plot") or system.default_plot
+    names = drawable(ds)
+    if name not in names:
+        what = ("the saved states: draw them with --tokens" if name == "trajectory" else
+                "not a number per point" if name in ds.data_vars else "unknown variable")
+        raise ScenarioError("--var", f"{name!r}: {what} (variables: {', '.join(names)})")
     return name
 
 
@@ -118,7 +133,9 @@ def figure(path: str | Path, var: str | None = None, style: str = "default"):
 
     with styled(style) as look, open_dataset(Path(path)) as ds:
         name = choose_variable(ds, var)
-        da = ds[name].load()
+        if profiles.is_profile(ds, name):  # curves against its own dimension (Draw.profile)
+            return profiles.figure(ds, name, look, error_bounds)
+        da, infinite = _finite(ds[name].load())
         numeric = [d for d in da.dims if da.sizes[d] > 1 and da[d].dtype.kind in "fiu"]
         over = [ds[v].load() for v in drawn_over(ds, name)]
         against = _curve_axis(ds, over, numeric)
@@ -142,6 +159,8 @@ def figure(path: str | Path, var: str | None = None, style: str = "default"):
                                  layout="constrained", dpi=look.dpi)
         marked = _marks(ds, name)
         bounds = error_bounds(ds, name)
+        if bounds is not None:  # an infinite bound is no error bar
+            bounds = (*(_finite(b)[0] for b in bounds[:2]), bounds[2])
         bar_chars = chars_in(height / rows, "axes.labelsize")
         errors = set()  # how errors were drawn: "bars", "band"
         for ax, selection in zip(grid.flat, selections):
@@ -161,7 +180,7 @@ def figure(path: str | Path, var: str | None = None, style: str = "default"):
                     ax.set_yscale("log")
                     slope_lines(ax, sub, field_dims[0], np.atleast_1d(slopes))
             else:
-                errors |= _bars(ax, sub, panel_bounds)
+                errors |= _bars(ax, sub, panel_bounds, marks)
             if selection:
                 ax.set_title(", ".join(f"{k} = {value_text(v)}" for k, v in selection.items()))
         for ax in list(grid.flat)[len(selections):]:
@@ -172,16 +191,30 @@ def figure(path: str | Path, var: str | None = None, style: str = "default"):
             ax.set_ylabel(wrap_text(ax.get_ylabel(), chars_in(height / rows, "axes.labelsize")))
         head = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
         chars = chars_in(width, "figure.titlesize")
-        title = fig.suptitle("\n".join(wrap_text(t, chars) for t in (head, settings(ds)) if t))
+        lost = (f"{infinite} of {da.size} values {'is' if infinite == 1 else 'are'} infinite: "
+                "not drawn" if infinite else "")
+        title = fig.suptitle("\n".join(wrap_text(t, chars) for t in (head, settings(ds), lost) if t))
         notes = [error_legend(kind, bounds[2]) for kind in sorted(errors)] if bounds else []
         legend = figure_legend(fig, list(grid.flat)[:len(selections)], notes)
         fit_height(fig, width, height, [title, legend])
     return fig
 
 
+def _finite(da):
+    """`da` with its infinite values made NaN (not drawn), and how many there were."""
+    values = np.asarray(da.values)
+    if values.dtype.kind != "f":
+        return da, 0
+    infinite = np.isinf(values)
+    if not infinite.any():
+        return da, 0
+    return da.copy(data=np.where(infinite, np.nan, values)), int(infinite.sum())
+
+
 def _marks(ds, name: str) -> dict:
     """The marks of `name` (reason -> where), with the points whose runs split between states
-    taken out of the non-stationary ones and marked for that reason instead."""
+    taken out of the non-stationary ones and marked for that reason instead, and the points
+    that hold no value (diverged, failed: :func:`dyn.presentation.analysis.point_marks`)."""
     marked = marks_for(ds, name)
     split = split_points(ds, name)
     if split is not None and bool(split.any()):
@@ -192,6 +225,7 @@ def _marks(ds, name: str) -> dict:
             else:
                 del marked[NONSTATIONARY]
         marked[SPLIT] = split
+    marked.update(point_marks(ds, name))
     return marked
 
 
@@ -456,12 +490,12 @@ def _curves(ax, da, xdim: str, marks=None, bounds=None) -> set:
             if on.any():
                 ringed.add(reason)
                 style = MARK_STYLES[reason]
+                if reason in NO_VALUE:  # no value to ring: a mark at the bottom, the curve's colour
+                    _bottom_marks(ax, xpos[on], style, bars.lines[0].get_color())
+                    continue
                 ax.plot(xpos[on], values[on], style.marker, ms=1.5 * size, mfc="none",
                         color=style.color, mew=1.5, zorder=4)  # a colour: the cycle stays
-    for reason, style in MARK_STYLES.items():
-        if reason in ringed:  # a legend entry per reason
-            ax.plot([], [], style.marker, ms=1.5 * size, mfc="none", color=style.color, mew=1.5,
-                    label=style.label)
+    _mark_legend(ax, ringed)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(da))
     _set_scale(ax, x.values, scale, "x")
@@ -472,9 +506,39 @@ def _curves(ax, da, xdim: str, marks=None, bounds=None) -> set:
     return errors
 
 
-def _bars(ax, da, bounds=None) -> set:
+def _bottom_marks(ax, x, style, color) -> None:
+    """Markers at the bottom edge of the panel at the positions `x` (data coordinates): points
+    that hold no value (a diverged or failed point), for a curve or a bar."""
+    import matplotlib
+    from matplotlib.transforms import blended_transform_factory
+
+    size = matplotlib.rcParams["lines.markersize"]
+    ax.plot(np.asarray(x), np.zeros(len(x)), style.marker, ms=1.3 * size, color=color, mec=style.color,
+            mew=1.0, clip_on=False, zorder=5,
+            transform=blended_transform_factory(ax.transData, ax.transAxes))
+
+
+def _mark_legend(ax, reasons) -> None:
+    """A legend entry per reason marked on this panel: a ring, or for points with no value the
+    marker drawn at the bottom."""
+    import matplotlib
+
+    size = matplotlib.rcParams["lines.markersize"]
+    for reason, style in MARK_STYLES.items():
+        if reason not in reasons:
+            continue
+        if reason in NO_VALUE:
+            ax.plot([], [], style.marker, ms=1.3 * size, color="0.6", mec=style.color, mew=1.0,
+                    ls="none", label=style.label)
+        else:
+            ax.plot([], [], style.marker, ms=1.5 * size, mfc="none", color=style.color, mew=1.5,
+                    ls="none", label=style.label)
+
+
+def _bars(ax, da, bounds=None, marks=None) -> set:
     """No numeric axis with more than one value: a bar per combination of the axes, with the
-    error bars of `bounds` (lower, upper) when given."""
+    error bars of `bounds` (lower, upper) when given; a bar of a point with no value (`marks`:
+    diverged, failed) gets its mark at the bottom."""
     selections = _combinations(da, list(da.dims))
     labels = [", ".join(value_text(v) for v in sel.values()) or str(da.name) for sel in selections]
     values = np.array([float(da.sel(sel)) for sel in selections])
@@ -486,6 +550,16 @@ def _bars(ax, da, bounds=None) -> set:
             yerr = np.vstack([np.maximum(values - lo, 0.0), np.maximum(hi - values, 0.0)])
     ax.bar(range(len(selections)), values, yerr=yerr, capsize=3 if yerr is not None else 0)
     ax.set_xticks(range(len(selections)), labels, rotation=30, ha="right")
+    marked = set()
+    for reason, hit in (marks or {}).items():
+        if reason not in NO_VALUE:
+            continue
+        hit = hit.broadcast_like(da)
+        on = [k for k, sel in enumerate(selections) if bool(hit.sel(sel))]
+        if on:
+            marked.add(reason)
+            _bottom_marks(ax, on, MARK_STYLES[reason], MARK_STYLES[reason].color)
+    _mark_legend(ax, marked)
     ax.set_ylabel(axis_label(da))
     return {"bars"} if yerr is not None else set()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..core.errors import ScenarioError
 from ..engine.verdicts import HORIZON_LIMITED, HORIZON_LIMITED_SHARE, NONSTATIONARY, STEP_LIMITED
+from .analysis import DIVERGED_POINTS, FAILED_POINTS
 from .mixture import SPLIT
 
 VECTOR = (".pdf", ".svg")  # what --style paper writes
@@ -34,7 +35,14 @@ MARK_STYLES = {
                      "tab:purple", "D", "runs split between states (mean of a mixture)"),
     STEP_LIMITED: MarkStyle(dict(facecolor="none", edgecolor="red", hatch="xx", alpha=0.8, lw=0.0),
                             "red", "o", "step error > Monte Carlo error"),
+    # points with no value (dyn.open reads NaN there): the cell is hatched, on a curve or a bar a
+    # marker sits at the bottom of the panel at the point's position
+    DIVERGED_POINTS: MarkStyle(dict(facecolor="0.92", edgecolor="darkred", hatch="++", alpha=1.0, lw=0.0),
+                               "darkred", "X", "diverged: runs became non-finite (no value)"),
+    FAILED_POINTS: MarkStyle(dict(facecolor="0.92", edgecolor="0.15", hatch="--", alpha=1.0, lw=0.0),
+                             "0.15", "s", "failed: an error, computed again by a resume (no value)"),
 }
+NO_VALUE = (DIVERGED_POINTS, FAILED_POINTS)  # marks of points that hold no value to ring
 
 
 @dataclass(frozen=True)
@@ -87,7 +95,7 @@ def output_path(path: str | Path, out: str | Path | None, style: str = "default"
     `out` without a suffix gets .pdf). The paper style writes vector files only."""
     path = Path(path)
     if style != "paper":
-        return Path(out) if out is not None else path.with_suffix(".png")
+        return check_suffix(Path(out)) if out is not None else path.with_suffix(".png")
     if out is None:
         return path.with_suffix(".pdf")
     out = Path(out)
@@ -96,4 +104,15 @@ def output_path(path: str | Path, out: str | Path | None, style: str = "default"
     if out.suffix.lower() not in VECTOR:
         raise ScenarioError("--out", f"--style paper writes vector pictures: give a .pdf or .svg "
                             f"path, not {out.name}")
+    return out
+
+
+def check_suffix(out: Path) -> Path:
+    """`out`, if matplotlib can write a picture by its suffix (none: a PNG); else one line."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if out.suffix and out.suffix.lower().lstrip(".") not in kinds:
+        raise ScenarioError("--out", f"{out.name}: no picture is written as {out.suffix} "
+                            f"(suffixes: {', '.join('.' + k for k in sorted(kinds))})")
     return out

@@ -46,6 +46,7 @@ class States:
     times: np.ndarray
     where: str  # the sweep point and run, for the title
     name: str  # the scenario's name
+    note: str = ""  # what the title says of a point that is not ok ("diverged: ...")
 
 
 def load(path: str | Path, points: list[str] | None = None, run: int = 0) -> States:
@@ -67,6 +68,7 @@ def load(path: str | Path, points: list[str] | None = None, run: int = 0) -> Sta
         if not 0 <= run < runs:
             raise ScenarioError("--run", f"{run} is out of range: the file keeps runs 0 to {runs - 1}")
         x = np.asarray(traj.isel({**chosen, run_dim: run}).values, dtype=float)
+        note = _status_note(ds, chosen)
         times = np.asarray(ds[TIME].values, dtype=float)
         labels = [f"{a} = {_show(ds[a].values[i])}" for a, i in chosen.items()]
         where = ", ".join(labels) if labels else "the only point"
@@ -76,7 +78,20 @@ def load(path: str | Path, points: list[str] | None = None, run: int = 0) -> Sta
     x = x.reshape(len(times), -1, x.shape[-1])
     if not np.isfinite(x).any():
         raise ScenarioError("--point", f"no states at {where}: the point is not computed yet")
-    return States(x, times, f"{where}, run {run}", name)
+    return States(x, times, f"{where}, run {run}", name, note)
+
+
+def _status_note(ds, chosen: dict[str, int]) -> str:
+    """The words for a point that is not ok (diverged, failed): its status and message."""
+    from .analysis import status_name
+
+    if "status" not in ds:
+        return ""
+    state = status_name(ds["status"].isel(chosen).values)
+    if state in ("ok", "pending"):
+        return ""
+    why = str(ds["message"].isel(chosen).values) if "message" in ds else ""
+    return f"{state}: {why}" if why else state
 
 
 def _show(value) -> str:
@@ -141,13 +156,15 @@ class Picture:
         self.d = x.shape[-1]
         finite = np.isfinite(x).all(axis=(1, 2))
         first = x[np.argmax(finite)]
-        plane = self._plane(x[finite])
+        plane = self._plane(x[finite] if finite.any() else np.nan_to_num(x[:1], posinf=0.0, neginf=0.0))
         angle0 = np.arctan2(first @ plane[1], first @ plane[0])
         ranks = np.argsort(np.argsort(angle0, kind="stable"), kind="stable")
         self.colors = plt.get_cmap(COLORMAP)(ranks / max(len(ranks), 1))
         self.plane = plane
         self.hist = None
-        radius = 1.1 * max(1.0, float(np.nanmax(np.linalg.norm(x, axis=-1))))
+        norms = np.linalg.norm(x, axis=-1)
+        norms = norms[np.isfinite(norms)]  # a diverged run's last states are not finite
+        radius = 1.1 * max(1.0, float(norms.max()) if norms.size else 1.0)
         if self.d == 3:
             self.fig = plt.figure(figsize=(height * 1.1, height), layout="constrained")
             self.ax = self.fig.add_subplot(projection="3d")
@@ -205,7 +222,10 @@ class Picture:
         head = f"{s.name}: " if s.name else ""
         shape = {2: "circle", 3: "sphere S^2"}.get(d, f"projection on the first two principal "
                                                       f"directions (d = {d})")
-        return f"{head}{n} tokens, {shape}\n{s.where}"
+        from .words import wrap_text
+
+        note = f"\n{wrap_text(s.note, 90)}" if s.note else ""
+        return f"{head}{n} tokens, {shape}\n{s.where}{note}"
 
     def show(self, k: int) -> None:
         """Draw the states at save index k."""
@@ -224,7 +244,9 @@ class Picture:
                                      bins=np.linspace(-np.pi, np.pi, BINS + 1))
             for bar, count in zip(self.hist, counts):
                 bar.set_height(count)
-        self.clock.set_text(f"t = {self.states.times[k]:.4g}")
+        lost = int((~np.isfinite(x).all(axis=-1)).sum())
+        self.clock.set_text(f"t = {self.states.times[k]:.4g}"
+                            + (f" ({lost} not finite)" if lost else ""))
 
 
 def figure(path: str | Path, points: list[str] | None = None, time: float | None = None,
@@ -241,8 +263,10 @@ def plot(path: str | Path, out: str | Path | None = None, points: list[str] | No
     """Draw the states into a PNG (default: NAME_tokens.png beside the file)."""
     import matplotlib.pyplot as plt
 
+    from .styles import check_suffix
+
     path = Path(path)
-    out = Path(out) if out is not None else path.with_name(path.stem + "_tokens.png")
+    out = check_suffix(Path(out)) if out is not None else path.with_name(path.stem + "_tokens.png")
     fig = figure(path, points, time, run)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=PNG_DPI)

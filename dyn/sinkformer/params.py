@@ -25,6 +25,16 @@ from ..core.schema import Field
 
 SCORES = {"dot": 0.0, "sqdist": 1.0}
 NORMALIZATIONS = ("sinkhorn", "softmax")
+# Bounds of the systems' parameters (dyn/systems/sinkformer.py, sinkhorn_attention.py). The
+# kernels shift every exp of the scores (finite at any finite score); what must stay finite are
+# the scores and values themselves and the outputs' squares: with coordinates within 5 s0 <= 5e3,
+# entries of W within 1e3 and d <= 1000 (|x|^2 <= 2.5e10, |W| <= 1e6), the scores x^T W y
+# <= 2.5e16, |x - y|^2 / (2 tau) <= 5e22 for tau >= 1e-12, the variance s0^2 <= 1e6 and its
+# standard error's squares s0^4 <= 1e12.
+S0_MAX = 1e3
+MATRIX_MAX = 1e3  # entries of W and W_V
+# heat setting: W_V = -(2 alpha / tau) I, at most 2e15 for tau >= 1e-12
+ALPHA_MAX = 1e3
 
 FIELDS = {
     "n": Field("int", 200, "number of particles n", lo=2, hi=20_000),

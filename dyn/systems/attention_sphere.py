@@ -18,11 +18,14 @@ Outputs are ensemble statistics at the save times; `events = true` adds per-run 
 merge events (time, the two cluster sizes; n - 1 rows, NaN-padded), the cluster count and the
 energy at every save, and the first plateau of each run's count on a log time axis (its count,
 start and end: the first merge after it; :mod:`dyn.attention.plateaus`), reduced to the mean
-first-plateau count, its start and the fraction of runs that merged after it by the horizon.
-With events on the circle (d = 2, uniform start, the plain flow) the file also holds the
-reference k*(beta), the most unstable Fourier mode of the uniform law (argmax_k k^2 I_k(beta),
-:mod:`dyn.noisy.theory` at sigma = 0), and the scale sqrt(beta log beta), both drawn over the
-mean first-plateau count.
+first-plateau count, its start and the fraction of runs that merged after it by the horizon
+(`plateau_factor`: how long a plateau holds, default a factor 3 in time); on the circle also
+the basins (maxima of sum_j e^{beta cos(phi - theta_j)}) at the end of the linear phase and when
+the clusters have formed, per run and as means. With events on the circle (d = 2, uniform
+start, the plain flow) the file also holds the reference k*(beta), the most unstable Fourier
+mode of the uniform law (argmax_k k^2 I_k(beta), :mod:`dyn.noisy.theory` at sigma = 0), its
+continuous form k_c = sqrt(2 beta - 1/3), the scale sqrt(beta log beta), and the linear theory's
+expected number of basins at finite n (Rice), drawn over the mean first-plateau count.
 
 What `dyn plot` adds is declared: fractions share the colour range [0, 1]; `rho_theory` is drawn
 over `rho`, the per-run `run_clusters` and `run_energy` (first runs, as steps) over
@@ -55,6 +58,8 @@ numerics = lazy("dyn.numerics.attention_field")
 MAX_RUN_BYTES = 2**30  # the states one run keeps ((saves + 1) x n x d doubles) and its scratch
 STREAM_SCHEMES = ("pre", "peri")  # the residual stream is not normalized: a radius output
 MERGE = "merge"
+NO_MERGE = "no more merges (rows after a run's last merge)"
+ENERGY_UNDEFINED = "beta = 0, where the energy's 1 / (2 beta n^2) is undefined"
 FRACTION = Draw(clim=(0.0, 1.0))  # fractions share one colour range, so panels compare
 
 
@@ -80,6 +85,11 @@ class AttentionSphere(System):
                        "of the first `early` tokens)", lo=1, hi=10_000),
         "events": Field("bool", False, "also keep per-run tables: merge events, cluster count "
                         "and energy at every save", sweepable=False),
+        # default None: absent, it stays out of the resolved scenario (and its hash), and the
+        # first plateau holds over dyn.attention.plateaus.PLATEAU_RATIO = 3 as before
+        "plateau_factor": Field("float", None, "with events: a first plateau holds its count "
+                                "over at least this factor in time (default 3)", gt=1.0,
+                                hi=1e6),
     }
 
     def validate(self, spec) -> None:
@@ -114,6 +124,9 @@ class AttentionSphere(System):
         if spec["events"] and "n" in spec.setup.axes:
             raise ScenarioError("params.events", "the per-run merge table has n - 1 rows: keep "
                                 "params.n fixed (not swept) with events = true")
+        if spec.get("plateau_factor") is not None and not spec["events"]:
+            raise ScenarioError("params.plateau_factor", "is read only with events = true (the "
+                                "first plateau of the per-run cluster counts)")
 
     def outputs(self, setup) -> list[Output]:
         outs = [
@@ -124,7 +137,7 @@ class AttentionSphere(System):
             Output("n_clusters", "number of clusters (mean over runs)", "1", ("time",)),
             Output("min_inner", "minimum pairwise inner product (mean over runs)", "1", ("time",)),
             Output("energy", "USA energy E = sum_ij exp(beta <x_i,x_j>) / (2 beta n^2) (mean over runs)",
-                   "1", ("time",)),
+                   "1", ("time",), nan_means=ENERGY_UNDEFINED),
             Output("time_to_one_cluster", "time to one cluster (T if never; mean over runs)", "1"),
             Output("held_by_first", "fraction of tokens in the cluster of token 1 (mean over runs)",
                    "1", ("time",), draw=FRACTION),
@@ -148,13 +161,16 @@ class AttentionSphere(System):
         if setup.params.get("events", False):
             outs += [
                 Output("merge_time", "save time at which a merge is first seen (NaN: no more "
-                       "merges)", "1", (MERGE,), "per_run"),
-                Output("merge_size_a", "size of the first merging cluster", "1", (MERGE,), "per_run"),
-                Output("merge_size_b", "size of the second merging cluster", "1", (MERGE,), "per_run"),
+                       "merges)", "1", (MERGE,), "per_run", nan_means=NO_MERGE),
+                Output("merge_size_a", "size of the first merging cluster", "1", (MERGE,), "per_run",
+                       nan_means=NO_MERGE),
+                Output("merge_size_b", "size of the second merging cluster", "1", (MERGE,), "per_run",
+                       nan_means=NO_MERGE),
                 Output("run_clusters", "number of clusters of each run", "1", ("time",), "per_run",
                        draw=Draw(over=("n_clusters",), linestyle="-", label="single runs")),
                 Output("run_energy", "USA energy of each run", "1", ("time",), "per_run",
-                       draw=Draw(over=("energy",), linestyle="-", label="single runs")),
+                       draw=Draw(over=("energy",), linestyle="-", label="single runs"),
+                       nan_means=ENERGY_UNDEFINED),
                 *_plateau_outputs(),
             ]
         return outs
@@ -282,14 +298,37 @@ def _observed(spec, states) -> Chunk:
         times, size_a, size_b = _merges(labels, spec.times)
         values.update(merge_time=times, merge_size_a=size_a, merge_size_b=size_b,
                       run_clusters=clusters.astype(np.float64), run_energy=stats[..., 2])
-        count, start, end = plateaus.first_plateau(clusters, spec.times)
+        factor = spec.get("plateau_factor")
+        count, start, end = plateaus.first_plateau(
+            clusters, spec.times, plateaus.PLATEAU_RATIO if factor is None else factor)
         values.update(first_plateau_clusters=count, first_plateau_time=start,
                       p_first_plateau=np.isfinite(count), p_merged_after_plateau=np.isfinite(end),
                       run_plateau_clusters=count, run_plateau_time=start, run_plateau_end=end)
+        values.update(_formation(spec, x, labels))
     return Chunk(values, states=states)
 
 
+def _formation(spec, x, labels) -> dict:
+    """The basins at the end of the linear phase and when the clusters have formed
+    (dyn.attention.plateaus), on the circle; NaN elsewhere (declared)."""
+    runs = x.shape[0]
+    linear = formed = when = np.full(runs, np.nan)
+    beta = float(spec["beta"])
+    if spec["d"] == 2 and beta > 0:
+        linear, at = plateaus.linear_phase_count(x, spec.times, beta, spec["n"],
+                                                 spec["normalization"])
+        if np.isfinite(at):
+            formed, when = plateaus.formed(x, labels, spec.times, beta, spec["delta"], after=at)
+    return {"linear_phase_clusters": linear, "run_linear_phase_clusters": linear,
+            "formed_clusters": formed, "run_formed_clusters": formed, "run_formed_time": when}
+
+
 PLATEAU = "first_plateau_clusters"
+SOME_WITHOUT_PLATEAU = "some run has no first plateau (see p_first_plateau)"
+LINEAR, FORMED = "linear_phase_clusters", "formed_clusters"
+NO_LINEAR_PHASE = ("off the circle (d != 2), or no linear phase to end: beta <= 0 (no mode grows) "
+                   "or beta > 700 (the rates overflow)")
+NOT_FORMED = NO_LINEAR_PHASE + ", or a run's clusters not formed (tight, one per basin) by T"
 PLAIN = {"d": 2, "init": "uniform", "normalization_layer": "post", "mask": "none",
          "bias_slope": 0.0, "feedforward": 0.0, "head_noise": 0.0}  # where k*(beta) applies
 
@@ -297,27 +336,49 @@ PLAIN = {"d": 2, "init": "uniform", "normalization_layer": "post", "mask": "none
 def _plateau_outputs() -> list[Output]:
     """The first plateau of each run's cluster count (dyn.attention.plateaus), with events."""
     return [
-        Output(PLATEAU, "first-plateau cluster count (mean over runs)", "1", (), "mean_se"),
+        Output(PLATEAU, "first-plateau cluster count (mean over runs)", "1", (), "mean_se",
+               nan_means=SOME_WITHOUT_PLATEAU),
         Output("first_plateau_time", "time the first plateau is first seen (mean over runs)",
-               "1", (), "mean_se"),
+               "1", (), "mean_se", nan_means=SOME_WITHOUT_PLATEAU),
         Output("p_first_plateau", "fraction of runs whose count has a first plateau", "1", (),
                "proportion"),
         Output("p_merged_after_plateau", "fraction of runs with a merge after their first "
                "plateau by the horizon", "1", (), "proportion"),
         Output("run_plateau_clusters", "cluster count at the first plateau of each run (NaN: "
                "none)", "1", (), "per_run",
-               draw=Draw(over=(PLATEAU,), color="0.55", label="single runs")),
+               draw=Draw(over=(PLATEAU,), color="0.55", label="single runs"),
+               nan_means="the run has no first plateau"),
         Output("run_plateau_time", "time each run's first plateau is first seen", "1", (),
-               "per_run"),
+               "per_run", nan_means="the run has no first plateau"),
         Output("run_plateau_end", "time of each run's first merge after its first plateau (the "
-               "first save with fewer clusters; NaN: none by the horizon)", "1", (), "per_run"),
+               "first save with fewer clusters; NaN: none by the horizon)", "1", (), "per_run",
+               nan_means="no plateau, or no merge after it by the horizon"),
+        Output(LINEAR, "basins (local maxima of G(phi) = sum_j e^{beta cos(phi - theta_j)}) at "
+               "the end of the linear phase, the save linear_phase_time (mean over runs)", "1",
+               (), "mean_se", draw=Draw(over=(PLATEAU,), color="tab:purple", linestyle="-",
+                                        label="basins, end of linear phase"),
+               nan_means=NO_LINEAR_PHASE),
+        Output("run_linear_phase_clusters", "basins of each run at the end of the linear phase",
+               "1", (), "per_run", nan_means=NO_LINEAR_PHASE),
+        Output(FORMED, "clusters at the first save after the linear phase at which every cluster "
+               "is tight (all its pairs within delta) and each basin holds one (mean over runs)",
+               "1", (), "mean_se",
+               draw=Draw(over=(PLATEAU,), color="tab:green", linestyle="-",
+                         label="basins, clusters formed"),
+               nan_means=NOT_FORMED),
+        Output("run_formed_clusters", "clusters (= basins) of each run when they have formed",
+               "1", (), "per_run", nan_means=NOT_FORMED),
+        Output("run_formed_time", "first save after the linear phase at which every cluster of "
+               "the run is tight and each basin holds one", "1", (), "per_run",
+               nan_means=NOT_FORMED),
     ]
 
 
 def _plateau_references(setup) -> list[Reference]:
     """k*(beta) = argmax_k k^2 I_k(beta) (the most unstable mode of the uniform law on the
-    circle at sigma = 0) and sqrt(beta log beta), on a fine beta grid when beta is swept; NaN
-    where the circle's linear theory does not apply (d != 2, other starts or architectures)."""
+    circle at sigma = 0), its continuous form k_c and sqrt(beta log beta), on a fine beta grid
+    when beta is swept, and the linear phase's references at the sweep's points; NaN where the
+    circle's linear theory does not apply (d != 2, other starts or architectures)."""
     if any(k in setup.axes for k in "QKV") or any(
             setup.params.get(k) is not None
             and not np.array_equal(setup.params[k], np.eye(len(setup.params[k]))) for k in "QKV"):
@@ -337,6 +398,7 @@ def _plateau_references(setup) -> list[Reference]:
         if all(v[k] == want for k, want in PLAIN.items()):
             mode[index] = k_star
     scale = plateaus.count_scale(beta)
+    continuous = np.where(np.isfinite(mode), plateaus.mode_asymptote(beta), np.nan)
     over = (PLATEAU,)
     return [
         Reference("plateau_mode", "most unstable Fourier mode k*(beta) = argmax_k k^2 I_k(beta) "
@@ -346,6 +408,41 @@ def _plateau_references(setup) -> list[Reference]:
         Reference("plateau_scale", "sqrt(beta log beta), prefactor 1 (physics.md 1.5)", scale,
                   grid, coords, draw=Draw(over=over, color="tab:red", linestyle=":",
                                           label=r"$\sqrt{\beta \log \beta}$")),
+        Reference("continuous_mode", "k_c = sqrt(2 beta - 1/3): the maximizer of the growth rate "
+                  "k^2 I_k(beta) over real k, to O(beta^{-3/2}) (NaN where k* does not apply)",
+                  continuous, (*dims, *grid), coords,
+                  draw=Draw(over=over, color="0.3", linestyle=":", label=r"$k_c(\beta)$")),
+        *_linear_phase_references(setup),
+    ]
+
+
+def _linear_phase_references(setup) -> list[Reference]:
+    """At the sweep's own points: the save at which linear_phase_clusters is counted (the last
+    one at or before t_lin = log(n/16) / (2 lambda_{k*}), wherever d = 2 and beta > 0) and the
+    linear theory's expected number of basins there (Rice; plain cases only)."""
+    dims, cases = over_axes(setup, "beta", "normalization", *PLAIN)
+    shape = tuple(len(setup.axes[a]) for a in dims)
+    when, expected = np.full(shape, np.nan), np.full(shape, np.nan)
+    times, n = setup.times, int(setup.params["n"])
+    for index, v in cases:
+        beta = float(v["beta"])
+        if v["d"] != 2 or not beta > 0:
+            continue
+        at = plateaus.count_save(times, plateaus.linear_phase_end(beta, n, v["normalization"]))
+        if at < 0:
+            continue
+        when[index] = times[at]
+        if all(v[k] == want for k, want in PLAIN.items()):
+            expected[index] = plateaus.expected_basins(beta, float(times[at]), v["normalization"])
+    return [
+        Reference("linear_phase_time", "save at which linear_phase_clusters is counted: the last "
+                  "at or before t_lin = log(n/16) / (2 lambda_{k*}) (NaN: d != 2 or no growing "
+                  "mode)", when, dims),
+        Reference("linear_phase_expected", "linear theory's expected number of basins at "
+                  "linear_phase_time: Rice's sqrt(sum k^4 s_k / sum k^2 s_k), s_k = I_k(beta)^2 "
+                  "e^{2 lambda_k t} (NaN where it does not apply)", expected, dims,
+                  draw=Draw(over=(PLATEAU, LINEAR), color="tab:purple", linestyle="--",
+                            label="linear theory (Rice, finite n)")),
     ]
 
 

@@ -34,6 +34,9 @@ from .base import (REFERENCE, Chunk, Coord, Draw, Output, Reference, System, ove
 noisy = lazy("dyn.noisy")
 
 MODES = 6
+# a mode's moment may move by at most e^{+-WINDOW_LOG} over its window (see _check_windows): from
+# epsilon >= 1e-12 the PDE's moment stays above 1e-273, inside float64
+WINDOW_LOG = 600.0
 POSITIVE = Draw(mark_above=0.0)  # heat-map cells of a growing mode get a "+"
 RATES = ("growth_rate", "growth_rate_particles", "growth_rate_theory")
 
@@ -66,6 +69,7 @@ class MeanFieldModes(System):
             _solver(spec)
         except ValueError as exc:
             raise ScenarioError("params.grid", str(exc)) from None
+        _check_windows(spec)
 
     def outputs(self, setup) -> list[Output]:
         return [
@@ -130,6 +134,25 @@ class MeanFieldModes(System):
                           values, (*dims, "mode", "crossing"), coords,
                           draw=Draw(over=RATES, along="beta", linestyle="-",
                                     label=r"closed form: $\lambda_k = 0$"))]
+
+
+def _check_windows(spec) -> None:
+    """Mode k is measured over [0, T/k] (T the horizon): by the closed form its moment moves by
+    e^{lambda_k T / k}, which past e^{+-WINDOW_LOG} leaves float64 (the PDE's from epsilon) and
+    is noise for the particles; refused, naming sigma when the noise's decay -k^2 sigma^2 / 2
+    dominates, else beta (USA's growth e^|beta| / beta)."""
+    k = np.arange(1, MODES + 1)
+    rates = noisy.growth_rates(spec["beta"], spec["sigma"], 2, spec["normalization"], k)
+    with np.errstate(over="ignore", invalid="ignore"):
+        moved = rates * spec.horizon / k
+    bad = np.flatnonzero(~(np.abs(moved) <= WINDOW_LOG))
+    if bad.size:
+        i = int(bad[0])
+        key = "sigma" if moved[i] < 0 else "beta"
+        raise ScenarioError(f"params.{key}", f"mode {k[i]} moves by e^{moved[i]:.3g} over its "
+                            f"window [0, T/{k[i]}] (lambda_{k[i]} = {rates[i]:.3g}, closed form; "
+                            f"T = {spec.horizon:g}): past e^+-{WINDOW_LOG:g} its moment leaves "
+                            f"float64; lower {key} or integrator.horizon")
 
 
 def _solver(spec):

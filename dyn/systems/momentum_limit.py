@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
-from ..momentum.params import check_second_order_gamma
+from ..momentum.params import EPS_MAX, SCALE_MAX, check_second_order_gamma
 from ..core.schema import Field
 from . import register
 from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
@@ -34,10 +34,13 @@ class MomentumLimit(System):
     params = {
         "d": Field("int", 2, "state dimension d", lo=1, hi=1000),
         "depth": Field("int", 256, "layers N on [0, T] (h = T/N)", lo=1, hi=10**7),
-        "eps": Field("float", 0.5, "mass eps of eps x'' + x' = g", lo=1e-12),
+        # bounds: dyn.momentum.params (1 - h/eps stays distinguishable from 1; the states move
+        # by at most scale x T)
+        "eps": Field("float", 0.5, "mass eps of eps x'' + x' = g", lo=1e-12, hi=EPS_MAX),
         "gamma": Field("float", None, "fixed gamma (default: 1 - h/eps, the second-order scaling)",
                        lo=0.0, hi=1.0),
-        "scale": Field("float", 2.0, "size of the random tanh field g", lo=0.0),
+        # > 0: with g = 0 every error is exactly 0, and its log10 -inf
+        "scale": Field("float", 2.0, "size of the random tanh field g", gt=0.0, hi=SCALE_MAX),
         "arithmetic": Field("str", "float", "network arithmetic", choices=("float", "exact")),
     }
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.lazy import lazy
-from ..momentum.params import check_second_order_gamma
+from ..momentum.params import (A_MIN, EPS_MAX, GROWTH_LOG, check_linear_growth,
+                               check_second_order_gamma)
 from ..core.schema import Field
 from . import register
 from .base import INTEGRATOR_KEYS, REFERENCE, Draw, Output, Reference, System, theory_coord
@@ -27,13 +28,17 @@ class MomentumLinear(System):
     equation = "ode"
     integrator = INTEGRATOR_KEYS
     params = {
-        "a": Field("float", -5.0, "eigenvalue a of the linear field g(x) = a x"),
-        "eps": Field("float", 0.5, "mass eps", lo=1e-12),
+        # bounds: dyn.momentum.params (and a T <= GROWTH_LOG, checked by validate: e^{a T}
+        # stays finite)
+        "a": Field("float", -5.0, "eigenvalue a of the linear field g(x) = a x", lo=-A_MIN,
+                   hi=A_MIN),
+        "eps": Field("float", 0.5, "mass eps", lo=1e-12, hi=EPS_MAX),
         "depth": Field("int", 1024, "layers of the Momentum ResNet (gamma = 1 - h/eps)", lo=1, hi=10**7),
     }
 
     def validate(self, spec) -> None:
         check_second_order_gamma(spec)
+        check_linear_growth(spec)
 
     def outputs(self, setup) -> list[Output]:
         return [

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..core.lazy import lazy
 from ..core.schema import Field
+from ..momentum.params import ETA_MAX, check_heavy_ball_growth
 from . import register
 from .base import Chunk, Coord, Output, System
 
@@ -25,10 +26,15 @@ class MomentumOptimize(System):
     params = {
         "d": Field("int", 10, "dimension d", lo=1, hi=10_000),
         "kappa": Field("float", 100.0, "condition number of A (eigenvalues in [1/kappa, 1])", lo=1.0),
-        "eta": Field("float", 1.0, "step eta: v <- gamma v - eta grad F(x)", lo=0.0),
+        # kappa: any condition number is finite (eigenvalues in [1/kappa, 1]); eta: a diverging
+        # heavy ball is refused once it would pass float64 (validate; dyn.momentum.params)
+        "eta": Field("float", 1.0, "step eta: v <- gamma v - eta grad F(x)", lo=0.0, hi=ETA_MAX),
         "gamma": Field("float", 0.9, "momentum gamma (1: RevNet/leapfrog)", lo=0.0, hi=1.0),
         "iterations": Field("int", 300, "layers (iterations)", lo=1, hi=10**6, sweepable=False),
     }
+
+    def validate(self, spec) -> None:
+        check_heavy_ball_growth(spec)
 
     def coords(self, setup) -> dict[str, Coord]:
         n = setup.params["iterations"]

@@ -66,7 +66,7 @@ import numpy as np
 from ..core.contract import AXIS_ATTR, bytes_of
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
-from ..noisy.params import DEFAULT_TOL, DIRECT_MAX_N, FIELDS
+from ..noisy.params import DEFAULT_TOL, DIRECT_MAX_N, FIELDS, SIGMA_MAX
 from ..core.schema import Field
 from . import register
 from .base import (AVERAGING_KEYS, Chunk, Coord, Draw, Output, Reference, System, over_axes,
@@ -116,7 +116,9 @@ class NoisyAttention(System):
         "tol": Field("float", DEFAULT_TOL, "accuracy of the Fourier drift against the direct one "
                      "(relative to e^|beta| for USA)", lo=1e-15, hi=1e-2),
         # the noise in units of the critical noise (the doc is the sweep axis's label)
-        RATIO: Field("float", None, "noise in units of sigma_c(beta, d): sigma / sigma_c", lo=0.0),
+        # bounded like sigma (sigma_c <= 1.5e20 at |beta| <= 100: sigma^2 stays finite)
+        RATIO: Field("float", None, "noise in units of sigma_c(beta, d): sigma / sigma_c", lo=0.0,
+                     hi=SIGMA_MAX),
     }
 
     def validate(self, spec) -> None:

@@ -71,11 +71,14 @@ class OrnsteinUhlenbeck(System):
     equation = "sde"
     integrator = frozenset({"backend", "method", "dt", "horizon"}) | AVERAGING_KEYS
     step_check = True
+    # theta in [1e-6, 1e6], sigma and |x0| <= 1e6: the stationary E|X|^2/d = sigma^2 / (2 theta)
+    # <= 5e17, x^2 from x0 and the squares of both in standard errors stay finite, and so do the
+    # rate theta / 2 and the step dt = "auto" takes from it
     params = {
-        "theta": Field("float", 1.0, "mean-reversion rate theta", gt=0.0),
-        "sigma": Field("float", 1.0, "noise sigma", gt=0.0),
+        "theta": Field("float", 1.0, "mean-reversion rate theta", lo=1e-6, hi=1e6),
+        "sigma": Field("float", 1.0, "noise sigma", gt=0.0, hi=1e6),
         "d": Field("int", 1, "dimension", lo=1, hi=10_000),
-        "x0": Field("float", 0.0, "initial value of every coordinate"),
+        "x0": Field("float", 0.0, "initial value of every coordinate", lo=-1e6, hi=1e6),
     }
 
     def outputs(self, setup) -> list[Output]:

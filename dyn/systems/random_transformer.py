@@ -59,6 +59,8 @@ attention = lazy("dyn.attention")
 PAIR_CLASSES = ("antipodal", "cluster", "undecided")  # the codes of dyn.tokens_sde.classify
 CENSUS_CLASSES = ("one_cluster", "two_antipodal", "other")
 UNDECIDED_CLASSES = ("undecided", "other")  # neither end state: the run was stopped undecided
+# steps per run up to the cap of until = "decided" (as integrators.base.MAX_STEPS for a horizon)
+MAX_CAP_STEPS = 10**9
 
 
 @register
@@ -75,7 +77,10 @@ class RandomTransformer(System):
         "form": Field("str", "rho", "what is simulated", choices=("rho", "network", "sde")),
         "report": Field("str", "pair", "pair classes (n = 2) or the n-token census",
                         choices=("pair", "census"), sweepable=False),
-        "threshold": Field("float", -20.0, "class threshold on log|z_i -+ z_j|^2", hi=0.0),
+        # u_thresholds inverts log(1 + e^{-2u}) through expm1(-threshold): e^{-threshold}
+        # overflows past 709 (and float64 tokens reach no gap below ~e^{-74} but 0 anyway)
+        "threshold": Field("float", -20.0, "class threshold on log|z_i -+ z_j|^2", lo=-700.0,
+                           hi=0.0),
         "absorb_tol": Field("float", 1e-6, "stop a two-token run once its chance to leave its "
                             "class is below this (0: never stop early)", lo=0.0, hi=0.1),
         "until": Field("str", "decided", "run each run until it is decided (up to a cap derived "
@@ -109,6 +114,13 @@ class RandomTransformer(System):
             if point["absorb_tol"] == 0:
                 raise ScenarioError("params.absorb_tol", "until = \"decided\" needs absorb_tol > 0 "
                                     "(with 0 no run is ever decided); or set until = \"horizon\"")
+            cap = _cap(point, ts.pack_values(point.values))
+            if not cap / point.dt <= MAX_CAP_STEPS:
+                raise ScenarioError("params.until", f"undecided runs go on to the cap {cap:.3g} "
+                                    "(from sigma, vbar, threshold and absorb_tol): "
+                                    f"{cap / point.dt:.3g} steps of dt = {point.dt:g}, past "
+                                    f"{MAX_CAP_STEPS:.0e} per run; set until = \"horizon\", a "
+                                    "larger absorb_tol or dt")
         if point.solver.backend == "jax":
             if point["form"] not in ("rho", "network") or point["n"] != 2:
                 raise ScenarioError("params.form", "backend jax runs the two-token forms: "

@@ -20,7 +20,7 @@ from ..core.contract import bytes_of
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
-from ..sinkformer.params import FIELDS
+from ..sinkformer.params import ALPHA_MAX, FIELDS, MATRIX_MAX, S0_MAX
 from . import register
 from .base import INTEGRATOR_KEYS, Chunk, Draw, Output, Reference, System, over_axes, state_dims
 
@@ -38,13 +38,16 @@ class Sinkformer(System):
         **FIELDS,
         "setting": Field("str", "heat", "heat (Gaussian kernel, values on x_j - x_i) or attention "
                          "(scores x^T W y, values W_V x_j)", choices=("heat", "attention")),
-        "alpha": Field("float", 0.5, "diffusion coefficient alpha (heat setting)"),
+        # bounds: dyn.sinkformer.params (scores, values and the variance's squares stay finite)
+        "alpha": Field("float", 0.5, "diffusion coefficient alpha (heat setting)", lo=-ALPHA_MAX,
+                       hi=ALPHA_MAX),
+        # tau: any size above the floor is finite (a wide kernel is flat: scores -> 0)
         "tau": Field("float", 0.05, "kernel bandwidth tau (heat setting)", lo=1e-12),
-        "s0": Field("float", 1.0, "standard deviation of the Gaussian start", lo=0.0),
+        "s0": Field("float", 1.0, "standard deviation of the Gaussian start", lo=0.0, hi=S0_MAX),
         "W": Field("matrix", None, "score matrix W = W_Q^T W_K (attention setting; default I)",
-                   sweepable=False),
+                   sweepable=False, lo=-MATRIX_MAX, hi=MATRIX_MAX),
         "WV": Field("matrix", None, "value matrix W_V (attention setting; default W)",
-                    sweepable=False),
+                    sweepable=False, lo=-MATRIX_MAX, hi=MATRIX_MAX),
         "form": Field("str", "flow", "continuous flow or discrete network", choices=("flow", "network")),
         "depth": Field("int", 100, "layers of the network over [0, T]", lo=1, hi=10**8),
     }

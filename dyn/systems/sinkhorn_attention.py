@@ -8,6 +8,7 @@ import numpy as np
 
 from ..core.lazy import lazy
 from ..core.schema import Field
+from ..sinkformer.params import S0_MAX
 from . import register
 from .base import Chunk, Coord, Output, System
 
@@ -22,8 +23,10 @@ class SinkhornAttention(System):
     params = {
         "n": Field("int", 200, "number of tokens n", lo=2, hi=20_000),
         "d": Field("int", 2, "token dimension d", lo=1, hi=1_000),
+        # tau: any size above the floor is finite (a wide kernel is flat: scores -> 0)
         "tau": Field("float", 0.1, "bandwidth tau", lo=1e-12),
-        "s0": Field("float", 1.0, "standard deviation of the Gaussian tokens", lo=0.0),
+        # s0 <= S0_MAX: the scores stay finite (dyn.sinkformer.params)
+        "s0": Field("float", 1.0, "standard deviation of the Gaussian tokens", lo=0.0, hi=S0_MAX),
         "scores": Field("str", "sqdist", "sqdist: -|x_i - x_j|^2/(2 tau); dot: x_i^T x_j / tau",
                         choices=("sqdist", "dot")),
         "iterations": Field("int", 100, "largest number of normalizations N", lo=1, hi=100_000,

@@ -18,6 +18,7 @@ __getattr__, __dir__, __all__ = exports(__name__, {
     ".classify": ("ANTIPODAL", "CLUSTER", "ONE_CLUSTER", "OTHER", "THRESHOLD", "TWO_ANTIPODAL",
                   "UNDECIDED", "census", "classify_pair", "log_gaps", "wilson"),
     ".transformer": ("network", "network_states"),
+    ".lyapunov": ("ftle", "tangent_run", "tangent_space"),
     ".jax_batch": ("Q_LAYOUT", "network_problem", "pair_problem", "two_token_starts",
                    "u_problem"),
     ".params": ("FIELDS", "LAYOUT", "NOISES", "effective_beta", "noise_law", "pack",

@@ -21,18 +21,29 @@ from ..core.schema import Field
 SCORES = ("unit", "sqrt_d")
 NOISES = ("gaussian", "goe")
 
+# |beta|: the two-token weights 1/(1 + e^{beta (rho - 1)}) and the attention field shift their
+# exps, so every beta is finite; the bound keeps beta sqrt(d) (score = "sqrt_d", d <= 4096: x 64)
+# and its products with scores (|beta_eff| <= 6.4e4 x 2) far inside float64. Past ~40 the softmax
+# weights are 0 or 1 to rounding already.
+BETA_MAX = 1000.0
+# sigma and vbar: the rates sigma^2 / d, 2 vbar of the u SDE and the decision cap
+# (dyn.tokens_sde.decision_cap: sigma^2 raises OverflowError past 1.3e154) stay finite; at 10^3
+# the noise's rate sigma^2 ~ 1e6 per unit time is past what any step of the forms follows
+SCALE_MAX = 1e3
+
 FIELDS = {
     "n": Field("int", 2, "number of tokens n", lo=2, hi=4096),
     "d": Field("int", 3, "token dimension d", lo=2, hi=4096),
-    "beta": Field("float", 1.0, "inverse temperature beta"),
+    "beta": Field("float", 1.0, "inverse temperature beta", lo=-BETA_MAX, hi=BETA_MAX),
     "sigma": Field("float", 1.0, "noise scale sigma (entries of G have variance sigma^2/d; "
-                   "GOE: off-diagonal sigma^2/d, diagonal 2 sigma^2/d)", lo=0.0),
+                   "GOE: off-diagonal sigma^2/d, diagonal 2 sigma^2/d)", lo=0.0, hi=SCALE_MAX),
     "noise": Field("str", "gaussian", "noise law of the value matrices G_k: \"gaussian\" "
                    "(i.i.d. N(0, sigma^2/d) entries) or \"goe\" (G = sigma/sqrt(d) (A + A^T)/sqrt(2), "
                    "A i.i.d. N(0, 1): symmetric)", choices=NOISES),
-    "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I (unless Vbar is given)"),
+    "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I (unless Vbar is given)",
+                  lo=-SCALE_MAX, hi=SCALE_MAX),
     "Vbar": Field("matrix", None, "general deterministic value matrix (d x d; overrides vbar; "
-                  "y = z + h Vbar m + sqrt(h) G m)", sweepable=False),
+                  "y = z + h Vbar m + sqrt(h) G m)", sweepable=False, lo=-SCALE_MAX, hi=SCALE_MAX),
     "score": Field("str", "unit", "score convention: beta<z_i,z_j> on unit tokens, or "
                    "beta/sqrt(d) <x_i,x_j> on norm-sqrt(d) tokens", choices=SCORES),
 }

@@ -1,0 +1,79 @@
+"""The signals a run stops on, all alike: SIGINT (Ctrl-C), SIGTERM (what batch schedulers send
+at the end of a job) and SIGHUP (the terminal went away).
+
+Each raises :class:`Interrupted` (a KeyboardInterrupt, so every cleanup path that serves Ctrl-C
+serves the others: the lock is released, finished points are kept) in the main thread; the CLI
+exits with 128 + the signal's number (130, 143, 129) after one line.
+
+Python runs a signal handler between two bytecodes of whatever the main thread executes, and an
+exception raised inside a weakref callback or a `__del__` is printed ("Exception ignored in ...")
+and dropped: an interrupt that lands there would be swallowed, and the run would go on. So once a
+signal came, a timer raises it again every RETRY_SECONDS until the exception is seen unwinding
+(it is then the exception being handled, which `sys.exc_info` shows, also in `finally` blocks
+and `__exit__` methods, so cleanup is never interrupted twice).
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RETRY_SECONDS = 0.2
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal, raised in the main thread; `exit_status` is 128 + its number."""
+
+    def __init__(self, signum: int):
+        self.signum = int(signum)
+        super().__init__(signal.Signals(signum).name)
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+def exit_status(exc: KeyboardInterrupt) -> int:
+    """130 for a plain KeyboardInterrupt, 128 + the signal for an Interrupted."""
+    return exc.exit_status if isinstance(exc, Interrupted) else 128 + int(signal.SIGINT)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within the block, SIGINT, SIGTERM and SIGHUP raise Interrupted (and again, until it is
+    seen unwinding); outside it, the handlers that were there before. A no-op off the main
+    thread (where Python allows no handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+
+    def unwinding() -> bool:
+        return isinstance(sys.exc_info()[1], KeyboardInterrupt)
+
+    def on_signal(signum, frame):
+        if not came:
+            came.append(signum)
+            signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS, RETRY_SECONDS)
+        if not unwinding():
+            raise Interrupted(came[0])
+
+    def on_retry(signum, frame):
+        if came and not unwinding():
+            raise Interrupted(came[0])
+
+    before = {s: signal.signal(s, on_signal) for s in SIGNALS}
+    before[signal.SIGALRM] = signal.signal(signal.SIGALRM, on_retry)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for s, handler in before.items():
+            signal.signal(s, handler)
