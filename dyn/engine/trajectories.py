@@ -255,30 +255,49 @@ def follow(ds, path: Path):
     named = str(var.attrs.get(FOLDER_ATTR, folder.name))
     if named == folder.name or (folder.parent / named).is_dir() or not folder.is_dir():
         return ds
-    import dask.array
     import xarray as xr
+    from xarray.core import indexing
 
     axes = len(ds["status"].dims) if "status" in ds else 0  # the sweep axes lead
     source = _StatesFolder(folder, var.shape, axes)
-    chunks = (1,) * axes + var.shape[axes:]
-    data = dask.array.from_array(source, chunks=chunks, asarray=True, fancy=False)
-    moved = xr.DataArray(data, dims=var.dims, coords=var.coords, attrs=dict(var.attrs))
+    # xarray's own lazy indexing (not dask: a Dask client left registered would take the reads)
+    data = indexing.LazilyIndexedArray(source)
+    moved = xr.DataArray(xr.Variable(var.dims, data), coords=var.coords, attrs=dict(var.attrs))
     followed = ds.assign({DATASET: moved})
     followed.set_close(ds.close)  # closing it closes the file, as closing `ds` would
     return followed
 
 
-class _StatesFolder:
+def _states_folder_base():
+    from xarray.backends import BackendArray
+
+    return BackendArray
+
+
+class _StatesFolder(_states_folder_base()):
     """The `trajectory` array of a sweep (sweep axes, then run, time, state) read from the point
     files of `folder` directly; a point without its file reads as NaN, as in the virtual dataset."""
 
     def __init__(self, folder: Path, shape: tuple[int, ...], axes: int):
         self.folder, self.shape, self.axes = folder, tuple(shape), axes
-        self.dtype, self.ndim = np.dtype("f8"), len(shape)
+        self.dtype = np.dtype("f8")
 
     def __getitem__(self, key):
+        from xarray.core import indexing
+
+        return indexing.explicit_indexing_adapter(key, self.shape,
+                                                  indexing.IndexingSupport.BASIC, self._basic)
+
+    def _basic(self, key):
         key = key if isinstance(key, tuple) else (key,)
-        key = key + (slice(None),) * (self.ndim - len(key))
+        ndim = len(self.shape)
+        key = key + (slice(None),) * (ndim - len(key))
+        if any(isinstance(k, (int, np.integer)) for k in key[:self.axes]):  # an index: a slice
+            picked = tuple(slice(int(k), int(k) + 1) if isinstance(k, (int, np.integer)) else k
+                           for k in key[:self.axes])
+            block = self._basic(picked + key[self.axes:])
+            return block.reshape([n for k, n in zip(key[:self.axes], block.shape)
+                                  if not isinstance(k, (int, np.integer))] + list(block.shape[self.axes:]))
         ranges = [range(*k.indices(n)) for k, n in zip(key[:self.axes], self.shape[:self.axes])]
         own = key[self.axes:]
         sweep_shape = self.shape[:self.axes]
