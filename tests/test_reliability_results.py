@@ -304,7 +304,7 @@ def test_the_size_guard_and_the_dry_run_count_the_saved_states(small_scenario, t
 
 def _start(scenario: Path, out: Path, *extra: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "dyn", "run", str(scenario), "--out", str(out), "--no-progress",
-           "--set", "ensemble.runs=64", "--set", "params.n=16",
+           "--set", "ensemble.runs=1024", "--set", "params.n=16",
            "--set", "sweep.beta=[0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]", *extra]
     return subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "DYN_COMPILE_JOBS": "1"})
@@ -328,8 +328,8 @@ def test_sigterm_and_sighup_stop_a_run_like_ctrl_c(small_scenario, tmp_path, sig
     line, release the lock, exit 128 + the signal, and the same command resumes."""
     out = tmp_path / "o.h5"
     code, err = _interrupt(small_scenario, out, signum, 2.5)
-    if code == 0:  # finished before the signal came (a very fast machine): nothing to check
-        pytest.skip("the run finished before the signal")
+    if code == 0 or (code == -signum and "wrote" in err):  # finished before the signal came
+        pytest.skip("the run finished before the signal (a fast machine): nothing to check")
     assert code == status, err
     lines = [line for line in err.splitlines() if line.startswith("dyn:")]
     assert lines == [f"dyn: interrupted ({signal.Signals(signum).name}); run the same command "
@@ -350,7 +350,7 @@ def test_every_sigint_at_a_random_moment_gives_exit_130(small_scenario, tmp_path
         out = tmp_path / f"o{k}.h5"
         code, err = _interrupt(small_scenario, out, signal.SIGINT, rng.uniform(0.2, 4.0))
         codes.append(code)
-        assert code in (130, 0), err
+        assert code in (130, 0) or (code == -signal.SIGINT and "wrote" in err), err
         if code == 130:
             assert not store.lock_path(out).exists()
     assert 130 in codes
