@@ -54,6 +54,15 @@ def trim(path: Path) -> None:
             f.truncate(end)
 
 
+def file_kind(mode: int) -> str:
+    """What a file of this st_mode is, in words, for refusing what is not a regular file."""
+    import stat
+
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a plain file")
+
+
 def no_space(path: Path, what: str) -> OSError:
     """The OSError a writer raises when its reservation does not fit."""
     return OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (reserving {what})")

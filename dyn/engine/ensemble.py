@@ -309,6 +309,7 @@ def nonfinite_outputs(values: dict[str, np.ndarray], declared: list[Output], run
         derived |= {part.name for part in parts[1:]}
         if out.nan_means or out.role == REFERENCE:
             allowed.update({part.name: out.name for part in parts})
+    own = {out.name for out in declared}
     found = []
     for name, v in values.items():
         if name in diagnostics or np.isfinite(v).all():
@@ -316,10 +317,10 @@ def nonfinite_outputs(values: dict[str, np.ndarray], declared: list[Output], run
         nan = np.isnan(v)
         if np.isinf(v).any():
             found.append(name)
-        elif name in allowed and (allowed[name] == name or name not in values
+        elif name in allowed and (allowed[name] == name or allowed[name] not in values
                                   or np.array_equal(nan, nan & np.isnan(values[allowed[name]]))):
             continue
-        elif runs < 2 and (name in derived or name not in {o.name for o in declared}):
+        elif runs < 2 and (name in derived or name not in own):
             continue
         else:
             found.append(name)

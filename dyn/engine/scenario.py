@@ -220,6 +220,8 @@ def read_file(path: str | Path) -> dict:
     import os
     import stat
 
+    from .disk import file_kind
+
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -230,10 +232,8 @@ def read_file(path: str | Path) -> dict:
     try:
         mode, size = (info := os.fstat(fd)).st_mode, info.st_size
         if not stat.S_ISREG(mode):
-            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
-                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                    else "a socket" if stat.S_ISSOCK(mode) else "not a plain file")
-            raise ScenarioError("", f"scenario file {path} is not a regular file ({kind}): "
+            raise ScenarioError("", f"scenario file {path} is not a regular file "
+                                f"({file_kind(mode)}): "
                                 "give a TOML file")
         if size > MAX_SCENARIO_BYTES:
             raise ScenarioError("", f"scenario file {path} is larger than "

@@ -46,6 +46,7 @@ import os
 import struct
 import tomllib
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,7 +61,7 @@ from ..core.contract import (DIVERGED, FAILED, NAN_MEANS_ATTR, OK, PENDING, REFE
                              STATUS_NAMES, PointResult)
 from ..core.errors import OutputError, ScenarioError
 from . import provenance, trajectories
-from .disk import free_bytes, reserve, trim
+from .disk import file_kind, free_bytes, reserve, trim
 from .ensemble import coords as system_coords
 from .ensemble import error_budget, file_outputs, references
 
@@ -251,11 +252,8 @@ def check_sweep_file(path: str | Path) -> None:
     except (OSError, ValueError) as exc:
         raise ScenarioError("", f"cannot read {path}: {exc}") from None
     if not stat.S_ISREG(mode):
-        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                else "a socket" if stat.S_ISSOCK(mode) else "not a plain file")
-        raise ScenarioError("", f"{path} is not a regular file ({kind}): give a sweep file "
-                            "that `dyn run` wrote")
+        raise ScenarioError("", f"{path} is not a regular file ({file_kind(mode)}): give a "
+                            "sweep file that `dyn run` wrote")
     try:
         with h5py.File(path, "r", locking=False) as f:
             made_by_dyn = ("scenario" in f.attrs and "scenario_hash" in f.attrs
@@ -449,11 +447,6 @@ def replaceable(path: Path, scenario: "Scenario") -> str | None:
     return f"it is damaged ({problem})" if problem else None
 
 
-def read_status(path: Path, scenario: "Scenario") -> np.ndarray:
-    """Flat status array of an existing file, after checking it holds this scenario."""
-    return read_verified(path, scenario).statuses
-
-
 @dataclass(frozen=True)
 class Verified:
     """What a resume may keep of an existing file: `statuses`, with every done point whose
@@ -480,19 +473,17 @@ def read_verified(path: Path, scenario: "Scenario") -> Verified:
                 raise OutputError("--out", f"{path} is damaged or was made by another version of "
                                   f"dyn ({problem}); add --overwrite to compute it again")
             statuses = np.asarray(f[STATUS][...]).reshape(-1).copy()
-            done = statuses != PENDING
-            known = np.isin(statuses, (PENDING, OK, DIVERGED, FAILED))
-            sums = _point_checksums(f, scenario, np.flatnonzero(done & known))
-            stored_sums = np.asarray(f[CHECKSUM][...]).reshape(-1)
-            kept = done & known & (statuses != FAILED)
-            damaged = np.flatnonzero((done & ~known) | (kept & (sums != stored_sums)))
-            statuses[damaged] = PENDING
+            unknown = ~np.isin(statuses, (PENDING, OK, DIVERGED, FAILED))
+            kept = (statuses == OK) | (statuses == DIVERGED)  # failed points are redone anyway
             texts = np.asarray(f[VERSIONS][...]).reshape(-1)
+            sums = _point_checksums(f, scenario, np.flatnonzero(kept), statuses, texts)
+            stored_sums = np.asarray(f[CHECKSUM][...]).reshape(-1)
+            damaged = np.flatnonzero(unknown | (kept & (sums != stored_sums)))
+            statuses[damaged] = PENDING
             kept &= statuses != PENDING
-            versions: dict[str, int] = {}
-            for text in texts[kept]:
-                key = _text(text)
-                versions[key] = versions.get(key, 0) + 1
+            versions = dict(Counter(_text(text) for text in texts[kept]))
+    except OutputError:
+        raise
     except DAMAGE as exc:
         raise OutputError("--out", f"cannot read existing output {path}: "
                           f"{str(exc).strip() or type(exc).__name__}; delete it or choose "
@@ -569,7 +560,8 @@ def _same_values(stored: np.ndarray, values) -> bool:
         return False
 
 
-def _point_checksums(f: h5py.File, scenario: "Scenario", points: np.ndarray) -> np.ndarray:
+def _point_checksums(f: h5py.File, scenario: "Scenario", points: np.ndarray,
+                     statuses: np.ndarray, versions: np.ndarray) -> np.ndarray:
     """CRC-32 of each listed point as stored (values in file order, message, versions, status),
     the sum `Writer.write` recorded; 0 for the others. One variable in memory at a time."""
     count = scenario.count
@@ -579,13 +571,10 @@ def _point_checksums(f: h5py.File, scenario: "Scenario", points: np.ndarray) -> 
         data = np.asarray(f[name][...], dtype=np.float64).reshape(count, -1)
         for i in points:
             sums[i] = zlib.crc32(data[i].tobytes(), sums[i])
-    tails = [np.asarray(f[MESSAGE][...]).reshape(-1), np.asarray(f[VERSIONS][...]).reshape(-1),
-             np.asarray(f[STATUS][...]).reshape(-1)]
+    messages = np.asarray(f[MESSAGE][...]).reshape(-1)
     for i in points:
-        crc = int(sums[i])
-        for tail in tails[:2]:
-            crc = zlib.crc32(bytes(tail[i]), crc)
-        sums[i] = zlib.crc32(np.int8(tails[2][i]).tobytes(), crc)
+        crc = zlib.crc32(bytes(versions[i]), zlib.crc32(bytes(messages[i]), int(sums[i])))
+        sums[i] = zlib.crc32(np.int8(statuses[i]).tobytes(), crc)
     return sums
 
 

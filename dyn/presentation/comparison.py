@@ -202,17 +202,11 @@ def _standard_error(result: xr.Dataset, label: tuple) -> np.ndarray:
 
 def plot(result: xr.Dataset, against: str, out: str | Path, style: str = "default") -> Path:
     """Strong error against `against` on log-log axes (see :func:`figure`), saved to `out`."""
-    import matplotlib.pyplot as plt
-
-    from .styles import check_suffix, styled
+    from .styles import check_suffix, save, styled
 
     out = check_suffix(Path(out))
     with styled(style) as look:
-        fig = figure(result, against, style)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=look.dpi)
-    plt.close(fig)
-    return out
+        return save(figure(result, against, style), out, look.dpi)
 
 
 def figure(result: xr.Dataset, against: str, style: str = "default"):

@@ -70,7 +70,7 @@ from .analysis import open as open_dataset
 from . import profiles
 from .marks import slope_lines
 from .mixture import SPLIT, split_points
-from .styles import MARK_STYLES, NO_VALUE, output_path, styled
+from .styles import MARK_STYLES, NO_VALUE, output_path, save, styled
 from .words import (axis_label, chars_in, error_legend, figure_legend, fit_height, settings,
                     value_text, wrap_text)
 
@@ -111,16 +111,10 @@ def plot(path: str | Path, out: str | Path | None = None, var: str | None = None
          style: str = "default") -> Path:
     """Draw `var` of the sweep file at `path` (default: a PNG beside the file; see
     :func:`output_path` for the paper style)."""
-    import matplotlib.pyplot as plt
-
     path = Path(path)
     out = output_path(path, out, style)
     with styled(style) as look:
-        fig = figure(path, var, style)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=look.dpi)
-    plt.close(fig)
-    return out
+        return save(figure(path, var, style), out, look.dpi)
 
 
 def figure(path: str | Path, var: str | None = None, style: str = "default"):

@@ -90,6 +90,16 @@ def styled(style: str = "default"):
         yield LOOKS[style]
 
 
+def save(fig, out: Path, dpi: float) -> Path:
+    """Write `fig` to `out` (its folder made first) and close it."""
+    import matplotlib.pyplot as plt
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return out
+
+
 def output_path(path: str | Path, out: str | Path | None, style: str = "default") -> Path:
     """Where `dyn plot` writes: `out`, or beside the file (PNG; with --style paper PDF, and an
     `out` without a suffix gets .pdf). The paper style writes vector files only."""

@@ -113,13 +113,13 @@ from numba import types
 from integrators.arrays import copy1, copy2
 from integrators.jit import njit
 from integrators.numba_abi import NJIT
-from integrators.sde_rng import STREAMS, fill_normals, member_streams
+from integrators.sde_rng import STREAMS, member_streams
 from integrators.threads import over_members
 
 from ..core.layout import block
 from .params import LAYOUT
 from .sde import BETA, DIM, NOISE, SIGMA, VBAR, VBAR_AT
-from .transformer import _tokens
+from .transformer import _tokens, layer_matrix
 
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT2 = 1.0 / _SQRT2
@@ -163,25 +163,7 @@ def _tangent_network(x0, v0, depth, h, p, streams, increments, save_every, growt
         growth[e, 0] = 0.0
         k = 0
         while k < depth:
-            if given:
-                for r in range(d):
-                    for q in range(d):
-                        g[r, q] = c * increments[e, k, r, q]
-            else:
-                fill_normals(s, g_flat)
-                for r in range(d * d):
-                    g_flat[r] *= c * sq
-            if goe:  # sqrt(h) G_k = (sigma/sqrt d)(dB + dB^T)/sqrt 2
-                for r in range(d):
-                    g[r, r] *= _SQRT2
-                    for q in range(r + 1, d):
-                        sym = (g[r, q] + g[q, r]) * _INV_SQRT2
-                        g[r, q] = sym
-                        g[q, r] = sym
-            if matrix:
-                for r in range(d):
-                    for q in range(d):
-                        g[r, q] += h * Vbar[r * d + q]
+            layer_matrix(g, g_flat, s, increments, e, k, given, c, sq, goe, matrix, Vbar, h)
             for i in range(n):  # m_i, dm_i: the softmax weights of row i and their derivative
                 top = -np.inf
                 for j in range(n):

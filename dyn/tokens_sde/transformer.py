@@ -32,7 +32,7 @@ from numba import types
 from integrators.arrays import copy1, copy2
 from integrators.jit import njit
 from integrators.numba_abi import NJIT
-from integrators.sde_rng import STREAMS, fill_normals, member_streams
+from integrators.sde_rng import STREAM, STREAMS, fill_normals, member_streams
 from integrators.threads import over_members
 
 from ..core.layout import block
@@ -44,6 +44,38 @@ _SQRT2 = math.sqrt(2.0)
 _INV_SQRT2 = 1.0 / _SQRT2
 _F3 = types.float64[:, :, ::1]
 _F4 = types.float64[:, :, :, ::1]
+
+_LAYER_SIG = types.void(types.float64[:, ::1], types.float64[::1], STREAM, _F4, types.int64,
+                        types.int64, types.boolean, types.float64, types.float64, types.boolean,
+                        types.boolean, types.float64[::1], types.float64)
+
+
+@njit(_LAYER_SIG, **NJIT)
+def layer_matrix(g, g_flat, s, increments, e, k, given, c, sq, goe, matrix, Vbar, h):
+    """g <- layer k's matrix sqrt(h) G_k (+ h Vbar) of member e (g_flat: g's flat view): from
+    the given increments (c times them), else from the member's stream s (c sq times normals),
+    made symmetric for GOE noise ((dB + dB^T)/sqrt 2)."""
+    d = g.shape[0]
+    if given:
+        for r in range(d):
+            for q in range(d):
+                g[r, q] = c * increments[e, k, r, q]
+    else:
+        fill_normals(s, g_flat)
+        for r in range(d * d):
+            g_flat[r] *= c * sq
+    if goe:
+        for r in range(d):
+            g[r, r] *= _SQRT2
+            for q in range(r + 1, d):
+                sym = (g[r, q] + g[q, r]) * _INV_SQRT2
+                g[r, q] = sym
+                g[q, r] = sym
+    if matrix:
+        for r in range(d):
+            for q in range(d):
+                g[r, q] += h * Vbar[r * d + q]
+
 
 _FULL_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS, _F4,
                        types.float64, types.float64, types.int64, types.int64, _F4,
@@ -96,25 +128,7 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, w
         copy2(out[e, 0], z)
         k = 0
         while k < depth:
-            if given:
-                for r in range(d):
-                    for q in range(d):
-                        g[r, q] = c * increments[e, k, r, q]
-            else:
-                fill_normals(s, g_flat)
-                for r in range(d * d):
-                    g_flat[r] *= c * sq
-            if goe:  # sqrt(h) G_k = (sigma/sqrt d)(dB + dB^T)/sqrt 2
-                for r in range(d):
-                    g[r, r] *= _SQRT2
-                    for q in range(r + 1, d):
-                        sym = (g[r, q] + g[q, r]) * _INV_SQRT2
-                        g[r, q] = sym
-                        g[q, r] = sym
-            if matrix:
-                for r in range(d):
-                    for q in range(d):
-                        g[r, q] += h * Vbar[r * d + q]
+            layer_matrix(g, g_flat, s, increments, e, k, given, c, sq, goe, matrix, Vbar, h)
             mf.mean_field(z, beta, False, z, True, z, True, m, w)  # softmax, M = V = I
             for i in range(n):
                 nrm = 0.0
