@@ -156,7 +156,8 @@ class Worker:
         self.process = None
 
     def _start(self) -> None:
-        env = dict(os.environ, NUMBA_NUM_THREADS="1", MPLBACKEND="Agg")
+        env = dict(os.environ, NUMBA_NUM_THREADS="1", MPLBACKEND="Agg",
+                   DYN_FUZZ_PARENT=str(os.getpid()))
         self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                         text=True, env=env, cwd=Path(__file__).parent)
@@ -356,16 +357,14 @@ if __name__ != "__main__":
         _readers_succeed_or_refuse_in_one_line, READ_EXAMPLES)
     test_damaged_files_thoroughly = pytest.mark.slow(_property(
         _readers_succeed_or_refuse_in_one_line, SLOW_EXAMPLES))
-    # The resume's verification of an existing file (dyn/engine/store.py, runner.py) is being
-    # built: some damaged files still give a traceback in store.read_verified (an h5py KeyError or
-    # RuntimeError on the root's attributes), end with 3 leaving metadata no reader can read, or
-    # hang on a global heap HDF5 loops on.
-    RESUME_PENDING = pytest.mark.xfail(strict=False, reason="resume verification of damaged "
-                                       "files in progress (dyn/engine/store.py, runner.py)")
-    test_damaged_files_are_resumed_or_refused = RESUME_PENDING(_property(
-        _resume_refuses_or_computes, RESUME_EXAMPLES))
-    test_damaged_files_resumed_thoroughly = RESUME_PENDING(pytest.mark.slow(_property(
-        _resume_refuses_or_computes, SLOW_EXAMPLES)))
+    test_damaged_files_are_resumed_or_refused = _property(_resume_refuses_or_computes,
+                                                          RESUME_EXAMPLES)
+    test_damaged_files_resumed_thoroughly = pytest.mark.slow(_property(
+        _resume_refuses_or_computes, SLOW_EXAMPLES))
 else:
+    from integrators.lifetime import die_with
+
+    # a worker busy with a request when pytest is killed would run on: it dies with pytest
+    die_with(int(os.environ["DYN_FUZZ_PARENT"]))
     with contextlib.suppress(KeyboardInterrupt):
         _serve()

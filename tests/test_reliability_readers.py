@@ -134,6 +134,12 @@ def test_a_global_heap_that_would_make_hdf5_loop_is_one_line(files, tmp_path, ca
         assert "global heap" in line, line
     with pytest.raises(ScenarioError, match="global heap"):
         dyn.open(path)
+    scenario = tmp_path / "small.toml"  # a resume into it verifies the file: refused the same way
+    scenario.write_text(SMALL_SCENARIO)
+    sets = [arg for value in STATES for arg in ("--set", value)]
+    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(scenario), "--out", str(path),
+                           "--no-progress", *sets], capture_output=True, text=True, timeout=120)
+    assert "global heap" in _one_line(done.returncode, done.stderr.splitlines()[-1])
 
 
 def test_dimensions_that_are_not_the_layout_are_one_line(files, tmp_path, capsys):

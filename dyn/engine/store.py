@@ -461,6 +461,12 @@ class Verified:
 def read_verified(path: Path, scenario: "Scenario") -> Verified:
     """Open an existing sweep file for a resume: refuse another scenario's file and a file whose
     layout is damaged (one line each); check every done point's checksum."""
+    from .heaps import heap_problem
+
+    problem = heap_problem(path)  # before HDF5 reads them: it could loop for ever
+    if problem:
+        raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to compute "
+                          "it again")
     try:
         with h5py.File(path, "r", locking=False) as f:
             stored = _text(f.attrs.get("scenario_hash"))

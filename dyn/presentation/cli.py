@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="output file (default: [output] path, else outputs/NAME.h5)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override TABLE.KEY with a TOML value, e.g. --set sweep.beta=[1.0,2.0]")
-    run.add_argument("--workers", type=int, default=None, help="worker processes (default 1, or all cores with --executor process)")
+    run.add_argument("--workers", type=int, default=None,
+                     help="worker processes (default 1, or all cores with --executor process)")
     run.add_argument("--executor", choices=("serial", "process", "dask"), default=None,
                      help="serial (in-process), process (a local pool) or dask (a cluster); "
                           "default serial, or process when --workers > 1")
@@ -206,7 +207,8 @@ def _check_sweep_file(path: str) -> None:
     from ..engine.store import check_sweep_file  # a plain HDF5 file: one line, not a KeyError
 
     check_sweep_file(path)
-    from .analysis import heap_problem, probe_open  # damage on which HDF5 loops or crashes
+    from ..engine.heaps import heap_problem  # damage on which HDF5 loops or crashes
+    from .analysis import probe_open
 
     problem = heap_problem(path)
     if problem:
