@@ -139,6 +139,8 @@ class _File:
         words = {s.label for s in MARK_STYLES.values()}
         words |= {f"{k}: {e}" for k in ("bands", "error bars")
                   for e in ("one standard error", "95% Wilson interval")}
+        words |= {f"dots: {e} > 5% of the colour range"
+                  for e in ("one standard error", "half the 95% Wilson interval")}
         for v, x in self.vars.items():
             if name in str(x.get(OVER_ATTR, "")).split():
                 label = str(x.get(LABEL_ATTR) or x.get("long_name", v))
@@ -194,9 +196,13 @@ def test_every_picture_labels_axes_bars_title_and_legend(runs, name):
         else:  # curves against a sweep axis (or bars, whose ticks name the categories)
             assert x in coords or not x, x
             assert y == file.label(var), y
+    texts = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
     if not bars and var in file.errors:  # curves with errors: the legend says which
-        texts = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
         assert {f"error bars: {file.errors[var]}", f"bands: {file.errors[var]}"} & set(texts)
+    if bars and var in file.errors:  # heat maps with errors: their dots, and what they mean
+        spread = {"one standard error": "one standard error",
+                  "95% Wilson interval": "half the 95% Wilson interval"}[file.errors[var]]
+        assert f"dots: {spread} > 5% of the colour range" in texts, texts
     assert {_words(b.get_ylabel()) for b in bars} <= {file.label(var)}
     assert len(bars) in (0, len(panels))
     # one legend, the figure's, saying only what the file declares, outside every panel
@@ -209,6 +215,33 @@ def test_every_picture_labels_axes_bars_title_and_legend(runs, name):
             fig.draw_without_rendering()
             box = legend.get_window_extent()
             assert not any(box.overlaps(ax.get_window_extent()) for ax in panels)
+
+
+@pytest.mark.parametrize("clim", [None, (0.0, 2.0)])
+def test_heat_map_dots_the_cells_whose_error_exceeds_its_share_of_the_colours(clim):
+    """A dot on exactly the cells whose error exceeds 5% of the colour range: the data's range
+    (1) or the declared dyn_clim (2); none where the error is unknown (NaN)."""
+    import matplotlib.pyplot as plt
+
+    from dyn.presentation.plot import _heatmap
+
+    values = np.linspace(0.0, 1.0, 12).reshape(4, 3)  # colour range 1 from the data
+    spread = np.array([[0.01, 0.06, 0.04], [0.2, np.nan, 0.049],
+                       [0.051, 0.0, 0.11], [0.09, 0.3, 0.02]])
+    coords = {"beta": [1.0, 2.0, 3.0, 4.0], "time": [0.5, 1.0, 1.5]}
+    da = xr.DataArray(values, dims=("beta", "time"), coords=coords, name="r",
+                      attrs={"long_name": "order parameter"} | ({} if clim is None else
+                                                                {"dyn_clim": list(clim)}))
+    _, ax = plt.subplots()
+    _heatmap(ax, da, spread=xr.DataArray(spread, dims=("beta", "time"), coords=coords))
+    dots = [line for line in ax.lines if line.get_marker() == "."]
+    span = 1.0 if clim is None else clim[1] - clim[0]
+    with np.errstate(invalid="ignore"):
+        i, j = np.nonzero(spread > 0.05 * span)
+    expected = sorted(zip(np.asarray(coords["beta"])[i], np.asarray(coords["time"])[j]))
+    drawn = sorted((x, y) for line in dots for x, y in zip(line.get_xdata(), line.get_ydata()))
+    assert len(expected) == (6 if clim is None else 3)
+    assert drawn == expected, (drawn, expected)
 
 
 def test_paper_style_writes_vector_files_for_one_column(runs, tmp_path, capsys):

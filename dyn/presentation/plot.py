@@ -24,7 +24,10 @@ window is not stationary by the cap or the step error exceeds the Monte Carlo er
 average whose runs split between states (:mod:`dyn.presentation.mixture`) gets a marker of its
 own. Curves (and bars) of a variable X get its Monte Carlo error: one standard error where the file
 holds X_se, the 95% Wilson interval where it holds X_lo and X_hi; as bars, or as a band on
-curves of more than BAND_POINTS points; the legend says which.
+curves of more than BAND_POINTS points; the legend says which. Heat maps show it as dots: a dot
+on every cell whose error (the standard error, or half the Wilson interval) exceeds
+`words.ERROR_SHARE` of the panel's colour range (its colour is not to be read closer
+than that); the legend says so whenever the file holds the error, dots drawn or not.
 
 Everything else drawn is declared in the file, never coded per system (the attributes of
 :class:`dyn.core.contract.Draw`): variables whose `dyn_over` names the drawn one (the system's
@@ -71,8 +74,8 @@ from . import profiles
 from .marks import slope_lines
 from .mixture import SPLIT, split_points
 from .styles import MARK_STYLES, NO_VALUE, output_path, save, styled
-from .words import (axis_label, chars_in, error_legend, figure_legend, fit_height, settings,
-                    value_text, wrap_text)
+from .words import (DOT, ERROR_SHARE, axis_label, chars_in, error_legend, figure_legend,
+                    fit_height, settings, value_text, wrap_text)
 
 MAX_PANELS = 12
 MAX_CURVES = 12
@@ -164,7 +167,10 @@ def figure(path: str | Path, var: str | None = None, style: str = "default"):
             panel_bounds = None if bounds is None else tuple(
                 b.sel({k: v for k, v in selection.items() if k in b.dims}) for b in bounds[:2])
             if len(field_dims) == 2:
-                cells = _heatmap(ax, sub.transpose(*field_dims), marks, bar_chars)
+                spread = None if panel_bounds is None else (panel_bounds[1] - panel_bounds[0]) / 2
+                cells = _heatmap(ax, sub.transpose(*field_dims), marks, bar_chars, spread)
+                if spread is not None and np.isfinite(spread.values).any():
+                    errors.add("dots")  # the legend says what the dots are, drawn or not
                 _over_heatmap(ax, ds, over, selection, cells)
             elif len(field_dims) == 1:
                 errors |= _curves(ax, sub, field_dims[0], marks, panel_bounds)
@@ -402,11 +408,15 @@ def _combinations(da, dims: list[str]) -> list[dict]:
             itertools.product(*(da[d].values.tolist() for d in dims))] or [{}]
 
 
-def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS) -> dict:
+def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=None) -> dict:
     """Cells centred on the sweep values (geometric mid-points on log axes); `marks`: reason ->
     a boolean array over some of the dims, True where a cell is hatched for that reason; a "+"
-    on cells above the variable's dyn_mark_above. Returns {dim: (values, cell edges)}."""
+    on cells above the variable's dyn_mark_above; `spread`, the Monte Carlo error of each cell
+    (over some of the dims): a dot where it exceeds ERROR_SHARE of the colour range. Returns
+    {dim: (values, cell edges)}."""
     marks = dict(marks or {})
+    if spread is not None:
+        marks[_SPREAD] = spread
     xdim, ydim = da.dims
     xs, ys = _scale(da[xdim].values), _scale(da[ydim].values)
     for dim, scale in ((xdim, xs), (ydim, ys)):
@@ -424,6 +434,12 @@ def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS) -> dict:
     ax.figure.colorbar(mesh, ax=ax, label=wrap_text(axis_label(da), min(label_chars, MAX_COLORBAR_CHARS)))
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
+    spread = marks.pop(_SPREAD, None)
+    if spread is not None:
+        low, high = mesh.norm.vmin, mesh.norm.vmax  # None where no cell holds a value
+        if low is not None and high is not None:
+            _dot_cells(ax, x.values, y.values,
+                       spread.broadcast_like(da).transpose(xdim, ydim).values, high - low)
     for reason, m in marks.items():
         hit = m.broadcast_like(da).transpose(xdim, ydim).values
         _hatch_cells(ax, xe, ye, hit, reason)
@@ -433,6 +449,19 @@ def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS) -> dict:
         ax.plot(x.values[i], y.values[j], "+", color="white", ms=6, mew=1.2,
                 label=f"{da.name} > {float(above):g}")
     return {xdim: (x.values.astype(float), xe), ydim: (y.values.astype(float), ye)}
+
+
+_SPREAD = "spread"  # _heatmap: the cells' errors travel (and are cut to a log axis) with the marks
+
+
+def _dot_cells(ax, x, y, spread, span: float) -> None:
+    """A dot at the centre of each cell whose error `spread` exceeds ERROR_SHARE of the colour
+    range `span` (NaN, no error yet: no dot)."""
+    with np.errstate(invalid="ignore"):
+        hit = np.asarray(spread, dtype=float) > ERROR_SHARE * span
+    i, j = np.nonzero(hit)
+    if i.size:
+        ax.plot(x[i], y[j], zorder=3, **DOT)
 
 
 def _hatch_cells(ax, xe, ye, hit, reason: str) -> bool:

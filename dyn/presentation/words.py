@@ -17,11 +17,19 @@ CHAR_WIDTH = 0.55  # a character's mean width in units of the font size (to wrap
 MAX_SETTINGS = 8  # fixed parameters named under a title
 
 
+ERROR_SHARE = 0.05  # heat maps: a cell is dotted where its error exceeds this share of the colours
+DOT = dict(marker=".", ls="none", color="black", mec="white", mew=0.4, ms=5)  # how it is dotted
+
+
 def error_legend(kind: str, words: str):
-    """A legend entry saying what the error bars (or bands) are."""
+    """A legend entry saying what the error bars (or bands, or a heat map's dots) are; `words`
+    names the error ("one standard error", "95% Wilson interval")."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    if kind == "dots":  # a heat map's cells whose error is large on its colour scale
+        spread = words if words == "one standard error" else f"half the {words}"
+        return Line2D([], [], **DOT), f"dots: {spread} > {ERROR_SHARE:.0%} of the colour range"
     if kind == "band":
         return Patch(facecolor="0.5", alpha=0.3, lw=0), f"bands: {words}"
     return Line2D([], [], color="0.3", marker="|", ls="none", ms=8, mew=1.0), f"error bars: {words}"
