@@ -77,11 +77,11 @@ With the moments C_k = sum_j e^{i k theta_j}:
     F_i = sum_{k=1}^K b_k Im(e^{-ik theta_i} C_k)
 
 up to the terms k > K. Coefficients are kept
-scaled by e^{-|beta|} (:func:`dyn.noisy.kernel.circle_coefficients`). With T_K = the tail bound
-sum_{|k|>K} |I_k| e^{-|beta|} of :mod:`dyn.noisy.kernel`, the dropped terms change F_i and G_i by at
-most n T_{K-1} (scaled), and G_i >= n e^{-2|beta|} (scaled), so the drift moves by at most
-2 e^{2|beta|} T_{K-1} (SA, |theta'| <= 1; less for USA): K is the least order keeping that below
-`tol` (:func:`fourier_order_for`).
+scaled by e^{-|beta|} (:func:`dyn.numerics.bessel.circle_coefficients`). With T_K = the tail bound
+sum_{|k|>K} |I_k| e^{-|beta|} of :mod:`dyn.numerics.bessel`, the dropped terms change F_i and
+G_i by at most n T_{K-1} (scaled), and G_i >= n e^{-2|beta|} (scaled), so the drift moves by at
+most 2 e^{2|beta|} T_{K-1} (SA, |theta'| <= 1; less for USA): K is the least order keeping that
+below `tol` (:func:`fourier_order_for`).
 
 The vector (:data:`LAYOUT`): beta, usa, then the block `coef` = (a_0..a_K, b_1..b_K) scaled by
 e^{-|beta|}, empty for the direct O(n^2) sum. The state of one member is (n, 1): the angles.
@@ -99,6 +99,7 @@ from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT
 
 from ..core.dynamics import Dynamics, register
 from ..core.layout import Layout, block
+from ..numerics.bessel import circle_coefficients, fourier_order
 
 LAYOUT = Layout("attention_circle", scalars=("beta", "usa"), blocks={"coef": ("C",)})
 BETA, USA = LAYOUT.index("beta"), LAYOUT.index("usa")
@@ -116,8 +117,6 @@ RATE_FLOOR = 1e-8  # a linear rate above -RATE_FLOOR is not counted as stable (r
 def fourier_order_for(beta: float, tol: float) -> int:
     """Least K >= 1 with 2 e^{2|beta|} T_{K-1} <= tol (module doc): the truncated drift is
     within `tol` of the exact one (SA; USA closer)."""
-    from ..noisy.kernel import fourier_order
-
     return fourier_order(beta, tol * math.exp(-2.0 * abs(beta)) / 2.0) + 1
 
 
@@ -134,8 +133,6 @@ def pack_circle(beta: float, normalization: str = "SA", kernel: str = "direct",
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     coef = np.zeros(0)
     if kernel == "fourier":
-        from ..noisy.kernel import circle_coefficients
-
         K = fourier_order_for(beta, tol)
         scaled = circle_coefficients(beta, K + 1)  # I_k(beta) e^{-|beta|}, k = 0..K+1
         b = scaled[:K] - scaled[2:K + 2]  # b_k = I_{k-1} - I_{k+1}, k = 1..K

@@ -164,8 +164,11 @@ import math
 
 import numpy as np
 
+from ..numerics.bessel import circle_coefficients
+from ..numerics.mode_rates import growth_rates
+
 PLATEAU_RATIO = 3.0  # a stretch must hold its count over this factor in time to be a plateau
-THEORY_MAX_BETA = 700.0  # dyn.noisy.theory's rates need I_0(beta) < 1e308 (beta < ~709)
+THEORY_MAX_BETA = 700.0  # dyn.numerics.mode_rates' rates need I_0(beta) < 1e308 (beta < ~709)
 MODE_MARGIN = 10  # modes searched beyond 3 sqrt(2 beta) (k* ~ sqrt(2 beta - 1/3))
 
 
@@ -178,13 +181,12 @@ def _betas(beta) -> np.ndarray:
 
 def most_unstable_mode(beta, normalization: str = "SA"):
     """k*(beta) = argmax_{k >= 1} lambda_k, the fastest-growing Fourier mode of the uniform law
-    on the circle at sigma = 0 (rates from :func:`dyn.noisy.theory.growth_rates`; module doc).
-    Past THEORY_MAX_BETA (where they overflow: a_0 = I_0(beta) > 1e308), the same argmax from the
-    scaled coefficients k^2 I_k(beta) e^{-beta} (:func:`dyn.noisy.kernel.circle_coefficients`;
-    lambda_k is that times e^beta / (beta D_0), the same for every k). NaN for beta <= 0 (no
-    clustering instability to follow). Scalar or array, as beta."""
-    from ..noisy import kernel, theory
-
+    on the circle at sigma = 0 (rates from :func:`dyn.numerics.mode_rates.growth_rates`; module
+    doc). Past THEORY_MAX_BETA (where they overflow: a_0 = I_0(beta) > 1e308), the same argmax
+    from the scaled coefficients k^2 I_k(beta) e^{-beta}
+    (:func:`dyn.numerics.bessel.circle_coefficients`; lambda_k is that times e^beta / (beta D_0),
+    the same for every k). NaN for beta <= 0 (no clustering instability to follow). Scalar or
+    array, as beta."""
     b = _betas(beta)
     out = np.full(b.shape, np.nan)
     flat = out.reshape(-1)
@@ -194,9 +196,9 @@ def most_unstable_mode(beta, normalization: str = "SA"):
         top = int(3 * math.sqrt(2 * x)) + MODE_MARGIN
         k = np.arange(1, top + 1)
         if x <= THEORY_MAX_BETA:
-            rates = theory.growth_rates(float(x), 0.0, 2, normalization, k)
+            rates = growth_rates(float(x), 0.0, 2, normalization, k)
         else:
-            rates = k * k * kernel.circle_coefficients(float(x), top)[1:]
+            rates = k * k * circle_coefficients(float(x), top)[1:]
         best = int(np.argmax(rates))
         if best == len(k) - 1:  # cannot happen for a unimodal k^2 I_k; a guard, not a branch
             raise ArithmeticError(f"the fastest mode at beta = {x} is the last one searched")
@@ -320,14 +322,12 @@ LINEAR_AMPLITUDE = 0.5  # the linear phase's count: the fastest mode's rms ampli
 
 def circle_rates(beta: float, modes, normalization: str = "SA") -> np.ndarray:
     """lambda_k, the growth rate of the Fourier mode k of the uniform law on the circle at
-    sigma = 0 (:func:`dyn.noisy.theory.growth_rates`: k^2 I_k(beta) / (beta D_0)); NaN past
+    sigma = 0 (:func:`dyn.numerics.mode_rates.growth_rates`: k^2 I_k(beta) / (beta D_0)); NaN past
     THEORY_MAX_BETA, where D_0 = I_0(beta) overflows."""
-    from ..noisy import theory
-
     modes = np.asarray(modes, dtype=np.int64)
     if not (math.isfinite(beta) and abs(beta) <= THEORY_MAX_BETA):
         return np.full(modes.shape, np.nan)
-    return theory.growth_rates(float(beta), 0.0, 2, normalization, modes)
+    return growth_rates(float(beta), 0.0, 2, normalization, modes)
 
 
 def linear_phase_end(beta: float, n: int, normalization: str = "SA",

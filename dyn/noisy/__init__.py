@@ -5,17 +5,22 @@ per token, its mean-field (McKean-Vlasov) limit and the phase transition of the 
 - :mod:`.params`: the fields and the two flat vectors (direct drift, Fourier drift);
 - :mod:`.sde`: the Ito SDE record with the direct O(n^2) attention drift (any d, Q, K, V);
 - :mod:`.fourier`: the O(nK) drift on the circle (Q = K = V = I) and its SDE record;
-- :mod:`.kernel`: Fourier / Funk-Hecke coefficients of e^{beta <x,y>} and their tail bounds;
-- :mod:`.theory`: linear growth rates around the uniform law and sigma_c(beta, d), derived;
+- :mod:`.kernel`: Fourier / Funk-Hecke coefficients of e^{beta <x,y>} and their tail bounds
+  (re-exported from :mod:`dyn.numerics.bessel`, which :mod:`dyn.attention` shares);
+- :mod:`.theory`: linear growth rates around the uniform law (computed in
+  :mod:`dyn.numerics.mode_rates`) and sigma_c(beta, d), derived;
 - :mod:`.pde`: the mean-field equation on the circle (pseudo-spectral, ETDRK4);
 - :mod:`.zonal`: the zonal mean field on S^{d-1} (Gegenbauer Galerkin, ETDRK4; the linearized
   operator; the stationary self-consistency);
 - :mod:`.branches`: stationary branches for any d (pseudo-arclength through the fold), the fold
   sigma_fold(beta, d) and beta_*(d), derived; ``circle_branch`` and ``fold`` on the circle;
+  ``clustered_r``, the stable clustered law's r at a given sigma / sigma_c;
 - :mod:`.modes`: growth rates measured from the PDE and from particles;
 - :mod:`.observables`, :mod:`.init`: order parameters, cluster counts, energy; initial laws.
 
-Names load on first use (importing the package loads no kernel).
+Names load on first use (importing the package loads no kernel). The arrow between this package
+and :mod:`dyn.attention` runs one way: noisy imports attention, never the reverse (what both
+need lives in :mod:`dyn.numerics`).
 """
 from ..core.lazy import exports
 
@@ -34,7 +39,8 @@ __getattr__, __dir__, __all__ = exports(__name__, {
     ".zonal": ("SelfConsistency", "ZonalMeanField", "gauss_nodes", "zonal_growth_rates",
                "zonal_polynomials"),
     ".branches": ("Branch", "bessel_beta_star", "beta_star", "branch", "branch_at", "branch_law",
-                  "circle_branch", "fold", "landau_coefficient", "sigma_fold", "stationary_law"),
+                  "circle_branch", "clustered_r", "fold", "landau_coefficient", "sigma_fold",
+                  "stationary_law"),
     ".modes": ("particle_growth_rates", "pde_growth_rates", "windows"),
     ".observables": ("circle_clusters", "circle_modes", "circle_moments", "clusters",
                      "interaction_energy", "order_parameter", "window_mean"),

@@ -26,6 +26,9 @@ component brackets it; then brentq on r -> dp/dm_1(r), computed at the natural s
 the implicit function theorem (J_{(m_2..m_K, p)} z = -J_{m_1}, exact Jacobian), locates it to
 rounding: sigma_fold is accurate to ~1e-14 relative (the maximum is flat in r).
 
+**At a given noise.** :func:`clustered_r` is the r of the stable clustered law at
+sigma = ratio x sigma_c (the `r_mean_field` reference of the system noisy_attention).
+
 **Landau expansion (third order) and beta_*.** Let h = (h_l) be the coefficients of the
 exponent, rho ∝ exp(sum_l h_l P_l(u)), and Z(h) = E e^{sum h_l P_l}; then m_l = d log Z / d h_l.
 Keep h_1 = O(eps), h_2 = O(eps^2) (higher h_l only enter at O(eps^4)); with X = h_1 P_1 + h_2 P_2,
@@ -87,8 +90,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernel import SCALED_FROM, _dimension, bessel_ratios, funk_hecke
-from .theory import _normalization
+from ..numerics.bessel import SCALED_FROM, _dimension, bessel_ratios, funk_hecke
+from ..numerics.mode_rates import _normalization
 from .zonal import SelfConsistency, _beta
 
 R_START = 1e-3  # the first point of the arclength continuation
@@ -423,6 +426,57 @@ def stationary_law(beta: float, sigma: float, d: int, normalization: str = "USA"
     if found is None:
         raise RuntimeError(f"Newton failed at sigma = {sigma}")
     return tracer.sc.moments(found[0], found[1], degree)
+
+
+_traced = branch  # clustered_r's argument `branch` (a branch already traced) hides the function
+
+
+def clustered_r(beta: float, d: int, normalization: str, ratio: float, branch=None) -> float:
+    """r of the most clustered linearly stable stationary law on the clustered branch at
+    sigma = ratio x sigma_c(beta, d): 0 where the branch has none there, NaN where it lies
+    beyond the traced end (r > 0.97). `branch`: :func:`branch` (beta, d, normalization) if
+    already at hand. The crossing is bracketed between two stable points of the branch and
+    located by brentq in r, each r solved by Newton with m_1 fixed
+    (:meth:`SelfConsistency.at_r`, from the law at the bracket's lower end, reached by
+    natural continuation in r): well conditioned also just above beta_*, where the branch
+    crosses sigma_c close to its fold and Newton at fixed sigma (`stationary_law`) is not."""
+    from scipy.optimize import brentq
+
+    b = _traced(beta, d, normalization) if branch is None else branch
+    r, stable = b.r.values, b.stable.values.astype(bool)
+    p = b.sigma.values / b.attrs["sigma_critical"]
+    target = float(ratio)
+    hits = [i for i in range(1, len(p)) if stable[i] and stable[i - 1] and r[i] > 0
+            and (p[i - 1] - target) * (p[i] - target) <= 0]
+    if not hits:  # none, or beyond the traced end (r_max): unknown
+        return math.nan if stable[-1] and p[-1] > target else 0.0
+    i = hits[-1]
+    lo, hi = float(r[i - 1]), float(r[i])
+    if lo == 0.0:  # the first piece, from the uniform law at sigma_c
+        if p[i - 1] == target:
+            return 0.0
+        lo = min(1e-3, hi / 2)
+    sc = SelfConsistency(beta, d, normalization)
+    path = [(0.0, np.zeros(sc.K), 1.0)]  # (r, m, p) of the last two laws on the way to lo
+    for at in np.linspace(lo / math.ceil(lo / 0.05), lo, math.ceil(lo / 0.05)):
+        (r0, m0, p0), (r1, m1, p1) = path[0], path[-1]
+        t = (at - r1) / (r1 - r0) if len(path) == 2 else 0.0  # secant predictor
+        found = sc.at_r(at, m1 + t * (m1 - m0), p1 + t * (p1 - p0)) or sc.at_r(at, m1, p1)
+        if found is None:
+            raise RuntimeError(f"Newton failed at r = {at:g} on the branch (beta = {beta:g}, "
+                               f"d = {d})")
+        path = [path[-1], (at, found[0], found[1])]
+    _, m, q = path[-1]
+
+    def excess(at):
+        found = sc.at_r(at, m, q)
+        if found is None:
+            raise RuntimeError(f"Newton failed at r = {at:g} (beta = {beta:g}, d = {d})")
+        return found[1] - target
+
+    if excess(lo) * excess(hi) > 0:  # the bracket's ends are rounding away from the crossing
+        return lo if abs(excess(lo)) <= abs(excess(hi)) else hi
+    return float(brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14))
 
 
 # ------------------------------------------------------ the circle, as before (thin wrappers)

@@ -2,7 +2,7 @@ r"""The attention drift on the circle in O(nK) instead of O(n^2) (Q = K = V = I,
 noisy SDE record that uses it.
 
 Write token i as w_i = e^{i theta_i} (the unit complex number of row x_i) and the moments
-S_m = (1/n) sum_j w_j^m (S_{-m} = conj S_m, S_0 = 1). By Jacobi-Anger (:mod:`.kernel`),
+S_m = (1/n) sum_j w_j^m (S_{-m} = conj S_m, S_0 = 1). By Jacobi-Anger (:mod:`dyn.numerics.bessel`),
 e^{beta cos(theta_i - theta_j)} = sum_k I_k(beta) w_i^k conj(w_j)^k, so the attention sums are
 
     M_i = (1/n) sum_j e^{beta <x_i,x_j>} x_j = c_0 S_1 + sum_{l=1}^{K} c_l [ w_i^l conj(S_{l-1})
@@ -16,7 +16,7 @@ sigma^2/2 x_i of :mod:`.sde`.
 
 **Truncation.** The dropped terms are bounded by T = sum_{|k|>K} |I_k(beta)| (|w| = |S_m| = 1 at
 most), so |M_i - M_i^K| <= T and |N_i - N_i^K| <= T; K is the smallest order whose bound
-(:func:`dyn.noisy.kernel.tail_bound`) keeps the drift within ``tol`` of the exact one (scaled by
+(:func:`dyn.numerics.bessel.tail_bound`) keeps the drift within ``tol`` of the exact one (scaled by
 e^{|beta|} for USA; for SA see :func:`dyn.noisy.params.fourier_tolerance`). K grows like
 e|beta|/2 + log(1/tol): K = 18 at beta = 4, 26 at beta = 10 for tol = 1e-12.
 

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .kernel import circle_coefficients, fourier_order
+from ..numerics.bessel import circle_coefficients, fourier_order
 
 
 def _tokens(x, d: int | None = None) -> np.ndarray:

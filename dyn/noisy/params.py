@@ -27,7 +27,7 @@ from ..attention.params import FIELDS as ATTENTION_FIELDS
 from ..attention.params import pack_params
 from ..core.layout import Layout
 from ..core.schema import Field
-from .kernel import circle_coefficients, fourier_order
+from ..numerics.bessel import circle_coefficients, fourier_order
 
 DIRECT_MAX_N = 10_000  # the direct drift keeps an n x n matrix per member (0.8 GB at 10^4)
 DEFAULT_TOL = 1e-12
@@ -88,7 +88,7 @@ def attention_part(p) -> np.ndarray:
 
 
 def fourier_tolerance(beta: float, n: int, normalization: str, tol: float) -> float:
-    """Bound on the scaled kernel tail (:func:`dyn.noisy.kernel.tail_bound`) that keeps the
+    """Bound on the scaled kernel tail (:func:`dyn.numerics.bessel.tail_bound`) that keeps the
     O(nK) drift within ``tol`` of the exact one: tol for USA (error <= tol e^{|beta|}, the scale of
     the drift); for SA (|m_i| <= 1, error <= 2T/(N_i - T) for a tail T and normalizer
     N_i = (1/n) sum_j e^{beta cos(theta_i - theta_j)} >= max(e^{-|beta|}, e^{beta}/n)),

@@ -36,8 +36,8 @@ import math
 
 import numpy as np
 
-from .kernel import circle_coefficients, fourier_order, tail_bound
-from .theory import _normalization, _sigma
+from ..numerics.bessel import circle_coefficients, fourier_order, tail_bound
+from ..numerics.mode_rates import _normalization, _sigma
 
 TWO_PI = 2.0 * math.pi
 SERIES_TERMS = 24  # |z| < 1: the series' remainder is below 1/24! ~ 1.6e-24 relative

@@ -49,6 +49,11 @@ c_3 = -1/16 + K_2 / (32 - 16 K_2); at the threshold K_1 = 2, K_2 = 2 I_2/I_1. So
 supercritical (continuous transition) iff I_2(beta)/I_1(beta) < 1/2, i.e. beta < 2.4469 (USA): for
 larger beta a clustered law coexists with the stable uniform one above sigma_c (hysteresis). Any d
 and SA, the branches themselves and their folds: :mod:`.branches`.
+
+**Where the code lives.** The rates (:func:`drive`, :func:`growth_rates`) are computed in
+:mod:`dyn.numerics.mode_rates`, the kernel's coefficients in :mod:`dyn.numerics.bessel`
+(:mod:`dyn.attention` needs both), and re-exported here; sigma_c and the circle's criterion are
+this module's.
 """
 from __future__ import annotations
 
@@ -56,52 +61,10 @@ import math
 
 import numpy as np
 
-from .kernel import SCALED_FROM, funk_hecke, mean_kernel, normalized_gains
+# the rates themselves live below dyn.noisy and dyn.attention (both use them); re-exported here
+from ..numerics.mode_rates import drive, growth_rates
 
-NORMALIZATIONS = ("SA", "USA")
-
-
-def _normalization(normalization: str) -> str:
-    key = str(normalization).upper()
-    if key not in NORMALIZATIONS:
-        raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
-    return key
-
-
-def _sigma(sigma) -> float:
-    sigma = float(sigma)
-    if not (math.isfinite(sigma) and sigma >= 0):
-        raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
-    return sigma
-
-
-def drive(beta: float, d: int, normalization: str, degrees) -> np.ndarray:
-    """The drift's gain per degree, g_l = a_l/beta (USA) or a_l/(beta a_0) (SA), for degrees
-    l >= 1: lambda_l = l(l+d-2)(g_l - sigma^2/2). SA past |beta| = SCALED_FROM: the ratio
-    itself (:func:`dyn.noisy.kernel.normalized_gains`), finite for every beta, where a_l and
-    a_0 overflow together; below, a_l/beta over a_0 as always (the same bits). USA's gains
-    grow like e^{|beta|}: +inf past |beta| ~ 714, where they exceed float64."""
-    degrees = np.asarray(degrees)
-    if degrees.ndim != 1 or np.any(degrees < 1):
-        raise ValueError(f"degrees must be a 1-d array of integers >= 1, got {degrees!r}")
-    sa = _normalization(normalization) == "SA"
-    if sa and abs(float(beta)) > SCALED_FROM:
-        return normalized_gains(beta, d, degrees)
-    _, over = funk_hecke(beta, d, degrees)
-    if sa:
-        over = over / mean_kernel(beta, d)
-    return over
-
-
-def growth_rates(beta: float, sigma: float, d: int = 2, normalization: str = "USA",
-                 degrees=range(1, 7)) -> np.ndarray:
-    """lambda_l, the linear growth rate of degree l (circle: mode k) around the uniform law;
-    finite for every beta with SA, +inf with USA past |beta| ~ 714 (see :func:`drive`)."""
-    degrees = np.asarray(list(degrees) if not isinstance(degrees, np.ndarray) else degrees)
-    sigma = _sigma(sigma)
-    ll = degrees * (degrees + d - 2.0)
-    with np.errstate(over="ignore"):  # USA past |beta| ~ 714, or a huge sigma: +-inf, not a trap
-        return ll * (drive(beta, d, normalization, degrees) - sigma * sigma / 2.0)
+__all__ = ["drive", "growth_rates", "sigma_critical", "usa_circle_is_discontinuous"]
 
 
 def sigma_critical(beta, d: int = 2, normalization: str = "USA"):

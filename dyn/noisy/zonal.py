@@ -82,8 +82,9 @@ import math
 
 import numpy as np
 
-from .kernel import _dimension, funk_hecke
-from .theory import _normalization, _sigma, sigma_critical
+from ..numerics.bessel import _dimension, funk_hecke
+from ..numerics.mode_rates import _normalization, _sigma
+from .theory import sigma_critical
 
 STATIONARY_NODES = 512  # self-consistency quadrature (256..2048 agree to 3e-14 for r <= 0.99)
 KERNEL_CUT = 1e-17  # a_K / a_1 below this ends the kernel's Funk-Hecke series

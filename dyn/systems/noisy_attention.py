@@ -53,9 +53,9 @@ d, normalization), `beta_star` (USA: the Bessel root, drawn along beta); against
 `sigma_over_sigma_c` the lines at 1 (`sigma_over_sigma_c_critical`) and at the fold
 (`sigma_over_sigma_c_fold`) and the branches in units of sigma_c (over
 `sigma_over_sigma_c_branch`, per (beta, d, normalization)); at a fixed `sigma_over_sigma_c`,
-`r_mean_field`, the r of the stable clustered law there (:func:`clustered_r`; at 1 the jump of r
-at sigma_c: 0 for beta <= beta_*, positive above), over a grid of beta (`beta_mean_field`) when
-beta is swept.
+`r_mean_field`, the r of the stable clustered law there (:func:`dyn.noisy.branches.clustered_r`;
+at 1 the jump of r at sigma_c: 0 for beta <= beta_*, positive above), over a grid of beta
+(`beta_mean_field`) when beta is swept.
 """
 from __future__ import annotations
 
@@ -389,11 +389,12 @@ def _ratio_references(setup) -> list[Reference]:
 
 def _mean_field_r(setup, ratio: float, branch_of) -> list[Reference]:
     """r of the stable clustered mean-field law at sigma = ratio x sigma_c(beta, d)
-    (:func:`clustered_r`), 0 where none is (only the uniform law): at ratio 1 the jump of r at
-    sigma_c, 0 for beta <= beta_*(d). Over a grid of beta when beta is swept (`beta_mean_field`:
-    the swept values, beta_*(d) and points just above it, where the jump rises like a square
-    root), else at the fixed beta. Where ratio >= 1 and the transition is continuous (SA, or
-    USA at beta <= beta_*) the branch lies below sigma_c: 0 without tracing it."""
+    (:func:`dyn.noisy.branches.clustered_r`), 0 where none is (only the uniform law): at ratio 1
+    the jump of r at sigma_c, 0 for beta <= beta_*(d). Over a grid of beta when beta is swept
+    (`beta_mean_field`: the swept values, beta_*(d) and points just above it, where the jump
+    rises like a square root), else at the fixed beta. Where ratio >= 1 and the transition is
+    continuous (SA, or USA at beta <= beta_*) the branch lies below sigma_c: 0 without tracing
+    it."""
     dims, cases = over_axes(setup, "d", "normalization")
     coords, grid = {}, ()
     if "beta" in setup.axes:
@@ -419,8 +420,8 @@ def _mean_field_r(setup, ratio: float, branch_of) -> list[Reference]:
             if not beta > 0:
                 r[(*index, k)] = np.nan
             elif ratio < 1 or beta > star:
-                r[(*index, k)] = clustered_r(beta, d, normalization, ratio,
-                                             branch_of(beta, d, normalization))
+                r[(*index, k)] = noisy.clustered_r(beta, d, normalization, ratio,
+                                                   branch_of(beta, d, normalization))
     if not grid:
         r = r[..., 0]
     at_c = r"at $\sigma_c$ (the jump)" if ratio == 1 else rf"at $\sigma$ = {ratio:g} $\sigma_c$"
@@ -432,51 +433,10 @@ def _mean_field_r(setup, ratio: float, branch_of) -> list[Reference]:
 
 
 def clustered_r(beta: float, d: int, normalization: str, ratio: float, branch=None) -> float:
-    """r of the most clustered linearly stable stationary law on the clustered branch at
-    sigma = ratio x sigma_c(beta, d): 0 where the branch has none there, NaN where it lies
-    beyond the traced end (r > 0.97). `branch`: `dyn.noisy.branch(beta, d, normalization)` if
-    already at hand. The crossing is bracketed between two stable points of the branch and
-    located by brentq in r, each r solved by Newton with m_1 fixed
-    (`dyn.noisy.SelfConsistency.at_r`, from the law at the bracket's lower end, reached by
-    natural continuation in r): well conditioned also just above beta_*, where the branch
-    crosses sigma_c close to its fold and Newton at fixed sigma (`stationary_law`) is not."""
-    from scipy.optimize import brentq
-
-    b = noisy.branch(beta, d, normalization) if branch is None else branch
-    r, stable = b.r.values, b.stable.values.astype(bool)
-    p = b.sigma.values / b.attrs["sigma_critical"]
-    target = float(ratio)
-    hits = [i for i in range(1, len(p)) if stable[i] and stable[i - 1] and r[i] > 0
-            and (p[i - 1] - target) * (p[i] - target) <= 0]
-    if not hits:  # none, or beyond the traced end (r_max): unknown
-        return math.nan if stable[-1] and p[-1] > target else 0.0
-    i = hits[-1]
-    lo, hi = float(r[i - 1]), float(r[i])
-    if lo == 0.0:  # the first piece, from the uniform law at sigma_c
-        if p[i - 1] == target:
-            return 0.0
-        lo = min(1e-3, hi / 2)
-    sc = noisy.SelfConsistency(beta, d, normalization)
-    path = [(0.0, np.zeros(sc.K), 1.0)]  # (r, m, p) of the last two laws on the way to lo
-    for at in np.linspace(lo / math.ceil(lo / 0.05), lo, math.ceil(lo / 0.05)):
-        (r0, m0, p0), (r1, m1, p1) = path[0], path[-1]
-        t = (at - r1) / (r1 - r0) if len(path) == 2 else 0.0  # secant predictor
-        found = sc.at_r(at, m1 + t * (m1 - m0), p1 + t * (p1 - p0)) or sc.at_r(at, m1, p1)
-        if found is None:
-            raise RuntimeError(f"Newton failed at r = {at:g} on the branch (beta = {beta:g}, "
-                               f"d = {d})")
-        path = [path[-1], (at, found[0], found[1])]
-    _, m, q = path[-1]
-
-    def excess(at):
-        found = sc.at_r(at, m, q)
-        if found is None:
-            raise RuntimeError(f"Newton failed at r = {at:g} (beta = {beta:g}, d = {d})")
-        return found[1] - target
-
-    if excess(lo) * excess(hi) > 0:  # the bracket's ends are rounding away from the crossing
-        return lo if abs(excess(lo)) <= abs(excess(hi)) else hi
-    return float(brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14))
+    """r of the stable clustered mean-field law at sigma = ratio x sigma_c(beta, d): the
+    mathematics is :func:`dyn.noisy.branches.clustered_r`; the name stays here for its callers
+    (loaded on first use, like the rest of this file's mathematics)."""
+    return noisy.clustered_r(beta, d, normalization, ratio, branch)
 
 
 def _circle(setup) -> bool:
