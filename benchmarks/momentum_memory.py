@@ -185,7 +185,8 @@ def main() -> None:
         print(json.dumps(WORKERS[impl](mode, int(depth), args.repeats)))
         return
     print(f"threads = {args.threads}, gamma = {GAMMA}, batch {BATCH} x {D}, hidden {HIDDEN}")
-    print(f"{'impl':<12} {'mode':<12} {'depth':>5} {'time_s':>8} {'peak_MB':>9} {'xla_temp_MB':>11} {'grad_rel_err':>12}")
+    print(f"{'impl':<12} {'mode':<12} {'depth':>5} {'time_s':>8} {'peak_MB':>9} "
+          f"{'xla_temp_MB':>11} {'grad_rel_err':>12}")
     for depth in args.depths:
         for impl in args.impls:
             for mode in MODES[impl]:
@@ -199,7 +200,8 @@ def main() -> None:
                     continue
                 r = json.loads(proc.stdout.strip().splitlines()[-1])
                 print(f"{impl:<12} {mode:<12} {depth:>5} {r['time_s']:>8.3f} {r['peak_mb']:>9.1f} "
-                      f"{r.get('xla_temp_mb', float('nan')):>11.1f} {r.get('grad_rel_err', float('nan')):>12.2e}", flush=True)
+                      f"{r.get('xla_temp_mb', float('nan')):>11.1f} "
+                      f"{r.get('grad_rel_err', float('nan')):>12.2e}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ module into the caller's, then running the full optimizer again over the caller 
 it linked (``CPUCodeLibrary.finalize`` in numba/core/codegen.py). This project's large kernels
 call each other in chains: the attention field (three regimes and their helpers) under ten
 drifts, under the normalization schemes. Each level re-optimized the whole tree beneath it, so
-compiling every kernel took about 110 s of CPU, half of it spent optimizing code that was
-already compiled; the field family alone cost about 30 s.
+about half of the CPU time of compiling every kernel went to optimizing code that was already
+compiled (`benchmarks/first_run.py` measures the compile).
 
 **What changes.** A kernel made by :func:`integrators.jit.njit` with signatures is *called*: its
 callers keep a declaration of it, not its body, and the call binds when the caller is loaded to

@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import types
+import warnings
 
 import numba
 from numba.core.compiler_lock import global_compiler_lock
@@ -167,7 +168,9 @@ def callees(kernel) -> list[DeferredDispatcher]:
     found = {}
     for value in seen:
         if isinstance(value, types.ModuleType):
-            candidates = [getattr(value, name, None) for name in names]
+            with warnings.catch_warnings():  # numpy's deprecated aliases warn when read
+                warnings.simplefilter("ignore", DeprecationWarning)
+                candidates = [getattr(value, name, None) for name in names]
         else:
             candidates = [value]
         for c in candidates:

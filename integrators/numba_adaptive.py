@@ -22,16 +22,16 @@ and :func:`order5_conditions` the nine of order 5 for Dormand-Prince):
 - ``dopri5``: Dormand & Prince (1980), order 5 with an embedded order-4 estimate, 7 stages, FSAL;
 - ``bosh3``: Bogacki & Shampine (1989), order 3 with an embedded order-2 estimate, 4 stages, FSAL.
 
-Each member adapts its own steps (the members in blocks across threads, :mod:`.threads`). A member whose error norm is not finite keeps shrinking
-its step; one that reaches ``max_steps`` (accepted plus rejected) or a step below
-MIN_STEP_FRACTION of its time is returned as NaN from there on (save times it did not reach have
-no state), never raised. After a solve, ``integ.stats`` holds per-member counts: accepted and
-rejected steps and drift evaluations, and ``stopped``: 0 reached the last save time, 1 ran out of
-``max_steps``, 2 its step fell below MIN_STEP_FRACTION (it blew up); ``integ.last_state`` holds
-each member's last state reached, (E, *state), so a member cut short by max_steps keeps it.
-``exhausted()`` counts, in this process, the members that ran out of max_steps since it was last
-called: the engine reads it to say "max_steps" rather than "non-finite".
-"""
+Each member adapts its own steps (the members in blocks across threads, :mod:`.threads`). A member
+whose error norm is not finite keeps shrinking its step; one that reaches ``max_steps`` (accepted
+plus rejected) or a step below MIN_STEP_FRACTION of its time is returned as NaN from there on (save
+times it did not reach have no state), never raised. After a solve, ``integ.stats`` holds
+per-member counts: accepted and rejected steps and drift evaluations, and ``stopped``: 0 reached
+the last save time, 1 ran out of ``max_steps``, 2 its step fell below MIN_STEP_FRACTION (it blew
+up); ``integ.last_state`` holds each member's last state reached, (E, *state), so a member cut
+short by max_steps keeps it. ``exhausted()`` counts, in this process, the members that ran out of
+max_steps since it was last called: the engine reads it to say "max_steps" rather than
+"non-finite". """
 
 from dataclasses import dataclass
 from fractions import Fraction as Fr

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 HELPER_ENV = "DYN_COMPILE_HELPER"  # set in the helper, to its parent's pid: it never splits again
 JOBS_ENV = "DYN_COMPILE_JOBS"
-# Costs in characters of source (compiling one costs about 0.35 ms on this project's kernels)
+# Costs in characters of source (a kernel's compile time grows with its source)
 PER_KERNEL = 300  # numba's own work per kernel, whatever its size
 MIN_SPLIT = 12000  # uncached cost below which the trees compile in one process
 HELPER_START = 3000  # a helper's start (interpreter, numba, the kernels' modules: about 1 s)

@@ -1,13 +1,13 @@
 """An ensemble's members across threads: contiguous blocks of members, a few per thread and
 taken by whichever thread is free, each block a serial (``nogil``) numba kernel on slices of the
-ensemble's arrays. (One block per thread left a core idle whenever the other ran slower: on a
-shared machine the same block took from 0.11 to 0.33 s.)
+ensemble's arrays. (One block per thread left a core idle whenever the other ran slower, as a
+thread on a shared machine does.)
 
 This replaces ``prange`` in the ensemble kernels. The numbers are the same, since every member
 is computed by the same serial code on its own stream, whatever the block it falls in; what
-changes is compile time: a ``parallel=True`` kernel costs about 8 s more to compile than its
-serial twin (measured on ``_em_ensemble``: 10.4-11.1 s against 2.0-2.9 s of CPU), and there
-were eight of them. A drift that calls BLAS (large n) also keeps BLAS's own threads here, where
+changes is compile time: a ``parallel=True`` kernel takes several times as long to compile as
+its serial twin (numba outlines and optimizes the parallel region apart), and there were eight
+of them. A drift that calls BLAS (large n) also keeps BLAS's own threads here, where
 numba's parallel region pinned it to one.
 
 The thread count is ``numba.get_num_threads()``, so ``NUMBA_NUM_THREADS`` (set by the engine's

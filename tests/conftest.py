@@ -24,7 +24,9 @@ def pytest_configure(config):
 
         from dyn.engine.warmup import compile_share
 
-        compile_share(int(worker[2:]), count)
+        # a worker started in place of one that crashed is named past the count (gw2 of 2):
+        # it takes its predecessor's share
+        compile_share(int(worker[2:]) % count, count)
         numba.set_num_threads(1)
 
 

@@ -29,7 +29,8 @@ def test_numba_rk4_matches_diffrax_tsit5(norm):
         assert np.abs(np.linalg.norm(s, axis=-1) - 1).max() < 1e-12
 
 
-@pytest.mark.slow  # JAX compiles; general Q, K, V through JAX stay default in test_per_head_matrices_from_a_scenario_file
+# JAX compiles; general Q, K, V through JAX stay default in test_per_head_matrices_from_a_scenario_file
+@pytest.mark.slow
 def test_general_qkv_backends_agree():
     rng = np.random.default_rng(11)
     d = 4

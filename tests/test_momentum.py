@@ -232,7 +232,8 @@ def test_memory_free_backprop_matches_ordinary_backprop(shared):
     def loss(net):
         return lambda th, x, v: jnp.sum(jnp.sin(net(th, x, v)[0])) + jnp.sum(net(th, x, v)[1] ** 2)
 
-    grads = [jax.grad(loss(M.momentum_net(f, gamma, depth, shared=shared, memory_free=mf)), argnums=(0, 1, 2))(th, x0, v0)
+    grads = [jax.grad(loss(M.momentum_net(f, gamma, depth, shared=shared, memory_free=mf)),
+                      argnums=(0, 1, 2))(th, x0, v0)
              for mf in (True, False)]
     # The rebuilt activations carry float64 rounding amplified by gamma^-40 ~ 70 and by the
     # chain of VJPs: entries agree to ~1e-11 of the largest gradient of their leaf (measured

@@ -10,7 +10,7 @@ import integrators  # noqa: E402
 
 integrators.configure_jax()  # the project's persistent XLA cache: each depth compiles once, ever
 
-import dyn.systems  # noqa: E402
+import dyn.systems  # noqa: E402, F401 - dyn.systems.get below
 from dyn import resnet as rn  # noqa: E402
 from dyn.resnet import adjoint, training  # noqa: E402
 

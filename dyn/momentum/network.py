@@ -139,7 +139,8 @@ def exact_forward(x0, v0, gamma: float, residual: Residual, depth: int,
     return exact_layers(state, gamma, residual, range(int(depth)), fmt)
 
 
-def exact_layers(state: ExactState, gamma: float, residual: Residual, layers, fmt: FixedPoint = FixedPoint()) -> ExactState:
+def exact_layers(state: ExactState, gamma: float, residual: Residual, layers,
+                 fmt: FixedPoint = FixedPoint()) -> ExactState:
     """Apply the exact layers n in ``layers`` (in order) to a copy of ``state``."""
     num, den = fmt.gamma_ratio(gamma)
     gamma_q = num / den

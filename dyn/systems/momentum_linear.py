@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.lazy import lazy
-from ..momentum.params import (A_MIN, EPS_MAX, GROWTH_LOG, check_linear_growth,
+from ..momentum.params import (A_MIN, EPS_MAX, check_linear_growth,
                                check_second_order_gamma)
 from ..core.schema import Field
 from . import register
@@ -49,7 +49,8 @@ class MomentumLinear(System):
             Output("exp_a", "e^{a T}, the first-order ODE x' = a x", "1", reduce="point",
                    role=REFERENCE),
             Output("closed_error", "|psi_simulated - psi_closed|", "1", reduce="point"),
-            Output("sign", "sign of psi_eps(a) in closed form (-1: a negative eigenvalue reached)", "1", reduce="point"),
+            Output("sign", "sign of psi_eps(a) in closed form (-1: a negative eigenvalue reached)", "1",
+                   reduce="point"),
         ]
 
     def point_values(self, spec) -> dict:
