@@ -142,6 +142,46 @@ def test_a_global_heap_that_would_make_hdf5_loop_is_one_line(files, tmp_path, ca
     assert "global heap" in _one_line(done.returncode, done.stderr.splitlines()[-1])
 
 
+def _zeroed_mapping_heap(files, tmp_path) -> Path:
+    """The states file with zeroed bytes in the global heap of its virtual dataset's mapping
+    (around the source file's name): HDF5 loops for ever already listing the file's datasets
+    (found by tests/test_reliability_fuzz.py's slow tier: it hung `dyn show`, and the walk of
+    the heaps, which listed them in-process)."""
+    path = _copy(files["states"], tmp_path / "mapping")
+    data = bytearray(path.read_bytes())
+    name = data.index(b"states.h5.d/point_0000000.h5")
+    data[name - 17:name + 45] = bytes(62)
+    data[name + 56:name + 77] = bytes(21)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_mapping_heap_on_which_hdf5_loops_is_refused_in_time(files, tmp_path):
+    """The datasets are listed in a child process, stopped after its time (here 2 s)."""
+    from dyn.engine.heaps import heap_problem
+
+    path = _zeroed_mapping_heap(files, tmp_path)
+    started = time.monotonic()
+    problem = heap_problem(path, seconds=2.0)
+    assert problem.startswith("the HDF5 library did not finish listing its datasets in 2 s")
+    assert time.monotonic() - started < 30  # not HDF5's loop: stopped
+    assert heap_problem(files["states"], seconds=30.0) == ""  # the undamaged file
+
+
+@pytest.mark.slow  # 30 s of waiting each, the default time; the default check above is the same walk
+def test_a_mapping_heap_on_which_hdf5_loops_is_one_line_for_readers_and_resume(files, tmp_path):
+    path = _zeroed_mapping_heap(files, tmp_path)
+    done = subprocess.run([sys.executable, "-m", "dyn", "show", str(path)], capture_output=True,
+                          text=True, timeout=120)
+    assert "did not finish listing" in _one_line(done.returncode, done.stderr)
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(SMALL_SCENARIO)
+    sets = [arg for value in STATES for arg in ("--set", value)]
+    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(scenario), "--out", str(path),
+                           "--no-progress", *sets], capture_output=True, text=True, timeout=120)
+    assert "did not finish listing" in _one_line(done.returncode, done.stderr.splitlines()[-1])
+
+
 def test_dimensions_that_are_not_the_layout_are_one_line(files, tmp_path, capsys):
     """A damaged dimension-scale reference may name another dimension of the same length (the
     save times `time` for the states' `trajectory_time`): HDF5 reads it fine, the readers would

@@ -4,17 +4,24 @@ A global heap collection holds a file's variable-length data (dimension-scale re
 HDF5 walks a collection's objects by their sizes, and a damaged size (zeroed bytes) makes it
 loop for ever in whatever reads the file: a reader, or a resume verifying the file it is asked to
 extend. No signal stops it, so the collections are walked here first, in Python, as HDF5 walks
-them; the engine's resume and the readers both call :func:`heap_problem`.
+them; the engine's resume and the readers both call :func:`heap_problem`. Finding them needs
+the datasets' extents, which HDF5 reads from object headers that damage can make it loop on too:
+that listing runs in a child process, stopped after LIST_SECONDS.
 """
 from __future__ import annotations
 
+import json
+import os
+import signal
 import struct
+import sys
 from pathlib import Path
 
 GLOBAL_HEAP = b"GCOL\x01\x00\x00\x00"  # a global heap collection: signature, version 1
+LIST_SECONDS = 30.0  # listing a sweep file's datasets takes far less, or HDF5 is looping
 
 
-def heap_problem(path: str | Path) -> str:
+def heap_problem(path: str | Path, seconds: float = LIST_SECONDS) -> str:
     """What is wrong with the global heaps of the HDF5 file at `path` ("" if nothing): the
     collections holding its variable-length data (dimension-scale references, text). HDF5
     walks a collection's objects by their sizes, and a free-space object that does not run to
@@ -22,15 +29,11 @@ def heap_problem(path: str | Path) -> str:
     the file. Collections are found by their signature in the bytes outside the datasets' raw
     data (a sweep file's datasets are contiguous), so a large file costs a read of its metadata
     only."""
-    import h5py
-
     path = Path(path)
-    try:
-        with h5py.File(path, "r", locking=False) as f:
-            extents = sorted((v.id.get_offset(), v.id.get_storage_size()) for v in f.values()
-                             if isinstance(v, h5py.Dataset) and not v.is_virtual
-                             and v.chunks is None and v.id.get_offset() is not None)
-    except Exception:  # noqa: BLE001 - damage of another kind: the readers say it
+    extents = _extents_apart(path, seconds)
+    if isinstance(extents, str):
+        return extents
+    if extents is None:  # damage of another kind: the readers say it
         return ""
     size = path.stat().st_size
     with open(path, "rb") as f:
@@ -47,6 +50,40 @@ def heap_problem(path: str | Path) -> str:
                     found = region.find(GLOBAL_HEAP, found + 1)
             at = max(at, start + length)
     return ""
+
+
+def _extents(path: Path) -> list | None:
+    """(offset, size) of the raw data of each contiguous dataset of the file, sorted; None where
+    HDF5 fails to list them."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            return sorted((v.id.get_offset(), v.id.get_storage_size()) for v in f.values()
+                          if isinstance(v, h5py.Dataset) and not v.is_virtual
+                          and v.chunks is None and v.id.get_offset() is not None)
+    except Exception:  # noqa: BLE001 - any error of the HDF5 stack
+        return None
+
+
+def _extents_apart(path: Path, seconds: float = LIST_SECONDS) -> list | None | str:
+    """:func:`_extents` in a child process (started afresh, not forked: no lock another thread
+    of this one holds can stall it): the extents, None, or the words of what went wrong when
+    HDF5 loops or crashes there."""
+    import subprocess
+
+    try:
+        done = subprocess.run([sys.executable, "-m", __name__, str(path)], capture_output=True,
+                              timeout=seconds, env=dict(os.environ, PYTHONSAFEPATH="1"))
+    except subprocess.TimeoutExpired:
+        return f"the HDF5 library did not finish listing its datasets in {seconds:g} s (stopped)"
+    if done.returncode < 0:
+        return (f"the HDF5 library crashed ({signal.Signals(-done.returncode).name}) listing "
+                "its datasets")
+    try:
+        return json.loads(done.stdout)
+    except ValueError:  # the child failed before it could answer
+        return None
 
 
 def _collection_problem(f, start: int) -> str:
@@ -67,3 +104,7 @@ def _collection_problem(f, start: int) -> str:
                     f"{start + p} of size {length} does not fit)")
         p += need
     return ""
+
+
+if __name__ == "__main__":  # the child of _extents_apart: the extents of one file, as JSON
+    print(json.dumps(_extents(Path(sys.argv[1]))))
