@@ -67,23 +67,65 @@ def _extents(path: Path) -> list | None:
 
 
 def _extents_apart(path: Path, seconds: float = LIST_SECONDS) -> list | None | str:
-    """:func:`_extents` in a child process (started afresh, not forked: no lock another thread
-    of this one holds can stall it): the extents, None, or the words of what went wrong when
-    HDF5 loops or crashes there."""
-    import subprocess
+    """:func:`_extents` in a child process: the extents, None, or the words of what went wrong
+    when HDF5 loops or crashes there. The child is forked (a few milliseconds) where this
+    process runs no other Python thread, else started afresh (a fifth of a second): a thread
+    using h5py could hold its lock at the fork, and the child would wait on it for ever."""
+    import threading
 
-    try:
-        done = subprocess.run([sys.executable, "-m", __name__, str(path)], capture_output=True,
-                              timeout=seconds, env=dict(os.environ, PYTHONSAFEPATH="1"))
-    except subprocess.TimeoutExpired:
+    if hasattr(os, "fork") and threading.active_count() == 1:
+        code, text = _forked(path, seconds)
+    else:
+        import subprocess
+
+        try:
+            done = subprocess.run([sys.executable, "-m", __name__, str(path)], capture_output=True,
+                                  timeout=seconds, env=dict(os.environ, PYTHONSAFEPATH="1"))
+            code, text = done.returncode, done.stdout
+        except subprocess.TimeoutExpired:
+            code, text = None, b""
+    if code is None:
         return f"the HDF5 library did not finish listing its datasets in {seconds:g} s (stopped)"
-    if done.returncode < 0:
-        return (f"the HDF5 library crashed ({signal.Signals(-done.returncode).name}) listing "
-                "its datasets")
+    if code < 0:
+        return f"the HDF5 library crashed ({signal.Signals(-code).name}) listing its datasets"
     try:
-        return json.loads(done.stdout)
+        return json.loads(text)
     except ValueError:  # the child failed before it could answer
         return None
+
+
+def _forked(path: Path, seconds: float) -> tuple[int | None, bytes]:
+    """Run :func:`_extents` in a forked child; (its exit status, -signal where one ended it,
+    or None where it was stopped after `seconds`; what it wrote)."""
+    import select
+    import time
+
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_end)
+            os.write(write_end, json.dumps(_extents(path)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    chunks, deadline = [], time.monotonic() + seconds
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
+                return None, b""
+            chunk = os.read(read_end, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+    _, status = os.waitpid(child, 0)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return code, b"".join(chunks)
 
 
 def _collection_problem(f, start: int) -> str:
