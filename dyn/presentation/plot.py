@@ -415,8 +415,6 @@ def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=N
     (over some of the dims): a dot where it exceeds ERROR_SHARE of the colour range. Returns
     {dim: (values, cell edges)}."""
     marks = dict(marks or {})
-    if spread is not None:
-        marks[_SPREAD] = spread
     xdim, ydim = da.dims
     xs, ys = _scale(da[xdim].values), _scale(da[ydim].values)
     for dim, scale in ((xdim, xs), (ydim, ys)):
@@ -434,12 +432,11 @@ def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=N
     ax.figure.colorbar(mesh, ax=ax, label=wrap_text(axis_label(da), min(label_chars, MAX_COLORBAR_CHARS)))
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
-    spread = marks.pop(_SPREAD, None)
-    if spread is not None:
-        low, high = mesh.norm.vmin, mesh.norm.vmax  # None where no cell holds a value
-        if low is not None and high is not None:
-            _dot_cells(ax, x.values, y.values,
-                       spread.broadcast_like(da).transpose(xdim, ydim).values, high - low)
+    low, high = mesh.norm.vmin, mesh.norm.vmax  # None where no cell holds a value
+    if spread is not None and low is not None and high is not None:
+        cut = spread.sel({d: da[d].values for d in spread.dims if d in da.dims})  # as the cells
+        _dot_cells(ax, x.values, y.values, cut.broadcast_like(da).transpose(xdim, ydim).values,
+                   high - low)
     for reason, m in marks.items():
         hit = m.broadcast_like(da).transpose(xdim, ydim).values
         _hatch_cells(ax, xe, ye, hit, reason)
@@ -449,9 +446,6 @@ def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=N
         ax.plot(x.values[i], y.values[j], "+", color="white", ms=6, mew=1.2,
                 label=f"{da.name} > {float(above):g}")
     return {xdim: (x.values.astype(float), xe), ydim: (y.values.astype(float), ye)}
-
-
-_SPREAD = "spread"  # _heatmap: the cells' errors travel (and are cut to a log axis) with the marks
 
 
 def _dot_cells(ax, x, y, spread, span: float) -> None:
