@@ -239,3 +239,15 @@ def test_compare_titles_are_sentences():
     fig = comparison.figure(result, "depth")
     assert fig._suptitle.get_text().startswith("t: distance of each form to form = flow, the "
                                                "largest over tokens and all saved times")
+
+
+def test_curves_cut_to_twelve_say_what_was_left_out():
+    """(No shipped system has a categorical axis of more than 12 values: the words alone.)"""
+    from dyn.presentation.plot import MAX_CURVES, _combinations, _left_out
+
+    da = xr.DataArray(np.zeros((14, 3)), dims=("scheme", "time"),
+                      coords={"scheme": [f"s{k}" for k in range(14)], "time": [0.0, 1.0, 2.0]})
+    every = _combinations(da, ["scheme"])
+    text = _left_out(da, ["scheme"], every, every[:MAX_CURVES], "curves")
+    assert text == "12 of 14 curves drawn, left out: scheme = s12, s13 (choose curves with --sel AXIS=VALUE)"
+    assert _left_out(da, ["scheme"], every, every, "curves") == ""

@@ -137,7 +137,7 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
         name = choose_variable(whole, var)
         ds, chosen = slicing.select(whole, sel)
         if profiles.is_profile(ds, name):  # curves against its own dimension (Draw.profile)
-            return profiles.figure(ds, name, look, error_bounds)
+            return profiles.figure(ds, name, look, error_bounds, slicing.words(chosen))
         da, infinite = _finite(ds[name].load())
         numeric = [d for d in da.dims if da.sizes[d] > 1 and da[d].dtype.kind in "fiu"]
         over = [ds[v].load() for v in drawn_over(ds, name)]
@@ -152,6 +152,11 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
         every = _combinations(da, panel_dims)
         selections = every[:MAX_PANELS]
         left_out = _left_out(da, panel_dims, every, selections)
+        if len(field_dims) == 1:  # curves: one per combination of the other axes, at most 12
+            others = [d for d in da.dims if d not in field_dims and d not in panel_dims]
+            curves = _combinations(da, others)
+            left_out = "; ".join(t for t in (left_out, _left_out(
+                da, others, curves, curves[:MAX_CURVES], "curves")) if t)
         colours = _colour_scale(da, log) if len(field_dims) == 2 else None  # one for every panel
         cols = min(len(selections), 3)
         rows = -(-len(selections) // cols)
@@ -424,8 +429,9 @@ def _combinations(da, dims: list[str]) -> list[dict]:
             itertools.product(*(da[d].values.tolist() for d in dims))] or [{}]
 
 
-def _left_out(da, dims: list[str], every: list[dict], drawn: list[dict]) -> str:
-    """What a picture cut to MAX_PANELS panels leaves out, in words ("" when nothing)."""
+def _left_out(da, dims: list[str], every: list[dict], drawn: list[dict], what: str = "panels") -> str:
+    """What a picture cut to MAX_PANELS panels (or MAX_CURVES curves) leaves out, in words (""
+    when nothing)."""
     if len(drawn) == len(every):
         return ""
     missing = []
@@ -436,8 +442,8 @@ def _left_out(da, dims: list[str], every: list[dict], drawn: list[dict]) -> str:
             values = ", ".join(value_text(v) for v in rest[:6]) + (", ..." if len(rest) > 6 else "")
             missing.append(f"{dim} = {values}")
     where = "; ".join(missing) or f"{len(every) - len(drawn)} combinations of {', '.join(dims)}"
-    return (f"{len(drawn)} of {len(every)} panels drawn, left out: {where} "
-            "(choose panels with --sel AXIS=VALUE)")
+    return (f"{len(drawn)} of {len(every)} {what} drawn, left out: {where} "
+            f"(choose {what} with --sel AXIS=VALUE)")
 
 
 def _colour_scale(da, log: bool = False) -> dict:
