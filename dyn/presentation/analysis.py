@@ -468,7 +468,7 @@ def error_report(path: str | Path) -> str:
     with open(path) as ds:
         axes = list(ds["status"].dims)
         primaries = [n for n, v in ds.data_vars.items() if MC_ERROR in v.attrs]
-        lines = [f"{path}: error budget", "  outputs"]
+        lines = [f"{path}: error budget", *settings_lines(ds), "  outputs"]
         for name in primaries:
             a = ds[name].attrs
             lines += [f"    {name}", f"      Monte Carlo  {a[MC_ERROR]}",
@@ -490,6 +490,39 @@ def error_report(path: str | Path) -> str:
             for name in primaries:
                 lines.append(f"      {name:<22} {_budget_line(point, name)}")
     return "\n".join(lines)
+
+
+STEP_ATTRS = ("dt_requested", "dt_used_min", "dt_used_max")  # dyn.engine.store.step_attributes
+
+
+def settings_lines(ds: xr.Dataset) -> list[str]:
+    """The settings the file was computed with, read from the file itself (the resolved scenario
+    it stores, every default written out, and the steps the solver took), never from defaults of
+    this version: the runs and seed, every [integrator] entry (check_step among them where the
+    system reads it), the fixed step requested and used, and the per-point steps of dt = "auto"."""
+    doc = scenario_of(ds)
+    ensemble, integrator = doc.get("ensemble", {}), doc.get("integrator", {})
+    lines = ["  settings",
+             f"    ensemble     runs = {ensemble.get('runs', '?')}, seed = {ensemble.get('seed', '?')}"
+             + (f", common = {ensemble['common']}" if ensemble.get("common") else "")]
+    lines.append("    integrator   " + ", ".join(f"{k} = {_setting(v)}" for k, v in integrator.items()))
+    steps = {k: float(np.squeeze(ds.attrs[k])) for k in STEP_ATTRS if k in ds.attrs}
+    if steps:
+        lines.append("    step used    " + ", ".join(f"{k} = {v:.6g}" for k, v in steps.items()))
+    if "dt_used" in ds:
+        used = np.asarray(ds["dt_used"].values, dtype=float)
+        if np.isfinite(used).any():
+            lines.append(f"    step used    dt_used = {np.nanmin(used):.4g} .. {np.nanmax(used):.4g} "
+                         "over the points (dt = \"auto\")")
+    return lines
+
+
+def _setting(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return f'"{value}"'
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _budget_line(point: xr.Dataset, name: str) -> str:
