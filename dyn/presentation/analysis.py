@@ -34,9 +34,13 @@ def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_da
     Every output of a point that is not ok (pending, diverged, failed; `status` != 1) reads as
     NaN, whatever the file holds there: a diverged point's numbers are not answers (older files
     keep them). Masked are the float variables over the sweep axes, not the coordinates, the
-    references (role "reference"), `status`, `message` or the saved states. Reading stays lazy;
-    a file that is not a regular file, not a sweep file or damaged (the HDF5 library fails on its
-    metadata or data, now or when a variable is loaded) is a ScenarioError: one line."""
+    references (role "reference"), `status`, `message` or the saved states. Reading stays lazy
+    (use it as a context manager, or close it).
+
+    Returns the Dataset. Raises MissingFile, which is both a FileNotFoundError and a
+    ScenarioError, when `path` does not exist; ScenarioError (one line) for a file that is not a
+    regular file, not a sweep file or damaged (the HDF5 library fails on its metadata or data,
+    now or when a variable is loaded)."""
     from ..engine.store import check_sweep_file
 
     path = Path(path)
