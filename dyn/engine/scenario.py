@@ -36,6 +36,7 @@ from ..core.schema import Field, check_table
 from ..core.spec import RunSpec, Setup, Solver
 from .averaging import DEFAULT_CAP_BLOCKS
 from .ensemble import file_outputs
+from .reductions import companions
 
 MAX_POINTS = 1_000_000  # a sweep larger than this is almost surely a typo in a range
 MAX_SWEEP_NUM = 100_000
@@ -88,6 +89,9 @@ OUTPUT_FIELDS = {
     "observables": Field("names", default=None,
                          doc="keep only these outputs of the system (default: all of them); "
                          "the work of the others is skipped where the system can"),
+    "per_run": Field("names", default=None,
+                     doc="outputs whose every run's value is also kept, as X_per_run over (run, "
+                     "...): for histograms, bootstraps, per-run analysis"),
     "trajectories": Field("bool", default=False,
                           doc="also save states (see dyn/engine/trajectories.py)"),
     "trajectory_every": Field("int", default=1, lo=1, hi=10**6, doc="keep every k-th save time"),
@@ -168,6 +172,7 @@ class Scenario:
                      trajectory_every=self.output["trajectory_every"],
                      trajectory_runs=self.output["trajectory_runs"],
                      observables=tuple(self.output.get("observables") or ()),
+                     per_run=tuple(self.output.get("per_run") or ()),
                      burn_in=None if cfg.get("burn_in", "auto") == "auto" else cfg["burn_in"],
                      horizon_cap=cfg.get("horizon_cap"),
                      step_tol=cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"],
@@ -487,6 +492,7 @@ def _check_outputs(scenario: Scenario, system: systems.System) -> None:
     if unknown:
         raise ScenarioError("output.observables", f"system {system.name} has no output "
                             f"{', '.join(map(repr, unknown))} (its outputs: {', '.join(every)})")
+    _check_per_run(scenario.output.get("per_run"), declared, setup)
     outputs = file_outputs(system, setup)
     names = {o.name for o in outputs}
     plot = scenario.output["plot"]
@@ -502,6 +508,34 @@ def _check_outputs(scenario: Scenario, system: systems.System) -> None:
                             "evenly spaced samples: use spacing = \"linear\"")
     if setup.trajectories and system.trajectory_dims(setup) is None:
         raise ScenarioError("output.trajectories", f"system {system.name} does not save trajectories")
+
+
+def _check_per_run(names, declared: list, setup: Setup) -> None:
+    """[output] per_run names outputs reduced over runs that the sweep keeps, whose per-run
+    value is a number per run (not a time average's series, not a per-point value)."""
+    if names is None:
+        return
+    if not names:
+        raise ScenarioError("output.per_run", "names no output: leave the key out to keep none")
+    by_name = {o.name: o for o in declared}
+    taken = set(by_name) | {c.name for o in declared for c in companions(o)}
+    eligible = [o.name for o in declared if o.reduce not in ("point", "per_run", "time_average")]
+    for name in names:
+        out = by_name.get(name)
+        if out is None:
+            raise ScenarioError("output.per_run", f"system {setup.system_name} has no output "
+                                f"{name!r}{did_you_mean(name, eligible)} (outputs with per-run "
+                                f"values: {', '.join(eligible)})")
+        if not setup.keeps(name):
+            raise ScenarioError("output.per_run", f"{name} is not among output.observables")
+        if out.reduce in ("point", "per_run", "time_average"):
+            why = {"point": "one value per point, not per run",
+                   "per_run": "already kept run by run",
+                   "time_average": "a time average of each run's series (its runs are not kept)"}
+            raise ScenarioError("output.per_run", f"{name} is {why[out.reduce]} (outputs with "
+                                f"per-run values: {', '.join(eligible) or 'none'})")
+        if f"{name}_per_run" in taken:
+            raise ScenarioError("output.per_run", f"{name}_per_run is taken by another output")
 
 
 def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), unset=()) -> Scenario:

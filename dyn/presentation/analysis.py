@@ -549,7 +549,18 @@ def _budget_line(point: xr.Dataset, name: str) -> str:
                  f"+- {float(point[name + '_step_error_se']):.2g}")
     if f"{name}_ess" in point:
         text += f", ess {float(point[name + '_ess']):.0f}"
+    if f"{name}_median" in point and f"{name}_censored" in point:  # a censored time
+        text += (f" (censored mean), median {_or_beyond(point[name + '_median'])} "
+                 f"[{_or_beyond(point[name + '_median_lower'])}, "
+                 f"{_or_beyond(point[name + '_median_upper'])}] (95%), censored share "
+                 f"{float(point[name + '_censored']):.3g}")
     return text
+
+
+def _or_beyond(value) -> str:
+    """A censored time's statistic: NaN there means beyond the horizon (or too few runs)."""
+    value = float(value)
+    return f"{value:.4g}" if np.isfinite(value) else "> T"
 
 
 def _span(values: np.ndarray) -> str:
