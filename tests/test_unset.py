@@ -81,3 +81,11 @@ def test_run_with_unset_and_a_new_method_records_what_it_ran(tmp_path, small_sce
                               "sweep.beta=[1.0]"])
     with dyn.open(path) as c, dyn.open(out) as a:
         assert (c["pair_fraction"].values == a["pair_fraction"].values).all()
+
+
+def test_bad_input_after_a_dropped_key_is_still_one_line(tmp_path, capsys, small_scenario):
+    out = tmp_path / "never.h5"
+    assert main(["run", str(small_scenario), "--out", str(out), "--set", "integrator.method=dopri5",
+                 "--set", "integrator.rtol=-0.01"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "dyn: error: integrator.rtol: must be > 0, got -0.01" and not out.exists()

@@ -68,7 +68,10 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     if in_spawned_import():  # a worker re-importing an unguarded script: stop it quietly, the
         os._exit(1)          # driver says why (executors._worker_died), in one line
     log = log or sys.stderr
-    scenario = _with_overrides(scenario, overrides, unset, log)
+    notes: list[str] = []
+    scenario = _with_overrides(scenario, overrides, unset, notes)
+    for note in notes:  # keys a new method does not take, dropped (once the scenario is valid)
+        print(note, file=log)
     if executor not in EXECUTORS:
         raise ScenarioError("--executor", f"unknown executor {executor!r} (known: {', '.join(EXECUTORS)})")
     if scheduler and executor != "dask":
@@ -258,7 +261,7 @@ def duration_text(seconds: float) -> str:
             else f"{seconds / 3600:.1f} h")
 
 
-def _with_overrides(scenario, overrides, unset=None, log=None) -> Scenario:
+def _with_overrides(scenario, overrides, unset=None, notes=None) -> Scenario:
     if isinstance(scenario, Scenario):
         if not overrides and not unset:
             return scenario
@@ -267,9 +270,9 @@ def _with_overrides(scenario, overrides, unset=None, log=None) -> Scenario:
         path = scenario_file(scenario)  # a file, or a shipped scenario's name
         doc, source = read_file(path), str(path)
     if isinstance(overrides, dict):
-        doc = apply_values(doc, overrides, unset or (), log)
+        doc = apply_values(doc, overrides, unset or (), notes)
     elif overrides or unset:
-        doc = apply_overrides(doc, overrides or [], unset or (), log)
+        doc = apply_overrides(doc, overrides or [], unset or (), notes)
     return resolve(doc, source)
 
 

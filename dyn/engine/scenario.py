@@ -301,17 +301,17 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return parts, value
 
 
-def apply_overrides(doc: dict, overrides: list[str] | tuple[str, ...], unset=(), log=None) -> dict:
+def apply_overrides(doc: dict, overrides: list[str] | tuple[str, ...], unset=(), notes=None) -> dict:
     """Apply `--set TABLE.KEY=TOML_VALUE` strings to a raw document (a copy is returned), after
     removing the `--unset TABLE.KEY` entries `unset` (see :func:`apply_values`)."""
     values = {}
     for item in overrides:
         parts, value = parse_override(item)
         values[".".join(parts)] = value
-    return apply_values(doc, values, unset, log)
+    return apply_values(doc, values, unset, notes)
 
 
-def apply_values(doc: dict, values: dict[str, Any], unset=(), log=None) -> dict:
+def apply_values(doc: dict, values: dict[str, Any], unset=(), notes=None) -> dict:
     """Apply `{"table.key": value}` to a raw document (a copy is returned); validation comes later.
 
     First the keys of `unset` ("table.key", `--unset`) are removed: each must be set by the
@@ -320,7 +320,9 @@ def apply_values(doc: dict, values: dict[str, Any], unset=(), log=None) -> dict:
     table's entry. `params.beta=2.0` fixes beta (the beta axis collapses); `sweep.d=[2, 3]`
     sweeps d (a fixed params.d is dropped). A method or backend set here drops the document's
     solver options that the new method does not take (dt for an adaptive one, rtol and atol for
-    a fixed step), saying so on `log` (default stderr): :func:`drop_foreign_options`."""
+    a fixed step), saying so: each note is appended to the list `notes` (to be shown once the
+    scenario is valid, so that bad input stays one line), or printed on stderr when `notes` is
+    None (:func:`drop_foreign_options`)."""
     check_depth("", doc)
     for dotted, value in values.items():
         check_depth(str(dotted), value)
@@ -339,7 +341,14 @@ def apply_values(doc: dict, values: dict[str, Any], unset=(), log=None) -> dict:
         other = {"params": "sweep", "sweep": "params"}.get(table)
         if other and isinstance(doc.get(other), dict):
             doc[other].pop(key, None)
-    drop_foreign_options(doc, values, log)
+    said = drop_foreign_options(doc, values)
+    if notes is None:
+        import sys
+
+        for note in said:
+            print(note, file=sys.stderr)
+    else:
+        notes.extend(said)
     return doc
 
 
@@ -362,13 +371,11 @@ def remove_keys(doc: dict, keys) -> dict:
     return doc
 
 
-def drop_foreign_options(doc: dict, values: dict[str, Any], log=None) -> list[str]:
+def drop_foreign_options(doc: dict, values: dict[str, Any]) -> list[str]:
     """When `values` (the command line's --set) changes [integrator] method or backend, remove
-    the solver options the document itself sets (not those `values` sets: they are refused
-    as usual) that the new backend/method does not take, e.g. a fixed `dt` when the method
-    becomes dopri5, saying which on `log` (default stderr). Returns the keys removed."""
-    import sys
-
+    from `doc` (in place) the solver options the document itself sets (not those `values`
+    sets: they are refused as usual) that the new backend/method does not take, e.g. a fixed
+    `dt` when the method becomes dopri5. Returns one note per key removed, naming it."""
     if not {"integrator.method", "integrator.backend"} & set(values):
         return []
     cfg = doc.get("integrator")
@@ -385,12 +392,9 @@ def drop_foreign_options(doc: dict, values: dict[str, Any], log=None) -> list[st
     dropped = [key for key in SOLVER_OPTIONS
                if key in cfg and f"integrator.{key}" not in values and key not in allowed]
     takes = ", ".join(k for k in SOLVER_OPTIONS if k in allowed) or "none of them"
-    for key in dropped:
-        value = cfg.pop(key)
-        print(f"dyn: note: integrator.{key} = {short_repr(value)} dropped: {backend}/{method} "
-              f"does not take it (of {', '.join(SOLVER_OPTIONS)} it takes {takes})",
-              file=log or sys.stderr)
-    return dropped
+    return [f"dyn: note: integrator.{key} = {short_repr(cfg.pop(key))} dropped: {backend}/"
+            f"{method} does not take it (of {', '.join(SOLVER_OPTIONS)} it takes {takes})"
+            for key in dropped]
 
 
 def resolve(doc: Any, source: str = "<dict>") -> Scenario:
@@ -546,8 +550,14 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), unset=()
     Returns the resolved Scenario (every default written out). Raises MissingFile (a
     ScenarioError and a FileNotFoundError) when there is no such file or shipped scenario, with
     the nearest shipped names, and ScenarioError (one line naming the key) for any bad input."""
+    import sys
+
     path = scenario_file(path)
-    return resolve(apply_overrides(read_file(path), overrides, unset), str(path))
+    notes: list[str] = []
+    scenario = resolve(apply_overrides(read_file(path), overrides, unset, notes), str(path))
+    for note in notes:  # once it is valid: bad input stays one line
+        print(note, file=sys.stderr)
+    return scenario
 
 
 def _table(doc: dict, name: str) -> dict:
