@@ -114,3 +114,12 @@ def test_every_public_function_says_what_it_returns_and_raises():
             assert "Returns" in doc or "Return" in doc or "returns" in doc, name
             assert "Raises" in doc, name
     assert "diverge" in inspect.getdoc(dyn.run) and "status" in inspect.getdoc(dyn.run)
+
+
+def test_misspelt_keys_get_the_nearest_names(small_scenario):
+    with pytest.raises(ScenarioError, match=r"params.hedas: unknown key \(did you mean 'heads'\?\)"):
+        load(small_scenario, ["params.hedas=1"])
+    with pytest.raises(ScenarioError, match=r"sweep.delt: unknown parameter \(did you mean 'delta'"):
+        load(small_scenario, ["sweep.delt=[0.1]"])
+    with pytest.raises(ScenarioError, match=r"integrator.methd: unknown key \(did you mean 'method'"):
+        load(small_scenario, ["integrator.methd=rk4"])

@@ -571,7 +571,8 @@ def _parse_axis(axis: str, raw: Any, fields: dict[str, Field]) -> list:
     key = f"sweep.{axis}"
     spec = fields.get(axis)
     if spec is None:
-        raise ScenarioError(key, f"unknown parameter (parameters: {', '.join(sorted(fields))})")
+        raise ScenarioError(key, f"unknown parameter{did_you_mean(axis, fields)} (parameters: "
+                            f"{', '.join(sorted(fields))})")
     if not spec.sweepable:
         raise ScenarioError(key, "this parameter cannot be swept")
     if isinstance(raw, dict):
