@@ -89,3 +89,7 @@ def test_bad_input_after_a_dropped_key_is_still_one_line(tmp_path, capsys, small
                  "--set", "integrator.rtol=-0.01"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "dyn: error: integrator.rtol: must be > 0, got -0.01" and not out.exists()
+    assert main(["run", str(small_scenario), "--out", str(out), "--set", "integrator.method=dopri5",
+                 "--workers", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dyn: error: --workers") and len(err.splitlines()) == 1

@@ -70,8 +70,6 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     log = log or sys.stderr
     notes: list[str] = []
     scenario = _with_overrides(scenario, overrides, unset, notes)
-    for note in notes:  # keys a new method does not take, dropped (once the scenario is valid)
-        print(note, file=log)
     if executor not in EXECUTORS:
         raise ScenarioError("--executor", f"unknown executor {executor!r} (known: {', '.join(EXECUTORS)})")
     if scheduler and executor != "dask":
@@ -91,6 +89,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     path = Path(os.path.realpath(path))  # the real file: its lock, its states folder, its rename
     if path.is_dir():
         raise ScenarioError("--out", f"{path} is not a usable output file name")
+    for note in notes:  # keys a new method does not take, dropped (said once the input is valid)
+        print(note, file=log)
     lock = store.WriterLock(path)
     try:
         lock.acquire()
