@@ -106,6 +106,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         with open_pool(executor, workers, scheduler) as pool:
             if statuses is None:
                 _create(path, scenario, command or _command_line(), need)
+                _say_step_cut(scenario, log)
                 lock.hold()  # the new file's inode: refused to writers through a hard link
                 statuses = np.zeros(scenario.count, dtype=np.int8)
             sidecar = str(trajectories.sidecar_dir(path)) if scenario.output["trajectories"] else None
@@ -195,6 +196,17 @@ def _create(path: Path, scenario: Scenario, command: str, need: int | None = Non
     except OSError as exc:  # e.g. a full disk: no half-made file stays behind
         store.partial_path(path).unlink(missing_ok=True)
         raise ScenarioError("--out", f"cannot create {path}: {exc.strerror or exc}") from None
+
+
+def _say_step_cut(scenario: Scenario, log) -> None:
+    """Where a fixed dt exceeds a save interval the solver steps that interval instead: say so
+    (the file records both, as dt_requested and dt_used_min, dt_used_max)."""
+    steps = store.step_attributes(scenario)
+    # (a relative 1e-9: a save interval equal to dt up to rounding is not a cut)
+    if steps and steps["dt_used_max"] < steps["dt_requested"] * (1 - 1e-9):
+        print(f"dyn: note: dt = {steps['dt_requested']:g} exceeds the save intervals: the solver "
+              f"steps {steps['dt_used_min']:.6g} to {steps['dt_used_max']:.6g} (recorded as "
+              "dt_used_min, dt_used_max)", file=log)
 
 
 def _write_all(scenario, path, results, total, progress, log) -> None:
