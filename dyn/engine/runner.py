@@ -204,9 +204,9 @@ def _say_step_cut(scenario: Scenario, log) -> None:
     steps = store.step_attributes(scenario)
     # (a relative 1e-9: a save interval equal to dt up to rounding is not a cut)
     if steps and steps["dt_used_max"] < steps["dt_requested"] * (1 - 1e-9):
-        print(f"dyn: note: dt = {steps['dt_requested']:g} exceeds the save intervals: the solver "
-              f"steps {steps['dt_used_min']:.6g} to {steps['dt_used_max']:.6g} (recorded as "
-              "dt_used_min, dt_used_max)", file=log)
+        print(f"dyn: note: dt = {steps['dt_requested']:g} is longer than save intervals, which "
+              f"the solver steps whole instead: its steps are {steps['dt_used_min']:.6g} to "
+              f"{steps['dt_used_max']:.6g} (recorded as dt_used_min, dt_used_max)", file=log)
 
 
 def _write_all(scenario, path, results, total, progress, log) -> None:
