@@ -190,6 +190,13 @@ def test_per_run_keeps_every_runs_values_beside_the_same_statistics(small_scenar
         np.testing.assert_array_equal(t.isnull().mean("run"), b["time_to_one_cluster_censored"])
         assert float(b["time_to_one_cluster_censored"].max()) > 0  # some runs never merge by T = 2
     assert load(small_scenario, ['output.per_run=["time_to_one_cluster"]']).hash != load(small_scenario).hash
+    # beside saved states of fewer runs: those get their own run dimension
+    both = dyn.run(small_scenario, tmp_path / "both.h5", progress=False,
+                   overrides={"output.per_run": ["n_clusters"], "output.trajectories": True,
+                              "output.trajectory_runs": 2, "sweep.beta": [1.0]})
+    with dyn.open(both) as c:
+        assert c.sizes["run"] == 6 and c.sizes["trajectory_run"] == 2
+        assert c["n_clusters_per_run"].dims == ("beta", "normalization", "run", "time")
 
 
 @pytest.mark.parametrize("value, fragment", [
