@@ -55,11 +55,14 @@ class MissingFile(ScenarioError, FileNotFoundError):
 
 
 def did_you_mean(name: str, known) -> str:
-    """' (did you mean "a" or "b"?)' for the names of `known` nearest `name` (difflib's ratio of
-    at least 0.6, as a misspelling or a missing letter gives), '' when none is near."""
+    """" (did you mean 'a', 'b' or 'c'?)" for the (at most 3) names of `known` nearest `name`,
+    nearest first (difflib's ratio of at least 0.6, as a misspelling or a missing letter gives);
+    "" when none is near."""
     import difflib
 
-    near = difflib.get_close_matches(str(name), [str(k) for k in known], n=3, cutoff=0.6)
+    near = [repr(n) for n in difflib.get_close_matches(str(name), [str(k) for k in known], n=3,
+                                                        cutoff=0.6)]
     if not near:
         return ""
-    return f" (did you mean {' or '.join(repr(n) for n in near)}?)"
+    listed = near[0] if len(near) == 1 else f"{', '.join(near[:-1])} or {near[-1]}"
+    return f" (did you mean {listed}?)"
