@@ -1,8 +1,9 @@
 """dyn: continuous-time limits of deep Transformers and ResNets, swept from scenario files.
 
-    dyn.run("scenarios/attention_clusters.toml")     # -> path of the HDF5 file
+    dyn.run("attention_clusters")                    # a shipped scenario (or a TOML path) -> the HDF5 file
     ds = dyn.open("outputs/attention_clusters.h5")   # -> xarray.Dataset
     dyn.compare("outputs/attention_depth_limit.h5", along="form", reference="flow")
+    print(dyn.describe("attention_sphere"))          # parameters, outputs, methods, scenarios
 
 The models live in subpackages (`dyn.attention`, ...) and are callable directly on arrays.
 The layers: `dyn.core` (the contract everything imports), `dyn.systems` (what a sweep runs),
@@ -12,11 +13,11 @@ Attributes are imported on first use, so `import dyn` (and every spawned worker)
 from importlib import import_module
 
 __version__ = "0.1.0"
-__all__ = ["open", "run", "load", "compare", "Scenario", "ScenarioError"]
+__all__ = ["open", "run", "load", "compare", "describe", "Scenario", "ScenarioError"]
 
 _LAZY = {"open": ".presentation.analysis", "run": ".engine.runner", "load": ".engine.scenario",
          "Scenario": ".engine.scenario", "ScenarioError": ".core.errors",
-         "compare": ".presentation.comparison"}
+         "compare": ".presentation.comparison", "describe": ".presentation.describe"}
 # the model packages and layers, reachable as dyn.noisy etc. after a plain `import dyn` (loaded
 # on first use); dyn.stationarity is the module dyn.engine.stationarity
 SUBPACKAGES = ("attention", "tokens_sde", "noisy", "sinkformer", "resnet", "momentum", "numerics",

@@ -70,7 +70,13 @@ def test_wilson_bounds_solve_the_score_equation():
         resid = (k / n - b) ** 2 - z**2 * b * (1 - b) / n
         np.testing.assert_allclose(resid[inside], 0.0, atol=1e-14)
     assert lo[0] == 0.0 and hi[0] == pytest.approx(z**2 / (10 + z**2), rel=1e-12)
-    assert hi[2] == pytest.approx(1.0, abs=1e-15) and lo[2] == pytest.approx(10 / (10 + z**2), rel=1e-12)
+    assert hi[2] == 1.0 and lo[2] == pytest.approx(10 / (10 + z**2), rel=1e-12)
+    # exactly 0 (1) at 0 (n) successes for every n: the closed form's centre - half rounds to
+    # 1e-18 or so at some n, which a printed bound or a log axis shows as a number
+    many = np.arange(1, 2001)
+    lo0, _ = wilson(np.zeros_like(many), many)
+    _, hin = wilson(many, many)
+    assert np.all(lo0 == 0.0) and np.all(hin == 1.0)
     assert np.all(lo < k / n + 1e-15) and np.all(hi > k / n - 1e-15) and np.all(lo < hi)
 
 

@@ -85,7 +85,7 @@ def test_every_block_parses(block):
         except SystemExit:
             pytest.fail(f"README.md:{block['line']}: `dyn {shlex.join(argv)}` does not parse")
         if args.command == "run":  # the scenario and its overrides validate
-            dyn.load(_scenario_path(args.scenario), args.overrides)
+            dyn.load(_scenario_path(args.scenario), args.overrides, args.unset)
 
 
 def _attribute_chains(code: str) -> set[str]:

@@ -57,11 +57,17 @@ SIGNED_ATTR = "dyn_signed"
 #   rms         sqrt of the mean of the squared per-run values
 #   point       one value for the point, from System.point_values (not from runs)
 #   per_run     no reduction: every run's value, stored with a leading dimension `run`
+#   time_to_event  a first-passage time per run, NaN for a run that never got there by the
+#               horizon T (censored at T): stored as X, the mean with T in place of NaN (biased
+#               low by the censoring), X_se, the censored share X_censored, and the Kaplan-Meier
+#               median X_median with its 95% distribution-free interval X_median_lower,
+#               X_median_upper (dyn.engine.reductions.TimeToEvent)
 #   time_average  a run's own series at the save times (values (runs, times)), averaged in time
 #               over a window the engine chooses and extends (System.extend) until the runs are
 #               stationary (dyn.engine.averaging): stored with X_se, X_ess, X_drift and the point's
 #               burn_in_used, horizon_used, stationary, nonstationary_runs
-REDUCTIONS = ("mean", "mean_se", "proportion", "max", "rms", "point", "per_run", "time_average")
+REDUCTIONS = ("mean", "mean_se", "proportion", "max", "rms", "point", "per_run", "time_average",
+              "time_to_event")
 # The [integrator] keys of the solver (every such key a system may read).
 INTEGRATOR_KEYS = frozenset({"backend", "method", "horizon", "dt", "rtol", "atol", "max_steps"})
 # ... and of the engine, for a system with time averages that integrates an SDE with a fixed step

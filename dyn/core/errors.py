@@ -47,3 +47,22 @@ class OutputError(ScenarioError):
 class RunAborted(ScenarioError):
     """The run cannot go on (a worker process died, the disk is full): one line, exit status 2;
     finished points are kept and the same command resumes."""
+
+
+class MissingFile(ScenarioError, FileNotFoundError):
+    """A file the user named does not exist: a ScenarioError (one line, exit status 2 on the
+    command line) that Python code catches as the FileNotFoundError it expects."""
+
+
+def did_you_mean(name: str, known) -> str:
+    """" (did you mean 'a', 'b' or 'c'?)" for the (at most 3) names of `known` nearest `name`,
+    nearest first (difflib's ratio of at least 0.6, as a misspelling or a missing letter gives);
+    "" when none is near."""
+    import difflib
+
+    near = [repr(n) for n in difflib.get_close_matches(str(name), [str(k) for k in known], n=3,
+                                                        cutoff=0.6)]
+    if not near:
+        return ""
+    listed = near[0] if len(near) == 1 else f"{', '.join(near[:-1])} or {near[-1]}"
+    return f" (did you mean {listed}?)"

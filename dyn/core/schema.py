@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import ScenarioError
+from .errors import ScenarioError, did_you_mean
 
 REQUIRED = object()  # sentinel default: the key must be given
 
@@ -153,7 +153,8 @@ def check_table(prefix: str, table: Any, fields: dict[str, Field]) -> dict[str, 
     for key in table:
         if key not in fields:
             known = ", ".join(sorted(fields)) or "none"
-            raise ScenarioError(f"{prefix}.{key}", f"unknown key (known keys: {known})")
+            near = did_you_mean(key, fields)
+            raise ScenarioError(f"{prefix}.{key}", f"unknown key{near} (known keys: {known})")
     out = {}
     for key, spec in fields.items():
         if key in table:

@@ -61,6 +61,7 @@ class Setup:
     trajectory_every: int = 1  # the first trajectory_runs runs, 0 = all)
     trajectory_runs: int = 0
     observables: tuple[str, ...] = ()  # [output] observables: the outputs kept (() = all)
+    per_run: tuple[str, ...] = ()  # [output] per_run: outputs whose every run's value is kept
     # time averages (dyn.engine.averaging): the window's start (None: MSER's choice), the longest
     # horizon the runs are extended to; the step tolerance of dt = "auto" and the step check
     burn_in: float | None = None

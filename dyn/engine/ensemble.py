@@ -32,7 +32,7 @@ import numpy as np
 
 from ..core.contract import DIVERGED, OK, REFERENCE, UNDECIDED, Coord, Output, PointResult, Reference
 from . import averaging, stepcheck
-from .reductions import Reductions, companions
+from .reductions import Reductions, companions, kept_runs
 
 if TYPE_CHECKING:
     from ..core.spec import RunSpec, Setup
@@ -63,6 +63,8 @@ def file_outputs(system: "System", setup: "Setup") -> list[Output]:
         if out.reduce == "per_run":
             out = replace(out, dims=(RUN, *out.dims))
         outs += companions(out)
+        if out.name in setup.per_run:  # [output] per_run: every run's value beside
+            outs.append(kept_runs(out, RUN))
     outs += averaging.point_outputs(declared)
     if setup.check_step:
         outs += stepcheck.point_outputs(declared, ode=system.equation == "ode")
@@ -84,6 +86,8 @@ def error_budget(system: "System", setup: "Setup") -> dict[str, dict[str, str]]:
     dt = setup.solver.options.get("dt")
     if system.equation != "sde":
         step = "deterministic dynamics: no Euler-Maruyama step error (see the solver's step or tolerances)"
+    elif setup.check_step:  # on, but it reruns the runs of the time averages only
+        step = f"not checked (check_step = true covers the time averages; dt = {dt})"
     else:
         step = f"not checked (integrator.check_step = false; dt = {dt})"
     budget = {}
@@ -94,6 +98,10 @@ def error_budget(system: "System", setup: "Setup") -> dict[str, dict[str, str]]:
             mc = f"{out.name}_lo, {out.name}_hi (95% Wilson interval over {setup.runs} runs)"
         elif out.reduce == "time_average":
             mc = f"{out.name}_se (from the effective sample size {out.name}_ess)"
+        elif out.reduce == "time_to_event":
+            mc = (f"{out.name}_se (over {setup.runs} runs, of the mean censored at T: biased low); "
+                  f"{out.name}_median_lower, {out.name}_median_upper (95% interval of the "
+                  f"Kaplan-Meier median); {out.name}_censored (share never reached by T)")
         elif out.reduce == "point":
             mc = "none: not a Monte Carlo estimate"
         else:
@@ -123,7 +131,7 @@ def coords(system: "System", setup: "Setup") -> dict[str, Coord]:
     saves_states = setup.trajectories and system.trajectory_dims(setup) is not None
     if saves_states or any("time" in out.dims for out in outputs):
         found["time"] = Coord(np.asarray(setup.times), "time t", "1")
-    if any(out.reduce == "per_run" for out in outputs):
+    if any(out.reduce == "per_run" or out.name in setup.per_run for out in outputs):
         found[RUN] = Coord(np.arange(setup.runs), "Monte Carlo run")
     found.update(system.coords(setup))
     return found
@@ -189,15 +197,19 @@ def _without(values: dict, names: set) -> dict:
     return {k: v for k, v in values.items() if k not in names}
 
 
-def _bad_runs(chunk, n: int) -> int:
+def _bad_runs(chunk, n: int, censored=()) -> int:
+    """Runs of the chunk that are not finite (by its flags, else its states, else its values
+    but the censored times named in `censored`, whose NaN means not reached)."""
     if chunk.finite is not None:
         finite = np.asarray(chunk.finite, dtype=bool)
     elif chunk.states is not None:
         finite = np.isfinite(chunk.states).reshape(n, -1).all(axis=1)
     else:
         finite = np.ones(n, dtype=bool)
-        for v in chunk.values.values():
-            finite &= np.isfinite(np.asarray(v, dtype=np.float64)).reshape(n, -1).all(axis=1)
+        for name, v in chunk.values.items():
+            v = np.asarray(v, dtype=np.float64)
+            ok = ~np.isinf(v) if name in censored else np.isfinite(v)
+            finite &= ok.reshape(n, -1).all(axis=1)
     return int(n - finite.sum())
 
 
@@ -238,7 +250,8 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
     first: dict[str, list] = {name: [] for name in ode_check}
     kept_runs = 0
     # a per-run output's values from `simulate` have the output's own dims after the run axis
-    reduction = Reductions(per_run, spec.runs)
+    reduction = Reductions(per_run, spec.runs, setup.per_run, spec.horizon)
+    censored = {o.name for o in per_run if o.reduce == "time_to_event"}  # NaN there: not reached
     pieces = []
     bad = 0
     unkept = {o.name for o in system.outputs(setup)} - {o.name for o in declared}
@@ -252,7 +265,7 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
                 chunk.values[n], dtype=np.float64)] for n in averaged}))
         if sink is not None and chunk.states is not None:
             sink.write(runs.start, chunk.states)
-        bad += _bad_runs(chunk, len(runs))
+        bad += _bad_runs(chunk, len(runs), censored)
         if ode_check and kept_runs < stepcheck.ode_check_runs(spec.runs):
             take = min(len(runs), stepcheck.ode_check_runs(spec.runs) - kept_runs)
             for name in ode_check:
@@ -283,21 +296,23 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
     if bad:
         return PointResult(values, DIVERGED, f"{bad} of {spec.runs} runs became non-finite "
                            "(overflow or NaN)")
-    broken = nonfinite_outputs(values, declared, spec.runs)
+    broken = nonfinite_outputs(values, declared, spec.runs, setup.per_run)
     if broken:
         return PointResult(values, DIVERGED, f"not finite: {', '.join(broken)} (overflow or NaN "
                            "in the outputs; the states stayed finite)")
     return PointResult(values, OK)
 
 
-def nonfinite_outputs(values: dict[str, np.ndarray], declared: list[Output], runs: int) -> list[str]:
+def nonfinite_outputs(values: dict[str, np.ndarray], declared: list[Output], runs: int,
+                      kept=()) -> list[str]:
     """The file variables of a point holding values that are not answers: any inf, and any NaN
     except where NaN is declared to mean something (`Output.nan_means`, a reference) - in such an
     output, and in its companions where it is NaN itself - or where a statistic needs two runs
     and the point has one (a standard error). A time average's diagnostics (X_se, X_ess,
     X_drift, X_mixing) are not checked: NaN there means a window too short to estimate them, inf
     runs constant but unequal, and either makes the point non-stationary (marked), while the
-    average itself must be finite."""
+    average itself must be finite. A companion that declares its own `nan_means` (a censored
+    time's median, every run's values kept by `[output] per_run` `kept`) may hold NaN."""
     allowed: dict[str, str] = {}  # variable -> the declared output whose NaN it may share
     derived, diagnostics = set(), set()
     for out in declared:
@@ -306,9 +321,12 @@ def nonfinite_outputs(values: dict[str, np.ndarray], declared: list[Output], run
             diagnostics |= {part.name for part in parts[1:]}
         else:
             parts = companions(out)
+        if out.name in kept:
+            parts = [*parts, kept_runs(out, RUN)]
         derived |= {part.name for part in parts[1:]}
         if out.nan_means or out.role == REFERENCE:
             allowed.update({part.name: out.name for part in parts})
+        allowed.update({part.name: part.name for part in parts[1:] if part.nan_means})
     own = {out.name for out in declared}
     found = []
     for name, v in values.items():

@@ -27,6 +27,7 @@ class Reduction:
     """Accumulates one output's per-run values (leading axis: runs) chunk by chunk."""
 
     kinds: ClassVar[tuple[str, ...]]
+    horizon: float | None = None  # the point's horizon T (set by Reductions): censored times
 
     def __init__(self, out: Output, runs: int):
         self.out = out
@@ -161,7 +162,95 @@ class PerRun(Reduction):
         return {self.out.name: np.concatenate(self.parts)}
 
 
-BY_KIND = {kind: cls for cls in (Mean, Rms, Max, Proportion, PerRun) for kind in cls.kinds}
+CONFIDENCE = 0.95  # of the median's interval
+
+
+@final
+class TimeToEvent(Reduction):
+    """A first-passage time per run (NaN: not reached by the horizon T, censored there).
+
+    X is the mean with T in place of every censored run, as the mean of such times always was
+    (X_se its standard error): a censored mean, biased low by as much as the censored runs
+    would have taken past T. Beside it:
+    - X_censored, the share of runs censored at T;
+    - X_median, the Kaplan-Meier median: with every run watched to the same T (censoring only
+      there, after every observed time), the Kaplan-Meier survival S(t) = #{runs with t_i > t} / n
+      for t < T, and the median is the smallest time with S(t) <= 1/2, the ceil(n/2)-th
+      smallest time; NaN when that run is censored (more than half the runs never got there);
+    - X_median_lower, X_median_upper: the 95% distribution-free interval (t_(j), t_(n+1-j)) of
+      the order statistics, j the largest with P(B <= j - 1) <= 2.5% for B ~ Binomial(n, 1/2),
+      which covers the median with probability 1 - 2 P(B <= j - 1) >= 95% whatever the law of
+      the times (>= for times on the save grid, whose ties only widen it); NaN where that order
+      statistic is censored (the bound lies beyond T) or where n < 6 runs cannot give 95%.
+    """
+
+    kinds = ("time_to_event",)
+
+    def __init__(self, out, runs):
+        super().__init__(out, runs)
+        self.mean = Mean(out, runs)
+        self.parts = []
+
+    @staticmethod
+    def companions(out):
+        name, units, dims = out.name, out.units, out.dims
+        median = NAN_MEDIAN  # what a NaN in the median or its bounds means
+
+        def point(suffix, long_name, unit=units, nan_means=""):
+            return Output(f"{name}{suffix}", long_name, unit, dims, "point", nan_means=nan_means)
+
+        return [*Mean.companions(out),
+                point("_censored", f"share of runs whose {name} is censored at the horizon T "
+                      "(never reached by T)", "1"),
+                point("_median", f"Kaplan-Meier median of {name} (censored at T)",
+                      nan_means=median),
+                point("_median_lower", f"lower end of the 95% distribution-free interval of the "
+                      f"median of {name}", nan_means=median),
+                point("_median_upper", f"upper end of the 95% distribution-free interval of the "
+                      f"median of {name}", nan_means=median)]
+
+    def add(self, v):
+        v = np.asarray(v, dtype=np.float64)
+        if self.horizon is None:
+            raise ValueError(f"output {self.out.name}: a censored time needs the horizon")
+        self.parts.append(v)
+        self.mean.add(np.where(np.isnan(v), self.horizon, v))
+
+    def finish(self):
+        times = np.concatenate(self.parts)
+        name, n = self.out.name, self.runs
+        values = self.mean.finish()
+        values[f"{name}_censored"] = np.isnan(times).sum(axis=0) / n
+        ordered = np.sort(times, axis=0)  # NaN (censored) last: as +inf, past every time
+        values[f"{name}_median"] = ordered[(n + 1) // 2 - 1]
+        j = median_rank(n, CONFIDENCE)
+        nan = np.full(times.shape[1:], np.nan)
+        values[f"{name}_median_lower"] = ordered[j - 1] if j else nan
+        values[f"{name}_median_upper"] = ordered[n - j] if j else nan
+        return values
+
+
+NAN_MEDIAN = "not reached by the horizon T (more than half the runs, or the bound, lie beyond " \
+             "it), or too few runs for a 95% interval"
+
+
+def median_rank(n: int, confidence: float = CONFIDENCE) -> int:
+    """The largest j >= 1 with P(B <= j - 1) <= (1 - confidence) / 2 for B ~ Binomial(n, 1/2),
+    so that the order statistics (t_(j), t_(n+1-j)) cover the median with probability
+    1 - 2 P(B <= j - 1) >= confidence; 0 when no j does (n < 6 at 95%)."""
+    from scipy.stats import binom
+
+    tail = (1.0 - confidence) / 2.0
+    k = int(binom.ppf(tail, n, 0.5))  # smallest k with P(B <= k) >= tail
+    while k >= 0 and binom.cdf(k, n, 0.5) > tail:
+        k -= 1
+    while binom.cdf(k + 1, n, 0.5) <= tail:
+        k += 1
+    return k + 1  # P(B <= k) <= tail: j - 1 = k
+
+
+BY_KIND = {kind: cls for cls in (Mean, Rms, Max, Proportion, PerRun, TimeToEvent)
+           for kind in cls.kinds}
 
 
 def companions(out: Output) -> list[Output]:
@@ -170,18 +259,38 @@ def companions(out: Output) -> list[Output]:
     return cls.companions(out) if cls else [out]
 
 
-class Reductions:
-    """The reductions of several outputs over the runs of one point."""
+PER_RUN_SUFFIX = "_per_run"  # [output] per_run: the runs' values of X kept as X_per_run
 
-    def __init__(self, outputs: list[Output], runs: int):
+
+def kept_runs(out: Output, run_dim: str) -> Output:
+    """The file variable holding every run's value of `out` (`[output] per_run`): X_per_run,
+    over (run, *its dims); a censored time's NaN there means not reached by the horizon."""
+    nan_means = out.nan_means or ("not reached by the horizon" if out.reduce == "time_to_event" else "")
+    what = "1 if so, 0 if not" if out.reduce == "proportion" else out.long_name
+    return Output(f"{out.name}{PER_RUN_SUFFIX}", f"each run's value of {out.name} ({what})",
+                  out.units, (run_dim, *out.dims), "point", nan_means=nan_means)
+
+
+class Reductions:
+    """The reductions of several outputs over the runs of one point; `keep` names those whose
+    every run's value is also kept (`[output] per_run`: X_per_run); `horizon` is the point's T
+    (censored times are censored there)."""
+
+    def __init__(self, outputs: list[Output], runs: int, keep=(), horizon: float | None = None):
         self.parts = [BY_KIND[out.reduce](out, runs) for out in outputs]
+        for part in self.parts:
+            part.horizon = horizon
+        self.kept = {out.name: PerRun(kept_runs(out, "run"), runs)
+                     for out in outputs if out.name in keep}
 
     def add(self, values: dict[str, np.ndarray]) -> None:
         for part in self.parts:
             part.add(values[part.out.name])
+        for name, part in self.kept.items():
+            part.add(values[name])
 
     def finish(self) -> dict[str, np.ndarray]:
         values = {}
-        for part in self.parts:
+        for part in [*self.parts, *self.kept.values()]:
             values.update(part.finish())
         return values

@@ -21,7 +21,7 @@ from ..core.errors import OutputError, ScenarioError
 from . import store, trajectories
 from .batched import iter_results as batched_results
 from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
-from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve
+from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve, scenario_file
 from .verdicts import WHY, count_unresolved
 
 MAX_WORKERS = 1024
@@ -30,13 +30,17 @@ LOG_SECONDS = 10.0  # progress lines in a log (stderr not a terminal): one per i
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,
         executor: str = "serial", scheduler: str | None = None,
-        overrides: dict[str, Any] | list[str] | None = None,
+        overrides: dict[str, Any] | list[str] | None = None, unset: list[str] | None = None,
         progress: bool | None = None, command: str | None = None, log=None,
         force: bool = False, overwrite: bool = False, allow_version_change: bool = False) -> Path:
     """Run (or resume) a sweep and return the output path.
 
-    `scenario` is a path to a TOML file or a `Scenario`; `overrides` is either a list of
-    `--set` strings (`"params.beta=2.0"`) or a dict of dotted keys to Python values.
+    `scenario` is a path to a TOML file, the name of a shipped scenario (`"attention_clusters"`,
+    as `dyn run` takes it) or a `Scenario`; `overrides` is either a list of `--set` strings
+    (`"params.beta=2.0"`) or a dict of dotted keys to Python values; `unset` lists keys of the
+    scenario removed first (`--unset`, `"integrator.dt"`: they take their defaults). A method or
+    backend set by `overrides` drops the scenario's solver options the new method does not take
+    (a `dt` for dopri5), saying so on `log`.
     `executor` is "serial", "process" (a local pool of `workers` processes) or "dask" (on
     `scheduler`, or a LocalCluster of `workers` processes). `force` allows a sweep file
     estimated past `store.MAX_FILE_BYTES`. `overwrite` replaces an output file made by another
@@ -47,13 +51,25 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     point records its versions). `--out` through a symlink writes the real file (and the
     states folder beside it).
 
-    Raises ScenarioError (bad input, a refused or aborted run: one line each); points that
-    diverged or failed are recorded in the file (`store.bad_points` counts them), not raised.
+    Returns the `Path` of the output file (the real file where `out` is a symlink).
+
+    Raises MissingFile (a ScenarioError that is also a FileNotFoundError) when the scenario file
+    does not exist, naming the nearest shipped scenarios; ScenarioError for any other bad input,
+    or a refused or aborted run (one line each: OutputError for a file of another scenario or
+    held by another run, RunAborted when a worker died or the disk is full, finished points
+    kept); KeyboardInterrupt on Ctrl-C, SIGTERM or SIGHUP (the same call resumes).
+
+    Points that diverge are not raised: the run goes on, and the file records them with status
+    2 (diverged; 3 failed: an exception in the system, a full disk) and the reason in
+    `message`, and holds NaN in each of their outputs (`dyn.open` reads NaN there whatever is
+    stored). `dyn.engine.store.bad_points(path)` counts them (`dyn run` then exits with 3), and
+    `dyn.open(path)["status"]` says which; a second call recomputes failed points only.
     """
     if in_spawned_import():  # a worker re-importing an unguarded script: stop it quietly, the
         os._exit(1)          # driver says why (executors._worker_died), in one line
     log = log or sys.stderr
-    scenario = _with_overrides(scenario, overrides)
+    notes: list[str] = []
+    scenario = _with_overrides(scenario, overrides, unset, notes)
     if executor not in EXECUTORS:
         raise ScenarioError("--executor", f"unknown executor {executor!r} (known: {', '.join(EXECUTORS)})")
     if scheduler and executor != "dask":
@@ -73,6 +89,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     path = Path(os.path.realpath(path))  # the real file: its lock, its states folder, its rename
     if path.is_dir():
         raise ScenarioError("--out", f"{path} is not a usable output file name")
+    for note in notes:  # keys a new method does not take, dropped (said once the input is valid)
+        print(note, file=log)
     lock = store.WriterLock(path)
     try:
         lock.acquire()
@@ -88,6 +106,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         with open_pool(executor, workers, scheduler) as pool:
             if statuses is None:
                 _create(path, scenario, command or _command_line(), need)
+                _say_step_cut(scenario, log)
                 lock.hold()  # the new file's inode: refused to writers through a hard link
                 statuses = np.zeros(scenario.count, dtype=np.int8)
             sidecar = str(trajectories.sidecar_dir(path)) if scenario.output["trajectories"] else None
@@ -177,6 +196,17 @@ def _create(path: Path, scenario: Scenario, command: str, need: int | None = Non
     except OSError as exc:  # e.g. a full disk: no half-made file stays behind
         store.partial_path(path).unlink(missing_ok=True)
         raise ScenarioError("--out", f"cannot create {path}: {exc.strerror or exc}") from None
+
+
+def _say_step_cut(scenario: Scenario, log) -> None:
+    """Where a fixed dt exceeds a save interval the solver steps that interval instead: say so
+    (the file records both, as dt_requested and dt_used_min, dt_used_max)."""
+    steps = store.step_attributes(scenario)
+    # (a relative 1e-9: a save interval equal to dt up to rounding is not a cut)
+    if steps and steps["dt_used_max"] < steps["dt_requested"] * (1 - 1e-9):
+        print(f"dyn: note: dt = {steps['dt_requested']:g} is longer than save intervals, which "
+              f"the solver steps whole instead: its steps are {steps['dt_used_min']:.6g} to "
+              f"{steps['dt_used_max']:.6g} (recorded as dt_used_min, dt_used_max)", file=log)
 
 
 def _write_all(scenario, path, results, total, progress, log) -> None:
@@ -276,17 +306,18 @@ def duration_text(seconds: float) -> str:
             else f"{seconds / 3600:.1f} h")
 
 
-def _with_overrides(scenario, overrides) -> Scenario:
+def _with_overrides(scenario, overrides, unset=None, notes=None) -> Scenario:
     if isinstance(scenario, Scenario):
-        if not overrides:
+        if not overrides and not unset:
             return scenario
         doc, source = scenario.data, scenario.source
     else:
-        doc, source = read_file(scenario), str(scenario)
+        path = scenario_file(scenario)  # a file, or a shipped scenario's name
+        doc, source = read_file(path), str(path)
     if isinstance(overrides, dict):
-        doc = apply_values(doc, overrides)
-    elif overrides:
-        doc = apply_overrides(doc, overrides)
+        doc = apply_values(doc, overrides, unset or (), notes)
+    elif overrides or unset:
+        doc = apply_overrides(doc, overrides or [], unset or (), notes)
     return resolve(doc, source)
 
 

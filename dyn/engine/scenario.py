@@ -31,11 +31,12 @@ import tomli_w
 
 from .. import systems
 from ..core import sweep
-from ..core.errors import ScenarioError, short_repr
+from ..core.errors import MissingFile, ScenarioError, did_you_mean, short_repr
 from ..core.schema import Field, check_table
 from ..core.spec import RunSpec, Setup, Solver
 from .averaging import DEFAULT_CAP_BLOCKS
 from .ensemble import file_outputs
+from .reductions import companions
 
 MAX_POINTS = 1_000_000  # a sweep larger than this is almost surely a typo in a range
 MAX_SWEEP_NUM = 100_000
@@ -43,6 +44,7 @@ MAX_DEPTH = 32  # nesting of arrays and tables: no scenario needs more, and 800 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 TABLES = ("scenario", "params", "sweep", "ensemble", "integrator", "output")
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"  # the shipped scenarios
 
 SCENARIO_FIELDS = {
     "name": Field("str", doc="short identifier, used for the default output file name",
@@ -87,6 +89,9 @@ OUTPUT_FIELDS = {
     "observables": Field("names", default=None,
                          doc="keep only these outputs of the system (default: all of them); "
                          "the work of the others is skipped where the system can"),
+    "per_run": Field("names", default=None,
+                     doc="outputs whose every run's value is also kept, as X_per_run over (run, "
+                     "...): for histograms, bootstraps, per-run analysis"),
     "trajectories": Field("bool", default=False,
                           doc="also save states (see dyn/engine/trajectories.py)"),
     "trajectory_every": Field("int", default=1, lo=1, hi=10**6, doc="keep every k-th save time"),
@@ -167,6 +172,7 @@ class Scenario:
                      trajectory_every=self.output["trajectory_every"],
                      trajectory_runs=self.output["trajectory_runs"],
                      observables=tuple(self.output.get("observables") or ()),
+                     per_run=tuple(self.output.get("per_run") or ()),
                      burn_in=None if cfg.get("burn_in", "auto") == "auto" else cfg["burn_in"],
                      horizon_cap=cfg.get("horizon_cap"),
                      step_tol=cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"],
@@ -226,7 +232,7 @@ def read_file(path: str | Path) -> dict:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise ScenarioError("", f"no such scenario file: {path}") from None
+        raise MissingFile("", f"no such scenario file: {path}{_near_shipped(path)}") from None
     except OSError as exc:
         raise ScenarioError("", f"cannot read scenario file {path}: {exc}") from None
     try:
@@ -251,6 +257,23 @@ def read_file(path: str | Path) -> dict:
     finally:
         os.close(fd)
     return parse_toml(text, str(path))
+
+
+def scenario_file(name: str | Path) -> Path:
+    """The file of a scenario named on the command line or to `dyn.run`/`dyn.load`: `name`
+    itself when it exists or ends in .toml, else the shipped scenario of that name
+    (scenarios/NAME.toml) when there is one, else `name` (which read_file refuses, naming the
+    nearest shipped scenarios)."""
+    path = Path(name)
+    if path.exists() or path.suffix == ".toml":
+        return path
+    shipped = SCENARIO_DIR / f"{path.name}.toml"
+    return shipped if path.name == str(name) and shipped.exists() else path
+
+
+def _near_shipped(path: Path) -> str:
+    """' (did you mean ...?)' with the shipped scenarios named nearest the missing file's name."""
+    return did_you_mean(path.stem, sorted(p.stem for p in SCENARIO_DIR.glob("*.toml")))
 
 
 _BARE_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -278,25 +301,32 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return parts, value
 
 
-def apply_overrides(doc: dict, overrides: list[str] | tuple[str, ...]) -> dict:
-    """Apply `--set TABLE.KEY=TOML_VALUE` strings to a raw document (a copy is returned)."""
+def apply_overrides(doc: dict, overrides: list[str] | tuple[str, ...], unset=(), notes=None) -> dict:
+    """Apply `--set TABLE.KEY=TOML_VALUE` strings to a raw document (a copy is returned), after
+    removing the `--unset TABLE.KEY` entries `unset` (see :func:`apply_values`)."""
     values = {}
     for item in overrides:
         parts, value = parse_override(item)
         values[".".join(parts)] = value
-    return apply_values(doc, values)
+    return apply_values(doc, values, unset, notes)
 
 
-def apply_values(doc: dict, values: dict[str, Any]) -> dict:
+def apply_values(doc: dict, values: dict[str, Any], unset=(), notes=None) -> dict:
     """Apply `{"table.key": value}` to a raw document (a copy is returned); validation comes later.
 
+    First the keys of `unset` ("table.key", `--unset`) are removed: each must be set by the
+    document (a misspelt key is refused, naming those it sets), and then takes its default.
     A parameter lives in [params] or in [sweep], never both: an override wins over the other
     table's entry. `params.beta=2.0` fixes beta (the beta axis collapses); `sweep.d=[2, 3]`
-    sweeps d (a fixed params.d is dropped)."""
+    sweeps d (a fixed params.d is dropped). A method or backend set here drops the document's
+    solver options that the new method does not take (dt for an adaptive one, rtol and atol for
+    a fixed step), saying so: each note is appended to the list `notes` (to be shown once the
+    scenario is valid, so that bad input stays one line), or printed on stderr when `notes` is
+    None (:func:`drop_foreign_options`)."""
     check_depth("", doc)
     for dotted, value in values.items():
         check_depth(str(dotted), value)
-    doc = copy.deepcopy(doc)
+    doc = remove_keys(copy.deepcopy(doc), unset)
     for dotted, value in values.items():
         table, _, key = dotted.partition(".")
         if not key or "." in key:
@@ -311,7 +341,60 @@ def apply_values(doc: dict, values: dict[str, Any]) -> dict:
         other = {"params": "sweep", "sweep": "params"}.get(table)
         if other and isinstance(doc.get(other), dict):
             doc[other].pop(key, None)
+    said = drop_foreign_options(doc, values)
+    if notes is None:
+        import sys
+
+        for note in said:
+            print(note, file=sys.stderr)
+    else:
+        notes.extend(said)
     return doc
+
+
+def remove_keys(doc: dict, keys) -> dict:
+    """`doc` (changed in place) without the entries "table.key" of `keys` (`--unset`): each
+    must be one the document sets, else the key is refused in one line naming those it does."""
+    for dotted in keys:
+        if not isinstance(dotted, str):
+            raise ScenarioError("--unset", f"expected TABLE.KEY, got {short_repr(dotted)}")
+        table, _, key = dotted.strip().partition(".")
+        if not key or "." in key or not table:
+            raise ScenarioError("--unset", f"keys are TABLE.KEY, e.g. integrator.dt; got "
+                                f"{short_repr(dotted)}")
+        section = doc.get(table)
+        if not isinstance(section, dict) or key not in section:
+            sets = ", ".join(f"{table}.{k}" for k in section) if isinstance(section, dict) else ""
+            raise ScenarioError(f"{table}.{key}", "--unset names a key the scenario does not set"
+                                + (f" (it sets {sets})" if sets else f" (it has no [{table}] table)"))
+        del section[key]
+    return doc
+
+
+def drop_foreign_options(doc: dict, values: dict[str, Any]) -> list[str]:
+    """When `values` (the command line's --set) changes [integrator] method or backend, remove
+    from `doc` (in place) the solver options the document itself sets (not those `values`
+    sets: they are refused as usual) that the new backend/method does not take, e.g. a fixed
+    `dt` when the method becomes dopri5. Returns one note per key removed, naming it."""
+    if not {"integrator.method", "integrator.backend"} & set(values):
+        return []
+    cfg = doc.get("integrator")
+    if not isinstance(cfg, dict):
+        return []
+    backend = cfg.get("backend", INTEGRATOR_FIELDS["backend"].default)
+    method = cfg.get("method", INTEGRATOR_FIELDS["method"].default)
+    try:
+        import integrators
+
+        allowed = integrators.options(backend, method)
+    except Exception:  # noqa: BLE001 - an unknown backend or method: validation says so
+        return []
+    dropped = [key for key in SOLVER_OPTIONS
+               if key in cfg and f"integrator.{key}" not in values and key not in allowed]
+    takes = ", ".join(k for k in SOLVER_OPTIONS if k in allowed) or "none of them"
+    return [f"dyn: note: integrator.{key} = {short_repr(cfg.pop(key))} dropped: {backend}/"
+            f"{method} does not take it (of {', '.join(SOLVER_OPTIONS)} it takes {takes})"
+            for key in dropped]
 
 
 def resolve(doc: Any, source: str = "<dict>") -> Scenario:
@@ -326,7 +409,8 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
         raise ScenarioError("scenario", "missing required table [scenario] (name, system)")
     head = check_table("scenario", doc["scenario"], SCENARIO_FIELDS)
     if head["system"] not in systems.names():
-        raise ScenarioError("scenario.system", f"unknown system {head['system']!r} "
+        raise ScenarioError("scenario.system", f"unknown system {head['system']!r}"
+                            f"{did_you_mean(head['system'], systems.names())} "
                             f"(known: {', '.join(systems.names())})")
     system = systems.get(head["system"])
 
@@ -412,6 +496,7 @@ def _check_outputs(scenario: Scenario, system: systems.System) -> None:
     if unknown:
         raise ScenarioError("output.observables", f"system {system.name} has no output "
                             f"{', '.join(map(repr, unknown))} (its outputs: {', '.join(every)})")
+    _check_per_run(scenario.output.get("per_run"), declared, setup)
     outputs = file_outputs(system, setup)
     names = {o.name for o in outputs}
     plot = scenario.output["plot"]
@@ -429,9 +514,50 @@ def _check_outputs(scenario: Scenario, system: systems.System) -> None:
         raise ScenarioError("output.trajectories", f"system {system.name} does not save trajectories")
 
 
-def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
-    """Read, override and validate a scenario file."""
-    return resolve(apply_overrides(read_file(path), overrides), str(path))
+def _check_per_run(names, declared: list, setup: Setup) -> None:
+    """[output] per_run names outputs reduced over runs that the sweep keeps, whose per-run
+    value is a number per run (not a time average's series, not a per-point value)."""
+    if names is None:
+        return
+    if not names:
+        raise ScenarioError("output.per_run", "names no output: leave the key out to keep none")
+    by_name = {o.name: o for o in declared}
+    taken = set(by_name) | {c.name for o in declared for c in companions(o)}
+    eligible = [o.name for o in declared if o.reduce not in ("point", "per_run", "time_average")]
+    for name in names:
+        out = by_name.get(name)
+        if out is None:
+            raise ScenarioError("output.per_run", f"system {setup.system_name} has no output "
+                                f"{name!r}{did_you_mean(name, eligible)} (outputs with per-run "
+                                f"values: {', '.join(eligible)})")
+        if not setup.keeps(name):
+            raise ScenarioError("output.per_run", f"{name} is not among output.observables")
+        if out.reduce in ("point", "per_run", "time_average"):
+            why = {"point": "one value per point, not per run",
+                   "per_run": "already kept run by run",
+                   "time_average": "a time average of each run's series (its runs are not kept)"}
+            raise ScenarioError("output.per_run", f"{name} is {why[out.reduce]} (outputs with "
+                                f"per-run values: {', '.join(eligible) or 'none'})")
+        if f"{name}_per_run" in taken:
+            raise ScenarioError("output.per_run", f"{name}_per_run is taken by another output")
+
+
+def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), unset=()) -> Scenario:
+    """Read, override and validate a scenario file, or a shipped scenario by its name
+    (`dyn.load("attention_clusters")`); `overrides` are `--set` strings ("params.beta=2.0"),
+    `unset` the keys to remove first (`--unset`, "integrator.dt": they take their defaults).
+
+    Returns the resolved Scenario (every default written out). Raises MissingFile (a
+    ScenarioError and a FileNotFoundError) when there is no such file or shipped scenario, with
+    the nearest shipped names, and ScenarioError (one line naming the key) for any bad input."""
+    import sys
+
+    path = scenario_file(path)
+    notes: list[str] = []
+    scenario = resolve(apply_overrides(read_file(path), overrides, unset, notes), str(path))
+    for note in notes:  # once it is valid: bad input stays one line
+        print(note, file=sys.stderr)
+    return scenario
 
 
 def _table(doc: dict, name: str) -> dict:
@@ -445,7 +571,8 @@ def _parse_axis(axis: str, raw: Any, fields: dict[str, Field]) -> list:
     key = f"sweep.{axis}"
     spec = fields.get(axis)
     if spec is None:
-        raise ScenarioError(key, f"unknown parameter (parameters: {', '.join(sorted(fields))})")
+        raise ScenarioError(key, f"unknown parameter{did_you_mean(axis, fields)} (parameters: "
+                            f"{', '.join(sorted(fields))})")
     if not spec.sweepable:
         raise ScenarioError(key, "this parameter cannot be swept")
     if isinstance(raw, dict):

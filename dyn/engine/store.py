@@ -59,7 +59,7 @@ import tomli_w
 from ..core import sweep
 from ..core.contract import (DIVERGED, FAILED, NAN_MEANS_ATTR, OK, PENDING, REFERENCE, ROLE_ATTR,
                              STATUS_NAMES, PointResult)
-from ..core.errors import OutputError, ScenarioError
+from ..core.errors import MissingFile, OutputError, ScenarioError
 from . import provenance, trajectories
 from .disk import file_kind, free_bytes, reserve, trim
 from .ensemble import coords as system_coords
@@ -248,7 +248,7 @@ def check_sweep_file(path: str | Path) -> None:
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        raise ScenarioError("", f"no such file: {path}") from None
+        raise MissingFile("", f"no such file: {path}") from None
     except (OSError, ValueError) as exc:
         raise ScenarioError("", f"cannot read {path}: {exc}") from None
     if not stat.S_ISREG(mode):

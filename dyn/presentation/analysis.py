@@ -34,9 +34,13 @@ def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_da
     Every output of a point that is not ok (pending, diverged, failed; `status` != 1) reads as
     NaN, whatever the file holds there: a diverged point's numbers are not answers (older files
     keep them). Masked are the float variables over the sweep axes, not the coordinates, the
-    references (role "reference"), `status`, `message` or the saved states. Reading stays lazy;
-    a file that is not a regular file, not a sweep file or damaged (the HDF5 library fails on its
-    metadata or data, now or when a variable is loaded) is a ScenarioError: one line."""
+    references (role "reference"), `status`, `message` or the saved states. Reading stays lazy
+    (use it as a context manager, or close it).
+
+    Returns the Dataset. Raises MissingFile, which is both a FileNotFoundError and a
+    ScenarioError, when `path` does not exist; ScenarioError (one line) for a file that is not a
+    regular file, not a sweep file or damaged (the HDF5 library fails on its metadata or data,
+    now or when a variable is loaded)."""
     from ..engine.store import check_sweep_file
 
     path = Path(path)
@@ -468,7 +472,7 @@ def error_report(path: str | Path) -> str:
     with open(path) as ds:
         axes = list(ds["status"].dims)
         primaries = [n for n, v in ds.data_vars.items() if MC_ERROR in v.attrs]
-        lines = [f"{path}: error budget", "  outputs"]
+        lines = [f"{path}: error budget", *settings_lines(ds), "  outputs"]
         for name in primaries:
             a = ds[name].attrs
             lines += [f"    {name}", f"      Monte Carlo  {a[MC_ERROR]}",
@@ -492,6 +496,39 @@ def error_report(path: str | Path) -> str:
     return "\n".join(lines)
 
 
+STEP_ATTRS = ("dt_requested", "dt_used_min", "dt_used_max")  # dyn.engine.store.step_attributes
+
+
+def settings_lines(ds: xr.Dataset) -> list[str]:
+    """The settings the file was computed with, read from the file itself (the resolved scenario
+    it stores, every default written out, and the steps the solver took), never from defaults of
+    this version: the runs and seed, every [integrator] entry (check_step among them where the
+    system reads it), the fixed step requested and used, and the per-point steps of dt = "auto"."""
+    doc = scenario_of(ds)
+    ensemble, integrator = doc.get("ensemble", {}), doc.get("integrator", {})
+    lines = ["  settings",
+             f"    ensemble     runs = {ensemble.get('runs', '?')}, seed = {ensemble.get('seed', '?')}"
+             + (f", common = {ensemble['common']}" if ensemble.get("common") else "")]
+    lines.append("    integrator   " + ", ".join(f"{k} = {_setting(v)}" for k, v in integrator.items()))
+    steps = {k: float(np.squeeze(ds.attrs[k])) for k in STEP_ATTRS if k in ds.attrs}
+    if steps:
+        lines.append("    step used    " + ", ".join(f"{k} = {v:.6g}" for k, v in steps.items()))
+    if "dt_used" in ds:
+        used = np.asarray(ds["dt_used"].values, dtype=float)
+        if np.isfinite(used).any():
+            lines.append(f"    step used    dt_used = {np.nanmin(used):.4g} .. {np.nanmax(used):.4g} "
+                         "over the points (dt = \"auto\")")
+    return lines
+
+
+def _setting(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return f'"{value}"'
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _budget_line(point: xr.Dataset, name: str) -> str:
     """One output at one point: value and errors (for an output over its own dims, the range
     of its values and the largest standard error)."""
@@ -512,7 +549,18 @@ def _budget_line(point: xr.Dataset, name: str) -> str:
                  f"+- {float(point[name + '_step_error_se']):.2g}")
     if f"{name}_ess" in point:
         text += f", ess {float(point[name + '_ess']):.0f}"
+    if f"{name}_median" in point and f"{name}_censored" in point:  # a censored time
+        text += (f" (censored mean), median {_or_beyond(point[name + '_median'])} "
+                 f"[{_or_beyond(point[name + '_median_lower'])}, "
+                 f"{_or_beyond(point[name + '_median_upper'])}] (95%), censored share "
+                 f"{float(point[name + '_censored']):.3g}")
     return text
+
+
+def _or_beyond(value) -> str:
+    """A censored time's statistic: NaN there means beyond the horizon (or too few runs)."""
+    value = float(value)
+    return f"{value:.4g}" if np.isfinite(value) else "> T"
 
 
 def _span(values: np.ndarray) -> str:

@@ -1,4 +1,4 @@
-"""The `dyn` command (also `python -m dyn`): run, show, plot, animate, compare, list.
+"""The `dyn` command (also `python -m dyn`): run, show, plot, animate, compare, list, describe.
 
 Bad input exits with status 2 and one line `dyn: error: KEY: problem`; a run stopped by a
 signal exits with 128 + its number (Ctrl-C/SIGINT 130, SIGTERM 143, SIGHUP 129) after one line,
@@ -35,7 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", help="scenario TOML file (or the name of a shipped scenario)")
     run.add_argument("--out", help="output file (default: [output] path, else outputs/NAME.h5)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override TABLE.KEY with a TOML value, e.g. --set sweep.beta=[1.0,2.0]")
+                     help="override TABLE.KEY with a TOML value, e.g. --set sweep.beta=[1.0,2.0]; "
+                     "a new integrator.method drops the file's solver options it does not take "
+                     "(saying so)")
+    _unset_option(run)
     run.add_argument("--workers", type=int, default=None,
                      help="worker processes (default 1, or all cores with --executor process)")
     run.add_argument("--executor", choices=("serial", "process", "dask"), default=None,
@@ -108,8 +111,26 @@ def _parser() -> argparse.ArgumentParser:
                          help="default: a PNG for the screen; paper: a vector figure for a "
                          "two-column paper (as dyn plot --style paper)")
 
-    sub.add_parser("list", help="built-in systems and shipped scenarios")
+    _discovery(sub)
     return parser
+
+
+def _discovery(sub) -> None:
+    """`dyn list [SYSTEM]` and its alias `dyn describe SYSTEM`."""
+    listing = sub.add_parser("list", help="built-in systems and shipped scenarios; with a name, "
+                             "what that system takes and gives (as dyn describe)")
+    listing.add_argument("name", nargs="?", metavar="SYSTEM",
+                         help="a system (or a shipped scenario: its system): its parameters, "
+                         "outputs, backends and methods, and the shipped scenarios using it")
+    describe = sub.add_parser("describe", help="a system's parameters (type, default, bounds, "
+                              "doc), outputs, backends and methods, and shipped scenarios")
+    describe.add_argument("name", metavar="SYSTEM", help="a system, or a shipped scenario")
+
+
+def _unset_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--unset", action="append", default=[], metavar="TABLE.KEY",
+                        help="remove a key the scenario file sets (it takes its default), e.g. "
+                        "--unset integrator.dt; before any --set; repeat for several")
 
 
 def _state_choices(parser: argparse.ArgumentParser) -> None:
@@ -120,11 +141,9 @@ def _state_choices(parser: argparse.ArgumentParser) -> None:
 
 
 def _scenario_path(name: str) -> Path:
-    path = Path(name)
-    if path.exists() or path.suffix == ".toml":
-        return path
-    shipped = SCENARIO_DIR / f"{name}.toml"
-    return shipped if shipped.exists() else path
+    from ..engine.scenario import scenario_file
+
+    return scenario_file(name)
 
 
 def _cmd_run(args) -> int:
@@ -140,11 +159,13 @@ def _cmd_run(args) -> int:
         from ..engine.estimate import estimate
         from ..engine.scenario import load
 
-        print(estimate(load(_scenario_path(args.scenario), args.overrides), args.out, workers))
+        print(estimate(load(_scenario_path(args.scenario), args.overrides, args.unset), args.out,
+                       workers))
         return 0
     path = run(_scenario_path(args.scenario), args.out, workers=workers, executor=executor,
                scheduler=args.scheduler,
-               overrides=args.overrides, progress=False if args.no_progress else None,
+               overrides=args.overrides, unset=args.unset,
+               progress=False if args.no_progress else None,
                command=" ".join(["dyn", *sys.argv[1:]]), force=args.force,
                overwrite=args.overwrite, allow_version_change=args.allow_version_change)
     if args.plot:
@@ -286,7 +307,16 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+def _cmd_describe(args) -> int:
+    from .describe import describe
+
+    print(describe(args.name))
+    return 0
+
+
 def _cmd_list(args) -> int:
+    if getattr(args, "name", None):
+        return _cmd_describe(args)
     import tomllib
 
     from .. import systems
@@ -298,6 +328,7 @@ def _cmd_list(args) -> int:
     for path in sorted(SCENARIO_DIR.glob("*.toml")):
         head = tomllib.loads(path.read_text()).get("scenario", {})
         print(f"  {path.stem:<28} {head.get('description', '')}")
+    print("`dyn list SYSTEM` says what a system takes (parameters) and gives (outputs)")
     return 0
 
 
@@ -309,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             args = _parser().parse_args(argv)
             handler = {"run": _cmd_run, "show": _cmd_show, "plot": _cmd_plot, "list": _cmd_list,
                        "compare": _cmd_compare, "animate": _cmd_animate,
-                       "compile": _cmd_compile}[args.command]
+                       "compile": _cmd_compile, "describe": _cmd_describe}[args.command]
             return handler(args)
     except ScenarioError as exc:
         print(f"dyn: error: {exc}", file=sys.stderr)

@@ -70,7 +70,12 @@ def _match(values: np.ndarray, reference: str | float):
 def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.Dataset:
     """Distances to the reference point along `along`, run by run, as a Dataset with
     `distance` (..., along, run) and, over runs, `error` (RMS: the strong error), `mean` and
-    `max`. `at`: "all" saved times (their maximum) or "final"."""
+    `max`. `at`: "all" saved times (their maximum) or "final".
+
+    Returns the Dataset (in memory). Raises MissingFile (a FileNotFoundError) when `path` does
+    not exist, and ScenarioError (one line) when it is not a readable sweep file, `along` is not
+    a sweep axis with two values or more, `reference` is not one of its values, the file saved
+    no states, or its runs do not share random numbers along `along`."""
     if at not in ("all", "final"):
         raise ScenarioError("--at", f"must be all or final, got {at!r}")
     with open_dataset(path) as ds:

@@ -138,7 +138,9 @@ class AttentionSphere(System):
             Output("min_inner", "minimum pairwise inner product (mean over runs)", "1", ("time",)),
             Output("energy", "USA energy E = sum_ij exp(beta <x_i,x_j>) / (2 beta n^2) (mean over runs)",
                    "1", ("time",), nan_means=ENERGY_UNDEFINED),
-            Output("time_to_one_cluster", "time to one cluster (T if never; mean over runs)", "1"),
+            Output("time_to_one_cluster", "time to one cluster, censored at T (T if never; mean "
+                   "over runs, biased low by the censoring: see time_to_one_cluster_censored and "
+                   "time_to_one_cluster_median)", "1", reduce="time_to_event"),
             Output("held_by_first", "fraction of tokens in the cluster of token 1 (mean over runs)",
                    "1", ("time",), draw=FRACTION),
             Output("held_by_early", "fraction of tokens in clusters holding one of the first "
@@ -280,7 +282,9 @@ def _observed(spec, states) -> Chunk:
     if labelled:
         clusters = attention.count_clusters(labels)
         one = clusters == 1
-        first = np.where(one.any(axis=1), spec.times[np.argmax(one, axis=1)], spec.horizon)
+        # the first save with one cluster; NaN: never by the horizon (censored there: the
+        # engine's time_to_event reduction writes the mean with T in its place, as before)
+        first = np.where(one.any(axis=1), spec.times[np.argmax(one, axis=1)], np.nan)
         values.update(p_one_cluster=one, n_clusters=clusters, time_to_one_cluster=first,
                       held_by_first=events.held_by(labels, 1),
                       held_by_early=events.held_by(labels, spec["early"]))
