@@ -164,15 +164,15 @@ def _parameter_reference():
 def test_the_parameter_reference_holds_every_systems_schema():
     from dyn import systems
     from dyn.engine import scenario
+    from dyn.presentation.describe import describe
 
-    reference = _parameter_reference()
-    text = reference.markdown()
+    text = _parameter_reference().markdown()
     sections = dict(zip(re.findall(r"^## `(\w+)`", text, flags=re.M),
                         re.split(r"^## `\w+`", text, flags=re.M)[1:]))
     assert sorted(sections) == systems.names()
     for name, section in sections.items():
         system = systems.get(name)
-        for key, field in system.params.items():
+        for key, field in system.params.items():  # the schema itself, not only describe's words
             assert re.search(rf"^\| `{re.escape(key)}` \| {field.kind} \|", section, flags=re.M), \
                 (name, key)
         doc = {"scenario": {"name": "x", "system": name}}
@@ -180,14 +180,17 @@ def test_the_parameter_reference_holds_every_systems_schema():
             doc["integrator"] = {"method": "euler_maruyama"}
         for output in system.outputs(scenario.resolve(doc).setup):
             assert f"| `{output.name}` |" in section, (name, output.name)
+        for backend, methods in describe(name).backends.items():  # as `dyn list SYSTEM` says
+            assert f"- `{backend}`: " + ", ".join(f"`{m}`" for m in methods) in section
     # the solvers: an SDE system lists no ODE method, a system with a JAX path its methods
     noisy = sections["noisy_attention"]
     assert "`euler_maruyama`" in noisy and "`rk4`" not in noisy.split("**Solver**")[1]
     assert "- `jax`: `euler`, `heun`, `rk4`" in sections["attention_sphere"]
     # a parameter's bounds and default are the schema's
-    assert re.search(r"^\| `n` \| int \| `32` \| >= 1; <= 10000 \|", sections["attention_sphere"],
+    assert re.search(r"^\| `n` \| int \| `32` \| >= 1, <= 10000 \|", sections["attention_sphere"],
                      flags=re.M)
     assert "`attention_clusters`" in sections["attention_sphere"]  # the scenarios that use it
+    assert "| `rho` (in equiangular) |" in sections["attention_sphere"]  # outputs of other settings
 
 
 class _Links(HTMLParser):
