@@ -175,9 +175,12 @@ def test_log_scale_on_a_heat_map_blanks_what_is_not_positive(phase):
 def test_a_signed_variable_gets_a_diverging_map_centred_on_zero(phase):
     signed = np.linspace(-0.5, 2.0, 12).reshape(4, 3)
     _fill(phase, {"r_stationary": signed}, {"r_stationary": {SIGNED_ATTR: 1}})
-    (mesh,) = _meshes(figure(phase, "r_stationary"))
+    fig = figure(phase, "r_stationary")
+    (mesh,) = _meshes(fig)
     assert mesh.get_cmap().name == "RdBu_r"
     assert (mesh.norm.vmin, mesh.norm.vmax) == (-2.0, 2.0)  # zero is the middle colour
+    (sigma_c,) = [line for line in mesh.axes.lines if line.get_label().startswith(r"$\sigma_c")]
+    assert sigma_c.get_path_effects()  # white on the white middle: a dark rim shows it
     with h5py.File(phase, "r+") as f:
         del f["r_stationary"].attrs[SIGNED_ATTR]
     (mesh,) = _meshes(figure(phase, "r_stationary"))

@@ -186,6 +186,8 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
                 if spread is not None and not log and np.isfinite(spread.values).any():
                     errors.add("dots")  # the legend says what the dots are, drawn or not
                 _over_heatmap(ax, ds, over, selection, cells)
+                if colours["signed"]:  # zero is white on a diverging map: white marks get a rim
+                    _rim_light_lines(ax)
             elif len(field_dims) == 1:
                 errors |= _curves(ax, sub, field_dims[0], marks, panel_bounds)
                 _over_curves(ax, ds, over, field_dims[0], selection)
@@ -338,6 +340,20 @@ def _over_heatmap(ax, ds, refs, selection: dict, cells: dict) -> bool:
     ax.set_xlim(limits[0])
     ax.set_ylim(limits[1])
     return bool(drawn)
+
+
+def _rim_light_lines(ax) -> None:
+    """A dark rim on the near-white lines and marks of a panel (references, the "+" marks),
+    which a diverging colour map's white middle would hide."""
+    from matplotlib import patheffects
+    from matplotlib.colors import to_rgb
+
+    for line in ax.lines:
+        colours = [line.get_color(), line.get_markeredgecolor()]
+        if any(c not in (None, "none") and min(to_rgb(c)) > 0.85 for c in colours) \
+                and not line.get_path_effects():
+            line.set_path_effects([patheffects.withStroke(linewidth=line.get_linewidth() + 1.6,
+                                                          foreground="0.1")])
 
 
 def _meets(ax, placed: list, xy, near: float = 0.015, share: float = 0.1) -> bool:
