@@ -85,7 +85,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
             _remove(path)
         statuses = _resumable(path, scenario, allow_version_change, log) if path.exists() else None
         need = store.check_size(path, scenario, force) if statuses is None else 0
-        with open_pool(executor, workers, scheduler) as pool:
+        shipped = [f for f in [scenario.data["scenario"].get("system_file")] if f]
+        with open_pool(executor, workers, scheduler, shipped) as pool:
             if statuses is None:
                 _create(path, scenario, command or _command_line(), need)
                 lock.hold()  # the new file's inode: refused to writers through a hard link

@@ -118,7 +118,8 @@ class Scenario:
 
     @property
     def system(self) -> systems.System:
-        return systems.get(self.data["scenario"]["system"])
+        head = self.data["scenario"]
+        return systems.get(head["system"], file=head.get("system_file", ""))
 
     @property
     def params(self) -> dict:
@@ -149,6 +150,7 @@ class Scenario:
         """sha256 of the resolved scenario without its output path (where results go is not what they are)."""
         data = copy.deepcopy(self.data)
         data["output"].pop("path", None)
+        data["scenario"].pop("system_file", None)  # where the module lies: its sha256 says what
         return hashlib.sha256(tomli_w.dumps(data).encode()).hexdigest()
 
     def default_output_path(self) -> Path:
@@ -171,7 +173,8 @@ class Scenario:
                      horizon_cap=cfg.get("horizon_cap"),
                      step_tol=cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"],
                      check_step=bool(cfg.get("check_step")),
-                     system_name=self.data["scenario"]["system"], auto_dt=cfg.get("dt") == "auto",
+                     system_name=self.data["scenario"]["system"],
+                     system_file=self.data["scenario"].get("system_file", ""), auto_dt=cfg.get("dt") == "auto",
                      tag=self.hash)
 
     def spec(self, index: int) -> RunSpec:
@@ -325,10 +328,7 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     if "scenario" not in doc:
         raise ScenarioError("scenario", "missing required table [scenario] (name, system)")
     head = check_table("scenario", doc["scenario"], SCENARIO_FIELDS)
-    if head["system"] not in systems.names():
-        raise ScenarioError("scenario.system", f"unknown system {head['system']!r} "
-                            f"(known: {', '.join(systems.names())})")
-    system = systems.get(head["system"])
+    system = _system(head, source)
 
     raw_sweep = doc.get("sweep", {})
     if not isinstance(raw_sweep, dict):
@@ -389,6 +389,35 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
         system.validate(spec)
         check_step_size(system, spec, integrator)
     return scenario
+
+
+def _system(head: dict, source: str) -> systems.System:
+    """The scenario's system (a registered or installed name, or an import path module:Class
+    looked for next to the scenario file, then on sys.path); a system from outside the package
+    adds its provenance to `head` (module, file, sha256 of its source: part of the hash, but for
+    the file's place, so a resume against an edited module is refused)."""
+    from ..user import locate
+
+    name = head["system"]
+    if locate.is_import_path(name):
+        near = Path(source).parent if source not in ("<dict>", "<string>") else Path.cwd()
+        cls = locate.load(name, near)
+    elif name in systems.names():
+        cls = type(systems.get(name))
+    else:
+        raise ScenarioError("scenario.system", f"unknown system {name!r} "
+                            f"(known: {', '.join(systems.names())}; or an import path "
+                            "module:Class)")
+    head.update(locate.provenance(cls))
+    return _instance(cls, name)
+
+
+def _instance(cls, name: str) -> systems.System:
+    try:
+        return cls()
+    except Exception as exc:  # a user's class whose constructor raises: its text, one line
+        raise ScenarioError("scenario.system", f"{name}() raised {type(exc).__name__}: "
+                            f"{exc}") from None
 
 
 def _check_output(output: dict, integrator: dict) -> None:
