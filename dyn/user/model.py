@@ -62,6 +62,9 @@ class Model(System):
     diffusion: ClassVar[Callable | None] = None
     diffusion_jax: ClassVar[Callable | None] = None
     geometry: ClassVar[str] = "euclidean"
+    # scratch floats the numba drift needs per run: an int or (n, d, p) -> int (one object per
+    # class: a JAX batch's problems must share it)
+    work_size: ClassVar = 0
     integrator = INTEGRATOR_KEYS
 
     def __init_subclass__(cls, **kwargs):
@@ -126,6 +129,11 @@ class Model(System):
                 _COMPILED[cls, kind, "jax"] = lambda t, x, p, dw: fn(t, x, dw, *(p[i] for i in at))
         return _COMPILED[cls, kind, "jax"]
 
+    @classmethod
+    def has_form(cls, form: str) -> bool:
+        """Whether the model's field is written for `form`, "numba" or "jax"."""
+        return _function(cls, "drift" if form == "numba" else "drift_jax") is not None
+
     # --- what the engine calls -------------------------------------------------------------
     def noise_shape(self, spec, state: tuple[int, ...]) -> tuple[int, int]:
         """The shape of one Brownian increment dW (default: the state's, (n, d))."""
@@ -145,7 +153,7 @@ class Model(System):
                          noise_shape=tuple(self.noise_shape(spec, state)))
         geometry = {"euclidean": integrators.EUCLIDEAN, "sphere": integrators.SPHERE}[self.geometry]
         return integrators.Problem(cls.numba_function("drift"), cls.jax_function("drift"),
-                                   cls.pack(spec.values), geometry, **noise)
+                                   cls.pack(spec.values), geometry, work=cls.work_size, **noise)
 
     def simulate(self, spec, runs: range):
         x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
@@ -175,7 +183,7 @@ class Model(System):
         backend = spec.solver.backend
         jax = backend in ("diffrax", "jax")
         name = f"{type(self).__name__}.{'drift_jax' if jax else 'drift'}"
-        if _function(type(self), "drift_jax" if jax else "drift") is None:
+        if not type(self).has_form("jax" if jax else "numba"):
             other = "numba" if jax else "diffrax or jax"
             raise ScenarioError("integrator.backend", f"system {self.name} has no {name} (the "
                                 f"{backend} backend runs it): use backend {other}")
@@ -198,12 +206,16 @@ class Model(System):
             import jax.numpy as jnp
 
             return np.asarray(type(self).jax_function("drift")(0.0, jnp.asarray(x), jnp.asarray(p)))
-        drift = type(self).numba_function("drift")
-        out = np.empty_like(x)
+        return type(self)._probe_numba(x, p)
+
+    @classmethod
+    def _probe_numba(cls, x, p):
+        """The user's numba drift at (0, x) with the parameters p, its shape unchecked."""
+        drift = cls.numba_function("drift")
         bound = drift.py_func.__globals__["bound"]  # the user's function with p read by name
         value = np.asarray(bound(0.0, x, p))
-        if value.shape == x.shape:
-            drift(0.0, x, p, out, np.empty(0))
+        if value.shape == x.shape:  # the ABI function too: what the integrators will call
+            drift(0.0, x, p, np.empty_like(x), np.empty(0))
         return value
 
     # --- the drift pair ----------------------------------------------------------------------
@@ -220,7 +232,8 @@ class Model(System):
         x = np.ascontiguousarray(x, dtype=np.float64)
         p = cls.pack(values)
         want = np.empty_like(x)
-        cls.numba_function("drift")(float(t), x, p, want, np.empty(0))
+        size = cls.work_size(*x.shape, p) if callable(cls.work_size) else cls.work_size
+        cls.numba_function("drift")(float(t), x, p, want, np.empty(size))
         got = np.asarray(cls.jax_function("drift")(float(t), jnp.asarray(x), jnp.asarray(p)))
         return float(np.abs(got - want).max())
 

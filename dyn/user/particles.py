@@ -1,0 +1,280 @@
+r"""Interacting particles from one interaction: :func:`particles` builds the System.
+
+Tokens x_1 .. x_n on the sphere S^{d-1} (the circle for d = 2) or in R^d, each pushed by the
+others through a scalar interaction of their inner products (and, for masks and biases, of
+their positions):
+
+    w_ij = phi(<x_i, x_j>, i, j; theta),      A = N(w)   (the normalization),
+    sphere:   dx_i = P_{x_i}( sum_j A_ij x_j ) dt  (+ sigma P_{x_i} dB_i),
+    R^d:      dx_i = sum_j A_ij (x_j - x_i) dt     (+ sigma dB_i),
+
+with N: "SA" (rows sum to 1: A_ij = w_ij / sum_k w_ik), "USA" (A = w / n), "none" (A = w) or
+"sinkhorn" (w scaled to a doubly stochastic matrix by `sinkhorn_iterations` alternate column
+and row normalizations, ending with rows). phi(s, beta) = e^{beta s} with SA is the
+self-attention flow of dyn's `attention_sphere`.
+
+The user writes phi once, as a numba-jittable scalar function ``phi(s, <params>)`` or
+``phi(s, i, j, <params>)`` (i, j the tokens' positions, from 0), and optionally its JAX form
+(called on the whole matrix of inner products, so written with array operations) for the
+diffrax and jax backends; and, where the flow has an energy, its potential Phi (Phi' = phi,
+numpy operations), for the energy E = sum_ij Phi(<x_i, x_j>) / (2 n^2) of USA dynamics.
+
+The system's outputs are those of `attention_sphere`, computed by the same functions:
+pair_fraction, min_inner and the clusters (union-find of pairs with <x_i, x_j> > 1 - delta on
+the sphere; |x_i - x_j| < delta in R^d), the fraction of runs in one cluster and the time to it,
+the first plateau of the cluster count (:mod:`dyn.attention.plateaus`), and the energy.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from ..core.contract import Chunk, Output, bytes_of
+from ..core.lazy import lazy
+from ..core.schema import Field
+from ..systems.base import state_dims
+from .model import Model
+
+attention = lazy("dyn.attention")
+plateaus = lazy("dyn.attention.plateaus")
+
+GEOMETRIES = ("circle", "sphere", "euclidean")
+NORMALIZATIONS = ("SA", "USA", "none", "sinkhorn")
+_CODES = {name: code for code, name in enumerate(NORMALIZATIONS)}
+_ENGINE_PARAMS = ("sinkhorn_iterations",)
+
+
+def particles(interaction, *, name: str, description: str = "", params: dict | None = None,
+              geometry: str = "sphere", normalization: str = "SA", noise: bool = False,
+              interaction_jax=None, potential=None) -> type[Model]:
+    """The System class of particles pushed by `interaction` (module doc).
+
+    interaction: ``phi(s, <params>)`` or ``phi(s, i, j, <params>)``, numba-jittable, a float;
+    name, description: the system's; params: the interaction's parameters (name -> dyn.Field);
+    geometry: "circle", "sphere" or "euclidean" (R^d); normalization: "SA", "USA", "none" or
+    "sinkhorn"; noise: add sigma dB (a parameter `sigma`; the SDE methods);
+    interaction_jax: phi in JAX (array operations); potential: Phi with Phi' = phi (numpy).
+
+    Parameters the engine adds: n (tokens), d (dimension; 2 on the circle), delta (the cluster
+    threshold), sigma (with noise), sinkhorn_iterations (with sinkhorn).
+    """
+    if geometry not in GEOMETRIES:
+        raise ValueError(f"particles: geometry must be one of {GEOMETRIES}, got {geometry!r}")
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"particles: normalization must be one of {NORMALIZATIONS}, "
+                         f"got {normalization!r}")
+    own = dict(params or {})
+    fields = {"n": Field("int", 16, "number of tokens", lo=1, hi=4096),
+              "d": Field("int", 3, "dimension of the space", lo=1, hi=4096),
+              "delta": Field("float", 1e-3, "cluster threshold: <x_i,x_j> > 1 - delta (sphere), "
+                             "|x_i - x_j| < delta (R^d)", gt=0.0, hi=2.0)}
+    if geometry == "circle":
+        fields["d"] = Field("int", 2, "dimension (the circle)", lo=2, hi=2)
+    if noise:
+        fields["sigma"] = Field("float", 0.1, "noise level sigma", lo=0.0)
+    if normalization == "sinkhorn":
+        fields["sinkhorn_iterations"] = Field("int", 20, "Sinkhorn's normalizations per drift",
+                                              lo=1, hi=10_000)
+    clash = sorted(set(own) & set(fields))
+    if clash:
+        raise ValueError(f"particles: parameters {clash} are the engine's; name them otherwise")
+    names = list(inspect.signature(getattr(interaction, "py_func", interaction)).parameters)
+    positions = names[1:3] == ["i", "j"]
+    args = tuple(names[3 if positions else 1:])
+    missing = [a for a in args if a not in own]
+    if missing:
+        raise ValueError(f"particles: the interaction takes {missing}, not declared in params")
+    body = dict(
+        name=name, description=description or f"particles on the {geometry}: {name}",
+        default_plot="pair_fraction", geometry="euclidean" if geometry == "euclidean" else "sphere",
+        params={**own, **fields}, interaction=staticmethod(interaction),
+        interaction_jax=None if interaction_jax is None else staticmethod(interaction_jax),
+        potential=None if potential is None else staticmethod(potential),
+        interaction_args=args, positions=positions, normalization=normalization,
+        space=geometry, noisy=noise, equation="sde" if noise else "ode",
+        jax_methods=frozenset() if interaction_jax is None else
+        frozenset({"euler_maruyama"} if noise else {"euler", "heun", "rk4"}),
+        __module__=getattr(interaction, "__module__", __name__), __qualname__=name)
+    return type(name, (Particles,), body)
+
+
+class Particles(Model):
+    """What :func:`particles` builds; not written by hand."""
+
+    interaction = interaction_jax = potential = None
+    interaction_args: tuple = ()
+    positions = False
+    normalization, space, noisy = "SA", "sphere", False
+
+    @classmethod
+    def parameters(cls) -> tuple[str, ...]:
+        extra = ("sigma",) if cls.noisy else ()
+        return cls.interaction_args + extra + tuple(p for p in _ENGINE_PARAMS if p in cls.params)
+
+    @classmethod
+    def numba_function(cls, kind: str = "drift"):
+        from . import particles_jit
+
+        key = (cls, kind)
+        from .model import _COMPILED
+
+        if key not in _COMPILED:
+            if kind == "diffusion":
+                _COMPILED[key] = particles_jit.diffusion(cls.parameters().index("sigma")) \
+                    if cls.noisy else None
+            else:
+                at = tuple(range(len(cls.interaction_args)))
+                iterations = cls.parameters().index("sinkhorn_iterations") \
+                    if cls.normalization == "sinkhorn" else -1
+                _COMPILED[key] = particles_jit.drift(cls.interaction, cls.positions, at,
+                                                     _CODES[cls.normalization],
+                                                     cls.space == "euclidean", iterations)
+        return _COMPILED[key]
+
+    @classmethod
+    def jax_function(cls, kind: str = "drift"):
+        from .model import _COMPILED
+
+        if cls.interaction_jax is None:
+            return None
+        key = (cls, kind, "jax")
+        if key not in _COMPILED:
+            names = cls.parameters()
+            if kind == "diffusion":
+                at = names.index("sigma") if cls.noisy else None
+                _COMPILED[key] = None if at is None else (lambda t, x, p, dw: p[at] * dw)
+            else:
+                _COMPILED[key] = _drift_jax(cls.interaction_jax, cls.positions,
+                                            tuple(range(len(cls.interaction_args))),
+                                            cls.normalization, cls.space == "euclidean",
+                                            names.index("sinkhorn_iterations")
+                                            if cls.normalization == "sinkhorn" else -1)
+        return _COMPILED[key]
+
+    @classmethod
+    def has_form(cls, form: str) -> bool:
+        return form == "numba" or cls.interaction_jax is not None
+
+    @staticmethod
+    def work_size(n: int, d: int, p) -> int:
+        return n * n + 2 * n  # the weights w (n x n); room for the normalization
+
+    @classmethod
+    def _probe_numba(cls, x, p):
+        out = np.empty_like(x)
+        cls.numba_function("drift")(0.0, x, p, out, np.empty(cls.work_size(*x.shape, p)))
+        return out
+
+    def initial_state(self, spec, runs: int) -> np.ndarray:
+        n, d = spec["n"], spec["d"]
+        if self.space == "euclidean":
+            return spec.rng.standard_normal((runs, n, d))
+        return attention.uniform_sphere(spec.rng, runs, n, d)
+
+    def trajectory_dims(self, setup) -> dict[str, int]:
+        return state_dims(setup, token="n", coordinate="d")
+
+    def run_bytes(self, spec) -> int:
+        return bytes_of(len(spec.times), spec["n"], spec["d"]) + bytes_of(spec["n"], spec["n"])
+
+    def outputs(self, setup) -> list[Output]:
+        outs = [
+            Output("pair_fraction", "fraction of token pairs in one cluster's reach (<x_i,x_j> "
+                   "> 1 - delta; R^d: |x_i - x_j| < delta; mean over runs)", "1", ("time",)),
+            Output("p_one_cluster", "fraction of runs whose tokens form one cluster", "1",
+                   ("time",), "proportion"),
+            Output("n_clusters", "number of clusters (mean over runs)", "1", ("time",)),
+            Output("time_to_one_cluster", "time to one cluster (T if never; mean over runs)", "1"),
+            Output("first_plateau_clusters", "cluster count at the first plateau (mean over "
+                   "runs)", "1", (), "mean_se", nan_means="some run has no first plateau"),
+            Output("p_first_plateau", "fraction of runs whose count has a first plateau", "1",
+                   (), "proportion"),
+        ]
+        if self.space != "euclidean":
+            outs.append(Output("min_inner", "minimum pairwise inner product (mean over runs)",
+                               "1", ("time",)))
+        else:
+            outs.append(Output("spread", "mean squared distance of the tokens to their mean "
+                               "(mean over runs)", "1", ("time",)))
+        if self.potential is not None:
+            outs.append(Output("energy", "E = sum_ij Phi(<x_i,x_j>) / (2 n^2) (mean over runs)",
+                               "1", ("time",)))
+        return outs
+
+    def observe(self, spec, states) -> Chunk:
+        x = np.asarray(states)
+        values = {}
+        if self.space == "euclidean":
+            labels, fraction = _distance_clusters(x, spec["delta"])
+            values.update(pair_fraction=fraction,
+                          spread=((x - x.mean(axis=2, keepdims=True)) ** 2).sum(-1).mean(-1))
+        else:
+            stats, labels = attention.pairs_and_clusters(x, spec["delta"], 0.0, True)
+            values.update(pair_fraction=stats[..., 0], min_inner=stats[..., 1])
+        clusters = attention.count_clusters(labels)
+        one = clusters == 1
+        values.update(n_clusters=clusters, p_one_cluster=one,
+                      time_to_one_cluster=np.where(one.any(axis=1),
+                                                   spec.times[np.argmax(one, axis=1)],
+                                                   spec.horizon))
+        count, _, _ = plateaus.first_plateau(clusters, spec.times)
+        values.update(first_plateau_clusters=count, p_first_plateau=np.isfinite(count))
+        if self.potential is not None:
+            gram = np.einsum("etid,etjd->etij", x, x)
+            theta = [spec[a] for a in self.interaction_args]
+            values["energy"] = self.potential(gram, *theta).sum(axis=(2, 3)) / (2 * spec["n"] ** 2)
+        return Chunk(values, states=states)
+
+
+def _distance_clusters(x, delta: float):
+    """Labels (smallest index of each cluster) of the graph |x_i - x_j| < delta, and the
+    fraction of pairs i < j within delta, per configuration of x (..., n, d)."""
+    from scipy.sparse.csgraph import connected_components
+
+    n = x.shape[-2]
+    near = np.linalg.norm(x[..., :, None, :] - x[..., None, :, :], axis=-1) < delta
+    flat = near.reshape(-1, n, n)
+    labels = np.empty(flat.shape[:1] + (n,), dtype=np.int64)
+    for c, graph in enumerate(flat):
+        _, found = connected_components(graph, directed=False)
+        first = {}
+        labels[c] = [first.setdefault(k, i) for i, k in enumerate(found)]
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    fraction = near[..., upper].mean(axis=-1) if n > 1 else np.ones(near.shape[:-2])
+    return labels.reshape(near.shape[:-1]), fraction
+
+
+def _drift_jax(phi, positions: bool, at, normalization: str, euclidean: bool, iterations: int):
+    """The JAX drift of the particles on one member x (n, d)."""
+
+    def drift(t, x, p):
+        import jax
+        import jax.numpy as jnp
+
+        n = x.shape[0]
+        s = x @ x.T
+        theta = [p[k] for k in at]
+        if positions:
+            i, j = jnp.arange(n)[:, None], jnp.arange(n)[None, :]
+            w = phi(s, i, j, *theta)
+        else:
+            w = phi(s, *theta)
+        w = jnp.broadcast_to(w, (n, n))
+        if normalization == "SA":
+            a = w / w.sum(axis=1, keepdims=True)
+        elif normalization == "USA":
+            a = w / n
+        elif normalization == "sinkhorn":
+            def scale(_, m):
+                m = m / m.sum(axis=0, keepdims=True)
+                return m / m.sum(axis=1, keepdims=True)
+
+            a = jax.lax.fori_loop(0, p[iterations].astype(jnp.int32), scale, w)
+        else:
+            a = w
+        if euclidean:
+            return a @ x - a.sum(axis=1)[:, None] * x
+        return a @ x
+
+    return drift
