@@ -148,10 +148,7 @@ class Scenario:
     @property
     def hash(self) -> str:
         """sha256 of the resolved scenario without its output path (where results go is not what they are)."""
-        data = copy.deepcopy(self.data)
-        data["output"].pop("path", None)
-        data["scenario"].pop("system_file", None)  # where the module lies: its sha256 says what
-        return hashlib.sha256(tomli_w.dumps(data).encode()).hexdigest()
+        return document_hash(self.data)
 
     def default_output_path(self) -> Path:
         return Path(self.output.get("path") or f"outputs/{self.name}.h5")
@@ -185,6 +182,15 @@ class Scenario:
     def count(self) -> int:
         """Number of sweep points."""
         return sweep.count(self.axes)
+
+
+def document_hash(data: dict) -> str:
+    """sha256 of a resolved document without where things lie: the output path, and the file
+    of a system's module from outside the package (its sha256, which stays, says what it is)."""
+    data = copy.deepcopy(data)
+    data["output"].pop("path", None)
+    data["scenario"].pop("system_file", None)
+    return hashlib.sha256(tomli_w.dumps(data).encode()).hexdigest()
 
 
 def parse_toml(text: str, source: str = "<string>") -> dict:

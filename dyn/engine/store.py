@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import os
 import struct
 import tomllib
@@ -54,7 +53,6 @@ from typing import TYPE_CHECKING
 import h5netcdf
 import h5py
 import numpy as np
-import tomli_w
 
 from ..core import sweep
 from ..core.contract import (DIVERGED, FAILED, NAN_MEANS_ATTR, OK, PENDING, REFERENCE, ROLE_ATTR,
@@ -530,9 +528,10 @@ def layout_problem(f: h5py.File, scenario: "Scenario") -> str:
     (attributes, variables, shapes, types, sweep coordinates); "" when nothing does."""
     text = _text(f.attrs.get("scenario"))
     try:
+        from .scenario import document_hash
+
         doc = tomllib.loads(text) if isinstance(text, str) else None
-        doc["output"].pop("path", None)
-        if hashlib.sha256(tomli_w.dumps(doc).encode()).hexdigest() != scenario.hash:
+        if document_hash(doc) != scenario.hash:
             return "its scenario attribute does not match its hash"
     except (tomllib.TOMLDecodeError, TypeError, KeyError, AttributeError, ValueError):
         return "its scenario attribute is not the scenario that made it"

@@ -44,9 +44,26 @@ def _root_of(module: str, file: Path) -> Path:
 
 
 def _on_path(folder: Path) -> None:
+    """`folder` first on sys.path (moved there if it was further down)."""
     text = str(folder)
-    if text not in sys.path:
-        sys.path.insert(0, text)
+    if text in sys.path:
+        sys.path.remove(text)
+    sys.path.insert(0, text)
+
+
+def _forget_other(module: str, folder: Path) -> None:
+    """Drop `module` (and its submodules) from sys.modules when the copy imported is not the
+    one in `folder`: two scenarios in two folders, each beside its own my_sync.py, run in one
+    process each get their own."""
+    head = module.split(".")[0]
+    loaded = sys.modules.get(head)
+    if loaded is None:
+        return
+    file = getattr(loaded, "__file__", None)
+    if file is None or _root_of(head, Path(file)).resolve() != folder:
+        for name in [m for m in sys.modules if m == head or m.startswith(head + ".")]:
+            del sys.modules[name]
+        importlib.invalidate_caches()
 
 
 def _next_to(module: str, folder: Path) -> bool:
@@ -59,7 +76,9 @@ def import_module(module: str, near: str | Path | None = None, file: str = ""):
     root of the recorded `file`, else from sys.path. One-line ScenarioError when it fails,
     carrying the module's own exception text."""
     if near is not None and _next_to(module, Path(near)):
-        _on_path(Path(near).resolve())
+        folder = Path(near).resolve()
+        _forget_other(module, folder)
+        _on_path(folder)
     elif file and Path(file).is_file():
         _on_path(_root_of(module, Path(file)))
     try:

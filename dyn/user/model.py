@@ -260,7 +260,9 @@ def _call(name: str, probe):
     except ScenarioError:
         raise
     except Exception as exc:
-        text = str(exc).strip().splitlines()
+        # numba's typing errors wrap the cause in lines of pipeline steps: keep the cause
+        lines = [t.strip() for t in str(exc).strip().splitlines() if t.strip()]
+        causes = [t for t in lines if not t.startswith(("Failed in", "During:", "File ", "<source missing"))]
+        text = " / ".join(dict.fromkeys(causes or lines)) or "(no message)"
         raise ScenarioError("scenario.system", f"{name} failed at the start state: "
-                            f"{type(exc).__name__}: {' / '.join(t.strip() for t in text[:3])}"
-                            ) from None
+                            f"{type(exc).__name__}: {text}") from None
