@@ -48,7 +48,8 @@ SCENARIO_FIELDS = {
     "name": Field("str", doc="short identifier, used for the default output file name",
                   check=lambda s: None if NAME_PATTERN.match(s) else
                   "must be 1-64 characters of letters, digits, '_', '.', '-'"),
-    "system": Field("str", doc="registered system name (see `dyn list`)"),
+    "system": Field("str", doc="system name (see `dyn list`), or import path module:Class "
+                    "of your own (the module beside the scenario file or on sys.path)"),
     "description": Field("str", default=""),
 }
 ENSEMBLE_FIELDS = {
