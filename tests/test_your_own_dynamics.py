@@ -326,3 +326,43 @@ def test_the_example_killed_then_resumed_gives_the_same_numbers(folder):
     code, err = _cli("run", "sync.toml", "--no-progress", "--out", "killed.h5")
     assert code == 0, err
     _same(_values(folder / "whole.h5"), _values(folder / "killed.h5"))
+
+
+ATTENTION = '''
+[scenario]
+name = "{name}"
+system = "{system}"
+[params]
+n = 6
+d = 3
+delta = 0.01
+[sweep]
+beta = [0.5, 3.0]
+[ensemble]
+runs = 3
+seed = 4
+[integrator]
+method = "rk4"
+dt = 0.1
+horizon = 3.0
+[output]
+saves = 6
+'''
+
+
+def test_the_exponential_kernel_runs_the_engines_attention_flow(folder):
+    """particles("exp") is `attention_sphere` (post-LN flow, SA): the same starts, solve and
+    observables, so the same numbers bit for bit."""
+    (folder / "attn.py").write_text("import dyn\n\nSoftmax = dyn.particles('exp', name='softmax')\n")
+    outs = {}
+    for system in ("attention_sphere", "attn:Softmax"):
+        name = system.split(":")[0]
+        (folder / f"{name}.toml").write_text(ATTENTION.format(name=name, system=system))
+        outs[system] = _values(dyn.run(folder / f"{name}.toml", folder / f"{name}.h5",
+                                       progress=False, log=io.StringIO()))
+    mine, engine = outs["attn:Softmax"], outs["attention_sphere"]
+    shared = set(mine) & set(engine)
+    assert {"pair_fraction", "min_inner", "n_clusters", "p_one_cluster", "time_to_one_cluster",
+            "energy"} <= shared
+    _same({k: mine[k] for k in shared}, {k: engine[k] for k in shared})
+    sys.modules.pop("attn", None)

@@ -55,10 +55,15 @@ def particles(interaction, *, name: str, description: str = "", params: dict | N
     geometry: "circle", "sphere" or "euclidean" (R^d); normalization: "SA", "USA", "none" or
     "sinkhorn"; noise: add sigma dB (a parameter `sigma`; the SDE methods);
     interaction_jax: phi in JAX (array operations); potential: Phi with Phi' = phi (numpy).
+    interaction = "exp": phi(s) = e^{beta s} (parameter beta), run by the engine's own attention
+    flow (its numba and JAX drifts; SA or USA on the circle or the sphere, no noise).
 
     Parameters the engine adds: n (tokens), d (dimension; 2 on the circle), delta (the cluster
     threshold), sigma (with noise), sinkhorn_iterations (with sinkhorn).
     """
+    if isinstance(interaction, str):
+        return _engine_kernel(interaction, name, description, params, geometry, normalization,
+                              noise)
     if geometry not in GEOMETRIES:
         raise ValueError(f"particles: geometry must be one of {GEOMETRIES}, got {geometry!r}")
     if normalization not in NORMALIZATIONS:
@@ -225,6 +230,69 @@ class Particles(Model):
             theta = [spec[a] for a in self.interaction_args]
             values["energy"] = self.potential(gram, *theta).sum(axis=(2, 3)) / (2 * spec["n"] ** 2)
         return Chunk(values, states=states)
+
+
+def _engine_kernel(kernel: str, name: str, description: str, params, geometry: str,
+                   normalization: str, noise: bool) -> type[Model]:
+    """`particles("exp", ...)`: phi(s) = e^{beta s}, run by the engine's own attention flow."""
+    if kernel != "exp":
+        raise ValueError(f"particles: the engine's kernels are 'exp'; got {kernel!r} (or give "
+                         "your interaction as a function)")
+    if geometry not in ("circle", "sphere") or normalization not in ("SA", "USA") or noise:
+        raise ValueError("particles('exp'): the engine's attention flow is on the circle or the "
+                         "sphere, with SA or USA, without noise; write phi(s, beta) = "
+                         "exp(beta * s) as a function for the other cases")
+    fields = {"beta": Field("float", 1.0, "inverse temperature beta", lo=0.0)}
+    if params:
+        raise ValueError("particles('exp'): its one parameter is beta")
+    cls = particles(_exp_kernel, name=name, description=description or
+                    f"self-attention ({normalization}) on the {geometry}", params=fields,
+                    geometry=geometry, normalization=normalization)
+    import sys
+
+    module = sys._getframe(2).f_globals.get("__name__", __name__)  # the caller's module
+    return type(name, (AttentionParticles, cls), {"__module__": module, "__qualname__": name})
+
+
+def _exp_kernel(s, beta):
+    return np.exp(beta * s)
+
+
+class AttentionParticles(Particles):
+    """phi(s) = e^{beta s}: the drift is the engine's attention flow (dyn.attention, numba and
+    JAX), the energy its USA energy E = sum_ij e^{beta <x_i,x_j>} / (2 beta n^2)."""
+
+    jax_methods = frozenset({"euler", "heun", "rk4"})
+
+    @classmethod
+    def has_form(cls, form: str) -> bool:
+        return True
+
+    def problem(self, spec, state=None):
+        from ..attention import architecture, schemes
+
+        p = architecture.pack_values({"d": spec["d"], "beta": spec["beta"],
+                                      "normalization": self.normalization})
+        return schemes.scheme("post").flow.problem(p)
+
+    def _probe(self, jax: bool, x, spec):
+        problem = self.problem(spec)
+        out = np.empty_like(x)
+        problem.drift(0.0, x, np.array(problem.p), out, np.empty(problem.work_size(*x.shape)))
+        return out
+
+    def outputs(self, setup) -> list[Output]:
+        return super().outputs(setup) + [
+            Output("energy", "USA energy E = sum_ij exp(beta <x_i,x_j>) / (2 beta n^2) (mean "
+                   "over runs)", "1", ("time",), nan_means="beta = 0, where the energy is "
+                   "undefined")]
+
+    def observe(self, spec, states) -> Chunk:
+        chunk = super().observe(spec, states)
+        stats, _ = attention.pairs_and_clusters(np.asarray(states), spec["delta"], spec["beta"],
+                                                False)
+        chunk.values["energy"] = stats[..., 2]
+        return chunk
 
 
 def _distance_clusters(x, delta: float):
