@@ -366,3 +366,16 @@ def test_the_exponential_kernel_runs_the_engines_attention_flow(folder):
             "energy"} <= shared
     _same({k: mine[k] for k in shared}, {k: engine[k] for k in shared})
     sys.modules.pop("attn", None)
+
+
+def test_a_dask_worker_that_cannot_import_the_module_stops_the_run_in_one_line():
+    from dyn.engine import executors
+
+    class Refusing:  # what distributed.Client.upload_file raises when a worker's import fails
+        def upload_file(self, path):
+            raise ImportError("No module named 'scipy_fork' (on worker tcp://10.0.0.7:4242)")
+
+    with pytest.raises(dyn.ScenarioError) as caught:
+        executors.ship_modules(Refusing(), ["/somewhere/my_sync.py"])
+    text = str(caught.value)
+    assert len(text.splitlines()) == 1 and "my_sync.py" in text and "scipy_fork" in text
