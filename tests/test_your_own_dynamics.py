@@ -166,6 +166,14 @@ class WrongShape(Base):
         return -theta * x[0]
 
 
+class StartFails(Base):
+    def drift(t, x, theta):
+        return -theta * x
+
+    def initial_state(self, spec, runs):
+        return np.ones((runs, 2, spec["dimension"]))
+
+
 def not_a_class():
     pass
 '''
@@ -178,6 +186,7 @@ def not_a_class():
     ("bad_models:Raises", "ValueError: theta too large for this model"),
     ("bad_models:WrongShape", "returned shape (3,) for a state of shape (2, 3)"),
     ("broken:Sync", "RuntimeError: broken at import"),
+    ("bad_models:StartFails", "KeyError: 'dimension'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(folder, system, says):
     (folder / "bad_models.py").write_text(BAD_MODELS)
@@ -222,7 +231,9 @@ def test_dyn_list_shows_an_installed_packages_system(tmp_path):
 
 
 @pytest.mark.parametrize("geometry, normalization, positions", [
-    ("sphere", "SA", False), ("sphere", "USA", True), ("euclidean", "none", False),
+    ("sphere", "SA", False),
+    pytest.param("sphere", "USA", True, marks=pytest.mark.slow),
+    pytest.param("euclidean", "none", False, marks=pytest.mark.slow),
     ("circle", "sinkhorn", True)])
 def test_the_builders_numba_drift_agrees_with_its_jax_form(geometry, normalization, positions):
     if positions:
@@ -250,6 +261,7 @@ def test_the_builders_numba_drift_agrees_with_its_jax_form(geometry, normalizati
         assert cls.twin_error(x, beta=rng.uniform(0.2, 2.0)) <= 1e-12 * 10
 
 
+@pytest.mark.slow  # the default tier runs the whole flow against attention_sphere, bit for bit
 def test_the_exponential_kernel_is_the_engines_attention_flow():
     """phi(s) = e^{beta s} with SA (and USA) is the flow of `attention_sphere`: the builder's
     projected drift equals the engine's attention drift."""
@@ -379,3 +391,16 @@ def test_a_dask_worker_that_cannot_import_the_module_stops_the_run_in_one_line()
         executors.ship_modules(Refusing(), ["/somewhere/my_sync.py"])
     text = str(caught.value)
     assert len(text.splitlines()) == 1 and "my_sync.py" in text and "scipy_fork" in text
+
+
+def test_the_examples_numba_and_jax_forms_agree(folder):
+    """The drift-pair check, wherever a model has both forms: the example's sigmoid."""
+    sys.path.insert(0, str(folder))
+    import my_sync
+
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        x = rng.standard_normal((7, 3))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        values = dict(beta=rng.uniform(0.5, 9.0), b=rng.uniform(-1, 1))
+        assert my_sync.Sync.twin_error(x, **values) <= 1e-12

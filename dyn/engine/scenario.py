@@ -326,6 +326,31 @@ def apply_values(doc: dict, values: dict[str, Any]) -> dict:
 
 def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     """Validate a raw TOML document and return the resolved `Scenario`."""
+    try:
+        return _resolve(doc, source)
+    except ScenarioError:
+        raise
+    except Exception as exc:
+        name = _outside_system(doc)
+        if not name:
+            raise  # the package's own: a bug, shown whole
+        # a hook of the user's system raised (outputs, validate, initial_state...): one line
+        # with the user's text
+        raise ScenarioError("scenario.system", f"{name}: {type(exc).__name__}: {exc}") from None
+
+
+def _outside_system(doc: Any) -> str:
+    """The system's name when it comes from outside the package (import path, entry point)."""
+    from ..user import locate
+
+    head = doc.get("scenario") if isinstance(doc, dict) else None
+    name = head.get("system") if isinstance(head, dict) else None
+    if not isinstance(name, str):
+        return ""
+    return name if locate.is_import_path(name) or name in locate.entry_points() else ""
+
+
+def _resolve(doc: Any, source: str) -> Scenario:
     if not isinstance(doc, dict):
         raise ScenarioError("", "a scenario must be a TOML document of tables")
     check_depth("", doc)
