@@ -404,3 +404,56 @@ def test_the_examples_numba_and_jax_forms_agree(folder):
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         values = dict(beta=rng.uniform(0.5, 9.0), b=rng.uniform(-1, 1))
         assert my_sync.Sync.twin_error(x, **values) <= 1e-12
+
+
+ONE_FORM = '''
+import numpy as np
+import dyn
+
+
+class Decay(dyn.Model):
+    name, description, default_plot = "decay", "dx/dt = -k x", "x"
+    params = {"k": dyn.Field("float", 1.0, "rate", gt=0.0)}
+
+    def outputs(self, setup):
+        return [dyn.Output("x", "x(t)", dims=("time",))]
+
+    def initial_state(self, spec, runs):
+        return np.ones((runs, 1, 1))
+
+    def observe(self, spec, states):
+        return dyn.Chunk({"x": np.asarray(states)[..., 0, 0]})
+
+
+class NumbaOnly(Decay):
+    def drift(t, x, k):
+        return -k * x
+
+
+class JaxOnly(Decay):
+    def drift_jax(t, x, k):
+        return -k * x
+'''
+
+
+@pytest.mark.parametrize("system, backend", [("NumbaOnly", "diffrax"), ("JaxOnly", "numba"),
+                                             ("JaxOnly", "jax")])
+def test_a_model_runs_on_the_backends_of_the_forms_it_has(folder, system, backend):
+    """numba alone: the numba backend; JAX alone: diffrax and jax; the others are refused in
+    one line naming what is missing."""
+    (folder / "one_form.py").write_text(ONE_FORM)
+    (folder / "decay.toml").write_text(f'[scenario]\nname = "decay"\nsystem = "one_form:{system}"'
+                                       f'\n[integrator]\nbackend = "{backend}"\ndt = 0.1\n'
+                                       '[output]\nsaves = 2\n')
+    code, err = _cli("run", "decay.toml", "--no-progress", "--out", "decay.h5")
+    if (system, backend) == ("JaxOnly", "jax"):
+        assert code == 0, err
+        with dyn.open(folder / "decay.h5") as ds:  # rk4 at dt = 0.1: error O(dt^4)
+            np.testing.assert_allclose(ds["x"].values, np.exp(-np.array([0, 0.5, 1.0])),
+                                       rtol=1e-6)
+    else:
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert "integrator.backend" in err and ("drift_jax" in err if backend != "numba"
+                                                else ".drift " in err)
+        assert not (folder / "decay.h5").exists()
+    sys.modules.pop("one_form", None)
