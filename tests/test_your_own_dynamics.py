@@ -121,6 +121,11 @@ def test_the_examples_trajectories_are_the_plain_reference(folder):
             np.testing.assert_allclose(states[a, r], want, rtol=0, atol=1e-12)
             checked += 1
     assert checked == 4
+    # the file is drawn where the module is not: `dyn plot` needs only the file
+    (folder / "my_sync.py").rename(folder / "elsewhere.py")
+    sys.modules.pop("my_sync", None)
+    code, err = _cli("plot", str(out))
+    assert code == 0 and (folder / "ref.png").exists(), err
 
 
 def test_a_resume_against_an_edited_module_is_refused_then_overwritten(folder):

@@ -184,9 +184,10 @@ class Particles(Model):
         return bytes_of(len(spec.times), spec["n"], spec["d"]) + bytes_of(spec["n"], spec["n"])
 
     def outputs(self, setup) -> list[Output]:
+        near = "|x_i - x_j| < delta" if self.space == "euclidean" else "<x_i,x_j> > 1 - delta"
         outs = [
-            Output("pair_fraction", "fraction of token pairs in one cluster's reach (<x_i,x_j> "
-                   "> 1 - delta; R^d: |x_i - x_j| < delta; mean over runs)", "1", ("time",)),
+            Output("pair_fraction", f"fraction of token pairs with {near} (mean over runs)", "1",
+                   ("time",)),
             Output("p_one_cluster", "fraction of runs whose tokens form one cluster", "1",
                    ("time",), "proportion"),
             Output("n_clusters", "number of clusters (mean over runs)", "1", ("time",)),
