@@ -462,3 +462,7 @@ def test_a_model_runs_on_the_backends_of_the_forms_it_has(folder, system, backen
                                                 else ".drift " in err)
         assert not (folder / "decay.h5").exists()
     sys.modules.pop("one_form", None)
+
+
+def test_the_readme_shows_the_example_module_whole():
+    assert (EXAMPLE / "my_sync.py").read_text() in (ROOT / "README.md").read_text()
