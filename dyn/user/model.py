@@ -66,9 +66,13 @@ class Model(System):
     # class: a JAX batch's problems must share it)
     work_size: ClassVar = 0
     integrator = INTEGRATOR_KEYS
+    # equation and jax_methods read off the functions given (False: the class sets them)
+    forms_from_functions: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if not cls.forms_from_functions:
+            return
         for attr in ("drift", "drift_jax", "diffusion", "diffusion_jax"):
             if inspect.isfunction(cls.__dict__.get(attr)):  # plain functions: not methods
                 setattr(cls, attr, staticmethod(cls.__dict__[attr]))

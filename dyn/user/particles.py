@@ -107,6 +107,7 @@ def particles(interaction, *, name: str, description: str = "", params: dict | N
 class Particles(Model):
     """What :func:`particles` builds; not written by hand."""
 
+    forms_from_functions = False  # equation and jax_methods are set by the builder
     interaction = interaction_jax = potential = None
     interaction_args: tuple = ()
     positions = False
