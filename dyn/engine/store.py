@@ -470,7 +470,8 @@ def read_verified(path: Path, scenario: "Scenario") -> Verified:
             stored = _text(f.attrs.get("scenario_hash"))
             if stored != scenario.hash:
                 raise OutputError("--out", f"{path} holds a different scenario (hash "
-                                  f"{str(stored)[:12]}..., this one {scenario.hash[:12]}...); "
+                                  f"{str(stored)[:12]}..., this one {scenario.hash[:12]}..."
+                                  f"{_module_changed(f, scenario)}); "
                                   "choose another --out, delete the file, or add --overwrite")
             problem = metadata_problem(f) or layout_problem(f, scenario)
             if problem:
@@ -520,6 +521,19 @@ def metadata_problem(f: h5py.File) -> str:
         f.visititems(visit)
     except Exception as exc:  # noqa: BLE001 - a damaged header raises OSError, KeyError, ...
         return f"{where[0]}: {str(exc).strip() or type(exc).__name__}"
+    return ""
+
+
+def _module_changed(f: h5py.File, scenario: "Scenario") -> str:
+    """", the system's module FILE changed since" when the file's scenario records another
+    sha256 of the module of a system from outside the package; else ""."""
+    try:
+        head = tomllib.loads(_text(f.attrs.get("scenario"))).get("scenario", {})
+    except (tomllib.TOMLDecodeError, TypeError):
+        return ""
+    now = scenario.data["scenario"]
+    if head.get("system_sha256") and head.get("system_sha256") != now.get("system_sha256"):
+        return f": the system's module {now.get('system_file', '')} changed since"
     return ""
 
 
