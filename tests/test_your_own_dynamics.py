@@ -235,12 +235,14 @@ def test_dyn_list_shows_an_installed_packages_system(tmp_path):
                for line in listed.stdout.splitlines()), listed.stdout
 
 
-@pytest.mark.parametrize("geometry, normalization, positions", [
-    ("sphere", "SA", False),
-    pytest.param("sphere", "USA", True, marks=pytest.mark.slow),
-    pytest.param("euclidean", "none", False, marks=pytest.mark.slow),
-    ("circle", "sinkhorn", True)])
-def test_the_builders_numba_drift_agrees_with_its_jax_form(geometry, normalization, positions):
+@pytest.mark.parametrize("geometry, normalization, positions, of", [
+    ("sphere", "SA", False, "inner"),
+    pytest.param("sphere", "USA", True, "inner", marks=pytest.mark.slow),
+    pytest.param("euclidean", "none", False, "inner", marks=pytest.mark.slow),
+    ("euclidean", "SA", False, "distance"),
+    ("circle", "sinkhorn", True, "inner")])
+def test_the_builders_numba_drift_agrees_with_its_jax_form(geometry, normalization, positions,
+                                                          of):
     if positions:
         def phi(s, i, j, beta):
             return np.exp(beta * s) * (j <= i)
@@ -255,7 +257,7 @@ def test_the_builders_numba_drift_agrees_with_its_jax_form(geometry, normalizati
         def phi_jax(s, beta):
             return (1.0 + s) ** 2 * beta
     cls = dyn.particles(phi, interaction_jax=phi_jax, name="pair", geometry=geometry,
-                        normalization=normalization,
+                        normalization=normalization, of=of,
                         params={"beta": dyn.Field("float", 1.0, "beta")})
     rng = np.random.default_rng(7)
     d = 2 if geometry == "circle" else 3
@@ -466,3 +468,36 @@ def test_a_model_runs_on_the_backends_of_the_forms_it_has(folder, system, backen
 
 def test_the_readme_shows_the_example_module_whole():
     assert (EXAMPLE / "my_sync.py").read_text() in (ROOT / "README.md").read_text()
+
+
+GAUSSIAN = '''
+import numpy as np
+import dyn
+
+
+def gaussian(s, width):  # s = |x_i - x_j|^2: symmetric, so sum_i dx_i/dt = 0
+    return np.exp(-s / width**2)
+
+
+Consensus = dyn.particles(gaussian, name="consensus", geometry="euclidean", normalization="none",
+                          of="distance", params={"width": dyn.Field("float", 1.0, "width", gt=0)})
+'''
+
+
+def test_a_symmetric_kernel_in_rd_keeps_the_tokens_mean(folder):
+    """w_ij = exp(-|x_i - x_j|^2 / width^2) unnormalized: sum_ij w_ij (x_j - x_i) = 0, so the
+    mean of the tokens is an invariant RK4 keeps up to rounding, while the tokens contract."""
+    (folder / "consensus.py").write_text(GAUSSIAN)
+    (folder / "consensus.toml").write_text(
+        '[scenario]\nname = "c"\nsystem = "consensus:Consensus"\n[params]\nn = 7\nd = 2\n'
+        'width = 1.5\ndelta = 0.05\n[ensemble]\nruns = 3\n[integrator]\ndt = 0.05\n'
+        'horizon = 10.0\n[output]\nsaves = 10\ntrajectories = true\n')
+    out = dyn.run(folder / "consensus.toml", folder / "c.h5", progress=False, log=io.StringIO())
+    with dyn.open(out) as ds:
+        x = ds["trajectory"].transpose("run", "trajectory_time", "token", "coordinate").values
+        spread = ds["spread"].values
+    mean = x.mean(axis=2)
+    np.testing.assert_allclose(mean, np.broadcast_to(mean[:, :1], mean.shape), rtol=0,
+                               atol=1e-13)
+    assert spread[-1] < 0.5 * spread[0]  # and they draw together
+    sys.modules.pop("consensus", None)

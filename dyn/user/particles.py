@@ -14,7 +14,8 @@ and row normalizations, ending with rows). phi(s, beta) = e^{beta s} with SA is 
 self-attention flow of dyn's `attention_sphere`.
 
 The user writes phi once, as a numba-jittable scalar function ``phi(s, <params>)`` or
-``phi(s, i, j, <params>)`` (i, j the tokens' positions, from 0), and optionally its JAX form
+``phi(s, i, j, <params>)`` (i, j the tokens' positions, from 0; s = <x_i, x_j>, or
+|x_i - x_j|^2 with ``of="distance"``, e.g. a Gaussian kernel in R^d), and optionally its JAX form
 (called on the whole matrix of inner products, so written with array operations) for the
 diffrax and jax backends; and, where the flow has an energy, its potential Phi (Phi' = phi,
 numpy operations), for the energy E = sum_ij Phi(<x_i, x_j>) / (2 n^2) of USA dynamics.
@@ -43,18 +44,21 @@ GEOMETRIES = ("circle", "sphere", "euclidean")
 NORMALIZATIONS = ("SA", "USA", "none", "sinkhorn")
 _CODES = {name: code for code, name in enumerate(NORMALIZATIONS)}
 _ENGINE_PARAMS = ("sinkhorn_iterations",)
+ARGUMENTS = ("inner", "distance")  # s = <x_i, x_j>, or s = |x_i - x_j|^2
 
 
 def particles(interaction, *, name: str, description: str = "", params: dict | None = None,
               geometry: str = "sphere", normalization: str = "SA", noise: bool = False,
-              interaction_jax=None, potential=None) -> type[Model]:
+              interaction_jax=None, potential=None, of: str = "inner") -> type[Model]:
     """The System class of particles pushed by `interaction` (module doc).
 
     interaction: ``phi(s, <params>)`` or ``phi(s, i, j, <params>)``, numba-jittable, a float;
     name, description: the system's; params: the interaction's parameters (name -> dyn.Field);
     geometry: "circle", "sphere" or "euclidean" (R^d); normalization: "SA", "USA", "none" or
     "sinkhorn"; noise: add sigma dB (a parameter `sigma`; the SDE methods);
-    interaction_jax: phi in JAX (array operations); potential: Phi with Phi' = phi (numpy).
+    interaction_jax: phi in JAX (array operations); potential: Phi with Phi' = phi (numpy);
+    of: what s is, "inner" (<x_i, x_j>, the default) or "distance" (|x_i - x_j|^2, e.g. a
+    Gaussian kernel in R^d).
     interaction = "exp": phi(s) = e^{beta s} (parameter beta), run by the engine's own attention
     flow (its numba and JAX drifts; SA or USA on the circle or the sphere, no noise).
 
@@ -66,6 +70,8 @@ def particles(interaction, *, name: str, description: str = "", params: dict | N
                               noise)
     if geometry not in GEOMETRIES:
         raise ValueError(f"particles: geometry must be one of {GEOMETRIES}, got {geometry!r}")
+    if of not in ARGUMENTS:
+        raise ValueError(f"particles: of must be one of {ARGUMENTS}, got {of!r}")
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"particles: normalization must be one of {NORMALIZATIONS}, "
                          f"got {normalization!r}")
@@ -97,6 +103,7 @@ def particles(interaction, *, name: str, description: str = "", params: dict | N
         interaction_jax=None if interaction_jax is None else staticmethod(interaction_jax),
         potential=None if potential is None else staticmethod(potential),
         interaction_args=args, positions=positions, normalization=normalization,
+        distance=of == "distance",
         space=geometry, noisy=noise, equation="sde" if noise else "ode",
         jax_methods=frozenset() if interaction_jax is None else
         frozenset({"euler_maruyama"} if noise else {"euler", "heun", "rk4"}),
@@ -110,7 +117,7 @@ class Particles(Model):
     forms_from_functions = False  # equation and jax_methods are set by the builder
     interaction = interaction_jax = potential = None
     interaction_args: tuple = ()
-    positions = False
+    positions = distance = False
     normalization, space, noisy = "SA", "sphere", False
 
     @classmethod
@@ -135,7 +142,8 @@ class Particles(Model):
                     if cls.normalization == "sinkhorn" else -1
                 _COMPILED[key] = particles_jit.drift(cls.interaction, cls.positions, at,
                                                      _CODES[cls.normalization],
-                                                     cls.space == "euclidean", iterations)
+                                                     cls.space == "euclidean", iterations,
+                                                     cls.distance)
         return _COMPILED[key]
 
     @classmethod
@@ -155,7 +163,8 @@ class Particles(Model):
                                             tuple(range(len(cls.interaction_args))),
                                             cls.normalization, cls.space == "euclidean",
                                             names.index("sinkhorn_iterations")
-                                            if cls.normalization == "sinkhorn" else -1)
+                                            if cls.normalization == "sinkhorn" else -1,
+                                            cls.distance)
         return _COMPILED[key]
 
     @classmethod
@@ -205,7 +214,8 @@ class Particles(Model):
             outs.append(Output("spread", "mean squared distance of the tokens to their mean "
                                "(mean over runs)", "1", ("time",)))
         if self.potential is not None:
-            outs.append(Output("energy", "E = sum_ij Phi(<x_i,x_j>) / (2 n^2) (mean over runs)",
+            s = "|x_i - x_j|^2" if self.distance else "<x_i,x_j>"
+            outs.append(Output("energy", f"E = sum_ij Phi({s}) / (2 n^2) (mean over runs)",
                                "1", ("time",)))
         return outs
 
@@ -228,7 +238,8 @@ class Particles(Model):
         count, _, _ = plateaus.first_plateau(clusters, spec.times)
         values.update(first_plateau_clusters=count, p_first_plateau=np.isfinite(count))
         if self.potential is not None:
-            gram = np.einsum("etid,etjd->etij", x, x)
+            gram = np.einsum("etid,etjd->etij", x, x) if not self.distance else \
+                ((x[..., :, None, :] - x[..., None, :, :]) ** 2).sum(-1)
             theta = [spec[a] for a in self.interaction_args]
             values["energy"] = self.potential(gram, *theta).sum(axis=(2, 3)) / (2 * spec["n"] ** 2)
         return Chunk(values, states=states)
@@ -315,7 +326,8 @@ def _distance_clusters(x, delta: float):
     return labels.reshape(near.shape[:-1]), fraction
 
 
-def _drift_jax(phi, positions: bool, at, normalization: str, euclidean: bool, iterations: int):
+def _drift_jax(phi, positions: bool, at, normalization: str, euclidean: bool, iterations: int,
+               distance: bool = False):
     """The JAX drift of the particles on one member x (n, d)."""
 
     def drift(t, x, p):
@@ -324,6 +336,8 @@ def _drift_jax(phi, positions: bool, at, normalization: str, euclidean: bool, it
 
         n = x.shape[0]
         s = x @ x.T
+        if distance:
+            s = jnp.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1)
         theta = [p[k] for k in at]
         if positions:
             i, j = jnp.arange(n)[:, None], jnp.arange(n)[None, :]

@@ -12,9 +12,10 @@ SA, USA, NONE, SINKHORN = 0, 1, 2, 3  # dyn.user.particles.NORMALIZATIONS, in or
 
 
 def drift(phi, positions: bool, at: tuple[int, ...], normalization: int, euclidean: bool,
-          iterations: int):
+          iterations: int, distance: bool = False):
     """out_i = sum_j A_ij x_j (sphere; the integrator projects it) or sum_j A_ij (x_j - x_i)
-    (R^d), A the normalized w_ij = phi(<x_i, x_j>[, i, j], p[at]...); scratch: n^2 + 2n."""
+    (R^d), A the normalized w_ij = phi(s_ij[, i, j], p[at]...), s_ij = <x_i, x_j> (or
+    |x_i - x_j|^2 with `distance`); scratch: n^2 + 2n."""
     kernel = with_params(phi, "s, i, j" if positions else "s", at, "interaction")
     if not positions:
         plain = kernel
@@ -31,7 +32,7 @@ def drift(phi, positions: bool, at: tuple[int, ...], normalization: int, euclide
             for j in range(n):
                 s = 0.0
                 for k in range(d):
-                    s += x[i, k] * x[j, k]
+                    s += (x[i, k] - x[j, k]) ** 2 if distance else x[i, k] * x[j, k]
                 w[i, j] = kernel(s, i, j, p)
         if normalization == SINKHORN:
             for _ in range(int(p[iterations])):
