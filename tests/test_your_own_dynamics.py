@@ -501,3 +501,22 @@ def test_a_symmetric_kernel_in_rd_keeps_the_tokens_mean(folder):
                                atol=1e-13)
     assert spread[-1] < 0.5 * spread[0]  # and they draw together
     sys.modules.pop("consensus", None)
+
+
+def test_run_until_decided_continues_the_runs_as_one_longer_run_would(folder):
+    """until_decided: runs not in one cluster at the horizon T go on in stretches of T up to
+    decide_cap T. The flow is autonomous, so each run's decision time is the first multiple of
+    T at which it is one cluster in one run to decide_cap T saved every T: the same numbers."""
+    sets = ["sweep.beta=[1.0, 9.0]", "ensemble.runs=6", "output.trajectories=false",
+            "integrator.dt=0.1"]
+    decided = dyn.run(folder / "sync.toml", folder / "decided.h5", progress=False,
+                      log=io.StringIO(), overrides=sets + [
+                          "integrator.horizon=4.0", "output.saves=1",
+                          "params.until_decided=true", "params.decide_cap=5.0"])
+    longer = dyn.run(folder / "sync.toml", folder / "longer.h5", progress=False,
+                     log=io.StringIO(), overrides=sets + ["integrator.horizon=20.0",
+                                                          "output.saves=5"])
+    with dyn.open(decided) as a, dyn.open(longer) as b:
+        assert np.array_equal(a["decision_time"].values, b["time_to_one_cluster"].values)
+        assert np.array_equal(a["n_undecided"].values, 6 - b["n_one_cluster"].values[:, -1])
+        assert (a["decision_time"].values > 4.0).any()  # some runs went past the horizon

@@ -23,7 +23,9 @@ numpy operations), for the energy E = sum_ij Phi(<x_i, x_j>) / (2 n^2) of USA dy
 The system's outputs are those of `attention_sphere`, computed by the same functions:
 pair_fraction, min_inner and the clusters (union-find of pairs with <x_i, x_j> > 1 - delta on
 the sphere; |x_i - x_j| < delta in R^d), the fraction of runs in one cluster and the time to it,
-the first plateau of the cluster count (:mod:`dyn.attention.plateaus`), and the energy.
+the first plateau of the cluster count (:mod:`dyn.attention.plateaus`), the energy, and with
+`until_decided` the runs continued past the horizon until they are one cluster (decision_time,
+p_undecided).
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ import inspect
 
 import numpy as np
 
-from ..core.contract import Chunk, Output, bytes_of
+from ..core.contract import UNDECIDED, Chunk, Output, bytes_of
+from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
 from ..systems.base import state_dims
@@ -63,7 +66,8 @@ def particles(interaction, *, name: str, description: str = "", params: dict | N
     flow (its numba and JAX drifts; SA or USA on the circle or the sphere, no noise).
 
     Parameters the engine adds: n (tokens), d (dimension; 2 on the circle), delta (the cluster
-    threshold), sigma (with noise), sinkhorn_iterations (with sinkhorn).
+    threshold), until_decided and decide_cap (run until one cluster), sigma (with noise),
+    sinkhorn_iterations (with sinkhorn).
     """
     if isinstance(interaction, str):
         return _engine_kernel(interaction, name, description, params, geometry, normalization,
@@ -80,6 +84,11 @@ def particles(interaction, *, name: str, description: str = "", params: dict | N
               "d": Field("int", 3, "dimension of the space", lo=1, hi=4096),
               "delta": Field("float", 1e-3, "cluster threshold: <x_i,x_j> > 1 - delta (sphere), "
                              "|x_i - x_j| < delta (R^d)", gt=0.0, hi=2.0)}
+    fields["until_decided"] = Field("bool", False, "continue each run past the horizon, in "
+                                    "stretches of the horizon, until its tokens form one cluster "
+                                    "or decide_cap horizons have passed", sweepable=False)
+    fields["decide_cap"] = Field("float", 8.0, "with until_decided: the longest time, in "
+                                 "horizons", gt=1.0, hi=1e4)
     if geometry == "circle":
         fields["d"] = Field("int", 2, "dimension (the circle)", lo=2, hi=2)
     if noise:
@@ -181,6 +190,52 @@ class Particles(Model):
         cls.numba_function("drift")(0.0, x, p, out, np.empty(cls.work_size(*x.shape, p)))
         return out
 
+    def validate(self, spec) -> None:
+        if spec["until_decided"] and spec.solver.backend == "jax":
+            raise ScenarioError("params.until_decided", "runs continue one by one past the "
+                                "horizon: use backend numba or diffrax")
+        super().validate(spec)
+
+    def simulate(self, spec, runs: range) -> Chunk:
+        chunk = super().simulate(spec, runs)
+        if spec["until_decided"]:
+            chunk.values.update(self._decided(spec, np.asarray(chunk.states)))
+        return chunk
+
+    def _decided(self, spec, states) -> dict:
+        """Run until decided: the runs not in one cluster at the horizon go on (the flow is
+        autonomous: each stretch starts again at t = 0, drawing its noise from the point's
+        stream in order) until they are, or decide_cap horizons have passed. The time each was
+        decided (the cap if never; a save time when decided by the horizon) and whether it was
+        not."""
+        clusters = self._clusters(spec, states[:, -1:])[:, 0]
+        one = self._clusters(spec, states) == 1
+        times = np.where(one.any(axis=1), spec.times[np.argmax(one, axis=1)], np.inf)
+        active = np.flatnonzero(clusters > 1)
+        x = np.ascontiguousarray(states[active, -1])
+        cap, t = spec["decide_cap"] * spec.horizon, spec.horizon
+        problem = self.problem(spec, states.shape[2:])
+        noise = {"rng": spec.rng} if self.equation == "sde" else {}
+        integ = spec.solver.get()
+        while active.size and t < cap * (1 - 1e-12):
+            stretch = min(spec.horizon, cap - t)
+            x = np.ascontiguousarray(integ.solve(problem, x, np.array([0.0, stretch]),
+                                                 **noise)[:, -1])
+            t += stretch
+            done = self._clusters(spec, x[:, None])[:, 0] == 1
+            times[active[done]] = t
+            active, x = active[~done], x[~done]
+        undecided = ~np.isfinite(times)
+        return {"decision_time": np.where(undecided, cap, times), "p_undecided": undecided}
+
+    def _clusters(self, spec, x) -> np.ndarray:
+        """Cluster counts of configurations x (runs, times, n, d)."""
+        if self.space == "euclidean":
+            labels, _ = _distance_clusters(x, spec["delta"])
+        else:
+            labels = attention.pairs_and_clusters(x, spec["delta"], 0.0, True)[1]
+        return attention.count_clusters(labels)
+
     def initial_state(self, spec, runs: int) -> np.ndarray:
         n, d = spec["n"], spec["d"]
         if self.space == "euclidean":
@@ -213,6 +268,13 @@ class Particles(Model):
         else:
             outs.append(Output("spread", "mean squared distance of the tokens to their mean "
                                "(mean over runs)", "1", ("time",)))
+        if setup.params.get("until_decided"):
+            outs += [
+                Output("decision_time", "time the run's tokens formed one cluster, continued "
+                       "past the horizon until decide_cap horizons (the cap if never; mean over "
+                       "runs)", "1"),
+                Output("p_undecided", "fraction of runs not in one cluster by the cap", "1", (),
+                       "proportion", role=UNDECIDED)]
         if self.potential is not None:
             s = "|x_i - x_j|^2" if self.distance else "<x_i,x_j>"
             outs.append(Output("energy", f"E = sum_ij Phi({s}) / (2 n^2) (mean over runs)",
