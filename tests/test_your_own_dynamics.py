@@ -226,13 +226,16 @@ def test_dyn_list_shows_an_installed_packages_system(tmp_path):
     info = site / "dyn_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dyn-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[dyn.systems]\nrepel_tokens = dyn_plugin:Repel\n")
+    (info / "entry_points.txt").write_text("[dyn.systems]\nrepel_tokens = dyn_plugin:Repel\n"
+                                           "broken_one = dyn_plugin:Missing\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]))
     listed = subprocess.run([sys.executable, "-m", "dyn", "list"], capture_output=True,
                             text=True, env=env, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
-    assert any(line.split()[:1] == ["repel_tokens"] and "from a plugin" in line
-               for line in listed.stdout.splitlines()), listed.stdout
+    lines = {line.split()[0]: line for line in listed.stdout.splitlines() if line.startswith("  ")}
+    assert "from a plugin" in lines["repel_tokens"], listed.stdout
+    assert "cannot be loaded" in lines["broken_one"]  # one broken package hides no other
+    assert "attention_sphere" in lines
 
 
 @pytest.mark.parametrize("geometry, normalization, positions, of", [
