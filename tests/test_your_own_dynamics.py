@@ -243,7 +243,7 @@ def test_dyn_list_shows_an_installed_packages_system(tmp_path):
     pytest.param("sphere", "USA", True, "inner", marks=pytest.mark.slow),
     pytest.param("euclidean", "none", False, "inner", marks=pytest.mark.slow),
     ("euclidean", "SA", False, "distance"),
-    ("circle", "sinkhorn", True, "inner")])
+    pytest.param("circle", "sinkhorn", True, "inner", marks=pytest.mark.slow)])
 def test_the_builders_numba_drift_agrees_with_its_jax_form(geometry, normalization, positions,
                                                           of):
     if positions:
