@@ -91,6 +91,9 @@ def particles(interaction, *, name: str, description: str = "", params: dict | N
                                  "horizons", gt=1.0, hi=1e4)
     if geometry == "circle":
         fields["d"] = Field("int", 2, "dimension (the circle)", lo=2, hi=2)
+    elif geometry == "sphere":
+        fields["d"] = Field("int", 3, "dimension of the space of the sphere S^{d-1}", lo=2,
+                            hi=4096)
     if noise:
         fields["sigma"] = Field("float", 0.1, "noise level sigma", lo=0.0)
     if normalization == "sinkhorn":
