@@ -13,11 +13,17 @@ Attributes are imported on first use, so `import dyn` (and every spawned worker)
 from importlib import import_module
 
 __version__ = "0.1.0"
-__all__ = ["open", "run", "load", "compare", "describe", "Scenario", "ScenarioError"]
+__all__ = ["open", "run", "load", "compare", "describe", "Scenario", "ScenarioError",
+           "System", "Model", "particles", "Field", "Output", "Chunk", "Coord", "Draw", "Reference"]
 
 _LAZY = {"open": ".presentation.analysis", "run": ".engine.runner", "load": ".engine.scenario",
          "Scenario": ".engine.scenario", "ScenarioError": ".core.errors",
-         "compare": ".presentation.comparison", "describe": ".presentation.describe"}
+         "compare": ".presentation.comparison", "describe": ".presentation.describe",
+         # writing your own system (docs/your_own_system.md)
+         "System": ".systems.base", "Field": ".core.schema", "Output": ".core.contract",
+         "Chunk": ".core.contract", "Coord": ".core.contract", "Draw": ".core.contract",
+         "Reference": ".core.contract", "Model": ".user.model",
+         "particles": ".user.particles"}
 # the model packages and layers, reachable as dyn.noisy etc. after a plain `import dyn` (loaded
 # on first use); dyn.stationarity is the module dyn.engine.stationarity
 SUBPACKAGES = ("attention", "tokens_sde", "noisy", "sinkformer", "resnet", "momentum", "numerics",

@@ -25,7 +25,7 @@ from integrators.geometry import Geometry
 
 from .layout import Layout
 
-NOT_MODELS = ("core", "engine", "presentation", "numerics", "systems")  # the layers: no model
+NOT_MODELS = ("core", "engine", "presentation", "numerics", "systems", "user")  # layers: no model
 _REGISTRY: dict[str, "Dynamics"] = {}
 
 

@@ -18,6 +18,9 @@ class ScenarioError(ValueError):
         shown = one_line(printable(key), 80)
         super().__init__(f"{shown}: {self.problem}" if key else self.problem)
 
+    def __reduce__(self):  # raised in a pool worker, it crosses back pickled: keep key and text
+        return type(self), (self.key, self.problem)
+
 
 def printable(text: str) -> str:
     """`text` with control and other unprintable characters escaped, so a message stays one line."""

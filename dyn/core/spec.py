@@ -71,6 +71,7 @@ class Setup:
     # what a worker needs to make any point's RunSpec without the scenario document: the
     # system's registered name, whether dt = "auto", and the scenario hash (stamped on files)
     system_name: str = ""
+    system_file: str = ""  # the module file of a system named by import path (workers import it)
     auto_dt: bool = False
     tag: str = ""
 

@@ -59,7 +59,7 @@ def _shared_setup(setup: Setup) -> Setup:
 def compute_point(setup: Setup, index: int, sidecar: str | None = None) -> PointResult:
     """Run point `index` of the sweep `setup`; never raises."""
     setup = _shared_setup(setup)
-    system = systems.get(setup.system_name)
+    system = systems.get(setup.system_name, file=setup.system_file)
     sink = None
     try:
         if sidecar is not None:
@@ -178,9 +178,23 @@ def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def ship_modules(client, files: Sequence[str]) -> None:
+    """Send the modules of systems from outside the package to every Dask worker (they land on
+    the workers' sys.path): a worker on another machine finds the module without its file. A
+    worker that cannot import one stops the run in one line, before the file is made."""
+    for file in files:
+        try:
+            client.upload_file(file)
+        except Exception as exc:
+            raise ScenarioError("--executor", f"a Dask worker cannot import the system's module "
+                                f"{os.path.basename(file)}: {type(exc).__name__}: {exc}") from None
+
+
 @contextmanager
-def dask_pool(workers: int, scheduler: str | None) -> Iterator[tuple[Executor, int]]:
-    """A Dask executor: on `scheduler` if given, else on a LocalCluster of `workers` processes."""
+def dask_pool(workers: int, scheduler: str | None, files: Sequence[str] = ()
+              ) -> Iterator[tuple[Executor, int]]:
+    """A Dask executor: on `scheduler` if given, else on a LocalCluster of `workers` processes;
+    the modules `files` shipped to its workers."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - distributed is a dependency
@@ -197,6 +211,7 @@ def dask_pool(workers: int, scheduler: str | None) -> Iterator[tuple[Executor, i
                                dashboard_address=None, env={"NUMBA_NUM_THREADS": str(threads)})
         client = Client(cluster)
     try:
+        ship_modules(client, files)
         width = max(1, sum(client.nthreads().values()))
         yield client.get_executor(pure=False), width
     finally:
@@ -206,14 +221,16 @@ def dask_pool(workers: int, scheduler: str | None) -> Iterator[tuple[Executor, i
 
 
 @contextmanager
-def open_pool(kind: str, workers: int, scheduler: str | None = None
+def open_pool(kind: str, workers: int, scheduler: str | None = None, files: Sequence[str] = ()
               ) -> Iterator[tuple[Executor | None, int]]:
     """(executor, width) for `kind`; (None, 1) for serial. Opened before the output file is
-    made, so an unreachable scheduler leaves nothing behind."""
+    made, so an unreachable scheduler leaves nothing behind. `files`: modules of systems from
+    outside the package, shipped to Dask's workers (a process pool's import them from disk)."""
     if kind == "serial":
         yield None, 1
         return
-    with (process_pool(workers) if kind == "process" else dask_pool(workers, scheduler)) as opened:
+    with (process_pool(workers) if kind == "process"
+          else dask_pool(workers, scheduler, files)) as opened:
         yield opened
 
 

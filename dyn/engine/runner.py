@@ -103,7 +103,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
             _remove(path)
         statuses = _resumable(path, scenario, allow_version_change, log) if path.exists() else None
         need = store.check_size(path, scenario, force) if statuses is None else 0
-        with open_pool(executor, workers, scheduler) as pool:
+        with open_pool(executor, workers, scheduler, _shipped(scenario)) as pool:
             if statuses is None:
                 _create(path, scenario, command or _command_line(), need)
                 _say_step_cut(scenario, log)
@@ -143,6 +143,16 @@ class _CompileNotice(event.Listener):
 
     def on_end(self, ev):
         pass
+
+
+def _shipped(scenario: Scenario) -> list[str]:
+    """The module file of a system named by import path, module:Class with a top-level module
+    (what Dask's upload_file installs on its workers); installed packages are theirs already."""
+    head = scenario.data["scenario"]
+    file, module = head.get("system_file", ""), head.get("system_module", "")
+    if ":" in head["system"] and file and "." not in module and Path(file).name != "__init__.py":
+        return [file]
+    return []
 
 
 def _resumable(path: Path, scenario: Scenario, allow_version_change: bool, log) -> np.ndarray:

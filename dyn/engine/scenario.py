@@ -50,7 +50,8 @@ SCENARIO_FIELDS = {
     "name": Field("str", doc="short identifier, used for the default output file name",
                   check=lambda s: None if NAME_PATTERN.match(s) else
                   "must be 1-64 characters of letters, digits, '_', '.', '-'"),
-    "system": Field("str", doc="registered system name (see `dyn list`)"),
+    "system": Field("str", doc="system name (see `dyn list`), or import path module:Class "
+                    "of your own (the module beside the scenario file or on sys.path)"),
     "description": Field("str", default=""),
 }
 ENSEMBLE_FIELDS = {
@@ -123,7 +124,8 @@ class Scenario:
 
     @property
     def system(self) -> systems.System:
-        return systems.get(self.data["scenario"]["system"])
+        head = self.data["scenario"]
+        return systems.get(head["system"], file=head.get("system_file", ""))
 
     @property
     def params(self) -> dict:
@@ -152,9 +154,7 @@ class Scenario:
     @property
     def hash(self) -> str:
         """sha256 of the resolved scenario without its output path (where results go is not what they are)."""
-        data = copy.deepcopy(self.data)
-        data["output"].pop("path", None)
-        return hashlib.sha256(tomli_w.dumps(data).encode()).hexdigest()
+        return document_hash(self.data)
 
     def default_output_path(self) -> Path:
         return Path(self.output.get("path") or f"outputs/{self.name}.h5")
@@ -177,7 +177,8 @@ class Scenario:
                      horizon_cap=cfg.get("horizon_cap"),
                      step_tol=cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"],
                      check_step=bool(cfg.get("check_step")),
-                     system_name=self.data["scenario"]["system"], auto_dt=cfg.get("dt") == "auto",
+                     system_name=self.data["scenario"]["system"],
+                     system_file=self.data["scenario"].get("system_file", ""), auto_dt=cfg.get("dt") == "auto",
                      tag=self.hash)
 
     def spec(self, index: int) -> RunSpec:
@@ -188,6 +189,15 @@ class Scenario:
     def count(self) -> int:
         """Number of sweep points."""
         return sweep.count(self.axes)
+
+
+def document_hash(data: dict) -> str:
+    """sha256 of a resolved document without where things lie: the output path, and the file
+    of a system's module from outside the package (its sha256, which stays, says what it is)."""
+    data = copy.deepcopy(data)
+    data["output"].pop("path", None)
+    data["scenario"].pop("system_file", None)
+    return hashlib.sha256(tomli_w.dumps(data).encode()).hexdigest()
 
 
 def parse_toml(text: str, source: str = "<string>") -> dict:
@@ -399,6 +409,31 @@ def drop_foreign_options(doc: dict, values: dict[str, Any]) -> list[str]:
 
 def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     """Validate a raw TOML document and return the resolved `Scenario`."""
+    try:
+        return _resolve(doc, source)
+    except ScenarioError:
+        raise
+    except Exception as exc:
+        name = _outside_system(doc)
+        if not name:
+            raise  # the package's own: a bug, shown whole
+        # a hook of the user's system raised (outputs, validate, initial_state...): one line
+        # with the user's text
+        raise ScenarioError("scenario.system", f"{name}: {type(exc).__name__}: {exc}") from None
+
+
+def _outside_system(doc: Any) -> str:
+    """The system's name when it comes from outside the package (import path, entry point)."""
+    from ..user import locate
+
+    head = doc.get("scenario") if isinstance(doc, dict) else None
+    name = head.get("system") if isinstance(head, dict) else None
+    if not isinstance(name, str):
+        return ""
+    return name if locate.is_import_path(name) or name in locate.entry_points() else ""
+
+
+def _resolve(doc: Any, source: str) -> Scenario:
     if not isinstance(doc, dict):
         raise ScenarioError("", "a scenario must be a TOML document of tables")
     check_depth("", doc)
@@ -408,11 +443,7 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
     if "scenario" not in doc:
         raise ScenarioError("scenario", "missing required table [scenario] (name, system)")
     head = check_table("scenario", doc["scenario"], SCENARIO_FIELDS)
-    if head["system"] not in systems.names():
-        raise ScenarioError("scenario.system", f"unknown system {head['system']!r}"
-                            f"{did_you_mean(head['system'], systems.names())} "
-                            f"(known: {', '.join(systems.names())})")
-    system = systems.get(head["system"])
+    system = _system(head, source)
 
     raw_sweep = doc.get("sweep", {})
     if not isinstance(raw_sweep, dict):
@@ -473,6 +504,36 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
         system.validate(spec)
         check_step_size(system, spec, integrator)
     return scenario
+
+
+def _system(head: dict, source: str) -> systems.System:
+    """The scenario's system (a registered or installed name, or an import path module:Class
+    looked for next to the scenario file, then on sys.path); a system from outside the package
+    adds its provenance to `head` (module, file, sha256 of its source: part of the hash, but for
+    the file's place, so a resume against an edited module is refused)."""
+    from ..user import locate
+
+    name = head["system"]
+    if locate.is_import_path(name):
+        near = Path(source).parent if source not in ("<dict>", "<string>") else Path.cwd()
+        cls = locate.load(name, near)
+    elif name in systems.names():
+        cls = type(systems.get(name))
+    else:
+        raise ScenarioError("scenario.system", f"unknown system {name!r}"
+                            f"{did_you_mean(name, systems.names())} "
+                            f"(known: {', '.join(systems.names())}; or an import path "
+                            "module:Class)")
+    head.update(locate.provenance(cls))
+    return _instance(cls, name)
+
+
+def _instance(cls, name: str) -> systems.System:
+    try:
+        return cls()
+    except Exception as exc:  # a user's class whose constructor raises: its text, one line
+        raise ScenarioError("scenario.system", f"{name}() raised {type(exc).__name__}: "
+                            f"{exc}") from None
 
 
 def _check_output(output: dict, integrator: dict) -> None:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import os
 import struct
 import tomllib
@@ -54,7 +53,6 @@ from typing import TYPE_CHECKING
 import h5netcdf
 import h5py
 import numpy as np
-import tomli_w
 
 from ..core import sweep
 from ..core.contract import (DIVERGED, FAILED, NAN_MEANS_ATTR, OK, PENDING, REFERENCE, ROLE_ATTR,
@@ -472,7 +470,8 @@ def read_verified(path: Path, scenario: "Scenario") -> Verified:
             stored = _text(f.attrs.get("scenario_hash"))
             if stored != scenario.hash:
                 raise OutputError("--out", f"{path} holds a different scenario (hash "
-                                  f"{str(stored)[:12]}..., this one {scenario.hash[:12]}...); "
+                                  f"{str(stored)[:12]}..., this one {scenario.hash[:12]}..."
+                                  f"{_module_changed(f, scenario)}); "
                                   "choose another --out, delete the file, or add --overwrite")
             problem = metadata_problem(f) or layout_problem(f, scenario)
             if problem:
@@ -525,14 +524,28 @@ def metadata_problem(f: h5py.File) -> str:
     return ""
 
 
+def _module_changed(f: h5py.File, scenario: "Scenario") -> str:
+    """", the system's module FILE changed since" when the file's scenario records another
+    sha256 of the module of a system from outside the package; else ""."""
+    try:
+        head = tomllib.loads(_text(f.attrs.get("scenario"))).get("scenario", {})
+    except (tomllib.TOMLDecodeError, TypeError):
+        return ""
+    now = scenario.data["scenario"]
+    if head.get("system_sha256") and head.get("system_sha256") != now.get("system_sha256"):
+        return f": the system's module {now.get('system_file', '')} changed since"
+    return ""
+
+
 def layout_problem(f: h5py.File, scenario: "Scenario") -> str:
     """What differs between an open sweep file and the layout `create` makes for this scenario
     (attributes, variables, shapes, types, sweep coordinates); "" when nothing does."""
     text = _text(f.attrs.get("scenario"))
     try:
+        from .scenario import document_hash
+
         doc = tomllib.loads(text) if isinstance(text, str) else None
-        doc["output"].pop("path", None)
-        if hashlib.sha256(tomli_w.dumps(doc).encode()).hexdigest() != scenario.hash:
+        if document_hash(doc) != scenario.hash:
             return "its scenario attribute does not match its hash"
     except (tomllib.TOMLDecodeError, TypeError, KeyError, AttributeError, ValueError):
         return "its scenario attribute is not the scenario that made it"

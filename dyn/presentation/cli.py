@@ -314,6 +314,17 @@ def _cmd_describe(args) -> int:
     return 0
 
 
+def _description(name: str) -> str:
+    """A system's description; for an installed package's that does not load, why (one broken
+    package must not hide the others)."""
+    from .. import systems
+
+    try:
+        return systems.get(name).description
+    except ScenarioError as exc:
+        return f"(cannot be loaded: {exc.problem})"
+
+
 def _cmd_list(args) -> int:
     if getattr(args, "name", None):
         return _cmd_describe(args)
@@ -323,7 +334,7 @@ def _cmd_list(args) -> int:
 
     print("systems:")
     for name in systems.names():
-        print(f"  {name:<20} {systems.get(name).description}")
+        print(f"  {name:<20} {_description(name)}")
     print(f"scenarios ({SCENARIO_DIR}):")
     for path in sorted(SCENARIO_DIR.glob("*.toml")):
         head = tomllib.loads(path.read_text()).get("scenario", {})

@@ -94,14 +94,25 @@ def drawable(ds) -> list[str]:
     return [v for v, x in ds.data_vars.items() if x.dtype.kind in "fiu" and v not in UNMASKED]
 
 
-def choose_variable(ds, var: str | None) -> str:
-    scenario = scenario_of(ds)
+def _default_plot(ds, scenario: dict) -> str:
+    """The system's default_plot; for a system from outside the package whose module this
+    process cannot import (the file moved to another machine), the first drawable variable."""
+    head = scenario["scenario"]
+    name = str(head.get("system"))
     try:
-        system = systems.get(str(scenario["scenario"].get("system")))
+        return systems.get(name, file=str(head.get("system_file", ""))).default_plot
     except KeyError:
         raise ScenarioError("", "the scenario attribute of the file names no known system "
-                            f"({scenario['scenario'].get('system')!r}): is it damaged?") from None
-    name = var or scenario.get("output", {}).get("plot") or system.default_plot
+                            f"({name!r}): is it damaged?") from None
+    except ScenarioError:
+        if not head.get("system_sha256"):
+            raise
+        return (drawable(ds) or [""])[0]
+
+
+def choose_variable(ds, var: str | None) -> str:
+    scenario = scenario_of(ds)
+    name = var or scenario.get("output", {}).get("plot") or _default_plot(ds, scenario)
     names = drawable(ds)
     if name not in names:
         what = ("the saved states: draw them with --tokens" if name == "trajectory" else

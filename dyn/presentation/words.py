@@ -12,6 +12,7 @@ import tomllib
 import numpy as np
 
 from .. import systems
+from ..core.errors import ScenarioError
 
 MAX_LEGEND_COLUMNS = 4
 CHAR_WIDTH = 0.55  # a character's mean width in units of the font size (to wrap text to a width)
@@ -117,9 +118,12 @@ def settings(ds) -> str:
     scenario the file holds."""
     try:
         doc = tomllib.loads(ds.attrs["scenario"])
-        fields = systems.get(ds.attrs["system"]).params
+        head = doc.get("scenario", {})
+        fields = systems.get(ds.attrs["system"], file=head.get("system_file", "")).params
     except (KeyError, TypeError, tomllib.TOMLDecodeError):
         return ""
+    except ScenarioError:  # a system from outside the package this process cannot import
+        fields = {}
     fixed = sorted(((k, v) for k, v in doc.get("params", {}).items()
                     if isinstance(v, (int, float, str)) and not isinstance(v, bool)
                     and (k in ("n", "d") or k not in fields or v != fields[k].default)),

@@ -1,4 +1,6 @@
-"""Registry of systems: name -> System class. Scenario files name a system by its key here."""
+"""Registry of systems: name -> System class. Scenario files name a system by its key here, by
+the name an installed package gives it (entry-point group ``dyn.systems``), or by import path,
+``module:Class`` (:mod:`dyn.user.locate`)."""
 from __future__ import annotations
 
 import importlib
@@ -30,10 +32,24 @@ def _load_builtins() -> None:
 
 
 def names() -> list[str]:
+    """The package's systems and the installed packages' (entry points), by name."""
+    from ..user import locate
+
     _load_builtins()
-    return sorted(_REGISTRY)
+    return sorted(set(_REGISTRY) | set(locate.entry_points()))
 
 
-def get(name: str) -> System:
+def get(name: str, near=None, file: str = "") -> System:
+    """A fresh instance of the system `name`: a registered name, an installed package's entry
+    point, or an import path ``module:Class`` (found next to the folder `near`, from the
+    recorded `file`, or on sys.path). KeyError for an unknown plain name."""
+    from ..user import locate
+
+    if locate.is_import_path(name):
+        return locate.load(name, near, file)()
     _load_builtins()
-    return _REGISTRY[name]()
+    if name in _REGISTRY:
+        return _REGISTRY[name]()
+    if name in locate.entry_points():
+        return locate.load_entry_point(name)()
+    raise KeyError(name)

@@ -1,0 +1,150 @@
+"""Where a system comes from: the package's registry, an installed package's entry point (group
+``dyn.systems``), or an import path ``"module:Class"`` that a scenario names.
+
+A module named by a scenario is looked for next to the scenario file first, then on sys.path. Its
+provenance (module, file, sha256 of the file's bytes) goes into the resolved scenario, so a resume
+against an edited module is refused like any other changed scenario. A pool worker finds the
+module again from the recorded file (the folder that holds it goes on its sys.path), or, where
+that file is not on its machine, on its own sys.path (a Dask worker the module was uploaded to).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import sys
+from pathlib import Path
+
+from ..core.errors import ScenarioError
+
+GROUP = "dyn.systems"  # the entry-point group of installed packages' systems
+KEY = "scenario.system"
+
+
+def is_import_path(name: str) -> bool:
+    """Whether a scenario's system is named by import path, ``module:Class``."""
+    return ":" in name
+
+
+def entry_points() -> dict:
+    """The installed systems: entry-point name -> EntryPoint of group ``dyn.systems``."""
+    from importlib.metadata import entry_points as found
+
+    return {ep.name: ep for ep in found(group=GROUP)}
+
+
+def _root_of(module: str, file: Path) -> Path:
+    """The folder to put on sys.path for `module` to import from `file` (``a.b`` in
+    ``root/a/b.py`` or ``root/a/b/__init__.py``)."""
+    depth = module.count(".") + (1 if file.name == "__init__.py" else 0)
+    root = file.parent
+    for _ in range(depth):
+        root = root.parent
+    return root
+
+
+def _on_path(folder: Path) -> None:
+    """`folder` first on sys.path (moved there if it was further down)."""
+    text = str(folder)
+    if text in sys.path:
+        sys.path.remove(text)
+    sys.path.insert(0, text)
+
+
+def _forget_other(module: str, folder: Path) -> None:
+    """Drop `module` (and its submodules) from sys.modules when the copy imported is not the
+    one in `folder`: two scenarios in two folders, each beside its own my_sync.py, run in one
+    process each get their own."""
+    head = module.split(".")[0]
+    loaded = sys.modules.get(head)
+    if loaded is None:
+        return
+    file = getattr(loaded, "__file__", None)
+    if file is None or _root_of(head, Path(file)).resolve() != folder:
+        for name in [m for m in sys.modules if m == head or m.startswith(head + ".")]:
+            del sys.modules[name]
+        importlib.invalidate_caches()
+
+
+def _next_to(module: str, folder: Path) -> bool:
+    head = folder / module.split(".")[0]
+    return head.with_suffix(".py").is_file() or (head / "__init__.py").is_file()
+
+
+def import_module(module: str, near: str | Path | None = None, file: str = ""):
+    """Import `module`: from the folder `near` (the scenario's) when it holds it, else from the
+    root of the recorded `file`, else from sys.path. One-line ScenarioError when it fails,
+    carrying the module's own exception text."""
+    if near is not None and _next_to(module, Path(near)):
+        folder = Path(near).resolve()
+        _forget_other(module, folder)
+        _on_path(folder)
+    elif file and Path(file).is_file():
+        _on_path(_root_of(module, Path(file)))
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name) and module.split(".")[0] == exc.name.split(".")[0]:
+            where = f"next to the scenario ({near}) nor " if near is not None else ""
+            raise ScenarioError(KEY, f"no module {module!r} {where}on sys.path"
+                                f"{' (this worker cannot import it)' if near is None else ''}"
+                                ) from None
+        raise ScenarioError(KEY, f"importing {module} failed: ModuleNotFoundError: {exc}") from None
+    except Exception as exc:  # the user's module raised while importing: its text, one line
+        raise ScenarioError(KEY, f"importing {module} failed: {type(exc).__name__}: {exc}") from None
+
+
+def load(name: str, near: str | Path | None = None, file: str = ""):
+    """The System class named `name` (``module:Class``, ``module:Outer.Inner``)."""
+
+    module, _, attr = name.partition(":")
+    if not module or not attr:
+        raise ScenarioError(KEY, f"{name!r}: an import path is module:Class, e.g. my_sync:Sync")
+    found = import_module(module, near, file)
+    cls = found
+    for part in attr.split("."):
+        if not hasattr(cls, part):
+            raise ScenarioError(KEY, f"module {module} ({getattr(found, '__file__', '?')}) has no "
+                                f"{attr!r}")
+        cls = getattr(cls, part)
+    return checked(cls, name)
+
+
+def checked(cls, name: str):
+    """`cls` when it is a concrete System subclass; else a one-line ScenarioError."""
+    from ..systems.base import System
+
+    if not (inspect.isclass(cls) and issubclass(cls, System)):
+        raise ScenarioError(KEY, f"{name} is {type(cls).__name__} {cls!r:.60}, not a subclass of "
+                            "dyn.System")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise ScenarioError(KEY, f"{name} does not define {missing} (required of a dyn.System)")
+    for attr in ("name", "description", "params", "default_plot"):
+        if not hasattr(cls, attr):
+            raise ScenarioError(KEY, f"{name} has no class attribute {attr!r} (required of a "
+                                "dyn.System)")
+    return cls
+
+
+def load_entry_point(name: str):
+    """The System class an installed package registers under `name`."""
+    ep = entry_points()[name]
+    try:
+        cls = ep.load()
+    except Exception as exc:
+        raise ScenarioError(KEY, f"loading system {name} ({ep.value}) failed: "
+                            f"{type(exc).__name__}: {exc}") from None
+    return checked(cls, f"{name} ({ep.value})")
+
+
+def provenance(cls) -> dict:
+    """Where a system class outside the package came from: its module, file and the sha256 of
+    the file's bytes (empty for the package's own systems: their code is the version's)."""
+    module = sys.modules.get(cls.__module__)
+    file = getattr(module, "__file__", None)
+    if module is None or module.__name__.split(".")[0] == "dyn" or not file:
+        return {}
+    data = Path(file).read_bytes()
+    return {"system_module": cls.__module__, "system_file": str(Path(file).resolve()),
+            "system_sha256": hashlib.sha256(data).hexdigest()}

@@ -1,0 +1,272 @@
+r"""A system from one vector field: :class:`Model`.
+
+    dx = P_x f(t, x; theta) dt  (+ P_x g(t, x; theta)[dW])
+
+on R^{n x d} (geometry "euclidean") or on (S^{d-1})^n (geometry "sphere": P_x projects each
+row on the sphere's tangent space, and the integrators retract onto it). The user writes f once,
+as a function of the state and of named parameters, ``drift(t, x, theta, sigma) -> array like
+x``: numba-jittable (``drift``), for the numba backend, or JAX (``drift_jax``), for the diffrax
+and jax backends, or both (then they must agree: :meth:`Model.twin_error`). The parameters it
+takes by name are declared once in ``params`` (:class:`dyn.Field`: kind, default, bounds) and
+the engine packs them into the flat vector the integrators pass around; no offsets to write.
+
+What the engine calls is :class:`dyn.System`'s contract; a Model fills in ``simulate``,
+``problem``, ``solves``, ``batch_key`` and ``validate`` (which calls the drift once at a start
+of every point before anything is written, so a drift that raises or returns the wrong shape
+is refused in one line). The user still says what to start from (``initial_state``), what to
+measure (``outputs``, ``observe``).
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Callable, ClassVar
+
+import numpy as np
+
+from ..core.contract import INTEGRATOR_KEYS, Solve
+from ..core.errors import ScenarioError
+from ..systems.base import System
+
+GEOMETRIES = ("euclidean", "sphere")
+LEADING = {"drift": ("t", "x"), "diffusion": ("t", "x", "dw")}  # the arguments before the params
+ODE_JAX, SDE_JAX = frozenset({"euler", "heun", "rk4"}), frozenset({"euler_maruyama"})
+_COMPILED: dict = {}  # (class, kind) -> its numba ABI function, compiled once per process
+
+
+def _function(cls, attr: str):
+    fn = None
+    for base in cls.__mro__:
+        if attr in base.__dict__:
+            fn = base.__dict__[attr]
+            break
+    return fn.__func__ if isinstance(fn, staticmethod) else fn
+
+
+class Model(System):
+    """A System whose dynamics is one vector field (module doc). Class data beyond a System's:
+
+    - ``drift(t, x, <params>)``: the drift, numba-jittable; ``drift_jax``: the same in JAX;
+      at least one of the two;
+    - ``diffusion(t, x, dw, <params>)`` / ``diffusion_jax``: g(t, x)[dW] for an SDE (None: an
+      ODE); ``noise_shape(spec, state)`` the shape of dW (default: the state's (n, d));
+    - ``geometry``: "euclidean" or "sphere".
+
+    Each function's arguments after (t, x[, dw]) are parameter names of ``params`` (int, float
+    or bool), read from the point by name. Hooks a Model must give: ``initial_state(spec, runs)``
+    -> (runs, n, d) drawn from ``spec.rng``, ``outputs(setup)``, ``observe(spec, states)`` ->
+    Chunk (states (runs, times, n, d)).
+    """
+
+    drift: ClassVar[Callable | None] = None
+    drift_jax: ClassVar[Callable | None] = None
+    diffusion: ClassVar[Callable | None] = None
+    diffusion_jax: ClassVar[Callable | None] = None
+    geometry: ClassVar[str] = "euclidean"
+    # scratch floats the numba drift needs per run: an int or (n, d, p) -> int (one object per
+    # class: a JAX batch's problems must share it)
+    work_size: ClassVar = 0
+    integrator = INTEGRATOR_KEYS
+    # equation and jax_methods read off the functions given (False: the class sets them)
+    forms_from_functions: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not cls.forms_from_functions:
+            return
+        for attr in ("drift", "drift_jax", "diffusion", "diffusion_jax"):
+            if inspect.isfunction(cls.__dict__.get(attr)):  # plain functions: not methods
+                setattr(cls, attr, staticmethod(cls.__dict__[attr]))
+        sde = _function(cls, "diffusion") is not None or _function(cls, "diffusion_jax") is not None
+        if "equation" not in cls.__dict__:
+            cls.equation = "sde" if sde else "ode"
+        if "jax_methods" not in cls.__dict__:
+            cls.jax_methods = (SDE_JAX if sde else ODE_JAX) if _function(cls, "drift_jax") \
+                else frozenset()
+
+    # --- the parameter vector --------------------------------------------------------------
+    @classmethod
+    def parameters(cls) -> tuple[str, ...]:
+        """The parameter names the vector field reads, in the order of the packed vector."""
+        names = []
+        for kind in ("drift", "diffusion"):
+            for attr in (kind, f"{kind}_jax"):
+                fn = _function(cls, attr)
+                if fn is not None:
+                    names += _arguments(cls, attr, fn, LEADING[kind])
+        return tuple(dict.fromkeys(names))
+
+    @classmethod
+    def pack(cls, values) -> np.ndarray:
+        """The flat float64 vector of the point's values (a mapping, e.g. a RunSpec's)."""
+        return np.array([float(values[k]) for k in cls.parameters()], dtype=np.float64)
+
+    @classmethod
+    def _at(cls, kind: str, attr: str) -> tuple[int, ...]:
+        names = cls.parameters()
+        return tuple(names.index(a) for a in _arguments(cls, attr, _function(cls, attr),
+                                                         LEADING[kind]))
+
+    @classmethod
+    def numba_function(cls, kind: str = "drift"):
+        """The numba ABI function of `kind` ("drift" or "diffusion"), compiled once per process;
+        None when the model has no numba form of it."""
+        fn = _function(cls, kind)
+        if fn is None:
+            return None
+        if (cls, kind) not in _COMPILED:
+            from . import jit
+
+            _COMPILED[cls, kind] = jit.abi(kind, fn, cls._at(kind, kind))
+        return _COMPILED[cls, kind]
+
+    @classmethod
+    def jax_function(cls, kind: str = "drift"):
+        """The JAX twin ``(t, x, p[, dw])`` of `kind`; None when the model has no JAX form."""
+        fn = _function(cls, f"{kind}_jax")
+        if fn is None:
+            return None
+        if (cls, kind, "jax") not in _COMPILED:  # one object: a batch's problems share it
+            at = cls._at(kind, f"{kind}_jax")
+            if kind == "drift":
+                _COMPILED[cls, kind, "jax"] = lambda t, x, p: fn(t, x, *(p[i] for i in at))
+            else:
+                _COMPILED[cls, kind, "jax"] = lambda t, x, p, dw: fn(t, x, dw, *(p[i] for i in at))
+        return _COMPILED[cls, kind, "jax"]
+
+    @classmethod
+    def has_form(cls, form: str) -> bool:
+        """Whether the model's field is written for `form`, "numba" or "jax"."""
+        return _function(cls, "drift" if form == "numba" else "drift_jax") is not None
+
+    # --- what the engine calls -------------------------------------------------------------
+    def noise_shape(self, spec, state: tuple[int, ...]) -> tuple[int, int]:
+        """The shape of one Brownian increment dW (default: the state's, (n, d))."""
+        return tuple(state)
+
+    def problem(self, spec, state: tuple[int, ...] | None = None):
+        """The point's integrators.Problem (`state`: the shape (n, d) of one run's state)."""
+        import integrators
+
+        cls = type(self)
+        noise = {}
+        if self.equation == "sde":
+            if state is None:
+                state = np.shape(self.initial_state(spec.variant(salt=(1,)), 1))[1:]
+            noise = dict(diffusion=cls.numba_function("diffusion"),
+                         diffusion_jax=cls.jax_function("diffusion"),
+                         noise_shape=tuple(self.noise_shape(spec, state)))
+        geometry = {"euclidean": integrators.EUCLIDEAN, "sphere": integrators.SPHERE}[self.geometry]
+        return integrators.Problem(cls.numba_function("drift"), cls.jax_function("drift"),
+                                   cls.pack(spec.values), geometry, work=cls.work_size, **noise)
+
+    def simulate(self, spec, runs: range):
+        x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
+        noise = {"rng": spec.rng} if self.equation == "sde" else {}
+        states = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times, **noise)
+        return self.observe(spec, states)
+
+    def solves(self, spec):
+        import integrators
+
+        x0 = np.ascontiguousarray(self.initial_state(spec, spec.runs), dtype=np.float64)
+        method = spec.solver.method
+        key = spec.jax_key() if method in integrators.SDE_METHODS else None
+        return Solve(method, spec.dt, self.problem(spec, x0.shape[1:]), x0, spec.times, key=key)
+
+    def batch_key(self, spec) -> tuple:
+        """Points that share the program: equal runs, step, method and every int, bool or
+        string parameter (those that may set shapes)."""
+        shaping = tuple((k, spec[k]) for k, f in self.params.items()
+                        if f.kind in ("int", "bool", "str") and k in spec.values)
+        return (spec.runs, spec.dt, spec.solver.method, shaping)
+
+    def validate(self, spec) -> None:
+        """The backend has the form of the field it needs; the field, called once at a start
+        of the point, returns a finite array of the state's shape (else one line, naming the
+        user's exception)."""
+        backend = spec.solver.backend
+        jax = backend in ("diffrax", "jax")
+        name = f"{type(self).__name__}.{'drift_jax' if jax else 'drift'}"
+        if not type(self).has_form("jax" if jax else "numba"):
+            other = "numba" if jax else "diffrax or jax"
+            raise ScenarioError("integrator.backend", f"system {self.name} has no {name} (the "
+                                f"{backend} backend runs it): use backend {other}")
+        self.parameters()  # every argument declared
+        x = np.ascontiguousarray(self.initial_state(spec.variant(salt=(1,)), 1), dtype=np.float64)
+        if x.ndim != 3:
+            raise ScenarioError("scenario.system", f"{type(self).__name__}.initial_state(spec, 1) "
+                                f"returned shape {x.shape}; expected (runs, n, d)")
+        got = _call(name, lambda: self._probe(jax, x[0], spec))
+        if np.shape(got) != x.shape[1:]:
+            raise ScenarioError("scenario.system", f"{name} returned shape {np.shape(got)} for a "
+                                f"state of shape {x.shape[1:]}; it must return one of the state's shape")
+
+    def _probe(self, jax: bool, x: np.ndarray, spec):
+        p = self.pack(spec.values)
+        if jax:
+            import integrators
+
+            integrators.configure_jax()
+            import jax.numpy as jnp
+
+            return np.asarray(type(self).jax_function("drift")(0.0, jnp.asarray(x), jnp.asarray(p)))
+        return type(self)._probe_numba(x, p)
+
+    @classmethod
+    def _probe_numba(cls, x, p):
+        """The user's numba drift at (0, x) with the parameters p, its shape unchecked."""
+        drift = cls.numba_function("drift")
+        bound = drift.py_func.__globals__["bound"]  # the user's function with p read by name
+        value = np.asarray(bound(0.0, x, p))
+        if value.shape == x.shape:  # the ABI function too: what the integrators will call
+            drift(0.0, x, p, np.empty_like(x), np.empty(0))
+        return value
+
+    # --- the drift pair ----------------------------------------------------------------------
+    @classmethod
+    def twin_error(cls, x, t: float = 0.0, **values) -> float:
+        """max |drift - drift_jax| at the state `x` (n, d), time t and the parameters `values`
+        (defaults filled in): what the drift-pair check bounds (1e-12 relative)."""
+        import integrators
+
+        integrators.configure_jax()
+        import jax.numpy as jnp
+
+        values = {k: f.default for k, f in cls.params.items()} | values
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        p = cls.pack(values)
+        want = np.empty_like(x)
+        size = cls.work_size(*x.shape, p) if callable(cls.work_size) else cls.work_size
+        cls.numba_function("drift")(float(t), x, p, want, np.empty(size))
+        got = np.asarray(cls.jax_function("drift")(float(t), jnp.asarray(x), jnp.asarray(p)))
+        return float(np.abs(got - want).max())
+
+
+def _arguments(cls, attr: str, fn, leading: tuple[str, ...]) -> list[str]:
+    """The parameter names `fn` takes after its leading arguments, each declared in params."""
+    names = list(inspect.signature(getattr(fn, "py_func", fn)).parameters)
+    if names[:len(leading)] != list(leading):
+        raise ScenarioError("scenario.system", f"{cls.__name__}.{attr} must take "
+                            f"({', '.join(leading)}, <parameters>), got ({', '.join(names)})")
+    params = names[len(leading):]
+    for name in params:
+        field = cls.params.get(name)
+        if field is None or field.kind not in ("int", "float", "bool"):
+            raise ScenarioError("scenario.system", f"{cls.__name__}.{attr} takes {name!r}, which "
+                                "is not a number parameter of params (int, float or bool)")
+    return params
+
+
+def _call(name: str, probe):
+    """probe(), its failure one line naming the user's function and exception."""
+    try:
+        return probe()
+    except ScenarioError:
+        raise
+    except Exception as exc:
+        # numba's typing errors wrap the cause in lines of pipeline steps: keep the cause
+        lines = [t.strip() for t in str(exc).strip().splitlines() if t.strip()]
+        causes = [t for t in lines if not t.startswith(("Failed in", "During:", "File ", "<source missing"))]
+        text = " / ".join(dict.fromkeys(causes or lines)) or "(no message)"
+        raise ScenarioError("scenario.system", f"{name} failed at the start state: "
+                            f"{type(exc).__name__}: {text}") from None
