@@ -12,3 +12,11 @@ def best_of(fn, repeat: int, warmup: bool = True) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return min(times)
+
+SMOKE_HELP = ("tiny sizes and one repeat: checks in seconds that the script still runs (its numbers "
+              "mean nothing; tests/test_benchmarks.py runs every script so)")
+
+
+def add_smoke(parser) -> None:
+    """The `--smoke` flag every benchmark script takes."""
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)

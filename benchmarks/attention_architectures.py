@@ -39,9 +39,12 @@ from dyn.attention import schemes
 from dyn.numerics.vexp import exp_shifted_inplace
 from integrators.numba_abi import DRIFT_FN, F1, F2, F3, NJIT_PARALLEL
 
-from _timing import best_of
+from _timing import add_smoke, best_of
 
 BETA = 1.0
+# the sizes of each section; --smoke makes them tiny (seconds: the script runs, nothing measured)
+SIZES = {"gemm": 2048, "exp_reps": 2000, "large": (1024, 64), "small": 2048, "long": (1e5, 1e4)}
+SMOKE_SIZES = {"gemm": 64, "exp_reps": 5, "large": (32, 4), "small": 8, "long": (10.0, 10.0)}
 
 
 def interleaved(fns: dict, repeat: int) -> dict:
@@ -58,7 +61,8 @@ def interleaved(fns: dict, repeat: int) -> dict:
     return best
 
 
-def gemm_rate(repeat, N=2048):
+def gemm_rate(repeat, N=None):
+    N = N or SIZES["gemm"]
     a = np.random.default_rng(0).random((N, N))
     out = np.empty_like(a)
     return 2.0 * N**3 / best_of(lambda: np.matmul(a, a, out=out), repeat)
@@ -72,7 +76,8 @@ def _exp_rows(w, bits_f, reps):
             exp_shifted_inplace(w[r], 1.0, bits)  # w <- exp(w - 1) keeps w in (0, 1]
 
 
-def _exp_call(row=1024, reps=2000):
+def _exp_call(row=1024, reps=None):
+    reps = reps or SIZES["exp_reps"]
     """The vectorised exp on all cores: one cache-resident row per thread, `reps` times."""
     from numba import get_num_threads
 
@@ -123,7 +128,7 @@ def numpy_drift(x, beta):
 # ------------------------------------------------------------------------------------ sections
 
 def large_drift(repeat):
-    n, d = 1024, 64
+    n, d = SIZES["large"]
     rng = np.random.default_rng(1)
     x = att.uniform_sphere(rng, 1, n, d)[0]
     ceiling = gemm_rate(repeat)
@@ -180,7 +185,7 @@ def roofline_large(n, d, gemm, exp):
 
 
 def small_ensemble(repeat):
-    E, n, d = 2048, 32, 2
+    E, n, d = SIZES["small"], 32, 2
     rng = np.random.default_rng(3)
     x = att.uniform_sphere(rng, E, n, d)
     out = np.empty_like(x)
@@ -227,7 +232,7 @@ def small_ensemble(repeat):
 
 
 def long_horizon(quick):
-    T = 1e4 if quick else 1e5
+    T = SIZES["long"][1] if quick else SIZES["long"][0]
     n, d, beta, tol = 32, 2, 16.0, 1e-8
     x0 = att.uniform_sphere(np.random.default_rng(4), 2, n, d)
     ts = np.concatenate([[0.0], np.geomspace(0.1, T, 200)])
@@ -265,7 +270,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="long horizon T = 1e4 instead of 1e5")
+    add_smoke(ap)
     args = ap.parse_args()
+    if args.smoke:
+        SIZES.update(SMOKE_SIZES)
+        args.repeat = 1
     gemm, exp = gemm_rate(args.repeat), exp_rate(args.repeat)
     large = large_drift(args.repeat)
     small = small_ensemble(args.repeat)

@@ -17,7 +17,7 @@ import integrators
 from dyn import attention as att
 from integrators.numba_abi import NJIT_PARALLEL
 
-from _timing import best_of
+from _timing import add_smoke, best_of
 
 CASES = [(2048, 32, 2), (1, 1024, 64)]
 BETA = 1.0
@@ -57,18 +57,22 @@ def numba_ensemble_rhs(x, p, out, work):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
+    add_smoke(ap)
     args = ap.parse_args()
+    cases, gemm_n = CASES, 2048
+    if args.smoke:
+        cases, gemm_n, args.repeat = [(4, 8, 2), (1, 16, 4)], 64, 1
     import jax
     jax.config.update("jax_enable_x64", True)
     jrhs = jax.jit(jax.vmap(att.attention_drift_jax, in_axes=(None, 0, None)))
 
-    ceiling = gemm_rate(args.repeat)
+    ceiling = gemm_rate(args.repeat, gemm_n)
     print(f"numpy float64 GEMM ceiling (2048^3): {ceiling / 1e9:.1f} GFLOP/s\n")
     hdr = f"{'case':>16} {'what':>22} {'time':>10} {'x numpy':>8} {'GFLOP/s':>8} {'Gexp/s':>7} {'ceil%':>6}"
     print(hdr)
     print("-" * len(hdr))
     rng = np.random.default_rng(1)
-    for E, n, d in CASES:
+    for E, n, d in cases:
         x = att.uniform_sphere(rng, E, n, d)
         p = att.pack_params(BETA, d)
         out = np.empty_like(x)
@@ -99,7 +103,7 @@ def main():
             print(f"{f'E={E} n={n} d={d}':>16} {name:>22} {t * 1e3:8.3f}ms {base[kind] / t:8.2f} "
                   f"{rate / 1e9:8.1f} {n_rhs * exps / t / 1e9:7.3f} {100 * rate / ceiling:5.1f}%")
         print()
-    again = gemm_rate(args.repeat)
+    again = gemm_rate(args.repeat, gemm_n)
     print(f"GEMM ceiling re-measured: {again / 1e9:.1f} GFLOP/s; if far from the first, the machine "
           "was shared and the ceil% column is unreliable")
 

@@ -22,6 +22,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import add_smoke  # noqa: E402
+
+EXECUTORS = ("serial", "process", "dask")
+EFFICIENCY_SETS = ["sweep.beta=[0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0]", "ensemble.runs=128"]
 PROBE = """[scenario]
 name = "probe"
 system = "probe"
@@ -51,7 +56,7 @@ def overheads(folder: Path, points: int, workers: int) -> None:
     timed_run(few, folder / "warm.h5", "serial", 1)  # numba caches, imports
     print(f"{'executor':<10} {'start-up s':>11} {'per point ms':>13}   (empty points, {workers} workers)")
     serial_start = None
-    for executor in ("serial", "process", "dask"):
+    for executor in EXECUTORS:
         w = 1 if executor == "serial" else workers
         t_few = timed_run(few, folder / f"{executor}_few.h5", executor, w)
         t_many = timed_run(many, folder / f"{executor}_many.h5", executor, w)
@@ -61,8 +66,8 @@ def overheads(folder: Path, points: int, workers: int) -> None:
         print(f"{executor:<10} {start - serial_start:>11.2f} {1e3 * per_point:>13.2f}")
 
 
-def efficiency(folder: Path, workers: int) -> None:
-    sets = ["--set", "sweep.beta=[0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0]", "--set", "ensemble.runs=128"]
+def efficiency(folder: Path, workers: int, smoke: bool = False) -> None:
+    sets = [a for s in EFFICIENCY_SETS for a in ("--set", s)]
     scenario = str(ROOT / "scenarios" / "attention_clusters.toml")
 
     def run(tag, env_threads, *extra):
@@ -76,9 +81,12 @@ def efficiency(folder: Path, workers: int) -> None:
         return time.perf_counter() - start
 
     t_serial1 = run("serial1", 1)
+    if smoke:  # one run: the command works (three would cost seconds each)
+        print(f"attention_clusters slice, serial, 1 numba thread: {t_serial1:.2f} s")
+        return
     t_serial = run("serialn", workers)
     t_pool = run("pool", 1, "--executor", "process", "--workers", str(workers))
-    print("attention_clusters slice (8 points x 128 runs), wall seconds incl. start-up:")
+    print(f"attention_clusters slice ({', '.join(EFFICIENCY_SETS)}), wall seconds incl. start-up:")
     print(f"  serial, 1 numba thread        {t_serial1:7.2f}")
     print(f"  serial, {workers} numba threads       {t_serial:7.2f}   speed-up {t_serial1 / t_serial:.2f}")
     print(f"  process pool, {workers} workers       {t_pool:7.2f}   speed-up {t_serial1 / t_pool:.2f},"
@@ -102,11 +110,17 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=200)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--big", action="store_true", help="also the ~2 GB streaming measurement")
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:  # two points, one worker; no Dask cluster (seconds to start), a one-point slice
+        global EXECUTORS, EFFICIENCY_SETS
+        args.points, args.workers, args.big = 2, 1, False
+        EXECUTORS = ("serial", "process")
+        EFFICIENCY_SETS = ["sweep.beta=[1.0]", "ensemble.runs=2", "integrator.horizon=1.0"]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         overheads(folder, args.points, args.workers)
-        efficiency(folder, args.workers)
+        efficiency(folder, args.workers, args.smoke)
         if args.big:
             streaming(folder)
 

@@ -10,7 +10,8 @@ hashed bit for bit. Run as
 
 A line per (scenario, variable): `name variable sha256[:16]`. Scenarios given as arguments
 restrict the run (`python benchmarks/fingerprints.py noisy_phase two_token_phase`);
-`--keep DIR` keeps the files there, to measure how far differing variables moved.
+`--keep DIR` keeps the files there, to measure how far differing variables moved; `--smoke`
+fingerprints one cheap scenario (SMOKE), to check in seconds that the script runs.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ MAX_RUNS = 4
 # per point: the library versions (the machine's, not the computation's) and the checksum over
 # the point's values and those versions
 UNHASHED = ("versions", "checksum")
+SMOKE = "sinkhorn_iterations"  # cheap: no integration
 
 
 def shrunk(doc: dict) -> dict:
@@ -62,6 +64,8 @@ def digest(path: Path) -> dict[str, str]:
 
 
 def main(names: list[str]) -> None:
+    if "--smoke" in names:
+        names = [SMOKE]
     keep = None
     if "--keep" in names:
         at = names.index("--keep")

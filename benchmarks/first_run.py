@@ -17,6 +17,7 @@ The default is the main job (attention_clusters); `--set ensemble.runs=32` shrin
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -53,13 +54,19 @@ def main(argv=None) -> int:
                              "by tens of percent: compare within a pair, report the median)")
     parser.add_argument("--jobs", default=None,
                         help="DYN_COMPILE_JOBS for the runs (1: compile in one process)")
+    parser.add_argument("--smoke", action="store_true", help="a one-point run of the main job, "
+                        "both times on this checkout's warm cache (a cold one compiles for a "
+                        "minute): that the script runs, not what the compile costs")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.set = ["sweep.beta=[1.0]", "ensemble.runs=2", "integrator.horizon=1.0"]
+        args.repeat = 1
     sets = [a for s in args.set for a in ("--set", s)]
     print(f"{args.scenario} {' '.join(args.set)}")
     pairs = []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
-            env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba")}
+            env = {**os.environ} if args.smoke else {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba")}
             if args.jobs:
                 env["DYN_COMPILE_JOBS"] = args.jobs
             run = [sys.executable, "-m", "dyn", "run", args.scenario, "--no-progress", *sets,
@@ -69,7 +76,7 @@ def main(argv=None) -> int:
             pairs.append((cold, warm))
             print(f"  cold (empty numba cache) {cold:6.1f} s   warm (cache from the cold run) "
                   f"{warm:6.1f} s   cold / warm {cold / warm:.2f}", flush=True)
-            floor = timed([sys.executable, "-c", IMPORT_EVERY_KERNEL], env)
+            floor = math.nan if args.smoke else timed([sys.executable, "-c", IMPORT_EVERY_KERNEL], env)
     ratios = sorted(c / w for c, w in pairs)
     cold, warm = np.median([c for c, _ in pairs]), np.median([w for _, w in pairs])
     print(f"  import every kernel module   {floor:7.1f} s (compiles nothing)")

@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import add_smoke  # noqa: E402
 D, HIDDEN, BATCH, GAMMA = 500, 8, 500, 0.9
 SAMPLE_S = 5e-4
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -168,6 +170,17 @@ def run_jax(mode: str, depth: int, repeats: int) -> dict:
             "xla_temp_mb": getattr(analysis, "temp_size_in_bytes", float("nan")) / 2**20}
 
 
+def smoke() -> None:
+    """Our side at a tiny width and depth, every mode, in this process (the package's side needs
+    its own venv, see the header): that the script runs, not how fast."""
+    global D, HIDDEN, BATCH
+    D, HIDDEN, BATCH = 8, 4, 4
+    for mode in MODES["dyn-jax"]:
+        r = run_jax(mode, 3, 1)
+        print(f"dyn-jax      {mode:<12}     3 {r['time_s']:>8.3f} {r['peak_mb']:>9.1f} "
+              f"{r['xla_temp_mb']:>11.3f} {r['grad_rel_err']:>12.2e}")
+
+
 WORKERS = {"momentumnet": run_torch, "dyn-jax": run_jax}
 MODES = {"momentumnet": ("stored", "memory_free"), "dyn-jax": ("stored", "memory_free", "exact")}
 
@@ -179,10 +192,14 @@ def main() -> None:
     ap.add_argument("--impls", nargs="+", default=list(WORKERS))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--worker", nargs=3, metavar=("IMPL", "MODE", "DEPTH"), help=argparse.SUPPRESS)
+    add_smoke(ap)
     args = ap.parse_args()
     if args.worker:
         impl, mode, depth = args.worker
         print(json.dumps(WORKERS[impl](mode, int(depth), args.repeats)))
+        return
+    if args.smoke:
+        smoke()
         return
     print(f"threads = {args.threads}, gamma = {GAMMA}, batch {BATCH} x {D}, hidden {HIDDEN}")
     print(f"{'impl':<12} {'mode':<12} {'depth':>5} {'time_s':>8} {'peak_MB':>9} "

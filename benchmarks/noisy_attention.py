@@ -29,7 +29,7 @@ from dyn.attention import FLOW, attention_drift, pack_params
 from dyn.numerics.vexp import exp_shifted_inplace
 from integrators.numba_abi import FASTMATH, NJIT
 
-from _timing import best_of
+from _timing import add_smoke, best_of
 
 
 def exp_ceilings():
@@ -143,12 +143,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--beta", type=float, default=4.0)
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    add_smoke(ap)
     a = ap.parse_args()
+    if a.smoke:
+        a.sizes = [200]
     rate_np, rate_vexp = exp_ceilings()
     print(f"1. exp ceilings: np.exp {rate_np / 1e6:.0f} Mexp/s, vexp (numba) "
           f"{rate_vexp / 1e6:.0f} Mexp/s")
     drift_table(a.sizes, a.beta, rate_vexp)
-    ensemble_table(a.beta)
+    ensemble_table(a.beta, **(dict(E=2, n=16, steps=5) if a.smoke else {}))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -75,14 +76,34 @@ def run_peer(peer: Path, python: str, tmp: Path) -> tuple[float, dict, dict]:
     driver = PEER_DRIVER % {"d": D, "n": N, "runs": RUNS, "betas": BETAS,
                             "horizon": LAYERS * STEP, "step": STEP}
     out = tmp / "peer.npz"
-    done = subprocess.run([python, "-c", driver, str(peer), str(out)], check=True,
-                          capture_output=True, text=True, cwd=tmp)
+    done = subprocess.run([python, "-c", driver, str(peer), str(out)], capture_output=True,
+                          text=True, cwd=tmp)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise PeerError(f"the peer failed under {python} (exit {done.returncode}): {last}")
     info = json.loads(done.stdout.strip().splitlines()[-1])
     return info["wall"], info, dict(np.load(out))
 
 
+class PeerError(Exception):
+    """What keeps the peer from running, in one line."""
+
+
+def check_peer(peer: Path | None, python: str) -> None:
+    """The peer's file and interpreter exist (the README's PATH and PY are placeholders)."""
+    if peer is None:
+        return
+    if not peer.is_file():
+        raise PeerError(f"--peer {peer}: no such file; fetch the peer's phase-diagrams.py first "
+                        "(this script's header says how)")
+    if shutil.which(python) is None:
+        raise PeerError(f"--peer-python {python}: no such interpreter; give one with torch "
+                        "installed (this script's header says how)")
+
+
 def our_overrides(saves: int, every_output: bool) -> dict:
     overrides = {"params.form": "network", "params.depth": LAYERS, "output.saves": saves,
+                 "sweep.beta": {"start": 0.1, "stop": 9.0, "num": BETAS},
                  "ensemble.runs": RUNS, "integrator.horizon": LAYERS * STEP,
                  "params.delta": 1e-3}
     if not every_output:
@@ -127,6 +148,7 @@ def picture_difference(peer: dict, path: Path) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
+    global BETAS, RUNS, LAYERS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peer", type=Path, help="path of the peer's phase-diagrams.py")
     ap.add_argument("--peer-python", default=sys.executable, help="an interpreter with torch")
@@ -138,7 +160,21 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="peer runs, each between two of this project's (this machine's speed "
                          "drifts by tens of percent within minutes: the median ratio is printed)")
+    ap.add_argument("--smoke", action="store_true", help="2 betas x 4 runs x 10 layers (and the "
+                    "peer, if given, as it is): that the script runs, in seconds")
     args = ap.parse_args(argv)
+    if args.smoke:
+        BETAS, RUNS, LAYERS = 2, 4, 10
+        args.saves = LAYERS
+    try:
+        check_peer(args.peer, args.peer_python)
+        return compare(args)
+    except PeerError as exc:
+        print(f"peer.py: {exc}", file=sys.stderr)
+        return 2
+
+
+def compare(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         overrides = our_overrides(args.saves, args.all_observables)
@@ -146,7 +182,7 @@ def main(argv=None) -> int:
                                                                "num": 2}})  # fills numba's cache
         path = tmp / "ours0.h5"
         ours = [run_ours(path, overrides)]
-        ceiling = exp_ceiling()
+        ceiling = exp_ceiling(1 if args.smoke else 7)
         exps = BETAS * RUNS * LAYERS * N * (N + 1) / 2  # the symmetric field: n(n+1)/2 per layer
         print(f"work: {BETAS} betas x {RUNS} runs x {LAYERS} post-norm layers, n = {N}, d = {D}; "
               f"{'every output' if args.all_observables else 'the pair fraction'} at "

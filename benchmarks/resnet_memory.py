@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from _timing import add_smoke
+
 D, WIDTH, MODES = 16, 32, 4
 
 
@@ -77,13 +79,19 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--child", nargs=2, metavar=("DEPTH", "METHOD"), help=argparse.SUPPRESS)
+    add_smoke(ap)
     a = ap.parse_args()
     if a.child:
         print(json.dumps(measure(int(a.child[0]), a.child[1], a.batch, a.repeat)))
         return
+    if a.smoke:  # two small depths, measured in this process (a child per pair costs seconds)
+        a.depths, a.batch, a.repeat = [2, 4], 2, 1
     rows = {}
     for depth in a.depths:
         for method in ("adjoint", "backprop"):
+            if a.smoke:
+                rows[depth, method] = measure(depth, method, a.batch, a.repeat)
+                continue
             out = subprocess.run([sys.executable, __file__, "--child", str(depth), method,
                                   "--batch", str(a.batch), "--repeat", str(a.repeat)],
                                  capture_output=True, text=True, check=True)

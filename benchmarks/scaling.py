@@ -35,7 +35,7 @@ from dyn.noisy.params import pack_fourier
 from dyn.numerics import attention_field as af
 from dyn.numerics.attention_field import LARGE_WORK
 
-from _timing import best_of
+from _timing import add_smoke, best_of
 from attention_rhs import gemm_rate
 
 BETA = 4.0
@@ -108,12 +108,13 @@ def exponent(sizes, seconds) -> float:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-n", type=int, default=16384, help="largest n of the attention field")
-    ap.add_argument("--quick", action="store_true", help="fewer sizes (a smoke run)")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes")
+    add_smoke(ap)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    top = 11 if args.quick else 15
+    top = 7 if args.smoke else 11 if args.quick else 15
     sizes = [n for n in (2 ** k for k in range(5, top)) if n <= args.max_n]
-    ceiling = gemm_rate(3)
+    ceiling = gemm_rate(1, 64) if args.smoke else gemm_rate(3)
     print(f"float64 GEMM ceiling (numpy, 2048^3): {ceiling / 1e9:.1f} GFLOP/s\n")
 
     for d in (2, 64):
@@ -130,7 +131,7 @@ def main():
                       f"{part[0][0]}..{part[-1][0]}")
         print()
 
-    fsizes = [10 ** k for k in range(2, 6 if args.quick else 7)]
+    fsizes = [10 ** k for k in range(2, 4 if args.smoke else 6 if args.quick else 7)]
     rows = fourier_rows(fsizes, rng)
     print(f"Fourier drift on the circle (beta = {BETA}, K = 18; O(nK))")
     print(f"{'n':>8} {'s/call':>10} {'ns/token':>9} {'memory/member':>14}")
@@ -138,7 +139,7 @@ def main():
         print(f"{n:8d} {s:10.3e} {1e9 * s / n:9.1f} {size_text(mem):>14}")
     print(f"  cost ~ n^{exponent([r[0] for r in rows], [r[1] for r in rows]):.2f}\n")
 
-    counts = [1, 4, 16, 64, 256] if args.quick else [1, 4, 16, 64, 256, 1024]
+    counts = [1, 2] if args.smoke else [1, 4, 16, 64, 256] if args.quick else [1, 4, 16, 64, 256, 1024]
     rows = runs_rows(counts)
     print("one attention_clusters point (n = 32, d = 2, RK4 dt = 0.1, T = 30) against its runs")
     print(f"{'runs':>6} {'s/point':>9} {'ms/run':>8}")

@@ -19,7 +19,7 @@ from dyn import sinkformer as sf
 from dyn.numerics.vexp import exp_shifted_inplace
 from dyn.sinkformer import reference
 
-from _timing import best_of
+from _timing import add_smoke, best_of
 
 ALPHA, TAU = 0.5, 0.1
 
@@ -47,7 +47,10 @@ def main():
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--jax", action="store_true")
+    add_smoke(ap)
     a = ap.parse_args()
+    if a.smoke:
+        a.n, a.iterations, a.steps = 20, 2, 1
     n, d, it, steps = a.n, a.d, a.iterations, a.steps
     dt = 0.01
     x0 = np.random.default_rng(1).standard_normal((n, d))

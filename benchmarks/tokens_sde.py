@@ -26,6 +26,8 @@ import integrators
 from dyn import tokens_sde as ts
 from dyn.attention import uniform_sphere
 
+from _timing import add_smoke
+
 POINTS = [(1.0, 3), (3.0, 8), (3.0, 32)]
 LAYERS_PER_UNIT = 100
 
@@ -63,8 +65,8 @@ def numpy_em_step(z, beta, sigma, h, rng):
     return y / np.linalg.norm(y, axis=-1, keepdims=True)
 
 
-def bench_step(steps=50):
-    E, n, d, h = 4096, 8, 4, 0.01
+def bench_step(steps=50, E=4096, diffrax=True):
+    n, d, h = 8, 4, 0.01
     rng = np.random.default_rng(1)
     x0 = uniform_sphere(rng, E, n, d)
     p = ts.pack(1.0, d)
@@ -82,9 +84,10 @@ def bench_step(steps=50):
         return z
 
     rows.append(("numpy EM", timed(np_run, 2)[0]))
-    dx = integrators.get("diffrax", "euler_maruyama", dt=h)
-    rows.append(("diffrax EM", timed(lambda: dx.solve(ts.problem(p), x0, tt,
-                                                      rng=np.random.default_rng(4)), 2)[0]))
+    if diffrax:  # (--smoke leaves it out: its compile alone takes seconds)
+        dx = integrators.get("diffrax", "euler_maruyama", dt=h)
+        rows.append(("diffrax EM", timed(lambda: dx.solve(ts.problem(p), x0, tt,
+                                                          rng=np.random.default_rng(4)), 2)[0]))
     print(f"\n2. ensemble SDE step, E={E}, n={n}, d={d}, {steps} steps ({d * d} normals/step/member)")
     base = rows[1][1]
     for name, t in rows:
@@ -196,11 +199,14 @@ def main():
     ap.add_argument("--runs", type=int, default=400)
     ap.add_argument("--horizon", type=float, default=150.0)
     ap.add_argument("--skip-step", action="store_true")
+    add_smoke(ap)
     args = ap.parse_args()
-    rate = normal_rate()
+    if args.smoke:
+        args.runs, args.horizon = 8, 0.5
+    rate = normal_rate(*((1, 10_000) if args.smoke else ()))
     print(f"1. ceiling: numpy standard_normal {rate / 1e6:.0f} M normals/s (one core)")
     if not args.skip_step:
-        bench_step()
+        bench_step(*((2, 8, False) if args.smoke else ()))
     bench_phase(args.runs, args.horizon)
 
 

@@ -298,6 +298,10 @@ def test_the_particles_show_the_recency_arm_of_the_linear_theory(tmp_path):
     assert "linear theory (finite n)" in labels and "bands: one standard error" in labels
     assert [x for x in labels if "t_{crit}" in x] == ["0.125 $t_{crit}(\\beta)$",
                                                       "0.25 $t_{crit}(\\beta)$"]
+    # `dyn plot --sel` on a profile: the same profiles, the title says where it was cut
+    fig = figure(tmp_path / "soft.h5", sel=["beta=1"])
+    assert "at beta = 1" in " ".join(fig._suptitle.get_text().split())
+    assert len([a for a in fig.axes if a.get_visible() and a.lines]) == 1
 
 
 @pytest.mark.slow

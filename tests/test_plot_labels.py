@@ -29,7 +29,7 @@ import dyn
 from dyn.core.contract import LABEL_ATTR, OVER_ATTR
 from dyn.presentation.plot import figure
 from dyn.presentation.styles import output_path
-from dyn.presentation.words import settings
+from dyn.presentation.words import REMARK, settings
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 NAMES = sorted(p.stem for p in SCENARIOS.glob("*.toml"))
@@ -125,10 +125,13 @@ class _File:
                          for name in f if isinstance(f[name], h5py.Dataset)}
 
     def label(self, name: str) -> str:
-        """What an axis or colour bar drawing variable `name` must say."""
+        """What an axis or colour bar drawing variable `name` must say (a sweep axis: its
+        parameter's doc without the remarks in parentheses, "(any sign)")."""
         attrs = self.vars[name]
         units = str(attrs.get("units", ""))
         text = str(attrs.get("long_name", name))
+        if any(name in dims for dims in self.dims.values()):  # a coordinate: an axis
+            text = REMARK.sub("", text)
         return _words(f"{text} [{units}]" if units not in ("", "1") else text)
 
     def legend_words(self, name: str) -> set[str]:

@@ -63,13 +63,18 @@ def _saved(path, beta, run, time):
         return ds["trajectory"].sel(beta=beta, trajectory_time=time).isel(run=run).values
 
 
+def _drawn(fig):
+    """The figure's axes but its colour bar's."""
+    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+
+
 def _dots(ax):
     return [c for c in ax.collections if len(c.get_offsets()) == 7][0]
 
 
 def test_circle_points_are_the_saved_states_and_the_histogram_counts_them(files):
     fig = tokens.figure(files["circle"], ["beta=3.9"], time=1.1, run=1)  # nearest: 4.0, t = 1.0
-    circle, hist = fig.axes
+    circle, hist = _drawn(fig)
     xy = np.asarray(_dots(circle).get_offsets())
     np.testing.assert_allclose(np.linalg.norm(xy, axis=1), 1.0, atol=1e-12)
     np.testing.assert_allclose(xy, _saved(files["circle"], 4.0, 1, 1.0), atol=1e-12)
@@ -86,7 +91,7 @@ def test_circle_points_are_the_saved_states_and_the_histogram_counts_them(files)
 
 def test_sphere_is_drawn_in_3d_on_the_sphere(files):
     fig = tokens.figure(files["sphere"], ["beta=4"], time=0.5)
-    (ax,) = fig.axes
+    (ax,) = _drawn(fig)
     assert ax.name == "3d"
     dots = [c for c in ax.collections if hasattr(c, "_offsets3d")][-1]
     xyz = np.column_stack([np.asarray(a, dtype=float) for a in dots._offsets3d])
@@ -153,3 +158,19 @@ def test_mp4_needs_ffmpeg(files, tmp_path, capsys):
     assert main(["animate", str(files["circle"]), "--out", str(tmp_path / "t.mp4")]) == 2
     err = capsys.readouterr().err.strip()
     assert "needs ffmpeg" in err and len(err.splitlines()) == 1
+
+
+def test_a_colour_bar_says_what_the_token_colours_are(files):
+    for key in ("circle", "sphere"):
+        fig = tokens.figure(files[key])
+        (bar,) = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+        assert bar.get_ylabel() == tokens.COLOUR_LABEL
+    picture = tokens.Picture(tokens.load(files["circle"], ["beta=4"]))
+    picture.show(2)
+    circle, mappable = picture.ax, picture.colour_bar.mappable
+    # each dot's colour is the bar's colour at the token's rank by its angle at the first save
+    with dyn.open(files["circle"]) as ds:
+        first = ds["trajectory"].sel(beta=4.0).isel(run=0, trajectory_time=0).values
+    ranks = np.argsort(np.argsort(np.arctan2(first[:, 1], first[:, 0]), kind="stable"), kind="stable")
+    np.testing.assert_allclose(_dots(circle).get_facecolors(), mappable.to_rgba(ranks), atol=1e-12)
+    assert mappable.norm.vmin == 0 and mappable.norm.vmax == 7

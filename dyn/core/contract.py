@@ -44,6 +44,9 @@ OVER_ATTR, ALONG_ATTR, AXIS_ATTR = "dyn_over", "dyn_along", "dyn_axis"
 PROFILE_ATTR = "dyn_profile"
 COLOR_ATTR, LINESTYLE_ATTR, LABEL_ATTR = "dyn_color", "dyn_linestyle", "dyn_label"
 SLOPES_ATTR, CLIM_ATTR, MARK_ABOVE_ATTR = "dyn_slopes", "dyn_clim", "dyn_mark_above"
+# dyn_signed = 1: the sign is the point (a growth rate, a drift): heat maps use a diverging map
+# centred on zero (so does a dyn_clim symmetric about zero)
+SIGNED_ATTR = "dyn_signed"
 
 # How an output is made from the runs of a point (see dyn.engine.ensemble):
 #   mean        the mean over runs of per-run values
@@ -84,7 +87,8 @@ class Draw:
       map with that axis, a curve (a tick across each cell when indexed by the other axis's own
       values); on curves against that axis, a vertical line at each value.
     slopes: reference slopes on log-log curves; clim: colour range of heat maps; mark_above:
-    heat-map cells above it get a "+"; profile (x, curves): draw it as curves against its
+    heat-map cells above it get a "+"; signed: a diverging colour map centred on zero (a growth
+    rate, whose sign is the point); profile (x, curves): draw it as curves against its
     dimension x, one per value of `curves` (a few, spread over it), one panel per combination of
     the other axes (a position profile at a few times), instead of heat maps.
     """
@@ -98,6 +102,7 @@ class Draw:
     clim: tuple[float, float] | None = None
     mark_above: float | None = None
     profile: tuple[str, str] | None = None  # (x, curves): profiles against x, one per curve value
+    signed: bool = False  # its sign is what matters: a diverging colour map centred on zero
 
     def attrs(self) -> dict:
         """The variable attributes that declare it (only those set)."""
@@ -114,6 +119,8 @@ class Draw:
             found[MARK_ABOVE_ATTR] = float(self.mark_above)
         if self.profile is not None:
             found[PROFILE_ATTR] = " ".join(self.profile)
+        if self.signed:
+            found[SIGNED_ATTR] = 1
         return found
 
 

@@ -231,6 +231,7 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
     else:
         bar = tqdm(total=total, desc=scenario.name, unit="pt",
                    disable=None if progress is None else not progress, file=log)
+        bar.set_postfix_str(STARTING, refresh=False)
     try:
         for index, result in results:
             writer.write(index, result)
@@ -240,6 +241,8 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
                 bar.write(f"point {index} {where}: {STATUS_NAMES[result.status]}"
                           + (f": {result.message}" if result.message else ""), file=log)
             bar.update()
+            if isinstance(bar, tqdm) and bar.n == 1:
+                _restart_clock(bar)
     finally:
         bar.close()
         writer.close()
@@ -250,24 +253,54 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
               f"yet; `dyn show {path}` lists them", file=log)
 
 
+# what the progress says until a rate can be measured: the first point's time holds the start
+# (numba compiling its kernels on first use, JAX its programs, a pool's workers starting)
+STARTING = "first point: starting, compiling kernels on first use"
+MIN_RATE_SECONDS = 1.0  # a rate is measured over at least this long, after the first point
+
+
+def _restart_clock(bar) -> None:
+    """Start tqdm's rate from the first finished point, so that the time left leaves out the
+    start-up (the compile) instead of spreading it over every point still to come."""
+    done = bar.n
+    bar.reset(total=bar.total)
+    bar.n = bar.last_print_n = bar.initial = done
+    bar.set_postfix_str("", refresh=False)
+    bar.refresh()
+
+
 class LogProgress:
     """Progress where there is no terminal: every LOG_SECONDS, one line with the points done, the
-    rate and the time left at that rate (what tqdm's bar says, readable in a log file)."""
+    rate and the time left at that rate (what tqdm's bar says, readable in a log file). The rate
+    is measured from the first finished point on: before it the time goes to starting up (numba
+    compiles its kernels on their first use, JAX its programs), which would make the first
+    estimates of the time left many times too long; until a rate is measured the line says so."""
 
     def __init__(self, name: str, total: int, log):
         self.name, self.total, self.log = name, total, log
         self.done = 0
         self.start = self.last = time.monotonic()
+        self.first: tuple[float, int] | None = None  # (time, points done) at the first point
 
     def update(self) -> None:
         self.done += 1
         now = time.monotonic()
+        if self.first is None:
+            self.first = (now, self.done)
         if now - self.last >= LOG_SECONDS:
             self.last = now
-            rate = self.done / max(now - self.start, 1e-9)
-            left = (self.total - self.done) / rate
-            print(f"{self.name}: {self.done}/{self.total} points, {rate:.3g} points/s, "
-                  f"about {duration_text(left)} left", file=self.log, flush=True)
+            print(self.line(now), file=self.log, flush=True)
+
+    def line(self, now: float) -> str:
+        head = f"{self.name}: {self.done}/{self.total} points"
+        since, done = self.first if self.first is not None else (now, self.done)
+        counted, seconds = self.done - done, now - since
+        if counted < 1 or seconds < MIN_RATE_SECONDS:
+            return (f"{head} in {duration_text(now - self.start)}, measuring the rate (the first "
+                    "point's time is mostly start-up: compiling kernels on first use)")
+        rate = counted / seconds
+        left = (self.total - self.done) / rate
+        return f"{head}, {rate:.3g} points/s, about {duration_text(left)} left"
 
     def write(self, message: str, file=None) -> None:
         print(message, file=file or self.log, flush=True)

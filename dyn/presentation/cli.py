@@ -74,7 +74,13 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("path")
     plot.add_argument("--out", help="output path (default: beside the file, .png; .pdf with "
                       "--style paper, which writes .pdf or .svg by the suffix)")
-    plot.add_argument("--var", help="variable to draw (default: the scenario's choice)")
+    plot.add_argument("--var", help="variable to draw (default: the scenario's choice); its "
+                      "picture is NAME_VAR.png beside the file")
+    plot.add_argument("--sel", action="append", default=[], metavar="AXIS=VALUE",
+                      help="draw the variable at one value of a dimension (nearest; repeat for "
+                      "several): a heat map becomes a curve, too many panels fewer")
+    plot.add_argument("--log", action="store_true", help="values on a log scale (colours of a "
+                      "heat map, y of curves)")
     plot.add_argument("--style", choices=STYLES, default="default",
                       help="default: a PNG for the screen; paper: a vector figure for a "
                       "two-column paper (3.4 in wide, several panels 7 in; 8-9 pt fonts)")
@@ -253,6 +259,10 @@ def _cmd_plot(args) -> int:
     if args.tokens:
         if args.style != "default":
             raise ScenarioError("--style", "styles the sweep picture: use it without --tokens")
+        for flag, given in (("--sel", args.sel), ("--log", args.log), ("--var", args.var)):
+            if given:
+                raise ScenarioError(flag, "draws a variable: use it without --tokens (the "
+                                    "saved states' point is chosen with --point)")
         from . import tokens
 
         print(f"plotted {tokens.plot(args.path, args.out, args.point, args.time, args.run)}")
@@ -260,10 +270,11 @@ def _cmd_plot(args) -> int:
     for flag, given in (("--point", args.point), ("--time", args.time is not None),
                         ("--run", args.run != 0)):
         if given:
-            raise ScenarioError(flag, "chooses saved states: use it with --tokens")
+            hint = "; to slice the variable use --sel AXIS=VALUE" if flag == "--point" else ""
+            raise ScenarioError(flag, f"chooses saved states: use it with --tokens{hint}")
     from .plot import plot
 
-    print(f"plotted {plot(args.path, args.out, args.var, args.style)}")
+    print(f"plotted {plot(args.path, args.out, args.var, args.style, args.sel, args.log)}")
     return 0
 
 
@@ -289,9 +300,7 @@ def _cmd_compare(args) -> int:
     result = comparison.compare(args.path, args.along, args.reference, at=args.at)
     print(result["error"].to_dataframe().to_string())
     if args.against:
-        for label, rate in comparison.rates(result, args.against).items():
-            where = ", ".join(f"{k} = {v}" for k, v in label)
-            print(f"rate against {args.against}{' (' + where + ')' if where else ''}: {rate}")
+        print("\n".join(comparison.rate_lines(result, args.against)))
         print(f"plotted {comparison.plot(result, args.against, out, args.style)}")
     elif args.style != "default":
         raise ScenarioError("--style", "styles the error curve: give --against too")

@@ -11,9 +11,10 @@ Runs are comparable only when the points drew the same random numbers (the same 
 Brownian path): the axis must be in `[ensemble] common`, else the file is refused. Against a
 numeric axis (`against`, e.g. `depth`) the strong error sqrt(E distance^2) is fitted by
 log(error) = slope log(axis) + c, with a 95% interval (least squares, Student t): over all points
-(:func:`rates`, what `dyn compare` prints), and in the picture also over the asymptotic range
-alone (:func:`asymptotic`: the upper half of the axis, where an O(1/L^2) correction of the
-smallest depths no longer bends the line). The picture draws the error on log-log axes with error
+(:func:`rates`), and over the asymptotic range alone (:func:`asymptotic_rates`; the points of
+:func:`asymptotic`: the upper half of the axis, where an O(1/L^2) correction of the smallest
+depths no longer bends the line); `dyn compare` prints both, naming the points of the second
+(:func:`rate_lines`), and the picture draws both. The picture draws the error on log-log axes with error
 bars of one standard error (from the runs' distances), the asymptotic fit over the points it
 uses (filled; the others open) and short reference slopes beside it, which never move the
 axes' limits.
@@ -193,6 +194,43 @@ def asymptotic(x) -> np.ndarray:
     return keep
 
 
+def asymptotic_rates(result: xr.Dataset, against: str) -> dict[tuple, tuple[Rate, np.ndarray]]:
+    """The rate fitted over the asymptotic range alone (:func:`asymptotic`), per combination of
+    the other axes (as :func:`rates`), with the values of `against` it used: (rate, values)."""
+    found = {}
+    for label in rates(result, against):
+        curve = result["error"].sel(dict(label)) if label else result["error"]
+        x, y = curve[against].values.astype(float), curve.values.astype(float)
+        use = asymptotic(x) & np.isfinite(y) & (y > 0) & (x > 0)
+        found[label] = (fit_rate(curve.isel({against: np.flatnonzero(use)}), against),
+                        np.sort(x[use]))
+    return found
+
+
+def rate_lines(result: xr.Dataset, against: str) -> list[str]:
+    """What `dyn compare --against` prints: per combination of the other axes, the rate over all
+    points and the asymptotic fit, naming the points it used (as the picture does)."""
+    lines = []
+    tail = asymptotic_rates(result, against)
+    for label, rate in rates(result, against).items():
+        where = ", ".join(f"{k} = {v}" for k, v in label)
+        head = f"rate against {against}{' (' + where + ')' if where else ''}"
+        lines.append(f"{head}, all points: {rate}")
+        fit, used = tail[label]
+        if used.size >= 2:
+            points = ", ".join(f"{v:g}" for v in used)
+            lines.append(f"{head}, asymptotic fit on {against} = {points}: {fit}")
+    return lines
+
+
+def heading(attrs: dict) -> str:
+    """The comparison in a sentence: what is compared with what, and over which times."""
+    along, reference = attrs["along"], attrs["reference"]
+    times = "the final saved time" if attrs.get("at") == "final" else "all saved times"
+    return (f"{Path(attrs['source']).stem}: distance of each {along} to {along} = {reference}, "
+            f"the largest over tokens and {times}")
+
+
 def _standard_error(result: xr.Dataset, label: tuple) -> np.ndarray:
     """One standard error of the strong error sqrt(mean d^2), from the runs' distances d (the
     delta method: se(mean d^2) / (2 sqrt(mean d^2)))."""
@@ -228,6 +266,7 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
     from .words import axis_label, chars_in, figure_legend, fit_height, wrap_text
 
     fitted = rates(result, against)
+    tail = asymptotic_rates(result, against)
     values = np.asarray(result["error"].values, dtype=float)
     if not (np.isfinite(values) & (values > 0)).any():
         raise ScenarioError("--against", "no finite, positive error to draw on log axes "
@@ -248,7 +287,7 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
             color = bars.lines[0].get_color()
             ax.plot(x[use], y[use], "o", ms=4, color=color, zorder=4)  # the fitted points, filled
             if use.sum() >= 2:
-                fit = fit_rate(curve.isel({against: np.flatnonzero(use)}), against)
+                fit = tail[label][0]
                 line = np.exp(np.polyfit(np.log(x[use]), np.log(y[use]), 1)[1]) * x[use] ** fit.slope
                 ax.plot(x[use], line, "-", color="black", lw=0.8, zorder=3,
                         label=f"fit on the filled points, {against} = {x[use].min():g} ... "
@@ -282,8 +321,7 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
             ax.plot([], [], style.marker, color="0.6", mec=style.color, ls="none", label=style.label)
         ax.set_xlabel(axis_label(result[against]))
         ax.set_ylabel(axis_label(error))
-        head = (f"{Path(result.attrs['source']).stem}: {result.attrs['along']} against "
-                f"{result.attrs['reference']} ({result.attrs['at']} saved times)")
+        head = heading(result.attrs)
         chars = chars_in(width, "figure.titlesize")
         title = fig.suptitle("\n".join(wrap_text(t, chars)
                                        for t in (head, result.attrs.get("settings", "")) if t))

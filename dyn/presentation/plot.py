@@ -65,12 +65,12 @@ import numpy as np
 
 from .. import systems
 from ..core.contract import (ALONG_ATTR, AXIS_ATTR, CLIM_ATTR, COLOR_ATTR, LABEL_ATTR, LINESTYLE_ATTR,
-                             MARK_ABOVE_ATTR, OVER_ATTR, SLOPES_ATTR)
+                             MARK_ABOVE_ATTR, OVER_ATTR, SIGNED_ATTR, SLOPES_ATTR)
 from ..core.errors import ScenarioError
 from ..engine.verdicts import NONSTATIONARY
 from .analysis import UNMASKED, marks_for, point_marks, scenario_of
 from .analysis import open as open_dataset
-from . import profiles
+from . import profiles, slicing
 from .marks import slope_lines
 from .mixture import SPLIT, split_points
 from .styles import MARK_STYLES, NO_VALUE, output_path, save, styled
@@ -122,27 +122,33 @@ def choose_variable(ds, var: str | None) -> str:
 
 
 def plot(path: str | Path, out: str | Path | None = None, var: str | None = None,
-         style: str = "default") -> Path:
-    """Draw `var` of the sweep file at `path` (default: a PNG beside the file; see
-    :func:`output_path` for the paper style)."""
+         style: str = "default", sel: list[str] | tuple[str, ...] = (), log: bool = False) -> Path:
+    """Draw `var` of the sweep file at `path`, cut at `sel` ("AXIS=VALUE" each), on a log scale
+    with `log`. Default output: beside the file, NAME.png for the scenario's own picture and
+    NAME_VAR.png for another variable's (so that it never replaces the scenario's picture); see
+    :func:`output_path` for the paper style."""
     path = Path(path)
-    out = output_path(path, out, style)
+    beside = path if var is None else path.with_name(f"{path.stem}_{var}{path.suffix}")
+    out = output_path(beside, out, style)
     with styled(style) as look:
-        return save(figure(path, var, style), out, look.dpi)
+        return save(figure(path, var, style, sel, log), out, look.dpi)
 
 
-def figure(path: str | Path, var: str | None = None, style: str = "default"):
+def figure(path: str | Path, var: str | None = None, style: str = "default",
+           sel: list[str] | tuple[str, ...] = (), log: bool = False):
     """The figure of `var` (see the module doc) in `style`, not saved: its axes hold what is
-    drawn, `fig.legends` its one legend."""
+    drawn, `fig.legends` its one legend. `sel`: "AXIS=VALUE" cuts of the file first
+    (:mod:`.slicing`); `log`: the values on a log scale (heat maps' colours, curves' y)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with styled(style) as look, open_dataset(Path(path)) as ds:
-        name = choose_variable(ds, var)
+    with styled(style) as look, open_dataset(Path(path)) as whole:
+        name = choose_variable(whole, var)
+        ds, chosen = slicing.select(whole, sel)
         if profiles.is_profile(ds, name):  # curves against its own dimension (Draw.profile)
-            return profiles.figure(ds, name, look, error_bounds)
+            return profiles.figure(ds, name, look, error_bounds, slicing.words(chosen))
         da, infinite = _finite(ds[name].load())
         numeric = [d for d in da.dims if da.sizes[d] > 1 and da[d].dtype.kind in "fiu"]
         over = [ds[v].load() for v in drawn_over(ds, name)]
@@ -154,7 +160,15 @@ def figure(path: str | Path, var: str | None = None, style: str = "default"):
             panel_dims = [d for d in numeric if d != against]
         else:
             panel_dims = [d for d in da.dims if d not in field_dims] if len(field_dims) != 1 else []
-        selections = _combinations(da, panel_dims)[:MAX_PANELS]
+        every = _combinations(da, panel_dims)
+        selections = every[:MAX_PANELS]
+        left_out = _left_out(da, panel_dims, every, selections)
+        if len(field_dims) == 1:  # curves: one per combination of the other axes, at most 12
+            others = [d for d in da.dims if d not in field_dims and d not in panel_dims]
+            curves = _combinations(da, others)
+            left_out = "; ".join(t for t in (left_out, _left_out(
+                da, others, curves, curves[:MAX_CURVES], "curves")) if t)
+        colours = _colour_scale(da, log) if len(field_dims) == 2 else None  # one for every panel
         cols = min(len(selections), 3)
         rows = -(-len(selections) // cols)
         if len(selections) == 1:
@@ -179,10 +193,12 @@ def figure(path: str | Path, var: str | None = None, style: str = "default"):
                 b.sel({k: v for k, v in selection.items() if k in b.dims}) for b in bounds[:2])
             if len(field_dims) == 2:
                 spread = None if panel_bounds is None else (panel_bounds[1] - panel_bounds[0]) / 2
-                cells = _heatmap(ax, sub.transpose(*field_dims), marks, bar_chars, spread)
-                if spread is not None and np.isfinite(spread.values).any():
+                cells = _heatmap(ax, sub.transpose(*field_dims), marks, bar_chars, spread, colours)
+                if spread is not None and not log and np.isfinite(spread.values).any():
                     errors.add("dots")  # the legend says what the dots are, drawn or not
                 _over_heatmap(ax, ds, over, selection, cells)
+                if colours["signed"]:  # zero is white on a diverging map: white marks get a rim
+                    _rim_light_lines(ax)
             elif len(field_dims) == 1:
                 errors |= _curves(ax, sub, field_dims[0], marks, panel_bounds)
                 _over_curves(ax, ds, over, field_dims[0], selection)
@@ -190,8 +206,12 @@ def figure(path: str | Path, var: str | None = None, style: str = "default"):
                 if slopes is not None and ax.get_xscale() == "log":
                     ax.set_yscale("log")
                     slope_lines(ax, sub, field_dims[0], np.atleast_1d(slopes))
+                if log:
+                    ax.set_yscale("log")
             else:
                 errors |= _bars(ax, sub, panel_bounds, marks)
+                if log:
+                    ax.set_yscale("log")
             if selection:
                 ax.set_title(", ".join(f"{k} = {value_text(v)}" for k, v in selection.items()))
         for ax in list(grid.flat)[len(selections):]:
@@ -201,10 +221,13 @@ def figure(path: str | Path, var: str | None = None, style: str = "default"):
             ax.set_xlabel(wrap_text(ax.get_xlabel(), chars_in(share * width / cols, "axes.labelsize")))
             ax.set_ylabel(wrap_text(ax.get_ylabel(), chars_in(height / rows, "axes.labelsize")))
         head = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
+        if chosen:
+            head += f", at {slicing.words(chosen)}"
         chars = chars_in(width, "figure.titlesize")
         lost = (f"{infinite} of {da.size} values {'is' if infinite == 1 else 'are'} infinite: "
                 "not drawn" if infinite else "")
-        title = fig.suptitle("\n".join(wrap_text(t, chars) for t in (head, settings(ds), lost) if t))
+        notes = (head, settings(ds), lost, left_out, _colour_note(colours))
+        title = fig.suptitle("\n".join(wrap_text(t, chars) for t in notes if t))
         notes = [error_legend(kind, bounds[2]) for kind in sorted(errors)] if bounds else []
         legend = figure_legend(fig, list(grid.flat)[:len(selections)], notes)
         fit_height(fig, width, height, [title, legend])
@@ -330,6 +353,20 @@ def _over_heatmap(ax, ds, refs, selection: dict, cells: dict) -> bool:
     return bool(drawn)
 
 
+def _rim_light_lines(ax) -> None:
+    """A dark rim on the near-white lines and marks of a panel (references, the "+" marks),
+    which a diverging colour map's white middle would hide."""
+    from matplotlib import patheffects
+    from matplotlib.colors import to_rgb
+
+    for line in ax.lines:
+        colours = [line.get_color(), line.get_markeredgecolor()]
+        if any(c not in (None, "none") and min(to_rgb(c)) > 0.85 for c in colours) \
+                and not line.get_path_effects():
+            line.set_path_effects([patheffects.withStroke(linewidth=line.get_linewidth() + 1.6,
+                                                          foreground="0.1")])
+
+
 def _meets(ax, placed: list, xy, near: float = 0.015, share: float = 0.1) -> bool:
     """Whether the curve `xy` runs along one already `placed`: at least `share` of its points
     within `near` (a fraction of the axes) of a point of theirs."""
@@ -419,11 +456,73 @@ def _combinations(da, dims: list[str]) -> list[dict]:
             itertools.product(*(da[d].values.tolist() for d in dims))] or [{}]
 
 
-def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=None) -> dict:
+def _left_out(da, dims: list[str], every: list[dict], drawn: list[dict], what: str = "panels") -> str:
+    """What a picture cut to MAX_PANELS panels (or MAX_CURVES curves) leaves out, in words (""
+    when nothing)."""
+    if len(drawn) == len(every):
+        return ""
+    missing = []
+    for dim in dims:
+        shown = {s[dim] for s in drawn}
+        rest = [v for v in da[dim].values.tolist() if v not in shown]
+        if rest:
+            values = ", ".join(value_text(v) for v in rest[:6]) + (", ..." if len(rest) > 6 else "")
+            missing.append(f"{dim} = {values}")
+    where = "; ".join(missing) or f"{len(every) - len(drawn)} combinations of {', '.join(dims)}"
+    return (f"{len(drawn)} of {len(every)} {what} drawn, left out: {where} "
+            f"(choose {what} with --sel AXIS=VALUE)")
+
+
+def _colour_scale(da, log: bool = False) -> dict:
+    """One colour scale for every panel of a heat map: the colour map and norm, from the whole
+    variable (so that panels compare). The declared dyn_clim wins; a signed variable (dyn_signed,
+    or a dyn_clim symmetric about 0) gets a diverging map centred on zero; `log`: a log scale
+    (of |values| around zero, linear within 1e-3 of the largest, for a signed variable)."""
+    from matplotlib import colors
+
+    values = np.asarray(da.values, dtype=float)
+    finite = values[np.isfinite(values)]
+    clim = da.attrs.get(CLIM_ATTR)
+    signed = bool(da.attrs.get(SIGNED_ATTR, 0)) or (
+        clim is not None and clim[0] < 0 and np.isclose(clim[0], -clim[1]))
+    if clim is not None:
+        low, high = float(clim[0]), float(clim[1])
+    elif finite.size:
+        low, high = float(finite.min()), float(finite.max())
+    else:
+        low, high = 0.0, 1.0
+    if signed:
+        reach = max(abs(low), abs(high)) or 1.0
+        low, high = -reach, reach
+    scale = {"cmap": "RdBu_r" if signed else "viridis", "signed": signed, "log": log,
+             "skipped": 0}
+    if log and signed:
+        scale["norm"] = colors.SymLogNorm(linthresh=1e-3 * high, vmin=low, vmax=high, base=10)
+    elif log:
+        positive = finite[finite > 0]
+        scale["skipped"] = int(finite.size - positive.size)
+        if positive.size == 0:
+            raise ScenarioError("--log", f"{da.name} holds no positive value to draw on a log scale")
+        low = max(low, float(positive.min())) if clim is None or low <= 0 else low
+        scale["norm"] = colors.LogNorm(vmin=low, vmax=max(high, low * (1 + 1e-12)))
+    else:
+        scale["norm"] = colors.Normalize(vmin=low, vmax=high)
+    return scale
+
+
+def _colour_note(scale) -> str:
+    if not scale or not scale["skipped"]:
+        return ""
+    return f"{scale['skipped']} values <= 0 left blank on the log scale"
+
+
+def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=None,
+             colours=None) -> dict:
     """Cells centred on the sweep values (geometric mid-points on log axes); `marks`: reason ->
     a boolean array over some of the dims, True where a cell is hatched for that reason; a "+"
     on cells above the variable's dyn_mark_above; `spread`, the Monte Carlo error of each cell
-    (over some of the dims): a dot where it exceeds ERROR_SHARE of the colour range. Returns
+    (over some of the dims): a dot where it exceeds ERROR_SHARE of the colour range; `colours`:
+    the figure's one colour scale (:func:`_colour_scale`; default: this panel's). Returns
     {dim: (values, cell edges)}."""
     marks = dict(marks or {})
     xdim, ydim = da.dims
@@ -435,16 +534,19 @@ def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=N
             marks = {r: m.isel({dim: keep}) if dim in m.dims else m for r, m in marks.items()}
     x, y = da[xdim], da[ydim]
     xe, ye = _edges(x.values, xs), _edges(y.values, ys)
-    clim = da.attrs.get(CLIM_ATTR)
-    mesh = ax.pcolormesh(xe, ye, da.values.T, shading="flat", cmap="viridis",
-                         **({} if clim is None else dict(vmin=clim[0], vmax=clim[1])))
+    colours = colours or _colour_scale(da)
+    values = np.asarray(da.values, dtype=float)
+    if colours["log"] and not colours["signed"]:
+        values = np.where(values > 0, values, np.nan)  # no colour on a log scale: blank
+    mesh = ax.pcolormesh(xe, ye, values.T, shading="flat", cmap=colours["cmap"],
+                         norm=colours["norm"])
     _set_scale(ax, x.values, xs, "x")
     _set_scale(ax, y.values, ys, "y")
     ax.figure.colorbar(mesh, ax=ax, label=wrap_text(axis_label(da), min(label_chars, MAX_COLORBAR_CHARS)))
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
     low, high = mesh.norm.vmin, mesh.norm.vmax  # None where no cell holds a value
-    if spread is not None and low is not None and high is not None:
+    if spread is not None and low is not None and high is not None and not colours["log"]:
         cut = spread.sel({d: da[d].values for d in spread.dims if d in da.dims})  # as the cells
         _dot_cells(ax, x.values, y.values, cut.broadcast_like(da).transpose(xdim, ydim).values,
                    high - low)

@@ -51,9 +51,10 @@ def picked(values: np.ndarray, zero_first: bool) -> np.ndarray:
     return found + first
 
 
-def figure(ds, name: str, look, error_bounds):
+def figure(ds, name: str, look, error_bounds, selected: str = ""):
     """The profile figure of `name` in the style `look` (dyn.presentation.styles);
-    `error_bounds(ds, name)` gives its Monte Carlo error (dyn.presentation.plot)."""
+    `error_bounds(ds, name)` gives its Monte Carlo error (dyn.presentation.plot); `selected`: the
+    values `dyn plot --sel` cut the file at, in words, for the title."""
     import matplotlib.pyplot as plt
 
     x, by = str(ds[name].attrs[PROFILE_ATTR]).split()
@@ -124,6 +125,8 @@ def figure(ds, name: str, look, error_bounds):
     for ax in grid[:, 0]:  # one label per row: the panels' axes are the same quantity
         ax.set_ylabel(wrap_text(name.replace("_", " "), chars_in(height / rows, "axes.labelsize")))
     head = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
+    if selected:  # the values `dyn plot --sel` chose
+        head += f", at {selected}"
     where = (f"thin curves: {by} past " + ", ".join(str(r.attrs.get(LABEL_ATTR, r.name))
                                                    for r in marks) if marks else "")
     chars = chars_in(width, "figure.titlesize")

@@ -8,7 +8,8 @@ at one save time, at one sweep point:
 - d > 3: the projection on the first two principal directions of all the run's saved states
   (fixed over time, so a movie does not jump), said in the title.
 Colours follow the initial order of the tokens: the rank of each token's angle in the plane of
-its first two coordinates at the first save time, on a cyclic colour map.
+its first two coordinates at the first save time, on a cyclic colour map, which a colour bar
+beside the tokens says.
 
 `--point AXIS=VALUE` picks the sweep point (nearest value on a numeric axis, the exact value on
 another; default the first value of each axis, said in the title), `--time` the save time
@@ -36,6 +37,7 @@ PNG_DPI = 120
 BINS = 36  # angle histogram bins (10 degrees)
 COLORMAP = "hsv"  # cyclic: the colour of an angle
 TOLERANCE = 1e-9  # relative slack of a value at the ends of an axis
+COLOUR_LABEL = "colour: token's rank by starting angle"  # the colour bar's words
 
 
 @dataclass
@@ -202,9 +204,23 @@ class Picture:
             else:
                 self.ax.set_xlabel("principal direction 1")
                 self.ax.set_ylabel("principal direction 2")
+        self._colour_legend(plt, len(ranks))
         self.dots = None
         self.clock = self.fig.text(0.01, 0.01, "", fontsize=10, family="monospace", va="bottom")
         self.fig.suptitle(self._title(), fontsize=9)
+
+    def _colour_legend(self, plt, n: int) -> None:
+        """A colour bar that says what the colours are: each token's rank by its starting angle
+        (in the drawing plane, at the first save time), on the cyclic map the dots use."""
+        from matplotlib.cm import ScalarMappable
+        from matplotlib.colors import Normalize
+
+        mappable = ScalarMappable(Normalize(0, n), plt.get_cmap(COLORMAP))
+        bar = self.fig.colorbar(mappable, ax=self.ax, shrink=0.8, pad=0.02, fraction=0.04)
+        bar.set_label(COLOUR_LABEL, fontsize=8)
+        bar.set_ticks(sorted({0, n // 2, max(n - 1, 0)}))
+        bar.ax.tick_params(labelsize=7)
+        self.colour_bar = bar
 
     def _plane(self, x: np.ndarray) -> np.ndarray:
         """Two orthonormal directions of the drawing plane (rows): the first two coordinates,

@@ -5,6 +5,7 @@ legend for the whole figure below its panels (outside the data). Shared by `dyn 
 """
 from __future__ import annotations
 
+import re
 import textwrap
 import tomllib
 
@@ -133,10 +134,18 @@ def settings(ds) -> str:
     return "; ".join(t for t in (text, runs_text) if t)
 
 
+REMARK = re.compile(r"\s+\([^()]*\)")  # " (any sign)": a remark in a parameter's doc
+
+
 def axis_label(da) -> str:
-    text = da.attrs.get("long_name", da.name)
+    """The variable's long name and units; a sweep axis's long name is its parameter's doc, whose
+    remarks in parentheses ("inverse temperature beta (any sign)") are about the parameter, not
+    the axis, and are left out (a formula's own parentheses, "O(n^2)", have no space before)."""
+    text = str(da.attrs.get("long_name", da.name))
+    if da.name in da.dims:  # a coordinate: an axis
+        text = REMARK.sub("", text).strip() or text
     units = da.attrs.get("units", "")
-    return f"{text} [{units}]" if units not in ("", "1") else str(text)
+    return f"{text} [{units}]" if units not in ("", "1") else text
 
 
 def value_text(v) -> str:

@@ -37,7 +37,8 @@ MODES = 6
 # a mode's moment may move by at most e^{+-WINDOW_LOG} over its window (see _check_windows): from
 # epsilon >= 1e-12 the PDE's moment stays above 1e-273, inside float64
 WINDOW_LOG = 600.0
-POSITIVE = Draw(mark_above=0.0)  # heat-map cells of a growing mode get a "+"
+# heat-map cells of a growing mode get a "+"; the sign is the point: a diverging map about 0
+POSITIVE = Draw(mark_above=0.0, signed=True)
 RATES = ("growth_rate", "growth_rate_particles", "growth_rate_theory")
 
 
