@@ -7,10 +7,10 @@ Runs a shipped scenario three times, each a fresh `python -m dyn run` process, s
    run pays before its first step).
 It prints the three times, the cold/warm ratio (target: at most 1.5) and the compile share
 (cold - warm) / cold. This machine's speed drifts by tens of percent within minutes, so
-``--repeat N`` runs N cold-warm pairs and reports the median ratio; ``--jobs 1`` compiles in one
-process (``DYN_COMPILE_JOBS=1``: no split of cold kernel trees, :mod:`integrators.split_compile`).
+``--repeat N`` runs N cold-warm pairs and reports the median ratio; ``--plain`` runs numba's
+plain path (``DYN_PLAIN_NUMBA=1``: none of :mod:`integrators.numba_internals`' optimizations).
 
-    python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...] [--repeat N] [--jobs 1]
+    python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...] [--repeat N] [--plain]
 
 The default is the main job (attention_clusters); `--set ensemble.runs=32` shrinks it.
 """
@@ -51,8 +51,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=1,
                         help="cold-warm pairs, one after the other (this machine's speed drifts "
                              "by tens of percent: compare within a pair, report the median)")
-    parser.add_argument("--jobs", default=None,
-                        help="DYN_COMPILE_JOBS for the runs (1: compile in one process)")
+    parser.add_argument("--plain", action="store_true",
+                        help="DYN_PLAIN_NUMBA=1 for the runs (numba's public API only)")
     args = parser.parse_args(argv)
     sets = [a for s in args.set for a in ("--set", s)]
     print(f"{args.scenario} {' '.join(args.set)}")
@@ -60,8 +60,8 @@ def main(argv=None) -> int:
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba")}
-            if args.jobs:
-                env["DYN_COMPILE_JOBS"] = args.jobs
+            if args.plain:
+                env["DYN_PLAIN_NUMBA"] = "1"
             run = [sys.executable, "-m", "dyn", "run", args.scenario, "--no-progress", *sets,
                    "--out"]
             cold = timed(run + [str(Path(tmp) / "cold.h5")], env)

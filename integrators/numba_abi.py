@@ -11,7 +11,7 @@ allocates. A diffusion is ``diffusion(t, x, p, dw, out, work)``, out <- g(t, x; 
 geometry is a pair ``project(x, v)`` (v <- P_x v, in place) and ``retract(x)`` (x <- R(x)).
 Kernels take these as ``numba.types.FunctionType`` arguments and declare explicit signatures:
 that is what lets ``cache=True`` hit in a new process (a plain dispatcher argument makes numba
-recompile the kernel in every process, ~6 s each). Declared signatures compile on first need,
+recompile the kernel in every process). Declared signatures compile on first need,
 not at import (:mod:`integrators.jit`).
 
 Declare model functions as ``@njit(DRIFT_SIG, **NJIT)`` with ``from integrators.jit import

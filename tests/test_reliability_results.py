@@ -4,7 +4,6 @@ taken, files reached by another name or moved, damaged files, other library vers
 Each test names the defect it guards (a hostile probe found each one: the engine said "ok")."""
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -306,8 +305,7 @@ def _start(scenario: Path, out: Path, *extra: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "dyn", "run", str(scenario), "--out", str(out), "--no-progress",
            "--set", "ensemble.runs=1024", "--set", "params.n=16",
            "--set", "sweep.beta=[0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]", *extra]
-    return subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "DYN_COMPILE_JOBS": "1"})
+    return subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
 
 
 def _interrupt(scenario, out, signum, delay) -> tuple[int, str]:

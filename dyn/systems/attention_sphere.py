@@ -208,7 +208,6 @@ class AttentionSphere(System):
         return bytes_of(len(spec.times), spec["n"], spec["d"]) + bytes_of(work)
 
     def simulate(self, spec, runs: range) -> Chunk:
-        attention.observed_soon()  # a cold first run compiles the pair pass with the solver
         problem = self.problem(spec)
         x0 = self.initial_state(spec, len(runs))
         if spec["form"] == "network":
