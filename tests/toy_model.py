@@ -91,7 +91,7 @@ class ToyOU(System):
 
     def simulate(self, spec, runs):
         states = spec.solver.get().solve(self.problem(spec), self.initial_state(spec, len(runs)),
-                                         spec.times, rng=spec.rng)
+                                         spec.times, rng=spec.rng).states
         return self.observe(spec, states)
 
     def batch_key(self, spec):

@@ -105,7 +105,7 @@ class AttentionCircle(System):
         t = 0.0
         while active.size and t < cap * (1 - 1e-12):
             stretch = min(spec.horizon, cap - t)
-            theta[active] = integ.solve(problem, theta[active], np.array([0.0, stretch]))[:, -1]
+            theta[active] = integ.solve(problem, theta[active], np.array([0.0, stretch])).states[:, -1]
             t += stretch
             found = circle.classify(theta[active, :, 0], p, spec["beta"], spec["normalization"],
                                     spec["sync_arc"], spec["drift_tol"])

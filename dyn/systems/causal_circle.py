@@ -123,7 +123,7 @@ class CausalCircle(System):
         if _tangent(spec):
             theta, J = causal.flow_with_tangent(theta0[..., 0], spec.times, p, spec.solver.get())
         else:
-            theta = spec.solver.get().solve(causal.causal_problem(p), theta0, spec.times)[..., 0]
+            theta = spec.solver.get().solve(causal.causal_problem(p), theta0, spec.times).states[..., 0]
         align = np.cos(theta - theta[:, :, :1])  # theta (R, T, n)
         u = theta[:, :, -1:] - theta0[:, None, :, 0]  # u_j = theta_{n-1}(t) - theta_j(0)
         index = _bins(n, spec["position_bins"])

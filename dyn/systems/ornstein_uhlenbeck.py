@@ -102,7 +102,7 @@ class OrnsteinUhlenbeck(System):
 
     def _solve(self, spec, x0, times):
         problem = ou_problem(spec["theta"], spec["sigma"], spec["d"])
-        return spec.solver.get().solve(problem, x0, times, rng=spec.rng)
+        return spec.solver.get().solve(problem, x0, times, rng=spec.rng).states
 
     def simulate(self, spec, runs: range) -> Chunk:
         x0 = np.full((len(runs), 1, spec["d"]), float(spec["x0"]))

@@ -301,7 +301,7 @@ def _sde_until(spec, problem, x0, cap, dt, stop_minus, stop_plus):
     past an absorbing level. (states (runs, S, n, d), steps per run, time per run)."""
     integ = integrators.get(spec.solver.backend, "euler_maruyama", dt=dt)
     if cap == spec.horizon:
-        states = integ.solve(problem, x0, spec.times, rng=spec.rng)
+        states = integ.solve(problem, x0, spec.times, rng=spec.rng).states
         steps = integrators.base.step_grid(spec.times, dt)[0].sum()
         return states, np.full(len(x0), float(steps)), np.full(len(x0), cap)
     z = x0.copy()
@@ -312,7 +312,7 @@ def _sde_until(spec, problem, x0, cap, dt, stop_minus, stop_plus):
     while active.size and t < cap * (1 - 1e-12):
         stretch = min(spec.horizon, cap - t)
         grid = np.array([0.0, stretch])
-        z[active] = integ.solve(problem, z[active], grid, rng=spec.rng)[:, -1]
+        z[active] = integ.solve(problem, z[active], grid, rng=spec.rng).states[:, -1]
         t += stretch
         times[active] = t
         steps[active] += integrators.base.step_grid(grid, dt)[0].sum()

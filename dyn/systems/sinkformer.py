@@ -82,7 +82,7 @@ class Sinkformer(System):
             every = spec["depth"] // spec.setup.saves
             states = sf.sinkformer_layers(x0, spec["depth"], spec.horizon, p, save_every=every)
         else:
-            states = spec.solver.get().solve(sf.flow_problem(p), x0, spec.times)
+            states = spec.solver.get().solve(sf.flow_problem(p), x0, spec.times).states
         finite = np.isfinite(states).all(axis=(1, 2, 3))
         energy = np.full(states.shape[:2], np.nan)
         for e in np.flatnonzero(finite):
