@@ -251,7 +251,7 @@ def long_horizon(quick):
         rk = integrators.get("numba", "rk4", dt=dt).solve(problem, x0, ts).states
         wall = time.perf_counter() - start
         rk_err = np.abs(rk - ref).max()
-        rk_evals = 4 * int(integrators.base.step_grid(ts, dt)[0].sum())
+        rk_evals = 4 * int(integrators.core.base.step_grid(ts, dt)[0].sum())
         print(f"   rk4 dt {dt:g}: error {rk_err:.2e}, {rk_evals} drift evaluations per run, "
               f"{wall:.1f} s")
         if rk_err <= err or dt < 0.01:

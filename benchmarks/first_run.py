@@ -8,7 +8,7 @@ Runs a shipped scenario three times, each a fresh `python -m dyn run` process, s
 It prints the three times, the cold/warm ratio (target: at most 1.5) and the compile share
 (cold - warm) / cold. This machine's speed drifts by tens of percent within minutes, so
 ``--repeat N`` runs N cold-warm pairs and reports the median ratio; ``--plain`` runs numba's
-plain path (``DYN_PLAIN_NUMBA=1``: none of :mod:`integrators.numba_internals`' optimizations).
+plain path (``DYN_PLAIN_NUMBA=1``: none of :mod:`integrators.numba.internals`' optimizations).
 
     python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...] [--repeat N] [--plain]
 
@@ -33,7 +33,8 @@ import importlib, pkgutil
 import dyn, integrators
 for package in (dyn, integrators):
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        if not info.name.endswith(("__main__", "jax", "jax_batch")):
+        if not info.name.endswith(("__main__", "jax", "jax_batch")) and not info.name.startswith(
+                ("integrators.jax", "integrators.diffrax")):
             importlib.import_module(info.name)
 """
 

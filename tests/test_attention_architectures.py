@@ -8,7 +8,7 @@ from dyn import attention as att
 from dyn.attention import architecture as arch
 from dyn.attention import equiangular as eq
 from dyn.attention import schemes
-from integrators.geometry import SPHERE
+from integrators.core.geometry import SPHERE
 
 RK4 = integrators.get("numba", "rk4", dt=0.01)
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators.base import step_grid, step_times
-from integrators.geometry import EUCLIDEAN, SPHERE
-from integrators.tableau import TABLEAUS
+from integrators.core.base import step_grid, step_times
+from integrators.core.geometry import EUCLIDEAN, SPHERE
+from integrators.core.tableau import TABLEAUS
 
 from _problems import (
     LOGISTIC_P,

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators.diffrax_solvers import trace_count
-from integrators.geometry import SPHERE
+from integrators.diffrax.solvers import trace_count
+from integrators.core.geometry import SPHERE
 
 from _problems import (
     LOGISTIC_P,

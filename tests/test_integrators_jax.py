@@ -72,7 +72,7 @@ def test_euler_maruyama_on_given_increments_is_the_numba_path():
     rng = np.random.default_rng(0)
     problems = [_ou(1.0, 0.5), _ou(3.0, 1.5)]
     x0 = rng.normal(size=(2, 5, 1, 2))
-    steps = int(integrators.base.step_grid(TS, 0.01)[0].sum())
+    steps = int(integrators.core.base.step_grid(TS, 0.01)[0].sum())
     dw = rng.normal(scale=0.1, size=(2, 5, steps, 1, 2))
     states = integrators.get("jax", "euler_maruyama", dt=0.01).solve(
         Problem.stack(problems), x0, TS, increments=dw).states
@@ -177,7 +177,7 @@ def test_problem_stack_pads_and_refuses_mixed_fields():
 def test_jax_backend_registered_and_refusals():
     assert integrators.available()["jax"] == ["euler", "euler_maruyama", "heun", "rk4",
                                               "step_map"]
-    assert integrators.options("jax", "rk4") == {"dt": integrators.base.DEFAULT_DT,
+    assert integrators.options("jax", "rk4") == {"dt": integrators.core.base.DEFAULT_DT,
                                                  "absorbing": False}
     ode, sde = integrators.get("jax", "rk4"), integrators.get("jax", "euler_maruyama")
     flow = Problem.stack(_sphere_points())

@@ -13,7 +13,7 @@ from numba import types
 from integrators import jit
 from integrators.jit import callees, njit
 from integrators.numba_abi import F1, NJIT
-from integrators.threads import block_bounds, over_members
+from integrators.numba.threads import block_bounds, over_members
 
 
 @njit(types.float64(types.float64, F1), **NJIT)
@@ -81,7 +81,7 @@ def _calls_linked_leaf(v):
 
 def _linking_text(kernel) -> str:
     """The LLVM module a kernel's callers would link (freshly compiled or loaded from the cache)."""
-    from integrators.numba_internals import kernel_library_text
+    from integrators.numba.internals import kernel_library_text
 
     return kernel_library_text(kernel)
 
@@ -93,7 +93,7 @@ def _defines_or_declares(text: str, kernel) -> tuple[bool, bool]:
 
 
 def test_callers_call_a_kernel_and_link_only_those_made_with_link():
-    """integrators.numba_internals: `_middle` keeps a declaration of `_leaf` (the call runs
+    """integrators.numba.internals: `_middle` keeps a declaration of `_leaf` (the call runs
     `_leaf`'s own code, loaded first); `_linked_leaf`, made with link=True, is linked (or
     inlined) as numba does. Both give the same value."""
     if not jit.calls_kernels():
@@ -208,7 +208,8 @@ import dyn, integrators
 from integrators.jit import declared
 for package in (dyn, integrators):
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        if not info.name.endswith(("__main__", "jax", "jax_batch")):
+        if not info.name.endswith(("__main__", "jax", "jax_batch")) and not info.name.startswith(
+                ("integrators.jax", "integrators.diffrax")):
             importlib.import_module(info.name)
 compiled = [f"{m.__name__}.{k}" for m in list(sys.modules.values())
             if getattr(m, "__name__", "").startswith(("dyn.", "integrators."))

@@ -1,4 +1,4 @@
-"""The adaptive embedded Runge-Kutta pairs of the numba backend (integrators.numba_adaptive).
+"""The adaptive embedded Runge-Kutta pairs of the numba backend (integrators.numba.adaptive).
 
 Orders are fitted as the slope of log(error) against log(h) on a uniform grid of save times with
 a tolerance so loose that every step is accepted: each step is then clipped to the next save
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators import numba_adaptive as na
-from integrators.geometry import SPHERE
-from integrators.tableau import ButcherTableau
+from integrators.numba import adaptive as na
+from integrators.core.geometry import SPHERE
+from integrators.core.tableau import ButcherTableau
 
 from _problems import (
     LOGISTIC_P,

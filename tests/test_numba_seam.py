@@ -1,4 +1,4 @@
-"""numba's internals behind one seam (issue 37, item 2): integrators.numba_internals is the only
+"""numba's internals behind one seam (issue 37, item 2): integrators.numba.internals is the only
 module that imports numba.core or names a private numba attribute; the plain path
 (``DYN_PLAIN_NUMBA=1``: numba's public API only, what every unchecked numba version runs) defers
 its compiles, keeps declared signatures and gives the default path's numbers.
@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-SEAM = ROOT / "integrators" / "numba_internals.py"
+SEAM = ROOT / "integrators" / "numba" / "internals.py"
 PRIVATE = re.compile(r"numba\.core|\.(_[a-z]\w*)")
 # private names of other libraries that our code reads, with where
 NOT_NUMBAS = {"_exit": "os._exit, in children that must not run atexit handlers",

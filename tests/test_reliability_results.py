@@ -101,7 +101,7 @@ def test_a_step_count_past_the_limit_is_refused_before_the_run(small_scenario, t
 
 
 def test_the_step_grid_never_wraps_its_count():
-    from integrators.base import MAX_STEPS, step_count, step_grid
+    from integrators.core.base import MAX_STEPS, step_count, step_grid
 
     ts = np.linspace(0.0, 30.0, 101)
     assert step_count(ts, 1e-20) == pytest.approx(3e21, rel=1e-6)

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 import integrators
-from integrators import sde_rng
+from integrators.numba import sde_rng
 from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 import integrators
-from integrators.geometry import POSTNORM
+from integrators.core.geometry import POSTNORM
 
 from ..core.dynamics import Dynamics, register
 from .flow import _as_tokens, _example, attention_mean_field, attention_mean_field_jax, work_size

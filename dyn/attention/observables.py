@@ -16,7 +16,7 @@ from numba import types
 
 from integrators.jit import njit
 from integrators.numba_abi import F1, F2, F3, NJIT
-from integrators.threads import over_members
+from integrators.numba.threads import over_members
 
 from ..numerics.vexp import exp_shifted_inplace, row_sum
 

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 import integrators
-from integrators.geometry import Geometry
+from integrators.core.geometry import Geometry
 
 from .layout import Layout
 

@@ -1,7 +1,7 @@
 r"""Compile numba's kernels ahead of use, split over processes so that none is compiled twice.
 
 A kernel needs every kernel it calls compiled (or loaded) before it: numba types the calls
-against them, and the calls bind to their code (:mod:`integrators.numba_internals`; numba alone,
+against them, and the calls bind to their code (:mod:`integrators.numba.internals`; numba alone,
 the plain path of :mod:`integrators.jit`, links their code into the caller and optimizes it
 again). Two processes that start on a cold cache and both need the attention field therefore
 both pay for its whole tree (the field, its three regimes and their helpers), which is what a
@@ -36,16 +36,15 @@ RELINK = 0.25  # cost of re-optimizing a linked callee's code in a caller, per u
 def import_kernel_modules() -> None:
     """Import every module that declares kernels: the model packages, the systems, and the numba
     integrators (not the JAX ones: they declare none, and importing JAX costs seconds)."""
-    import integrators
-
     from ..core.dynamics import registered
     from ..systems import names
 
     registered()
     names()
-    for module in pkgutil.iter_modules(integrators.__path__):
-        if "jax" not in module.name and "diffrax" not in module.name:
-            importlib.import_module(f"integrators.{module.name}")
+    import integrators.numba
+
+    for module in pkgutil.iter_modules(integrators.numba.__path__):
+        importlib.import_module(f"integrators.numba.{module.name}")
 
 
 def families(kernels) -> tuple[list[list], list[float]]:

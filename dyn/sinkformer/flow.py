@@ -17,7 +17,7 @@ from numba import types
 
 
 import integrators
-from integrators.arrays import copy2
+from integrators.numba.arrays import copy2
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT
 

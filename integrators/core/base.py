@@ -141,7 +141,7 @@ class AbstractIntegrator(abc.ABC):
 
     def solve(self, problem, x0, ts, rng=None, increments=None) -> Solution:
         """The solution at the save times ts: states (E, len(ts), n, d), states[:, 0] = x0, a
-        status and statistics per run (:mod:`integrators.solution`)."""
+        status and statistics per run (:mod:`integrators.core.solution`)."""
         found = self._checked_solve(problem, x0, ts, rng, increments)
         if isinstance(found, Solution):
             return found

@@ -1,7 +1,7 @@
 r"""Adaptive embedded Runge-Kutta pairs on an ensemble, in numba, with a projection method.
 
 A step of size h from (t, x) on a manifold with tangent projection P and retraction R (the
-scheme of :mod:`integrators.numba_fixed`)::
+scheme of :mod:`integrators.numba.fixed`)::
 
     Y_i = x + h sum_{j<i} a_ij k_j,    k_i = P_{Y_i} f(t + c_i h, Y_i),
     x'  = R(x + h sum_i b_i k_i),      e = h sum_i (b_i - bhat_i) k_i,
@@ -15,7 +15,7 @@ The first step is Hairer's starting-step estimate unless ``dt0`` is given. First
 pairs reuse the last stage only on a flat geometry: on a curved one the retraction moves x,
 and the first stage is evaluated again at the retracted point.
 
-Pairs (tables in Butcher form, each checked when built: :class:`integrators.tableau.ButcherTableau`
+Pairs (tables in Butcher form, each checked when built: :class:`integrators.core.tableau.ButcherTableau`
 checks row sums and the order conditions up to 4 of the solution and of the embedded weights,
 and :func:`order5_conditions` the nine of order 5 for Dormand-Prince):
 
@@ -28,7 +28,7 @@ plus rejected) or a step below MIN_STEP_FRACTION of its time is returned as NaN 
 times it did not reach have no state), never raised. After a solve, ``integ.stats`` holds
 per-member counts: accepted and rejected steps and drift evaluations, and ``stopped``: 0 reached
 the last save time, 1 ran out of ``max_steps``, 2 its step fell below MIN_STEP_FRACTION (it blew
-up). The solution (:class:`integrators.solution.Solution`) carries per member the accepted steps
+up). The solution (:class:`integrators.core.solution.Solution`) carries per member the accepted steps
 (``stats["steps"]``), the rejected ones (``"rejections"``) and the drift evaluations
 (``"evaluations"``); its status is MAX_STEPS for a member that ran out of ``max_steps`` (the
 engine says "max_steps" rather than "non-finite" for it), and ``last_state`` holds each member's
@@ -45,10 +45,10 @@ import numpy as np
 from . import _adaptive_kernels as kernels
 from ._adaptive_kernels import FAC_MAX, FAC_MIN, MIN_STEP_FRACTION, SAFETY  # noqa: F401 (re-exported)
 from ._adaptive_kernels import MAX_STEPS as STOPPED_MAX_STEPS
-from .base import AbstractIntegrator, check_adaptive_options
+from ..core.base import AbstractIntegrator, check_adaptive_options
 from .jit import compile_ahead
-from .solution import Solution
-from .tableau import TOLERANCE, ButcherTableau
+from ..core.solution import Solution
+from ..core.tableau import TOLERANCE, ButcherTableau
 from .threads import over_members
 
 RTOL = 1e-6

@@ -1,4 +1,4 @@
-r"""The JAX/diffrax machinery behind :mod:`integrators.diffrax_solvers` (imported lazily).
+r"""The JAX/diffrax machinery behind :mod:`integrators.diffrax.solvers` (imported lazily).
 
 Solves, for every member of an ensemble (vmap), the ODE on a manifold M
 
@@ -32,7 +32,7 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .tableau import RK4, ButcherTableau  # noqa: E402
+from ..core.tableau import RK4, ButcherTableau  # noqa: E402
 
 # Persistent XLA compilation cache shared by all processes of the project.
 JAX_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "dyn", "jax")
@@ -110,7 +110,7 @@ def _diffrax_tableau(tab: ButcherTableau) -> diffrax.ButcherTableau:
 
 
 class ClassicRK4(diffrax.AbstractERK):
-    """The classic fourth-order Runge-Kutta method (table :data:`integrators.tableau.RK4`);
+    """The classic fourth-order Runge-Kutta method (table :data:`integrators.core.tableau.RK4`);
     diffrax has no built-in. Fixed steps only (no error estimate)."""
 
     tableau: ClassVar[diffrax.ButcherTableau] = _diffrax_tableau(RK4)
@@ -122,7 +122,7 @@ class ClassicRK4(diffrax.AbstractERK):
         return 4
 
 
-# Euler and Heun are diffrax's own (same tables as integrators.tableau.EULER / HEUN).
+# Euler and Heun are diffrax's own (same tables as integrators.core.tableau.EULER / HEUN).
 SOLVERS = {
     "tsit5": diffrax.Tsit5,
     "dopri5": diffrax.Dopri5,

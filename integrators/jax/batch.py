@@ -1,7 +1,7 @@
 r"""The `jax` backend: fixed-step schemes over a batch of points x runs, one jitted, vmapped JAX
 program (a whole sweep at once, on a GPU when there is one).
 
-The contract of every backend (:mod:`integrators.base`), with a JAX key as the random source:
+The contract of every backend (:mod:`integrators.core.base`), with a JAX key as the random source:
 
     ode = integrators.get("jax", "rk4", dt=0.01)
     sol = ode.solve(problem, x0, ts).states                # x0 (R, n, d): sol.states (R, T, n, d)
@@ -14,12 +14,12 @@ parameter vector per point (:meth:`Problem.stack`), traced, so a sweep compiles 
 (T,) save times shared by the points, or (P, T), one row per point (each row its own step grid,
 e.g. its own horizon); ``rng`` (P, 2), one key per point; ``increments`` (P, R, steps, q1, q2).
 The solution then has the point axis first: states (P, R, T, n, d), status and statistics
-(P, R). The step grid is the numba backend's (:func:`integrators.base.step_grid`). Methods:
+(P, R). The step grid is the numba backend's (:func:`integrators.core.base.step_grid`). Methods:
 
-- ``euler``, ``heun``, ``rk4`` (ODEs): the projection method of :mod:`integrators.numba_fixed`,
+- ``euler``, ``heun``, ``rk4`` (ODEs): the projection method of :mod:`integrators.numba.fixed`,
   stage velocities projected at their own stage points, the state retracted after the step;
 - ``euler_maruyama`` (Ito SDEs): x' = R(x + h P_x f(t, x) + P_x g(t, x)[dW]), the scheme of
-  :mod:`integrators.sde_numba`;
+  :mod:`integrators.numba.sde`;
 - ``step_map``: the problem's own step x' = ``step_jax(t, x, p, h, xi)`` (a network layer, an
   exact sampler), xi the step's noise.
 
@@ -44,18 +44,18 @@ import numpy as np
 
 from dataclasses import replace
 
-from .base import AbstractIntegrator, FixedStep, check_times, step_grid
-from .problem import Problem
-from .solution import Solution
-from .tableau import TABLEAUS
+from ..core.base import AbstractIntegrator, FixedStep, check_times, step_grid
+from ..core.problem import Problem
+from ..core.solution import Solution
+from ..core.tableau import TABLEAUS
 
 NONE, KEY, GIVEN = "none", "key", "given"  # where a step's noise comes from
 
 
 def _jax():
-    from . import _jax_backend  # float64, persistent compilation cache
+    from ..diffrax import _programs  # float64, persistent compilation cache
 
-    _jax_backend.enable_compilation_cache()
+    _programs.enable_compilation_cache()
     import jax
 
     return jax
