@@ -3,11 +3,12 @@ told apart from one that blew up, and keeps the last state it reached."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import dyn
 import integrators
 
-from _problems import LOGISTIC_P, LOGISTIC_X0, logistic_drift
+from _problems import LOGISTIC_P, LOGISTIC_X0, logistic_drift, logistic_drift_jax
 from _scenarios import SMALL_SCENARIO
 
 LOGISTIC = integrators.Problem(drift=logistic_drift, p=LOGISTIC_P)
@@ -26,6 +27,16 @@ def test_running_out_of_max_steps_is_reported_and_keeps_the_last_state():
     free = integrators.get("numba", "dopri5").solve(LOGISTIC, LOGISTIC_X0, ts)
     assert free.ok.all() and free.count(integrators.MAX_STEPS) == 0
     np.testing.assert_array_equal(free.last_state, free.states[:, -1])
+
+
+@pytest.mark.slow  # JAX compiles a program of its own (seconds); numba's case above stays default
+def test_diffrax_tells_max_steps_apart_too():
+    problem = integrators.Problem(logistic_drift, logistic_drift_jax, LOGISTIC_P)
+    ts = np.array([0.0, 50.0])
+    capped = integrators.get("diffrax", "dopri5", max_steps=3).solve(problem, LOGISTIC_X0, ts)
+    assert (capped.status == integrators.MAX_STEPS).all() and np.isnan(capped.states[:, 1]).all()
+    free = integrators.get("diffrax", "dopri5").solve(problem, LOGISTIC_X0, ts)
+    assert free.ok.all() and (free.stats["steps"] > 3).all() and (free.stats["rejections"] >= 0).all()
 
 
 def test_a_point_that_ran_out_of_max_steps_says_so(tmp_path):

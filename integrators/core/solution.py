@@ -11,9 +11,10 @@ A batch of points (the jax backend, ``Problem.stack``) puts the point axis first
 states (P, R, T, *state), status and statistics (P, R).
 
 Status of a run: ``MAX_STEPS`` where an adaptive method ran out of ``max_steps`` before the last
-save time (its states from there on are NaN, its last state is kept); else ``NONFINITE`` where any
-of its states is NaN or inf (it blew up, or its step fell below the method's floor); else ``OK``.
-Statistics a backend does not count (diffrax's adaptive steps) are NaN.
+save time (its states from there on are NaN; numba's adaptive pairs keep its last state); else
+``NONFINITE`` where any of its states is NaN or inf (it blew up, or its step fell below the
+method's floor); else ``OK``. A statistic a backend did not count would be NaN; every backend
+counts steps and rejections today.
 """
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ a sweep over p compiles once (per shape).
 import numpy as np
 
 from ..core.base import AbstractIntegrator, FixedStep, check_adaptive_options, step_times
+from ..core.solution import Solution
 
 # Default tuning constants.
 RTOL = 1e-6
@@ -28,14 +29,6 @@ def _backend():
     from . import _programs
 
     return _programs
-
-
-def trace_count() -> int:
-    """Number of ensemble solves traced (compiled) by this process so far; 0 if JAX unused."""
-    import sys
-
-    mod = sys.modules.get(__name__.rsplit(".", 1)[0] + "._programs")
-    return 0 if mod is None else mod.trace_count()
 
 
 class DiffraxIntegrator(AbstractIntegrator):
@@ -52,12 +45,17 @@ class DiffraxIntegrator(AbstractIntegrator):
             raise ValueError("the diffrax backend needs Problem.drift_jax (a JAX function)")
         if ts.shape[0] == 1:
             return x0[:, None].copy()
-        jb = _backend()
+        states, result, accepted, rejected = self.program(problem).run(x0, p, ts, self._grid(ts))
+        return Solution.of(np.array(states),  # writable, like the numba backend
+                           steps=np.array(accepted), rejections=np.array(rejected),
+                           max_steps=np.array(result) == _backend().RESULT_MAX_STEPS)
+
+    def program(self, problem):
+        """The compiled ensemble program this integrator solves `problem` with (its ``traces``
+        count its compiles)."""
         g = problem.geometry
-        fn = jb.ensemble_solver(
-            problem.drift_jax, g.project_jax, g.retract_jax, g.flat, self.method, self._key()
-        )
-        return np.array(fn(x0, p, ts, self._grid(ts)))  # writable, like the numba backend
+        return _backend().ensemble_solver(
+            problem.drift_jax, g.project_jax, g.retract_jax, g.flat, self.method, self._key())
 
 
 class DiffraxAdaptive(DiffraxIntegrator):
