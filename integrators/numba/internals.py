@@ -39,11 +39,22 @@ from __future__ import annotations
 import os
 import re
 
+import contextlib
+import types
+
 import llvmlite.binding as ll
 import numba
-from numba.core import caching, codegen, event
-from numba.core.compiler_lock import global_compiler_lock
-from numba.core.registry import CPUDispatcher
+
+try:  # numba's internal layout, as the CHECKED versions have it
+    from numba.core import caching, codegen
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import CPUDispatcher
+except ImportError:  # another layout: nothing here applies, the plain path runs
+    CPUDispatcher = None
+try:
+    from numba.core import event
+except ImportError:  # no event API: nothing is told of compiles
+    event = None
 
 CHECKED = ("0.68.",)  # numba versions whose dispatcher, codegen and caching this was checked against
 PLAIN_ENV = "DYN_PLAIN_NUMBA"  # "1": the plain path, whatever the version
@@ -52,71 +63,79 @@ PLAIN_ENV = "DYN_PLAIN_NUMBA"  # "1": the plain path, whatever the version
 def optimized() -> bool:
     """Whether this module's optimizations apply: a checked numba version, and the plain path
     not forced by ``DYN_PLAIN_NUMBA``."""
-    return numba.__version__.startswith(CHECKED) and os.environ.get(PLAIN_ENV, "") in ("", "0")
+    return (CPUDispatcher is not None and numba.__version__.startswith(CHECKED)
+            and os.environ.get(PLAIN_ENV, "") in ("", "0"))
 
 
 # --- numba's compile events (public API, both paths) ---
 
-CompileListener = event.Listener
+CompileListener = event.Listener if event is not None else object
 
 
 def recording_compiles():
-    """A context manager recording numba's compile events (they fire on cache misses only);
-    ``len(recorder.buffer)`` pairs, each event with ``is_start``."""
+    """A context manager recording numba's compile events (they fire on cache misses only):
+    ``recorder.buffer`` holds (time, event) pairs, each event with ``is_start``."""
+    if event is None:
+        return contextlib.nullcontext(types.SimpleNamespace(buffer=[]))
     return event.install_recorder("numba:compile")
 
 
 def listening_to_compiles(listener):
     """A context manager that hands numba's compile events to `listener` (a CompileListener)."""
+    if event is None:
+        return contextlib.nullcontext()
     return event.install_listener("numba:compile", listener)
 
 
 # --- deferred compiles ---
 
-class DeferredDispatcher(CPUDispatcher):
-    """A numba dispatcher whose declared signatures compile on first need (see the module doc).
-    The three entry points numba uses to find an overload first compile the declared ones and
-    then forbid any other, exactly as an eager ``numba.njit(sig)`` does at import."""
+if CPUDispatcher is not None:  # defined where numba's layout is the CHECKED one
+    class DeferredDispatcher(CPUDispatcher):
+        """A numba dispatcher whose declared signatures compile on first need (see the module doc).
+        The three entry points numba uses to find an overload first compile the declared ones and
+        then forbid any other, exactly as an eager ``numba.njit(sig)`` does at import."""
 
-    def _ensure_declared(self):
-        from .jit import callees  # jit imports this module at its top
+        def _ensure_declared(self):
+            from .jit import callees  # jit imports this module at its top
 
-        # the global compiler lock is re-entrant: a kernel being compiled ensures its callees
-        with global_compiler_lock:
-            if self.dyn_pending and not getattr(self, "_ensuring", False):
-                self._ensuring = True  # a guard against kernels that name each other
-                try:
-                    for callee in callees(self):  # first: see integrators.jit, "cold or warm"
-                        if isinstance(callee, DeferredDispatcher):
-                            callee._ensure_declared()
-                    for signature in self.dyn_signatures:  # a stale cached copy is a miss
-                        self.compile(signature)
-                finally:
-                    self._ensuring = False
-                self.disable_compile()
-                self.dyn_pending = False
+            # the global compiler lock is re-entrant: a kernel being compiled ensures its callees
+            with global_compiler_lock:
+                if self.dyn_pending and not getattr(self, "_ensuring", False):
+                    self._ensuring = True  # a guard against kernels that name each other
+                    try:
+                        for callee in callees(self):  # first: see integrators.jit, "cold or warm"
+                            if isinstance(callee, DeferredDispatcher):
+                                callee._ensure_declared()
+                        for signature in self.dyn_signatures:  # a stale cached copy is a miss
+                            self.compile(signature)
+                    finally:
+                        self._ensuring = False
+                    self.disable_compile()
+                    self.dyn_pending = False
 
-    def _compile_for_args(self, *args, **kws):  # a call from Python with no overload yet
-        self._ensure_declared()
-        if not self._can_compile:  # numba calls what this returns: dispatch again, converting
-            return self._dispatch_again
-        return super()._compile_for_args(*args, **kws)
+        def _compile_for_args(self, *args, **kws):  # a call from Python with no overload yet
+            self._ensure_declared()
+            if not self._can_compile:  # numba calls what this returns: dispatch again, converting
+                return self._dispatch_again
+            return super()._compile_for_args(*args, **kws)
 
-    def _dispatch_again(self, *args, **kws):
-        return self(*args, **kws)
+        def _dispatch_again(self, *args, **kws):
+            return self(*args, **kws)
 
-    def add_overload(self, cres):  # compiled or loaded from the cache alike
-        if not self.dyn_link and cres.library is not None:
-            cres.library._dyn_called = True  # callers declare it instead of linking it
-        return super().add_overload(cres)
+        def add_overload(self, cres):  # compiled or loaded from the cache alike
+            if not self.dyn_link and cres.library is not None:
+                cres.library._dyn_called = True  # callers declare it instead of linking it
+            return super().add_overload(cres)
 
-    def get_call_template(self, args, kws):  # typing a call from compiled code
-        self._ensure_declared()
-        return super().get_call_template(args, kws)
+        def get_call_template(self, args, kws):  # typing a call from compiled code
+            self._ensure_declared()
+            return super().get_call_template(args, kws)
 
-    def get_compile_result(self, sig):  # passed as a first-class function
-        self._ensure_declared()
-        return super().get_compile_result(sig)
+        def get_compile_result(self, sig):  # passed as a first-class function
+            self._ensure_declared()
+            return super().get_compile_result(sig)
+else:
+    DeferredDispatcher = None
 
 
 def defer(dispatcher, digest) -> None:
