@@ -87,14 +87,26 @@ def calls_scaled_sum(v):
     return scaled_sum(2, v)  # an int typed against the declared float64
 """
 
+CACHE_HITS = """
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from seam_kernels import calls_scaled_sum, scaled_sum
+calls_scaled_sum(np.array([1.0, 2.0]))
+print(sum(scaled_sum.stats.cache_hits.values()), sum(scaled_sum.stats.cache_misses.values()))
+"""
+
 PLAIN_KERNELS = """
 import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 from integrators import jit
 from seam_kernels import calls_scaled_sum, scaled_sum
-import dyn.attention, dyn.numerics.attention_field, dyn.systems.attention_sphere  # import: no compile
+from dyn.engine import warmup
+share = warmup.share_of(0, 1)  # imports every kernel module, as the test workers' shares do
 compiled_at_import = [jit.qualified(k) for k in jit.declared_kernels() if k.signatures]
+smallest = min(share, key=warmup.source_cost)
+jit.ensure(smallest)
 first = calls_scaled_sum(np.array([1.0, 2.0]))
 second = scaled_sum(3, np.array([1.0, 2.0]))
 try:
@@ -106,6 +118,8 @@ json.dump(dict(optimized=jit.optimized(), calls=jit.calls_kernels(),
                compiled_at_import=compiled_at_import, values=[first, second],
                signatures=[len(scaled_sum.signatures), len(calls_scaled_sum.signatures)],
                refused=refused, cls=type(scaled_sum).__name__,
+               share=[len(share), len(jit.declared_kernels()), jit.pending(smallest),
+                      len(smallest.signatures)],
                cached=[sum(scaled_sum.stats.cache_hits.values()),
                        sum(scaled_sum.stats.cache_misses.values())]), sys.stdout)
 """
@@ -120,17 +134,20 @@ def _plain(code: str, *args: str, **env: str) -> str:
 
 
 def test_the_plain_path_defers_compiles_and_keeps_declared_signatures(tmp_path):
-    """Under DYN_PLAIN_NUMBA=1: importing model modules compiles nothing; a kernel compiles for
+    """Under DYN_PLAIN_NUMBA=1: importing every kernel module compiles nothing, and the compile
+    share of one process (tests/conftest.py's) holds every kernel and ensures; a kernel compiles for
     its declared signature only (an int converted, a non-contiguous array refused, as an eager
     numba.njit(sig) does), callers link (no call patch) and the kernel is numba's own dispatcher
-    class again once ensured; run twice on a cache of its own, the second loads from the cache."""
+    class again once ensured; a second process loads it from the cache."""
     (tmp_path / "seam_kernels.py").write_text(SEAM_KERNELS)
-    runs = [json.loads(_plain(PLAIN_KERNELS, str(tmp_path), NUMBA_CACHE_DIR=str(tmp_path / "nb")))
-            for _ in range(2)]
-    assert [out["cached"] for out in runs] == [[0, 1], [1, 0]]  # (hits, misses): compiled, loaded
-    out = runs[1]
+    cache = str(tmp_path / "nb")
+    out = json.loads(_plain(PLAIN_KERNELS, str(tmp_path), NUMBA_CACHE_DIR=cache))
+    assert out["cached"] == [0, 1]  # (hits, misses): compiled ...
+    assert _plain(CACHE_HITS, str(tmp_path), NUMBA_CACHE_DIR=cache).split() == ["1", "0"]  # loaded
     assert out["optimized"] is False and out["calls"] is False
     assert out["compiled_at_import"] == []
+    count, declared, pending, signatures = out["share"]
+    assert count == declared > 40 and not pending and signatures >= 1
     assert out["values"] == [6.0, 9.0] and out["signatures"] == [1, 1] and out["refused"]
     assert not out["cls"].startswith("Waiting")
 
