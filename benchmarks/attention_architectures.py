@@ -239,23 +239,24 @@ def long_horizon(quick):
     problem = schemes.POST.problem(arch.pack_architecture(beta, d))
     print(f"3. long horizon, n = {n}, d = {d}, beta = {beta:g}, T = {T:g}, 2 runs")
     start = time.perf_counter()
-    ref = integrators.get("numba", "dopri5", rtol=1e-12, atol=1e-12).solve(problem, x0, ts)
+    ref = integrators.get("numba", "dopri5", rtol=1e-12, atol=1e-12).solve(problem, x0, ts).states
     print(f"   reference dopri5 rtol 1e-12: {time.perf_counter() - start:.1f} s")
     integ = integrators.get("numba", "dopri5", rtol=tol, atol=tol)
     start = time.perf_counter()
-    err = np.abs(integ.solve(problem, x0, ts) - ref).max()
+    sol = integ.solve(problem, x0, ts)
+    err = np.abs(sol.states - ref).max()
     wall = time.perf_counter() - start
-    evals = integ.stats["evaluations"].mean()
+    evals = sol.stats["evaluations"].mean()
     print(f"   dopri5 rtol {tol:g}: error {err:.2e}, {evals:.0f} drift evaluations per run "
-          f"({integ.stats['accepted'].mean():.0f} steps, {integ.stats['rejected'].mean():.0f} "
+          f"({sol.stats['steps'].mean():.0f} steps, {sol.stats['rejections'].mean():.0f} "
           f"rejected), {wall:.1f} s")
     dt = 0.2
     while True:
         start = time.perf_counter()
-        rk = integrators.get("numba", "rk4", dt=dt).solve(problem, x0, ts)
+        rk = integrators.get("numba", "rk4", dt=dt).solve(problem, x0, ts).states
         wall = time.perf_counter() - start
         rk_err = np.abs(rk - ref).max()
-        rk_evals = 4 * int(integrators.base.step_grid(ts, dt)[0].sum())
+        rk_evals = 4 * int(integrators.core.base.step_grid(ts, dt)[0].sum())
         print(f"   rk4 dt {dt:g}: error {rk_err:.2e}, {rk_evals} drift evaluations per run, "
               f"{wall:.1f} s")
         if rk_err <= err or dt < 0.01:

@@ -91,7 +91,7 @@ def main():
              else (lambda: numba_ensemble_rhs(x, p, out, work))),
             ("rhs jax jit+vmap", 1, lambda: jrhs(0.0, xj, pj).block_until_ready()),
             ("rk4 step numpy", 4, lambda: numpy_rk4_step(x, BETA, h)),
-            ("rk4 step numba", 4, lambda: rk4.solve(prob, x, ts)),
+            ("rk4 step numba", 4, lambda: rk4.solve(prob, x, ts).states),
             ("postnorm layer numba", 1, lambda: att.postnorm_layers(x, 1, h, BETA, p=p)),
         ]
         base = {}

@@ -7,10 +7,10 @@ Runs a shipped scenario three times, each a fresh `python -m dyn run` process, s
    run pays before its first step).
 It prints the three times, the cold/warm ratio (target: at most 1.5) and the compile share
 (cold - warm) / cold. This machine's speed drifts by tens of percent within minutes, so
-``--repeat N`` runs N cold-warm pairs and reports the median ratio; ``--jobs 1`` compiles in one
-process (``DYN_COMPILE_JOBS=1``: no split of cold kernel trees, :mod:`integrators.split_compile`).
+``--repeat N`` runs N cold-warm pairs and reports the median ratio; ``--plain`` runs numba's
+plain path (``DYN_PLAIN_NUMBA=1``: none of :mod:`integrators.numba.internals`' optimizations).
 
-    python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...] [--repeat N] [--jobs 1]
+    python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...] [--repeat N] [--plain]
 
 The default is the main job (attention_clusters); `--set ensemble.runs=32` shrinks it.
 """
@@ -34,7 +34,8 @@ import importlib, pkgutil
 import dyn, integrators
 for package in (dyn, integrators):
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        if not info.name.endswith(("__main__", "jax", "jax_batch")):
+        if not info.name.endswith(("__main__", "jax", "jax_batch")) and not info.name.startswith(
+                ("integrators.jax", "integrators.diffrax")):
             importlib.import_module(info.name)
 """
 
@@ -52,8 +53,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=1,
                         help="cold-warm pairs, one after the other (this machine's speed drifts "
                              "by tens of percent: compare within a pair, report the median)")
-    parser.add_argument("--jobs", default=None,
-                        help="DYN_COMPILE_JOBS for the runs (1: compile in one process)")
+    parser.add_argument("--plain", action="store_true",
+                        help="DYN_PLAIN_NUMBA=1 for the runs (numba's public API only)")
     parser.add_argument("--smoke", action="store_true", help="a one-point run of the main job, "
                         "both times on this checkout's warm cache (a cold one compiles for a "
                         "minute): that the script runs, not what the compile costs")
@@ -67,8 +68,8 @@ def main(argv=None) -> int:
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ} if args.smoke else {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba")}
-            if args.jobs:
-                env["DYN_COMPILE_JOBS"] = args.jobs
+            if args.plain:
+                env["DYN_PLAIN_NUMBA"] = "1"
             run = [sys.executable, "-m", "dyn", "run", args.scenario, "--no-progress", *sets,
                    "--out"]
             cold = timed(run + [str(Path(tmp) / "cold.h5")], env)

@@ -122,8 +122,8 @@ def ensemble_table(beta, E=64, n=256, steps=200, h=0.005, sigma=1.0):
     fourier = noisy.fourier_problem(noisy.pack_fourier(beta, sigma, n, "USA"))
     direct = noisy.noisy_problem(noisy.pack(beta, 2, sigma, n, "USA"))
     rows = [
-        ("numba, Fourier drift", best_of(lambda: em.solve(fourier, x0, ts, rng=rng), 3)),
-        ("numba, direct drift", best_of(lambda: em.solve(direct, x0, ts, rng=rng), 2)),
+        ("numba, Fourier drift", best_of(lambda: em.solve(fourier, x0, ts, rng=rng).states, 3)),
+        ("numba, direct drift", best_of(lambda: em.solve(direct, x0, ts, rng=rng).states, 2)),
         ("plain numpy", best_of(lambda: numpy_em(x0, beta, sigma, h, steps, rng), 1)),
     ]
     ref = rows[-1][1]
@@ -133,7 +133,7 @@ def ensemble_table(beta, E=64, n=256, steps=200, h=0.005, sigma=1.0):
         print(f"{name:24s} {t:10.3f} {E * steps / t:15.0f} {E * steps * n * n / t / 1e6:20.0f} "
               f"{ref / t:9.1f}")
     # same law: r(T) of the engine (Fourier drift) and of numpy, means over members
-    a = noisy.order_parameter(em.solve(fourier, x0, ts, rng=np.random.default_rng(3))[:, -1])
+    a = noisy.order_parameter(em.solve(fourier, x0, ts, rng=np.random.default_rng(3)).states[:, -1])
     b = noisy.order_parameter(numpy_em(x0, beta, sigma, h, steps, np.random.default_rng(4)))
     print(f"mean r(T): engine {a.mean():.4f} +- {a.std() / math.sqrt(E):.4f}, "
           f"numpy {b.mean():.4f} +- {b.std() / math.sqrt(E):.4f}")

@@ -73,7 +73,7 @@ def bench_step(steps=50, E=4096, diffrax=True):
     tt = np.array([0.0, steps * h])
     rows = []
     em = integrators.get("numba", "euler_maruyama", dt=h)
-    t, _ = timed(lambda: em.solve(ts.problem(p), x0, tt, rng=np.random.default_rng(2)), 3)
+    t, _ = timed(lambda: em.solve(ts.problem(p), x0, tt, rng=np.random.default_rng(2)).states, 3)
     rows.append(("numba EM", t))
 
     def np_run():
@@ -87,7 +87,8 @@ def bench_step(steps=50, E=4096, diffrax=True):
     if diffrax:  # (--smoke leaves it out: its compile alone takes seconds)
         dx = integrators.get("diffrax", "euler_maruyama", dt=h)
         rows.append(("diffrax EM", timed(lambda: dx.solve(ts.problem(p), x0, tt,
-                                                          rng=np.random.default_rng(4)), 2)[0]))
+                                                          rng=np.random.default_rng(4)).states,
+                                         2)[0]))
     print(f"\n2. ensemble SDE step, E={E}, n={n}, d={d}, {steps} steps ({d * d} normals/step/member)")
     base = rows[1][1]
     for name, t in rows:

@@ -1,29 +1,33 @@
 """Generic ensemble ODE and Ito SDE integrators (numba, diffrax and jax backends) on Euclidean
-space or spheres, behind one API.
+space or spheres, behind one API: every backend's ``solve`` takes the same arguments and returns
+a :class:`Solution` (states, a status per run: OK, MAX_STEPS, NONFINITE, and statistics per run).
 
     integ = integrators.get("numba", "rk4", dt=0.01)
-    states = integ.solve(integrators.Problem(drift, drift_jax, p, geometry), x0, ts)  # (E,T,n,d)
+    sol = integ.solve(integrators.Problem(drift, drift_jax, p, geometry), x0, ts)
+    sol.states                                   # (E, T, n, d); sol.status, sol.stats["steps"]
     sde = integrators.get("numba", "euler_maruyama", dt=0.01)
-    states = sde.solve(integrators.Problem(drift, drift_jax, p, geometry, diffusion,
-                                           diffusion_jax, noise_shape), x0, ts, rng=rng)  # or increments=dW
+    sol = sde.solve(integrators.Problem(drift, drift_jax, p, geometry, diffusion,
+                                        diffusion_jax, noise_shape), x0, ts, rng=rng)  # or increments=dW
 
-The jax backend solves a batch of points in one jitted, vmapped program (integrators.jax_batch):
-p (P, m) one row per point (Problem.stack of the points' problems), x0 (P, R, n, d), noise from
-one key per point; methods euler, heun, rk4, euler_maruyama, and step_map (the problem's own
-step_jax); absorbing=True stops each run in problem.stop_jax and also returns its steps.
+The jax backend takes the same call (``rng``: a JAX key) and, as its documented extension, a
+batch of points in one jitted, vmapped program (integrators.jax.batch): p (P, m) one row per
+point (Problem.stack of the points' problems), x0 (P, R, n, d), rng one key per point (P, 2);
+the solution then has the point axis first. Methods euler, heun, rk4, euler_maruyama, and
+step_map (the problem's own step_jax); the option absorbing=True stops each run in
+problem.stop_jax and counts its steps in sol.stats["steps"].
 
     batch = integrators.get("jax", "euler_maruyama", dt=0.01)
-    states = batch.solve(Problem.stack(problems), x0, ts, keys=keys)  # (P,R,T,n,d); or increments=
-    states, steps = batch.solve(problem, x0, ts, keys=keys, absorbing=True)
+    sol = batch.solve(Problem.stack(problems), x0, ts, rng=keys)  # states (P,R,T,n,d); or increments=
 
-The fixed-step methods' default step is integrators.base.DEFAULT_DT (the one place it is set).
+The fixed-step methods' default step is integrators.core.base.DEFAULT_DT (the one place it is set).
 """
 
-from .base import AbstractIntegrator
-from .geometry import EUCLIDEAN, SPHERE, Geometry
-from .problem import Problem
+from .core.base import AbstractIntegrator
+from .core.geometry import EUCLIDEAN, SPHERE, Geometry
+from .core.problem import Problem
 from .registry import SDE_METHODS, available, get, options
-from .brownian import brownian_increments, coarsen, dyadic_increments
+from .core.brownian import brownian_increments, coarsen, dyadic_increments
+from .core.solution import MAX_STEPS, NONFINITE, OK, STATUS_NAMES, Solution
 
 __all__ = [
     "configure_jax",
@@ -32,6 +36,11 @@ __all__ = [
     "SPHERE",
     "Geometry",
     "Problem",
+    "Solution",
+    "OK",
+    "MAX_STEPS",
+    "NONFINITE",
+    "STATUS_NAMES",
     "SDE_METHODS",
     "brownian_increments",
     "coarsen",
@@ -45,6 +54,6 @@ __all__ = [
 def configure_jax() -> None:
     """For code that uses JAX directly: float64, and the project's persistent compilation cache
     (what the diffrax backend sets up for itself on first use)."""
-    from . import _jax_backend
+    from .diffrax import _programs
 
-    _jax_backend.enable_compilation_cache()
+    _programs.enable_compilation_cache()

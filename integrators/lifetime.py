@@ -1,6 +1,5 @@
-"""Child processes that die with their parent: the split-compile helper
-(:mod:`integrators.split_compile`), `dyn compile`'s pool workers (:mod:`dyn.engine.warmup`) and
-the sweep's pool workers.
+"""Child processes that die with their parent: `dyn compile`'s pool workers
+(:mod:`dyn.engine.warmup`) and the sweep's pool workers.
 
 A child asks the kernel for SIGKILL when its parent dies (Linux prctl PR_SET_PDEATHSIG; the
 kernel sends it when the parent *thread* that started the child ends, so a parent starts such

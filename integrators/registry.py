@@ -1,14 +1,19 @@
 """Name -> integrator class, per backend:  get(backend, method, **options)."""
 
-from . import diffrax_solvers, jax_batch, numba_adaptive, numba_fixed, sde_diffrax, sde_numba
+from .diffrax import sde as diffrax_sde
+from .diffrax import solvers as diffrax_solvers
+from .jax import batch as jax_batch
+from .numba import adaptive as numba_adaptive
+from .numba import fixed as numba_fixed
+from .numba import sde as numba_sde
 
 BACKENDS = {
-    "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **sde_numba.METHODS},
-    "diffrax": {**diffrax_solvers.METHODS, **sde_diffrax.METHODS},
-    "jax": jax_batch.METHODS,  # batches of points: solve(problem, x0 (P, R, n, d), ts, keys=...)
+    "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **numba_sde.METHODS},
+    "diffrax": {**diffrax_solvers.METHODS, **diffrax_sde.METHODS},
+    "jax": jax_batch.METHODS,  # also a batch of points: solve(problem, x0 (P, R, n, d), ts, rng=keys)
 }
-# Methods that solve SDEs (their solve() takes rng= or increments=, on the jax backend keys=
-# or increments=; see integrators.base and integrators.jax_batch).
+# Methods that solve SDEs (their solve() takes rng= or increments=; on the jax backend rng is a
+# JAX key; see integrators.core.base and integrators.jax.batch).
 SDE_METHODS = frozenset(m for methods in BACKENDS.values() for m, cls in methods.items()
                         if cls.stochastic)
 

@@ -8,7 +8,7 @@ from dyn import attention as att
 from dyn.attention import architecture as arch
 from dyn.attention import equiangular as eq
 from dyn.attention import schemes
-from integrators.geometry import SPHERE
+from integrators.core.geometry import SPHERE
 
 RK4 = integrators.get("numba", "rk4", dt=0.01)
 
@@ -35,7 +35,7 @@ def test_causal_value_identity_keeps_the_first_token_fixed_exactly(how):
         xs = att.network_layers(schemes.POST_NETWORK.problem(p), x0, 100, 5.0, save_every=20)
     else:
         integ = RK4 if how == "rk4" else integrators.get("numba", "dopri5", rtol=1e-8, atol=1e-10)
-        xs = integ.solve(schemes.POST.problem(p), x0, ts)
+        xs = integ.solve(schemes.POST.problem(p), x0, ts).states
     for k in range(xs.shape[1]):
         if how == "network":
             # a layer maps x_1 to normalize((1 + h) x_1): x_1 in exact arithmetic, and within a
@@ -50,7 +50,7 @@ def test_pre_ln_causal_first_token_keeps_its_direction():
     rng = np.random.default_rng(2)
     z0 = att.uniform_sphere(rng, 2, 8, 3)
     p = arch.pack_architecture(2.0, 3, mask="causal")
-    zs = RK4.solve(schemes.PRE.problem(p), z0, np.linspace(0.0, 3.0, 4))
+    zs = RK4.solve(schemes.PRE.problem(p), z0, np.linspace(0.0, 3.0, 4)).states
     direction = zs[:, :, 0] / np.linalg.norm(zs[:, :, 0], axis=-1, keepdims=True)
     np.testing.assert_allclose(direction, np.broadcast_to(z0[:, None, 0], direction.shape),
                                atol=1e-15)
@@ -68,8 +68,8 @@ def test_causal_first_tokens_ignore_the_later_ones(name):
     p = arch.pack_architecture(2.5, 3, "SA", Q, K, V, mask="causal", bias_slope=0.2)
     ts = np.linspace(0.0, 4.0, 5)
     problem = schemes.scheme(name).flow.problem(p)
-    full = RK4.solve(problem, x0, ts)
-    head = RK4.solve(problem, x0[:, :m].copy(), ts)
+    full = RK4.solve(problem, x0, ts).states
+    head = RK4.solve(problem, x0[:, :m].copy(), ts).states
     np.testing.assert_allclose(full[:, :, :m], head, rtol=0, atol=1e-12)
     network = schemes.scheme(name).network.problem(p)
     full = att.network_layers(network, x0, 40, 4.0, save_every=10)
@@ -88,8 +88,8 @@ def test_post_ln_is_the_attention_flow(norm, mats):
                else [None] * 3)
     x0 = att.uniform_sphere(rng, 3, 9, d)
     ts = np.linspace(0.0, 2.0, 5)
-    old = RK4.solve(att.flow_problem(att.pack_params(1.8, d, norm, Q, K, V)), x0, ts)
-    new = RK4.solve(schemes.POST.problem(arch.pack_architecture(1.8, d, norm, Q, K, V)), x0, ts)
+    old = RK4.solve(att.flow_problem(att.pack_params(1.8, d, norm, Q, K, V)), x0, ts).states
+    new = RK4.solve(schemes.POST.problem(arch.pack_architecture(1.8, d, norm, Q, K, V)), x0, ts).states
     np.testing.assert_allclose(new, old, rtol=0, atol=1e-12)
     old = att.postnorm_layers(x0, 50, 2.0, 1.8, norm, Q, K, V, save_every=10)
     new = att.network_layers(schemes.POST_NETWORK.problem(arch.pack_architecture(
@@ -139,7 +139,7 @@ beta = [0.5, 3.0]
         times = ds["time"].values
         for b, beta in enumerate(ds["beta"].values):
             want = integrators.get("numba", "rk4", dt=0.05).solve(
-                att.flow_problem(att.pack_params(beta, 3)), states[b, :, 0], times)
+                att.flow_problem(att.pack_params(beta, 3)), states[b, :, 0], times).states
             np.testing.assert_allclose(states[b], want, rtol=0, atol=1e-12)
             pairs = att.pair_statistics(want, 1e-3, beta)
             np.testing.assert_allclose(ds["pair_fraction"].values[b], pairs[..., 0].mean(0),
@@ -183,7 +183,7 @@ def test_per_head_matrices_from_a_scenario_file(tmp_path, backend):
                                        mask="causal")
             assert arch.unpack_architecture(p)["heads"] == 2
             want = integrators.get("numba", "rk4", dt=0.05).solve(
-                schemes.POST.problem(p), states[b, :, 0], ds["time"].values)
+                schemes.POST.problem(p), states[b, :, 0], ds["time"].values).states
             np.testing.assert_allclose(states[b], want, rtol=0, atol=1e-12)
     assert np.abs(states[:, :, -1] - states[:, :, 0]).max() > 0.05  # the tokens moved
     with pytest.raises(dyn.ScenarioError, match="one per head"):
@@ -208,12 +208,12 @@ def test_identical_heads_equal_one_head(name):
                                    bias_slope=0.1)
     assert arch.heads_of(len(three), d) == 3
     flow = schemes.scheme(name).flow
-    a = RK4.solve(flow.problem(one), x0, ts)
-    b = RK4.solve(flow.problem(three), x0, ts)
+    a = RK4.solve(flow.problem(one), x0, ts).states
+    b = RK4.solve(flow.problem(three), x0, ts).states
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
     # and distinct heads are not one head
     heads = arch.random_heads(np.random.default_rng(0), 3, d, 0.5, Q, K, V)
-    c = RK4.solve(flow.problem(arch.pack_architecture(2.0, d, "SA", *heads)), x0, ts)
+    c = RK4.solve(flow.problem(arch.pack_architecture(2.0, d, "SA", *heads)), x0, ts).states
     assert np.abs(c - a).max() > 1e-3
 
 
@@ -234,7 +234,7 @@ def test_schemes_are_speed_regulations_of_post_ln(name):
     p = arch.pack_architecture(beta, 3, alpha=alpha)
     ts = np.linspace(0.0, 6.0, 3001)
     xs = integrators.get("numba", "dopri5", rtol=1e-11, atol=1e-12).solve(
-        schemes.scheme(name).flow.problem(p), _two_tokens(beta, rho0), ts)[0]
+        schemes.scheme(name).flow.problem(p), _two_tokens(beta, rho0), ts).states[0]
     r = np.linalg.norm(xs[:, 0], axis=-1)
     x = xs / np.linalg.norm(xs, axis=-1, keepdims=True)
     u = np.array([_layer(xt, p) for xt in x])
@@ -262,7 +262,7 @@ def test_stream_schemes_grow_at_most_at_unit_speed():
     ts = np.linspace(0.0, 10.0, 11)
     p = arch.pack_architecture(3.0, 2)
     for name in ("pre", "peri"):
-        zs = RK4.solve(schemes.scheme(name).flow.problem(p), z0, ts)
+        zs = RK4.solve(schemes.scheme(name).flow.problem(p), z0, ts).states
         assert (np.linalg.norm(zs, axis=-1) <= 1.0 + ts[None, :, None] + 1e-12).all()
         rad = schemes.stream_radius(name, zs)
         assert rad.shape == (3, 11) and (rad[:, -1] > 2.0).all()
@@ -296,7 +296,7 @@ def test_network_converges_to_its_flow_at_order_one(name):
     p = arch.pack_architecture(1.0, 3, mask="causal", bias_slope=0.2)
     scheme = schemes.scheme(name)
     ref = integrators.get("numba", "rk4", dt=1e-3).solve(scheme.flow.problem(p), x0,
-                                                         np.array([0.0, 2.0]))[:, -1]
+                                                         np.array([0.0, 2.0])).states[:, -1]
     depths = np.array([16, 32, 64, 128])
     err = [np.abs(att.network_layers(scheme.network.problem(p), x0, L, 2.0)[:, -1] - ref).max()
            for L in depths]
@@ -317,8 +317,8 @@ def test_numba_and_diffrax_solves_agree(name):
                                feedforward=0.5, alpha=1.3)
     problem = schemes.scheme(name).flow.problem(p)
     ts = np.linspace(0.0, 2.0, 3)
-    a = integrators.get("numba", "dopri5", rtol=1e-11, atol=1e-12).solve(problem, x0, ts)
-    b = integrators.get("diffrax", "tsit5", rtol=1e-11, atol=1e-12).solve(problem, x0, ts)
+    a = integrators.get("numba", "dopri5", rtol=1e-11, atol=1e-12).solve(problem, x0, ts).states
+    b = integrators.get("diffrax", "tsit5", rtol=1e-11, atol=1e-12).solve(problem, x0, ts).states
     np.testing.assert_allclose(a, b, atol=1e-9)
 
 
@@ -336,7 +336,7 @@ def test_equiangular_starts_follow_the_scalar_ode(norm):
         ts = np.linspace(0.0, 5.0, 11)
         tol = 1e-10
         xs = integrators.get("numba", "dopri5", rtol=tol, atol=tol).solve(
-            schemes.POST.problem(arch.pack_architecture(beta, d, norm)), x0, ts)
+            schemes.POST.problem(arch.pack_architecture(beta, d, norm)), x0, ts).states
         gram = np.einsum("etid,etjd->etij", xs, xs)[..., ~np.eye(n, dtype=bool)]
         want = eq.equiangular_rho(ts, rho0, beta, n, norm == "USA")
         assert np.abs(gram - want[None, :, None]).max() < 100 * tol

@@ -21,8 +21,8 @@ def test_numba_rk4_matches_diffrax_tsit5(norm):
     x0 = att.uniform_sphere(rng, 3, 8, 3)
     ts = np.linspace(0.0, 2.0, 5)
     prob = _problem(1.5, 3, norm)
-    a = integrators.get("numba", "rk4", dt=1e-3).solve(prob, x0, ts)
-    b = integrators.get("diffrax", "tsit5", rtol=1e-11, atol=1e-12).solve(prob, x0, ts)
+    a = integrators.get("numba", "rk4", dt=1e-3).solve(prob, x0, ts).states
+    b = integrators.get("diffrax", "tsit5", rtol=1e-11, atol=1e-12).solve(prob, x0, ts).states
     assert a.shape == b.shape == (3, 5, 8, 3)
     np.testing.assert_allclose(a, b, atol=1e-9)
     for s in (a, b):
@@ -38,8 +38,8 @@ def test_general_qkv_backends_agree():
     x0 = att.uniform_sphere(rng, 2, 6, d)
     ts = np.linspace(0.0, 1.0, 3)
     prob = _problem(1.0, d, Q=Q, K=K, V=V)
-    a = integrators.get("numba", "rk4", dt=1e-3).solve(prob, x0, ts)
-    b = integrators.get("diffrax", "tsit5", rtol=1e-11, atol=1e-12).solve(prob, x0, ts)
+    a = integrators.get("numba", "rk4", dt=1e-3).solve(prob, x0, ts).states
+    b = integrators.get("diffrax", "tsit5", rtol=1e-11, atol=1e-12).solve(prob, x0, ts).states
     np.testing.assert_allclose(a, b, atol=1e-9)
 
 
@@ -47,7 +47,7 @@ def test_postnorm_network_converges_to_flow_at_order_one():
     rng = np.random.default_rng(12)
     x0 = att.uniform_sphere(rng, 4, 10, 3)
     T, beta = 2.0, 1.0
-    ref = integrators.get("numba", "rk4", dt=1e-3).solve(_problem(beta, 3), x0, np.array([0.0, T]))[:, -1]
+    ref = integrators.get("numba", "rk4", dt=1e-3).solve(_problem(beta, 3), x0, np.array([0.0, T])).states[:, -1]
     depths = np.array([16, 32, 64, 128, 256])
     err = [np.abs(att.postnorm_layers(x0, L, T, beta)[:, -1] - ref).max() for L in depths]
     slope = np.polyfit(np.log(depths), np.log(err), 1)[0]

@@ -106,12 +106,12 @@ def test_refined_increments_follow_the_same_brownian_path():
     x0 = np.zeros((5, 1, 3))
     ts = np.linspace(0.0, 1.0, 5)
     coarse = integrators.get("numba", "euler_maruyama", dt=0.01, refine=2).solve(
-        problem, x0, ts, rng=np.random.default_rng(9))
+        problem, x0, ts, rng=np.random.default_rng(9)).states
     fine = integrators.get("numba", "euler_maruyama", dt=0.005).solve(
-        problem, x0, ts, rng=np.random.default_rng(9))
+        problem, x0, ts, rng=np.random.default_rng(9)).states
     np.testing.assert_allclose(coarse, fine, atol=1e-12)
     other = integrators.get("numba", "euler_maruyama", dt=0.005).solve(
-        problem, x0, ts, rng=np.random.default_rng(10))
+        problem, x0, ts, rng=np.random.default_rng(10)).states
     assert np.abs(other - fine).max() > 0.1
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators.base import step_grid, step_times
-from integrators.geometry import EUCLIDEAN, SPHERE
-from integrators.tableau import TABLEAUS
+from integrators.core.base import step_grid, step_times
+from integrators.core.geometry import EUCLIDEAN, SPHERE
+from integrators.core.tableau import TABLEAUS
 
 from _problems import (
     LOGISTIC_P,
@@ -132,7 +132,7 @@ def test_step_grid_uniform_and_nonuniform():
 def test_order_euclidean(method):
     exact = logistic_exact(LOGISTIC_X0, LOGISTIC_P, 1.0)
     errors = [
-        np.abs(integrators.get("numba", method, dt=h).solve(LOGISTIC, LOGISTIC_X0, T01)[:, -1]
+        np.abs(integrators.get("numba", method, dt=h).solve(LOGISTIC, LOGISTIC_X0, T01).states[:, -1]
                - exact).max()
         for h in DTS[method]
     ]
@@ -144,7 +144,7 @@ def test_order_euclidean(method):
 def test_order_sphere(method, sphere_ref):
     errors = []
     for h in DTS[method]:
-        x = integrators.get("numba", method, dt=h).solve(SPHERE_PROBLEM, SPHERE_X0, T01)
+        x = integrators.get("numba", method, dt=h).solve(SPHERE_PROBLEM, SPHERE_X0, T01).states
         assert _unit_error(x) < 1e-12
         errors.append(np.abs(x[:, -1] - sphere_ref).max())
     order = TABLEAUS[method].order
@@ -155,7 +155,7 @@ def test_order_sphere(method, sphere_ref):
 def test_kernel_matches_numpy_oracle(method):
     """The fused kernel is the projection method, step for step."""
     tab = TABLEAUS[method]
-    x = integrators.get("numba", method, dt=0.1).solve(SPHERE_PROBLEM, SPHERE_X0, T01)[:, -1]
+    x = integrators.get("numba", method, dt=0.1).solve(SPHERE_PROBLEM, SPHERE_X0, T01).states[:, -1]
 
     def f(t, y):
         return sphere_drift_np(t, y, SPHERE_P)
@@ -198,19 +198,19 @@ def test_projection_variants_orders(sphere_ref):
 
 def test_saves_and_nonuniform_times():
     ts = np.array([0.0, 0.1, 0.35, 1.0, 1.25])
-    x = integrators.get("numba", "rk4", dt=0.01).solve(LOGISTIC, LOGISTIC_X0, ts)
+    x = integrators.get("numba", "rk4", dt=0.01).solve(LOGISTIC, LOGISTIC_X0, ts).states
     assert x.shape == (3, 5, 1, 2)
     np.testing.assert_array_equal(x[:, 0], LOGISTIC_X0)
     exact = np.stack([logistic_exact(LOGISTIC_X0, LOGISTIC_P, t) for t in ts], axis=1)
     np.testing.assert_allclose(x, exact, rtol=0, atol=1e-9)
-    one = integrators.get("numba", "rk4").solve(LOGISTIC, LOGISTIC_X0, ts[:1])
+    one = integrators.get("numba", "rk4").solve(LOGISTIC, LOGISTIC_X0, ts[:1]).states
     np.testing.assert_array_equal(one[:, 0], LOGISTIC_X0)
 
 
 def test_divergence_returns_nonfinite_without_raising():
     prob = integrators.Problem(drift=blowup_drift, p=np.zeros(0))
     x0 = np.array([[[0.1]], [[1.0]]])  # blows up at t = 10 and t = 1
-    x = integrators.get("numba", "euler", dt=0.05).solve(prob, x0, np.array([0.0, 3.0]))
+    x = integrators.get("numba", "euler", dt=0.05).solve(prob, x0, np.array([0.0, 3.0])).states
     assert np.all(np.isfinite(x[0])) and not np.all(np.isfinite(x[1]))
 
 
@@ -240,16 +240,16 @@ def test_bad_inputs():
     integ = integrators.get("numba", "rk4", dt=0.1)
     ts = np.linspace(0, 1, 3)
     with pytest.raises(ValueError, match=r"x0 must have shape \(E, n, d\)"):
-        integ.solve(LOGISTIC, LOGISTIC_X0[0], ts)
+        integ.solve(LOGISTIC, LOGISTIC_X0[0], ts).states
     with pytest.raises(ValueError, match="non-finite"):
-        integ.solve(LOGISTIC, np.full((1, 1, 2), np.nan), ts)
+        integ.solve(LOGISTIC, np.full((1, 1, 2), np.nan), ts).states
     with pytest.raises(ValueError, match="increasing"):
-        integ.solve(LOGISTIC, LOGISTIC_X0, ts[::-1])
+        integ.solve(LOGISTIC, LOGISTIC_X0, ts[::-1]).states
     with pytest.raises(ValueError, match="1-D"):
-        integ.solve(LOGISTIC, LOGISTIC_X0, ts[:, None])
+        integ.solve(LOGISTIC, LOGISTIC_X0, ts[:, None]).states
     with pytest.raises(ValueError, match="drift"):
-        integ.solve(integrators.Problem(p=LOGISTIC_P), LOGISTIC_X0, ts)
+        integ.solve(integrators.Problem(p=LOGISTIC_P), LOGISTIC_X0, ts).states
     with pytest.raises(ValueError, match="flat"):
         integrators.Problem(drift=logistic_drift, p=np.zeros((2, 2, 2)))
     with pytest.raises(ValueError, match="flat"):  # a batch of points (P, m) is the jax backend's
-        integ.solve(integrators.Problem(logistic_drift, p=np.zeros((2, 2))), LOGISTIC_X0, ts)
+        integ.solve(integrators.Problem(logistic_drift, p=np.zeros((2, 2))), LOGISTIC_X0, ts).states

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators.diffrax_solvers import trace_count
-from integrators.geometry import SPHERE
+from integrators.core.geometry import SPHERE
 
 from _problems import (
     LOGISTIC_P,
@@ -39,8 +38,8 @@ def _unit_error(x):
 def test_fixed_step_matches_numba(method, problem):
     """Same table, same step grid, same projection/retraction: equal to rounding."""
     x0 = LOGISTIC_X0 if problem is LOGISTIC else SPHERE_X0
-    a = integrators.get("numba", method, dt=0.03).solve(problem, x0, TS)
-    b = integrators.get("diffrax", method, dt=0.03).solve(problem, x0, TS)
+    a = integrators.get("numba", method, dt=0.03).solve(problem, x0, TS).states
+    b = integrators.get("diffrax", method, dt=0.03).solve(problem, x0, TS).states
     assert b.shape == a.shape == (x0.shape[0], TS.shape[0]) + x0.shape[1:]
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
     if problem is SPHERE_PROBLEM:
@@ -54,9 +53,9 @@ def test_fixed_step_matches_numba(method, problem):
 def test_adaptive_sphere(method):
     """Tight adaptive solve = RK4 at a small step = DOP853 reference, and stays on the sphere."""
     ref = sphere_reference(SPHERE_X0, SPHERE_P, TS)
-    rk4 = integrators.get("numba", "rk4", dt=2.0**-8).solve(SPHERE_PROBLEM, SPHERE_X0, TS)
+    rk4 = integrators.get("numba", "rk4", dt=2.0**-8).solve(SPHERE_PROBLEM, SPHERE_X0, TS).states
     x = integrators.get("diffrax", method, rtol=1e-12, atol=1e-12).solve(
-        SPHERE_PROBLEM, SPHERE_X0, TS)
+        SPHERE_PROBLEM, SPHERE_X0, TS).states
     assert _unit_error(x) < 1e-12
     np.testing.assert_allclose(x, rk4, rtol=0, atol=1e-8)
     np.testing.assert_allclose(x, ref, rtol=0, atol=1e-9)
@@ -65,19 +64,21 @@ def test_adaptive_sphere(method):
 @pytest.mark.slow  # JAX compiles; an adaptive diffrax solve against numba stays default in test_attention_backends
 def test_adaptive_euclidean_exact():
     integ = integrators.get("diffrax", "tsit5", rtol=1e-10, atol=1e-12)
-    x = integ.solve(LOGISTIC, LOGISTIC_X0, TS)
+    x = integ.solve(LOGISTIC, LOGISTIC_X0, TS).states
     exact = np.stack([logistic_exact(LOGISTIC_X0, LOGISTIC_P, t) for t in TS], axis=1)
     np.testing.assert_allclose(x, exact, rtol=0, atol=1e-8)
 
 
 def test_new_parameters_do_not_recompile():
     integ = integrators.get("diffrax", "tsit5", rtol=1e-8, atol=1e-10)
-    a = integ.solve(LOGISTIC, LOGISTIC_X0, TS)
-    n = trace_count()
+    a = integ.solve(LOGISTIC, LOGISTIC_X0, TS).states
+    program = integ.program(LOGISTIC)
+    n = program.traces
+    assert n >= 1
     p2 = LOGISTIC_P * np.array([0.5, 2.0])
     b = integrators.get("diffrax", "tsit5", rtol=1e-8, atol=1e-10).solve(
-        integrators.Problem(None, logistic_drift_jax, p2), LOGISTIC_X0 + 0.01, TS + 0.5)
-    assert trace_count() == n, "a new p, x0 or ts of the same shapes must not retrace"
+        integrators.Problem(None, logistic_drift_jax, p2), LOGISTIC_X0 + 0.01, TS + 0.5).states
+    assert program.traces == n, "a new p, x0 or ts of the same shapes must not retrace"
     assert not np.allclose(a, b)
     exact = np.stack([logistic_exact(LOGISTIC_X0 + 0.01, p2, t, 0.5) for t in TS + 0.5], axis=1)
     np.testing.assert_allclose(b, exact, rtol=0, atol=1e-6)
@@ -87,7 +88,7 @@ def test_new_parameters_do_not_recompile():
 def test_failed_member_is_nan_not_raised():
     prob = integrators.Problem(drift_jax=blowup_drift_jax)
     x0 = np.array([[[0.1]], [[1.0]]])  # x' = x^2 blows up at t = 10 and t = 1
-    x = integrators.get("diffrax", "tsit5", max_steps=200).solve(prob, x0, np.array([0.0, 2.0]))
+    x = integrators.get("diffrax", "tsit5", max_steps=200).solve(prob, x0, np.array([0.0, 2.0])).states
     np.testing.assert_allclose(x[0, -1], 0.1 / (1 - 0.1 * 2.0), rtol=1e-5)
     assert np.all(np.isnan(x[1]))
 
@@ -95,7 +96,7 @@ def test_failed_member_is_nan_not_raised():
 def test_diffrax_validation():
     with pytest.raises(ValueError, match="drift_jax"):
         integrators.get("diffrax", "rk4").solve(
-            integrators.Problem(logistic_drift), LOGISTIC_X0, TS)
+            integrators.Problem(logistic_drift), LOGISTIC_X0, TS).states
     with pytest.raises(ValueError, match="rtol"):
         integrators.get("diffrax", "tsit5", rtol=-1.0)
     with pytest.raises(ValueError, match="max_steps"):

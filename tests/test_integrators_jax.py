@@ -26,12 +26,21 @@ def _sphere_points():
 def test_rk_batch_is_the_numba_scheme(method):
     problems = _sphere_points()
     x0 = np.stack([SPHERE_X0, SPHERE_X0[::-1]])
-    states = integrators.get("jax", method, dt=0.05).solve(Problem.stack(problems), x0, TS)
+    sol = integrators.get("jax", method, dt=0.05).solve(Problem.stack(problems), x0, TS)
+    states = sol.states
     assert states.shape == (2, 3, len(TS), 4, 3)
+    assert sol.status.shape == (2, 3) and sol.ok.all()
+    np.testing.assert_array_equal(sol.stats["steps"], 20)  # 1 / 0.05 on the shared grid
     np.testing.assert_array_equal(states[:, :, 0], x0)
     for i, problem in enumerate(problems):
         want = integrators.get("numba", method, dt=0.05).solve(problem, x0[i], TS)
-        np.testing.assert_allclose(states[i], want, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(states[i], want.states, rtol=0, atol=1e-13)
+        np.testing.assert_array_equal(want.stats["steps"], sol.stats["steps"][i])
+        # one point is the same contract as every backend's: p (m,), x0 (R, n, d)
+        # (a batch of one, which XLA compiles apart from the batch of two: an ulp may differ)
+        one = integrators.get("jax", method, dt=0.05).solve(problem, x0[i], TS)
+        np.testing.assert_allclose(one.states, states[i], rtol=0, atol=1e-14)
+        assert one.status.shape == (3,)
 
 
 @njit(DRIFT_SIG, **NJIT)
@@ -63,13 +72,13 @@ def test_euler_maruyama_on_given_increments_is_the_numba_path():
     rng = np.random.default_rng(0)
     problems = [_ou(1.0, 0.5), _ou(3.0, 1.5)]
     x0 = rng.normal(size=(2, 5, 1, 2))
-    steps = int(integrators.base.step_grid(TS, 0.01)[0].sum())
+    steps = int(integrators.core.base.step_grid(TS, 0.01)[0].sum())
     dw = rng.normal(scale=0.1, size=(2, 5, steps, 1, 2))
     states = integrators.get("jax", "euler_maruyama", dt=0.01).solve(
-        Problem.stack(problems), x0, TS, increments=dw)
+        Problem.stack(problems), x0, TS, increments=dw).states
     for i, problem in enumerate(problems):
         want = integrators.get("numba", "euler_maruyama", dt=0.01).solve(
-            problem, x0[i], TS, increments=dw[i])
+            problem, x0[i], TS, increments=dw[i]).states
         np.testing.assert_allclose(states[i], want, rtol=1e-13, atol=1e-14)
 
 
@@ -79,10 +88,12 @@ def test_keys_give_a_point_its_numbers_whatever_its_batch():
     x0 = rng.normal(size=(3, 4, 1, 2))
     keys = rng.integers(0, 2**32, (3, 2), dtype=np.uint32)
     sde = integrators.get("jax", "euler_maruyama", dt=0.02)
-    full = sde.solve(Problem.stack(problems), x0, TS, keys=keys)
-    alone = sde.solve(Problem.stack(problems[1:2]), x0[1:2], TS, keys=keys[1:2])
+    full = sde.solve(Problem.stack(problems), x0, TS, rng=keys).states
+    alone = sde.solve(Problem.stack(problems[1:2]), x0[1:2], TS, rng=keys[1:2]).states
     np.testing.assert_array_equal(alone[0], full[1])
-    again = sde.solve(Problem.stack(problems), x0, TS, keys=keys)
+    single = sde.solve(problems[1], x0[1], TS, rng=keys[1]).states  # one point, its own key
+    np.testing.assert_array_equal(single, full[1])
+    again = sde.solve(Problem.stack(problems), x0, TS, rng=keys).states
     np.testing.assert_array_equal(again, full)
     assert np.ptp(full[:, :, -1]) > 0.1  # noise moved the runs apart
 
@@ -91,10 +102,10 @@ def test_rows_of_save_times_are_each_points_own_grid():
     problems = _sphere_points()
     x0 = np.stack([SPHERE_X0, SPHERE_X0])
     rows = np.array([TS, 2.0 * TS])  # the second point over [0, 2]
-    states = integrators.get("jax", "rk4", dt=0.05).solve(Problem.stack(problems), x0, rows)
+    states = integrators.get("jax", "rk4", dt=0.05).solve(Problem.stack(problems), x0, rows).states
     for i in range(2):
         want = integrators.get("jax", "rk4", dt=0.05).solve(
-            Problem.stack(problems[i:i + 1]), x0[i:i + 1], rows[i])
+            Problem.stack(problems[i:i + 1]), x0[i:i + 1], rows[i]).states
         np.testing.assert_allclose(states[i], want[0], rtol=0, atol=1e-14)
 
 
@@ -117,9 +128,10 @@ def test_absorbing_runs_stop_where_the_free_path_first_leaves():
     keys = np.random.default_rng(2).integers(0, 2**32, (3, 2), dtype=np.uint32)
     walk = integrators.get("jax", "step_map", dt=h)
     grid = np.arange(steps + 1) * h
-    free = walk.solve(batch, x0, grid, keys=keys)[..., 0, 0]  # every step saved
-    states, taken = walk.solve(batch, x0, np.array([0.0, steps * h]), keys=keys,
-                               absorbing=True)
+    free = walk.solve(batch, x0, grid, rng=keys).states[..., 0, 0]  # every step saved
+    stopped = integrators.get("jax", "step_map", dt=h, absorbing=True).solve(
+        batch, x0, np.array([0.0, steps * h]), rng=keys)
+    states, taken = stopped.states, stopped.stats["steps"]
     assert states.shape == (3, 16, 2, 1, 1) and taken.shape == (3, 16)
     for i, (a, _) in enumerate(((1.0, 0.3), (2.0, 0.2), (50.0, 0.1))):
         out = np.abs(free[i, :, 1:]) > a
@@ -142,9 +154,9 @@ def test_absorbing_keeps_the_stopped_state_at_later_saves():
     # x' = 1 from 0 with h = 0.1, stopped once x > a: a = 0.25 after 3 steps, 0.55 after 6,
     # never for a = 5 (all 10 steps); saves at t = 0, 0.5, 1
     problems = [Problem(drift_jax=_unit_speed, p=[a], stop_jax=_past) for a in (0.25, 0.55, 5.0)]
-    states, taken = integrators.get("jax", "euler", dt=0.1).solve(
-        Problem.stack(problems), np.zeros((3, 2, 1, 1)), np.linspace(0.0, 1.0, 3),
-        absorbing=True)
+    sol = integrators.get("jax", "euler", dt=0.1, absorbing=True).solve(
+        Problem.stack(problems), np.zeros((3, 2, 1, 1)), np.linspace(0.0, 1.0, 3))
+    states, taken = sol.states, sol.stats["steps"]
     np.testing.assert_array_equal(taken, [[3, 3], [6, 6], [10, 10]])
     np.testing.assert_allclose(states[:, 0, :, 0, 0], [[0.0, 0.3, 0.3], [0.0, 0.5, 0.6],
                                                        [0.0, 0.5, 1.0]], rtol=0, atol=1e-14)
@@ -165,27 +177,31 @@ def test_problem_stack_pads_and_refuses_mixed_fields():
 def test_jax_backend_registered_and_refusals():
     assert integrators.available()["jax"] == ["euler", "euler_maruyama", "heun", "rk4",
                                               "step_map"]
-    assert integrators.options("jax", "rk4") == {"dt": integrators.base.DEFAULT_DT}
+    assert integrators.options("jax", "rk4") == {"dt": integrators.core.base.DEFAULT_DT,
+                                                 "absorbing": False}
     ode, sde = integrators.get("jax", "rk4"), integrators.get("jax", "euler_maruyama")
     flow = Problem.stack(_sphere_points())
     x0 = np.stack([SPHERE_X0, SPHERE_X0])
-    with pytest.raises(ValueError, match=r"\(P, m\)"):
-        ode.solve(_sphere_points()[0], SPHERE_X0, TS)
+    with pytest.raises(ValueError, match=r"\(R, n, d\) for one point"):
+        ode.solve(_sphere_points()[0], x0, TS)
     with pytest.raises(ValueError, match=r"\(P, R, n, d\) with P = 2"):
         ode.solve(flow, SPHERE_X0, TS)
-    with pytest.raises(ValueError, match="no keys or increments"):
-        ode.solve(flow, x0, TS, keys=np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="no rng or increments"):
+        ode.solve(flow, x0, TS, rng=np.zeros((2, 2)))
     with pytest.raises(ValueError, match="needs noise"):
-        sde.solve(flow, x0, TS, keys=np.zeros((2, 2)))
+        sde.solve(flow, x0, TS, rng=np.zeros((2, 2)))
     noisy = Problem.stack([_ou(1.0, 0.5)])
     with pytest.raises(ValueError, match="exactly one"):
         sde.solve(noisy, np.zeros((1, 2, 1, 2)), TS)
     with pytest.raises(ValueError, match="increments must have shape"):
         sde.solve(noisy, np.zeros((1, 2, 1, 2)), TS, increments=np.zeros((1, 2, 3, 1, 2)))
     with pytest.raises(ValueError, match="stop_jax"):
-        sde.solve(noisy, np.zeros((1, 2, 1, 2)), TS, keys=np.zeros((1, 2)), absorbing=True)
+        integrators.get("jax", "euler_maruyama", absorbing=True).solve(
+            noisy, np.zeros((1, 2, 1, 2)), TS, rng=np.zeros((1, 2)))
     with pytest.raises(ValueError, match="step_jax"):
         integrators.get("jax", "step_map").solve(noisy, np.zeros((1, 2, 1, 2)), TS,
-                                                 keys=np.zeros((1, 2)))
+                                                 rng=np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="'absorbing' must be true or false"):
+        integrators.get("jax", "euler", absorbing="yes")
     with pytest.raises(ValueError, match="strictly increasing"):
         ode.solve(flow, x0, TS[::-1])

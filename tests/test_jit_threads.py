@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from numba import types
 
-from integrators.jit import DeferredDispatcher, callees, njit
+from integrators import jit
+from integrators.jit import callees, njit
 from integrators.numba_abi import F1, NJIT
-from integrators.threads import block_bounds, over_members
+from integrators.numba.threads import block_bounds, over_members
 
 
 @njit(types.float64(types.float64, F1), **NJIT)
@@ -29,7 +30,7 @@ def _calls_scaled_sum(v):
 
 
 def test_a_declared_signature_is_the_only_one_ever_compiled():
-    assert isinstance(_scaled_sum, DeferredDispatcher)
+    assert jit.declared(_scaled_sum)
     assert _calls_scaled_sum(np.array([1.0, 2.0])) == 6.0  # typed from compiled code first
     assert _scaled_sum(3, np.array([1.0, 2.0])) == 9.0  # then an int from Python: converted
     assert len(_scaled_sum.signatures) == 1 and len(_calls_scaled_sum.signatures) == 1
@@ -80,7 +81,9 @@ def _calls_linked_leaf(v):
 
 def _linking_text(kernel) -> str:
     """The LLVM module a kernel's callers would link (freshly compiled or loaded from the cache)."""
-    return str(kernel.overloads[kernel.signatures[0]].library._get_module_for_linking())
+    from integrators.numba.internals import kernel_library_text
+
+    return kernel_library_text(kernel)
 
 
 def _defines_or_declares(text: str, kernel) -> tuple[bool, bool]:
@@ -90,13 +93,11 @@ def _defines_or_declares(text: str, kernel) -> tuple[bool, bool]:
 
 
 def test_callers_call_a_kernel_and_link_only_those_made_with_link():
-    """integrators.called_kernels: `_middle` keeps a declaration of `_leaf` (the call runs
+    """integrators.numba.internals: `_middle` keeps a declaration of `_leaf` (the call runs
     `_leaf`'s own code, loaded first); `_linked_leaf`, made with link=True, is linked (or
     inlined) as numba does. Both give the same value."""
-    from integrators import called_kernels
-
-    if not called_kernels.active():
-        pytest.skip("numba version not checked: every kernel is linked as numba links it")
+    if not jit.calls_kernels():
+        pytest.skip("the plain path (numba not checked, or DYN_PLAIN_NUMBA): every kernel is linked")
     v = np.array([3.0, 2.0])
     assert _middle(v) == 7.0 and _calls_linked_leaf(v) == 7.0
     assert _defines_or_declares(_linking_text(_middle), _leaf) == (False, True)
@@ -128,20 +129,16 @@ def top(v):
 """
 
 
-# linked: slow (two more interpreters, ~3 s); the called variant, numba 0.68's default, stays
-@pytest.mark.parametrize("linked", [False, pytest.param(True, marks=pytest.mark.slow)],
-                         ids=["called", "linked"])
-def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path, linked):
+# both paths in the default tier: the plain one's key (a cache directory per callee digest) is
+# the one that keeps a linked caller from running its stale copy of the callee
+@pytest.mark.parametrize("plain", [False, True], ids=["optimized", "plain"])
+def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path, plain):
     """The callee's file changes and the caller's does not (a `git pull`): the callee compiles
     again under a new name (numba's names count the functions the process compiled before), and
     numba's own cache key of the caller (its file, its bytecode) is unchanged. The caller is
-    compiled again (its key carries the callees' source, jit.callee_digest) and calls the new
-    code, whether callers call kernels or link them (DYN_LINK_KERNELS=1; numba alone would run
-    the caller's stale linked copy: 6.0)."""
-    from integrators import called_kernels
-
-    if not linked and not called_kernels.active():
-        pytest.skip("numba version not checked: every kernel is linked as numba links it")
+    compiled again (its key carries the callees' source, jit.callee_digest: in the cache's index
+    key on the optimized path, in the cache's directory on the plain one, DYN_PLAIN_NUMBA=1) and
+    calls the new code (numba alone would run the caller's stale linked copy: 6.0)."""
     (tmp_path / "stale_leaf.py").write_text(STALE_LEAF.format(change=""))
     (tmp_path / "stale_top.py").write_text(STALE_TOP)
     call = ("import sys, numba, numpy as np; sys.path.insert(0, sys.argv[1]); "
@@ -150,10 +147,7 @@ def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path, 
 
     def run(compiled_before):
         env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-        if linked:
-            env["DYN_LINK_KERNELS"] = "1"
-        else:
-            env.pop("DYN_LINK_KERNELS", None)
+        env["DYN_PLAIN_NUMBA"] = "1" if plain else "0"
         return subprocess.run([sys.executable, "-c", call, str(tmp_path), str(compiled_before)],
                               env=env, check=True, capture_output=True, text=True).stdout.strip()
 
@@ -175,7 +169,7 @@ def user(v):
 def test_a_users_cached_caller_loads_before_the_kernels_it_calls(tmp_path):
     """A script's own eager `numba.njit(sig, cache=True)` that calls one of our kernels is loaded
     from numba's cache when the script is imported, before anything has loaded that kernel: the
-    kernel is loaded by its name first (called_kernels.load_by_name), not a failed load."""
+    kernel is loaded by its name first (jit.load_by_name), not a failed load."""
     (tmp_path / "stale_leaf.py").write_text(STALE_LEAF.format(change=""))
     (tmp_path / "user_caller.py").write_text(USER_CALLER)
     call = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import user_caller; "
@@ -211,15 +205,16 @@ def test_the_attention_field_gives_the_same_bits_on_a_cold_and_a_warm_cache(tmp_
 IMPORT_ALL = """
 import importlib, pkgutil, sys
 import dyn, integrators
-from integrators.jit import DeferredDispatcher
+from integrators.jit import declared
 for package in (dyn, integrators):
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        if not info.name.endswith(("__main__", "jax", "jax_batch")):
+        if not info.name.endswith(("__main__", "jax", "jax_batch")) and not info.name.startswith(
+                ("integrators.jax", "integrators.diffrax")):
             importlib.import_module(info.name)
 compiled = [f"{m.__name__}.{k}" for m in list(sys.modules.values())
             if getattr(m, "__name__", "").startswith(("dyn.", "integrators."))
-            for k, v in vars(m).items() if isinstance(v, DeferredDispatcher) and v.signatures]
-deferred = sum(isinstance(v, DeferredDispatcher) for m in list(sys.modules.values())
+            for k, v in vars(m).items() if declared(v) and v.signatures]
+deferred = sum(declared(v) for m in list(sys.modules.values())
                if getattr(m, "__name__", "").startswith(("dyn.", "integrators."))
                for v in vars(m).values())
 print(deferred, compiled)

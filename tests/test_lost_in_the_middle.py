@@ -68,7 +68,7 @@ def _solve(n, beta, lam, T, dt, seed=0):
     theta0 = np.random.default_rng(seed).uniform(0, 2 * np.pi, (3, n, 1))
     problem = cc.causal_problem(cc.pack_causal(beta, lam, n))
     ts = np.linspace(0.0, T, 5)
-    return theta0, ts, integrators.get("numba", "rk4", dt=dt).solve(problem, theta0, ts)
+    return theta0, ts, integrators.get("numba", "rk4", dt=dt).solve(problem, theta0, ts).states
 
 
 def test_token_zero_never_moves_and_token_one_follows_the_two_body_ode():
@@ -109,7 +109,7 @@ def test_trajectories_match_a_plain_rk4_of_their_particle_script(T):
         theta = theta + dt / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
     problem = cc.causal_problem(cc.pack_causal(beta, lam, n))
     got = integrators.get("numba", "rk4", dt=dt).solve(problem, theta0[None, :, None],
-                                                       np.array([0.0, T]))[0, -1, :, 0]
+                                                       np.array([0.0, T])).states[0, -1, :, 0]
     assert np.abs(got - theta).max() < 1e-9
     assert np.abs(theta - theta0).max() > 0.1  # the tokens moved: the comparison means something
 
@@ -119,7 +119,7 @@ def test_later_tokens_do_not_move_earlier_ones():
     other = theta0.copy()
     other[:, 3:] += 1.0  # move tokens 3.. : tokens 0..2 do not see them
     problem = cc.causal_problem(cc.pack_causal(2.0, 1.0, 6))
-    again = integrators.get("numba", "rk4", dt=0.01).solve(problem, other, np.linspace(0, 1, 5))
+    again = integrators.get("numba", "rk4", dt=0.01).solve(problem, other, np.linspace(0, 1, 5)).states
     assert np.array_equal(again[:, :, :3], states[:, :, :3])
     assert not np.allclose(again[:, -1, 3:], states[:, -1, 3:])
 
@@ -218,13 +218,13 @@ def test_the_tangent_equals_finite_differences(mask):
     ts = np.linspace(0.0, 1.5, 6)
     solver = integrators.get("numba", "rk4", dt=0.01)
     theta, J = cc.flow_with_tangent(theta0, ts, p, solver)
-    plain = solver.solve(cc.causal_problem(p), theta0[..., None], ts)[..., 0]
+    plain = solver.solve(cc.causal_problem(p), theta0[..., None], ts).states[..., 0]
     np.testing.assert_allclose(theta, plain, rtol=0, atol=1e-13)
     for c in range(n):
         step = np.zeros(n)
         step[c] = h
-        up = solver.solve(cc.causal_problem(p), (theta0 + step)[..., None], ts)[..., 0]
-        down = solver.solve(cc.causal_problem(p), (theta0 - step)[..., None], ts)[..., 0]
+        up = solver.solve(cc.causal_problem(p), (theta0 + step)[..., None], ts).states[..., 0]
+        down = solver.solve(cc.causal_problem(p), (theta0 - step)[..., None], ts).states[..., 0]
         fd = (up - down) / (2 * h)
         scale = np.abs(J[..., c]).max()
         np.testing.assert_allclose(J[..., c], fd, rtol=0, atol=1e-6 * scale, err_msg=f"column {c}")

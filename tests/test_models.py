@@ -5,7 +5,7 @@ import pytest
 
 import integrators
 from dyn.core import dynamics
-from integrators.tableau import ButcherTableau
+from integrators.core.tableau import ButcherTableau
 
 MODELS = dynamics.registered()
 # random draws per record. A jitted twin compiles once per shape (about 0.5-2 s of CPU on a cold
@@ -83,7 +83,7 @@ def _drift_pair_agrees(name: str, trials: int, one_shape: bool = False) -> None:
     (dict(A=[[0, 1.0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 1, 0]]), "lower triangular"),
 ])
 def test_a_wrong_table_fails_when_built(change, words):
-    rk4 = integrators.tableau.RK4
+    rk4 = integrators.core.tableau.RK4
     table = dict(name="bad", A=rk4.A, b=rk4.b, c=rk4.c, order=4) | change
     with pytest.raises(ValueError, match=words.replace("^", r"\^").replace(".", r"\.")):
         ButcherTableau(**table)

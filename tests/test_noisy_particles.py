@@ -29,7 +29,7 @@ def _particle_moments(n, runs, seed, K=2):
     rng = np.random.default_rng(seed)
     x0 = noisy.perturbed_circle(rng, runs, n, 1, AMPLITUDE)
     problem = noisy.fourier_problem(noisy.pack_fourier(BETA, SIGMA, n, NORMALIZATION))
-    xT = EM.solve(problem, x0, [0.0, T], rng=rng)[:, -1]
+    xT = EM.solve(problem, x0, [0.0, T], rng=rng).states[:, -1]
     return noisy.circle_moments(xT, K)
 
 

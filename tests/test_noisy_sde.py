@@ -63,7 +63,7 @@ def test_free_brownian_motion_law_of_the_scheme(d):
     x0 = _unit(rng, E, n, d)
     for N in (4, 8, 16, 32):
         em = integrators.get("numba", "euler_maruyama", dt=T / N)
-        xT = em.solve(noisy.noisy_problem(p), x0, [0.0, T], rng=rng)[:, -1]
+        xT = em.solve(noisy.noisy_problem(p), x0, [0.0, T], rng=rng).states[:, -1]
         c = np.sum(xT * x0, -1).ravel()  # tokens are independent: E * n samples
         se = c.std() / math.sqrt(c.size)
         assert abs(c.mean() - _scheme_law(sigma, T / N, N, d)) < Z * se
@@ -96,7 +96,7 @@ def test_weak_order_one(d):
     for N in steps:
         em = integrators.get("numba", "euler_maruyama", dt=T / N)
         xT = em.solve(noisy.noisy_problem(p), x0, [0.0, T],
-                      increments=coarsen(dW, fine // N))[:, -1]
+                      increments=coarsen(dW, fine // N)).states[:, -1]
         errors.append(np.sum(xT * x0, -1).mean() - exact)
     errors = np.array(errors)
     assert np.all(errors[:-1] > 0)  # the scheme's law decays slower than the generator's
@@ -122,7 +122,7 @@ def test_tokens_stay_on_the_sphere(record):
         problem = noisy.fourier_problem(noisy.pack_fourier(3.0, 1.3, 12, "USA"))
     x0 = _unit(rng, 20, 12, d)
     states = integrators.get("numba", "euler_maruyama", dt=0.01).solve(
-        problem, x0, np.linspace(0.0, 3.0, 4), rng=rng)
+        problem, x0, np.linspace(0.0, 3.0, 4), rng=rng).states
     np.testing.assert_allclose(np.linalg.norm(states, axis=-1), 1.0, rtol=0, atol=1e-12)
 
 
@@ -142,8 +142,8 @@ def test_backends_agree_path_by_path(record):
     x0 = _unit(rng, 3, n, d)
     ts = np.linspace(0.0, 1.0, 3)
     dW = brownian_increments(rng, 3, ts, 0.02, (n, d))
-    a = integrators.get("numba", "euler_maruyama", dt=0.02).solve(problem, x0, ts, increments=dW)
-    b = integrators.get("diffrax", "euler_maruyama", dt=0.02).solve(problem, x0, ts, increments=dW)
+    a = integrators.get("numba", "euler_maruyama", dt=0.02).solve(problem, x0, ts, increments=dW).states
+    b = integrators.get("diffrax", "euler_maruyama", dt=0.02).solve(problem, x0, ts, increments=dW).states
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-11)
 
 
@@ -158,7 +158,7 @@ def test_backends_agree_in_law():
         rng = np.random.default_rng(seed)
         x0 = _unit(rng, E, n, d)
         xT = integrators.get(backend, "euler_maruyama", dt=0.02).solve(problem, x0, [0.0, T],
-                                                                       rng=rng)[:, -1]
+                                                                       rng=rng).states[:, -1]
         stats_.append((noisy.order_parameter(xT), np.sum(xT * x0, -1).mean(-1)))
     for i in range(2):
         a, b = stats_[0][i], stats_[1][i]

@@ -1,4 +1,4 @@
-"""The adaptive embedded Runge-Kutta pairs of the numba backend (integrators.numba_adaptive).
+"""The adaptive embedded Runge-Kutta pairs of the numba backend (integrators.numba.adaptive).
 
 Orders are fitted as the slope of log(error) against log(h) on a uniform grid of save times with
 a tolerance so loose that every step is accepted: each step is then clipped to the next save
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators import numba_adaptive as na
-from integrators.geometry import SPHERE
-from integrators.tableau import ButcherTableau
+from integrators.numba import adaptive as na
+from integrators.core.geometry import SPHERE
+from integrators.core.tableau import ButcherTableau
 
 from _problems import (
     LOGISTIC_P,
@@ -49,8 +49,9 @@ def test_order_from_log_log_slope_on_the_sphere(method, sphere_ref):
     for N in STEPS[method]:
         ts = np.linspace(0.0, 1.0, N + 1)
         integ = integrators.get("numba", method, rtol=1e6, atol=1e6, dt0=1.0 / N)
-        out = integ.solve(SPHERE_PROBLEM, SPHERE_X0, ts)[:, -1]
-        assert (integ.stats["accepted"] == N).all() and (integ.stats["rejected"] == 0).all()
+        sol = integ.solve(SPHERE_PROBLEM, SPHERE_X0, ts)
+        out = sol.states[:, -1]
+        assert (sol.stats["steps"] == N).all() and (sol.stats["rejections"] == 0).all()
         errors.append(np.abs(out - sphere_ref).max())
         hs.append(1.0 / N)
     assert abs(_slope(hs, errors) - ORDERS[method]) < 0.3, (hs, errors)
@@ -64,8 +65,9 @@ def test_error_proportional_to_tolerance(method):
     errors, steps = [], []
     for tol in tols:
         integ = integrators.get("numba", method, rtol=tol, atol=tol)
-        errors.append(np.abs(integ.solve(LOGISTIC, LOGISTIC_X0, T)[:, -1] - exact).max())
-        steps.append(integ.stats["accepted"].sum())
+        sol = integ.solve(LOGISTIC, LOGISTIC_X0, T)
+        errors.append(np.abs(sol.states[:, -1] - exact).max())
+        steps.append(sol.stats["steps"].sum())
         assert errors[-1] < 50 * tol  # the global error stays within a modest multiple of tol
     assert abs(_slope(tols, errors) - 1.0) < 0.25, errors
     # fewer steps at looser tolerance, at the rate of the order: steps ~ tol^{-1/p}
@@ -75,7 +77,7 @@ def test_error_proportional_to_tolerance(method):
 def test_stays_on_the_sphere_and_hits_the_save_times(sphere_ref):
     ts = np.array([0.0, 0.3, 0.31, 0.7, 1.0])
     integ = integrators.get("numba", "dopri5", rtol=1e-10, atol=1e-12)
-    out = integ.solve(SPHERE_PROBLEM, SPHERE_X0, ts)
+    out = integ.solve(SPHERE_PROBLEM, SPHERE_X0, ts).states
     assert np.abs(np.linalg.norm(out, axis=-1) - 1.0).max() < 1e-14
     np.testing.assert_array_equal(out[:, 0], SPHERE_X0)
     np.testing.assert_allclose(out[:, -1], sphere_ref, atol=1e-9)
@@ -92,8 +94,8 @@ def test_agrees_with_diffrax_tsit5():
     x0 = att.uniform_sphere(rng, 3, 10, 3)
     ts = np.linspace(0.0, 3.0, 7)
     problem = att.flow_problem(att.pack_params(2.5, 3, "SA"))
-    a = integrators.get("numba", "dopri5", rtol=1e-11, atol=1e-12).solve(problem, x0, ts)
-    b = integrators.get("diffrax", "tsit5", rtol=1e-11, atol=1e-12).solve(problem, x0, ts)
+    a = integrators.get("numba", "dopri5", rtol=1e-11, atol=1e-12).solve(problem, x0, ts).states
+    b = integrators.get("diffrax", "tsit5", rtol=1e-11, atol=1e-12).solve(problem, x0, ts).states
     np.testing.assert_allclose(a, b, atol=1e-9)
 
 
@@ -106,19 +108,21 @@ def test_fsal_reuse_only_on_flat_geometry():
     cases = ((LOGISTIC, LOGISTIC_X0, 1 + 6 * N), (SPHERE_PROBLEM, SPHERE_X0, 7 * N))
     for problem, x0, want in cases:
         integ = integrators.get("numba", "dopri5", rtol=1e6, atol=1e6, dt0=1.0 / N)
-        integ.solve(problem, x0, ts)
-        assert (integ.stats["evaluations"] == want).all(), integ.stats
+        sol = integ.solve(problem, x0, ts)
+        assert (sol.stats["evaluations"] == want).all(), sol.stats
 
 
 def test_failures_are_nan_not_raised():
     x0 = np.array([[[1.0]], [[0.2]]])  # x' = x^2 blows up at t = 1 / x0 = 1 (member 0 only)
     problem = integrators.Problem(drift=blowup_drift, p=np.zeros(1))
     integ = integrators.get("numba", "dopri5", rtol=1e-8, atol=1e-8)
-    out = integ.solve(problem, x0, np.array([0.0, 0.5, 2.0]))
+    sol = integ.solve(problem, x0, np.array([0.0, 0.5, 2.0]))
+    out = sol.states
     assert np.isfinite(out[0, 1]).all() and np.isnan(out[0, 2]).all()
+    assert list(sol.status) == [integrators.NONFINITE, integrators.OK]  # blew up, not max_steps
     np.testing.assert_allclose(out[1, 2, 0, 0], 0.2 / (1 - 0.4), rtol=1e-7)
     capped = integrators.get("numba", "dopri5", max_steps=3)
-    assert np.isnan(capped.solve(LOGISTIC, LOGISTIC_X0, np.array([0.0, 50.0]))[:, 1]).all()
+    assert np.isnan(capped.solve(LOGISTIC, LOGISTIC_X0, np.array([0.0, 50.0])).states[:, 1]).all()
 
 
 def test_options_are_checked():

@@ -1,6 +1,6 @@
 """Reliability, issue 35: every child dies with its parent. A killed `dyn compile` leaves no
-pool worker compiling, and a killed driver no split-compile helper (integrators.split_compile),
-even on a cold cache, where both would otherwise go on for tens of seconds."""
+pool worker compiling, even on a cold cache, where it would otherwise go on for tens of
+seconds."""
 from __future__ import annotations
 
 import os
@@ -12,8 +12,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from integrators import split_compile
-
 ROOT = Path(__file__).resolve().parent.parent
 GRACE = 5.0  # seconds a child may outlive its killed parent
 START = 120.0  # seconds to wait for the children (a cold start on two busy cores)
@@ -21,21 +19,9 @@ START = 120.0  # seconds to wait for the children (a cold start on two busy core
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="PR_SET_PDEATHSIG is Linux's")
 
-# what a sweep's first solve does, over every declared kernel: the helper's share is large
-# (about 20 s alone on two cores), so without the fix it outlives GRACE by far
-COMPILE_AHEAD = ("from dyn.engine.warmup import import_kernel_modules; import_kernel_modules(); "
-                 "from integrators.jit import compile_ahead, declared_kernels; "
-                 "compile_ahead(*declared_kernels())")
-RUN = ["-m", "dyn", "run", "scenarios/attention_clusters.toml", "--no-progress",
-       "--set", "ensemble.runs=4", "--set", "sweep.beta=[1.0]", "--set", "output.saves=10",
-       "--set", "integrator.horizon=2.0"]
-
-
-def _cold_env(tmp_path: Path, jobs: str) -> dict:
-    """This environment on an empty numba cache of its own, with DYN_COMPILE_JOBS = `jobs`."""
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), split_compile.JOBS_ENV: jobs}
-    env.pop(split_compile.HELPER_ENV, None)
-    return env
+def _cold_env(tmp_path: Path) -> dict:
+    """This environment on an empty numba cache of its own."""
+    return {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
 
 
 def _command_line(process: psutil.Process) -> str:
@@ -101,44 +87,6 @@ def test_dyn_compile_workers_die_with_the_killed_command(tmp_path):
         return len(workers) == 2 and any(cache.rglob("*.nbi"))
 
     survivors = _survivors_of_killed(["-m", "dyn", "compile", "--workers", "2"],
-                                     _cold_env(tmp_path, "2"), compiling, tmp_path,
-                                     tmp_path / "err.txt")
-    assert not survivors, survivors
-
-
-def _helpers(children) -> list[psutil.Process]:
-    return [p for p in children if "helper_main" in _command_line(p)]
-
-
-def _helper_started(children) -> bool:
-    return bool(_helpers(children))
-
-
-def _helper_compiling(children) -> bool:
-    """A helper past its start: 1 s of CPU is more than its imports up to its death-signal
-    request (about 0.5 s)."""
-    try:
-        return any(sum(p.cpu_times()[:2]) >= 1.0 for p in _helpers(children))
-    except psutil.Error:
-        return False
-
-
-@pytest.mark.parametrize("driver", [
-    # slow tier, to keep the default one within 3 minutes from a fresh clone: the helper dies
-    # by integrators.lifetime.die_with, as dyn compile's workers do, whose default check stays
-    pytest.param("compile_ahead", marks=pytest.mark.slow),
-    pytest.param("dyn_run", marks=pytest.mark.slow),  # the probe's; the helper's share is
-])  # smaller there (about 8 s alone), too close to GRACE for a check that must fail without it
-def test_the_split_compile_helper_dies_with_its_killed_driver(tmp_path, driver):
-    """A driver on an empty cache with DYN_COMPILE_JOBS=2 splits its cold kernel trees and
-    starts the helper; killed, no descendant is alive GRACE seconds later. The compile_ahead
-    driver is killed as soon as the helper exists, mostly before the helper has asked for its
-    death signal (it imports numba first): the re-parenting check stops it. `dyn run` is killed
-    once the helper is compiling: the death signal stops it."""
-    if driver == "compile_ahead":
-        args, ready = ["-c", COMPILE_AHEAD], _helper_started
-    else:
-        args, ready = [*RUN, "--out", str(tmp_path / "run.h5")], _helper_compiling
-    survivors = _survivors_of_killed(args, _cold_env(tmp_path, "2"), ready, ROOT,
+                                     _cold_env(tmp_path), compiling, tmp_path,
                                      tmp_path / "err.txt")
     assert not survivors, survivors

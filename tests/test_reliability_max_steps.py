@@ -3,32 +3,40 @@ told apart from one that blew up, and keeps the last state it reached."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import dyn
 import integrators
-from integrators import numba_adaptive as na
 
-from _problems import LOGISTIC_P, LOGISTIC_X0, logistic_drift
+from _problems import LOGISTIC_P, LOGISTIC_X0, logistic_drift, logistic_drift_jax
 from _scenarios import SMALL_SCENARIO
 
 LOGISTIC = integrators.Problem(drift=logistic_drift, p=LOGISTIC_P)
 
 
 def test_running_out_of_max_steps_is_reported_and_keeps_the_last_state():
-    na.exhausted()  # reset this process's tally
     ts = np.array([0.0, 50.0])
-    capped = integrators.get("numba", "dopri5", max_steps=3)
-    out = capped.solve(LOGISTIC, LOGISTIC_X0, ts)
-    assert np.isnan(out[:, 1]).all()  # the save time was not reached: no state there
-    assert (capped.stats["stopped"] == na.STOPPED_MAX_STEPS).all()
+    capped = integrators.get("numba", "dopri5", max_steps=3).solve(LOGISTIC, LOGISTIC_X0, ts)
+    assert np.isnan(capped.states[:, 1]).all()  # the save time was not reached: no state there
+    assert (capped.status == integrators.MAX_STEPS).all()  # not NONFINITE: told apart
+    assert capped.count(integrators.MAX_STEPS) == len(LOGISTIC_X0)
+    assert (capped.stats["steps"] + capped.stats["rejections"] == 3).all()
     last = capped.last_state
     assert last.shape == LOGISTIC_X0.shape and np.isfinite(last).all()
     assert not np.array_equal(last, LOGISTIC_X0)  # it moved: the steps it took are kept
-    assert na.exhausted() == len(LOGISTIC_X0) and na.exhausted() == 0
-    free = integrators.get("numba", "dopri5")
-    done = free.solve(LOGISTIC, LOGISTIC_X0, ts)
-    assert (free.stats["stopped"] == 0).all() and na.exhausted() == 0
-    np.testing.assert_array_equal(free.last_state, done[:, -1])
+    free = integrators.get("numba", "dopri5").solve(LOGISTIC, LOGISTIC_X0, ts)
+    assert free.ok.all() and free.count(integrators.MAX_STEPS) == 0
+    np.testing.assert_array_equal(free.last_state, free.states[:, -1])
+
+
+@pytest.mark.slow  # JAX compiles a program of its own (seconds); numba's case above stays default
+def test_diffrax_tells_max_steps_apart_too():
+    problem = integrators.Problem(logistic_drift, logistic_drift_jax, LOGISTIC_P)
+    ts = np.array([0.0, 50.0])
+    capped = integrators.get("diffrax", "dopri5", max_steps=3).solve(problem, LOGISTIC_X0, ts)
+    assert (capped.status == integrators.MAX_STEPS).all() and np.isnan(capped.states[:, 1]).all()
+    free = integrators.get("diffrax", "dopri5").solve(problem, LOGISTIC_X0, ts)
+    assert free.ok.all() and (free.stats["steps"] > 3).all() and (free.stats["rejections"] >= 0).all()
 
 
 def test_a_point_that_ran_out_of_max_steps_says_so(tmp_path):

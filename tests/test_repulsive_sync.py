@@ -125,7 +125,7 @@ def test_synchronizes_at_zero_and_slightly_negative_beta_from_a_generic_start():
     ts = np.linspace(0.0, 30.0, 31)
     for beta in (0.0, -0.1):
         p = circle.pack_circle(beta)
-        states = integrators.get("numba", "rk4", dt=0.1).solve(circle.circle_problem(p), theta0, ts)
+        states = integrators.get("numba", "rk4", dt=0.1).solve(circle.circle_problem(p), theta0, ts).states
         theta = states[..., 0]  # (runs, times, n)
         codes = circle.classify(theta[:, -1], p, beta, "SA", 0.1, 1e-6)
         assert (codes == circle.SYNCHRONIZED).all()

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 import integrators
-from integrators import sde_rng
+from integrators.numba import sde_rng
 from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
@@ -51,10 +51,10 @@ def test_sde_methods_registered():
     assert "euler_maruyama" in integrators.available()["diffrax"]
     assert integrators.options("numba", "euler_maruyama") == {"dt": 1e-2, "refine": 1}
     with pytest.raises(ValueError, match="rng"):
-        integrators.get("numba", "euler_maruyama").solve(GBM, np.ones((2, 1, 1)), [0.0, 1.0])
+        integrators.get("numba", "euler_maruyama").solve(GBM, np.ones((2, 1, 1)), [0.0, 1.0]).states
     with pytest.raises(ValueError, match="increments must have shape"):
         integrators.get("numba", "euler_maruyama", dt=0.5).solve(
-            GBM, np.ones((2, 1, 1)), [0.0, 1.0], increments=np.zeros((2, 3, 1, 1)))
+            GBM, np.ones((2, 1, 1)), [0.0, 1.0], increments=np.zeros((2, 3, 1, 1))).states
 
 
 def test_euler_maruyama_strong_order_half_on_gbm():
@@ -71,7 +71,7 @@ def test_euler_maruyama_strong_order_half_on_gbm():
         n = 2**k
         em = integrators.get("numba", "euler_maruyama", dt=1.0 / n)
         x = em.solve(GBM, np.ones((E, 1, 1)), [0.0, 1.0],
-                     increments=integrators.coarsen(dw, fine // n))[:, -1, 0, 0]
+                     increments=integrators.coarsen(dw, fine // n)).states[:, -1, 0, 0]
         steps.append(1.0 / n)
         errs.append(np.sqrt(np.mean((x - exact) ** 2)))
     order = np.polyfit(np.log(steps), np.log(errs), 1)[0]
@@ -85,7 +85,7 @@ def test_euler_maruyama_reproducible_whatever_the_threads():
     try:
         for threads in (1, numba.config.NUMBA_NUM_THREADS):
             numba.set_num_threads(threads)
-            runs.append(em.solve(GBM, x0, [0.0, 0.5, 1.0], rng=np.random.default_rng(9)))
+            runs.append(em.solve(GBM, x0, [0.0, 0.5, 1.0], rng=np.random.default_rng(9)).states)
     finally:
         numba.set_num_threads(before)  # the session's setting (conftest: one per worker)
     assert np.array_equal(runs[0], runs[1])
@@ -97,6 +97,6 @@ def test_numba_and_diffrax_agree_path_by_path_on_gbm():
     ts = np.array([0.0, 0.5, 1.0])
     dw = integrators.brownian_increments(rng, 16, ts, 0.1, (1, 1))
     x0 = 1.0 + rng.random((16, 1, 1))
-    a = integrators.get("numba", "euler_maruyama", dt=0.1).solve(GBM, x0, ts, increments=dw)
-    b = integrators.get("diffrax", "euler_maruyama", dt=0.1).solve(GBM, x0, ts, increments=dw)
+    a = integrators.get("numba", "euler_maruyama", dt=0.1).solve(GBM, x0, ts, increments=dw).states
+    b = integrators.get("diffrax", "euler_maruyama", dt=0.1).solve(GBM, x0, ts, increments=dw).states
     np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)  # same floats up to summation order

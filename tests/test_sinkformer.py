@@ -71,7 +71,7 @@ def test_energy_identity_along_sinkhorn_flow():
     x0 = _gauss(5, 24, d)[None]
     ts = np.linspace(0.0, 0.5, 6)
     xs = integrators.get("numba", "rk4", dt=1e-3).solve(
-        sf.flow_problem(p), x0, ts)[0]
+        sf.flow_problem(p), x0, ts).states[0]
     h = 1e-4
     for x in xs:
         v = sf.velocity(x, p)
@@ -105,7 +105,7 @@ def test_heat_limit_variance_slope():
     for norm in ("sinkhorn", "softmax"):
         p = sf.heat_params(1, alpha, tau, norm, iterations=1000, tol=1e-9)
         xs = integrators.get("numba", "rk4", dt=0.01).solve(
-            sf.flow_problem(p), x0, ts)
+            sf.flow_problem(p), x0, ts).states
         slopes[norm] = np.polyfit(ts, sf.variance(xs).mean(axis=0), 1)[0]
     # 2 alpha = 1. Tolerance 10 %: finite n (kernel density of 300 points, sampling fluctuation
     # of the variance ~ sqrt(2/n) ~ 8 % on its growth over 2 runs is partly common to both ends)
@@ -123,7 +123,7 @@ def test_discrete_sinkformer_converges_to_flow_at_order_one():
     T = 1.0
     ref = integrators.get("numba", "rk4", dt=1e-3).solve(
         sf.flow_problem(p),
-        x0, np.array([0.0, T]))[0, -1]
+        x0, np.array([0.0, T])).states[0, -1]
     depths = np.array([16, 32, 64, 128])
     err = [np.abs(sf.sinkformer_layers(x0, L, T, p)[0, -1] - ref).max() for L in depths]
     slope = np.polyfit(np.log(depths), np.log(err), 1)[0]
@@ -148,8 +148,8 @@ def test_numba_and_diffrax_agree():
     ts = np.linspace(0.0, 0.5, 3)
     for p in (sf.pack_params(d, "sinkhorn", 4, W=W, WV=W), sf.heat_params(d, 0.5, 0.3, "sinkhorn", 500, 1e-12)):
         prob = sf.flow_problem(p)
-        a = integrators.get("numba", "rk4", dt=1e-2).solve(prob, x0, ts)
-        b = integrators.get("diffrax", "rk4", dt=1e-2).solve(prob, x0, ts)
+        a = integrators.get("numba", "rk4", dt=1e-2).solve(prob, x0, ts).states
+        b = integrators.get("diffrax", "rk4", dt=1e-2).solve(prob, x0, ts).states
         # same RK4 steps, same plan up to the Sinkhorn tolerance and rounding
         np.testing.assert_allclose(a, b, atol=1e-9)
 

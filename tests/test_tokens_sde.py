@@ -37,7 +37,7 @@ def test_tokens_stay_on_the_sphere():
     rng = np.random.default_rng(0)
     p = ts.pack(2.0, 4, sigma=1.5, vbar=0.5)
     x0 = uniform_sphere(rng, 50, 5, 4)
-    runs = [EM.solve(ts.problem(p), x0, [0.0, 1.0, 3.0], rng=rng)[:, -1],
+    runs = [EM.solve(ts.problem(p), x0, [0.0, 1.0, 3.0], rng=rng).states[:, -1],
             ts.network(x0, 300, 3.0, p, rng=rng)[0],
             ts.network(x0[:, :2], 300, 3.0, p, rng=rng)[0]]
     for z in runs:
@@ -83,7 +83,7 @@ def test_two_token_reduction_agrees_in_law_with_d_dim_system():
     u, _ = ts.two_token_u(ts.rho_to_u(rho(x0)), T, 0.01, p, rng)
     reference = -np.tanh(u)
     others = {
-        "sde": rho(EM.solve(ts.problem(p), x0, [0.0, T], rng=rng)[:, -1]),
+        "sde": rho(EM.solve(ts.problem(p), x0, [0.0, T], rng=rng).states[:, -1]),
         "network_pair": rho(ts.network(x0, 100, T, p, rng=rng)[0]),
         "network_full": rho(ts.network(x0, 100, T, p, rng=rng, exact_pair=False)[0]),
     }
@@ -100,7 +100,7 @@ def test_rho_drift_and_diffusion_against_d_dim_one_step_moments():
     p = ts.pack(beta, d)
     x0 = pair_at(math.tan(math.acos(r0)), d, False, 200_000)
     z = integrators.get("numba", "euler_maruyama", dt=h).solve(ts.problem(p), x0, [0.0, h],
-                                                               rng=rng)[:, -1]
+                                                               rng=rng).states[:, -1]
     dr = rho(z) - r0
     var = ts.rho_diffusion(r0, beta, d) ** 2
     assert abs(dr.var() / h - var) < 0.02 * var
@@ -118,7 +118,7 @@ def test_lyapunov_exponents(antipodal, beta, d):
     E, T = 1500, 3.0
     p = ts.pack(beta, d)
     x0 = pair_at(1e-5, d, antipodal, E)
-    z = EM.solve(ts.problem(p), x0, [0.0, T], rng=rng)[:, -1]
+    z = EM.solve(ts.problem(p), x0, [0.0, T], rng=rng).states[:, -1]
     k = 1 if antipodal else 0
     g0, g1 = ts.log_gaps(x0)[k][:, 0, 1], ts.log_gaps(z)[k][:, 0, 1]
     rate = (g1 - g0) / T
@@ -136,7 +136,7 @@ def test_d2_theta_is_a_martingale():
         x0 = np.zeros((E, 2, d))
         x0[:, 0, 0] = 1.0
         x0[:, 1, 0], x0[:, 1, 1] = math.cos(th0), math.sin(th0)
-        z = EM.solve(ts.problem(ts.pack(1.5, d)), x0, [0.0, T], rng=rng)[:, -1]
+        z = EM.solve(ts.problem(ts.pack(1.5, d)), x0, [0.0, T], rng=rng).states[:, -1]
         theta = np.arccos(np.clip(rho(z), -1, 1))
         means[d] = (theta.mean(), theta.std() / math.sqrt(E))
     assert abs(means[2][0] - th0) < 4 * means[2][1] + 0.01
@@ -151,10 +151,10 @@ def test_sigma_only_rescales_time():
     sigma, h, steps = 2.0, 0.01, 100
     dw = integrators.brownian_increments(rng, 20, [0.0, steps * h], h, (4, 4))
     a = integrators.get("numba", "euler_maruyama", dt=h).solve(
-        ts.problem(ts.pack(1.0, 4)), x0, [0.0, steps * h], increments=dw)
+        ts.problem(ts.pack(1.0, 4)), x0, [0.0, steps * h], increments=dw).states
     b = integrators.get("numba", "euler_maruyama", dt=h / sigma**2).solve(
         ts.problem(ts.pack(1.0, 4, sigma=sigma)), x0, [0.0, steps * h / sigma**2],
-        increments=dw / sigma)
+        increments=dw / sigma).states
     np.testing.assert_allclose(a, b, atol=1e-12)
 
 
@@ -184,8 +184,8 @@ def test_numba_and_diffrax_agree_path_by_path():
     x0 = uniform_sphere(rng, 8, 4, 3)
     tsave = np.array([0.0, 0.25, 0.5])
     dw = integrators.brownian_increments(rng, 8, tsave, 0.05, (3, 3))
-    a = integrators.get("numba", "euler_maruyama", dt=0.05).solve(ts.problem(p), x0, tsave, increments=dw)
-    b = integrators.get("diffrax", "euler_maruyama", dt=0.05).solve(ts.problem(p), x0, tsave, increments=dw)
+    a = integrators.get("numba", "euler_maruyama", dt=0.05).solve(ts.problem(p), x0, tsave, increments=dw).states
+    b = integrators.get("diffrax", "euler_maruyama", dt=0.05).solve(ts.problem(p), x0, tsave, increments=dw).states
     np.testing.assert_allclose(a, b, atol=1e-12)
 
 
@@ -288,7 +288,7 @@ def test_goe_one_step_mean_matches_the_derived_drift():
     em = integrators.get("numba", "euler_maruyama", dt=h)
     for name, step in (
             ("network", lambda inc: ts.network(x0, 1, h, p, increments=inc)[0]),
-            ("sde", lambda inc: em.solve(ts.problem(p), x0, [0.0, h], increments=inc)[:, -1])):
+            ("sde", lambda inc: em.solve(ts.problem(p), x0, [0.0, h], increments=inc).states[:, -1])):
         dz = (step(dw) + step(-dw)) / 2 - z0
         mean, se = dz.mean(0) / h, dz.std(0) / h / math.sqrt(E)
         assert np.all(np.abs(mean - want) < 5 * se + 3 * h), (name, mean, want, se)
@@ -299,7 +299,7 @@ def test_goe_tokens_stay_on_the_sphere():
     rng = np.random.default_rng(13)
     p = ts.pack(2.0, 4, sigma=1.5, vbar=0.5, noise="goe", Vbar=rng.standard_normal((4, 4)))
     x0 = uniform_sphere(rng, 50, 5, 4)
-    for z in (EM.solve(ts.problem(p), x0, [0.0, 1.0, 3.0], rng=rng)[:, -1],
+    for z in (EM.solve(ts.problem(p), x0, [0.0, 1.0, 3.0], rng=rng).states[:, -1],
               ts.network(x0, 300, 3.0, p, rng=rng)[0], ts.network(x0[:, :2], 300, 3.0, p, rng=rng)[0]):
         np.testing.assert_allclose(np.linalg.norm(z, axis=-1), 1.0, atol=1e-12)
 
@@ -321,7 +321,7 @@ def _check_strong_coupling(p, runs: int, fine: int, seed: int) -> None:
     x0 = uniform_sphere(rng, runs, 3, d)
     dw = integrators.brownian_increments(rng, runs, [0.0, T], T / fine, (d, d))
     ref = integrators.get("numba", "euler_maruyama", dt=T / fine).solve(
-        ts.problem(p), x0, [0.0, T], increments=dw)[:, -1]
+        ts.problem(p), x0, [0.0, T], increments=dw).states[:, -1]
     depths = [8, 16, 32, 64, 128]
     errs = []
     for L in depths:
@@ -330,7 +330,7 @@ def _check_strong_coupling(p, runs: int, fine: int, seed: int) -> None:
     order = -np.polyfit(np.log(depths), np.log(errs), 1)[0]
     assert 0.35 < order < 0.7, (order, errs)
     em = integrators.get("numba", "euler_maruyama", dt=T / depths[-1]).solve(
-        ts.problem(p), x0, [0.0, T], increments=integrators.coarsen(dw, fine // depths[-1]))[:, -1]
+        ts.problem(p), x0, [0.0, T], increments=integrators.coarsen(dw, fine // depths[-1])).states[:, -1]
     err_em = np.sqrt(np.mean(np.max(np.sum((em - ref) ** 2, -1), -1)))
     assert errs[-1] < 1.3 * err_em, (errs[-1], err_em)
 
@@ -345,8 +345,8 @@ def test_goe_network_and_sde_agree_in_law():
     goe, gauss = ts.pack(2.0, d, noise="goe"), ts.pack(2.0, d)
     x0 = uniform_sphere(rng, E, 2, d)
     net = rho(ts.network(x0, 100, T, goe, rng=rng)[0])
-    sde = rho(EM.solve(ts.problem(goe), x0, [0.0, T], rng=rng)[:, -1])
-    other = rho(EM.solve(ts.problem(gauss), x0, [0.0, T], rng=rng)[:, -1])
+    sde = rho(EM.solve(ts.problem(goe), x0, [0.0, T], rng=rng).states[:, -1])
+    other = rho(EM.solve(ts.problem(gauss), x0, [0.0, T], rng=rng).states[:, -1])
     assert stats.ks_2samp(net, sde).pvalue > KS_LEVEL
     assert stats.ks_2samp(net, other).pvalue < 1e-6
 

@@ -18,7 +18,7 @@ __getattr__, __dir__, __all__ = exports(__name__, {
     ".init": ("hemisphere", "uniform_sphere"),
     ".network": ("POSTNORM_NETWORK", "network_layers", "postnorm_layers", "save_layers"),
     ".observables": ("cluster_labels", "count_clusters", "energy_usa", "min_inner", "n_clusters",
-                     "observed_soon", "pair_fraction", "pair_statistics",
+                     "pair_fraction", "pair_statistics",
                      "pairs_and_clusters"),
     ".params": ("FIELDS", "LAYOUT", "pack", "pack_params", "param_size", "unpack_params"),
     ".architecture": ("ARCH", "pack_architecture", "unpack_architecture"),

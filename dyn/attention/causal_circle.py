@@ -58,7 +58,7 @@ import math
 import numpy as np
 
 import integrators
-from integrators.geometry import EUCLIDEAN
+from integrators.core.geometry import EUCLIDEAN
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT
 
@@ -245,7 +245,7 @@ def flow_with_tangent(theta0, times, p, solver) -> tuple[np.ndarray, np.ndarray]
     theta0 = np.asarray(theta0, dtype=np.float64)
     E, n = theta0.shape
     y0 = np.concatenate([theta0[..., None], np.broadcast_to(np.eye(n), (E, n, n))], axis=2)
-    states = solver.solve(CAUSAL_TANGENT.problem(p), y0, times)
+    states = solver.solve(CAUSAL_TANGENT.problem(p), y0, times).states
     return states[..., 0], states[..., 1:]
 
 

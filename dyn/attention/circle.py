@@ -93,7 +93,7 @@ import math
 import numpy as np
 
 import integrators
-from integrators.geometry import EUCLIDEAN
+from integrators.core.geometry import EUCLIDEAN
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 import integrators
-from integrators.geometry import SPHERE
+from integrators.core.geometry import SPHERE
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
@@ -42,7 +42,7 @@ def attention_mean_field(t, x, p, out, work):
 
 
 # The sphere's tangent projection, v_i <- v_i - (<x_i, v_i> / |x_i|^2) x_i, written once in
-# integrators.geometry; a module-level alias so numba binds it at compile time.
+# integrators.core.geometry; a module-level alias so numba binds it at compile time.
 _project_rows = SPHERE.project
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 import integrators
-from integrators.geometry import POSTNORM
+from integrators.core.geometry import POSTNORM
 
 from ..core.dynamics import Dynamics, register
 from .flow import _as_tokens, _example, attention_mean_field, attention_mean_field_jax, work_size
@@ -61,7 +61,7 @@ def network_layers(problem: integrators.Problem, x0, depth: int, horizon: float,
     h = horizon / depth
     start = [0] if layers[0] != 0 else []  # the solve starts at layer 0 whatever is saved
     ts = np.concatenate([start, layers]) * h
-    return integrators.get("numba", "euler", dt=h).solve(problem, x0, ts)[:, len(start):]
+    return integrators.get("numba", "euler", dt=h).solve(problem, x0, ts).states[:, len(start):]
 
 
 def postnorm_layers(x0, depth: int, horizon: float, beta: float, normalization: str = "SA",

@@ -14,9 +14,9 @@ import math
 import numpy as np
 from numba import types
 
-from integrators.jit import njit, wanted_soon
+from integrators.jit import njit
 from integrators.numba_abi import F1, F2, F3, NJIT
-from integrators.threads import over_members
+from integrators.numba.threads import over_members
 
 from ..numerics.vexp import exp_shifted_inplace, row_sum
 
@@ -149,12 +149,6 @@ def _pairs(x, delta: float, beta: float, join: bool) -> tuple[np.ndarray, np.nda
     over_members(flat.shape[0], lambda a, b: _pairs_kernel(flat[a:b], 1.0 - delta, beta,
                                                            stats[a:b], labels[a:b], join))
     return stats, labels
-
-
-def observed_soon() -> None:
-    """Say that configurations will be observed soon (after a solve): a cold compile of the
-    solver's kernels takes the pair pass along (:func:`integrators.jit.wanted_soon`)."""
-    wanted_soon(_pairs_kernel)
 
 
 def pair_statistics(x, delta: float, beta: float) -> np.ndarray:

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from integrators.arrays import copy2
-from integrators.geometry import EUCLIDEAN, POSTNORM, SPHERE
+from integrators.numba.arrays import copy2
+from integrators.core.geometry import EUCLIDEAN, POSTNORM, SPHERE
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, NJIT
 

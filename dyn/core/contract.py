@@ -213,12 +213,16 @@ class Chunk:
     not finite marks its point DIVERGED.
     carry: what `System.extend` needs to continue the runs (e.g. their last states), for
     systems with time-averaged outputs.
+    status: the integrator's status per run (`integrators.Solution.status`: ok, max_steps,
+    non-finite), where the system hands it on; the engine names the runs that ran out of
+    max_steps in the point's message.
     """
 
     values: dict[str, np.ndarray]
     states: np.ndarray | None = None
     finite: np.ndarray | None = None
     carry: np.ndarray | None = None
+    status: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,8 +230,8 @@ class Solve:
     """One point's part of a batched solve (backend jax, :mod:`dyn.engine.batched`): the engine
     stacks the Solves of a batch (points of equal `System.batch_key`) and makes one call
 
-        integrators.get("jax", method, dt=dt).solve(Problem.stack(problems), x0s, ts,
-                                                     keys=... | increments=..., absorbing=...)
+        integrators.get("jax", method, dt=dt, absorbing=...).solve(Problem.stack(problems), x0s,
+                                                                    ts, rng=keys | increments=...)
 
     whose slice for the point goes to `System.observe`. `problem`: an integrators.Problem with
     the point's flat vector; `x0` (runs, n, d); `ts` (T,) save times; the noise from `key`

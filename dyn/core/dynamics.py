@@ -3,7 +3,7 @@ of the parameter vector they share (and, for an SDE, the diffusion pair and its 
 
     FLOW = Dynamics("attention_flow", LAYOUT, attention_drift, attention_drift_jax, SPHERE,
                     example=_example)
-    states = integrators.get("numba", "rk4", dt=0.01).solve(FLOW.problem(p), x0, ts)
+    states = integrators.get("numba", "rk4", dt=0.01).solve(FLOW.problem(p), x0, ts).states
 
 Records register themselves (:func:`register`); :func:`registered` imports every module of the
 model packages (every subpackage of `dyn` but the systems), as the system registry imports its
@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 import integrators
-from integrators.geometry import Geometry
+from integrators.core.geometry import Geometry
 
 from .layout import Layout
 

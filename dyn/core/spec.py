@@ -223,8 +223,8 @@ class RunSpec:
     @property
     def dt(self) -> float:
         """The point's (largest) step: `[integrator] dt` (or the step dt = "auto" chose), else
-        the fixed-step methods' default (integrators.base.DEFAULT_DT)."""
-        from integrators.base import DEFAULT_DT
+        the fixed-step methods' default (integrators.core.base.DEFAULT_DT)."""
+        from integrators.core.base import DEFAULT_DT
 
         return self.solver.options.get("dt") or DEFAULT_DT
 

@@ -89,11 +89,13 @@ def _solve(solves: list[Solve]):
     ts = rows[0] if shared else np.stack(rows)  # (T,) shared, or one row per point
     noise = {}
     if first.key is not None:
-        noise["keys"] = np.stack([s.key for s in solves])
+        noise["rng"] = np.stack([s.key for s in solves])  # one key per point
     if first.increments is not None:
         noise["increments"] = np.stack([s.increments for s in solves])
-    integ = integrators.get("jax", first.method, dt=first.dt)
-    return integ.solve(problem, x0, ts, absorbing=first.absorbing, **noise)
+    integ = integrators.get("jax", first.method, dt=first.dt, absorbing=first.absorbing)
+    solution = integ.solve(problem, x0, ts, **noise)
+    # what System.observe takes: the states, and for an absorbing solve the steps of each run
+    return (solution.states, solution.stats["steps"]) if first.absorbing else solution.states
 
 
 def _row(out, i: int):

@@ -216,16 +216,20 @@ def _bad_runs(chunk, n: int, censored=()) -> int:
 def run_point(system: "System", spec: "RunSpec", sink=None) -> PointResult:
     """Simulate every run of one point, chunk by chunk, and reduce to the file variables.
     `sink` (a :class:`dyn.engine.trajectories.TrajectoryFile`) receives the states when given."""
+    from integrators import MAX_STEPS
+
+    short = 0  # runs the integrator cut short by max_steps (Chunk.status)
+
     def simulated():
+        nonlocal short
         for runs in chunks(spec.runs, system.run_bytes(spec), spec.setup.chunk_bytes):
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                yield runs, system.simulate(spec, runs)
+                chunk = system.simulate(spec, runs)
+            if chunk.status is not None:
+                short += int(np.count_nonzero(chunk.status == MAX_STEPS))
+            yield runs, chunk
 
-    from integrators.numba_adaptive import exhausted
-
-    exhausted()  # reset this process's tally of adaptive runs cut short by max_steps
     result = reduce_point(system, spec, simulated(), sink)
-    short = exhausted()
     if short and result.status == DIVERGED:  # not an overflow: say what stopped the runs
         result.message = (f"{short} of {spec.runs} runs reached integrator.max_steps before the "
                           "horizon (raise it): their states from there on are NaN"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from numba.core import event
+from integrators.numba.internals import recording_compiles
 
 from ..core.contract import FAILED
 from . import store
@@ -97,7 +97,7 @@ def estimate(scenario: Scenario, out: str | Path | None = None, workers: int = 1
     runs = min(setup.runs, CALIBRATION_RUNS)
     indices = sample_points(scenario.count)
     start = time.perf_counter()
-    with event.install_recorder("numba:compile") as compiles:  # fires on cache misses only
+    with recording_compiles() as compiles:  # fires on cache misses only
         compute_point(_fewer(setup, 1), indices[0])  # compiles or loads the kernels
     first = time.perf_counter() - start
     compiled = sum(e.is_start for _, e in compiles.buffer)

@@ -92,9 +92,6 @@ def compute_batch(setup: Setup, indices: Sequence[int], sidecar: str | None = No
 def _init_worker(threads: int, driver: int | None = None) -> None:
     # Runs in each spawned worker before numba is imported: share the cores, do not oversubscribe.
     os.environ["NUMBA_NUM_THREADS"] = str(threads)
-    # the workers fill the cores: none splits a cold compile over another process
-    # (integrators.split_compile.JOBS_ENV, not imported here: it would import numba)
-    os.environ["DYN_COMPILE_JOBS"] = "1"
     global _driver_pid
     _driver_pid = driver
     if driver is not None:

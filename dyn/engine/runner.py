@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numba.core import event
+from integrators.numba.internals import CompileListener, listening_to_compiles
 
 from ..core import sweep
 from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
@@ -121,14 +121,14 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
                 results = batched_results(scenario, todo, sidecar)
             else:
                 results = iter_results(pool, scenario.setup, todo, sidecar)
-            with event.install_listener("numba:compile", _CompileNotice(log)):
+            with listening_to_compiles(_CompileNotice(log)):
                 _write_all(scenario, path, results, len(todo), progress, log)
     finally:
         lock.release()
     return path
 
 
-class _CompileNotice(event.Listener):
+class _CompileNotice(CompileListener):
     """Says once, when numba starts compiling in this process (its cache misses a kernel), why
     the first points are slow; numba fires this event on cache misses only."""
 

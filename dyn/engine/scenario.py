@@ -736,7 +736,7 @@ def _check_averaging(cfg: dict, system: systems.System) -> None:
 
 
 def check_step_size(system: systems.System, spec: RunSpec, cfg: dict) -> None:
-    """Refuse a step that takes more than integrators.base.MAX_STEPS steps per run over the
+    """Refuse a step that takes more than integrators.core.base.MAX_STEPS steps per run over the
     save times, and a fixed dt too coarse for the point's fastest rate (see STEP_REFUSE)."""
     _check_step_count(system, spec, cfg)
     dt = cfg.get("dt")
@@ -757,7 +757,7 @@ def check_step_size(system: systems.System, spec: RunSpec, cfg: dict) -> None:
 
 
 def _check_step_count(system: systems.System, spec: RunSpec, cfg: dict) -> None:
-    from integrators.base import MAX_STEPS, step_count
+    from integrators.core.base import MAX_STEPS, step_count
 
     if "dt" not in system.integrator or "backend" not in cfg:
         return

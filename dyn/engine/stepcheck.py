@@ -105,7 +105,7 @@ def _window_means(system, spec, names, carry, t0: float, length: float, step: fl
 def step_errors(system: "System", spec: "RunSpec", names: list[str], window: averaging.Window,
                 pieces: list[averaging.Piece]) -> dict[str, float]:
     """X_step_error and X_step_error_se of each time-averaged output (see the module doc)."""
-    from integrators.base import step_grid
+    from integrators.core.base import step_grid
 
     times = np.asarray(spec.times, dtype=np.float64)
     step = float(times[1] - times[0])
@@ -133,7 +133,7 @@ def ode_checked(outputs: list[Output]) -> list[Output]:
 def halved_step(times: np.ndarray, dt: float) -> float:
     """The fine run's dt: half the largest step of the grid of `dt` over the save times (every
     step halved on evenly spaced saves; see the module doc for other grids)."""
-    from integrators.base import step_grid
+    from integrators.core.base import step_grid
 
     return float(step_grid(times, dt)[1].max()) / 2
 

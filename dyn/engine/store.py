@@ -351,11 +351,11 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
 
 def step_attributes(scenario: "Scenario") -> dict[str, float]:
     """The steps a fixed-step solver takes, as root attributes: each save interval is cut into
-    equal steps no longer than dt (integrators.base.step_grid), so where dt exceeds a save
+    equal steps no longer than dt (integrators.core.base.step_grid), so where dt exceeds a save
     interval the step used is that interval. Absent for adaptive methods and dt = "auto" (the
     point's `dt_used` variable holds that)."""
     import integrators
-    from integrators.base import DEFAULT_DT, step_grid
+    from integrators.core.base import DEFAULT_DT, step_grid
 
     cfg = scenario.integrator
     if ("dt" not in scenario.system.integrator or cfg.get("dt") == "auto" or "backend" not in cfg

@@ -1,10 +1,11 @@
 r"""Compile numba's kernels ahead of use, split over processes so that none is compiled twice.
 
 A kernel needs every kernel it calls compiled (or loaded) before it: numba types the calls
-against them, and the calls bind to their code (:mod:`integrators.called_kernels`; numba alone
-would even link their code into the caller and optimize it again). Two processes that start on
-a cold cache and both need the attention field therefore both pay for its whole tree (the field,
-its three regimes and their helpers), which is what a test session on two cores did.
+against them, and the calls bind to their code (:mod:`integrators.numba.internals`; numba alone,
+the plain path of :mod:`integrators.jit`, links their code into the caller and optimizes it
+again). Two processes that start on a cold cache and both need the attention field therefore
+both pay for its whole tree (the field, its three regimes and their helpers), which is what a
+test session on two cores did.
 
 This module deals the declared kernels (:func:`integrators.jit.declared_kernels`) to `shares`
 processes by *family*: kernels joined by calls are one family, except that a kernel which calls
@@ -13,7 +14,7 @@ none. A family costs about the sum, over its kernels, of the source each one com
 where numba links callees, plus a quarter of everything below it, which it optimizes again);
 families go to the least loaded share, largest first. Share i compiles its families, or loads
 them from numba's cache; the other processes then find them there. ``dyn compile`` runs every
-share at once (:func:`compile_all`: every kernel in about 30 s on two cores, instead of each
+share at once (:func:`compile_all`, instead of each
 sweep paying for its own on its first run); a test session runs one share in each pytest-xdist
 worker before its first test. `dyn compile`'s workers die with it
 (:func:`integrators.lifetime.die_with`): a killed command leaves none compiling.
@@ -21,6 +22,7 @@ worker before its first test. `dyn compile`'s workers die with it
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import pkgutil
 import time
@@ -34,24 +36,21 @@ RELINK = 0.25  # cost of re-optimizing a linked callee's code in a caller, per u
 def import_kernel_modules() -> None:
     """Import every module that declares kernels: the model packages, the systems, and the numba
     integrators (not the JAX ones: they declare none, and importing JAX costs seconds)."""
-    import integrators
-
     from ..core.dynamics import registered
     from ..systems import names
 
     registered()
     names()
-    for module in pkgutil.iter_modules(integrators.__path__):
-        if "jax" not in module.name and "diffrax" not in module.name:
-            importlib.import_module(f"integrators.{module.name}")
+    import integrators.numba
+
+    for module in pkgutil.iter_modules(integrators.numba.__path__):
+        importlib.import_module(f"integrators.numba.{module.name}")
 
 
 def families(kernels) -> tuple[list[list], list[float]]:
     """The kernels grouped into families (see the module doc), costliest first, each with its
     callers after its callees; and the cost of each family."""
-    from integrators import called_kernels
-    from integrators.jit import callees
-    from integrators.split_compile import cost
+    from integrators.jit import calls_kernels, callees
 
     known = {id(k): k for k in kernels}
     calls = {i: {id(c) for c in callees(k) if id(c) in known} for i, k in known.items()}
@@ -72,7 +71,7 @@ def families(kernels) -> tuple[list[list], list[float]]:
     for i, targets in calls.items():
         for j in targets - shared:
             root[find(i)] = find(j)
-    size = {i: cost(k) for i, k in known.items()}  # characters of source
+    size = {i: source_cost(k) for i, k in known.items()}  # characters of source
 
     def below(i, seen):  # i and every kernel it reaches, once each
         if i not in seen:
@@ -82,7 +81,7 @@ def families(kernels) -> tuple[list[list], list[float]]:
         return seen
 
     # linked code is optimized again in each caller, at about a quarter of its first cost
-    relink = 0.0 if called_kernels.active() else RELINK  # called callees cost their caller nothing
+    relink = 0.0 if calls_kernels() else RELINK  # called callees cost their caller nothing
     cost = {i: size[i] + relink * sum(size[j] for j in below(i, set()) - {i}) for i in known}
     groups: dict[int, list[int]] = {}
     for i in known:
@@ -90,6 +89,15 @@ def families(kernels) -> tuple[list[list], list[float]]:
     ordered = sorted(groups.values(), key=lambda g: -sum(cost[i] for i in g))
     return [[known[i] for i in sorted(g, key=lambda i: cost[i])] for g in ordered], \
         [sum(cost[i] for i in g) for g in ordered]
+
+
+def source_cost(kernel) -> int:
+    """What compiling `kernel` costs, in characters of its source (a rough, stable measure: a
+    kernel's compile time grows with its source)."""
+    try:
+        return len(inspect.getsource(kernel.py_func))
+    except (OSError, TypeError):
+        return 1000
 
 
 def share_of(index: int, shares: int) -> list:
@@ -114,13 +122,12 @@ def share_of(index: int, shares: int) -> list:
 def compile_share(index: int, shares: int) -> tuple[int, float]:
     """Compile (or load from numba's cache) the kernels of share `index` of `shares`; returns
     how many and the seconds it took."""
-    from integrators.split_compile import JOBS_ENV
+    from integrators.jit import ensure
 
     start = time.perf_counter()
-    os.environ[JOBS_ENV] = "1"  # the other shares run beside this one: no trees split here
     kernels = share_of(index, shares)
     for kernel in kernels:
-        kernel._ensure_declared()
+        ensure(kernel)
     return len(kernels), time.perf_counter() - start
 
 

@@ -74,11 +74,11 @@ def solve_second_order(p, x0, u0, ts, backend: str = "numba", method: str = "rk4
     x0 = np.asarray(x0, dtype=np.float64)
     state = np.stack([x0, np.broadcast_to(np.asarray(u0, dtype=np.float64), x0.shape)], axis=1)
     return integrators.get(backend, method, **options).solve(fields.SECOND_ORDER.problem(p), state,
-                                                             np.asarray(ts, dtype=np.float64))
+                                                             np.asarray(ts, dtype=np.float64)).states
 
 
 def solve_first_order(p, x0, ts, backend: str = "numba", method: str = "rk4", **options) -> np.ndarray:
     """Solve x' = g(x, t) from x(ts[0]) = x0 (E, d). Returns (E, len(ts), d)."""
     state = np.asarray(x0, dtype=np.float64)[:, None, :]
     return integrators.get(backend, method, **options).solve(
-        fields.FIRST_ORDER.problem(p), state, np.asarray(ts, dtype=np.float64))[:, :, 0]
+        fields.FIRST_ORDER.problem(p), state, np.asarray(ts, dtype=np.float64)).states[:, :, 0]

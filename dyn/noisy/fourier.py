@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from integrators.geometry import SPHERE
+from integrators.core.geometry import SPHERE
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT
 

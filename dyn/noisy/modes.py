@@ -75,7 +75,7 @@ def particle_growth_rates(integrator, rng: np.random.Generator, runs: int, n: in
     finite = np.ones(runs, dtype=bool)
     for k, tk in enumerate(windows(tau, K), start=1):
         x0 = init.perturbed_circle(rng, runs, n, k, amplitude)
-        states = integrator.solve(problem, x0, np.array([0.0, tk]), rng=rng)
+        states = integrator.solve(problem, x0, np.array([0.0, tk]), rng=rng).states
         finite &= np.isfinite(states).all(axis=(1, 2, 3))
         S = circle_moments(states, k)[..., k - 1]  # (runs, 2)
         ratio = (S[:, 1] * np.conj(S[:, 0])).real / np.abs(S[:, 0]) ** 2

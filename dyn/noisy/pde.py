@@ -141,7 +141,7 @@ class CircleMeanField:
     def solve(self, rho0, times, dt: float) -> np.ndarray:
         """Densities at ``times`` (starting at times[0]) from ``rho0`` (..., M): shape
         (len(times), ..., M). Steps of at most ``dt``, dividing every save interval."""
-        from integrators.base import check_times, step_grid
+        from integrators.core.base import check_times, step_grid
 
         rho0 = np.asarray(rho0, dtype=np.float64)
         if rho0.shape[-1] != self.M or not np.all(np.isfinite(rho0)):

@@ -9,7 +9,7 @@ with B_i independent standard Brownian motions in R^d: the Brownian control of o
 velocity of :func:`dyn.attention.attention_drift`, read from the trailing ``attention`` block of
 the vector, minus the radial correction); ``noisy_diffusion`` is out_i = sigma P_{x_i} dw_i.
 
-**Scheme.** Euler-Maruyama with projection and retraction (:mod:`integrators.sde_numba`, and the
+**Scheme.** Euler-Maruyama with projection and retraction (:mod:`integrators.numba.sde`, and the
 same scheme on diffrax), x' = R(x + h P_x f(x) + P_x g(x)[dW]): the projection removes the radial
 part of the Ito drift and the retraction x -> x/|x| puts it back (for a tangent step eta,
 |x + eta|^{-1} = 1 - |eta|^2/2 + O(eta^4) and E|sigma P dW_i|^2 = sigma^2 (d-1) h), so the scheme
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from integrators.arrays import copy2
-from integrators.geometry import SPHERE
+from integrators.numba.arrays import copy2
+from integrators.core.geometry import SPHERE
 from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 

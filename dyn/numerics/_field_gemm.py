@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numba import types
 
-from integrators.arrays import copy2
+from integrators.numba.arrays import copy2
 from integrators.jit import njit
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 

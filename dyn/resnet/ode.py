@@ -140,5 +140,5 @@ def problem(wf: WeightFunction, activation: str) -> integrators.Problem:
 def solve(wf: WeightFunction, activation: str, x0, integrator) -> np.ndarray:
     """x(1) for inputs ``x0`` (B, d): the ODE solved by ``integrator`` over s in [0, 1]."""
     x0 = np.ascontiguousarray(x0, dtype=np.float64)
-    states = integrator.solve(problem(wf, activation), x0[None], np.array([0.0, 1.0]))
+    states = integrator.solve(problem(wf, activation), x0[None], np.array([0.0, 1.0])).states
     return states[0, -1]

@@ -17,7 +17,7 @@ from numba import types
 
 
 import integrators
-from integrators.arrays import copy2
+from integrators.numba.arrays import copy2
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT
 
@@ -253,4 +253,4 @@ def sinkformer_layers(x0, depth: int, T: float, p, save_every: int | None = None
         raise ValueError(f"save_every = {save_every} must divide depth = {depth}")
     h = float(T) / depth
     ts = np.arange(0, depth + 1, every) * h
-    return integrators.get("numba", "euler", dt=h).solve(flow_problem(p), x0, ts)
+    return integrators.get("numba", "euler", dt=h).solve(flow_problem(p), x0, ts).states

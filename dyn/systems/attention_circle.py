@@ -100,12 +100,15 @@ class AttentionCircle(System):
         integ = spec.solver.get()
         cap = _cap(spec)
         codes = np.zeros(R, dtype=np.int64)
+        status = np.zeros(R, dtype=np.int8)  # the integrator's, worst over the stretches
         times = np.full(R, cap)
         active = np.arange(R)
         t = 0.0
         while active.size and t < cap * (1 - 1e-12):
             stretch = min(spec.horizon, cap - t)
-            theta[active] = integ.solve(problem, theta[active], np.array([0.0, stretch]))[:, -1]
+            solution = integ.solve(problem, theta[active], np.array([0.0, stretch]))
+            theta[active] = solution.states[:, -1]
+            status[active] = np.maximum(status[active], solution.status)
             t += stretch
             found = circle.classify(theta[active, :, 0], p, spec["beta"], spec["normalization"],
                                     spec["sync_arc"], spec["drift_tol"])
@@ -117,7 +120,7 @@ class AttentionCircle(System):
         values = {f"p_{c}": codes == getattr(circle, c.upper()) for c in CLASSES}
         values.update(clusters_max=circle.cluster_count(ends, spec["sync_arc"]).astype(float),
                       decision_time=times, horizon_used=times)
-        return Chunk(values, finite=np.isfinite(ends).all(axis=1))
+        return Chunk(values, finite=np.isfinite(ends).all(axis=1), status=status)
 
     def references(self, setup) -> list[Reference]:
         """The proved bounds -0.16 and -2/3 and the 3-cluster onset beta_3(n), along beta, one

@@ -210,16 +210,19 @@ class AttentionSphere(System):
         return bytes_of(len(spec.times), spec["n"], spec["d"]) + bytes_of(work)
 
     def simulate(self, spec, runs: range) -> Chunk:
-        attention.observed_soon()  # a cold first run compiles the pair pass with the solver
         problem = self.problem(spec)
         x0 = self.initial_state(spec, len(runs))
+        status = None
         if spec["form"] == "network":
             every = spec["depth"] // spec.setup.saves
             states = attention.network_layers(problem, x0, spec["depth"], spec.horizon,
                                               save_every=every)
         else:
-            states = spec.solver.get().solve(problem, x0, spec.times)
-        return self.observe(spec, states)
+            solution = spec.solver.get().solve(problem, x0, spec.times)
+            states, status = solution.states, solution.status
+        chunk = self.observe(spec, states)
+        chunk.status = status  # the runs cut short by max_steps are named in the message
+        return chunk
 
     def problem(self, spec):
         """The scheme's flow, or its network (Euler layers of step T / depth on the layer

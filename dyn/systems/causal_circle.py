@@ -120,10 +120,12 @@ class CausalCircle(System):
         theta0 = spec.rng.uniform(0.0, 2 * np.pi, (R, n, 1))
         p = causal.pack_causal(spec["beta"], spec["bias_slope"], n, spec["bias_scale"],
                                spec["mask"])
+        status = None  # the integrator's per run (max_steps is named in the point's message)
         if _tangent(spec):
             theta, J = causal.flow_with_tangent(theta0[..., 0], spec.times, p, spec.solver.get())
         else:
-            theta = spec.solver.get().solve(causal.causal_problem(p), theta0, spec.times)[..., 0]
+            solution = spec.solver.get().solve(causal.causal_problem(p), theta0, spec.times)
+            theta, status = solution.states[..., 0], solution.status
         align = np.cos(theta - theta[:, :, :1])  # theta (R, T, n)
         u = theta[:, :, -1:] - theta0[:, None, :, 0]  # u_j = theta_{n-1}(t) - theta_j(0)
         index = _bins(n, spec["position_bins"])
@@ -138,7 +140,7 @@ class CausalCircle(System):
             values["soft_accuracy"] = n * _bin_mean(kernel * last, index[:-1])
             values["soft_accuracy_cos"] = n * _bin_mean(np.cos(u[..., :-1]) * last, index[:-1])
             finite &= np.isfinite(last).all(axis=(1, 2))
-        return Chunk(values, finite=finite)
+        return Chunk(values, finite=finite, status=status)
 
     def references(self, setup) -> list[Reference]:
         times = setup.times

@@ -180,7 +180,7 @@ class NoisyAttention(System):
 
     def simulate(self, spec, runs: range) -> Chunk:
         x0 = self.initial_state(spec, len(runs))
-        states = spec.solver.get().solve(self.problem(spec), x0, spec.times, rng=spec.rng)
+        states = spec.solver.get().solve(self.problem(spec), x0, spec.times, rng=spec.rng).states
         return self.observe(spec, states)
 
     def problem(self, spec):
@@ -197,15 +197,12 @@ class NoisyAttention(System):
 
     def extend(self, spec, carry, times) -> Chunk:
         """Continue the runs from their last tokens `carry` (runs, n, d) over `times`."""
-        if spec.solver.backend == "jax":  # a batch of one point, one key per stretch
-            from integrators import Problem
-
+        if spec.solver.backend == "jax":  # one point, one key per stretch
             block = int(round(times[0] / (times[1] - times[0])))
             states = spec.solver.get(dt=spec.dt).solve(
-                Problem.stack([self.problem(spec)]), carry[None], times,
-                keys=spec.jax_key(EXTEND_KEY, block)[None])[0]
+                self.problem(spec), carry, times, rng=spec.jax_key(EXTEND_KEY, block)).states
         else:
-            states = spec.solver.get().solve(self.problem(spec), carry, times, rng=spec.rng)
+            states = spec.solver.get().solve(self.problem(spec), carry, times, rng=spec.rng).states
         return Chunk({"r_stationary": noisy.order_parameter(states[:, 1:])},
                      finite=np.isfinite(states).all(axis=(1, 2, 3)), carry=states[:, -1])
 

@@ -94,7 +94,7 @@ class OrnsteinUhlenbeck(System):
 
     def point_values(self, spec) -> dict:
         theta, sigma = spec["theta"], spec["sigma"]
-        h = float(integrators.base.step_grid(np.asarray(spec.times), spec.dt)[1][0])
+        h = float(integrators.core.base.step_grid(np.asarray(spec.times), spec.dt)[1][0])
         return {"x2_exact": sigma**2 / (2 * theta), "x2_euler": sigma**2 / (theta * (2 - theta * h))}
 
     def step_rate(self, spec) -> float:
@@ -102,7 +102,7 @@ class OrnsteinUhlenbeck(System):
 
     def _solve(self, spec, x0, times):
         problem = ou_problem(spec["theta"], spec["sigma"], spec["d"])
-        return spec.solver.get().solve(problem, x0, times, rng=spec.rng)
+        return spec.solver.get().solve(problem, x0, times, rng=spec.rng).states
 
     def simulate(self, spec, runs: range) -> Chunk:
         x0 = np.full((len(runs), 1, spec["d"]), float(spec["x0"]))

@@ -59,7 +59,7 @@ attention = lazy("dyn.attention")
 PAIR_CLASSES = ("antipodal", "cluster", "undecided")  # the codes of dyn.tokens_sde.classify
 CENSUS_CLASSES = ("one_cluster", "two_antipodal", "other")
 UNDECIDED_CLASSES = ("undecided", "other")  # neither end state: the run was stopped undecided
-# steps per run up to the cap of until = "decided" (as integrators.base.MAX_STEPS for a horizon)
+# steps per run up to the cap of until = "decided" (as integrators.core.base.MAX_STEPS for a horizon)
 MAX_CAP_STEPS = 10**9
 
 
@@ -301,8 +301,8 @@ def _sde_until(spec, problem, x0, cap, dt, stop_minus, stop_plus):
     past an absorbing level. (states (runs, S, n, d), steps per run, time per run)."""
     integ = integrators.get(spec.solver.backend, "euler_maruyama", dt=dt)
     if cap == spec.horizon:
-        states = integ.solve(problem, x0, spec.times, rng=spec.rng)
-        steps = integrators.base.step_grid(spec.times, dt)[0].sum()
+        states = integ.solve(problem, x0, spec.times, rng=spec.rng).states
+        steps = integrators.core.base.step_grid(spec.times, dt)[0].sum()
         return states, np.full(len(x0), float(steps)), np.full(len(x0), cap)
     z = x0.copy()
     times = np.zeros(len(z))
@@ -312,10 +312,10 @@ def _sde_until(spec, problem, x0, cap, dt, stop_minus, stop_plus):
     while active.size and t < cap * (1 - 1e-12):
         stretch = min(spec.horizon, cap - t)
         grid = np.array([0.0, stretch])
-        z[active] = integ.solve(problem, z[active], grid, rng=spec.rng)[:, -1]
+        z[active] = integ.solve(problem, z[active], grid, rng=spec.rng).states[:, -1]
         t += stretch
         times[active] = t
-        steps[active] += integrators.base.step_grid(grid, dt)[0].sum()
+        steps[active] += integrators.core.base.step_grid(grid, dt)[0].sum()
         minus, plus = ts.log_gaps(z[active])
         upper = np.triu(np.ones(minus.shape[-2:], dtype=bool), 1)
         decided = ((minus < stop_minus) | (plus < stop_plus) | ~upper).all(axis=(-2, -1))

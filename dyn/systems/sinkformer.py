@@ -78,16 +78,19 @@ class Sinkformer(System):
     def simulate(self, spec, runs: range) -> Chunk:
         p = _pack(spec)
         x0 = spec["s0"] * spec.rng.standard_normal((len(runs), spec["n"], spec["d"]))
+        status = None  # the integrator's per run (max_steps is named in the point's message)
         if spec["form"] == "network":
             every = spec["depth"] // spec.setup.saves
             states = sf.sinkformer_layers(x0, spec["depth"], spec.horizon, p, save_every=every)
         else:
-            states = spec.solver.get().solve(sf.flow_problem(p), x0, spec.times)
+            solution = spec.solver.get().solve(sf.flow_problem(p), x0, spec.times)
+            states, status = solution.states, solution.status
         finite = np.isfinite(states).all(axis=(1, 2, 3))
         energy = np.full(states.shape[:2], np.nan)
         for e in np.flatnonzero(finite):
             energy[e] = sf.self_transport_energy(states[e], p)
-        return Chunk({"variance": sf.variance(states), "energy": energy}, states=states)
+        return Chunk({"variance": sf.variance(states), "energy": energy}, states=states,
+                     status=status)
 
     def references(self, setup) -> list[Reference]:
         """The heat line Var(t) = s0^2 + 2 alpha t (the heat equation's variance from N(0, s0^2),

@@ -125,12 +125,12 @@ class TransformerDepthLimit(System):
         problem = ts.problem(p)
         grid = np.array([0.0, T])
         x0, dw = _noise(spec, runs)
-        ref = spec.solver.get(dt=T / fine).solve(problem, x0, grid, increments=dw)[:, -1]
+        ref = spec.solver.get(dt=T / fine).solve(problem, x0, grid, increments=dw).states[:, -1]
         coarse = integrators.coarsen(dw, factor)
         layers = fine // factor
         states, _ = ts.network_states(x0, layers, T, p, layers // spec.setup.saves
                                       if spec.setup.trajectories else layers, increments=coarse)
-        approx = spec.solver.get(dt=T / layers).solve(problem, x0, grid, increments=coarse)[:, -1]
+        approx = spec.solver.get(dt=T / layers).solve(problem, x0, grid, increments=coarse).states[:, -1]
         return Chunk({"strong_error": _worst_token(states[:, -1], ref),
                       "strong_error_em": _worst_token(approx, ref)},
                      states=states if spec.setup.trajectories else None)

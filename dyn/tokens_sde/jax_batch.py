@@ -1,4 +1,4 @@
-r"""The random-init transformer's steps for the `jax` backend (:mod:`integrators.jax_batch`,
+r"""The random-init transformer's steps for the `jax` backend (:mod:`integrators.jax.batch`,
 method ``step_map``), each a pure function of one run, ``(t, x, p, h, xi) -> x'``:
 
 - :func:`u_problem`: the exact two-token SDE in u = -artanh(rho) by Euler-Maruyama (the numba
@@ -33,9 +33,9 @@ BETA, SIGMA, VBAR, DIM, LO, HI, STOP_MINUS, STOP_PLUS = (Q_LAYOUT.index(k)
 
 
 def _jax():
-    from integrators import _jax_backend
+    import integrators
 
-    _jax_backend.enable_compilation_cache()
+    integrators.configure_jax()
     import jax
 
     return jax

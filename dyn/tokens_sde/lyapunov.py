@@ -110,11 +110,11 @@ import math
 import numpy as np
 from numba import types
 
-from integrators.arrays import copy1, copy2
+from integrators.numba.arrays import copy1, copy2
 from integrators.jit import njit
 from integrators.numba_abi import NJIT
-from integrators.sde_rng import STREAMS, member_streams
-from integrators.threads import over_members
+from integrators.numba.sde_rng import STREAMS, member_streams
+from integrators.numba.threads import over_members
 
 from ..core.layout import block
 from .params import LAYOUT

@@ -25,7 +25,7 @@ normalization turns into a drift.
 
 In the integrator's convention ``diffusion(t, z, p, dB) = (sigma / sqrt d) P_z (S(dB) m)`` and
 ``drift`` is the full Ito drift b + P_z Vbar m. The projected scheme drops the radial part of b
-and the retraction restores it (see :mod:`integrators.sde_numba`); the tangential GOE part is
+and the retraction restores it (see :mod:`integrators.numba.sde`); the tangential GOE part is
 kept by the projection, which is right: the scheme projects the noise before normalizing, so it
 does not generate that term itself.
 """
@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from integrators.geometry import SPHERE
+from integrators.core.geometry import SPHERE
 from integrators.jit import njit
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 

@@ -162,8 +162,11 @@ class Model(System):
     def simulate(self, spec, runs: range):
         x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
         noise = {"rng": spec.rng} if self.equation == "sde" else {}
-        states = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times, **noise)
-        return self.observe(spec, states)
+        solution = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times,
+                                           **noise)
+        chunk = self.observe(spec, solution.states)
+        chunk.status = solution.status  # runs cut short by max_steps are named, not averaged
+        return chunk
 
     def solves(self, spec):
         import integrators

@@ -227,7 +227,7 @@ class Particles(Model):
         while active.size and t < cap * (1 - 1e-12):
             stretch = min(spec.horizon, cap - t)
             x = np.ascontiguousarray(integ.solve(problem, x, np.array([0.0, stretch]),
-                                                 **noise)[:, -1])
+                                                 **noise).states[:, -1])
             t += stretch
             done = self._clusters(spec, x[:, None])[:, 0] == 1
             times[active[done]] = t

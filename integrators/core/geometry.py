@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 
-from .jit import njit
-from .numba_abi import NJIT, PROJECT_SIG, RETRACT_SIG
+from ..numba.jit import njit
+from ..numba.abi import NJIT, PROJECT_SIG, RETRACT_SIG
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 r"""Euler-Maruyama on the diffrax backend: ``diffrax.Euler`` on ``MultiTerm(ODETerm, ControlTerm)``.
 
-Same scheme as :mod:`integrators.sde_numba`:  x' = R(x + h P_x f + P_x g(x)[dW]), the step grid of
-:func:`integrators.base.step_times` enforced by ``diffrax.StepTo``; Euler evaluates both terms at
+Same scheme as :mod:`integrators.numba.sde`:  x' = R(x + h P_x f + P_x g(x)[dW]), the step grid of
+:func:`integrators.core.base.step_times` enforced by ``diffrax.StepTo``; Euler evaluates both terms at
 the start of the step, which is what makes it converge to the Ito solution (Heun/midpoint would
 give Stratonovich: a different model). The control is one (q1, q2) Brownian motion per member
 (e.g. a d x d matrix shared by all tokens); the diffusion is handed to diffrax as a lineax
@@ -17,13 +17,13 @@ import functools
 
 import numpy as np
 
-from .base import AbstractIntegrator, FixedStep, step_times
+from ..core.base import AbstractIntegrator, FixedStep, step_times
 
 
 @functools.lru_cache(maxsize=64)
 def _ensemble_sde(drift_jax, diffusion_jax, project_jax, retract_jax, flat, noise_shape,
                   from_array):
-    from . import _jax_backend as jb  # switches JAX to float64, sets up the compile cache
+    from . import _programs as jb  # switches JAX to float64, sets up the compile cache
 
     import diffrax
     import equinox as eqx

@@ -10,6 +10,8 @@ import abc
 
 import numpy as np
 
+from .solution import Solution
+
 # Relative slack when dividing an interval by dt, so that ts = linspace(0, 1, 11) with dt = 0.1
 # gives one step per interval rather than two because 0.1 / 0.1 rounded to 1 + 2e-16.
 STEP_SLACK = 1e-9
@@ -108,14 +110,15 @@ def step_times(ts: np.ndarray, dt: float) -> np.ndarray:
 
 
 class AbstractIntegrator(abc.ABC):
-    """Steps an ensemble:  solve(problem, x0 (E, n, d), ts (T,)) -> states (E, T, n, d).
+    """Steps an ensemble:  solve(problem, x0 (E, n, d), ts (T,)) -> :class:`Solution`, whose
+    states are (E, T, n, d), with a status and statistics per run.
 
     One API for ODEs and SDEs: a method with ``stochastic = True`` solves a problem with a
     diffusion and takes its noise from ``rng`` (a numpy Generator) or explicit ``increments``
     (E, N, q1, q2) on the step grid; any other method solves an ODE and refuses both. Subclasses
     declare ``backend``, ``method``, ``OPTIONS`` (name -> default) and implement
     ``_solve(problem, x0, ts, p, noise)`` on checked arrays (``noise``: None for an ODE, else
-    ``(rng, increments)`` with exactly one of them given).
+    ``(rng, increments)`` with exactly one of them given), returning the states or a Solution.
     """
 
     backend: str
@@ -136,8 +139,19 @@ class AbstractIntegrator(abc.ABC):
     def _check_options(self):
         pass
 
-    def solve(self, problem, x0, ts, rng=None, increments=None) -> np.ndarray:
-        """States at the save times ts, shape (E, len(ts), n, d); states[:, 0] = x0."""
+    def solve(self, problem, x0, ts, rng=None, increments=None) -> Solution:
+        """The solution at the save times ts: states (E, len(ts), n, d), states[:, 0] = x0, a
+        status and statistics per run (:mod:`integrators.core.solution`)."""
+        found = self._checked_solve(problem, x0, ts, rng, increments)
+        if isinstance(found, Solution):
+            return found
+        return Solution.of(found, steps=self._grid_steps(ts), rejections=0)
+
+    def _grid_steps(self, ts):
+        """Steps per run of a fixed-step method (None where the method adapts them)."""
+        return None
+
+    def _checked_solve(self, problem, x0, ts, rng, increments):
         from .problem import Problem
 
         if not isinstance(problem, Problem):
@@ -184,3 +198,6 @@ class FixedStep:
 
     def _check_options(self):
         self.options["dt"] = check_positive("dt", self.options["dt"])
+
+    def _grid_steps(self, ts):
+        return int(step_count(np.asarray(ts, dtype=np.float64), self.options["dt"]))

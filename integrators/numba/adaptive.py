@@ -1,7 +1,7 @@
 r"""Adaptive embedded Runge-Kutta pairs on an ensemble, in numba, with a projection method.
 
 A step of size h from (t, x) on a manifold with tangent projection P and retraction R (the
-scheme of :mod:`integrators.numba_fixed`)::
+scheme of :mod:`integrators.numba.fixed`)::
 
     Y_i = x + h sum_{j<i} a_ij k_j,    k_i = P_{Y_i} f(t + c_i h, Y_i),
     x'  = R(x + h sum_i b_i k_i),      e = h sum_i (b_i - bhat_i) k_i,
@@ -15,7 +15,7 @@ The first step is Hairer's starting-step estimate unless ``dt0`` is given. First
 pairs reuse the last stage only on a flat geometry: on a curved one the retraction moves x,
 and the first stage is evaluated again at the retracted point.
 
-Pairs (tables in Butcher form, each checked when built: :class:`integrators.tableau.ButcherTableau`
+Pairs (tables in Butcher form, each checked when built: :class:`integrators.core.tableau.ButcherTableau`
 checks row sums and the order conditions up to 4 of the solution and of the embedded weights,
 and :func:`order5_conditions` the nine of order 5 for Dormand-Prince):
 
@@ -28,36 +28,32 @@ plus rejected) or a step below MIN_STEP_FRACTION of its time is returned as NaN 
 times it did not reach have no state), never raised. After a solve, ``integ.stats`` holds
 per-member counts: accepted and rejected steps and drift evaluations, and ``stopped``: 0 reached
 the last save time, 1 ran out of ``max_steps``, 2 its step fell below MIN_STEP_FRACTION (it blew
-up); ``integ.last_state`` holds each member's last state reached, (E, *state), so a member cut
-short by max_steps keeps it. ``exhausted()`` counts, in this process, the members that ran out of
-max_steps since it was last called: the engine reads it to say "max_steps" rather than
-"non-finite". """
+up). The solution (:class:`integrators.core.solution.Solution`) carries per member the accepted steps
+(``stats["steps"]``), the rejected ones (``"rejections"``) and the drift evaluations
+(``"evaluations"``); its status is MAX_STEPS for a member that ran out of ``max_steps`` (the
+engine says "max_steps" rather than "non-finite" for it), and ``last_state`` holds each member's
+last state reached, (E, *state), so a member cut short by max_steps keeps it.
+
+The kernels and their step-control constants live in :mod:`._adaptive_kernels` (imported here;
+they compile on the first adaptive solve, not at import)."""
 
 from dataclasses import dataclass
 from fractions import Fraction as Fr
 
 import numpy as np
 
-from .base import AbstractIntegrator, check_adaptive_options
+from . import _adaptive_kernels as kernels
+from ._adaptive_kernels import FAC_MAX, FAC_MIN, MIN_STEP_FRACTION, SAFETY  # noqa: F401 (re-exported)
+from ._adaptive_kernels import MAX_STEPS as STOPPED_MAX_STEPS
+from ..core.base import AbstractIntegrator, check_adaptive_options
 from .jit import compile_ahead
-from .tableau import TOLERANCE, ButcherTableau
+from ..core.solution import Solution
+from ..core.tableau import TOLERANCE, ButcherTableau
 from .threads import over_members
 
 RTOL = 1e-6
 ATOL = 1e-9
 MAX_STEPS = 1_000_000
-SAFETY, FAC_MIN, FAC_MAX = 0.9, 0.2, 10.0
-MIN_STEP_FRACTION = 1e-14  # a step below this fraction of max(1, |t|) fails the member
-STOPPED_MAX_STEPS = 1  # integ.stats["stopped"]: the member ran out of max_steps
-_exhausted = [0]  # members that ran out of max_steps in this process, since exhausted() last read
-
-
-def exhausted() -> int:
-    """Members that ran out of max_steps in this process since the last call (then reset)."""
-    count, _exhausted[0] = _exhausted[0], 0
-    return count
-
-
 def order5_conditions(A, b, c) -> list[tuple[str, float, float]]:
     """(condition, value, target) for the nine rooted trees of order 5."""
     Ac = A @ c
@@ -148,8 +144,6 @@ class NumbaAdaptive(AbstractIntegrator):
 
     def _check_options(self):
         check_adaptive_options(self.options)
-        self.stats = None
-        self.last_state = None
 
     def _solve(self, problem, x0, ts, p, noise):
         if problem.drift is None:
@@ -167,16 +161,11 @@ class NumbaAdaptive(AbstractIntegrator):
         stats = np.zeros((E, 4), dtype=np.int64)
         args = (ts, A, b, db, c, p, problem.drift, geom.project, geom.retract,
                 problem.work_size(*x0.shape[1:]), ctl)
-        from . import _adaptive_kernels as kernels  # compiled (or loaded) on first use
-
         compile_ahead(kernels.block, problem.drift, geom.project, geom.retract)
         over_members(E, lambda lo, hi: kernels.block(x0[lo:hi], *args, out[lo:hi], last[lo:hi],
                                                     stats[lo:hi]))
-        self.stats = {"accepted": stats[:, 0], "rejected": stats[:, 1],
-                      "evaluations": stats[:, 2], "stopped": stats[:, 3]}
-        self.last_state = last
-        _exhausted[0] += int(np.sum(stats[:, 3] == STOPPED_MAX_STEPS))
-        return out
+        return Solution.of(out, steps=stats[:, 0], rejections=stats[:, 1], evaluations=stats[:, 2],
+                           max_steps=stats[:, 3] == STOPPED_MAX_STEPS, last_state=last)
 
 
 class NumbaDopri5(NumbaAdaptive):

@@ -22,7 +22,7 @@ from numba import types
 
 from .arrays import copy1
 from .jit import njit
-from .numba_abi import NJIT
+from .abi import NJIT
 
 STREAM = types.uint64[::1]  # one member's state (4,)
 STREAMS = types.uint64[:, ::1]  # (E, 4)

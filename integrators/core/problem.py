@@ -28,7 +28,7 @@ class Problem:
     - ``drift_jax``: pure ``(t, x, p) -> f`` on one member (diffrax and jax backends);
     - ``p``: flat float64 parameter vector, shared by all members; on the jax backend one row
       per point of a batch, (P, m) (:meth:`stack`);
-    - ``geometry``: :class:`integrators.geometry.Geometry` giving P_x and the retraction;
+    - ``geometry``: :class:`integrators.core.geometry.Geometry` giving P_x and the retraction;
     - ``diffusion`` / ``diffusion_jax``: ``numba_abi.DIFFUSION_SIG`` function and its JAX twin
       ``(t, x, p, dw) -> g[dw]``, with ``noise_shape`` = (q1, q2); None for an ODE;
     - ``work``: scratch floats a numba drift (or diffusion) needs per member: an int, or

@@ -12,7 +12,7 @@ second-order term is exactly the Ito correction of keeping |x| = 1. So the full 
 passed (its radial part is not counted twice). Checked in tests/test_sde*.py against the exact
 two-token law and the Lyapunov exponents. On a flat geometry this is plain Euler-Maruyama.
 
-Noise: per-member xoshiro streams (:mod:`integrators.sde_rng`) seeded from the caller's rng,
+Noise: per-member xoshiro streams (:mod:`integrators.numba.sde_rng`) seeded from the caller's rng,
 or explicit increments (E, N, q1, q2) for coupling. Strong order 1/2, weak order 1.
 
 Option ``refine`` (default 1): each step's increment is drawn as the sum of ``refine``
@@ -27,9 +27,9 @@ import numpy as np
 from numba import types
 
 from .arrays import copy1, copy2
-from .base import AbstractIntegrator, FixedStep, step_grid
+from ..core.base import AbstractIntegrator, FixedStep, step_grid
 from .jit import compile_ahead, njit
-from .numba_abi import (DIFFUSION_FN, DRIFT_FN, F1, F3, F4, I1, NJIT, PROJECT_FN,
+from .abi import (DIFFUSION_FN, DRIFT_FN, F1, F3, F4, I1, NJIT, PROJECT_FN,
                         RETRACT_FN)
 from .sde_rng import STREAMS, fill_normals, member_streams
 from .threads import over_members
@@ -100,7 +100,7 @@ def _em_block(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, 
 
 class NumbaEulerMaruyama(FixedStep, AbstractIntegrator):
     """Euler-Maruyama with projection and retraction (Ito; strong order 1/2, weak order 1).
-    Option ``dt``: the largest step (grid of :func:`integrators.base.step_grid`); ``refine``:
+    Option ``dt``: the largest step (grid of :func:`integrators.core.base.step_grid`); ``refine``:
     sub-increments per step (see the module doc)."""
 
     backend = "numba"

@@ -3,7 +3,7 @@ r"""Brownian increments on the integrators' step grid, for driving solves by one
 Noise reaches an SDE solve either from a numpy Generator ``rng`` (each backend derives its own
 per-member streams from it: same rng state, same numbers, whatever the thread count) or from
 explicit ``increments`` of shape (E, N, q1, q2) on the step grid of
-:func:`integrators.base.step_grid` (N = total steps; entry [e, k] = W_{t_{k+1}} - W_{t_k}).
+:func:`integrators.core.base.step_grid` (N = total steps; entry [e, k] = W_{t_{k+1}} - W_{t_k}).
 Explicit increments are how two schemes are driven by one path (coupling, backend agreement).
 """
 

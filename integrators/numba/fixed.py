@@ -19,10 +19,10 @@ import numpy as np
 from numba import types
 
 from .arrays import copy2
-from .base import AbstractIntegrator, FixedStep, step_grid
+from ..core.base import AbstractIntegrator, FixedStep, step_grid
 from .jit import compile_ahead, njit
-from .numba_abi import DRIFT_FN, F1, F2, F3, F4, I1, NJIT, PROJECT_FN, RETRACT_FN
-from .tableau import TABLEAUS
+from .abi import DRIFT_FN, F1, F2, F3, F4, I1, NJIT, PROJECT_FN, RETRACT_FN
+from ..core.tableau import TABLEAUS
 from .threads import over_members
 
 _MEMBER_SIG = types.void(
@@ -92,14 +92,14 @@ def _rk_block(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_s
 
 
 def _run(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
-    """The members in blocks across threads (:mod:`integrators.threads`)."""
+    """The members in blocks across threads (:mod:`integrators.numba.threads`)."""
     over_members(x0.shape[0], lambda lo, hi: _rk_block(
         x0[lo:hi], ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out[lo:hi]))
 
 
 class NumbaRK(FixedStep, AbstractIntegrator):
     """Fixed-step explicit RK (table ``TABLEAU``) on the numba backend. Option ``dt``: the
-    largest step; the step used divides every save interval evenly (see :mod:`integrators.base`).
+    largest step; the step used divides every save interval evenly (see :mod:`integrators.core.base`).
     """
 
     backend = "numba"

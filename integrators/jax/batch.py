@@ -1,34 +1,38 @@
 r"""The `jax` backend: fixed-step schemes over a batch of points x runs, one jitted, vmapped JAX
 program (a whole sweep at once, on a GPU when there is one).
 
+The contract of every backend (:mod:`integrators.core.base`), with a JAX key as the random source:
+
     ode = integrators.get("jax", "rk4", dt=0.01)
-    states = ode.solve(problem, x0, ts)                               # (P, R, T, n, d)
+    sol = ode.solve(problem, x0, ts).states                # x0 (R, n, d): sol.states (R, T, n, d)
     sde = integrators.get("jax", "euler_maruyama", dt=0.01)
-    states = sde.solve(problem, x0, ts, keys=keys)                     # or increments=dW
-    states, steps = sde.solve(problem, x0, ts, keys=keys, absorbing=True)
+    sol = sde.solve(problem, x0, ts, rng=key).states       # key (2,) uint32; or increments=dW
 
-A batch: ``problem.p`` (P, m), one parameter vector per point (:meth:`Problem.stack`), traced,
-so a sweep compiles once per shape (and method, vector field, geometry); ``x0`` (P, R, n, d): R
-runs of each of P points; ``ts`` (T,) save times shared by the points, or (P, T), one row per
-point (each row its own step grid, e.g. its own horizon). The step grid is the numba backend's
-(:func:`integrators.base.step_grid`). Methods:
+**A batch of points** is the documented extension of that contract: ``problem.p`` (P, m), one
+parameter vector per point (:meth:`Problem.stack`), traced, so a sweep compiles once per shape
+(and method, vector field, geometry); ``x0`` (P, R, n, d): R runs of each of P points; ``ts``
+(T,) save times shared by the points, or (P, T), one row per point (each row its own step grid,
+e.g. its own horizon); ``rng`` (P, 2), one key per point; ``increments`` (P, R, steps, q1, q2).
+The solution then has the point axis first: states (P, R, T, n, d), status and statistics
+(P, R). The step grid is the numba backend's (:func:`integrators.core.base.step_grid`). Methods:
 
-- ``euler``, ``heun``, ``rk4`` (ODEs): the projection method of :mod:`integrators.numba_fixed`,
+- ``euler``, ``heun``, ``rk4`` (ODEs): the projection method of :mod:`integrators.numba.fixed`,
   stage velocities projected at their own stage points, the state retracted after the step;
 - ``euler_maruyama`` (Ito SDEs): x' = R(x + h P_x f(t, x) + P_x g(t, x)[dW]), the scheme of
-  :mod:`integrators.sde_numba`;
+  :mod:`integrators.numba.sde`;
 - ``step_map``: the problem's own step x' = ``step_jax(t, x, p, h, xi)`` (a network layer, an
   exact sampler), xi the step's noise.
 
-Noise: from ``keys`` (P, 2) uint32, one per point: step k of run r of point i reads
+Noise: from ``rng``, a key (2,) uint32 per point: step k of run r of point i reads
 xi ~ N(0, I) of ``noise_shape`` from fold_in(fold_in(key_i, r), k) (euler_maruyama: dW =
 sqrt(h) xi), so a point's numbers depend on its key only, never on the batch it runs in; or given
 ``increments`` (P, R, steps, q1, q2) on the step grid (euler_maruyama: dW, the very path the
 numba backend takes; step_map: its xi as given).
 
-Absorbing stops (``absorbing=True``, with ``problem.stop_jax(x, p) -> bool``): a run stops after
-the first step at which stop holds (its state then kept at the later save times), a point's loop
-ends once all its runs have stopped, and the solve also returns the steps each run took (P, R).
+Absorbing stops (the option ``absorbing=True``, with ``problem.stop_jax(x, p) -> bool``): a run
+stops after the first step at which stop holds (its state then kept at the later save times), a
+point's loop ends once all its runs have stopped, and ``sol.stats["steps"]`` holds the steps each
+run took (without it, every run's grid steps).
 
 Importing this module imports no JAX; the first solve switches JAX to float64.
 """
@@ -38,17 +42,20 @@ import functools
 
 import numpy as np
 
-from .base import AbstractIntegrator, FixedStep, check_times, step_grid
-from .problem import Problem
-from .tableau import TABLEAUS
+from dataclasses import replace
+
+from ..core.base import AbstractIntegrator, FixedStep, check_times, step_grid
+from ..core.problem import Problem
+from ..core.solution import Solution
+from ..core.tableau import TABLEAUS
 
 NONE, KEY, GIVEN = "none", "key", "given"  # where a step's noise comes from
 
 
 def _jax():
-    from . import _jax_backend  # float64, persistent compilation cache
+    from ..diffrax import _programs  # float64, persistent compilation cache
 
-    _jax_backend.enable_compilation_cache()
+    _programs.enable_compilation_cache()
     import jax
 
     return jax
@@ -196,16 +203,32 @@ class JaxIntegrator(FixedStep, AbstractIntegrator):
     backend = "jax"
     scaled = True  # keyed noise is dW = sqrt(h) xi (the step map reads xi itself)
 
-    def solve(self, problem, x0, ts, keys=None, increments=None, absorbing: bool = False):
-        """States (P, R, len(ts), n, d) of every run of every point, states[:, :, 0] = x0;
-        with ``absorbing``, (states, steps taken (P, R))."""
+    OPTIONS = {**FixedStep.OPTIONS, "absorbing": False}
+
+    def _check_options(self):
+        super()._check_options()
+        if not isinstance(self.options["absorbing"], bool):
+            raise ValueError(f"option 'absorbing' must be true or false, got "
+                             f"{self.options['absorbing']!r}")
+
+    def solve(self, problem, x0, ts, rng=None, increments=None) -> Solution:
+        """The solution of one point (p (m,), x0 (R, n, d), rng a key (2,)) or of a batch of
+        points (p (P, m), x0 (P, R, n, d), rng (P, 2)); see the module doc."""
         if not isinstance(problem, Problem):
             raise ValueError("problem must be an integrators.Problem, got "
                              f"{type(problem).__name__}")
+        if np.ndim(problem.p) == 1:  # one point: a batch of one
+            one = lambda a: None if a is None else np.asarray(a)[None]  # noqa: E731
+            if np.ndim(x0) != 3:
+                raise ValueError(f"x0 must have shape (R, n, d) for one point (p of shape (m,)), "
+                                 f"got shape {np.shape(x0)}")
+            sol = self.solve(replace(problem, p=np.asarray(problem.p)[None]), one(x0), ts,
+                             one(rng), one(increments))
+            return Solution(sol.states[0], sol.status[0], {k: v[0] for k, v in sol.stats.items()})
         p = problem.p
         if p.ndim != 2:
-            raise ValueError("the jax backend solves a batch of points: problem.p must be (P, m), "
-                             f"one row per point (Problem.stack), got shape {p.shape}")
+            raise ValueError("problem.p must be (m,) for one point or (P, m), one row per point "
+                             f"(Problem.stack), got shape {p.shape}")
         x0 = np.asarray(x0, dtype=np.float64)
         if x0.ndim != 4 or x0.shape[0] != p.shape[0] or min(x0.shape) == 0:
             raise ValueError(f"x0 must have shape (P, R, n, d) with P = {p.shape[0]} points, got "
@@ -216,29 +239,38 @@ class JaxIntegrator(FixedStep, AbstractIntegrator):
         if ts.ndim == 2 and ts.shape[0] != p.shape[0]:
             raise ValueError(f"ts must be (T,) or (P, T) with P = {p.shape[0]}, got {ts.shape}")
         ts = np.stack([check_times(row) for row in ts]) if ts.ndim == 2 else check_times(ts)
+        absorbing = self.options["absorbing"]
         if absorbing and problem.stop_jax is None:
             raise ValueError("an absorbing solve needs Problem.stop_jax")
-        noise = self._noise(problem, x0, ts, keys, increments)
-        return self._solve(problem, x0, ts, p, noise, absorbing)
+        noise = self._noise(problem, x0, ts, rng, increments)
+        found = self._solve(problem, x0, ts, p, noise, absorbing)
+        if absorbing:
+            states, steps = found
+        else:
+            states = found
+            counts = _grid(ts, self.options["dt"])[1]
+            steps = np.broadcast_to(np.atleast_2d(counts).sum(axis=-1)[:, None], x0.shape[:2])
+        return Solution.of(states, steps=steps, rejections=0)
 
-    def _noise(self, problem, x0, ts, keys, increments):
+    def _noise(self, problem, x0, ts, keys, increments):  # keys: the solve's rng
         """(kind, source): the checked noise of the solve."""
         if not self.stochastic:
             if problem.stochastic:
                 raise ValueError(f"jax/{self.method} solves ODEs; this problem has a diffusion "
                                  "(use euler_maruyama)")
             if keys is not None or increments is not None:
-                raise ValueError("an ODE solve takes no keys or increments")
+                raise ValueError("an ODE solve takes no rng or increments")
             return NONE, np.zeros(x0.shape[:2])
         if not problem.stochastic:
             raise ValueError(f"jax/{self.method} needs noise; this problem has no noise_shape")
         if (keys is None) == (increments is None):
-            raise ValueError("a stochastic solve takes keys (P, 2) or increments, exactly one")
+            raise ValueError("a stochastic solve takes rng (a key per point, (P, 2)) or "
+                             "increments, exactly one")
         if keys is not None:
             keys = np.asarray(keys)
             if keys.shape != (x0.shape[0], 2):
-                raise ValueError(f"keys must have shape (P, 2) = ({x0.shape[0]}, 2), got "
-                                 f"{keys.shape}")
+                raise ValueError(f"rng must be a key per point, shape (P, 2) = ({x0.shape[0]}, 2), "
+                                 f"got {keys.shape}")
             return KEY, keys.astype(np.uint32)
         increments = np.asarray(increments, dtype=np.float64)
         totals = {int(c.sum()) for c in np.atleast_2d(_grid(ts, self.options["dt"])[1])}

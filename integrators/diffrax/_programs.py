@@ -1,4 +1,4 @@
-r"""The JAX/diffrax machinery behind :mod:`integrators.diffrax_solvers` (imported lazily).
+r"""The JAX/diffrax machinery behind :mod:`integrators.diffrax.solvers` (imported lazily).
 
 Solves, for every member of an ensemble (vmap), the ODE on a manifold M
 
@@ -32,13 +32,10 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .tableau import RK4, ButcherTableau  # noqa: E402
+from ..core.tableau import RK4, ButcherTableau  # noqa: E402
 
 # Persistent XLA compilation cache shared by all processes of the project.
 JAX_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "dyn", "jax")
-
-_TRACES = [0]  # incremented each time a solve is traced (i.e. compiled); see trace_count()
-
 
 @functools.cache
 def enable_compilation_cache() -> None:
@@ -47,9 +44,22 @@ def enable_compilation_cache() -> None:
     jax.config.update("jax_compilation_cache_dir", JAX_CACHE_DIR)
 
 
-def trace_count() -> int:
-    """How many times an ensemble solve has been traced in this process."""
-    return _TRACES[0]
+class EnsembleProgram:
+    """A jitted ensemble solve, ``run(x0s, p, ts, grid) -> (states, result, accepted, rejected)``,
+    and how many times it was traced (compiled) in this process: its own count, no global one."""
+
+    def __init__(self, solve_all):
+        self.traces = 0
+
+        def counted(*args):
+            self.traces += 1  # runs only while JAX traces
+            return solve_all(*args)
+
+        self.run = jax.jit(counted)
+
+
+# diffrax's result per member, as integrators.core.solution reads it
+RESULT_OK, RESULT_MAX_STEPS, RESULT_FAILED = 0, 1, 2
 
 
 class RetractingSolver(diffrax.AbstractWrappedSolver):
@@ -110,7 +120,7 @@ def _diffrax_tableau(tab: ButcherTableau) -> diffrax.ButcherTableau:
 
 
 class ClassicRK4(diffrax.AbstractERK):
-    """The classic fourth-order Runge-Kutta method (table :data:`integrators.tableau.RK4`);
+    """The classic fourth-order Runge-Kutta method (table :data:`integrators.core.tableau.RK4`);
     diffrax has no built-in. Fixed steps only (no error estimate)."""
 
     tableau: ClassVar[diffrax.ButcherTableau] = _diffrax_tableau(RK4)
@@ -122,7 +132,7 @@ class ClassicRK4(diffrax.AbstractERK):
         return 4
 
 
-# Euler and Heun are diffrax's own (same tables as integrators.tableau.EULER / HEUN).
+# Euler and Heun are diffrax's own (same tables as integrators.core.tableau.EULER / HEUN).
 SOLVERS = {
     "tsit5": diffrax.Tsit5,
     "dopri5": diffrax.Dopri5,
@@ -134,11 +144,12 @@ SOLVERS = {
 
 @functools.lru_cache(maxsize=128)
 def ensemble_solver(drift_jax, project_jax, retract_jax, flat, method, adaptive_opts):
-    """A jitted ``(x0s (E,n,d), p, ts, grid) -> states (E,T,n,d)``, built once per key.
+    """An :class:`EnsembleProgram` ``(x0s (E,n,d), p, ts, grid) -> (states (E,T,n,d), result (E,),
+    accepted steps (E,), rejected steps (E,))``, built once per key.
 
     ``adaptive_opts``: None for fixed steps (``grid`` gives the step boundaries), else a tuple
     ``(rtol, atol, dt0, max_steps)`` (``grid`` is None). Members whose solve fails (max_steps,
-    step size collapse on NaN) come back as NaN.
+    step size collapse on NaN) come back as NaN, with result RESULT_MAX_STEPS or RESULT_FAILED.
     """
     enable_compilation_cache()
     base = SOLVERS[method]()
@@ -159,10 +170,12 @@ def ensemble_solver(drift_jax, project_jax, retract_jax, flat, method, adaptive_
         )
         ys = jax.vmap(retract_jax)(sol.ys)
         ok = sol.result == diffrax.RESULTS.successful
-        return jnp.where(ok, ys, jnp.nan)
+        result = jnp.where(ok, RESULT_OK, jnp.where(
+            sol.result == diffrax.RESULTS.max_steps_reached, RESULT_MAX_STEPS, RESULT_FAILED))
+        return (jnp.where(ok, ys, jnp.nan), result, sol.stats["num_accepted_steps"],
+                sol.stats["num_rejected_steps"])
 
     def solve_all(x0s, p, ts, grid):
-        _TRACES[0] += 1
         return jax.vmap(solve_one, in_axes=(0, None, None, None))(x0s, p, ts, grid)
 
-    return jax.jit(solve_all)
+    return EnsembleProgram(solve_all)

@@ -9,7 +9,7 @@ shape; the caller guarantees it).
 from __future__ import annotations
 
 from .jit import njit
-from .numba_abi import NJIT
+from .abi import NJIT
 
 
 @njit(**NJIT)

@@ -3,7 +3,7 @@ r"""The diffrax backend: ensemble solves of  dx/dt = P_x f(t, x; p)  on a manifo
 - adaptive ``tsit5``, ``dopri5``: embedded RK pairs with a PID step-size controller on the
   mixed error  |err_i| <= atol + rtol |x_i|  (options ``rtol``, ``atol``, ``dt0``, ``max_steps``);
 - fixed ``euler``, ``heun``, ``rk4``: option ``dt``; the step grid is the numba backend's
-  (:func:`integrators.base.step_times`), enforced with ``diffrax.StepTo`` rather than
+  (:func:`integrators.core.base.step_times`), enforced with ``diffrax.StepTo`` rather than
   ``ConstantStepSize`` so both backends step through the very same times and agree to rounding.
 
 On a curved geometry each step is followed by the retraction, and saved states are retracted.
@@ -16,7 +16,8 @@ a sweep over p compiles once (per shape).
 
 import numpy as np
 
-from .base import AbstractIntegrator, FixedStep, check_adaptive_options, step_times
+from ..core.base import AbstractIntegrator, FixedStep, check_adaptive_options, step_times
+from ..core.solution import Solution
 
 # Default tuning constants.
 RTOL = 1e-6
@@ -25,17 +26,9 @@ MAX_STEPS = 100_000
 
 
 def _backend():
-    from . import _jax_backend
+    from . import _programs
 
-    return _jax_backend
-
-
-def trace_count() -> int:
-    """Number of ensemble solves traced (compiled) by this process so far; 0 if JAX unused."""
-    import sys
-
-    mod = sys.modules.get(__name__.rsplit(".", 1)[0] + "._jax_backend")
-    return 0 if mod is None else mod.trace_count()
+    return _programs
 
 
 class DiffraxIntegrator(AbstractIntegrator):
@@ -52,12 +45,17 @@ class DiffraxIntegrator(AbstractIntegrator):
             raise ValueError("the diffrax backend needs Problem.drift_jax (a JAX function)")
         if ts.shape[0] == 1:
             return x0[:, None].copy()
-        jb = _backend()
+        states, result, accepted, rejected = self.program(problem).run(x0, p, ts, self._grid(ts))
+        return Solution.of(np.array(states),  # writable, like the numba backend
+                           steps=np.array(accepted), rejections=np.array(rejected),
+                           max_steps=np.array(result) == _backend().RESULT_MAX_STEPS)
+
+    def program(self, problem):
+        """The compiled ensemble program this integrator solves `problem` with (its ``traces``
+        count its compiles)."""
         g = problem.geometry
-        fn = jb.ensemble_solver(
-            problem.drift_jax, g.project_jax, g.retract_jax, g.flat, self.method, self._key()
-        )
-        return np.array(fn(x0, p, ts, self._grid(ts)))  # writable, like the numba backend
+        return _backend().ensemble_solver(
+            problem.drift_jax, g.project_jax, g.retract_jax, g.flat, self.method, self._key())
 
 
 class DiffraxAdaptive(DiffraxIntegrator):
@@ -105,7 +103,7 @@ class DiffraxHeun(DiffraxFixed):
 
 
 class DiffraxRK4(DiffraxFixed):
-    """Classic RK4, order 4 (a diffrax AbstractERK on :data:`integrators.tableau.RK4`)."""
+    """Classic RK4, order 4 (a diffrax AbstractERK on :data:`integrators.core.tableau.RK4`)."""
 
     method = "rk4"
 

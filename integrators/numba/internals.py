@@ -1,0 +1,283 @@
+r"""numba's internals, behind one seam: the only module of the project that imports
+``numba.core`` or touches a private numba name (``grep -rn "numba.core\|\._[a-z]" integrators
+dyn`` finds numba's private names here only; tests/test_numba_seam.py checks it).
+
+What it does, where it applies (:func:`optimized`: the numba versions of :data:`CHECKED`, and
+``DYN_PLAIN_NUMBA`` not set):
+
+- **Deferred compiles** (:class:`DeferredDispatcher`). A kernel made by
+  :func:`integrators.jit.njit` with signatures compiles (or loads from numba's cache) at its
+  first need: the first call from Python, the first time a compiled caller is typed against it,
+  the first time it is passed as a first-class function. It subclasses numba's CPU dispatcher and
+  hooks the three entry points numba uses to find an overload (``_compile_for_args``,
+  ``get_call_template``, ``get_compile_result``).
+- **Called, not linked** (:func:`install`). numba compiles a call between two jitted functions by
+  linking the callee's whole LLVM module into the caller and optimizing it all again
+  (``CPUCodeLibrary.finalize``): the project's kernels call each other in chains (the attention
+  field's regimes under ten drifts, under the normalization schemes), and about half of
+  compiling every kernel went to re-optimizing code already compiled. Here a caller keeps a
+  *declaration* of a kernel made with signatures (textual LLVM IR rewritten, with the attributes
+  of the callee's definition spelled out), and the call binds when the caller is loaded to the
+  kernel's own code, which :mod:`integrators.jit` always loads first. Kernels made with
+  ``link=True`` (small helpers LLVM inlines) are linked as numba links them. Since callees are
+  loaded first, a call LLVM did not inline already bound to the callee's own copy: the numbers
+  are the same bit for bit and the compile takes about half the time.
+- **A cached caller never outlives an edit of its callee** (:func:`key_by_callees`). numba keys a
+  cached kernel on its own file and bytecode; here the cache's index key also carries
+  :func:`integrators.jit.callee_digest`. And a caller loaded from the cache whose callee was
+  compiled again under a new name (numba's names carry a per-process count) would make MCJIT
+  abort the process ("Symbol not found"): :func:`_finalize_final_module` raises
+  :class:`StaleCaller` first, which the patched cache load treats as a miss.
+
+Everywhere else (another numba, or ``DYN_PLAIN_NUMBA=1``) nothing here is applied and
+:mod:`integrators.jit` runs its plain path on numba's public API only: numba's own dispatchers,
+linked calls, a cache directory per callee digest. The compile events (:func:`recording_compiles`,
+:func:`listening_to_compiles`: numba's event API, public since 0.53) serve both paths.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import contextlib
+import types
+
+import llvmlite.binding as ll
+import numba
+
+try:  # numba's internal layout, as the CHECKED versions have it
+    from numba.core import caching, codegen
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import CPUDispatcher
+except ImportError:  # another layout: nothing here applies, the plain path runs
+    CPUDispatcher = None
+try:
+    from numba.core import event
+except ImportError:  # no event API: nothing is told of compiles
+    event = None
+
+CHECKED = ("0.68.",)  # numba versions whose dispatcher, codegen and caching this was checked against
+PLAIN_ENV = "DYN_PLAIN_NUMBA"  # "1": the plain path, whatever the version
+
+
+def optimized() -> bool:
+    """Whether this module's optimizations apply: a checked numba version, and the plain path
+    not forced by ``DYN_PLAIN_NUMBA``."""
+    return (CPUDispatcher is not None and numba.__version__.startswith(CHECKED)
+            and os.environ.get(PLAIN_ENV, "") in ("", "0"))
+
+
+# --- numba's compile events (public API, both paths) ---
+
+CompileListener = event.Listener if event is not None else object
+
+
+def recording_compiles():
+    """A context manager recording numba's compile events (they fire on cache misses only):
+    ``recorder.buffer`` holds (time, event) pairs, each event with ``is_start``."""
+    if event is None:
+        return contextlib.nullcontext(types.SimpleNamespace(buffer=[]))
+    return event.install_recorder("numba:compile")
+
+
+def listening_to_compiles(listener):
+    """A context manager that hands numba's compile events to `listener` (a CompileListener)."""
+    if event is None:
+        return contextlib.nullcontext()
+    return event.install_listener("numba:compile", listener)
+
+
+# --- deferred compiles ---
+
+if CPUDispatcher is not None:  # defined where numba's layout is the CHECKED one
+    class DeferredDispatcher(CPUDispatcher):
+        """A numba dispatcher whose declared signatures compile on first need (see the module doc).
+        The three entry points numba uses to find an overload first compile the declared ones and
+        then forbid any other, exactly as an eager ``numba.njit(sig)`` does at import."""
+
+        def _ensure_declared(self):
+            from .jit import callees  # jit imports this module at its top
+
+            # the global compiler lock is re-entrant: a kernel being compiled ensures its callees
+            with global_compiler_lock:
+                if self.dyn_pending and not getattr(self, "_ensuring", False):
+                    self._ensuring = True  # a guard against kernels that name each other
+                    try:
+                        for callee in callees(self):  # first: see integrators.jit, "cold or warm"
+                            if isinstance(callee, DeferredDispatcher):
+                                callee._ensure_declared()
+                        for signature in self.dyn_signatures:  # a stale cached copy is a miss
+                            self.compile(signature)
+                    finally:
+                        self._ensuring = False
+                    self.disable_compile()
+                    self.dyn_pending = False
+
+        def _compile_for_args(self, *args, **kws):  # a call from Python with no overload yet
+            self._ensure_declared()
+            if not self._can_compile:  # numba calls what this returns: dispatch again, converting
+                return self._dispatch_again
+            return super()._compile_for_args(*args, **kws)
+
+        def _dispatch_again(self, *args, **kws):
+            return self(*args, **kws)
+
+        def add_overload(self, cres):  # compiled or loaded from the cache alike
+            if not self.dyn_link and cres.library is not None:
+                cres.library._dyn_called = True  # callers declare it instead of linking it
+            return super().add_overload(cres)
+
+        def get_call_template(self, args, kws):  # typing a call from compiled code
+            self._ensure_declared()
+            return super().get_call_template(args, kws)
+
+        def get_compile_result(self, sig):  # passed as a first-class function
+            self._ensure_declared()
+            return super().get_compile_result(sig)
+else:
+    DeferredDispatcher = None
+
+
+def defer(dispatcher, digest) -> None:
+    """Make a fresh ``numba.njit(**options)`` dispatcher a :class:`DeferredDispatcher` whose cache
+    key carries ``digest()`` (see :func:`key_by_callees`)."""
+    dispatcher.__class__ = DeferredDispatcher
+    key_by_callees(dispatcher, digest)
+
+
+def ensure(kernel) -> None:
+    """Compile (or load) a deferred kernel's declared signatures now, callees first."""
+    with global_compiler_lock:
+        kernel._ensure_declared()
+
+
+def key_by_callees(kernel, digest) -> None:
+    """numba's cache index key of `kernel`, plus ``digest()``."""
+    cache = getattr(kernel, "_cache", None)
+    stock = getattr(cache, "_index_key", None)
+    if stock is None:
+        return
+
+    def index_key(sig, codegen):
+        return stock(sig, codegen) + (digest(),)
+
+    cache._index_key = index_key
+
+
+# --- called, not linked ---
+
+_DEFINE = re.compile(r"^define (?:linkonce_odr |weak_odr )?(.*?@([\w.$]+)\(.*) \{$", re.M)
+_DECLARE = re.compile(r"^declare .*?@([\w.$]+)\(.*$", re.M)
+_ATTRIBUTES = re.compile(r"^attributes (#\d+) = \{ (.*) \}$", re.M)
+_GROUP = re.compile(r" (#\d+)$")
+
+_STOCK: dict = {}  # numba's own methods, replaced by install()
+
+
+class StaleCaller(RuntimeError):
+    """A kernel loaded from numba's cache names a callee that is not loaded under that name."""
+
+
+def calls_kernels() -> bool:
+    """Whether callers call, rather than link, the kernels made with signatures."""
+    return bool(_STOCK)
+
+
+def kernel_library_text(kernel) -> str:
+    """The LLVM module a kernel's callers would link (its first overload), for tests."""
+    return str(kernel.overloads[kernel.signatures[0]].library._get_module_for_linking())
+
+
+def _declarations(library) -> dict[str, str]:
+    """Each function the library defines, as a ``declare`` line with its definition's
+    attributes spelled out (an attribute group of the callee's module means nothing in the
+    caller's)."""
+    found = getattr(library, "_dyn_declarations", None)
+    if found is None:
+        text = str(library._get_module_for_linking())
+        groups = dict(_ATTRIBUTES.findall(text))
+        found = {}
+        for match in _DEFINE.finditer(text):
+            head = _GROUP.sub(lambda g: " " + groups.get(g.group(1), g.group(1)), match.group(1))
+            found[match.group(2)] = "declare " + head
+        library._dyn_declarations = found
+    return found
+
+
+def _finalize(self):
+    """numba's finalize, with the marked libraries declared instead of linked."""
+    called = [lib for lib in self._linking_libraries if getattr(lib, "_dyn_called", False)]
+    if called:
+        self._linking_libraries = [lib for lib in self._linking_libraries
+                                   if not getattr(lib, "_dyn_called", False)]
+        self._dyn_callees = called  # alive as long as the caller, as linked libraries are
+        heads = {}
+        for lib in called:
+            self._reload_init.update(lib._reload_init)  # as numba's linking does
+            heads.update(_declarations(lib))
+        text = str(self._final_module)
+        declared = _DECLARE.sub(lambda m: heads.get(m.group(1), m.group(0)), text)
+        if declared != text:
+            module = ll.parse_assembly(declared)
+            module.name = self._final_module.name
+            self._final_module = module
+    return _STOCK["finalize"](self)
+
+
+def qualified_name(symbol: str) -> str:
+    """The dotted Python name a numba symbol mangles: ``_ZN3dyn8numerics4vexp7row_maxB..``
+    gives ``dyn.numerics.vexp.row_max`` (length-prefixed parts up to the first tag)."""
+    parts, at = [], 3
+    while at < len(symbol) and symbol[at].isdigit():
+        digits = re.match(r"\d+", symbol[at:]).group()
+        at += len(digits)
+        parts.append(symbol[at:at + int(digits)])
+        at += int(digits)
+    return ".".join(parts)
+
+
+def _missing(module, engine) -> list[str]:
+    return [f.name for f in module.functions if f.is_declaration and f.name.startswith("_ZN")
+            and not engine.is_symbol_defined(f.name)]
+
+
+def _finalize_final_module(self):
+    """numba's step, after checking that every kernel the library declares is loaded: MCJIT
+    would otherwise abort the whole process ("LLVM ERROR: Symbol not found"). Kernels not
+    loaded yet are loaded by name first (a caller that is not ours, e.g. a script's eager
+    ``numba.njit(sig, cache=True)``, may be loaded before them)."""
+    from .jit import load_by_name
+
+    module = self._shared_module if self._shared_module is not None else self._final_module
+    engine = self._codegen._engine
+    missing = _missing(module, engine)
+    if missing:
+        for name in sorted({qualified_name(symbol) for symbol in missing}):
+            load_by_name(name)
+        missing = _missing(module, engine)
+    if missing:
+        raise StaleCaller(f"{self.name} calls kernels that are not loaded under these names: "
+                          f"{missing} (compiled again since this caller was cached)")
+    return _STOCK["finalize_final_module"](self)
+
+
+def _load_overload(self, sig, target_context):
+    """numba's cache load, where a stale caller (:class:`StaleCaller`) is a miss: numba then
+    compiles it again and overwrites its entry."""
+    try:
+        return _STOCK["load_overload"](self, sig, target_context)
+    except StaleCaller:
+        return None
+
+
+def install() -> None:
+    """Patch numba's codegen and cache load once, where :func:`optimized`."""
+    if _STOCK or not optimized():
+        return
+    library = codegen.CPUCodeLibrary
+    _STOCK["finalize"] = library.finalize
+    _STOCK["finalize_final_module"] = library._finalize_final_module
+    _STOCK["load_overload"] = caching.Cache._load_overload
+    library.finalize = _finalize
+    library._finalize_final_module = _finalize_final_module
+    caching.Cache._load_overload = _load_overload
