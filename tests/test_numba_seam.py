@@ -29,7 +29,8 @@ SEAM = ROOT / "integrators" / "numba" / "internals.py"
 PRIVATE = re.compile(r"numba\.core|\.(_[a-z]\w*)")
 # private names of other libraries that our code reads, with where
 NOT_NUMBAS = {"_exit": "os._exit, in children that must not run atexit handlers",
-              "_data": "xarray's lazy backend array (dyn/presentation/analysis.py)"}
+              "_data": "xarray's lazy backend array (dyn/presentation/analysis.py)",
+              "_getframe": "sys._getframe: the module that called dyn.particles (dyn/user)"}
 
 
 def _sources(*folders: str) -> list[Path]:

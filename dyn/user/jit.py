@@ -11,6 +11,7 @@ takes a fraction of a second for a small field (the integrators' kernels stay ca
 from __future__ import annotations
 
 import numba
+from numba.extending import is_jitted
 
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG
 
@@ -23,7 +24,7 @@ SIGNATURES = {"drift": ("(t, x, p, out, work)", "t, x", DRIFT_SIG),
 
 def jitted(fn):
     """`fn` as a numba function (already one: unchanged)."""
-    if isinstance(fn, numba.core.dispatcher.Dispatcher):
+    if is_jitted(fn):
         return fn
     return numba.njit(**OPTIONS)(fn)
 
