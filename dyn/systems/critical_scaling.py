@@ -121,7 +121,7 @@ class CriticalScaling(System):
     def simulate(self, spec, runs: range) -> Chunk:
         kappa = kappa_grid(spec.values)
         n, d, rho = spec["n"], spec["d"], spec["rho"]
-        found = {}
+        found, finite = {}, np.ones(len(runs), dtype=bool)
         for start in critical.STARTS:
             name = "near" if start == "near_equiangular" else start
             if n > spec["particles_max"]:
@@ -136,9 +136,12 @@ class CriticalScaling(System):
                 problem = attention.flow_problem(attention.pack_params(beta, d))
                 states = spec.solver.get().solve(problem, x0, np.array([0.0, spec.horizon]))
                 moved[:, k] = critical.token_displacement(states)
+            finite &= np.isfinite(moved).all(axis=1)
             ratio = moved / moved[:, :1]
             found[f"{name}_ratio"] = ratio
             found[f"{name}_gamma_half"] = np.array(
                 [critical.grid_crossover(kappa, row) / (1.0 - rho) for row in ratio])
-        return Chunk(found)
+        # NaN above particles_max, or where a run never crosses 1/2 on the grid, is an answer
+        # (nan_means); only non-finite displacements make a run diverge
+        return Chunk(found, finite=finite)
 
