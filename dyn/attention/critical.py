@@ -36,14 +36,12 @@ direction towards the others does not depend on gamma), so the displacement's ra
 gamma = 0 value is ``(1 - w_self(gamma)) / (1 - 1/n)`` and crosses 1/2 where w_self ~ 1/2. Over a
 horizon of order one the collapse feeds itself (rho grows, gamma_c(rho) = 1/(1 - rho) grows past
 gamma), and the crossover gamma_1/2(n), where the displacement is half its gamma = 0 value, sits
-above gamma_c by ``c(T, rho) / log n``: just above gamma_c the rate of rho is about
-``2 rho (1 - rho) n^{-(gamma - gamma_c)(1 - rho)}``, which is of order one over the horizon while
-``(gamma - gamma_c)(1 - rho) log n`` is. So gamma_1/2(n) -> gamma_c with a 1/log n correction,
-with a 1/log n correction. More precisely, with ``gamma = gamma_c (1 + eps)`` and ``rho = rho_0 +
-eta``, ``gamma (1 - rho) - 1 = eps - gamma eta``, and for rho_0 > 0 (where ``1 + (n - 1) rho ~
-n rho``) ``eta' ~ 2 rho_0 (1 - rho_0) e^{-log n (eps - gamma eta)}``: ``e^{-gamma eta log n}``
-falls linearly in time and eta blows up at ``t* = n^eps / (2 rho_0 log n)`` (using gamma (1 -
-rho_0) ~ 1). The displacement is half its gamma = 0 value when t* is a fixed fraction of T, so
+above gamma_c by a correction that vanishes like log log n / log n. With ``gamma = gamma_c (1 +
+eps)`` and ``rho = rho_0 + eta``, ``gamma (1 - rho) - 1 = eps - gamma eta``; for rho_0 > 0
+(where ``1 + (n - 1) rho ~ n rho``) ``eta' ~ 2 rho_0 (1 - rho_0) e^{-log n (eps - gamma eta)}``,
+so ``e^{-gamma eta log n}`` falls linearly in time and eta blows up at ``t* = n^eps / (2 rho_0
+log n)`` (using gamma (1 - rho_0) ~ 1). The displacement is half its gamma = 0 value when t* is
+a fixed fraction of T, so
 
     gamma_1/2(n) = gamma_c (1 + (log log n + C) / log n) + ...,   C = C(T, rho_0).
 
