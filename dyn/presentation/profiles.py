@@ -123,7 +123,7 @@ def figure(ds, name: str, look, error_bounds, selected: str = ""):
     for ax in list(grid.flat)[:len(selections)]:
         ax.set_xlabel(wrap_text(ax.get_xlabel(), chars_in(width / cols, "axes.labelsize")))
     for ax in grid[:, 0]:  # one label per row: the panels' axes are the same quantity
-        ax.set_ylabel(wrap_text(name.replace("_", " "), chars_in(height / rows, "axes.labelsize")))
+        ax.set_ylabel(wrap_text(axis_label(da), chars_in(height / rows, "axes.labelsize")))
     head = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
     if selected:  # the values `dyn plot --sel` chose
         head += f", at {selected}"

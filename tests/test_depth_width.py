@@ -1,0 +1,80 @@
+"""ResNets with width-M random-feature blocks (dyn.resnet.random_features, system resnet_width):
+the block's infinite-width limit is the closed-form mean field, the infinitely wide network
+converges to the mean ODE at rate 1/L, and the scenario's rates are -1 in L (wide layers) and
+-1/2 in L M (narrow layers)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import dyn
+from dyn.presentation import comparison
+from dyn.presentation.cli import main
+from dyn.resnet import random_features as rf
+
+SCENARIO = "scenarios/depth_width_limit.toml"
+
+
+@pytest.mark.parametrize("activation", ["erf", "relu"])
+def test_gain_is_the_gaussian_mean_of_sigma_prime(activation):
+    z, w = np.polynomial.hermite_e.hermegauss(120)  # weight e^{-z^2/2}
+    w = w / math.sqrt(2 * math.pi)
+    for r in (0.1, 1.0, 3.0):
+        if activation == "erf":
+            expected = (w * math.sqrt(2 / math.pi) * np.exp(-(r * z) ** 2 / 2)).sum()
+        else:
+            expected = 0.5  # P(z > 0)
+        assert rf.gain(r, activation) == pytest.approx(expected, rel=1e-10)
+
+
+@pytest.mark.parametrize("activation", ["erf", "relu"])
+def test_wide_block_is_the_mean_field(activation):
+    """M -> infinity: the empirical block tends to F(x, s) = B(s) x g(|x|), within 5 standard
+    errors at M = 2^17 (the error of a wrong gain or coupling would be O(1))."""
+    rng = np.random.default_rng(11)
+    coeffs = rf.draw_coupling(rng, 4, 3)
+    x = rng.standard_normal((3, 4))
+    W, V = rf.draw_units(rng, coeffs, 0.3, 2**17, noise=0.5)
+    units = rf.sigma(x @ W.T, activation)[:, :, None] * V[None]  # (inputs, M, d)
+    se = units.std(axis=1) / math.sqrt(W.shape[0])
+    gap = np.abs(rf.block(x, W, V, activation) - rf.mean_field(x, coeffs, 0.3, activation))
+    assert np.all(gap < 5 * se)
+
+
+def test_infinitely_wide_network_converges_to_the_mean_ode_at_rate_one():
+    """L -> infinity at M = infinity: Euler layers of the mean field, error ~ 1/L."""
+    rng = np.random.default_rng(5)
+    coeffs = rf.draw_coupling(rng, 4, 3)
+    x0 = rng.standard_normal((4, 4))
+    ref = rf.mean_ode(x0, coeffs, 4.0, "erf", [0.0, 1.0])[-1]
+    depths = np.array([32, 64, 128, 256])
+    errors = [np.abs(rf.mean_network(x0, coeffs, L, 4.0, "erf") - ref).max() for L in depths]
+    slope = np.polyfit(np.log(depths), np.log(errors), 1)[0]
+    assert slope == pytest.approx(-1.0, abs=0.02)
+
+
+def test_bad_alpha_is_one_line_and_exit_2(tmp_path, capsys):
+    out = tmp_path / "never.h5"
+    assert main(["run", SCENARIO, "--out", str(out), "--set", "params.alpha=0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "params.alpha" in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.slow  # the whole scenario: ~4 min of CPU (the M = 32768 layers)
+def test_depth_width_rates_contain_minus_one_and_minus_one_half(tmp_path):
+    path = dyn.run(SCENARIO, tmp_path / "dw.h5", progress=False)
+    result = comparison.compare(path, "form", "ode")
+    fitted = {dict(label)["width"]: rate
+              for label, rate in comparison.rates(result, "depth").items()}
+    wide = fitted[max(fitted)]
+    assert wide.lo <= -1.0 <= wide.hi, wide  # Euler's error dominates: slope -1 in L
+    narrow = fitted[1]
+    assert narrow.lo <= -0.5 <= narrow.hi, narrow  # fluctuations: slope -1/2 in L M
+    # and -1/2 in M at the largest depth, over the narrow widths (measured -0.46 [-0.59, -0.34])
+    error = result["error"].sel(form="network")
+    deep = error.sel(depth=error["depth"].max()).sel(width=[1, 4, 16, 64])
+    across = comparison.fit_rate(deep, "width")
+    assert across.lo <= -0.5 <= across.hi, across
