@@ -46,7 +46,7 @@ def test_equiangular_displacement_is_the_particles_displacement():
     beta = gamma * math.log(n)
     x0 = attention.equiangular_start(np.random.default_rng(3), 2, n, d, rho)
     problem = attention.flow_problem(attention.pack_params(beta, d))
-    states = integrators.get("numba", "rk4", dt=2e-3).solve(problem, x0, np.array([0.0, T]))
+    states = integrators.get("numba", "rk4", dt=2e-3).solve(problem, x0, np.array([0.0, T])).states
     moved = np.linalg.norm(states[:, -1] - states[:, 0], axis=-1)
     np.testing.assert_allclose(moved, critical.displacement(gamma, n, rho, T), rtol=1e-8)
     path = critical.rho_path(gamma, n, rho, np.linspace(0, T, 5))

@@ -137,7 +137,7 @@ class CriticalScaling(System):
             for k, value in enumerate(kappa):
                 beta = value / (1.0 - rho) * math.log(n)
                 problem = attention.flow_problem(attention.pack_params(beta, d))
-                states = spec.solver.get().solve(problem, x0, np.array([0.0, spec.horizon]))
+                states = spec.solver.get().solve(problem, x0, np.array([0.0, spec.horizon])).states
                 moved[:, k] = critical.token_displacement(states)
             finite &= np.isfinite(moved).all(axis=1)
             ratio = moved / moved[:, :1]
