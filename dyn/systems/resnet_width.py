@@ -54,7 +54,7 @@ class ResNetWidth(System):
                        "sum of its M units)", gt=0.0, hi=100.0),
         "noise": Field("float", 0.0, "tau: V = B(s) W + tau xi (unit noise independent of W)",
                        lo=0.0, hi=100.0),
-        "depth": Field("int", 64, "number of layers L", lo=1, hi=10**6),
+        "depth": Field("int", 100, "number of layers L", lo=1, hi=10**6),
         "width": Field("int", 16, "units per layer M", lo=1, hi=10**7),
         "form": Field("str", "network", "the network, or its mean ODE", choices=("network", "ode")),
     }
