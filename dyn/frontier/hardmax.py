@@ -21,7 +21,9 @@ P_ij -> 1/|J_i| on J_i = argmax_j s_ij: the **hardmax flow**
 maximizers (a token at the centre of a regular polygon stays there at every beta, and so
 under (H)). Floating-point scores of tied tokens differ by rounding, so J_i is taken within a
 tolerance: J_i = {j : s_ij >= max_k s_ik - tie_tol max(1, |max_k s_ik|)} (`tie_tol`, default
-1e-9, relative to the score's size). tie_tol = 0 keeps the exact maximizers only.
+1e-12, relative to the score's size). tie_tol = 0 keeps the exact maximizers only. A token
+that has come within ~tie_tol of its vertex ties with it, and the two merge: the paths are
+straight, and the vertices fixed, to ~tie_tol (exactly, before that).
 
 **Frank-Wolfe.** With f(x) = <B x, x>/2 (grad f = B x) and K = conv{x_1 .. x_n}, the linear
 maximization oracle argmax_{y in K} <B x_i, y> is attained at a token, and a forward-Euler
