@@ -21,7 +21,8 @@ def hardmax_paths(x0, kq_ratio, times):
     problem = integrators.Problem(H.Hardmax.numba_function("drift"), None,
                                   H.Hardmax.pack({**VALUES, "kq_ratio": kq_ratio}),
                                   integrators.EUCLIDEAN)
-    return np.asarray(integrators.get("numba", "rk4", dt=0.25).solve(problem, x0, times))
+    solved = integrators.get("numba", "rk4", dt=0.25).solve(problem, x0, times)
+    return np.asarray(getattr(solved, "states", solved))  # an array, or a Solution's states
 
 
 @pytest.mark.parametrize("layout, d, m, kq", [("polygon", 2, 7, 1.0), ("sphere", 3, 9, 2.5),
