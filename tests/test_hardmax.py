@@ -1,0 +1,121 @@
+"""The hardmax limit (dyn/frontier/hardmax.py): straight paths to the cell vertices, checked
+against a construction written here (scipy's convex hull, then brute-force argmax), the ties,
+the parameter bounds; the fits over beta in the slow tier."""
+import subprocess
+import sys
+from pathlib import Path
+
+import integrators
+import numpy as np
+import pytest
+from scipy.spatial import ConvexHull
+
+import dyn
+from dyn.frontier import hardmax as H
+
+SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "hardmax_limit.toml"
+VALUES = dict(beta=16.0, kq_ratio=1.0, tie_tol=1e-12, hardmax=True)
+
+
+def hardmax_paths(x0, kq_ratio, times):
+    problem = integrators.Problem(H.Hardmax.numba_function("drift"), None,
+                                  H.Hardmax.pack({**VALUES, "kq_ratio": kq_ratio}),
+                                  integrators.EUCLIDEAN)
+    solved = integrators.get("numba", "rk4", dt=0.25).solve(problem, x0, times)
+    return np.asarray(getattr(solved, "states", solved))  # an array, or a Solution's states
+
+
+@pytest.mark.parametrize("layout, d, m, kq", [("polygon", 2, 7, 1.0), ("sphere", 3, 9, 2.5),
+                                               ("sphere", 2, 6, 0.4)])
+def test_paths_are_straight_to_the_vertex_of_the_cell(layout, d, m, kq):
+    rng = np.random.default_rng(5)
+    runs, n = 3, 30
+    x0 = np.empty((runs, n, d))
+    for r in range(runs):
+        v = H.vertices(rng, m, d, kq, layout)
+        x0[r, :m], x0[r, m:] = v, H.interior(rng, v, n - m, layout)
+    times = np.linspace(0.0, 30.0, 61)
+    paths = hardmax_paths(x0, kq, times)
+    b = np.r_[1.0, np.full(d - 1, kq)]
+    for r in range(runs):
+        # the independent construction: the hull's vertices, then argmax_k <B x0, v_k>
+        hull = np.sort(ConvexHull(x0[r]).vertices)
+        assert hull.tolist() == list(range(m))
+        cell = hull[np.argmax((x0[r] * b) @ x0[r, hull].T, axis=1)]
+        end = np.argmin(np.linalg.norm(paths[r, -1][:, None] - x0[r, None], axis=-1), axis=1)
+        assert np.array_equal(end, cell)
+        # straight: distance of x_i(t) from the line x_i(0) -> v_cell(i)
+        chord = x0[r, cell] - x0[r]
+        inner = np.arange(m, n)
+        unit = chord[inner] / np.linalg.norm(chord[inner], axis=1, keepdims=True)
+        rel = paths[r][:, inner] - x0[r, inner]
+        off = rel - np.einsum("tnd,nd->tn", rel, unit)[..., None] * unit
+        assert np.abs(off).max() < 1e-10
+        # the vertices stay: exactly while every token is farther than ~tie_tol from them
+        # (t <= 20: e^-20 = 2e-9), then within the tolerance, where near tokens tie and merge
+        early = times <= 20.0
+        assert np.abs(paths[r][early, :m] - x0[r, :m]).max() == 0.0
+        assert np.abs(paths[r][:, :m] - x0[r, :m]).max() < 1e-10
+        # the law x(t) = v + (x0 - v) e^{-t} (RK4 at 0.25: ~1e-5)
+        law = x0[r, cell] - chord * np.exp(-times)[:, None, None]
+        assert np.abs(paths[r] - law).max() < 1e-4
+
+
+def test_ties_are_averaged():
+    """A token at the centre of a square ties with all four vertices: it stays (as under
+    softmax at any beta); with tie_tol = 0 it would pick one vertex by rounding."""
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [0.0, 0.0]])
+    f = H.drift(0.0, x, 16.0, 1.0, 1e-12, True)
+    assert np.abs(f).max() == 0.0
+    # a centre off by rounding (1e-17) breaks the exact tie: still averaged within tie_tol
+    y = x.copy()
+    y[4, 0] = 1e-17
+    assert np.abs(H.drift(0.0, y, 16.0, 1.0, 1e-12, True)[4]).max() < 1e-15
+    assert np.abs(H.drift(0.0, y, 16.0, 1.0, 0.0, True)[4]).max() > 0.9  # no tolerance: one
+    # a token off the centre goes to its vertex alone, as the softmax at large beta
+    z = np.vstack([x[:4], [[0.5, 0.1]]])
+    assert np.array_equal(H.drift(0.0, z, 16.0, 1.0, 1e-12, True)[4], z[0] - z[4])
+    assert np.abs(H.drift(0.0, z, 400.0, 1.0, 0.0, False) - H.drift(0.0, z, 1.0, 1.0, 0.0, True)).max() < 1e-12
+
+
+def test_softmax_tends_to_hardmax_drift():
+    rng = np.random.default_rng(2)
+    v = H.vertices(rng, 5, 2, 1.0, "polygon")
+    x = np.vstack([v, H.interior(rng, v, 10, "polygon")])
+    hard = H.drift(0.0, x, 1.0, 1.0, 1e-12, True)
+    gaps = [np.abs(H.drift(0.0, x, b, 1.0, 0.0, False) - hard).max() for b in (50.0, 100.0, 200.0)]
+    assert gaps[0] > gaps[1] > gaps[2]
+
+
+@pytest.mark.parametrize("setting", ["params.hardmax_dt=2.0", "params.escape=0.0",
+                                     "params.layout=cube", "params.kq_ratio=0.01"])
+def test_every_new_parameter_is_bounded(setting):
+    with pytest.raises(dyn.ScenarioError, match=setting.split("=")[0]):
+        dyn.load(SCENARIO, [setting])
+
+
+@pytest.mark.parametrize("setting, key", [("params.tie_tol=-1.0", "tie_tol"),
+                                          ("params.vertices=40", "vertices")])
+def test_bad_values_get_one_line_and_exit_2(setting, key, tmp_path):
+    out = tmp_path / "x.h5"
+    done = subprocess.run([sys.executable, "-m", "dyn", "run", "hardmax_limit", "--set", setting,
+                           "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and key in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_trapping_rate_and_convergence_in_beta(tmp_path):
+    import dyn
+
+    path = dyn.run("hardmax_limit", out=tmp_path / "h.h5")
+    ds = dyn.open(path)
+    assert ds["straightness"].max() < 1e-10 and ds["cell_agreement"].min() == 1.0
+    found = H.fits(path)
+    conv, trap = found["convergence"], found["trapping"]
+    # the derived 1/beta, nearly: measured -1.15 [-1.25, -1.04] over beta = 64 .. 256
+    assert -1.5 < conv["lo"] < conv["hi"] < -0.8
+    # the trapping rate's 95% interval holds g = 1 - cos(2 pi / 12) (measured [0.122, 0.137])
+    assert trap["lo"] <= found["gap"] <= trap["hi"]
+    assert trap["hi"] - trap["lo"] < 0.3 * found["gap"]
