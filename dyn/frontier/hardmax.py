@@ -256,9 +256,8 @@ class Hardmax(dyn.Model):
             flow = hard
         else:
             flow = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times)
-        chunk = self.observe(spec, np.stack([_states(flow), _states(hard)], axis=2))
-        if hasattr(flow, "status"):  # a Solution: runs cut short by max_steps are named
-            chunk.status = np.maximum(flow.status, hard.status)
+        chunk = self.observe(spec, np.stack([flow.states, hard.states], axis=2))
+        chunk.status = np.maximum(flow.status, hard.status)  # runs cut short are named
         return chunk
 
     def observe(self, spec, states):
@@ -289,11 +288,6 @@ class Hardmax(dyn.Model):
             "vertex_motion": np.linalg.norm(hard[:, :, :m] - v[:, None], axis=-1).max(axis=(1, 2)),
             "cell_agreement": (cells == end).mean(axis=1),
         }, states=states, finite=np.isfinite(states).all(axis=(1, 2, 3, 4)))
-
-
-def _states(solved) -> np.ndarray:
-    """The states of a solve: the array itself, or a Solution's `.states`."""
-    return np.asarray(getattr(solved, "states", solved))
 
 
 def first_passage(times: np.ndarray, level: np.ndarray, bar: float) -> np.ndarray:
