@@ -1,0 +1,1 @@
+"""Models of recent papers, written through the public extension API (docs/your_own_system.md)."""
