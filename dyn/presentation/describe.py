@@ -115,11 +115,15 @@ def describe(name: str) -> SystemDescription:
     if name not in systems.names() and name in shipped:
         notes = (f"(scenario {name} runs system {shipped[name]})",)
         name = shipped[name]
-    if name not in systems.names():
+    from ..user import locate
+
+    if name not in systems.names() and not (notes and locate.is_import_path(name)):
         near = did_you_mean(name, [*systems.names(), *shipped])
         raise ScenarioError("", f"unknown system {name!r}{near}; `dyn list` lists the systems "
                             "and the shipped scenarios")
-    system = systems.get(name)
+    from ..engine.scenario import SCENARIO_DIR
+
+    system = systems.get(name, near=Path(SCENARIO_DIR))  # an import path: beside the scenarios
     mine = tuple(sorted(s for s, sys_name in shipped.items() if sys_name == name))
     outputs, other = _outputs(system, mine)
     return SystemDescription(

@@ -35,13 +35,17 @@ def drift(phi, positions: bool, at: tuple[int, ...], normalization: int, euclide
                     s += (x[i, k] - x[j, k]) ** 2 if distance else x[i, k] * x[j, k]
                 w[i, j] = kernel(s, i, j, p)
         if normalization == SINKHORN:
+            col = work[n * n:n * n + n]
             for _ in range(int(p[iterations])):
-                for j in range(n):
-                    c = 0.0
-                    for i in range(n):
-                        c += w[i, j]
-                    for i in range(n):
-                        w[i, j] /= c
+                # column sums and divisions row by row (contiguous); each column's sum still
+                # adds i = 0 .. n-1 in order: the same numbers as a column-by-column pass
+                col[:] = 0.0
+                for i in range(n):
+                    for j in range(n):
+                        col[j] += w[i, j]
+                for i in range(n):
+                    for j in range(n):
+                        w[i, j] /= col[j]
                 for i in range(n):
                     r = 0.0
                     for j in range(n):
