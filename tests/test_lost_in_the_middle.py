@@ -280,6 +280,7 @@ def _agrees_with_linear_theory(ds, beta):
     assert not bad.any(), (beta, sel.time.values[np.any(bad, axis=1)])
 
 
+@pytest.mark.slow  # a physics check of a few seconds: the default tier's 3-minute budget
 def test_the_particles_show_the_recency_arm_of_the_linear_theory(tmp_path):
     """beta = 1, t = 1, n = 64: the U shape at the particle level, its recency arm more than 3
     standard errors above 0, and the finite-n linear theory (`_agrees_with_linear_theory`; 128

@@ -96,6 +96,7 @@ def test_energy_identity_needs_converged_sinkhorn():
     assert abs(dF / -sf.dissipation(v) - 1) > 1e-3
 
 
+@pytest.mark.slow  # a physics check of a few seconds: the default tier's 3-minute budget
 def test_heat_limit_variance_slope():
     """Variance of a Gaussian start grows at ~2 alpha under Sinkhorn and ~4 alpha under softmax."""
     alpha, tau, n, T = 0.5, 0.05, 300, 0.5

@@ -104,6 +104,7 @@ def _lost(tmp_path, dt):
                    progress=False, overrides=[*LOST, f"integrator.dt={dt}"])
 
 
+@pytest.mark.slow  # a physics check of a few seconds: the default tier's 3-minute budget
 def test_lost_in_the_middle_is_step_limited_at_dt_0_05_not_at_0_01(tmp_path, capsys):
     coarse, fine = _lost(tmp_path, 0.05), _lost(tmp_path, 0.01)
     assert count_unresolved(coarse) == {STEP_LIMITED: 1}

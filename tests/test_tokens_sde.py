@@ -126,6 +126,7 @@ def test_lyapunov_exponents(antipodal, beta, d):
     assert abs(rate.mean() - want) < 4 * rate.std() / math.sqrt(E) + 0.03, (rate.mean(), want)
 
 
+@pytest.mark.slow  # a physics check of a few seconds: the default tier's 3-minute budget
 def test_d2_theta_is_a_martingale():
     # d = 2: E theta_T = theta_0 for the d-dim SDE (4 SE + 0.01 for EM bias); for d = 3 the
     # same check fails by many SE (the test discriminates).
@@ -158,6 +159,7 @@ def test_sigma_only_rescales_time():
     np.testing.assert_allclose(a, b, atol=1e-12)
 
 
+@pytest.mark.slow  # a physics check of a few seconds: the default tier's 3-minute budget
 def test_phase_boundary_far_below_and_well_above():
     # d = 8: beta_c = arccosh(6)/2 = 1.24. At beta = 0.5 lambda_- = +0.44 (antipodal repels):
     # no run may end antipodal. At beta = 3, lambda_- = -0.21: some runs must. Checked with the
@@ -196,6 +198,7 @@ def test_strong_convergence_of_network_to_sde():
     _check_strong_coupling(ts.pack(1.0, 3), runs=150, fine=2**11, seed=9)
 
 
+@pytest.mark.slow  # a physics check of a few seconds: the default tier's 3-minute budget
 def test_weak_convergence_of_an_end_state_probability():
     # P(rho_T > 0) for the network of L layers, from rho_0 = 0, against L = 64 on the same paths
     # (the coupling makes the differences' variance small). Expected weak order 1; the fit over
