@@ -212,7 +212,10 @@ def test_a_truncated_file_is_one_line(files, tmp_path, capsys):
             ds.load()
 
 
-@pytest.mark.parametrize("text, byte", [(b'mask = "none"', 10), (b'system = "attention_sphere"', 20)])
+# the second case, ~2 s, in the slow tier (the default tier's 3-minute budget)
+@pytest.mark.parametrize("text, byte", [(b'mask = "none"', 10),
+                                        pytest.param(b'system = "attention_sphere"', 20,
+                                                     marks=pytest.mark.slow)])
 def test_a_damaged_byte_of_the_scenario_text_is_read_or_refused_in_one_line(files, tmp_path, capsys,
                                                                           text, byte):
     """HDF5 reads a string attribute whatever its bytes: one that is no longer UTF-8 reads as

@@ -55,7 +55,8 @@ def _run(tmp_path, name, *overrides, text=EQUIANGULAR):
 # one); measured: within 1% (rk4, heun) and 9% (euler, where the error changes sign in time)
 @pytest.mark.parametrize("backend, method, dt", [("numba", "rk4", 0.5), ("numba", "heun", 0.1),
                                                  ("numba", "euler", 0.1),
-                                                 ("diffrax", "rk4", 0.5)])
+                                                 pytest.param("diffrax", "rk4", 0.5,
+                                                              marks=pytest.mark.slow)])
 def test_the_estimate_is_the_true_step_error(tmp_path, backend, method, dt):
     plain = _run(tmp_path, "plain", f'integrator.backend="{backend}"',
                  f'integrator.method="{method}"', f"integrator.dt={dt}")

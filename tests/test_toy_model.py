@@ -46,7 +46,10 @@ def toy(tmp_path):
     sys.modules.pop("toy_model", None)
 
 
-@pytest.mark.parametrize("backend", ["numba", "diffrax", "jax"])
+# the JAX backends, ~2.5 s each of JAX compiling, in the slow tier (the default tier's 3-minute
+# budget); the drift pair (below) and dyn.Model's backend tests keep JAX in the default tier
+@pytest.mark.parametrize("backend", ["numba", pytest.param("diffrax", marks=pytest.mark.slow),
+                                     pytest.param("jax", marks=pytest.mark.slow)])
 def test_a_model_in_one_module_runs_through_every_backend(toy, tmp_path, backend):
     path = tmp_path / "toy.toml"
     path.write_text(SCENARIO.format(backend=backend))
