@@ -1,4 +1,18 @@
-"""Scenario texts shared by the tests."""
+"""Scenario texts and files shared by the tests."""
+from pathlib import Path
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def empty_sweep_file(tmp_path: Path, name: str, **values) -> Path:
+    """The empty sweep file of a shipped scenario (every point pending): what creation writes."""
+    from dyn.engine import scenario as scenario_mod
+    from dyn.engine import store
+
+    doc = scenario_mod.apply_values(scenario_mod.read_file(SCENARIOS / f"{name}.toml"), values)
+    path = tmp_path / f"{name}.h5"
+    store.create(path, scenario_mod.resolve(doc, name), "test")
+    return path
 
 SMALL_SCENARIO = """
 [scenario]

@@ -20,24 +20,16 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
+from _scenarios import empty_sweep_file
 from scipy.special import iv
 
 from dyn.core.contract import CLIM_ATTR, SIGNED_ATTR
 from dyn.core.errors import ScenarioError
-from dyn.engine import scenario as scenario_mod
-from dyn.engine import store
 from dyn.presentation import comparison
 from dyn.presentation.cli import main
 from dyn.presentation.plot import figure, plot
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
-
-def _made(tmp_path, name, **values) -> Path:
-    doc = scenario_mod.apply_values(scenario_mod.read_file(SCENARIOS / f"{name}.toml"), values)
-    path = tmp_path / f"{name}.h5"
-    store.create(path, scenario_mod.resolve(doc, name), "test")
-    return path
 
 
 def _fill(path, values: dict, attrs: dict | None = None) -> None:
@@ -60,7 +52,7 @@ def _close_figures():
 @pytest.fixture(scope="module")
 def phase_file(tmp_path_factory):
     """noisy_phase on a 4 x 3 grid, r_stationary = (row * 3 + column) / 12."""
-    path = _made(tmp_path_factory.mktemp("phase"), "noisy_phase",
+    path = empty_sweep_file(tmp_path_factory.mktemp("phase"), "noisy_phase",
                  **{"sweep.beta": [0.5, 1.0, 2.0, 4.0], "sweep.sigma": [0.5, 1.0, 1.5]})
     _fill(path, {"r_stationary": np.arange(12.0).reshape(4, 3) / 12})
     return path
@@ -131,7 +123,7 @@ def test_point_without_tokens_points_to_sel(phase, capsys):
 
 def test_panels_share_one_colour_scale_and_say_what_was_left_out(tmp_path):
     sizes = list(range(2, 16))  # 14 values of n: 14 x 2 times = 28 panels of (beta, d)
-    path = _made(tmp_path, "attention_clusters", **{
+    path = empty_sweep_file(tmp_path, "attention_clusters", **{
         "sweep.beta": [1.0, 2.0], "sweep.d": [2, 3], "sweep.n": sizes, "output.saves": 1,
         "output.observables": ["pair_fraction"], "ensemble.runs": 2})
     with xr.open_dataset(path, engine="h5netcdf") as ds:
@@ -191,14 +183,14 @@ def test_a_signed_variable_gets_a_diverging_map_centred_on_zero(phase):
 
 
 def test_growth_rates_are_declared_signed(tmp_path):
-    path = _made(tmp_path, "mean_field_modes", **{"sweep.beta": [1.0, 2.0]})
+    path = empty_sweep_file(tmp_path, "mean_field_modes", **{"sweep.beta": [1.0, 2.0]})
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         assert ds["growth_rate"].attrs[SIGNED_ATTR] == 1
         assert ds["growth_rate_particles"].attrs[SIGNED_ATTR] == 1
 
 
 def test_axis_labels_leave_out_the_parameters_remarks(tmp_path):
-    path = _made(tmp_path, "attention_clusters", **{"sweep.beta": [1.0, 2.0, 4.0],
+    path = empty_sweep_file(tmp_path, "attention_clusters", **{"sweep.beta": [1.0, 2.0, 4.0],
                                                     "output.saves": 4, "ensemble.runs": 2})
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         assert ds["beta"].attrs["long_name"] == "inverse temperature beta (any sign)"

@@ -1,29 +1,19 @@
 """Theory is data in the file: the systems' references (boundaries, closed forms, curves) are
 written when the file is made, with the closed-form values, and `dyn plot` draws them from the
 file's attributes alone (checked on the drawn matplotlib lines, not on file sizes)."""
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 import xarray as xr
+from _scenarios import empty_sweep_file
 from scipy.special import iv
 
-from dyn.engine import scenario as scenario_mod
-from dyn.engine import store
 from dyn.core.contract import REFERENCE, ROLE_ATTR, theory_grid
 from dyn.presentation.marks import slope_lines
 from dyn.presentation.plot import figure
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
-
-def _made(tmp_path, name, **values) -> Path:
-    """The empty sweep file of a shipped scenario (every point pending): what creation writes."""
-    doc = scenario_mod.apply_values(scenario_mod.read_file(SCENARIOS / f"{name}.toml"), values)
-    path = tmp_path / f"{name}.h5"
-    store.create(path, scenario_mod.resolve(doc, name), "test")
-    return path
 
 
 def _fill(path, name, values) -> None:
@@ -48,7 +38,7 @@ def test_theory_grid_spans_the_cells():
 
 
 def test_noisy_sigma_c_is_in_the_file_and_drawn_on_the_heat_map(tmp_path):
-    path = _made(tmp_path, "noisy_phase", **{"sweep.beta": [0.5, 1.0, 2.0],
+    path = empty_sweep_file(tmp_path, "noisy_phase", **{"sweep.beta": [0.5, 1.0, 2.0],
                                              "sweep.sigma": [0.5, 1.0, 1.5]})
     with xr.open_dataset(path, engine="h5netcdf") as ds:  # a plain xarray user gets it
         sc = ds["sigma_critical"]
@@ -68,7 +58,7 @@ def test_noisy_sigma_c_is_in_the_file_and_drawn_on_the_heat_map(tmp_path):
 
 
 def test_noisy_curves_against_sigma_get_sigma_c_the_fold_and_the_branches(tmp_path):
-    path = _made(tmp_path, "noisy_hysteresis", **{"sweep.sigma": [2.9, 3.2, 3.5]})
+    path = empty_sweep_file(tmp_path, "noisy_hysteresis", **{"sweep.sigma": [2.9, 3.2, 3.5]})
     sc = np.sqrt(2 * iv(1, 5.0) / 5.0)
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         assert float(ds["sigma_critical"]) == pytest.approx(sc, rel=1e-12)
@@ -86,7 +76,7 @@ def test_noisy_curves_against_sigma_get_sigma_c_the_fold_and_the_branches(tmp_pa
 
 
 def test_two_token_boundary_is_nan_without_solution_and_spans_d(tmp_path):
-    path = _made(tmp_path, "two_token_phase", **{"sweep.beta": [0.0, 1.0, 2.0]})
+    path = empty_sweep_file(tmp_path, "two_token_phase", **{"sweep.beta": [0.0, 1.0, 2.0]})
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         b = ds["beta_boundary"]
         d = ds["d_theory"].values
@@ -104,7 +94,7 @@ def test_two_token_boundary_is_nan_without_solution_and_spans_d(tmp_path):
 def test_mean_field_zero_crossings_are_roots_and_ticks(tmp_path):
     from dyn import noisy
 
-    path = _made(tmp_path, "mean_field_modes", **{"sweep.beta": [1.0, 4.0, 8.0, 12.0, 16.0]})
+    path = empty_sweep_file(tmp_path, "mean_field_modes", **{"sweep.beta": [1.0, 4.0, 8.0, 12.0, 16.0]})
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         zero = ds["beta_zero"]
         assert zero.dims == ("mode", "crossing")
@@ -130,7 +120,7 @@ def test_mean_field_zero_crossings_are_roots_and_ticks(tmp_path):
 
 
 def test_momentum_thresholds_are_vertical_lines_on_curves(tmp_path):
-    path = _made(tmp_path, "momentum_linear", **{"sweep.a": [-8.0, -4.0, 0.0],
+    path = empty_sweep_file(tmp_path, "momentum_linear", **{"sweep.a": [-8.0, -4.0, 0.0],
                                                  "params.eps": 0.5})
     from dyn import momentum
 
@@ -144,13 +134,13 @@ def test_momentum_thresholds_are_vertical_lines_on_curves(tmp_path):
 
 
 def test_sinkformer_heat_line_and_declared_slopes(tmp_path):
-    path = _made(tmp_path, "sinkformer_heat")
+    path = empty_sweep_file(tmp_path, "sinkformer_heat")
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         t = ds["time"].values
         np.testing.assert_allclose(ds["variance_heat"].values, 1.0 + 2 * 0.5 * t)
     (line,) = _lines(figure(path, "variance"), "heat")
     np.testing.assert_allclose(line.get_ydata(), 1.0 + t)
-    path = _made(tmp_path, "resnet_ode_limit", **{"sweep.depth": [16, 32, 64, 128]})
+    path = empty_sweep_file(tmp_path, "resnet_ode_limit", **{"sweep.depth": [16, 32, 64, 128]})
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         assert list(ds["error"].attrs["dyn_slopes"]) == [-1.0, -2.0]
         shape = ds["error"].shape

@@ -22,6 +22,7 @@ from ..core.errors import ScenarioError
 from ..engine.heaps import heap_problem
 from ..engine.verdicts import (HORIZON_LIMITED, MARKED_ROLES, NONSTATIONARY, WHY, undecided_variable,
                                unresolved, with_role)
+from .describe import setting_text
 
 MAX_LISTED = 20  # horizon-limited points listed by `dyn show`
 READ_SLAB_BYTES = 64 * 2**20  # `damage` reads a dataset this much at a time
@@ -509,7 +510,7 @@ def settings_lines(ds: xr.Dataset) -> list[str]:
     lines = ["  settings",
              f"    ensemble     runs = {ensemble.get('runs', '?')}, seed = {ensemble.get('seed', '?')}"
              + (f", common = {ensemble['common']}" if ensemble.get("common") else "")]
-    lines.append("    integrator   " + ", ".join(f"{k} = {_setting(v)}" for k, v in integrator.items()))
+    lines.append("    integrator   " + ", ".join(f"{k} = {setting_text(v)}" for k, v in integrator.items()))
     steps = {k: float(np.squeeze(ds.attrs[k])) for k in STEP_ATTRS if k in ds.attrs}
     if steps:
         lines.append("    step used    " + ", ".join(f"{k} = {v:.6g}" for k, v in steps.items()))
@@ -521,12 +522,6 @@ def settings_lines(ds: xr.Dataset) -> list[str]:
     return lines
 
 
-def _setting(value) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, str):
-        return f'"{value}"'
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _budget_line(point: xr.Dataset, name: str) -> str:

@@ -32,7 +32,7 @@ class Parameter:
     sweepable: bool
 
     def __str__(self) -> str:
-        default = "required" if self.default == "required" else f"default {_value(self.default)}"
+        default = "required" if self.default == "required" else f"default {setting_text(self.default)}"
         head = f"{self.name:<22} {self.kind:<8} {default}"
         head += f"; {self.bounds}" if self.bounds else ""
         head += "" if self.sweepable else "; cannot be swept"
@@ -153,9 +153,9 @@ def _parameter(name: str, f: Field) -> Parameter:
     if f.gt is not None:
         bounds.append(f"> {f.gt:g}")
     if f.lo is not None:
-        bounds.append(f">= {_value(f.lo)}")
+        bounds.append(f">= {setting_text(f.lo)}")
     if f.hi is not None:
-        bounds.append(f"<= {_value(f.hi)}")
+        bounds.append(f"<= {setting_text(f.hi)}")
     if f.choices:
         bounds.append("one of: " + ", ".join(f.choices))
     if f.auto:
@@ -237,7 +237,8 @@ def _infos(system, setup) -> list[OutputInfo]:
     return found
 
 
-def _value(v) -> str:
+def setting_text(v) -> str:
+    """A setting as a scenario file writes it: true/false, 4, 0.01, "rk4"; None as unset."""
     if isinstance(v, bool):
         return str(v).lower()
     if isinstance(v, float):
