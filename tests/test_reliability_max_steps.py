@@ -9,7 +9,7 @@ import dyn
 import integrators
 
 from _problems import LOGISTIC_P, LOGISTIC_X0, logistic_drift, logistic_drift_jax
-from _scenarios import SMALL_SCENARIO
+from _scenarios import SCENARIOS, SMALL_SCENARIO
 
 LOGISTIC = integrators.Problem(drift=logistic_drift, p=LOGISTIC_P)
 
@@ -48,3 +48,16 @@ def test_a_point_that_ran_out_of_max_steps_says_so(tmp_path):
     with dyn.open(out) as ds:
         message = ds["message"].values.reshape(-1)[0]
     assert "max_steps" in message and "non-finite" not in message
+
+
+def test_a_resnet_whose_reference_ran_out_of_max_steps_says_so(tmp_path):
+    """resnet_ode solves its reference neural ODE inside the model: the solver's status is handed
+    on, so the point names max_steps rather than a non-finite error."""
+    out = dyn.run(SCENARIOS / "resnet_ode_limit.toml", tmp_path / "r.h5", progress=False,
+                  overrides=["integrator.backend=numba", "integrator.method=dopri5",
+                             "integrator.max_steps=3", "sweep.depth=[16]",
+                             "sweep.scheme=['euler']", "sweep.weights=['smooth']",
+                             "ensemble.runs=2", "params.inputs=4"])
+    with dyn.open(out) as ds:
+        message = str(ds["message"].values.reshape(-1)[0])
+    assert "max_steps" in message and "non-finite" not in message, message

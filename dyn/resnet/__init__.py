@@ -10,7 +10,7 @@ from ..core.lazy import exports
 __getattr__, __dir__, __all__ = exports(__name__, {
     ".network": ("SCHEMES", "forward", "forward_states", "reconstruct"),
     ".ode": ("LAYOUT", "RESNET_ODE", "pack_params", "problem", "resnet_drift", "resnet_drift_jax",
-             "solve"),
+             "solve", "solve_with_status"),
     ".weights": ("ACTIVATIONS", "ROUGH_LAWS", "WeightFunction", "activation_numpy", "evaluate",
                  "layer_weights", "smooth_weights"),
 })

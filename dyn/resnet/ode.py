@@ -139,6 +139,13 @@ def problem(wf: WeightFunction, activation: str) -> integrators.Problem:
 
 def solve(wf: WeightFunction, activation: str, x0, integrator) -> np.ndarray:
     """x(1) for inputs ``x0`` (B, d): the ODE solved by ``integrator`` over s in [0, 1]."""
+    return solve_with_status(wf, activation, x0, integrator)[0]
+
+
+def solve_with_status(wf: WeightFunction, activation: str, x0, integrator) -> tuple[np.ndarray, int]:
+    """(x(1), status): :func:`solve` and the integrator's status of the solve (the inputs are one
+    run of the solver: ``integrators.OK``, ``MAX_STEPS`` or ``NONFINITE``), so that a reference
+    cut short by max_steps is named as such rather than read as a non-finite number."""
     x0 = np.ascontiguousarray(x0, dtype=np.float64)
-    states = integrator.solve(problem(wf, activation), x0[None], np.array([0.0, 1.0])).states
-    return states[0, -1]
+    solution = integrator.solve(problem(wf, activation), x0[None], np.array([0.0, 1.0]))
+    return solution.states[0, -1], int(solution.status[0])

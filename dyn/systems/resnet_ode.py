@@ -24,11 +24,12 @@ resnet = lazy("dyn.resnet")
 NETWORK_ONLY = ("depth", "scheme", "weights", "roughness", "rough_law")
 
 
-def _reference(spec, r: int, wf, x0) -> np.ndarray:
-    """x(1) of the neural ODE of theta(s) for network r, computed once for all the depths and
-    schemes of the sweep (the engine's cache, Setup.shared)."""
+def _reference(spec, r: int, wf, x0) -> tuple[np.ndarray, int]:
+    """(x(1), the solver's status) of the neural ODE of theta(s) for network r, computed once for
+    all the depths and schemes of the sweep (the engine's cache, Setup.shared)."""
     return spec.setup.shared(("reference", r, spec.key_without(*NETWORK_ONLY)),
-                             lambda: resnet.solve(wf, spec["activation"], x0, spec.solver.get()))
+                             lambda: resnet.solve_with_status(wf, spec["activation"], x0,
+                                                              spec.solver.get()))
 
 
 @register
@@ -63,11 +64,12 @@ class ResNetODE(System):
         ]
 
     def simulate(self, spec, runs: range) -> Chunk:
-        rows, states = [], []
+        rows, states, status = [], [], []
         every = spec["depth"] // spec.setup.saves if spec.setup.trajectories else spec["depth"]
         for r in runs:
             wf, x0, _ = network(spec, r)
-            ref = _reference(spec, r, wf, x0)
+            ref, solved = _reference(spec, r, wf, x0)
+            status.append(solved)
             W, V = layers(spec, wf)
             path = resnet.forward_states(x0, W, V, spec["scheme"], spec["activation"], every)
             xN = path[-1]
@@ -77,6 +79,8 @@ class ResNetODE(System):
                          np.linalg.norm(ref - x0, axis=1).mean()])
             states.append(path)
         rows = np.array(rows)
-        return Chunk({"error": rows[:, 0], "reconstruction_error": rows[:, 1],
-                      "ode_displacement": rows[:, 2]},
-                     states=np.stack(states) if spec.setup.trajectories else None)
+        chunk = Chunk({"error": rows[:, 0], "reconstruction_error": rows[:, 1],
+                       "ode_displacement": rows[:, 2]},
+                      states=np.stack(states) if spec.setup.trajectories else None)
+        chunk.status = np.array(status)  # a reference cut short by max_steps is named as such
+        return chunk
