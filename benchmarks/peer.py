@@ -1,4 +1,4 @@
-"""The main job's work against the closest public peer, side by side in one run (issue 25, item 1).
+"""The main job's work against the closest public peer, side by side in one run (issues 25, 41).
 
 The peer is ``phase-diagrams.py`` of the repository ``borjanG/2023-transformers-rotf`` (torch;
 it hard-codes CUDA). It is not part of this project: fetch it yourself, install torch in any
@@ -15,20 +15,27 @@ command line ``--use_softmax --step 0.1 --maxtime 30 --betamin 0.1 --betamax 9 -
 the fraction of token pairs with <x_i, x_j> > 0.999 at 200 checkpoints). Its pickling and plot
 (which needs LaTeX) are left out of the time; torch keeps its default threads (all cores).
 
-This project's side is the same work through the engine: ``dyn.run`` of the main scenario with
-``form = "network"``, 300 layers of step 0.1, ``delta = 1e-3`` (the peer's 0.999), serial
-executor (ensembles over all cores), after a first run that fills numba's cache, keeping the
-peer's one observable (``output.observables = ["pair_fraction"]``: the others are not computed).
-By default every layer is saved and observed, 300 against the peer's 200 checkpoints, so this
-side does more than equal work; ``--saves 150`` observes every second layer, fewer than the
-peer, and ``--all-observables`` computes all nine of the scenario's outputs as well.
+This project's side is the same work through the engine: the main scenario with ``form =
+"network"``, 300 layers of step 0.1, ``delta = 1e-3`` (the peer's 0.999), serial executor
+(ensembles over all cores), after a first run that fills numba's cache, in two modes:
+- **equal work**: the peer's one observable only (``output.observables = ["pair_fraction"]``),
+  at every layer by default (300 against the peer's 200 checkpoints; ``--saves 150`` observes
+  every second layer);
+- **all outputs**: every output of the scenario (nine) at the same layers.
 
-Printed: both wall times and their ratio (target: at least 5; each peer run sits between two
-of this project's, and ``--repeat N`` prints the median of N such ratios), the per-layer work
-against the vectorised-exp ceiling (this project's side; the exps are the bound at n = 32,
-d = 2), and the mean |difference| of the two pictures (pair fraction over beta and time) at the
-peer's checkpoints beside what two independent ensembles of this size would show (from the
-file's standard error over runs). Without ``--peer`` only this project's side is timed.
+Each mode is timed end to end as a user runs it, ``python -m dyn run SCENARIO --set ...`` in a
+fresh process (interpreter start, imports, numba's cache, the sweep and its file), and in this
+process beside it (``dyn.run``, kernels loaded). Each peer run sits between two command line runs
+of each mode; the ratio of a mode is the median over ``--repeat`` (3) such sandwiched pairs
+(targets: equal work >= 8x, all outputs >= 6x). Beside each: the end-to-end rate against the
+vectorised-exp ceiling measured in the same run (the exps are the bound at n = 32, d = 2).
+
+The machine's load is measured over the whole comparison (CPU time other processes used, from
+/proc/stat, as a share of all cores): above ``--max-load`` (10%) nothing is reported and the
+script exits 3. Last, the mean |difference| of the two pictures (pair fraction over beta and
+time) at the peer's checkpoints beside what two independent ensembles of this size would show
+(from the file's standard error over runs). Without ``--peer`` only this project's side is
+timed.
 """
 from __future__ import annotations
 
@@ -112,11 +119,72 @@ def our_overrides(saves: int, every_output: bool) -> dict:
 
 
 def run_ours(path: Path, overrides: dict) -> float:
+    """Wall time of ``dyn.run`` in this process (numba's kernels already loaded)."""
     import dyn
 
     start = time.perf_counter()
     dyn.run(SCENARIO, path, overrides=overrides, progress=False, log=open(os.devnull, "w"))
     return time.perf_counter() - start
+
+
+def toml_value(value) -> str:
+    """A value of :func:`our_overrides` as the TOML text of ``dyn run --set``."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return json.dumps(value)  # str, int, float: TOML's spelling is JSON's here
+
+
+def run_cli(path: Path, overrides: dict) -> float:
+    """Wall time of the command line a user types: ``python -m dyn run SCENARIO --set ...`` in a
+    fresh process (interpreter start, imports, numba's cache loads, the sweep, the file)."""
+    sets = [arg for key, value in overrides.items() for arg in ("--set", f"{key}={toml_value(value)}")]
+    command = [sys.executable, "-m", "dyn", "run", str(SCENARIO), "--out", str(path),
+               "--no-progress", "--overwrite", *sets]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise PeerError(f"dyn run failed (exit {done.returncode}): {last}")
+    return wall
+
+
+class MachineLoad:
+    """CPU time the rest of the machine used while a block ran, as a share of all cores' time:
+    the busy jiffies of /proc/stat less this process's and its children's CPU time. A ratio is
+    only a ratio when both sides ran on a quiet machine; None where /proc/stat is absent."""
+
+    def __enter__(self):
+        self.start = (_busy_seconds(), _own_cpu_seconds(), time.perf_counter())
+        return self
+
+    def __exit__(self, *exc):
+        busy0, own0, wall0 = self.start
+        busy1, own1, wall1 = _busy_seconds(), _own_cpu_seconds(), time.perf_counter()
+        cores = os.cpu_count() or 1
+        self.others = (None if busy0 is None or busy1 is None else
+                       max(0.0, (busy1 - busy0) - (own1 - own0)) / (cores * (wall1 - wall0)))
+        return False
+
+
+def _busy_seconds() -> float | None:
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # guest time is inside user
+
+
+def _own_cpu_seconds() -> float:
+    import resource
+
+    me, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                          resource.RUSAGE_CHILDREN))
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
 def exp_ceiling(repeat: int = 7) -> float:
@@ -155,17 +223,18 @@ def main(argv=None) -> int:
     ap.add_argument("--saves", type=int, default=LAYERS,
                     help=f"layers this project records (a divisor of {LAYERS}; the peer records "
                          "200 checkpoints)")
-    ap.add_argument("--all-observables", action="store_true",
-                    help="compute every output of the scenario, not only the peer's one")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="peer runs, each between two of this project's (this machine's speed "
-                         "drifts by tens of percent within minutes: the median ratio is printed)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="sandwiched pairs: each peer run sits between two of this project's "
+                         "(the median ratio of the pairs is printed)")
+    ap.add_argument("--max-load", type=float, default=0.10,
+                    help="the largest share of the machine's CPU other processes may use during "
+                         "the runs; above it nothing is reported (default 0.10)")
     ap.add_argument("--smoke", action="store_true", help="2 betas x 4 runs x 10 layers (and the "
-                    "peer, if given, as it is): that the script runs, in seconds")
+                    "peer, if given, as it is): that the script runs, in seconds; no refusal")
     args = ap.parse_args(argv)
     if args.smoke:
         BETAS, RUNS, LAYERS = 2, 4, 10
-        args.saves = LAYERS
+        args.saves, args.repeat = LAYERS, 1
     try:
         check_peer(args.peer, args.peer_python)
         return compare(args)
@@ -174,36 +243,62 @@ def main(argv=None) -> int:
         return 2
 
 
+MODES = (("equal work", False), ("all outputs", True))
+
+
 def compare(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        overrides = our_overrides(args.saves, args.all_observables)
-        run_ours(tmp / "warm.h5", {**overrides, "sweep.beta": {"start": 0.1, "stop": 9.0,
-                                                               "num": 2}})  # fills numba's cache
-        path = tmp / "ours0.h5"
-        ours = [run_ours(path, overrides)]
+        for _, every in MODES:  # fills numba's cache (and this process's kernels) for both
+            run_ours(tmp / f"warm{every}.h5", {**our_overrides(args.saves, every),
+                                               "sweep.beta": {"start": 0.1, "stop": 9.0, "num": 2}})
         ceiling = exp_ceiling(1 if args.smoke else 7)
         exps = BETAS * RUNS * LAYERS * N * (N + 1) / 2  # the symmetric field: n(n+1)/2 per layer
         print(f"work: {BETAS} betas x {RUNS} runs x {LAYERS} post-norm layers, n = {N}, d = {D}; "
-              f"{'every output' if args.all_observables else 'the pair fraction'} at "
-              f"{args.saves} layers here, the pair fraction at 200 checkpoints in the peer")
-        print(f"  this project (dyn.run, form = network)  {ours[0]:7.2f} s   "
-              f"{exps / ours[0] / 1e9:.2f} Gexp/s = {100 * exps / ours[0] / ceiling:.0f}% of the "
-              f"exp ceiling ({ceiling / 1e9:.2f} Gexp/s on all cores)")
+              f"this project observes {args.saves} layers (equal work: the pair fraction; all "
+              f"outputs: all nine), the peer the pair fraction at 200 checkpoints; "
+              f"exp ceiling {ceiling / 1e9:.2f} Gexp/s on all cores")
+        cli = {mode: [] for mode, _ in MODES}
+        inproc = {mode: [] for mode, _ in MODES}
+        peer_walls, ratios, peer, info = [], {mode: [] for mode, _ in MODES}, None, {}
+        with MachineLoad() as load:
+            def ours_once(i):  # one command line run of each mode, one in-process run beside it
+                for mode, every in MODES:
+                    overrides = our_overrides(args.saves, every)
+                    cli[mode].append(run_cli(tmp / f"cli{every}{i}.h5", overrides))
+                    inproc[mode].append(run_ours(tmp / f"in{every}{i}.h5", overrides))
+            ours_once(0)
+            for i in range(1, 1 + (args.repeat if args.peer or not args.smoke else 0)):
+                if args.peer:
+                    wall, info, peer = run_peer(args.peer.resolve(), args.peer_python, tmp)
+                    peer_walls.append(wall)
+                ours_once(i)
+                for mode, _ in MODES:
+                    if args.peer:
+                        ratios[mode].append(2 * wall / (cli[mode][-2] + cli[mode][-1]))
+        others = load.others
+        loaded = others is not None and others > args.max_load
+        print(f"other processes used {'an unknown share' if others is None else f'{100 * others:.0f}%'}"
+              f" of the machine's CPU during the runs (at most {100 * args.max_load:.0f}% to report)")
+        if loaded and not args.smoke:
+            print("peer.py: the machine was busy: no ratio is reported; run again on a quiet "
+                  "machine", file=sys.stderr)
+            return 3
+        print(f"  {'':12s} {'dyn run (CLI)':>14s} {'in-process':>11s} {'Gexp/s':>7s} "
+              f"{'of ceiling':>10s} {'peer / ours':>12s}")
+        for mode, _ in MODES:
+            t = float(np.median(cli[mode]))
+            ratio = f"{np.median(ratios[mode]):.1f}x" if ratios[mode] else "-"
+            print(f"  {mode:12s} {t:12.2f} s {np.median(inproc[mode]):9.2f} s "
+                  f"{exps / t / 1e9:7.2f} {100 * exps / t / ceiling:9.0f}% {ratio:>12s}")
+        print(f"  (medians of {len(cli['equal work'])} runs of each; a ratio: the median over "
+              f"{len(peer_walls)} peer runs, each between two command line runs of each mode)")
         if args.peer is None:
             print("  (no --peer: the peer's side is not run)")
             return 0
-        ratios = []
-        for i in range(1, args.repeat + 1):
-            wall, info, peer = run_peer(args.peer.resolve(), args.peer_python, tmp)
-            ours.append(run_ours(tmp / f"ours{i}.h5", overrides))
-            ratios.append(2 * wall / (ours[-2] + ours[-1]))
-            print(f"  peer (torch {info['torch']}, {info['threads']} threads) {wall:7.2f} s, "
-                  f"between this project's {ours[-2]:.2f} s and {ours[-1]:.2f} s: "
-                  f"ratio {ratios[-1]:.1f}x", flush=True)
-        print(f"  ratio peer / this project = {np.median(ratios):.1f}x (median of {len(ratios)}; "
-              "target >= 5)")
-        diff, se = picture_difference(peer, path)
+        print(f"  peer (torch {info['torch']}, {info['threads']} threads): "
+              + ", ".join(f"{w:.2f} s" for w in peer_walls))
+        diff, se = picture_difference(peer, tmp / "cliFalse0.h5")
         print(f"  pictures: mean |difference| {diff:.4f}; two independent ensembles: {se:.4f}")
     return 0
 

@@ -26,6 +26,7 @@ SLOW = {
     "accelerator.py": "JAX compiles the two-token and noisy programs: ~25 s on 2 cores",
     "soak.py": "a dozen dyn run processes, killed and resumed: ~30 s",
     "first_run.py": "two dyn run processes, ~4 s of CPU (the default tier runs dyn run elsewhere)",
+    "peer.py": "two dyn run processes and four in-process sweeps, ~8 s of CPU",
 }
 FAST = [s for s in SCRIPTS if s not in SLOW]
 
