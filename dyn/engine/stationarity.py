@@ -185,10 +185,10 @@ def window_stats(y, start: int) -> WindowStats:
     se_diff = math.sqrt(max(diff_within, diff_across) / R)
     drift_z = float(diff.mean() / se_diff) if se_diff > 0 else (0.0 if diff.mean() == 0 else math.inf)
     if R > 1 and within > 0:
-        from scipy.stats import chi2
+        from scipy.special import chdtri  # chi2.isf's own function, without scipy.stats' import
 
         mixing = float(across / within)
-        limit = float(chi2.isf(MIXING_LEVEL, R - 1) / (R - 1) * MIXING_SLACK)
+        limit = float(chdtri(R - 1, MIXING_LEVEL) / (R - 1) * MIXING_SLACK)
     else:
         mixing, limit = (0.0, math.inf) if within > 0 or across == 0 else (math.inf, 0.0)
     own = np.sqrt(2.0 * c0 * 2.0 * tau / half)

@@ -25,6 +25,8 @@ when the sweep file is made. Hence:
 """
 from __future__ import annotations
 
+import functools
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,7 +261,7 @@ def follow(ds, path: Path):
     from xarray.core import indexing
 
     axes = len(ds["status"].dims) if "status" in ds else 0  # the sweep axes lead
-    source = _StatesFolder(folder, var.shape, axes)
+    source = _states_folder_class()(folder, var.shape, axes)
     # xarray's own lazy indexing (not dask: a Dask client left registered would take the reads)
     data = indexing.LazilyIndexedArray(source)
     moved = xr.DataArray(xr.Variable(var.dims, data), coords=var.coords, attrs=dict(var.attrs))
@@ -268,13 +270,16 @@ def follow(ds, path: Path):
     return followed
 
 
-def _states_folder_base():
+@functools.cache
+def _states_folder_class():
+    """:class:`_StatesFolder` as xarray's BackendArray, made on first use: importing xarray takes
+    0.3 s, which a sweep that only writes its file should not pay."""
     from xarray.backends import BackendArray
 
-    return BackendArray
+    return type("StatesFolder", (_StatesFolder, BackendArray), {})
 
 
-class _StatesFolder(_states_folder_base()):
+class _StatesFolder:
     """The `trajectory` array of a sweep (sweep axes, then run, time, state) read from the point
     files of `folder` directly; a point without its file reads as NaN, as in the virtual dataset."""
 
