@@ -78,6 +78,18 @@ def test_an_unknown_name_is_one_line_exit_2_with_did_you_mean(capsys):
     assert "unknown system 'zzzz'" in err and "did you mean" not in err
 
 
+def test_a_system_named_by_import_path_is_described_with_its_scenarios(capsys):
+    """`dyn list module:Class` describes a system written through the public API as it does a
+    registered one (with the shipped scenarios that run it); a missing one is one line."""
+    name = "dyn.frontier.resnet_width:ResNetWidth"
+    info = describe(name)
+    assert info.name == name and info.scenarios == ("depth_width_limit",)
+    assert [p.name for p in info.parameters][:2] == ["d", "inputs"] and not info.notes
+    assert main(["list", "nowhere:Sync"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "no module 'nowhere'" in err
+
+
 def test_run_takes_a_shipped_scenario_name_as_the_command_line_does(tmp_path):
     assert scenario_file("attention_clusters") == SCENARIO_DIR / "attention_clusters.toml"
     assert load("attention_clusters").name == "attention_clusters"

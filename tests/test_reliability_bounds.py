@@ -57,6 +57,13 @@ def _bases() -> dict[str, dict]:
 
 
 BASES = _bases()
+# systems the shipped scenarios name by import path (module:Class, written through the public
+# API, outside the registry): their bounds are checked like the registered ones'
+IMPORTED = sorted(name for name in BASES if ":" in name)
+# validating these compiles their numba drift (about 4 s each on 2 cores): the slow tier
+COMPILES = {"dyn.frontier.gaussian_attention:GaussianAttention", "dyn.frontier.hardmax:Hardmax"}
+COMPILED = [pytest.param(name, marks=pytest.mark.slow) if name in COMPILES else name
+            for name in IMPORTED]
 
 
 def _huge(field: Field) -> list:
@@ -97,7 +104,7 @@ def test_every_system_has_a_base_scenario():
     assert set(systems.names()) <= set(BASES)
 
 
-@pytest.mark.parametrize("name", systems.names())
+@pytest.mark.parametrize("name", systems.names() + IMPORTED)
 def test_huge_values_are_refused_by_name_or_finite(name):
     system = systems.get(name)
     checked = 0
@@ -123,7 +130,7 @@ def _point_bounds(field: Field) -> list[float]:
     return values
 
 
-@pytest.mark.parametrize("name", systems.names())
+@pytest.mark.parametrize("name", systems.names() + COMPILED)
 def test_every_float_bound_validates_to_finite_step_rates(name):
     """At its bounds (the parameter alone moved), each float parameter is refused in one
     ScenarioError (another check may name another key: a coarse dt, say) or gives finite step

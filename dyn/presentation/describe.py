@@ -103,9 +103,11 @@ class SystemDescription:
 
 def describe(name: str) -> SystemDescription:
     """The parameters, outputs, backends and methods and shipped scenarios of system `name`
-    (or of the system a shipped scenario of that name runs). Returns a SystemDescription, whose
+    (or of the system a shipped scenario of that name runs; or an import path module:Class,
+    found beside the shipped scenarios or on sys.path). Returns a SystemDescription, whose
     str() is the text of `dyn list NAME`. Raises ScenarioError (one line, with the nearest
-    names) when `name` is neither a system nor a shipped scenario."""
+    names) when `name` is neither a system nor a shipped scenario, or names a module or class
+    that cannot be loaded."""
     from .. import systems
 
     if not isinstance(name, str):
@@ -117,7 +119,7 @@ def describe(name: str) -> SystemDescription:
         name = shipped[name]
     from ..user import locate
 
-    if name not in systems.names() and not (notes and locate.is_import_path(name)):
+    if name not in systems.names() and not locate.is_import_path(name):
         near = did_you_mean(name, [*systems.names(), *shipped])
         raise ScenarioError("", f"unknown system {name!r}{near}; `dyn list` lists the systems "
                             "and the shipped scenarios")

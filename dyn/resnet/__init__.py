@@ -1,8 +1,8 @@
 """ResNets as discretized neural ODEs (physics.md §3): weights across depth, the Euler and Heun
 networks with 1/N scaling and their inverse steps, the neural ODE they discretize (numba and JAX
 right-hand sides for :mod:`integrators`), the memory-free adjoint, and the implicit
-regularization of training, and networks of width-M random-feature blocks against their mean
-ODE (``random_features``, a submodule). Names load on first use (JAX-only parts, ``adjoint``
+regularization of training (networks of width-M random-feature blocks against their mean ODE
+live in :mod:`dyn.frontier.random_features`). Names load on first use (JAX-only parts, ``adjoint``
 and ``training``, are submodules).
 """
 from ..core.lazy import exports

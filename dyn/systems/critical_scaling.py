@@ -21,6 +21,13 @@ crossover for rho = 0 (1.04 at d = 64); i.i.d. starts cross 3-11% later.
 
 The file also holds the theory: `gamma_c` = 1 / (1 - rho) beside `gamma_half`, and the one-layer
 law (1 - w_self) / (1 - 1/n), the short-horizon limit of the ratio, beside `ratio`.
+
+Why this system stays in the package (issue 40 asks for the public API): the scalar ODE is
+`point_values` of a `dyn.System` and ports bit for bit, but the particles solve the attention
+flow at every kappa of the grid within one point, and the public API has no "this point at
+another beta" (a RunSpec is frozen: the workaround is dataclasses.replace on its values), and its
+attention kernel, `dyn.particles("exp")` (the post-LN scheme attention_sphere runs), is not the
+kernel used here: the particles' ratios would move by up to 3.3e-16.
 """
 from __future__ import annotations
 

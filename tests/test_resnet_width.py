@@ -1,4 +1,5 @@
-"""ResNets with width-M random-feature blocks (dyn.resnet.random_features, system resnet_width):
+"""ResNets with width-M random-feature blocks (dyn.frontier.random_features, the model
+dyn.frontier.resnet_width:ResNetWidth, written through the public API):
 the block's infinite-width limit is the closed-form mean field, the infinitely wide network
 converges to the mean ODE at rate 1/L, and the scenario's rates are -1 in L (wide layers) and
 -1/2 in L M (narrow layers)."""
@@ -12,7 +13,7 @@ import pytest
 import dyn
 from dyn.presentation import comparison
 from dyn.presentation.cli import main
-from dyn.resnet import random_features as rf
+from dyn.frontier import random_features as rf
 
 SCENARIO = "scenarios/depth_width_limit.toml"
 
@@ -61,6 +62,50 @@ def test_bad_alpha_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "params.alpha" in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def test_common_networks_and_the_mean_ode_are_shared_across_points(tmp_path):
+    """A small sweep through the public model: every point starts from the same inputs (common
+    networks: spec.setup.common_rng), the ODE form is its own reference (error exactly 0), its
+    end state is the same at every depth and width (one solve shared per network), and the
+    narrow network's error falls with depth (the alpha/sqrt(L M) fluctuations)."""
+    path = dyn.run(SCENARIO, tmp_path / "small.h5", progress=False, overrides={
+        "sweep.depth": [8, 128], "sweep.width": [1, 4], "ensemble.runs": 4})
+    ds = dyn.open(path)
+    states = ds["trajectory"]  # (form, depth, width, run, time, input, coordinate)
+    first = states.isel(trajectory_time=0)
+    assert float(abs(first - first.isel(form=0, depth=0, width=0)).max()) == 0.0
+    ode = states.sel(form="ode")
+    assert float(abs(ode - ode.isel(depth=0, width=0)).max()) == 0.0
+    assert float(abs(ds["error"].sel(form="ode")).max()) == 0.0
+    net = ds["error"].sel(form="network", width=1)
+    assert float(net.sel(depth=128)) < float(net.sel(depth=8))
+    result = comparison.compare(path, "form", "ode")
+    fitted = {dict(label)["width"]: rate
+              for label, rate in comparison.rates(result, "depth").items()}
+    assert set(fitted) == {1, 4} and all(np.isfinite(r.slope) for r in fitted.values())
+
+
+def test_the_frontier_models_import_dyn_only_through_its_public_names():
+    """The frontier modules are written as a researcher would: `import dyn` and their own
+    siblings, never the package's internals (dyn.core, dyn.systems, ...)."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(dyn.__file__).parent / "frontier"
+    for file in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            elif isinstance(node, ast.ImportFrom):
+                names = []  # a sibling of dyn.frontier
+                assert node.level == 1, (file.name, ast.dump(node))
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                assert name == "dyn" or not name.startswith("dyn"), (file.name, name)
 
 
 @pytest.mark.slow  # the whole scenario: ~4 min of CPU (the M = 32768 layers)
