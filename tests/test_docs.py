@@ -164,12 +164,14 @@ def _parameter_reference():
 def test_the_parameter_reference_holds_every_systems_schema():
     from dyn import systems
     from dyn.engine import scenario
-    from dyn.presentation.describe import describe
+    from dyn.presentation.describe import describe, listed_systems
 
     text = _parameter_reference().markdown()
-    sections = dict(zip(re.findall(r"^## `(\w+)`", text, flags=re.M),
-                        re.split(r"^## `\w+`", text, flags=re.M)[1:]))
-    assert sorted(sections) == systems.names()
+    sections = dict(zip(re.findall(r"^## `([^`]+)`", text, flags=re.M),
+                        re.split(r"^## `[^`]+`", text, flags=re.M)[1:]))
+    # the registry's systems, and those the shipped scenarios name by import path (module:Class)
+    assert list(sections) == listed_systems() and set(systems.names()) < set(sections)
+    assert "dyn.frontier.resnet_width:ResNetWidth" in sections
     for name, section in sections.items():
         system = systems.get(name)
         for key, field in system.params.items():  # the schema itself, not only describe's words

@@ -2,7 +2,8 @@
 dyn's registry through `dyn.describe` (what `dyn list SYSTEM` prints), so that the site and the
 command line say the same and neither can drift from the code.
 
-For each registered system: its parameters (the schema: kind, default, bounds or choices,
+For each registered system, and each system a shipped scenario names by import path
+(module:Class): its parameters (the schema: kind, default, bounds or choices,
 whether it may be swept, doc), its outputs (at the system's defaults, and those only some shipped
 scenarios bring: name, long name, units, own dimensions, reduction, the file variables it makes),
 the `[integrator]` keys it reads, its backends and methods, and the shipped scenarios that run it.
@@ -76,16 +77,18 @@ def system_section(name: str) -> str:
 
 def markdown() -> str:
     """The whole page."""
-    from dyn import systems
+    from markdown.extensions.toc import slugify
 
-    names = systems.names()
+    from dyn.presentation.describe import listed_systems
+
+    names = listed_systems()
     head = ["# Parameter reference", "",
             "Generated from dyn's registry when the site is built, by `dyn.describe`: the same as "
             "`dyn list SYSTEM` prints. For every system, the parameters (the schema that checks "
             "each scenario file), the outputs, and the solvers it takes. Keys are given in a "
             "scenario's `[params]` table, or swept in `[sweep]`; `--set params.KEY=VALUE` "
             "overrides them from the command line.", "",
-            "Systems: " + ", ".join(f"[`{n}`](#{n})" for n in names) + ".", ""]
+            "Systems: " + ", ".join(f"[`{n}`](#{slugify(n, '-')})" for n in names) + ".", ""]
     return "\n".join(head + [system_section(n) for n in names])
 
 

@@ -330,10 +330,10 @@ def _cmd_list(args) -> int:
         return _cmd_describe(args)
     import tomllib
 
-    from .. import systems
+    from .describe import listed_systems
 
     print("systems:")
-    for name in systems.names():
+    for name in listed_systems():
         print(f"  {name:<20} {_description(name)}")
     print(f"scenarios ({SCENARIO_DIR}):")
     for path in sorted(SCENARIO_DIR.glob("*.toml")):

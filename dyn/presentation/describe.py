@@ -127,13 +127,23 @@ def describe(name: str) -> SystemDescription:
 
     system = systems.get(name, near=Path(SCENARIO_DIR))  # an import path: beside the scenarios
     mine = tuple(sorted(s for s, sys_name in shipped.items() if sys_name == name))
-    outputs, other = _outputs(system, mine)
+    outputs, other = _outputs(system, name, mine)
     return SystemDescription(
         name=name, description=system.description, equation=system.equation,
         integrator_keys=tuple(sorted(system.integrator)), backends=_backends(system),
         parameters=tuple(_parameter(k, f) for k, f in system.params.items()),
         outputs=outputs, other_outputs=other, scenarios=mine,
         default_plot=getattr(system, "default_plot", ""), notes=notes)
+
+
+def listed_systems() -> list[str]:
+    """What `dyn list` and the parameter reference list: the registered systems (the package's
+    and installed packages'), then the import paths (module:Class) the shipped scenarios name."""
+    from .. import systems
+    from ..user import locate
+
+    named = sorted({s for s in shipped_scenarios().values() if locate.is_import_path(s)})
+    return systems.names() + named
 
 
 def shipped_scenarios() -> dict[str, str]:
@@ -184,11 +194,12 @@ def _backends(system) -> dict[str, tuple[str, ...]]:
     return found
 
 
-def _outputs(system, scenarios: tuple[str, ...]) -> tuple[tuple[OutputInfo, ...], tuple[OutputInfo, ...]]:
+def _outputs(system, name: str, scenarios: tuple[str, ...]) -> tuple[tuple[OutputInfo, ...],
+                                                                     tuple[OutputInfo, ...]]:
     """The outputs at the default parameters, and those only the shipped scenarios bring."""
     from ..engine.scenario import SCENARIO_DIR, load
 
-    default = _default_scenario(system)
+    default = _default_scenario(system, name)
     at_default = _infos(system, default.setup) if default is not None else []
     known = {o.name for o in at_default}
     brought: dict[str, tuple[OutputInfo, list[str]]] = {}
@@ -205,12 +216,13 @@ def _outputs(system, scenarios: tuple[str, ...]) -> tuple[tuple[OutputInfo, ...]
     return tuple(at_default), other
 
 
-def _default_scenario(system):
-    """The system at its default parameters (with the first method of its kind of equation
-    when the default method is not one), or None where it has required parameters."""
+def _default_scenario(system, name: str):
+    """The system `name` (registered, or an import path) at its default parameters (with the
+    first method of its kind of equation when the default method is not one), or None where it
+    has required parameters."""
     from ..engine.scenario import resolve
 
-    doc = {"scenario": {"name": "describe", "system": system.name}}
+    doc = {"scenario": {"name": "describe", "system": name}}
     tries = [doc]
     for methods in _backends(system).values():
         tries.append({**doc, "integrator": {"method": methods[0]}})
