@@ -1,4 +1,5 @@
-r"""The attention field in the large regime (n^2 d H at or above LARGE_WORK), by BLAS.
+r"""The attention field in the GEMM regime (from the crossover n of :mod:`.attention_field` on),
+by BLAS.
 
 For all H heads at once::
 
@@ -27,8 +28,6 @@ from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 from ._field_small import SIGNATURE, matrix_bound
 from .vexp import EXP_MAX_ARG, exp_inplace, row_max, row_sum
 
-# H n^2 d at and above which this regime is used (n = 128, d = 4 is the crossover order).
-LARGE_WORK = 1 << 16
 CAUSAL_BLOCKS = 4
 
 

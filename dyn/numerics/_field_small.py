@@ -1,5 +1,6 @@
-r"""The attention field in the small regime (n^2 d H below LARGE_WORK), any mask and any M_h:
-loops, no BLAS (the symmetric case has its own path, :mod:`._field_symmetric`).
+r"""The attention field in the small regime (below the crossover n of :mod:`.attention_field`),
+any mask and any M_h: loops, no BLAS (the symmetric case has its own path,
+:mod:`._field_symmetric`).
 
 One member's weights live in ``work`` as columns, w[j, i] for the queries i that key j reaches,
 so every inner loop runs over contiguous i (vectorizes without horizontal sums) and the whole

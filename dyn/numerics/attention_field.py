@@ -45,17 +45,21 @@ from ._field_symmetric import symmetric, symmetric_blocks
 COLUMNS, SYMMETRIC, GEMM = 0, 1, 2  # the regimes (the first two: the small regime's paths)
 NEVER = 1 << 40
 
-# The first n at which the GEMM regime is faster than the small one, per d: (symmetric path,
-# columns path); NEVER: not up to n = 2048. From benchmarks/attention_rhs.py's crossover table
-# (one member, one thread, BLAS on one thread, M = V = I, SA, one head; median of 7 interleaved
-# rounds): time per pair (s per call / n^2) in ns, symmetric / columns / GEMM:
+# The first n from which the GEMM regime is faster than the small one, per d: (symmetric path,
+# columns path); NEVER: not up to n = 2048. Measured as benchmarks/attention_rhs.py's crossover
+# section does (one member, one thread, BLAS on one thread, M = V = I, SA, one head; median of 7
+# interleaved rounds; on the 2-core machine shared with other jobs, so ratios within ~10% are
+# ties), n = 16 .. 2048: time per pair (s per call / n^2) in ns, symmetric / columns / GEMM:
 #   d = 2:  n = 256: 0.91 / 1.71 / 2.02,  n = 512: 0.96 / 2.38 / 2.12,  n = 2048: 1.33 / 2.92 / 2.95
 #   d = 3:  n = 32: 2.71 / 3.77 / 5.20,   n = 64: 2.30 / 3.60 / 3.28,   n = 2048: 2.33 / 4.82 / 3.29
 #   d = 4:  n = 64: 2.73 / 4.04 / 3.11,   n = 128: 2.56 / 4.27 / 2.60,  n = 256: 2.45 / 4.08 / 2.23
 #   d = 8:  n = 16: 8.02 / 9.38 / 10.5,   n = 32: 5.88 / 7.54 / 5.61
 #   d = 16: n = 16: 14.0 / 15.7 / 10.8;   d = 64: n = 16: 52.7 / 56.3 / 16.2
 # At d = 2 and 3 the symmetric path does half the exps and the GEMM's inner size is 2 or 3:
-# the GEMM regime never pays. Other d: log-log interpolation between the rows.
+# the GEMM regime never pays. At d = 2 the columns path (a causal mask) and GEMM are within 10%
+# of each other from n = 512 on, where the columns path's n^2 weights leave L2; across its
+# crossover the time per pair rises 1.24x (1.71 -> 2.12). Other d: log-log interpolation
+# between the rows.
 CROSSOVER = {2: (NEVER, 512), 3: (NEVER, 64), 4: (128, 64), 8: (32, 32), 16: (16, 16),
              64: (16, 16)}
 _MAX_D = 256
