@@ -306,7 +306,8 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
     if not 2.0 * c <= EXP_MAX_ARG:
         columns(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work)
         return
-    usa_weight = math.exp(c) / n
+    usa_weight = math.exp(c) / n if usa else 0.0
+    one_block = n * (n + 1) // 2 <= BLOCK_ENTRIES
     for h in range(heads):
         qt = xt
         if not m_id:
@@ -317,7 +318,7 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
         values = xt if v_id else vt
         j0 = 0
         while j0 < n:  # column blocks: scores, exps and sums while the block is in cache
-            j1 = _block_end(j0, n)
+            j1 = n if one_block else _block_end(j0, n)
             entries = _upper_scores(work, w, xt, qt, beta, n, d, slope, c, j0, j1)
             exp_inplace(work[w:w + entries], 0.0)
             if j0 == 0 and j1 == n:
