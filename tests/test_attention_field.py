@@ -180,7 +180,7 @@ def numpy_field(x, beta, usa, causal, slope, M, V):
 def crossover_sizes():
     """(n, d) on both sides of every finite crossover of the table, and a d = 2 size past the
     symmetric path's one-block triangle (n(n+1)/2 > BLOCK_ENTRIES: the blocked code)."""
-    sizes = {(130, 2), (300, 3)}
+    sizes = {(520, 2), (300, 3)}
     for d, firsts in af.CROSSOVER.items():
         for first in firsts:
             if first != af.NEVER and d <= 16:

@@ -8,10 +8,13 @@ sum_j e_ij (1, V x_j) from the columns j > i (vertical sums) and, for j < i, fro
 (horizontal sums). c = |beta| max_h |M_h|_F R^2 (R = max_k |x_k|), so e_ij lies in [e^{-2c}, 1]:
 the path is taken while 2c <= EXP_MAX_ARG, else :func:`._field_small.columns` runs.
 
-Large n: the triangle goes in blocks of whole columns (BLOCK_ENTRIES floats at most, a
-multiple of four columns), each scored, exponentiated and summed while it is in cache; the
-column order of every sum is the triangle's, and a triangle that fits one block (n < 128) runs
-the unblocked code of before, bit for bit.
+Large n at d = 2: the triangle goes in blocks of whole columns (BLOCK_ENTRIES floats at most,
+a multiple of four columns), each scored, exponentiated and summed while it is in L2; the
+column order of every sum is the triangle's. Against the unblocked code (interleaved, one
+thread, blocks of 2^16): 1.19x at n = 1024, 1.10x at 2048, 0.88x at 512 (the triangle still
+in L2: hence blocks of 2^17, from n = 512 on). A triangle that fits one block, and any d != 2,
+runs the unblocked code of before, bit for bit (at d = 3 the blocked code measured slower,
+0.7-0.85x at n = 128 and 512 with blocks of 8192).
 
 For d = 2 four columns go together: one sweep over the rows below them makes the vertical sums
 and the 12 horizontal ones (each loop reads few distinct views, see :mod:`._field_small`).
@@ -31,8 +34,8 @@ from ._field_small import (SIGNATURE, I, _apply_rows, _combine, _transpose, colu
                            matrix_bound)
 from .vexp import EXP_MAX_ARG, exp_inplace
 
-# entries of the triangle one column block holds (64 KiB: scores, exps and sums in L2)
-BLOCK_ENTRIES = 8192
+# entries of the triangle one column block holds at d = 2 (1 MiB: in L2 with the sums)
+BLOCK_ENTRIES = 1 << 17
 
 
 @njit(types.boolean(I, I, F1, types.boolean), link=True, **NJIT)
@@ -307,7 +310,7 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
         columns(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work)
         return
     usa_weight = math.exp(c) / n if usa else 0.0
-    one_block = n * (n + 1) // 2 <= BLOCK_ENTRIES
+    one_block = d != 2 or n * (n + 1) // 2 <= BLOCK_ENTRIES
     for h in range(heads):
         qt = xt
         if not m_id:
