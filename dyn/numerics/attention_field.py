@@ -46,21 +46,20 @@ COLUMNS, SYMMETRIC, GEMM = 0, 1, 2  # the regimes (the first two: the small regi
 NEVER = 1 << 40
 
 # The first n from which the GEMM regime is faster than the small one, per d: (symmetric path,
-# columns path); NEVER: not up to n = 2048. Measured as benchmarks/attention_rhs.py's crossover
-# section does (one member, one thread, BLAS on one thread, M = V = I, SA, one head; median of 7
-# interleaved rounds; on the 2-core machine shared with other jobs, so ratios within ~10% are
+# columns path); NEVER: not up to n = 2048. Measured by benchmarks/attention_rhs.py's crossover
+# section (one member, one thread, BLAS on one thread, M = V = I, SA, one head; median of 11
+# interleaved rounds, on the 2-core machine shared with other jobs: ratios within ~15% are
 # ties), n = 16 .. 2048: time per pair (s per call / n^2) in ns, symmetric / columns / GEMM:
-#   d = 2:  n = 256: 0.91 / 1.71 / 2.02,  n = 512: 0.96 / 2.38 / 2.12,  n = 2048: 1.33 / 2.92 / 2.95
-#   d = 3:  n = 32: 2.71 / 3.77 / 5.20,   n = 64: 2.30 / 3.60 / 3.28,   n = 2048: 2.33 / 4.82 / 3.29
-#   d = 4:  n = 64: 2.73 / 4.04 / 3.11,   n = 128: 2.56 / 4.27 / 2.60,  n = 256: 2.45 / 4.08 / 2.23
-#   d = 8:  n = 16: 8.02 / 9.38 / 10.5,   n = 32: 5.88 / 7.54 / 5.61
-#   d = 16: n = 16: 14.0 / 15.7 / 10.8;   d = 64: n = 16: 52.7 / 56.3 / 16.2
-# At d = 2 and 3 the symmetric path does half the exps and the GEMM's inner size is 2 or 3:
-# the GEMM regime never pays. At d = 2 the columns path (a causal mask) and GEMM are within 10%
-# of each other from n = 512 on, where the columns path's n^2 weights leave L2; across its
-# crossover the time per pair rises 1.24x (1.71 -> 2.12). Other d: log-log interpolation
+#   d = 2:  n = 32: 1.49 / 1.79 / 2.91,  n = 256: 0.86 / 1.45 / 1.67,  n = 1024: 1.00 / 2.24 / 2.57
+#   d = 3:  n = 32: 2.67 / 3.77 / 3.03,  n = 64: 2.24 / 3.41 / 2.38,   n = 512: 1.58 / 3.03 / 2.04
+#   d = 4:  n = 32: 3.22 / 4.41 / 3.04,  n = 128: 2.36 / 3.87 / 1.96,  n = 2048: 3.81 / 8.23 / 5.26
+#   d = 8:  n = 16: 7.72 / 8.75 / 6.24,  n = 256: 4.14 / 6.11 / 2.02
+#   d = 16: n = 16: 13.8 / 15.5 / 6.93;  d = 64: n = 16: 50.2 / 55.7 / 13.6
+# At d = 2 and 3 the symmetric path does half the exps and the GEMM's inner size is 2 or 3: GEMM
+# never pays; at d = 2 not against the columns path (a causal mask) either. At d = 4 the
+# symmetric path and GEMM trade places within 25% over n. Other d: log-log interpolation
 # between the rows.
-CROSSOVER = {2: (NEVER, 512), 3: (NEVER, 64), 4: (128, 64), 8: (32, 32), 16: (16, 16),
+CROSSOVER = {2: (NEVER, NEVER), 3: (NEVER, 64), 4: (128, 32), 8: (16, 16), 16: (16, 16),
              64: (16, 16)}
 _MAX_D = 256
 
