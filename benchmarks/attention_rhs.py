@@ -30,7 +30,7 @@ import sys
 import time
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
 
 import integrators
 from dyn import attention as att
@@ -38,7 +38,7 @@ from dyn.attention import architecture as arch
 from dyn.attention import schemes
 from dyn.numerics import _field_gemm, _field_small, _field_symmetric
 from dyn.numerics import attention_field as af
-from integrators.numba_abi import NJIT, NJIT_PARALLEL
+from integrators.numba_abi import DRIFT_FN, F1, F2, F3, NJIT, NJIT_PARALLEL
 
 from _timing import add_smoke, best_of
 
@@ -91,7 +91,7 @@ def interleaved_medians(fns: dict, repeat: int) -> dict:
     return {name: float(np.median(t)) for name, t in times.items()}
 
 
-@njit(**NJIT_PARALLEL)
+@njit(types.void(F3, F1, F3, F2, DRIFT_FN), **NJIT_PARALLEL)
 def _hot_ensemble(x, p, out, work, drift):
     """Every member's drift, each thread's members on one scratch row (a solver's member loop)."""
     E = x.shape[0]
