@@ -7,9 +7,9 @@ log-log points, the regime's smallest size left out when it has three or more) a
 one ensemble member needs:
 
 1. the attention field (`dyn.numerics.attention_field.field`, SA, Q = K = V = I, one head) per
-   call against n, on the circle (d = 2) and at d = 64: the small regime (loops, n^2 d below
-   LARGE_WORK) and the GEMM regime. Memory per member: its scratch (the n x n weights: 8 n^2
-   bytes, 2 GB at n = 16384, 80 GB at n = 1e5) plus the state and the RK4 stages;
+   call against n, on the circle (d = 2) and at d = 64: the small regime (loops, below the
+   crossover of attention_field.CROSSOVER) and the GEMM regime. Memory per member: its
+   scratch (the n x n weights: 8 n^2 bytes, 2 GB at n = 16384, 80 GB at n = 1e5) plus the state and the RK4 stages;
 2. the Fourier drift on the circle (`dyn.noisy.fourier.fourier_drift`, O(nK), beta = 4: K = 18)
    per call against n up to 1e5 and beyond: the way to 1e5 tokens on the circle;
 3. one sweep point of the main job's system (attention_sphere, n = 32, d = 2, RK4 dt = 0.1 to
@@ -33,7 +33,6 @@ from dyn.engine.store import size_text
 from dyn.noisy.fourier import fourier_drift, work_size as fourier_work
 from dyn.noisy.params import pack_fourier
 from dyn.numerics import attention_field as af
-from dyn.numerics.attention_field import LARGE_WORK
 
 from _timing import add_smoke, best_of
 from attention_rhs import gemm_rate
@@ -66,7 +65,7 @@ def field_rows(d: int, sizes, rng) -> list[tuple]:
         start = time.perf_counter()
         call()  # compile or load, and a first estimate
         seconds = best_of(call, _repeat_for(time.perf_counter() - start), warmup=False)
-        regime = "gemm" if n * n * d >= LARGE_WORK else "small"
+        regime = "gemm" if af.regime(n, d, 1, False, True) == af.GEMM else "small"
         memory = 8 * (work.size + RK4_STATES * n * d)
         rows.append((n, regime, seconds, 4 * n * n * d / seconds, memory))
     return rows

@@ -155,3 +155,90 @@ def test_jax_twin():
                 want = oracle(x, 1.1, usa, causal, 0.25, M, V)
                 got = np.asarray(jax.jit(af.field_jax)(x, 1.1, usa, causal, 0.25, M, V))
                 np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+# ------------------------------------------------------------------ regimes and their crossover
+
+def numpy_field(x, beta, usa, causal, slope, M, V):
+    """The field by whole-array numpy (the oracle's formula, fast enough for n in the hundreds)."""
+    n = x.shape[0]
+    idx = np.arange(n)
+    bias = -slope * np.abs(idx[:, None] - idx[None, :])
+    allowed = idx[None, :] <= idx[:, None] if causal else np.ones((n, n), bool)
+    out = np.zeros_like(x)
+    for Mh, Vh in zip(M, V):
+        s = np.where(allowed, beta * x @ Mh @ x.T + bias, -np.inf)
+        if usa:
+            a = np.exp(s) / n
+        else:
+            a = np.exp(s - s.max(axis=1, keepdims=True))
+            a /= a.sum(axis=1, keepdims=True)
+        out += a @ (x @ Vh.T) / len(M)
+    return out
+
+
+def crossover_sizes():
+    """(n, d) on both sides of every finite crossover of the table, and a d = 2 size past the
+    symmetric path's one-block triangle (n(n+1)/2 > BLOCK_ENTRIES: the blocked code)."""
+    sizes = {(520, 2), (300, 3)}
+    for d, firsts in af.CROSSOVER.items():
+        for first in firsts:
+            if first != af.NEVER and d <= 16:
+                sizes |= {(first - 1, d), (first, d)}
+    return sorted(sizes)
+
+
+@pytest.mark.parametrize("n,d", crossover_sizes())
+def test_every_regime_matches_numpy_on_both_sides_of_the_crossover(n, d):
+    """Each regime, and the field (whichever it picks), against numpy at the sizes where the
+    pick changes: symmetric M (every path applies) with a bias, then a causal mask (not the
+    symmetric path)."""
+    rng = np.random.default_rng(n + 100 * d)
+    x = tokens(rng, n, d)
+    A = rng.standard_normal((d, d))
+    M = (np.eye(d) + 0.2 * (A + A.T))[None]
+    V = (np.eye(d) + 0.3 * rng.standard_normal((d, d)))[None]
+    for causal in (False, True):
+        want = numpy_field(x, 1.3, False, causal, 0.05, M, V)
+        for kernel in ("columns", "gemm", "field") + (() if causal else ("symmetric",)):
+            got = run(kernel, x, 1.3, False, causal, 0.05, M, V)
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max(),
+                                       err_msg=f"{kernel} causal={causal}")
+
+
+@pytest.mark.parametrize("d", sorted(af.CROSSOVER))
+def test_the_field_takes_the_regime_of_the_table(d):
+    """Below its crossover n a path stays in the small regime, from it on the field runs GEMM;
+    the field's numbers are the chosen kernel's bit for bit, in exactly work_size floats."""
+    rng = np.random.default_rng(d)
+    for path, column, causal in ((af.SYMMETRIC, 0, False), (af.COLUMNS, 1, True)):
+        first = af.CROSSOVER[d][column]
+        assert af.regime(first - 1, d, 1, causal, True) == path
+        assert af.regime(min(first, 1 << 20), d, 1, causal, True) == (
+            af.GEMM if first != af.NEVER else path)
+        for n in (first - 1, first) if first <= 64 else (17,):
+            which = af.regime(n, d, 1, causal, True)
+            name = {af.GEMM: "gemm", af.SYMMETRIC: "symmetric", af.COLUMNS: "columns"}[which]
+            x = tokens(rng, n, d)
+            eye = np.eye(d).ravel()
+            size = af.work_size(n, d, 1)
+            work = np.full(size, np.nan)
+            out = np.empty_like(x)
+            af.field(x, 2.0, False, causal, 0.0, 1, eye, True, eye, True, out, work)
+            alone = run(name, x, 2.0, False, causal, 0.0, np.eye(d)[None], np.eye(d)[None], True)
+            assert np.array_equal(out, alone), f"n={n}: the field is not {name}"
+
+
+def test_symmetric_blocks_cover_the_triangle_in_whole_groups():
+    from dyn.numerics._field_symmetric import BLOCK_ENTRIES, _block_end
+
+    for n in (5, 32, 127, 128, 300, 2048, 5000):
+        j0, ends = 0, []
+        while j0 < n:
+            j1 = _block_end(j0, n)
+            entries = sum(j + 1 for j in range(j0, j1))
+            assert j1 > j0 and (j1 % 4 == 0 or j1 == n)
+            assert entries <= max(BLOCK_ENTRIES, sum(j + 1 for j in range(j0, min(j0 + 4, n))))
+            ends.append(j1)
+            j0 = j1
+        assert ends[-1] == n and (len(ends) == 1) == (n * (n + 1) // 2 <= BLOCK_ENTRIES)

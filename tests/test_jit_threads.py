@@ -63,7 +63,7 @@ def test_callees_are_read_from_the_source_and_loaded_before_their_caller():
     assert callees(_top) == [_middle] and callees(_middle) == [_leaf] and callees(_leaf) == []
     found = set(callees(_field_symmetric.symmetric))  # by name, and through a module
     assert {_field_symmetric._upper_scores, _field_small.columns,
-            vexp.exp_shifted_inplace} <= found
+            vexp.exp_inplace} <= found
     assert attention_field.field in callees(schemes.layer_output)
     assert _top(np.array([3.0, 2.0])) == 14.0
     assert len(_middle.signatures) == 1 and len(_leaf.signatures) == 1  # loaded, never called

@@ -1,4 +1,5 @@
-r"""The attention field in the large regime (n^2 d H at or above LARGE_WORK), by BLAS.
+r"""The attention field in the GEMM regime (from the crossover n of :mod:`.attention_field` on),
+by BLAS.
 
 For all H heads at once::
 
@@ -25,10 +26,8 @@ from integrators.jit import njit
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
 from ._field_small import SIGNATURE, matrix_bound
-from .vexp import EXP_MAX_ARG, exp_shifted_inplace, row_max, row_sum
+from .vexp import EXP_MAX_ARG, exp_inplace, row_max, row_sum
 
-# H n^2 d at and above which this regime is used (n = 128, d = 4 is the crossover order).
-LARGE_WORK = 1 << 16
 CAUSAL_BLOCKS = 4
 
 
@@ -47,20 +46,19 @@ def max_square_norm(x):
 
 def work_size(n: int, d: int, heads: int) -> int:
     """Scratch floats: the n x Hn weights, the stacked keys and values (and a block's copy of
-    them), the row weights, n exp bits."""
-    return heads * n * n + 4 * heads * n * d + 2 * n
+    them), the row weights."""
+    return heads * n * n + 4 * heads * n * d + n
 
 
 @njit(types.void(F2, types.int64, types.int64, types.boolean, types.float64, types.int64,
-                 types.boolean, types.boolean, F1, F1), **NJIT, fastmath=FASTMATH)
-def _rows(S, r0, width, usa, slope, heads, causal, diagonal, weight, scratch):
+                 types.boolean, types.boolean, F1), **NJIT, fastmath=FASTMATH)
+def _rows(S, r0, width, usa, slope, heads, causal, diagonal, weight):
     """Rows r0 + l of the block S (l = 0.., H blocks of `width` columns): S <- exp(S - b - shift)
     on the allowed columns j (j <= i causal), 0 on the others; one head: weight_i = 1/Z_i (or
     e^shift / n) is left for the output row, several: each head's row is scaled by its
     1/(H Z) here."""
     n_total = weight.shape[0]
     inv_n = 1.0 / n_total
-    bits = scratch.view(np.int64)
     for local in range(S.shape[0]):
         i = r0 + local
         hi = i + 1 if causal else width
@@ -71,7 +69,7 @@ def _rows(S, r0, width, usa, slope, heads, causal, diagonal, weight, scratch):
                 for j in range(hi):
                     live[j] -= slope * abs(i - j)
             shift = live[i] if diagonal else row_max(live)
-            exp_shifted_inplace(live, shift, bits[:hi])
+            exp_inplace(live, shift)
             c = math.exp(shift) * inv_n if usa else 1.0 / row_sum(live)
             if heads == 1:
                 weight[i] = c
@@ -96,7 +94,6 @@ def gemm(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
     block_keys = work[at + 2 * hn * d:at + 3 * hn * d]
     block_values = work[at + 3 * hn * d:at + 4 * hn * d]
     weight = work[at + 4 * hn * d:at + 4 * hn * d + n]
-    scratch = work[at + 4 * hn * d + n:at + 4 * hn * d + 2 * n]
     for h in range(heads):  # keys[h n + j] = beta M_h x_j, values[h n + j] = V_h x_j
         kh = keys[h * n:(h + 1) * n]
         if m_id:
@@ -131,7 +128,7 @@ def gemm(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
                 copy2(vb[h * width:(h + 1) * width], values[h * n:h * n + width])
         S = work[:(r1 - r0) * heads * width].reshape((r1 - r0, heads * width))
         np.dot(x[r0:r1], kb.T, S)  # S[l, h w + j] = beta x_{r0+l}^T M_h x_j
-        _rows(S, r0, width, usa, slope, heads, causal, diagonal, weight, scratch)
+        _rows(S, r0, width, usa, slope, heads, causal, diagonal, weight)
         ob = out[r0:r1]
         np.dot(S, vb, ob)
     if heads == 1:

@@ -1,5 +1,6 @@
-r"""The attention field in the small regime (n^2 d H below LARGE_WORK), any mask and any M_h:
-loops, no BLAS (the symmetric case has its own path, :mod:`._field_symmetric`).
+r"""The attention field in the small regime (below the crossover n of :mod:`.attention_field`),
+any mask and any M_h: loops, no BLAS (the symmetric case has its own path,
+:mod:`._field_symmetric`).
 
 One member's weights live in ``work`` as columns, w[j, i] for the queries i that key j reaches,
 so every inner loop runs over contiguous i (vectorizes without horizontal sums) and the whole
@@ -27,7 +28,7 @@ from numba import types
 from integrators.jit import njit
 from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
-from .vexp import EXP_MAX_ARG, exp_shifted_inplace
+from .vexp import EXP_MAX_ARG, exp_inplace
 
 I = types.int64
 SIGNATURE = types.void(F2, types.float64, types.boolean, types.boolean, types.float64, I, F1,
@@ -35,9 +36,9 @@ SIGNATURE = types.void(F2, types.float64, types.boolean, types.boolean, types.fl
 
 
 def work_size(n: int, d: int) -> int:
-    """Scratch floats: n^2 weights, n^2 exp bits, x, M x, V x, the (Z, sums) block, the head
-    total (n x d each) and the n shifts."""
-    return 2 * n * n + 5 * n * d + 2 * n
+    """Scratch floats: n^2 weights, x, M x, V x, the (Z, sums) block, the head total (n x d
+    each) and the n shifts."""
+    return n * n + 5 * n * d + 2 * n
 
 
 @njit(types.float64(F2, F1, I, I), **NJIT, fastmath=FASTMATH)
@@ -306,7 +307,6 @@ def columns(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
     sums = 4 * nd  # (d + 1) x n
     shift = 5 * nd + n
     w = 5 * nd + 2 * n
-    bits = w + n * n
     r2 = _transpose(x, work, xt, shift)  # shift <- |x_i|^2 for now
     diagonal = 2.0 * abs(beta) * matrix_bound(heads, d, M, m_id) * r2 <= EXP_MAX_ARG
     inv_n = 1.0 / n
@@ -324,7 +324,7 @@ def columns(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
         if not diagonal:
             _row_max(work, w, xt, qt, beta, shift, n, d, causal, slope)
         entries = _scores(work, w, xt, qt, beta, shift, n, d, causal, slope, diagonal)
-        exp_shifted_inplace(work[w:w + entries], 0.0, work[bits:bits + entries].view(np.int64))
+        exp_inplace(work[w:w + entries], 0.0)
         if v_id:
             _accumulate(work, w, xt, sums, n, d, causal)
         else:

@@ -17,34 +17,97 @@ and Z >= 1), with the diagonal weight exp(0) = 1 exactly, so under a causal mask
 token 1 sees exactly itself; by the row maximum when that bound exceeds EXP_MAX_ARG; or, with no
 mask and symmetric M_h, by one c >= |s_ij| for every pair (then e_ij = e_ji: half the exps).
 
-Regimes, chosen by the work ``H n^2 d`` (at and above ``LARGE_WORK``, the GEMM regime):
-- small (e.g. n = 32, d = 2, one member of an ensemble block): loops over column-stored weights
-  that vectorize, one vectorised exp (:mod:`.vexp`) per head: :mod:`._field_symmetric` (no mask,
-  symmetric M_h: the main ensembles) or :mod:`._field_small` (any mask, any M_h);
-- large (e.g. n = 1024, d = 64): :mod:`._field_gemm`, one GEMM for the scores of all heads, a row
-  loop, one GEMM for the output.
-Every buffer comes from ``work`` (:func:`work_size` floats): a call allocates nothing.
+Regimes, chosen from the problem's shapes by :func:`regime` (the same function sizes the
+scratch, :func:`work_size`):
+- small: loops over column-stored weights that vectorize, the vectorised exp (:mod:`.vexp`):
+  :mod:`._field_symmetric` (no mask, symmetric M_h: the main ensembles; the triangle in column
+  blocks that stay in cache) or :mod:`._field_small` (any mask, any M_h);
+- GEMM: :mod:`._field_gemm`, one GEMM for the scores of all heads, a row loop, one GEMM for the
+  output.
+The GEMM regime runs from the n of :data:`CROSSOVER` on (per d, per small path), measured (see
+there). Every buffer comes from ``work`` (:func:`work_size` floats): a call allocates nothing.
 """
 from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import types
 
 from integrators.jit import njit
 from integrators.numba_abi import NJIT
 
 from . import _field_gemm, _field_small
-from ._field_gemm import LARGE_WORK, gemm
+from ._field_gemm import gemm
 from ._field_small import SIGNATURE, columns
 from ._field_symmetric import symmetric, symmetric_blocks
 
+COLUMNS, SYMMETRIC, GEMM = 0, 1, 2  # the regimes (the first two: the small regime's paths)
+NEVER = 1 << 40
 
-def _large(n: int, d: int, heads: int) -> bool:
-    return heads * n * n * d >= LARGE_WORK
+# The first n from which the GEMM regime is faster than the small one, per d: (symmetric path,
+# columns path); NEVER: not up to n = 2048. Measured by benchmarks/attention_rhs.py's crossover
+# section (one member, one thread, BLAS on one thread, M = V = I, SA, one head; median of 11
+# interleaved rounds, on the 2-core machine shared with other jobs: ratios within ~15% are
+# ties), n = 16 .. 2048: time per pair (s per call / n^2) in ns, symmetric / columns / GEMM:
+#   d = 2:  n = 32: 1.49 / 1.79 / 2.91,  n = 256: 0.86 / 1.45 / 1.67,  n = 1024: 1.00 / 2.24 / 2.57
+#   d = 3:  n = 32: 2.67 / 3.77 / 3.03,  n = 64: 2.24 / 3.41 / 2.38,   n = 512: 1.58 / 3.03 / 2.04
+#   d = 4:  n = 32: 3.22 / 4.41 / 3.04,  n = 128: 2.36 / 3.87 / 1.96,  n = 2048: 3.81 / 8.23 / 5.26
+#   d = 8:  n = 16: 7.72 / 8.75 / 6.24,  n = 256: 4.14 / 6.11 / 2.02
+#   d = 16: n = 16: 13.8 / 15.5 / 6.93;  d = 64: n = 16: 50.2 / 55.7 / 13.6
+# At d = 2 and 3 the symmetric path does half the exps and the GEMM's inner size is 2 or 3: GEMM
+# never pays; at d = 2 not against the columns path (a causal mask) either. At d = 4 the
+# symmetric path and GEMM trade places within 25% over n. Other d: log-log interpolation
+# between the rows.
+CROSSOVER = {2: (NEVER, NEVER), 3: (NEVER, 64), 4: (128, 32), 8: (16, 16), 16: (16, 16),
+             64: (16, 16)}
+_MAX_D = 256
+
+
+def _gemm_from_table() -> np.ndarray:
+    """first[d, path]: the first n of the GEMM regime for d = 0.._MAX_D (path: COLUMNS,
+    SYMMETRIC), interpolated in log n against log d between the rows of CROSSOVER, held
+    constant outside them."""
+    ds = sorted(CROSSOVER)
+    first = np.empty((_MAX_D + 1, 2), dtype=np.int64)
+    for d in range(_MAX_D + 1):
+        lo = max([k for k in ds if k <= d], default=ds[0])
+        hi = min([k for k in ds if k >= d], default=ds[-1])
+        for path, column in ((SYMMETRIC, 0), (COLUMNS, 1)):
+            a, b = CROSSOVER[lo][column], CROSSOVER[hi][column]
+            if lo == hi or a == NEVER or b == NEVER:
+                first[d, path] = b if a == NEVER else a
+            else:
+                f = (math.log(d) - math.log(lo)) / (math.log(hi) - math.log(lo))
+                first[d, path] = round(math.exp((1 - f) * math.log(a) + f * math.log(b)))
+    return first
+
+
+_GEMM_FROM = _gemm_from_table()
+
+
+@njit(types.int64(types.int64, types.int64, types.int64, types.boolean, types.boolean), **NJIT)
+def regime(n, d, heads, causal, symmetric_m):
+    """The regime of n tokens of dimension d: GEMM from the crossover of the small path they
+    would take (SYMMETRIC: no mask and every M_h symmetric, else COLUMNS). `heads` scales every
+    regime's work alike and does not move the crossover."""
+    path = SYMMETRIC if symmetric_m and not causal else COLUMNS
+    if n >= _GEMM_FROM[min(d, _MAX_D), path]:
+        return GEMM
+    return path
 
 
 def work_size(n: int, d: int, heads: int = 1) -> int:
-    """Scratch floats :func:`field` needs for n tokens of dimension d and `heads` heads."""
-    if _large(n, d, heads):
-        return _field_gemm.work_size(n, d, heads)
-    return _field_small.work_size(n, d)
+    """Scratch floats :func:`field` needs for n tokens of dimension d and `heads` heads, for
+    whichever path the mask and matrices pick (the larger need of the regimes these (n, d) may
+    take)."""
+    size = 0
+    for causal, symmetric_m in ((False, True), (True, False)):
+        if regime(n, d, heads, causal, symmetric_m) == GEMM:
+            size = max(size, _field_gemm.work_size(n, d, heads))
+        else:
+            size = max(size, _field_small.work_size(n, d))
+    return size
 
 
 @njit(SIGNATURE, **NJIT)
@@ -52,9 +115,10 @@ def field(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
     """out <- m_i (unprojected). M, V: the H blocks M_h, V_h (d x d, row-major) one after the
     other, H = `heads`; `work`: work_size(n, d, H) floats."""
     n, d = x.shape
-    if heads * n * n * d >= LARGE_WORK:
+    which = regime(n, d, heads, causal, not causal and symmetric_blocks(heads, d, M, m_id))
+    if which == GEMM:
         gemm(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work)
-    elif not causal and symmetric_blocks(heads, d, M, m_id):
+    elif which == SYMMETRIC:
         symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work)
     else:
         columns(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work)

@@ -4,8 +4,11 @@ numba's ``math.exp`` is a scalar libm call, and this numba/llvmlite build has no
 loop does not vectorize; on the n = 1024 attention right-hand side it costs more than both GEMMs.
 Here ``exp(y) = 2^k exp(r)`` with ``k = round(y / ln 2)``, ``r = y - k ln 2`` (Cody-Waite split,
 ``|r| <= ln2 / 2``) and a degree-13 Taylor polynomial for ``exp(r)`` (truncation < 1e-17
-relative). ``2^k`` is built from its IEEE bits, ``(k + 1023) << 52``, through an int64 scratch
-array viewed as float64. Every step is a plain arithmetic loop, which LLVM turns into SIMD code.
+relative). ``2^k`` is built from its IEEE bits, ``(k + 1023) << 52``, by register bitcasts (two
+intrinsics), so the whole exp is one pass with no scratch: 1.16x the three-pass form that went
+through an int64 scratch array (measured on a cache-resident row of 1024, the same bits), and
+half the memory a block of exps touches. Every step is plain arithmetic, which LLVM turns into
+SIMD code.
 The integer k is read off the bits of ``k + 1.5 * 2^52`` (exact for |k| < 2^51: k sits in the
 low bits of the mantissa, and the shift by 52 discards the rest), not converted with
 ``int64(k)``: AVX2 has no packed double-to-int64 conversion, and LLVM scalarized it, four
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import types
+from numba.extending import intrinsic
 
 from integrators.jit import njit
 from integrators.numba_abi import FASTMATH, FASTMATH_ORDERED, NJIT
@@ -34,14 +38,27 @@ _C9, _C8, _C7, _C6, _C5 = 1 / 362880, 1 / 40320, 1 / 5040, 1 / 720, 1 / 120
 _C4, _C3, _C2 = 1 / 24, 1 / 6, 1 / 2
 _ROUND = 6755399441055744.0  # 1.5 * 2^52: k + _ROUND holds the integer k in its low bits
 
+@intrinsic
+def _bits_of(typingctx, value):
+    """The IEEE bits of a float64 as an int64 (a register bitcast: vectorizes, unlike a view)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _float_of(typingctx, bits):
+    """The float64 whose IEEE bits are the int64 `bits`."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return types.float64(types.int64), codegen
+
+
 # no "reassoc" (FASTMATH_ORDERED): it would be allowed to undo the Cody-Waite split
-@njit(types.void(types.float64[::1], types.float64, types.int64[::1]), **NJIT,
-      fastmath=FASTMATH_ORDERED)
-def exp_shifted_inplace(w, shift, bits):
-    """w[j] <- exp(w[j] - shift) for w[j] - shift <= EXP_MAX_ARG; ``bits``: int64 scratch, len(bits) >= len(w)."""
-    n = w.shape[0]
-    scale = bits[:n].view(np.float64)
-    for j in range(n):
+@njit(types.void(types.float64[::1], types.float64), **NJIT, fastmath=FASTMATH_ORDERED)
+def exp_inplace(w, shift):
+    """w[j] <- exp(w[j] - shift) for w[j] - shift <= EXP_MAX_ARG, in one pass (no scratch)."""
+    for j in range(w.shape[0]):
         y = max(w[j] - shift, EXP_MIN)
         k = np.floor(y * _LOG2E + 0.5)
         r = (y - k * _LN2_HI) - k * _LN2_LO
@@ -58,12 +75,15 @@ def exp_shifted_inplace(w, shift, bits):
         q = q * r + _C3
         q = q * r + _C2
         q = q * r + 1.0
-        w[j] = q * r + 1.0
-        scale[j] = k + _ROUND
-    for j in range(n):  # the low bits of k + _ROUND are k's: (k + 1023) << 52 are 2^k's bits
-        bits[j] = (bits[j] + 1023) << 52
-    for j in range(n):
-        w[j] *= scale[j]
+        # the low bits of k + _ROUND are k's: (k + 1023) << 52 are 2^k's bits
+        w[j] = (q * r + 1.0) * _float_of((_bits_of(k + _ROUND) + 1023) << 52)
+
+
+@njit(types.void(types.float64[::1], types.float64, types.int64[::1]), **NJIT)
+def exp_shifted_inplace(w, shift, bits):
+    """:func:`exp_inplace` for the callers that still hand over an int64 scratch (``bits`` is no
+    longer read; the same bits as the earlier three-pass form, which went through it)."""
+    exp_inplace(w, shift)
 
 
 @njit(types.float64(types.float64[::1]), link=True, **NJIT, fastmath=True)
