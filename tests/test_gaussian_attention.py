@@ -190,6 +190,9 @@ def test_finite_n_drift_against_monte_carlo():
     beta, n, runs = 0.4, 24, 5000
     bm, bs = ga.finite_n_drift(beta, MEAN, COV)
     assert max(np.abs(b).max() for b in ga.finite_n_drift(0.0, MEAN, COV)) < 1e-12
+    # nor over time: at beta = 0 the curvature of the moment field and the drift bias vanish
+    times = np.linspace(0.0, 1.0, 3)
+    assert max(np.abs(b).max() for b in ga.finite_n_moments(0.0, MEAN, COV, times)) < 1e-12
     rng = np.random.default_rng(3)
     x = MEAN + rng.standard_normal((runs, n, 2)) @ np.linalg.cholesky(COV).T
     m_n = x.mean(axis=1)
