@@ -4,7 +4,7 @@ dynamics of deep Transformers", arXiv 2501.18322; the authors' code, 2025-transf
 integrates the covariance ODEs). Only the abstract and the public code could be read here, not
 the paper's body: the derivation below is ours, checked against the code's right-hand sides
 (with A = beta I its softmax and Sinkhorn covariance fields are those below without the -x
-term; its L2 field is ours with Q = K, KK^T = beta) and by the tests (quadrature, Monte Carlo,
+term; its L2 field is ours with Q = K = sqrt(beta) I, K^T K = beta I) and by the tests (quadrature, Monte Carlo,
 the particles themselves). The abstract names five variants (multi-head, L2, Sinkhorn, sigmoid,
 masked) for the mean-field limit of compactly supported data, and says of Gaussian data only that
 "for different types of attention" the PDE preserves Gaussians; the public code integrates the
@@ -72,7 +72,7 @@ x(0)), with dm/dt = M m + b, dS/dt = M S + S M^T. Hence the moment ODEs:
     Sinkhorn:         dm/dt = 0,           dS/dt = 2 C(S) - 2 S = (sqrt(I + 4 beta^2 S^2) - I)/beta - 2 S,
     L2:               dm/dt = 0,           dS/dt = -2 S (I + 2 beta S)^{-1}.
 
-Both keep S's eigenvectors; per eigenvalue lambda, softmax has the closed form
+All keep S's eigenvectors; per eigenvalue lambda, softmax has the closed form
 lambda(t) = 1 / (beta + (1/lambda0 - beta) e^{2t}) (collapse for lambda0 < 1/beta, blow-up in
 finite time above) and the mean's component along that eigenvector grows by
 e^t sqrt(lambda(t)/lambda0); Sinkhorn's lambda always decreases (sqrt(1 + 4 b^2 l^2) < 1 + 2 b l),
