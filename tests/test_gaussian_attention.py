@@ -90,7 +90,7 @@ aniso = 16.0
 sinkhorn_iterations = 10
 
 [sweep]
-kind = ["softmax", "sinkhorn"]
+kind = ["softmax", "sinkhorn", "l2"]
 
 [ensemble]
 runs = 16
@@ -109,18 +109,18 @@ saves = 4
 
 
 def test_particles_follow_the_moment_ode(tmp_path):
-    # the particles' empirical moments against the moment ODE at every saved time, within 3
-    # Monte Carlo standard errors (fixed seed; n = 256, 16 runs)
+    # the particles' empirical moments against the moment ODE (with softmax's finite-n bias) at
+    # every saved time, within 3 Monte Carlo standard errors (fixed seed; n = 256, 16 runs)
     toml = tmp_path / "small.toml"
     toml.write_text(SMALL.format(path=tmp_path / "small.h5"))
     ds = dyn.open(dyn.run(str(toml)))
     for k in ga.MOMENTS:
         se = ds[f"{k}_se"].values
-        gap = np.abs(ds[k].values - ds[f"{k}_ode"].values)
+        gap = np.abs(ds[k].values - ds[f"{k}_finite_n"].values)
         assert (gap <= 3 * se + 1e-12).all(), (k, gap / np.maximum(se, 1e-300))
-    # at t = 0 both kinds start from the same draws: the same moments
+    # at t = 0 every kind starts from the same draws: the same moments
     first = ds.cov_trace.isel(time=0).values
-    assert first[0] == first[1]
+    assert first[0] == first[1] == first[2]
     # the step error is far below the Monte Carlo error
     assert float(ds.step_floor.max()) < 1e-3 * float(ds.cov_error.isel(time=-1).min())
 
@@ -128,7 +128,7 @@ def test_particles_follow_the_moment_ode(tmp_path):
 @pytest.mark.parametrize("line", ["aniso = 0.5", 'kind = "hardmax"', "n = 1", "beta = 0.0"])
 def test_bad_values_exit_2_in_one_line(tmp_path, line):
     key = line.split(" = ")[0]
-    text = SMALL.format(path=tmp_path / "bad.h5").replace('kind = ["softmax", "sinkhorn"]', "")
+    text = SMALL.format(path=tmp_path / "bad.h5").replace('kind = ["softmax", "sinkhorn", "l2"]', "")
     text = "\n".join(t for t in text.splitlines() if not t.startswith(f"{key} =")
                      ).replace("[params]", f"[params]\n{line}")
     toml = tmp_path / "bad.toml"
@@ -142,18 +142,31 @@ def test_bad_values_exit_2_in_one_line(tmp_path, line):
 
 @pytest.mark.slow
 def test_scenario_agrees_in_standard_errors_and_rate(tmp_path):
-    # the shipped scenario (about 4 minutes on one core). At the largest n every summary is
-    # within 3 standard errors of the moment ODE at every saved time, for each kind and d. Over
-    # all n (20 points x 4 summaries, each a max over 6 correlated times, t with 19 degrees of
-    # freedom) a few |z| > 3 are expected by chance alone (about 1 in 60 pairs): there the bound
-    # is the family-wise one, 4.5 (t_19 beyond 4.5: p ~ 2.5e-4 per pair, ~2% for all 80).
+    # the shipped scenario (about 5 minutes on one core), against `*_finite_n`: the moment ODE
+    # plus the derived O(1/n) bias (softmax, L2; the ODE itself for Sinkhorn). At the largest n
+    # every summary is within 3 standard errors at every saved time, for each kind and d. Over
+    # all n the bound is the family-wise one, 4.5, and why: 30 points x 4 summaries x 6 times of
+    # t statistics of 20 runs. With an exact reference (40000 particle runs, d = 2, n = 64, cut
+    # into groups of 20 against their grand mean) a point has some |z| > 3 with probability
+    # 0.05, so 30 points all pass with probability 0.21: "3 everywhere" is a property of the seed,
+    # not of the model. Here it fails at softmax, d = 2, mean_along, n = 512 (3.1) and 1024
+    # (4.1), and that is the draw: the moment ODE run from each run's own initial empirical
+    # moments is already -2.7 and -3.2 standard errors off at t = 1, and -2.87, -1.85 at t = 0,
+    # where the particles' mean is an exact average of i.i.d. draws (module doc, Finite n).
+    # Beyond 4.5: p ~ 2.5e-4 per pair for t_19.
     ds = dyn.open(dyn.run("gaussian_attention", out=str(tmp_path / "g.h5")))
     largest = dict(n=ds.n.values[-1])
     for k in ga.MOMENTS:
-        z = np.abs(ds[k] - ds[f"{k}_ode"]) / ds[f"{k}_se"]
+        z = np.abs(ds[k] - ds[f"{k}_finite_n"]) / ds[f"{k}_se"]
         assert np.isfinite(z.values).all(), k
         assert float(z.sel(**largest).max()) <= 3.0, k
         assert float(z.max()) <= 4.5, k
+    # the finite-n bias is what separates the two references, and it is O(1/n)
+    for kind in ga.FINITE_N_KINDS:
+        scaled = ((ds.cov_trace_finite_n - ds.cov_trace_ode) * ds.n).sel(kind=kind)
+        spread = np.abs(scaled - scaled.isel(n=0)).max()
+        size = float(np.abs(scaled).max())
+        assert float(spread) <= 1e-9 * size and size > 0, kind
     # the covariance error against n, averaged over the saved times t > 0: slope -1/2
     for kind in ds.kind.values:
         for d in ds.d.values:
@@ -162,3 +175,105 @@ def test_scenario_agrees_in_standard_errors_and_rate(tmp_path):
             assert -0.6 <= slope <= -0.4, (kind, d, slope)
             # and the step error is far below the smallest Monte Carlo error
             assert float(ds.step_floor.sel(kind=kind, d=d).max()) < 0.01 * float(error.min())
+
+
+def _softmax_drift(x, beta):
+    """The n-token softmax velocities sum_j A_ij x_j - x_i (j = i included), x (R, n, d)."""
+    s = beta * np.einsum("rid,rjd->rij", x, x)
+    w = np.exp(s - s.max(axis=2, keepdims=True))
+    return np.einsum("rij,rjd->rid", w / w.sum(axis=2, keepdims=True), x) - x
+
+
+def test_finite_n_drift_against_monte_carlo():
+    # n E[dm_n/dt] - n beta S m over i.i.d. N(m, S) tokens, by Monte Carlo (the moment field at
+    # the sample's own moments as a control variate: E[beta S_n m_n] = beta S m for a Gaussian
+    # sample), against the closed form; beta = 0.4 (light-tailed weights: the O(1/n^2) rest is
+    # ~0.5/n of the bias, measured at n = 16 and 64). At beta = 0, none (dm_n/dt = 0 and
+    # dS_n/dt = -2 S_n exactly).
+    beta, n, runs = 0.4, 24, 5000
+    bm, bs = ga.finite_n_drift("softmax", beta, MEAN, COV)
+    assert max(np.abs(b).max() for b in ga.finite_n_drift("softmax", 0.0, MEAN, COV)) < 1e-12
+    # nor over time: at beta = 0 the curvature of the moment field and the drift bias vanish
+    times = np.linspace(0.0, 1.0, 3)
+    for kind in ga.FINITE_N_KINDS:
+        assert max(np.abs(b).max() for b in ga.finite_n_moments(kind, 0.0, MEAN, COV, times)) \
+            < 1e-12
+    rng = np.random.default_rng(3)
+    x = MEAN + rng.standard_normal((runs, n, 2)) @ np.linalg.cholesky(COV).T
+    m_n = x.mean(axis=1)
+    centred = x - m_n[:, None]
+    s_n = np.einsum("ria,rib->rab", centred, centred) / (n - 1)
+    sample = n * (_softmax_drift(x, beta).mean(axis=1) - beta * np.einsum("rab,rb->ra", s_n, m_n))
+    est, se = sample.mean(axis=0), sample.std(axis=0) / np.sqrt(runs)
+    assert (np.abs(est - bm) <= 3 * se + np.abs(bm) / n).all(), (est, se, bm)
+    assert np.linalg.norm(bm) > 30 * se.max()  # the bias is resolved, not zero
+
+
+def test_l2_velocity_and_closed_form():
+    # L2 attention, E[y e^{-beta |x - y|^2}] / E[e^{-beta |x - y|^2}] - x by quadrature, against
+    # (I + 2 beta S)^{-1} (m - x); its moment ODE against the Lambert-W closed form
+    y, w, _ = _gauss_hermite(MEAN, COV, 30)
+    x = np.array([[0.5, 1.0], [-1.0, 0.3], [2.0, -1.5], [0.0, 0.0]])
+    logw = np.log(w)[None, :] - BETA * ((x[:, None, :] - y[None]) ** 2).sum(-1)
+    p = np.exp(logw - logsumexp(logw, axis=1, keepdims=True))
+    assert np.abs(p @ y - x - ga.velocity("l2", BETA, MEAN, COV, x)).max() < 1e-12
+    mu, cov = ga.start(4, 1.0, 0.5, 4.0)
+    times = np.linspace(0.0, 1.2, 7)
+    m, s = ga.moments("l2", 1.3, mu, cov, times)
+    assert np.abs(m - mu).max() < 1e-12  # translation invariant: the mean stays
+    closed = ga.l2_closed(1.3, np.diag(cov), times)
+    assert np.abs(np.diagonal(s, axis1=1, axis2=2) - closed).max() < 1e-9
+
+
+def test_sigmoid_attention_is_not_gaussian_closed():
+    # sigmoid attention (A_ij = sigma(beta <x_i, x_j>) / n: USA, the engine runs it) has the
+    # mean-field velocity E[sigma(beta <x, y>) (y - x)]; on a Gaussian it is not affine in x (its
+    # second difference along a line is far above the quadrature's error), so it does not push
+    # a Gaussian to a Gaussian: there is no moment ODE
+    def sigmoid(s, beta):
+        return 1.0 / (1.0 + np.exp(-beta * s))
+
+    built = dyn.particles(sigmoid, name="sigmoid_probe", geometry="euclidean",
+                          normalization="USA",
+                          params={"beta": dyn.Field("float", 1.0, "beta", gt=0.0)})
+    assert built.normalization == "USA"
+    y, w, _ = _gauss_hermite(MEAN, COV, 40)
+    line = np.array([[a, 0.5 * a] for a in (-1.0, 0.0, 1.0)])
+    v = (w * sigmoid(line @ y.T, BETA))[:, :, None] * (y[None] - line[:, None])
+    v = v.sum(axis=1)
+    second = v[0] - 2 * v[1] + v[2]
+    assert np.abs(second).max() > 1e-2
+
+
+def test_masked_drift_is_softmax_over_the_past():
+    # the engine's causal drift: token 0 does not move, token i is softmax attention over
+    # tokens 0 .. i (the mean-field limit from i.i.d. tokens is softmax's: module doc)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((12, 3)) * 0.6
+    out = np.empty_like(x)
+    ga.Masked.numba_function("drift")(0.0, x, np.array([BETA]), out,
+                                       np.empty(ga.Masked.work_size(12, 3, None)))
+    for i in range(12):
+        assert np.abs(out[i] - _softmax_drift(x[None, :i + 1], BETA)[0, i]).max() < 1e-12
+    assert np.abs(out[0]).max() == 0.0
+
+
+@pytest.mark.slow
+def test_masked_tokens_tend_to_softmax_moments_with_a_large_finite_n_bias(tmp_path):
+    # causal attention from i.i.d. Gaussian tokens: the mean-field limit is softmax's moment ODE
+    # (module doc), but token i sees only i + 1 tokens (token 0 never moves), so the empirical
+    # covariance shrinks less than the ODE's. At d = 8 (100 runs, seed 11) cov_trace's excess at
+    # t = 1 was 0.0134, 0.0083, 0.0049, 0.0037 (standard errors 0.0008 ... 0.0003) at n = 128 ..
+    # 1024: many standard errors, and shrinking (by 3.7 over the 8-fold n; a ratio of 2 asserted)
+    text = SMALL.format(path=tmp_path / "masked.h5").replace(
+        'kind = ["softmax", "sinkhorn", "l2"]', "n = [128, 1024]").replace(
+        "n = 256\n", 'kind = "masked"\n').replace("d = 2\n", "d = 8\n").replace(
+        "runs = 16", "runs = 40").replace("horizon = 0.4", "horizon = 1.0").replace(
+        "saves = 4", "saves = 5").replace('common = ["kind"]\n', "")
+    toml = tmp_path / "masked.toml"
+    toml.write_text(text)
+    ds = dyn.open(dyn.run(str(toml)))
+    gap = (ds.cov_trace - ds.cov_trace_ode).isel(time=-1)
+    z = gap / ds.cov_trace_se.isel(time=-1)
+    assert float(z.sel(n=128)) > 5  # the bias is there, and positive: early tokens lag
+    assert float(gap.sel(n=128)) > 2 * float(gap.sel(n=1024)) > 0
