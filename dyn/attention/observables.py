@@ -74,70 +74,79 @@ def _exp_sum(g, w, bits, beta, n):
     return math.exp(shift) * (2.0 * row_sum(w) - diagonal)  # the diagonal + twice i < j
 
 
+@njit(types.void(F2, types.float64, types.float64, types.boolean, F1, F1, types.int64[::1], F2,
+                 types.int64[::1], F1), **NJIT)
+def _pair_pass(x, threshold, beta, join, g, w, bits, xt, parent, stats):
+    """One configuration x (n, d): stats[:3] <- [pair fraction, min inner, sum_ij e^{beta G_ij}]
+    and, if `join`, parent <- the clusters of {i ~ j : G_ij > threshold} (union-find, smallest
+    index; without `join` parent is left as it was). Scratch: g, w (n(n+1)/2 floats), bits
+    (as many int64), xt (d, n).
+    The upper triangle of G (diagonal included, row by row) is formed once; its exps go through
+    the vectorised exp (:mod:`dyn.numerics.vexp`), shifted by their maximum."""
+    n, d = x.shape
+    pairs = n * (n - 1) // 2
+    for i in range(n):
+        for k in range(d):
+            xt[k, i] = x[i, k]
+    at = 0
+    for i in range(n):  # row i of the triangle: G_ii, G_i,i+1, ..., G_i,n-1
+        length = n - i
+        row = g[at:at + length]
+        for j in range(length):
+            row[j] = 0.0
+        for k in range(d):
+            xik = xt[k, i]
+            col = xt[k, i:]
+            for j in range(length):
+                row[j] += xik * col[j]
+        at += length
+    if join:
+        for i in range(n):
+            parent[i] = i
+    close = 0
+    lowest = 1.0
+    nan = False
+    at = 0
+    for i in range(n - 1):  # the pairs i < j of row i: counted in branch-free loops that
+        row = g[at + 1:at + n - i]  # vectorize, joined only where a pair is close
+        near = 0
+        for j in range(row.shape[0]):
+            near += row[j] > threshold
+            nan |= row[j] != row[j]
+        lowest = min(lowest, _least(row))
+        close += near
+        if near and join:
+            ri = _find(parent, i)  # a root is the smallest token of its cluster
+            for j in range(row.shape[0]):
+                if row[j] > threshold:
+                    rj = _find(parent, i + 1 + j)
+                    if ri != rj:
+                        parent[max(ri, rj)] = min(ri, rj)
+                        ri = min(ri, rj)
+        at += n - i
+    if nan:  # NaN wins: a blown-up state must not look clustered
+        lowest = np.nan
+    if join:
+        for i in range(n):
+            parent[i] = _find(parent, i)
+    stats[0] = close / pairs if pairs else 1.0
+    stats[1] = lowest
+    stats[2] = _exp_sum(g, w, bits, beta, n)
+
+
 @njit(types.void(F3, types.float64, types.float64, F2, types.int64[:, ::1], types.boolean),
       **NJIT)
 def _pairs_kernel(x, threshold, beta, stats, labels, join):
     """Per configuration b: stats[b] <- [pair fraction, min inner, sum_ij e^{beta G_ij}] and,
-    if `join`, labels[b] <- the clusters of {i ~ j : G_ij > threshold} (union-find, smallest
-    index; without `join` labels is left as it was).
-    The upper triangle of G (diagonal included, row by row) is formed once; its exps go through
-    the vectorised exp (:mod:`dyn.numerics.vexp`), shifted by their maximum."""
+    if `join`, labels[b] <- the clusters (:func:`_pair_pass`)."""
     m, n, d = x.shape
     size = n * (n + 1) // 2
-    pairs = n * (n - 1) // 2
     g = np.empty(size)
     w = np.empty(size)
     bits = np.empty(size, dtype=np.int64)
     xt = np.empty((d, n))
     for b in range(m):
-        for i in range(n):
-            for k in range(d):
-                xt[k, i] = x[b, i, k]
-        at = 0
-        for i in range(n):  # row i of the triangle: G_ii, G_i,i+1, ..., G_i,n-1
-            length = n - i
-            row = g[at:at + length]
-            for j in range(length):
-                row[j] = 0.0
-            for k in range(d):
-                xik = xt[k, i]
-                col = xt[k, i:]
-                for j in range(length):
-                    row[j] += xik * col[j]
-            at += length
-        parent = labels[b]
-        if join:
-            for i in range(n):
-                parent[i] = i
-        close = 0
-        lowest = 1.0
-        nan = False
-        at = 0
-        for i in range(n - 1):  # the pairs i < j of row i: counted in branch-free loops that
-            row = g[at + 1:at + n - i]  # vectorize, joined only where a pair is close
-            near = 0
-            for j in range(row.shape[0]):
-                near += row[j] > threshold
-                nan |= row[j] != row[j]
-            lowest = min(lowest, _least(row))
-            close += near
-            if near and join:
-                ri = _find(parent, i)  # a root is the smallest token of its cluster
-                for j in range(row.shape[0]):
-                    if row[j] > threshold:
-                        rj = _find(parent, i + 1 + j)
-                        if ri != rj:
-                            parent[max(ri, rj)] = min(ri, rj)
-                            ri = min(ri, rj)
-            at += n - i
-        if nan:  # NaN wins: a blown-up state must not look clustered
-            lowest = np.nan
-        if join:
-            for i in range(n):
-                parent[i] = _find(parent, i)
-        stats[b, 0] = close / pairs if pairs else 1.0
-        stats[b, 1] = lowest
-        stats[b, 2] = _exp_sum(g, w, bits, beta, n)
+        _pair_pass(x[b], threshold, beta, join, g, w, bits, xt, labels[b], stats[b])
 
 
 def _pairs(x, delta: float, beta: float, join: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,9 @@ Regimes, chosen by the work ``H n^2 d`` (at and above ``LARGE_WORK``, the GEMM r
   symmetric M_h: the main ensembles) or :mod:`._field_small` (any mask, any M_h);
 - large (e.g. n = 1024, d = 64): :mod:`._field_gemm`, one GEMM for the scores of all heads, a row
   loop, one GEMM for the output.
-Every buffer comes from ``work`` (:func:`work_size` floats): a call allocates nothing.
+Every buffer comes from ``work`` (:func:`work_size` floats): a call allocates nothing. The last
+NORMALIZERS floats of ``work`` are the symmetric path's normalizers, [c, sum_i Z_i] of head 0
+(:mod:`._field_symmetric`); the other paths leave them as they were.
 """
 from __future__ import annotations
 
@@ -40,11 +42,15 @@ def _large(n: int, d: int, heads: int) -> bool:
     return heads * n * n * d >= LARGE_WORK
 
 
+NORMALIZERS = 2  # the last floats of the work: [c, sum_i Z_i] (the symmetric path)
+
+
 def work_size(n: int, d: int, heads: int = 1) -> int:
-    """Scratch floats :func:`field` needs for n tokens of dimension d and `heads` heads."""
+    """Scratch floats :func:`field` needs for n tokens of dimension d and `heads` heads; a
+    caller that keeps scratch of its own beside them keeps it before the last NORMALIZERS."""
     if _large(n, d, heads):
-        return _field_gemm.work_size(n, d, heads)
-    return _field_small.work_size(n, d)
+        return _field_gemm.work_size(n, d, heads) + NORMALIZERS
+    return _field_small.work_size(n, d) + NORMALIZERS
 
 
 @njit(SIGNATURE, **NJIT)
