@@ -30,7 +30,7 @@ import integrators
 from integrators.jit import njit
 from integrators.numba_abi import NJIT, OBSERVE_SIG
 
-from .observables import N_PAIR_STATS, _delta, _pair_pass
+from .observables import N_PAIR_STATS, _delta, _pair_counts, _pair_pass
 
 THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM = range(5)  # the observer's vector q
 
@@ -50,8 +50,10 @@ def pair_row(t, x, q, row, drift_work, work):
     beta = q[BETA]
     end = drift_work.shape[0]
     total = drift_work[end - 1]
-    if q[FROM_FIELD] != 0.0 and beta != 0.0 and total == total:
-        _pair_pass(x, q[THRESHOLD], 0.0, join, g, w, bits, xt, parent, row)
+    if beta == 0.0:
+        _pair_counts(x, q[THRESHOLD], join, xt, g[:n], parent, row)
+    elif q[FROM_FIELD] != 0.0 and total == total:
+        _pair_counts(x, q[THRESHOLD], join, xt, g[:n], parent, row)
         row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
     else:
         _pair_pass(x, q[THRESHOLD], beta, join, g, w, bits, xt, parent, row)
