@@ -30,9 +30,9 @@ import integrators
 from integrators.jit import njit
 from integrators.numba_abi import NJIT, OBSERVE_SIG
 
-from .observables import N_PAIR_STATS, _delta, _pair_counts, _pair_pass
+from .observables import N_PAIR_STATS, _delta, _pair_pass, close_fraction
 
-THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM = range(5)  # the observer's vector q
+THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST = range(6)  # the observer's vector q
 
 
 @njit(OBSERVE_SIG, **NJIT)
@@ -50,13 +50,15 @@ def pair_row(t, x, q, row, drift_work, work):
     beta = q[BETA]
     end = drift_work.shape[0]
     total = drift_work[end - 1]
-    if beta == 0.0:
-        _pair_counts(x, q[THRESHOLD], join, xt, g[:n], parent, row)
-    elif q[FROM_FIELD] != 0.0 and total == total:
-        _pair_counts(x, q[THRESHOLD], join, xt, g[:n], parent, row)
-        row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
+    field = q[FROM_FIELD] != 0.0 and beta != 0.0 and total == total
+    if d == 2 and beta == 0.0 and not join and q[LEAST] == 0.0:  # the pair fraction alone
+        row[0] = close_fraction(x, q[THRESHOLD], xt)
+        row[1] = np.nan  # not asked for
+        row[2] = n * n
     else:
-        _pair_pass(x, q[THRESHOLD], beta, join, g, w, bits, xt, parent, row)
+        _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
+    if field:
+        row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
     at = N_PAIR_STATS
     if join:
         for i in range(n):
@@ -64,10 +66,10 @@ def pair_row(t, x, q, row, drift_work, work):
         at += n
     if q[TOKEN_SUM] != 0.0:
         for k in range(d):
-            total = 0.0
+            acc = 0.0
             for i in range(n):
-                total += x[i, k]
-            row[at + k] = total
+                acc += x[i, k]
+            row[at + k] = acc
 
 
 def work_size(n: int, d: int) -> int:
@@ -76,16 +78,19 @@ def work_size(n: int, d: int) -> int:
 
 
 def pair_observer(n: int, d: int, delta: float, beta: float = 0.0, labels: bool = True,
-                  from_field: bool = False, token_sum: bool = False) -> integrators.Observer:
+                  from_field: bool = False, token_sum: bool = False,
+                  min_inner: bool = True) -> integrators.Observer:
     """The observer of :func:`.observables.pairs_and_clusters` (``beta = 0``: no exp sum; the
     energy is then NaN, as there); `from_field`: the drift is an attention field at the state
     itself with M = I, no bias and no mask (see the module doc); `token_sum`: also sum_i x_i
-    (d floats, e.g. for the mean alignment with a fixed direction)."""
+    (d floats, e.g. for the mean alignment with a fixed direction); without `min_inner`, the
+    exp sum and the labels (the pair fraction alone) on the circle, no row of G is kept and
+    the min is not formed (NaN in its column): :func:`.observables.close_fraction`."""
     beta = float(beta)
     if not np.isfinite(beta):
         raise ValueError(f"beta must be finite, got {beta}")
     q = np.array([1.0 - _delta(delta), beta, float(bool(labels)), float(bool(from_field)),
-                  float(bool(token_sum))])
+                  float(bool(token_sum)), float(bool(min_inner))])
     columns = N_PAIR_STATS + (n if labels else 0) + (d if token_sum else 0)
     return integrators.Observer(pair_row, q, columns, work_size(n, d))
 

@@ -310,7 +310,8 @@ def _observed_in_loop(spec, problem, x0) -> Chunk:
     aligned = spec.setup.keeps("first_alignment")
     n = spec["n"]
     observer = observing.pair_observer(n, spec["d"], spec["delta"], beta, labelled,
-                                       from_field=plain, token_sum=aligned)
+                                       from_field=plain, token_sum=aligned,
+                                       min_inner=spec.setup.keeps("min_inner"))
     if spec["form"] == "network":
         every = spec["depth"] // spec.setup.saves
         solution = attention.network_solution(problem, x0, spec["depth"], spec.horizon,
