@@ -113,6 +113,22 @@ def test_observed_rows_equal_the_stored_states_observables(form, method, normali
             assert np.array_equal(got[..., 2], want[..., 2])
 
 
+def test_a_field_path_without_normalizers_leaves_the_exps_to_the_observer():
+    """Under a causal mask the field takes its column path, which leaves no normalizers: the
+    observer, told to read them, finds the NaN the solver started the workspace with and
+    exponentiates itself, bit for bit the stored states' energy."""
+    rng = np.random.default_rng(5)
+    n, d, beta = 10, 2, 3.0
+    p = architecture.pack_architecture(beta, d, "SA", mask="causal")
+    problem = schemes.scheme("post").network.problem(p)
+    x0 = uniform_sphere(rng, 4, n, d)
+    ts = np.linspace(0.0, 2.0, 11)
+    integ = integrators.get("numba", "euler", dt=0.1)
+    want = observables.pairs_and_clusters(integ.solve(problem, x0, ts).states, 1e-3, beta)[0]
+    sol = integ.solve(problem, x0, ts, observer=pair_observer(n, d, 1e-3, beta, from_field=True))
+    assert np.array_equal(split_rows(sol.observations, n, beta)[0], want)
+
+
 def test_an_observer_needs_a_fixed_step_numba_method():
     problem = _problem("flow", 1.0, "SA")
     x0 = uniform_sphere(np.random.default_rng(0), 2, 4, 2)

@@ -17,7 +17,8 @@ sum_i Z_i, Z_i = sum_j e^{beta G_ij - c}, so sum_ij e^{beta G_ij} = e^c sum_i Z_
 of its own. That holds when the field's scores are beta G_ij of the state itself: the tokens
 are the state (post-LN, nGPT), M = I, no bias, no mask (``from_field``). Elsewhere, or where the
 field took another path (it then leaves NaN there: the solver starts the drift's workspace as
-NaN), the observer exponentiates as the pair pass does. The two sums agree to rounding: the
+NaN; a sum outside (0, n^2] is not taken either), the observer exponentiates as the pair pass
+does. The two sums agree to rounding: the
 field forms e^{beta G_ij - c} with its own shift and summation order.
 """
 from __future__ import annotations
@@ -50,7 +51,9 @@ def pair_row(t, x, q, row, drift_work, work):
     beta = q[BETA]
     end = drift_work.shape[0]
     total = drift_work[end - 1]
-    field = q[FROM_FIELD] != 0.0 and beta != 0.0 and total == total
+    # e^{s_ij - c} lies in (0, 1] for every pair (c >= |s_ij|): a sum outside (0, n^2] was not
+    # left by the field at this state (NaN: the solver's start, or another path of the field)
+    field = q[FROM_FIELD] != 0.0 and beta != 0.0 and 0.0 < total <= n * n
     if d == 2 and beta == 0.0 and not join and q[LEAST] == 0.0:  # the pair fraction alone
         row[0] = close_fraction(x, q[THRESHOLD], xt)
         row[1] = np.nan  # not asked for
