@@ -55,8 +55,9 @@ def _configurations(rng, m, n, d):
 @pytest.mark.parametrize("d", [2, 3])
 def test_pair_statistics_are_numpys_bit_for_bit(d):
     """The pair pass, with exps or without, gives numpy's pair fraction and min inner product
-    (the same sums) bit for bit, and the components as labels; on the circle the pair fraction
-    alone (close_fraction, one loop per row keeping nothing) is the same number."""
+    (the same sums) bit for bit, and the components as labels; on the circle so do the
+    observer's passes: the pair fraction alone (close_fraction, one loop per row keeping
+    nothing), and the rows then the clusters (close_rows, join_rows; one cluster included)."""
     rng = np.random.default_rng(7)
     x = _configurations(rng, 12, 17, d)
     delta = 1e-3
@@ -66,13 +67,22 @@ def test_pair_statistics_are_numpys_bit_for_bit(d):
     assert np.array_equal(rows[:, :2], want) and np.array_equal(tri[:, :2], want)
     assert np.array_equal(labels, want_labels) and np.array_equal(tri_labels, want_labels)
     assert 0 < rows[:, 0].max() < 1  # the cases hold close pairs and far ones
-    if d == 2:
-        xt = np.empty((2, x.shape[1]))
-        alone = [observables.close_fraction(c, 1.0 - delta, xt) for c in x]
-        assert np.array_equal(alone, want[:, 0])
+    if d == 2:  # the observer's passes on the circle: the fraction alone, rows then clusters
+        n = x.shape[1]
+        x[4] = x[4, :1]  # one cluster: every pair close
+        want, want_labels = _reference_pairs(x, delta)
+        xt, g, near = np.empty((2, n)), np.empty(n * n), np.empty(n)
+        parent = np.empty(n, dtype=np.int64)
+        for c, stats, labels in zip(x, want, want_labels):
+            assert observables.close_fraction(c, 1.0 - delta, xt) == stats[0]
+            assert observables.close_rows(c, 1.0 - delta, xt, g, near) == tuple(stats)
+            observables.join_rows(g, n, 1.0 - delta, stats[0] == 1.0, near, parent)
+            assert np.array_equal(parent, labels)
     x[3, 5, 0] = np.nan  # a blown-up configuration: NaN min, in both passes
     assert np.isnan(observables.pairs_and_clusters(x, delta, 0.0)[0][3, 1])
     assert np.isnan(observables.pairs_and_clusters(x, delta, 2.5)[0][3, 1])
+    if d == 2:
+        assert np.isnan(observables.close_rows(x[3], 1.0 - delta, xt, g, near)[1])
 
 
 def _problem(form, beta, normalization):

@@ -7,9 +7,11 @@ fixed-step solve it writes one row per run,
                                                       (labels and the token sum if asked)
 
 from the state while it is in cache, with :func:`.observables.pairs_and_clusters`' own
-arithmetic (the same per-configuration pass: pair fraction, min inner product and labels are
-bit for bit those of the states), so no state is stored. :func:`split_rows` turns the rows into
-that function's ``(stats, labels)``.
+arithmetic (its pass, or on the circle without exps :func:`.observables.close_fraction` for
+the pair fraction alone and :func:`.observables.close_rows` then
+:func:`.observables.join_rows`: the same sums G_ij, so pair fraction, min inner product and
+labels are bit for bit those of the states), so no state is stored. :func:`split_rows` turns
+the rows into that function's ``(stats, labels)``.
 
 The exp sum is read, when it can be, from the attention field the drift has just evaluated at
 the same state (the observer runs right after it): the symmetric path leaves its shift c and
@@ -18,8 +20,8 @@ of its own. That holds when the field's scores are beta G_ij of the state itself
 are the state (post-LN, nGPT), M = I, no bias, no mask (``from_field``). Elsewhere, or where the
 field took another path (it then leaves NaN there: the solver starts the drift's workspace as
 NaN; a sum outside (0, n^2] is not taken either), the observer exponentiates as the pair pass
-does. The two sums agree to rounding: the
-field forms e^{beta G_ij - c} with its own shift and summation order.
+does. The two sums agree to rounding: the field forms e^{beta G_ij - c} with its own shift
+and summation order.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ import integrators
 from integrators.jit import njit
 from integrators.numba_abi import NJIT, OBSERVE_SIG
 
-from .observables import N_PAIR_STATS, _delta, _pair_pass, close_fraction
+from .observables import N_PAIR_STATS, _delta, _pair_pass, close_fraction, close_rows, join_rows
 
 THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST = range(6)  # the observer's vector q
 
@@ -58,6 +60,11 @@ def pair_row(t, x, q, row, drift_work, work):
         row[0] = close_fraction(x, q[THRESHOLD], xt)
         row[1] = np.nan  # not asked for
         row[2] = n * n
+    elif d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
+        row[0], row[1] = close_rows(x, q[THRESHOLD], xt, g, w)
+        row[2] = n * n
+        if join:
+            join_rows(g, n, q[THRESHOLD], row[0] == 1.0, w, parent)
     else:
         _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
     if field:
