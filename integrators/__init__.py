@@ -24,6 +24,7 @@ The fixed-step methods' default step is integrators.core.base.DEFAULT_DT (the on
 
 from .core.base import AbstractIntegrator
 from .core.geometry import EUCLIDEAN, SPHERE, Geometry
+from .core.observer import Observer
 from .core.problem import Problem
 from .registry import SDE_METHODS, available, get, options
 from .core.brownian import brownian_increments, coarsen, dyadic_increments
@@ -36,6 +37,7 @@ __all__ = [
     "SPHERE",
     "Geometry",
     "Problem",
+    "Observer",
     "Solution",
     "OK",
     "MAX_STEPS",

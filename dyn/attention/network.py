@@ -11,6 +11,8 @@ exactly that: the integrators' Euler scheme on the raw mean field with the `POST
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 import integrators
@@ -50,6 +52,15 @@ def network_layers(problem: integrators.Problem, x0, depth: int, horizon: float,
     Euler on its geometry: POSTNORM gives a post-norm residual layer, EUCLIDEAN a plain residual
     layer), from x0 of shape (E, n, d). States (E, S, n, d) at the layers of
     :func:`save_layers`; layer k is at time k h."""
+    return network_solution(problem, x0, depth, horizon, save_every=save_every,
+                            save_at=save_at).states
+
+
+def network_solution(problem: integrators.Problem, x0, depth: int, horizon: float, *,
+                     save_every: int | None = None, save_at=None,
+                     observer: integrators.Observer | None = None) -> integrators.Solution:
+    """:func:`network_layers` as the solve's :class:`integrators.Solution`; with an `observer`
+    its rows (E, S, columns) at the saved layers instead of the states (none is stored)."""
     x0 = np.ascontiguousarray(x0, dtype=np.float64)
     if isinstance(depth, bool) or int(depth) != depth or int(depth) < 1:
         raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
@@ -61,7 +72,12 @@ def network_layers(problem: integrators.Problem, x0, depth: int, horizon: float,
     h = horizon / depth
     start = [0] if layers[0] != 0 else []  # the solve starts at layer 0 whatever is saved
     ts = np.concatenate([start, layers]) * h
-    return integrators.get("numba", "euler", dt=h).solve(problem, x0, ts).states[:, len(start):]
+    sol = integrators.get("numba", "euler", dt=h).solve(problem, x0, ts, observer=observer)
+    if not start:
+        return sol
+    if observer is None:
+        return replace(sol, states=sol.states[:, len(start):])
+    return replace(sol, observations=sol.observations[:, len(start):])
 
 
 def postnorm_layers(x0, depth: int, horizon: float, beta: float, normalization: str = "SA",

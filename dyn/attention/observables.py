@@ -74,70 +74,200 @@ def _exp_sum(g, w, bits, beta, n):
     return math.exp(shift) * (2.0 * row_sum(w) - diagonal)  # the diagonal + twice i < j
 
 
+@njit(types.void(F2, types.float64, types.float64, types.boolean, F1, F1, types.int64[::1], F2,
+                 types.int64[::1], F1), **NJIT)
+def _pair_pass(x, threshold, beta, join, g, w, bits, xt, parent, stats):
+    """One configuration x (n, d): stats[:3] <- [pair fraction, min inner, sum_ij e^{beta G_ij}]
+    and, if `join`, parent <- the clusters of {i ~ j : G_ij > threshold} (union-find, smallest
+    index; without `join` parent is left as it was). Scratch: g, w (n(n+1)/2 floats), bits
+    (as many int64), xt (d, n).
+    The upper triangle of G (diagonal included, row by row) is formed once; its exps go through
+    the vectorised exp (:mod:`dyn.numerics.vexp`), shifted by their maximum."""
+    n, d = x.shape
+    pairs = n * (n - 1) // 2
+    for i in range(n):
+        for k in range(d):
+            xt[k, i] = x[i, k]
+    at = 0
+    for i in range(n):  # row i of the triangle: G_ii, G_i,i+1, ..., G_i,n-1
+        length = n - i
+        row = g[at:at + length]
+        for j in range(length):
+            row[j] = 0.0
+        for k in range(d):
+            xik = xt[k, i]
+            col = xt[k, i:]
+            for j in range(length):
+                row[j] += xik * col[j]
+        at += length
+    if join:
+        for i in range(n):
+            parent[i] = i
+    close = 0
+    lowest = 1.0
+    nan = False
+    at = 0
+    for i in range(n - 1):  # the pairs i < j of row i: counted in branch-free loops that
+        row = g[at + 1:at + n - i]  # vectorize, joined only where a pair is close
+        near = 0
+        for j in range(row.shape[0]):
+            near += row[j] > threshold
+            nan |= row[j] != row[j]
+        lowest = min(lowest, _least(row))
+        close += near
+        if near and join:
+            ri = _find(parent, i)  # a root is the smallest token of its cluster
+            for j in range(row.shape[0]):
+                if row[j] > threshold:
+                    rj = _find(parent, i + 1 + j)
+                    if ri != rj:
+                        parent[max(ri, rj)] = min(ri, rj)
+                        ri = min(ri, rj)
+        at += n - i
+    if nan:  # NaN wins: a blown-up state must not look clustered
+        lowest = np.nan
+    if join:
+        for i in range(n):
+            parent[i] = _find(parent, i)
+    stats[0] = close / pairs if pairs else 1.0
+    stats[1] = lowest
+    stats[2] = _exp_sum(g, w, bits, beta, n)
+
+
+@njit(types.float64(F2, types.float64, F2), **NJIT)
+def close_fraction(x, threshold, xt):
+    """The pair fraction of :func:`_pair_pass` for one configuration x (n, 2) alone, bit for
+    bit: the same sums G_ij = (0 + x_i1 x_j1) + x_i2 x_j2, counted in one loop per row that
+    keeps nothing (a few times faster than the pass, whose rows are kept for the min, the
+    exps and the labels). Scratch: xt (2, n). Kept apart from any union-find: with one in the
+    same function LLVM vectorized none of these loops."""
+    n = x.shape[0]
+    pairs = n * (n - 1) // 2
+    for i in range(n):
+        xt[0, i] = x[i, 0]
+        xt[1, i] = x[i, 1]
+    x0 = xt[0]
+    x1 = xt[1]
+    close = 0
+    for i in range(n - 1):
+        a0 = x0[i]
+        a1 = x1[i]
+        c0 = x0[i + 1:]
+        c1 = x1[i + 1:]
+        near = 0
+        for j in range(n - 1 - i):
+            near += ((0.0 + a0 * c0[j]) + a1 * c1[j]) > threshold
+        close += near
+    return close / pairs if pairs else 1.0
+
+
+@njit(types.UniTuple(types.float64, 2)(F2, types.float64, F2, F1, F1), **NJIT)
+def close_rows(x, threshold, xt, g, near_rows):
+    """(pair fraction, min inner product) of :func:`_pair_pass` for one configuration x (n, 2),
+    bit for bit, g <- the rows of the upper triangle one after the other (row i:
+    G_i,i+1 .. G_i,n-1; n(n - 1)/2 floats) and near_rows[i] <- the close pairs of row i, for
+    :func:`join_rows`: each row formed, counted and checked for NaN in one loop, the min in one
+    pass over the whole triangle. Scratch: xt (2, n). No union-find here: with one in the same
+    function LLVM vectorized none of these loops."""
+    n = x.shape[0]
+    pairs = n * (n - 1) // 2
+    for i in range(n):
+        xt[0, i] = x[i, 0]
+        xt[1, i] = x[i, 1]
+    x0 = xt[0]
+    x1 = xt[1]
+    close = 0
+    nan = False
+    at = 0
+    for i in range(n - 1):
+        length = n - 1 - i
+        a0 = x0[i]
+        a1 = x1[i]
+        c0 = x0[i + 1:]
+        c1 = x1[i + 1:]
+        row = g[at:at + length]
+        near = 0
+        for j in range(length):
+            v = (0.0 + a0 * c0[j]) + a1 * c1[j]
+            row[j] = v
+            near += v > threshold
+            nan |= v != v
+        close += near
+        near_rows[i] = near
+        at += length
+    lowest = min(1.0, _least_lanes(g, at))
+    if nan:  # NaN wins: a blown-up state must not look clustered
+        lowest = np.nan
+    return close / pairs if pairs else 1.0, lowest
+
+
+@njit(types.float64(F1, types.int64), **NJIT)
+def _least_lanes(g, count):
+    """min of g[:count] (inf if empty) in four independent lanes: a compare-and-select chain
+    does not vectorize, four chains overlap (the min is exact in any order; NaN is the
+    caller's to detect)."""
+    m0 = m1 = m2 = m3 = np.inf
+    quads = count - count % 4
+    for j in range(0, quads, 4):
+        v0 = g[j]
+        v1 = g[j + 1]
+        v2 = g[j + 2]
+        v3 = g[j + 3]
+        m0 = v0 if v0 < m0 else m0
+        m1 = v1 if v1 < m1 else m1
+        m2 = v2 if v2 < m2 else m2
+        m3 = v3 if v3 < m3 else m3
+    for j in range(quads, count):
+        v = g[j]
+        m0 = v if v < m0 else m0
+    return min(min(m0, m1), min(m2, m3))
+
+
+@njit(types.void(F1, types.int64, types.float64, types.boolean, F1, types.int64[::1]), **NJIT)
+def join_rows(g, n, threshold, every, near_rows, parent):
+    """parent <- the clusters of {i ~ j : G_ij > threshold} from the rows and row counts of
+    :func:`close_rows` (union-find over the rows holding a close pair, each cluster labelled by
+    its smallest token, as the pair pass); `every`: every pair is close (one cluster, labelled
+    0, without the union-find)."""
+    if every:
+        for i in range(n):
+            parent[i] = 0
+        return
+    for i in range(n):
+        parent[i] = i
+    at = 0
+    for i in range(n - 1):
+        length = n - 1 - i
+        if near_rows[i] == 0.0:
+            at += length
+            continue
+        ri = -1
+        for j in range(length):
+            if g[at + j] > threshold:
+                if ri < 0:
+                    ri = _find(parent, i)  # a root is the smallest token of its cluster
+                rj = _find(parent, i + 1 + j)
+                if ri != rj:
+                    parent[max(ri, rj)] = min(ri, rj)
+                    ri = min(ri, rj)
+        at += length
+    for i in range(n):
+        parent[i] = _find(parent, i)
+
+
 @njit(types.void(F3, types.float64, types.float64, F2, types.int64[:, ::1], types.boolean),
       **NJIT)
 def _pairs_kernel(x, threshold, beta, stats, labels, join):
     """Per configuration b: stats[b] <- [pair fraction, min inner, sum_ij e^{beta G_ij}] and,
-    if `join`, labels[b] <- the clusters of {i ~ j : G_ij > threshold} (union-find, smallest
-    index; without `join` labels is left as it was).
-    The upper triangle of G (diagonal included, row by row) is formed once; its exps go through
-    the vectorised exp (:mod:`dyn.numerics.vexp`), shifted by their maximum."""
+    if `join`, labels[b] <- the clusters (:func:`_pair_pass`)."""
     m, n, d = x.shape
     size = n * (n + 1) // 2
-    pairs = n * (n - 1) // 2
     g = np.empty(size)
     w = np.empty(size)
     bits = np.empty(size, dtype=np.int64)
     xt = np.empty((d, n))
     for b in range(m):
-        for i in range(n):
-            for k in range(d):
-                xt[k, i] = x[b, i, k]
-        at = 0
-        for i in range(n):  # row i of the triangle: G_ii, G_i,i+1, ..., G_i,n-1
-            length = n - i
-            row = g[at:at + length]
-            for j in range(length):
-                row[j] = 0.0
-            for k in range(d):
-                xik = xt[k, i]
-                col = xt[k, i:]
-                for j in range(length):
-                    row[j] += xik * col[j]
-            at += length
-        parent = labels[b]
-        if join:
-            for i in range(n):
-                parent[i] = i
-        close = 0
-        lowest = 1.0
-        nan = False
-        at = 0
-        for i in range(n - 1):  # the pairs i < j of row i: counted in branch-free loops that
-            row = g[at + 1:at + n - i]  # vectorize, joined only where a pair is close
-            near = 0
-            for j in range(row.shape[0]):
-                near += row[j] > threshold
-                nan |= row[j] != row[j]
-            lowest = min(lowest, _least(row))
-            close += near
-            if near and join:
-                ri = _find(parent, i)  # a root is the smallest token of its cluster
-                for j in range(row.shape[0]):
-                    if row[j] > threshold:
-                        rj = _find(parent, i + 1 + j)
-                        if ri != rj:
-                            parent[max(ri, rj)] = min(ri, rj)
-                            ri = min(ri, rj)
-            at += n - i
-        if nan:  # NaN wins: a blown-up state must not look clustered
-            lowest = np.nan
-        if join:
-            for i in range(n):
-                parent[i] = _find(parent, i)
-        stats[b, 0] = close / pairs if pairs else 1.0
-        stats[b, 1] = lowest
-        stats[b, 2] = _exp_sum(g, w, bits, beta, n)
+        _pair_pass(x[b], threshold, beta, join, g, w, bits, xt, labels[b], stats[b])
 
 
 def _pairs(x, delta: float, beta: float, join: bool) -> tuple[np.ndarray, np.ndarray]:

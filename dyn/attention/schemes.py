@@ -47,14 +47,15 @@ M_AT, V_AT, W1_AT, W2_AT = (ARCH.block_at(k) for k in ARCH.blocks)
 
 
 def work_size(n: int, d: int, p) -> int:
-    """Scratch floats of every drift of this module: the field's, n x d normalized tokens, d."""
+    """Scratch floats of every drift of this module: the field's, n x d normalized tokens, d
+    (kept before the field's last NORMALIZERS floats, which stay at the end of the work)."""
     return af.work_size(n, d, heads_of(len(p), d)) + n * d + d
 
 
 @njit(DRIFT_SIG, **NJIT)
 def layer_output(t, x, p, out, work):
-    """out <- u_i(x) (unprojected): the attention field plus gamma W2 tanh(W1 x_i). The last
-    d floats of `work` are the feed-forward's scratch."""
+    """out <- u_i(x) (unprojected): the attention field plus gamma W2 tanh(W1 x_i). The d
+    floats before the field's normalizers (the last of `work`) are the feed-forward's scratch."""
     n, d = x.shape
     af.field(x, p[BETA], p[USA] != 0.0, p[CAUSAL] != 0.0, p[SLOPE], int(p[HEADS]),
              block(p, M_AT), p[M_ID] != 0.0, block(p, V_AT), p[V_ID] != 0.0, out, work)
@@ -62,7 +63,8 @@ def layer_output(t, x, p, out, work):
     if gamma != 0.0:
         W1 = block(p, W1_AT).reshape((d, d))
         W2 = block(p, W2_AT).reshape((d, d))
-        hidden = work[work.shape[0] - d:]
+        top = work.shape[0] - af.NORMALIZERS
+        hidden = work[top - d:top]
         for i in range(n):
             for k in range(d):
                 s = 0.0
@@ -83,7 +85,7 @@ _unit_rows = SPHERE.retract  # y_i <- y_i / |y_i| for every row (numba)
 def pre_drift(t, z, p, out, work):
     """out <- dz_i/dt = u_i(z / |z|) (pre-LN: the stream is not normalized)."""
     n, d = z.shape
-    size = work.shape[0]
+    size = work.shape[0] - af.NORMALIZERS
     x = work[size - n * d - d:size - d].reshape((n, d))
     copy2(x, z)
     _unit_rows(x)

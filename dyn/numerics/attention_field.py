@@ -26,6 +26,8 @@ scratch, :func:`work_size`):
   output.
 The GEMM regime runs from the n of :data:`CROSSOVER` on (per d, per small path), measured (see
 there). Every buffer comes from ``work`` (:func:`work_size` floats): a call allocates nothing.
+The last NORMALIZERS floats of ``work`` are the symmetric path's normalizers, [c, sum_i Z_i] of
+head 0 (:mod:`._field_symmetric`); the other paths leave them as they were.
 """
 from __future__ import annotations
 
@@ -97,17 +99,21 @@ def regime(n, d, heads, causal, symmetric_m):
     return path
 
 
+NORMALIZERS = 2  # the last floats of the work: [c, sum_i Z_i] (the symmetric path)
+
+
 def work_size(n: int, d: int, heads: int = 1) -> int:
     """Scratch floats :func:`field` needs for n tokens of dimension d and `heads` heads, for
     whichever path the mask and matrices pick (the larger need of the regimes these (n, d) may
-    take)."""
+    take); a caller that keeps scratch of its own beside them keeps it before the last
+    NORMALIZERS."""
     size = 0
     for causal, symmetric_m in ((False, True), (True, False)):
         if regime(n, d, heads, causal, symmetric_m) == GEMM:
             size = max(size, _field_gemm.work_size(n, d, heads))
         else:
             size = max(size, _field_small.work_size(n, d))
-    return size
+    return size + NORMALIZERS
 
 
 @njit(SIGNATURE, **NJIT)

@@ -53,6 +53,7 @@ equiangular = lazy("dyn.attention.equiangular")
 events = lazy("dyn.attention.events")
 plateaus = lazy("dyn.attention.plateaus")
 schemes = lazy("dyn.attention.schemes")
+observing = lazy("dyn.attention.observer")
 numerics = lazy("dyn.numerics.attention_field")
 
 MAX_RUN_BYTES = 2**30  # the states one run keeps ((saves + 1) x n x d doubles) and its scratch
@@ -212,6 +213,8 @@ class AttentionSphere(System):
     def simulate(self, spec, runs: range) -> Chunk:
         problem = self.problem(spec)
         x0 = self.initial_state(spec, len(runs))
+        if _fusable(spec):
+            return _observed_in_loop(spec, problem, x0)
         status = None
         if spec["form"] == "network":
             every = spec["depth"] // spec.setup.saves
@@ -269,18 +272,83 @@ def _initial(spec, runs: int) -> np.ndarray:
 
 # the outputs read off the cluster labels (the union-find of the pair pass)
 LABELLED = ("p_one_cluster", "n_clusters", "time_to_one_cluster", "held_by_first", "held_by_early")
+FIXED_STEP = ("euler", "heun", "rk4")  # the numba methods that observe inside their step loop
+
+
+def _needs(spec) -> tuple[bool, bool, bool]:
+    """(energy, labels, any pair statistic): what the kept outputs need of the pair pass."""
+    keeps = spec.setup.keeps  # what [output] observables leaves out is not computed
+    energy = keeps("energy") or (spec["events"] and keeps("run_energy"))
+    labelled = spec["events"] or any(map(keeps, LABELLED))
+    pairs = energy or labelled or keeps("pair_fraction") or keeps("min_inner")
+    return energy, labelled, pairs
+
+
+def _fusable(spec) -> bool:
+    """Whether every kept output can be observed inside the solver's step loop, so that no
+    state is stored: tokens that are the state (post-LN, nGPT), a numba fixed-step solve (the
+    network's Euler layers, or the flow's configured fixed-step method), and no output that
+    needs the states themselves (trajectories, equiangular rho, events and basins)."""
+    if spec.setup.trajectories or spec["events"] or spec["normalization_layer"] in STREAM_SCHEMES:
+        return False
+    if "equiangular" in spec.setup.values_of("init"):
+        return False
+    if spec["form"] == "network":
+        return True
+    return spec.solver.backend == "numba" and spec.solver.method in FIXED_STEP
+
+
+def _observed_in_loop(spec, problem, x0) -> Chunk:
+    """The per-run observables of :func:`_observed`, taken inside the solver's step loop
+    (:mod:`dyn.attention.observer`) instead of from stored states: pair fraction, min inner
+    product and labels bit for bit, the energy from the field's normalizers (to rounding), the
+    first alignment from the token sums (to rounding)."""
+    energy, labelled, _ = _needs(spec)
+    beta = spec["beta"] if energy else 0.0
+    p = problem.p
+    plain = (p[schemes.M_ID] != 0.0 and p[schemes.SLOPE] == 0.0 and p[schemes.CAUSAL] == 0.0)
+    aligned = spec.setup.keeps("first_alignment")
+    n = spec["n"]
+    observer = observing.pair_observer(n, spec["d"], spec["delta"], beta, labelled,
+                                       from_field=plain, token_sum=aligned,
+                                       min_inner=spec.setup.keeps("min_inner"))
+    if spec["form"] == "network":
+        every = spec["depth"] // spec.setup.saves
+        solution = attention.network_solution(problem, x0, spec["depth"], spec.horizon,
+                                              save_every=every, observer=observer)
+        status = None
+    else:
+        solution = spec.solver.get().solve(problem, x0, spec.times, observer=observer)
+        status = solution.status
+    stats, labels, sums = observing.split_rows(solution.observations, n, beta, labelled)
+    alignment = None
+    if aligned:  # mean_i <x_i(t), x_1(0)> = <sum_i x_i(t), x_1(0)> / n
+        alignment = np.einsum("etd,ed->et", sums, x0[:, 0]) / n
+    chunk = _values(spec, len(x0), stats, labels, alignment, None)
+    chunk.finite = solution.ok
+    chunk.status = status
+    return chunk
 
 
 def _observed(spec, states) -> Chunk:
     """Per-run observables of states (runs, times, n, d) at the save times."""
     x = schemes.stream_tokens(spec["normalization_layer"], states)
-    keeps = spec.setup.keeps  # what [output] observables leaves out is not computed
-    energy = keeps("energy") or (spec["events"] and keeps("run_energy"))
-    labelled = spec["events"] or any(map(keeps, LABELLED))
-    values = {}
-    if energy or labelled or keeps("pair_fraction") or keeps("min_inner"):
+    energy, labelled, pairs = _needs(spec)
+    stats = labels = alignment = None
+    if pairs:
         stats, labels = attention.pairs_and_clusters(x, spec["delta"],
                                                      spec["beta"] if energy else 0.0, labelled)
+    if spec.setup.keeps("first_alignment"):
+        alignment = np.einsum("etid,ed->et", x, x[:, 0, 0]) / spec["n"]
+    return _values(spec, len(states), stats, labels, alignment, states, x)
+
+
+def _values(spec, runs, stats, labels, alignment, states, x=None) -> Chunk:
+    """The chunk of the pair statistics and labels (None where not needed), the first alignment
+    and, where `states` are given, what needs them (radius, equiangular rho, events)."""
+    values = {}
+    labelled = labels is not None
+    if stats is not None:
         values.update(pair_fraction=stats[..., 0], min_inner=stats[..., 1], energy=stats[..., 2])
     if labelled:
         clusters = attention.count_clusters(labels)
@@ -291,10 +359,15 @@ def _observed(spec, states) -> Chunk:
         values.update(p_one_cluster=one, n_clusters=clusters, time_to_one_cluster=first,
                       held_by_first=events.held_by(labels, 1),
                       held_by_early=events.held_by(labels, spec["early"]))
-    if keeps("first_alignment"):
-        values["first_alignment"] = np.einsum("etid,ed->et", x, x[:, 0, 0]) / spec["n"]
+    if alignment is not None:
+        values["first_alignment"] = alignment
     if any(s in STREAM_SCHEMES for s in spec.setup.values_of("normalization_layer")):
-        values["radius"] = schemes.stream_radius(spec["normalization_layer"], states)
+        if states is None:  # observed in the loop: a scheme on the sphere (radius 1)
+            values["radius"] = np.ones((runs, len(spec.times)))
+        else:
+            values["radius"] = schemes.stream_radius(spec["normalization_layer"], states)
+    if states is None:
+        return Chunk(values)
     if "equiangular" in spec.setup.values_of("init"):
         values["rho"] = equiangular.mean_inner(x)
         theory = _rho_theory(spec)

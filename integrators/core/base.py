@@ -139,19 +139,40 @@ class AbstractIntegrator(abc.ABC):
     def _check_options(self):
         pass
 
-    def solve(self, problem, x0, ts, rng=None, increments=None) -> Solution:
+    observes = False  # takes an observer (integrators.core.observer)
+
+    def solve(self, problem, x0, ts, rng=None, increments=None, observer=None) -> Solution:
         """The solution at the save times ts: states (E, len(ts), n, d), states[:, 0] = x0, a
-        status and statistics per run (:mod:`integrators.core.solution`)."""
+        status and statistics per run (:mod:`integrators.core.solution`). With an `observer`
+        (:class:`integrators.core.observer.Observer`) its rows (E, len(ts), columns) instead of
+        the states, on the methods that take one (``observes``)."""
+        if observer is not None:
+            return self._observed_solve(problem, x0, ts, rng, increments, observer)
         found = self._checked_solve(problem, x0, ts, rng, increments)
         if isinstance(found, Solution):
             return found
         return Solution.of(found, steps=self._grid_steps(ts), rejections=0)
 
+    def _observed_solve(self, problem, x0, ts, rng, increments, observer) -> Solution:
+        from .observer import Observer
+
+        if not self.observes:
+            raise ValueError(f"{self.backend}/{self.method} takes no observer (the numba "
+                             "fixed-step methods do)")
+        if not isinstance(observer, Observer):
+            raise ValueError(f"observer must be an integrators.Observer, got "
+                             f"{type(observer).__name__}")
+        return self._checked_solve(problem, x0, ts, rng, increments, observer)
+
+    def _solve_observed(self, problem, x0, ts, p, observer) -> Solution:
+        """The observed solve of an ODE on checked arrays (methods with ``observes``)."""
+        raise NotImplementedError
+
     def _grid_steps(self, ts):
         """Steps per run of a fixed-step method (None where the method adapts them)."""
         return None
 
-    def _checked_solve(self, problem, x0, ts, rng, increments):
+    def _checked_solve(self, problem, x0, ts, rng, increments, observer=None):
         from .problem import Problem
 
         if not isinstance(problem, Problem):
@@ -167,6 +188,8 @@ class AbstractIntegrator(abc.ABC):
                                  "diffusion (use euler_maruyama)")
             if rng is not None or increments is not None:
                 raise ValueError("an ODE solve takes no rng or increments")
+            if observer is not None:
+                return self._solve_observed(problem, x0, ts, p, observer)
             return self._solve(problem, x0, ts, p, None)
         if not problem.stochastic:
             raise ValueError(f"{self.backend}/{self.method} solves SDEs; this problem has no "

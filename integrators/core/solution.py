@@ -6,6 +6,8 @@ per run (as diffrax's ``Solution`` carries ``ys``, ``result`` and ``stats``).
     sol.status          # (E,) int8: OK, MAX_STEPS or NONFINITE (STATUS_NAMES spells them)
     sol.stats["steps"]  # (E,) accepted steps; sol.stats["rejections"]: rejected ones
     sol.last_state      # (E, *state): where each run stopped (numba's adaptive pairs), or None
+    sol.observations    # (E, T, columns) with an observer (integrators.core.observer), else None;
+                        # the states are then None
 
 A batch of points (the jax backend, ``Problem.stack``) puts the point axis first everywhere:
 states (P, R, T, *state), status and statistics (P, R).
@@ -32,10 +34,11 @@ STATE_AXES = 3  # (T, n, d) after the run axes
 class Solution:
     """A solve's states, status per run and statistics per run (see the module doc)."""
 
-    states: np.ndarray
+    states: np.ndarray | None
     status: np.ndarray
     stats: Mapping[str, np.ndarray] = field(default_factory=dict)
     last_state: np.ndarray | None = None
+    observations: np.ndarray | None = None
 
     @classmethod
     def of(cls, states, steps=None, rejections=None, max_steps=None, last_state=None,

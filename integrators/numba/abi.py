@@ -9,6 +9,8 @@ with ``work`` a float64 scratch vector the kernel allocates once per ensemble me
 is :meth:`integrators.Problem.work_size`), so a drift called at every stage of every step never
 allocates. A diffusion is ``diffusion(t, x, p, dw, out, work)``, out <- g(t, x; p)[dw]. A
 geometry is a pair ``project(x, v)`` (v <- P_x v, in place) and ``retract(x)`` (x <- R(x)).
+An observer (:mod:`integrators.core.observer`) is ``observe(t, x, q, row, drift_work, work)``,
+row <- the observations of x, called right after the drift was evaluated at (t, x).
 Kernels take these as ``numba.types.FunctionType`` arguments and declare explicit signatures:
 that is what lets ``cache=True`` hit in a new process (a plain dispatcher argument makes numba
 recompile the kernel in every process). Declared signatures compile on first need,
@@ -37,11 +39,13 @@ DRIFT_SIG = types.void(types.float64, STATE, PARAMS, STATE, WORK)
 DIFFUSION_SIG = types.void(types.float64, STATE, PARAMS, NOISE, STATE, WORK)
 PROJECT_SIG = types.void(STATE, STATE)
 RETRACT_SIG = types.void(STATE)
+OBSERVE_SIG = types.void(types.float64, STATE, PARAMS, F1, WORK, WORK)
 
 DRIFT_FN = types.FunctionType(DRIFT_SIG)
 DIFFUSION_FN = types.FunctionType(DIFFUSION_SIG)
 PROJECT_FN = types.FunctionType(PROJECT_SIG)
 RETRACT_FN = types.FunctionType(RETRACT_SIG)
+OBSERVE_FN = types.FunctionType(OBSERVE_SIG)
 
 # The one place numba flags live. error_model="numpy": 1/0 gives inf/nan instead of raising,
 # so a diverging member yields non-finite states that the caller records.
@@ -56,7 +60,7 @@ FASTMATH_ORDERED = {"contract", "nsz", "arcp"}
 
 __all__ = [
     "F1", "F2", "F3", "F4", "I1", "STATE", "PARAMS", "WORK", "NOISE",
-    "DRIFT_SIG", "DIFFUSION_SIG", "PROJECT_SIG", "RETRACT_SIG",
-    "DRIFT_FN", "DIFFUSION_FN", "PROJECT_FN", "RETRACT_FN",
+    "DRIFT_SIG", "DIFFUSION_SIG", "PROJECT_SIG", "RETRACT_SIG", "OBSERVE_SIG",
+    "DRIFT_FN", "DIFFUSION_FN", "PROJECT_FN", "RETRACT_FN", "OBSERVE_FN",
     "NJIT", "NJIT_PARALLEL", "FASTMATH", "FASTMATH_ORDERED",
 ]

@@ -1,0 +1,118 @@
+r"""The pair observables of :mod:`.observables`, taken inside the solver's step loop.
+
+:func:`pair_observer` is an :class:`integrators.Observer`: at every save time of a numba
+fixed-step solve it writes one row per run,
+
+    [pair_fraction, min_inner, sum_ij e^{beta G_ij}, label_1, ..., label_n, sum_i x_i]
+                                                      (labels and the token sum if asked)
+
+from the state while it is in cache, with :func:`.observables.pairs_and_clusters`' own
+arithmetic (its pass, or on the circle without exps :func:`.observables.close_fraction` for
+the pair fraction alone and :func:`.observables.close_rows` then
+:func:`.observables.join_rows`: the same sums G_ij, so pair fraction, min inner product and
+labels are bit for bit those of the states), so no state is stored. :func:`split_rows` turns
+the rows into that function's ``(stats, labels)``.
+
+The exp sum is read, when it can be, from the attention field the drift has just evaluated at
+the same state (the observer runs right after it): the symmetric path leaves its shift c and
+sum_i Z_i, Z_i = sum_j e^{beta G_ij - c}, so sum_ij e^{beta G_ij} = e^c sum_i Z_i with no exp
+of its own. That holds when the field's scores are beta G_ij of the state itself: the tokens
+are the state (post-LN, nGPT), M = I, no bias, no mask (``from_field``). Elsewhere, or where the
+field took another path (it then leaves NaN there: the solver starts the drift's workspace as
+NaN; a sum outside (0, n^2] is not taken either), the observer exponentiates as the pair pass
+does. The two sums agree to rounding: the field forms e^{beta G_ij - c} with its own shift
+and summation order.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import integrators
+from integrators.jit import njit
+from integrators.numba_abi import NJIT, OBSERVE_SIG
+
+from .observables import N_PAIR_STATS, _delta, _pair_pass, close_fraction, close_rows, join_rows
+
+THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST = range(6)  # the observer's vector q
+
+
+@njit(OBSERVE_SIG, **NJIT)
+def pair_row(t, x, q, row, drift_work, work):
+    """row <- [pair fraction, min inner, sum_ij e^{beta G_ij}, labels..., sum_i x_i] of x (n, d);
+    `work`: :func:`work_size` floats."""
+    n, d = x.shape
+    size = n * (n + 1) // 2
+    g = work[:size]
+    w = work[size:2 * size]
+    bits = work[2 * size:3 * size].view(np.int64)
+    xt = work[3 * size:3 * size + d * n].reshape((d, n))
+    parent = work[3 * size + d * n:3 * size + d * n + n].view(np.int64)
+    join = q[JOIN] != 0.0
+    beta = q[BETA]
+    end = drift_work.shape[0]
+    total = drift_work[end - 1]
+    # e^{s_ij - c} lies in (0, 1] for every pair (c >= |s_ij|): a sum outside (0, n^2] was not
+    # left by the field at this state (NaN: the solver's start, or another path of the field)
+    field = q[FROM_FIELD] != 0.0 and beta != 0.0 and 0.0 < total <= n * n
+    if d == 2 and beta == 0.0 and not join and q[LEAST] == 0.0:  # the pair fraction alone
+        row[0] = close_fraction(x, q[THRESHOLD], xt)
+        row[1] = np.nan  # not asked for
+        row[2] = n * n
+    elif d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
+        row[0], row[1] = close_rows(x, q[THRESHOLD], xt, g, w)
+        row[2] = n * n
+        if join:
+            join_rows(g, n, q[THRESHOLD], row[0] == 1.0, w, parent)
+    else:
+        _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
+    if field:
+        row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
+    at = N_PAIR_STATS
+    if join:
+        for i in range(n):
+            row[at + i] = parent[i]
+        at += n
+    if q[TOKEN_SUM] != 0.0:
+        for k in range(d):
+            acc = 0.0
+            for i in range(n):
+                acc += x[i, k]
+            row[at + k] = acc
+
+
+def work_size(n: int, d: int) -> int:
+    """Scratch floats of :func:`pair_row` for n tokens of dimension d."""
+    return 3 * (n * (n + 1) // 2) + d * n + n
+
+
+def pair_observer(n: int, d: int, delta: float, beta: float = 0.0, labels: bool = True,
+                  from_field: bool = False, token_sum: bool = False,
+                  min_inner: bool = True) -> integrators.Observer:
+    """The observer of :func:`.observables.pairs_and_clusters` (``beta = 0``: no exp sum; the
+    energy is then NaN, as there); `from_field`: the drift is an attention field at the state
+    itself with M = I, no bias and no mask (see the module doc); `token_sum`: also sum_i x_i
+    (d floats, e.g. for the mean alignment with a fixed direction); without `min_inner`, the
+    exp sum and the labels (the pair fraction alone) on the circle, no row of G is kept and
+    the min is not formed (NaN in its column): :func:`.observables.close_fraction`."""
+    beta = float(beta)
+    if not np.isfinite(beta):
+        raise ValueError(f"beta must be finite, got {beta}")
+    q = np.array([1.0 - _delta(delta), beta, float(bool(labels)), float(bool(from_field)),
+                  float(bool(token_sum)), float(bool(min_inner))])
+    columns = N_PAIR_STATS + (n if labels else 0) + (d if token_sum else 0)
+    return integrators.Observer(pair_row, q, columns, work_size(n, d))
+
+
+def split_rows(rows, n: int, beta: float, labels: bool = True):
+    """(stats (..., 3), labels (..., n) int64 or None, token sums (..., d) or an empty last
+    axis) of observer rows (..., columns): the first two as
+    :func:`.observables.pairs_and_clusters` returns them (the energy is the exp sum over
+    2 beta n^2, NaN at beta = 0)."""
+    rows = np.asarray(rows)
+    stats = rows[..., :N_PAIR_STATS].copy()
+    stats[..., 2] = stats[..., 2] / (2.0 * beta * n * n) if beta != 0.0 else np.nan
+    at = N_PAIR_STATS + (n if labels else 0)
+    found = rows[..., N_PAIR_STATS:at].astype(np.int64) if labels else None
+    return stats, found, rows[..., at:]
