@@ -314,7 +314,7 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
     end = work.shape[0]  # the normalizers' two floats: [c, sum_i Z_i] of head 0
     if not 2.0 * c <= EXP_MAX_ARG:
         columns(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work)
-        work[end - 1] = np.nan
+        work[end - 1] = math.nan
         return
     usa_weight = math.exp(c) / n if usa else 0.0
     one_block = d != 2 or n * (n + 1) // 2 <= BLOCK_ENTRIES
