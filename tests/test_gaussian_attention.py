@@ -155,6 +155,9 @@ def test_scenario_agrees_in_standard_errors_and_rate(tmp_path):
     # moments is already -2.7 and -3.2 standard errors off at t = 1, and -2.87, -1.85 at t = 0,
     # where the particles' mean is an exact average of i.i.d. draws (module doc, Finite n).
     # Beyond 4.5: p ~ 2.5e-4 per pair for t_19.
+    # Moment-matched starts (start = "matched": no spread at t = 0) were tried and do not pass
+    # either: they shrink the standard errors 2 to 60-fold and so expose Sinkhorn's O(1/n) bias
+    # (not derived; 4 to 24 standard errors) and the next order at d = 8, n = 128 (module doc).
     ds = dyn.open(dyn.run("gaussian_attention", out=str(tmp_path / "g.h5")))
     largest = dict(n=ds.n.values[-1])
     for k in ga.MOMENTS:
