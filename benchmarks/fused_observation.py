@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peer  # noqa: E402
+from _timing import add_smoke  # noqa: E402
 from peer import SCENARIO, our_overrides  # noqa: E402
 
 EXACT = ("pair_fraction", "min_inner", "n_clusters", "p_one_cluster", "held_by_first",
@@ -62,13 +64,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--betas", type=int, default=9)
     ap.add_argument("--pairs", type=int, default=3)
+    add_smoke(ap)
     args = ap.parse_args(argv)
+    if args.smoke:  # the sizes our_overrides reads, as peer.py's own smoke sets them
+        peer.RUNS, peer.LAYERS = 4, 10
+        args.betas, args.pairs = 2, 1
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for label, every in (("equal work (pair_fraction)", False), ("all outputs", True)):
             run = tmp / ("all" if every else "equal")
             run.mkdir()
-            overrides = our_overrides(300, every)
+            overrides = our_overrides(peer.LAYERS, every)
             overrides["sweep.beta"] = {"start": 0.1, "stop": 9.0, "num": args.betas}
             warm = {**overrides, "sweep.beta": {"start": 0.1, "stop": 9.0, "num": 2}}
             timed(run / "warm_old.h5", warm, False)  # numba's cache, both paths
@@ -80,7 +86,7 @@ def main(argv=None) -> int:
                 print(f"  {label}: pair {i}: old {olds[-1]:.2f} s, fused {news[-1]:.2f} s",
                       flush=True)
             ratios = np.array(olds) / np.array(news)
-            print(f"{label}, {args.betas} betas x 256 runs x 300 layers: old {np.median(olds):.2f}"
+            print(f"{label}, {args.betas} betas x {peer.RUNS} runs x {peer.LAYERS} layers: old {np.median(olds):.2f}"
                   f" s, fused {np.median(news):.2f} s, ratio old / fused {np.median(ratios):.2f}x"
                   f" (median of {args.pairs} pairs); {agreement(run / 'old0.h5', run / 'new0.h5')}",
                   flush=True)

@@ -27,6 +27,7 @@ SLOW = {
     "soak.py": "a dozen dyn run processes, killed and resumed: ~30 s",
     "first_run.py": "two dyn run processes, ~4 s of CPU (the default tier runs dyn run elsewhere)",
     "peer.py": "two dyn run processes and four in-process sweeps, ~8 s of CPU",
+    "fused_observation.py": "eight in-process sweeps on two paths, ~4 s of CPU",
 }
 FAST = [s for s in SCRIPTS if s not in SLOW]
 

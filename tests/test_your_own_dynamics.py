@@ -386,7 +386,14 @@ def test_the_exponential_kernel_runs_the_engines_attention_flow(folder):
     shared = set(mine) & set(engine)
     assert {"pair_fraction", "min_inner", "n_clusters", "p_one_cluster", "time_to_one_cluster",
             "energy"} <= shared
-    _same({k: mine[k] for k in shared}, {k: engine[k] for k in shared})
+    # attention_sphere observes inside its step loop and reads the energy off the field's
+    # normalizers, e^c sum_i Z_i, where the particles' observation exponentiates the pairs again:
+    # the same sum in another order, so the energy (and its standard error) agree to rounding
+    # only (measured: 4e-16 relative); everything else, the same arithmetic, bit for bit
+    rounded = {k for k in shared if k.startswith("energy")}
+    _same({k: mine[k] for k in shared - rounded}, {k: engine[k] for k in shared - rounded})
+    for k in rounded:
+        np.testing.assert_allclose(mine[k], engine[k], rtol=1e-13, atol=1e-15, err_msg=k)
     sys.modules.pop("attn", None)
 
 
