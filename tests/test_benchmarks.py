@@ -28,6 +28,8 @@ SLOW = {
     "first_run.py": "two dyn run processes, ~4 s of CPU (the default tier runs dyn run elsewhere)",
     "peer.py": "two dyn run processes and four in-process sweeps, ~8 s of CPU",
     "fused_observation.py": "eight in-process sweeps on two paths, ~4 s of CPU",
+    "executors.py": "process pools and a Dask cluster started and stopped, ~2.5 s",
+    "momentum_memory.py": "JAX compiles two backprop programs, ~2 s",
 }
 FAST = [s for s in SCRIPTS if s not in SLOW]
 

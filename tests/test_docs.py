@@ -206,6 +206,9 @@ class _Links(HTMLParser):
                 self.links.append(value)
 
 
+# slow tier: a whole build (9 s); .ci/run builds the site strict on every run by itself, so the
+# default tier would only add the check that the links stay inside
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
                     reason="the docs extra is not installed (pip install -e '.[docs]')")
 def test_the_site_builds_strict_and_its_links_stay_inside(tmp_path):
