@@ -134,6 +134,15 @@ def _pair_pass(x, threshold, beta, join, g, w, bits, xt, parent, stats):
     stats[2] = _exp_sum(g, w, bits, beta, n)
 
 
+@njit(inline="always", **NJIT)
+def _circle_columns(x, xt):
+    """xt <- x (n, 2) by columns; returns its two rows (contiguous coordinates of the tokens)."""
+    for i in range(x.shape[0]):
+        xt[0, i] = x[i, 0]
+        xt[1, i] = x[i, 1]
+    return xt[0], xt[1]
+
+
 @njit(types.float64(F2, types.float64, F2), **NJIT)
 def close_fraction(x, threshold, xt):
     """The pair fraction of :func:`_pair_pass` for one configuration x (n, 2) alone, bit for
@@ -143,11 +152,7 @@ def close_fraction(x, threshold, xt):
     same function LLVM vectorized none of these loops."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
-    for i in range(n):
-        xt[0, i] = x[i, 0]
-        xt[1, i] = x[i, 1]
-    x0 = xt[0]
-    x1 = xt[1]
+    x0, x1 = _circle_columns(x, xt)
     close = 0
     for i in range(n - 1):
         a0 = x0[i]
@@ -171,11 +176,7 @@ def close_rows(x, threshold, xt, g, near_rows):
     function LLVM vectorized none of these loops."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
-    for i in range(n):
-        xt[0, i] = x[i, 0]
-        xt[1, i] = x[i, 1]
-    x0 = xt[0]
-    x1 = xt[1]
+    x0, x1 = _circle_columns(x, xt)
     close = 0
     nan = False
     at = 0

@@ -60,6 +60,18 @@ def stage_point(x, A, k, st, h, y):
             y[r, q] = x[r, q] + h * acc
 
 
+@njit(inline="always", **NJIT)
+def advance(x, b, k, h):
+    """x <- x + h sum_m b_m k_m, the step's update from its stages."""
+    n, d = x.shape
+    for r in range(n):
+        for q in range(d):
+            acc = 0.0
+            for m in range(b.shape[0]):
+                acc += b[m] * k[m, r, q]
+            x[r, q] += h * acc
+
+
 @njit(_MEMBER_SIG, **NJIT)
 def _rk_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
     """All steps of one member; scratch (and the drift's workspace) allocated once."""
@@ -79,12 +91,7 @@ def _rk_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_
                 kst = k[st]
                 drift(t + c[st] * h, y, p, kst, work)
                 project(y, kst)
-            for r in range(n):
-                for q in range(d):
-                    acc = 0.0
-                    for m in range(s):
-                        acc += b[m] * k[m, r, q]
-                    x[r, q] += h * acc
+            advance(x, b, k, h)
             retract(x)
         copy2(out[iv + 1], x)
 
@@ -143,12 +150,7 @@ def _rk_member_observed(x0, ts, counts, steps, A, b, c, p, drift, project, retra
                     if not _finite(x):
                         finite = False
                 project(y, kst)
-            for r in range(n):
-                for qq in range(d):
-                    acc = 0.0
-                    for m in range(s):
-                        acc += b[m] * k[m, r, qq]
-                    x[r, qq] += h * acc
+            advance(x, b, k, h)
             retract(x)
     end = ts.shape[0] - 1
     drift(ts[end], x, p, k[0], work)  # the last save time: one more evaluation, for the observer
