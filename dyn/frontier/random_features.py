@@ -40,7 +40,7 @@ import math
 import numpy as np
 
 ACTIVATIONS = ("erf", "relu")
-FORMS = ("ode", "network")
+FORMS = ("ode", "mean", "network")
 
 
 def sigma(u, activation: str):
@@ -119,13 +119,27 @@ def forward_states(x0, coeffs: np.ndarray, depth: int, width: int, alpha: float,
     return np.stack(states)
 
 
+def mean_states(x0, coeffs: np.ndarray, depth: int, alpha: float, activation: str,
+                save_every: int | None = None) -> np.ndarray:
+    """x_0, x_k, ..., x_L of the infinitely wide network (M = infinity: Euler layers of the mean
+    field, x + (alpha/L) F; k = save_every, dividing L): shape (L/k + 1, B, d)."""
+    x = np.array(x0, dtype=np.float64)
+    every = depth if save_every is None else int(save_every)
+    if depth < 1 or every < 1 or depth % every:
+        raise ValueError(f"need depth >= 1 and save_every dividing depth; got {depth}, "
+                         f"{save_every}")
+    states = [x.copy()]
+    for layer in range(depth):
+        x += (alpha / depth) * mean_field(x, coeffs, layer / depth, activation)
+        if (layer + 1) % every == 0:
+            states.append(x.copy())
+    return np.stack(states)
+
+
 def mean_network(x0, coeffs: np.ndarray, depth: int, alpha: float, activation: str
                  ) -> np.ndarray:
     """x_L of the infinitely wide network: Euler layers of the mean field, x + (alpha/L) F."""
-    x = np.array(x0, dtype=np.float64)
-    for layer in range(depth):
-        x += (alpha / depth) * mean_field(x, coeffs, layer / depth, activation)
-    return x
+    return mean_states(x0, coeffs, depth, alpha, activation)[-1]
 
 
 def mean_ode(x0, coeffs: np.ndarray, alpha: float, activation: str, times,

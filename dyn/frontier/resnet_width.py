@@ -64,8 +64,9 @@ class ResNetWidth(dyn.System):
                            "W)", lo=0.0, hi=100.0),
         "depth": dyn.Field("int", 100, "number of layers L", lo=1, hi=10**6),
         "width": dyn.Field("int", 16, "units per layer M", lo=1, hi=10**7),
-        "form": dyn.Field("str", "network", "the network, or its mean ODE",
-                          choices=("network", "ode")),
+        "form": dyn.Field("str", "network", "the network, its infinitely wide network (mean: "
+                          "Euler layers of the mean field), or its mean ODE",
+                          choices=("network", "mean", "ode")),
     }
 
     def validate(self, spec) -> None:
@@ -81,7 +82,7 @@ class ResNetWidth(dyn.System):
 
     def outputs(self, setup) -> list:
         return [dyn.Output("error", "|x_L - x(1)| against the mean ODE (mean over inputs; 0 for "
-                           "the ODE itself)", "1", draw=dyn.Draw(slopes=(-1.0, -0.5))),
+                           "the ODE itself, Euler's bias for the mean form)", "1", draw=dyn.Draw(slopes=(-1.0, -0.5))),
                 dyn.Output("displacement", "|x(1) - x(0)| of the mean ODE (mean over inputs)",
                            "1")]
 
@@ -96,6 +97,14 @@ class ResNetWidth(dyn.System):
         return spec.setup.shared(key, lambda: features.mean_ode(
             x0, coeffs, spec["alpha"], spec["activation"], spec.times))
 
+    def _mean(self, spec, r: int, coeffs, x0) -> np.ndarray:
+        """The infinitely wide network's states (M = infinity: no units drawn), once per network
+        and depth for the whole sweep (the same at every width)."""
+        every = spec["depth"] // spec.setup.saves
+        key = ("width_mean", r, spec["depth"], spec.key_without(*NETWORK_ONLY))
+        return spec.setup.shared(key, lambda: features.mean_states(
+            x0, coeffs, spec["depth"], spec["alpha"], spec["activation"], every))
+
     def simulate(self, spec, runs: range) -> dyn.Chunk:
         errors, moved, states = [], [], []
         every = spec["depth"] // spec.setup.saves
@@ -104,6 +113,8 @@ class ResNetWidth(dyn.System):
             ref = self._reference(spec, r, coeffs, x0)
             if spec["form"] == "ode":
                 path = ref
+            elif spec["form"] == "mean":
+                path = self._mean(spec, r, coeffs, x0)
             else:
                 path = features.forward_states(x0, coeffs, spec["depth"], spec["width"],
                                                spec["alpha"], spec["activation"], spec["noise"],
