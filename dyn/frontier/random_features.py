@@ -142,6 +142,73 @@ def mean_network(x0, coeffs: np.ndarray, depth: int, alpha: float, activation: s
     return mean_states(x0, coeffs, depth, alpha, activation)[-1]
 
 
+def second_moments(r, activation: str) -> tuple[np.ndarray, np.ndarray]:
+    """(p, q) = (E sigma(r z)^2, E z^2 sigma(r z)^2), z ~ N(0, 1), for radii r >= 0 (module doc).
+    erf: p = (2/pi) arcsin(r^2/(1 + r^2)) (the arcsine kernel), q = p + (4/pi) r^2 / ((1 + r^2)
+    sqrt(1 + 2 r^2)) (Stein twice); ReLU: p = r^2/2, q = 3 r^2/2."""
+    r = np.asarray(r, dtype=np.float64)
+    if activation == "erf":
+        p = (2.0 / math.pi) * np.arcsin(r * r / (1.0 + r * r))
+        return p, p + (4.0 / math.pi) * r * r / ((1.0 + r * r) * np.sqrt(1.0 + 2.0 * r * r))
+    if activation == "relu":
+        return 0.5 * r * r, 1.5 * r * r
+    raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+
+
+def unit_covariance(x, coeffs: np.ndarray, s: float, activation: str, noise: float = 0.0
+                    ) -> np.ndarray:
+    """Cov of one unit V sigma(<W, x>) under mu_s, for inputs x (B, d): shape (B, d, d). With
+    x = r u: B(s) [q u u^T + p (I - u u^T)] B(s)^T + noise^2 p I - F F^T (module doc)."""
+    x = np.asarray(x, dtype=np.float64)
+    r = np.linalg.norm(x, axis=-1)
+    p, q = second_moments(r, activation)
+    u = x / np.where(r > 0, r, 1.0)[..., None]
+    uu = u[..., :, None] * u[..., None, :]
+    eye = np.eye(x.shape[-1])
+    K = q[..., None, None] * uu + p[..., None, None] * (eye - uu)
+    B = coupling(coeffs, s)
+    F = mean_field(x, coeffs, s, activation)
+    return (B @ K @ B.T + noise * noise * p[..., None, None] * eye
+            - F[..., :, None] * F[..., None, :])
+
+
+def mean_jacobian(x, coeffs: np.ndarray, s: float, activation: str) -> np.ndarray:
+    """dF/dx = B(s) (g(r) I + g'(r)/r x x^T) for inputs x (B, d): shape (B, d, d); erf:
+    g'(r)/r = -sqrt(2/pi) (1 + r^2)^{-3/2}, ReLU: 0."""
+    x = np.asarray(x, dtype=np.float64)
+    r = np.linalg.norm(x, axis=-1)
+    if activation == "erf":
+        bend = -math.sqrt(2.0 / math.pi) * (1.0 + r * r) ** -1.5
+    elif activation == "relu":
+        bend = np.zeros_like(r)
+    else:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    inner = (gain(r, activation)[..., None, None] * np.eye(x.shape[-1])
+             + bend[..., None, None] * x[..., :, None] * x[..., None, :])
+    return coupling(coeffs, s) @ inner
+
+
+def fluctuation_covariance(x0, coeffs: np.ndarray, depth: int, width: int, alpha: float,
+                           activation: str, noise: float = 0.0) -> np.ndarray:
+    """Cov of x_L - xbar_L (the network against the infinitely wide one, the same L) to leading
+    order in 1/M, per input: shape (B, d, d). The linearized recursion (module doc)
+    Sigma_{l+1} = P_l Sigma_l P_l^T + h^2 C_l / M, P_l = I + h dF/dx, h = alpha/L, along the
+    mean network's layers xbar_l; exact for the linearized network at every L (its 1/L
+    correction included)."""
+    if depth < 1 or width < 1:
+        raise ValueError(f"need depth, width >= 1; got {depth}, {width}")
+    x = np.array(x0, dtype=np.float64)
+    h, eye = alpha / depth, np.eye(x.shape[-1])
+    cov = np.zeros((*x.shape, x.shape[-1]))
+    for layer in range(depth):
+        s = layer / depth
+        P = eye + h * mean_jacobian(x, coeffs, s, activation)
+        cov = P @ cov @ np.swapaxes(P, -1, -2) + (h * h / width) * unit_covariance(
+            x, coeffs, s, activation, noise)
+        x += h * mean_field(x, coeffs, s, activation)
+    return cov
+
+
 def mean_ode(x0, coeffs: np.ndarray, alpha: float, activation: str, times,
              rtol: float = 1e-12) -> np.ndarray:
     """x(s) of dx/ds = alpha F(x, s) at `times` (from times[0]), shape (len(times), B, d): an
