@@ -28,10 +28,16 @@ ODE: global error O(1/L). The ``e_l`` are martingale increments; carried to s = 
 (bounded) linearization they add ``sum_l (alpha/L) J_l e_l``, of variance ``alpha^2/L^2 * L *
 O(1/M) = O(alpha^2 / (L M))``; the cross terms (e_l fed back through the nonlinearity) are of
 higher order. So ``E|x_L - x(1)|^2 ~ c_1^2 / L^2 + c_2^2 alpha^2 / (L M)``: slope -1 in L where
-M >> L, and slope -1/2 in L M where L M << L^2, i.e. M << L (the paper proves this bound along
-training; here it is the forward pass at initialization, the first step of its argument). The
-paper's body was read only through its abstract here; the law mu_s and the closed form above are
-this module's own choice, made so that the limit is exact.
+M >> L, and slope -1/2 in L M where L M << L^2, i.e. M << L. At the next order the variance
+sum is itself a Riemann (Euler) sum, short of its integral by a relative c/L (c > 0 on average
+over networks here), which at small M outweighs the bias and lifts the slope in L above -1/2
+(:mod:`resnet_width`: ``E^2 = a/L^2 + b/(L M) (1 - c/L)``). :func:`fluctuation_covariance`
+is that variance at finite L, from one unit's covariance ``Cov[V sigma(<W, x>)] = B [q u u^T +
+p (I - u u^T)] B^T + tau^2 p I - F F^T`` with ``x = r u``, ``p = E sigma(r z)^2`` and ``q = E
+z^2 sigma(r z)^2`` (:func:`second_moments`). The paper proves the bound along training; here it is the forward
+pass at initialization, the first step of its argument. The paper's body was read only through
+its abstract here; the law mu_s and the closed form above are this module's own choice, made so
+that the limit is exact.
 """
 from __future__ import annotations
 
