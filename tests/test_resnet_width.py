@@ -180,7 +180,7 @@ def _fluctuation_law(fluctuation, width: int) -> tuple[float, float]:
     return float(b), float(-slope / b)
 
 
-@pytest.mark.slow  # 512 networks through the model: ~1 min of CPU (the mean ODE's 512 solves)
+@pytest.mark.slow  # 512 networks through the model: ~2.5 min of CPU (512 mean ODE solves)
 def test_narrow_slope_is_euler_bias_plus_fluctuation_with_its_one_over_L_correction(tmp_path):
     """Why the slope in L at M = 4 is shallower than -1/2 (resnet_width's doc): the strong error
     composes as E^2 = E_b^2 + E_f^2, with Euler's bias E_b^2 ~ a/L^2 (form = "mean" against the
