@@ -31,24 +31,26 @@ closed form in :func:`random_features.unit_covariance`)::
 
     Cov eta_{l+1} = P_l Cov eta_l P_l^T + h^2 C_l / M,    P_l = I + h dF/dx(xbar_l, s_l),
 
-(:func:`random_features.fluctuation_covariance`). With S = (M/h) Cov this is Euler's step, with
-step h, of the Lyapunov ODE S' = A S + S A^T + C (plus h^2 A S A^T): so L M E|eta_L|^2 = b (1 -
-c/L + O(1/L^2)), b = alpha tr S(end) the continuum variance, and c the relative Euler error of the
-variance sum (for a constant scalar A = lambda/alpha, c = lambda^2 e^{2 lambda} / (e^{2 lambda}
-- 1) + lambda/2: positive where the flow expands, as it does on average here). Over the
+(:func:`random_features.fluctuation_covariance`). With S = (M/h) Cov this is Euler's step h, in
+tau = alpha s, of the Lyapunov ODE dS/dtau = A S + S A^T + C, A = dF/dx (plus h^2 A S A^T): so
+L M E|eta_L|^2 = b (1 - c/L + O(1/L^2)), b = alpha tr S(tau = alpha) the continuum variance, and
+c the relative Euler error of the variance sum (for a constant scalar A = lambda/alpha, c =
+lambda^2 e^{2 lambda} / (e^{2 lambda} - 1) + lambda/2: positive where the flow expands, as it
+does on average here). Over the
 scenario's first 128 networks (mean square at s = 1) the recursion gives b = 66.3, c = 1.18; the
-scenario's observable (maximum over depths and inputs) measures b = 136 to 145, c = 1.15 at M = 64
-(1024 networks x 2 unit draws). So the 1/L^2 coefficient is a - b c / M: negative for M below
-b c / a, about 15 to 20, and then the slope in L lies *above* -1/2 (at M = 4 the fluctuation's
-deficit at small L outweighs the bias), positive above it (slope between -1/2 and -1).
+scenario's observable (maximum over depths and inputs) measures b = 138 +- 6, c = 1.15 +- 0.30
+at M = 64 (1024 networks x 2 unit draws; +- one bootstrap standard error over networks). So the
+1/L^2 coefficient is a - b c / M: negative for M below b c / a, about 15 to 20, and then the
+slope in L lies *above* -1/2 (at M = 4 the fluctuation's deficit at small L outweighs the bias),
+positive above it (slope between -1/2 and -1).
 
 Measured (2048 runs, L = 8 ... 128): slopes -0.450, -0.477, -0.503, -0.557 at M = 1, 4, 16, 64;
 the law with a, b, c fitted on the bias and the fluctuation alone predicts -0.477 at M = 4 (b, c
 from M = 16) and -0.482 (b, c from M = 64). Through the engine with 512 runs: M = 4 measured
 -0.478 [-0.517, -0.439], law -0.472 (the law without c: -0.505). The nonlinearity is second: the
 block's mean over the units is F exactly at every M (Stein), and the variance's dependence on the
-random path adds c'/(L M) (c' about 1: c = 2.16 fitted at M = 1, 1.52 at M = 4), 3% of E^2 at
-L = 8, M = 4 against c/L = 14%.
+random path adds c'/(L M) (c' about 1: c = 2.16 +- 0.22 fitted at M = 1, 1.52 +- 0.25 at M = 4),
+3% of E^2 at L = 8, M = 4 against c/L = 14%.
 
 The shipped scenario's M = 4 slope, -0.385 [-0.422, -0.348], is this -0.477 seen through 32
 runs: the squared distances are heavy-tailed (the top 3% of runs carry 20 to 25% of E^2), so a
