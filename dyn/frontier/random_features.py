@@ -28,10 +28,16 @@ ODE: global error O(1/L). The ``e_l`` are martingale increments; carried to s = 
 (bounded) linearization they add ``sum_l (alpha/L) J_l e_l``, of variance ``alpha^2/L^2 * L *
 O(1/M) = O(alpha^2 / (L M))``; the cross terms (e_l fed back through the nonlinearity) are of
 higher order. So ``E|x_L - x(1)|^2 ~ c_1^2 / L^2 + c_2^2 alpha^2 / (L M)``: slope -1 in L where
-M >> L, and slope -1/2 in L M where L M << L^2, i.e. M << L (the paper proves this bound along
-training; here it is the forward pass at initialization, the first step of its argument). The
-paper's body was read only through its abstract here; the law mu_s and the closed form above are
-this module's own choice, made so that the limit is exact.
+M >> L, and slope -1/2 in L M where L M << L^2, i.e. M << L. At the next order the variance
+sum is itself a Riemann (Euler) sum, short of its integral by a relative c/L (c > 0 on average
+over networks here), which at small M outweighs the bias and lifts the slope in L above -1/2
+(:mod:`resnet_width`: ``E^2 = a/L^2 + b/(L M) (1 - c/L)``). :func:`fluctuation_covariance`
+is that variance at finite L, from one unit's covariance ``Cov[V sigma(<W, x>)] = B [q u u^T +
+p (I - u u^T)] B^T + tau^2 p I - F F^T`` with ``x = r u``, ``p = E sigma(r z)^2`` and ``q = E
+z^2 sigma(r z)^2`` (:func:`second_moments`). The paper proves the bound along training; here it is the forward
+pass at initialization, the first step of its argument. The paper's body was read only through
+its abstract here; the law mu_s and the closed form above are this module's own choice, made so
+that the limit is exact.
 """
 from __future__ import annotations
 
@@ -40,7 +46,7 @@ import math
 import numpy as np
 
 ACTIVATIONS = ("erf", "relu")
-FORMS = ("ode", "network")
+FORMS = ("ode", "mean", "network")
 
 
 def sigma(u, activation: str):
@@ -119,13 +125,94 @@ def forward_states(x0, coeffs: np.ndarray, depth: int, width: int, alpha: float,
     return np.stack(states)
 
 
+def mean_states(x0, coeffs: np.ndarray, depth: int, alpha: float, activation: str,
+                save_every: int | None = None) -> np.ndarray:
+    """x_0, x_k, ..., x_L of the infinitely wide network (M = infinity: Euler layers of the mean
+    field, x + (alpha/L) F; k = save_every, dividing L): shape (L/k + 1, B, d)."""
+    x = np.array(x0, dtype=np.float64)
+    every = depth if save_every is None else int(save_every)
+    if depth < 1 or every < 1 or depth % every:
+        raise ValueError(f"need depth >= 1 and save_every dividing depth; got {depth}, "
+                         f"{save_every}")
+    states = [x.copy()]
+    for layer in range(depth):
+        x += (alpha / depth) * mean_field(x, coeffs, layer / depth, activation)
+        if (layer + 1) % every == 0:
+            states.append(x.copy())
+    return np.stack(states)
+
+
 def mean_network(x0, coeffs: np.ndarray, depth: int, alpha: float, activation: str
                  ) -> np.ndarray:
     """x_L of the infinitely wide network: Euler layers of the mean field, x + (alpha/L) F."""
+    return mean_states(x0, coeffs, depth, alpha, activation)[-1]
+
+
+def second_moments(r, activation: str) -> tuple[np.ndarray, np.ndarray]:
+    """(p, q) = (E sigma(r z)^2, E z^2 sigma(r z)^2), z ~ N(0, 1), for radii r >= 0 (module doc).
+    erf: p = (2/pi) arcsin(r^2/(1 + r^2)) (the arcsine kernel), q = p + (4/pi) r^2 / ((1 + r^2)
+    sqrt(1 + 2 r^2)) (Stein twice); ReLU: p = r^2/2, q = 3 r^2/2."""
+    r = np.asarray(r, dtype=np.float64)
+    if activation == "erf":
+        p = (2.0 / math.pi) * np.arcsin(r * r / (1.0 + r * r))
+        return p, p + (4.0 / math.pi) * r * r / ((1.0 + r * r) * np.sqrt(1.0 + 2.0 * r * r))
+    if activation == "relu":
+        return 0.5 * r * r, 1.5 * r * r
+    raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+
+
+def unit_covariance(x, coeffs: np.ndarray, s: float, activation: str, noise: float = 0.0
+                    ) -> np.ndarray:
+    """Cov of one unit V sigma(<W, x>) under mu_s, for inputs x (B, d): shape (B, d, d). With
+    x = r u: B(s) [q u u^T + p (I - u u^T)] B(s)^T + noise^2 p I - F F^T (module doc)."""
+    x = np.asarray(x, dtype=np.float64)
+    r = np.linalg.norm(x, axis=-1)
+    p, q = second_moments(r, activation)
+    u = x / np.where(r > 0, r, 1.0)[..., None]
+    uu = u[..., :, None] * u[..., None, :]
+    eye = np.eye(x.shape[-1])
+    K = q[..., None, None] * uu + p[..., None, None] * (eye - uu)
+    B = coupling(coeffs, s)
+    F = mean_field(x, coeffs, s, activation)
+    return (B @ K @ B.T + noise * noise * p[..., None, None] * eye
+            - F[..., :, None] * F[..., None, :])
+
+
+def mean_jacobian(x, coeffs: np.ndarray, s: float, activation: str) -> np.ndarray:
+    """dF/dx = B(s) (g(r) I + g'(r)/r x x^T) for inputs x (B, d): shape (B, d, d); erf:
+    g'(r)/r = -sqrt(2/pi) (1 + r^2)^{-3/2}, ReLU: 0."""
+    x = np.asarray(x, dtype=np.float64)
+    r = np.linalg.norm(x, axis=-1)
+    if activation == "erf":
+        bend = -math.sqrt(2.0 / math.pi) * (1.0 + r * r) ** -1.5
+    elif activation == "relu":
+        bend = np.zeros_like(r)
+    else:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    inner = (gain(r, activation)[..., None, None] * np.eye(x.shape[-1])
+             + bend[..., None, None] * x[..., :, None] * x[..., None, :])
+    return coupling(coeffs, s) @ inner
+
+
+def fluctuation_covariance(x0, coeffs: np.ndarray, depth: int, width: int, alpha: float,
+                           activation: str, noise: float = 0.0) -> np.ndarray:
+    """Cov of x_L - xbar_L (the network against the infinitely wide one, the same L) to leading
+    order in 1/M, per input: shape (B, d, d). The linearized recursion (module doc)
+    Sigma_{l+1} = P_l Sigma_l P_l^T + h^2 C_l / M, P_l = I + h dF/dx, h = alpha/L, along the
+    mean network's layers xbar_l; exact for the linearized network at every L (its 1/L
+    correction included)."""
+    if depth < 1 or width < 1:
+        raise ValueError(f"need depth, width >= 1; got {depth}, {width}")
     x = np.array(x0, dtype=np.float64)
+    h, eye = alpha / depth, np.eye(x.shape[-1])
+    cov = np.zeros((*x.shape, x.shape[-1]))
     for layer in range(depth):
-        x += (alpha / depth) * mean_field(x, coeffs, layer / depth, activation)
-    return x
+        s = layer / depth
+        P = eye + h * mean_jacobian(x, coeffs, s, activation)
+        cov = P @ cov @ np.swapaxes(P, -1, -2) + (h * h / width) * unit_covariance(
+            x, coeffs, s, activation, noise)
+        x += h * mean_field(x, coeffs, s, activation)
+    return cov
 
 
 def mean_ode(x0, coeffs: np.ndarray, alpha: float, activation: str, times,
