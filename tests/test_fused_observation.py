@@ -10,7 +10,7 @@ import pytest
 import integrators
 from dyn.attention import architecture, observables, schemes
 from dyn.attention.init import uniform_sphere
-from dyn.attention.observer import pair_observer, split_rows
+from dyn.attention.observer import close_fraction_paired, pair_observer, split_rows
 from dyn.engine import scenario as scenario_mod
 from dyn.systems import attention_sphere
 from _scenarios import SCENARIOS
@@ -83,6 +83,28 @@ def test_pair_statistics_are_numpys_bit_for_bit(d):
     assert np.isnan(observables.pairs_and_clusters(x, delta, 2.5)[0][3, 1])
     if d == 2:
         assert np.isnan(observables.close_rows(x[3], 1.0 - delta, xt, g, near)[1])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 17, 32])
+def test_the_paired_pair_fraction_is_the_pass_count(n):
+    """close_fraction_paired (rows two at a time, no leading 0 + in G_ij) counts the pairs
+    close_fraction counts, bit for bit: odd and even n, clusters at the threshold's scale, a
+    threshold equal to a pair's G (strictly greater counts), tokens on the axes (signed zero
+    products) and a NaN token."""
+    rng = np.random.default_rng(n)
+    x = _configurations(rng, 8, n, 2)
+    x[1, :] = [(1.0, 0.0), (-0.0, 1.0), (-1.0, -0.0), (0.0, -1.0)] * (n // 4) + [(1.0, -0.0)] * (n % 4)
+    x[2, n // 2, 0] = np.nan
+    xt = np.empty((2, n))
+    for threshold in (1.0 - 1e-3, 0.0, -0.0):
+        for c in x:
+            want = observables.close_fraction(c, threshold, xt)
+            assert close_fraction_paired(c, threshold, xt) == want
+    if n > 1:  # a pair at exactly the threshold
+        c = x[5]
+        g = (0.0 + c[0, 0] * c[n - 1, 0]) + c[0, 1] * c[n - 1, 1]
+        assert close_fraction_paired(c, g, xt) == observables.close_fraction(c, g, xt)
+        assert close_fraction_paired(c, np.nextafter(g, -1.0), xt) > close_fraction_paired(c, g, xt)
 
 
 def _problem(form, beta, normalization):

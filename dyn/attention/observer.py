@@ -7,11 +7,11 @@ fixed-step solve it writes one row per run,
                                                       (labels and the token sum if asked)
 
 from the state while it is in cache, with :func:`.observables.pairs_and_clusters`' own
-arithmetic (its pass, or on the circle without exps :func:`.observables.close_fraction` for
-the pair fraction alone and :func:`.observables.close_rows` then
-:func:`.observables.join_rows`: the same sums G_ij, so pair fraction, min inner product and
-labels are bit for bit those of the states), so no state is stored. :func:`split_rows` turns
-the rows into that function's ``(stats, labels)``.
+arithmetic (its pass, or on the circle without exps :func:`close_fraction_paired` for the
+pair fraction alone, the count of :func:`.observables.close_fraction` in half the loops, and
+:func:`.observables.close_rows` then :func:`.observables.join_rows`: the same sums G_ij, so
+pair fraction, min inner product and labels are bit for bit those of the states), so no state
+is stored. :func:`split_rows` turns the rows into that function's ``(stats, labels)``.
 
 The exp sum is read, when it can be, from the attention field the drift has just evaluated at
 the same state (the observer runs right after it): the symmetric path leaves its shift c and
@@ -30,12 +30,48 @@ import math
 import numpy as np
 
 import integrators
-from integrators.jit import njit
-from integrators.numba_abi import NJIT, OBSERVE_SIG
+from numba import types
 
-from .observables import N_PAIR_STATS, _delta, _pair_pass, close_fraction, close_rows, join_rows
+from integrators.jit import njit
+from integrators.numba_abi import F2, NJIT, OBSERVE_SIG
+
+from .observables import N_PAIR_STATS, _delta, _pair_pass, close_rows, join_rows
 
 THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST = range(6)  # the observer's vector q
+
+
+@njit(types.float64(F2, types.float64, F2), **NJIT)
+def close_fraction_paired(x, threshold, xt):
+    """The pair fraction of :func:`.observables.close_fraction` (x (n, 2); scratch xt (2, n)),
+    the same count: rows i and i + 1 go together over the columns j > i + 1 (each column's
+    coordinates read once for two rows, half the loops), and G_ij is x_i1 x_j1 + x_i2 x_j2
+    without the pass's leading 0 + (that sum is the pass's except when x_i1 x_j1 is -0.0, and
+    then it differs only in the sign of a zero G, which compares with the threshold alike; a
+    NaN compares false in both). Measured at n = 32 against close_fraction, one thread,
+    interleaved: 0.84x the time."""
+    n = x.shape[0]
+    pairs = n * (n - 1) // 2
+    for i in range(n):
+        xt[0, i] = x[i, 0]
+        xt[1, i] = x[i, 1]
+    x0 = xt[0]
+    x1 = xt[1]
+    close = 0
+    i = 0
+    while i + 2 < n:
+        a0, a1 = x0[i], x1[i]
+        b0, b1 = x0[i + 1], x1[i + 1]
+        near = (a0 * b0 + a1 * b1) > threshold  # the pair (i, i + 1)
+        c0 = x0[i + 2:]
+        c1 = x1[i + 2:]
+        for j in range(n - 2 - i):
+            near += ((a0 * c0[j] + a1 * c1[j]) > threshold) + ((b0 * c0[j] + b1 * c1[j])
+                                                                 > threshold)
+        close += near
+        i += 2
+    if i + 1 < n:  # n even: the last pair (n - 2, n - 1)
+        close += (x0[i] * x0[i + 1] + x1[i] * x1[i + 1]) > threshold
+    return close / pairs if pairs else 1.0
 
 
 @njit(OBSERVE_SIG, **NJIT)
@@ -57,7 +93,7 @@ def pair_row(t, x, q, row, drift_work, work):
     # left by the field at this state (NaN: the solver's start, or another path of the field)
     field = q[FROM_FIELD] != 0.0 and beta != 0.0 and 0.0 < total <= n * n
     if d == 2 and beta == 0.0 and not join and q[LEAST] == 0.0:  # the pair fraction alone
-        row[0] = close_fraction(x, q[THRESHOLD], xt)
+        row[0] = close_fraction_paired(x, q[THRESHOLD], xt)
         row[1] = np.nan  # not asked for
         row[2] = n * n
     elif d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
@@ -95,7 +131,7 @@ def pair_observer(n: int, d: int, delta: float, beta: float = 0.0, labels: bool 
     itself with M = I, no bias and no mask (see the module doc); `token_sum`: also sum_i x_i
     (d floats, e.g. for the mean alignment with a fixed direction); without `min_inner`, the
     exp sum and the labels (the pair fraction alone) on the circle, no row of G is kept and
-    the min is not formed (NaN in its column): :func:`.observables.close_fraction`."""
+    the min is not formed (NaN in its column): :func:`close_fraction_paired`."""
     beta = float(beta)
     if not np.isfinite(beta):
         raise ValueError(f"beta must be finite, got {beta}")
