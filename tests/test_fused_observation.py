@@ -95,16 +95,16 @@ def test_the_paired_pair_fraction_is_the_pass_count(n):
     x = _configurations(rng, 8, n, 2)
     x[1, :] = [(1.0, 0.0), (-0.0, 1.0), (-1.0, -0.0), (0.0, -1.0)] * (n // 4) + [(1.0, -0.0)] * (n % 4)
     x[2, n // 2, 0] = np.nan
-    xt = np.empty((2, n))
+    xt, cols = np.empty((2, n)), np.empty(2 * n)
     for threshold in (1.0 - 1e-3, 0.0, -0.0):
         for c in x:
             want = observables.close_fraction(c, threshold, xt)
-            assert close_fraction_paired(c, threshold, xt) == want
+            assert close_fraction_paired(c, threshold, cols) == want
     if n > 1:  # a pair at exactly the threshold
         c = x[5]
         g = (0.0 + c[0, 0] * c[n - 1, 0]) + c[0, 1] * c[n - 1, 1]
-        assert close_fraction_paired(c, g, xt) == observables.close_fraction(c, g, xt)
-        assert close_fraction_paired(c, np.nextafter(g, -1.0), xt) > close_fraction_paired(c, g, xt)
+        assert close_fraction_paired(c, g, cols) == observables.close_fraction(c, g, xt)
+        assert close_fraction_paired(c, np.nextafter(g, -1.0), cols) > close_fraction_paired(c, g, cols)
 
 
 def _problem(form, beta, normalization):

@@ -33,16 +33,17 @@ import integrators
 from numba import types
 
 from integrators.jit import njit
-from integrators.numba_abi import F2, NJIT, OBSERVE_SIG
+from integrators.numba_abi import F1, F2, NJIT, OBSERVE_SIG
 
 from .observables import N_PAIR_STATS, _delta, _pair_pass, close_rows, join_rows
 
 THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST = range(6)  # the observer's vector q
 
 
-@njit(types.float64(F2, types.float64, F2), **NJIT)
+@njit(types.float64(F2, types.float64, F1), **NJIT)
 def close_fraction_paired(x, threshold, xt):
-    """The pair fraction of :func:`.observables.close_fraction` (x (n, 2); scratch xt (2, n)),
+    """The pair fraction of :func:`.observables.close_fraction` (x (n, 2); scratch xt: 2 n
+    floats, the two coordinates of the tokens one after the other),
     the same count: rows i and i + 1 go together over the columns j > i + 1 (each column's
     coordinates read once for two rows, half the loops), and G_ij is x_i1 x_j1 + x_i2 x_j2
     without the pass's leading 0 + (that sum is the pass's except when x_i1 x_j1 is -0.0, and
@@ -51,11 +52,11 @@ def close_fraction_paired(x, threshold, xt):
     interleaved: 0.84x the time."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
+    x0 = xt[:n]
+    x1 = xt[n:2 * n]
     for i in range(n):
-        xt[0, i] = x[i, 0]
-        xt[1, i] = x[i, 1]
-    x0 = xt[0]
-    x1 = xt[1]
+        x0[i] = x[i, 0]
+        x1[i] = x[i, 1]
     close = 0
     i = 0
     while i + 2 < n:
@@ -77,7 +78,31 @@ def close_fraction_paired(x, threshold, xt):
 @njit(OBSERVE_SIG, **NJIT)
 def pair_row(t, x, q, row, drift_work, work):
     """row <- [pair fraction, min inner, sum_ij e^{beta G_ij}, labels..., sum_i x_i] of x (n, d);
-    `work`: :func:`work_size` floats."""
+    `work`: :func:`work_size` floats. The pair fraction alone on the circle (the main job's
+    equal-work run) touches nothing but its scratch: the other statistics' views of `work`
+    are formed only where they are needed (each slice, view and reshape costs a few ns, and
+    this runs at every saved layer)."""
+    n, d = x.shape
+    join = q[JOIN] != 0.0
+    beta = q[BETA]
+    if d == 2 and beta == 0.0 and not join and q[LEAST] == 0.0:  # the pair fraction alone
+        row[0] = close_fraction_paired(x, q[THRESHOLD], work)
+        row[1] = np.nan  # not asked for
+        row[2] = n * n
+    else:
+        _pair_stats(x, q, row, drift_work, work, join, beta)
+    if q[TOKEN_SUM] != 0.0:
+        at = N_PAIR_STATS + (n if join else 0)
+        for k in range(d):
+            acc = 0.0
+            for i in range(n):
+                acc += x[i, k]
+            row[at + k] = acc
+
+
+@njit(inline="always", **NJIT)
+def _pair_stats(x, q, row, drift_work, work, join, beta):
+    """pair_row's statistics and labels but for the pair fraction alone on the circle."""
     n, d = x.shape
     size = n * (n + 1) // 2
     g = work[:size]
@@ -85,18 +110,12 @@ def pair_row(t, x, q, row, drift_work, work):
     bits = work[2 * size:3 * size].view(np.int64)
     xt = work[3 * size:3 * size + d * n].reshape((d, n))
     parent = work[3 * size + d * n:3 * size + d * n + n].view(np.int64)
-    join = q[JOIN] != 0.0
-    beta = q[BETA]
     end = drift_work.shape[0]
     total = drift_work[end - 1]
     # e^{s_ij - c} lies in (0, 1] for every pair (c >= |s_ij|): a sum outside (0, n^2] was not
     # left by the field at this state (NaN: the solver's start, or another path of the field)
     field = q[FROM_FIELD] != 0.0 and beta != 0.0 and 0.0 < total <= n * n
-    if d == 2 and beta == 0.0 and not join and q[LEAST] == 0.0:  # the pair fraction alone
-        row[0] = close_fraction_paired(x, q[THRESHOLD], xt)
-        row[1] = np.nan  # not asked for
-        row[2] = n * n
-    elif d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
+    if d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
         row[0], row[1] = close_rows(x, q[THRESHOLD], xt, g, w)
         row[2] = n * n
         if join:
@@ -105,17 +124,9 @@ def pair_row(t, x, q, row, drift_work, work):
         _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
     if field:
         row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
-    at = N_PAIR_STATS
     if join:
         for i in range(n):
-            row[at + i] = parent[i]
-        at += n
-    if q[TOKEN_SUM] != 0.0:
-        for k in range(d):
-            acc = 0.0
-            for i in range(n):
-                acc += x[i, k]
-            row[at + k] = acc
+            row[N_PAIR_STATS + i] = parent[i]
 
 
 def work_size(n: int, d: int) -> int:
