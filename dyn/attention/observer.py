@@ -35,7 +35,8 @@ from numba import types
 from integrators.jit import njit
 from integrators.numba_abi import F1, F2, NJIT, OBSERVE_SIG
 
-from .observables import N_PAIR_STATS, _delta, _pair_pass, close_rows, join_rows
+from .observables import (N_PAIR_STATS, _delta, _least_lanes, _pair_pass, close_rows,
+                          join_rows)
 
 THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST = range(6)  # the observer's vector q
 
@@ -73,6 +74,81 @@ def close_fraction_paired(x, threshold, xt):
     if i + 1 < n:  # n even: the last pair (n - 2, n - 1)
         close += (x0[i] * x0[i + 1] + x1[i] * x1[i + 1]) > threshold
     return close / pairs if pairs else 1.0
+
+
+MASK_TOKENS = 64  # the most tokens whose close pairs fit one int64 mask per token
+
+
+@njit(types.UniTuple(types.float64, 2)(F2, types.float64, F2, F1, types.int64[::1],
+                                       types.int64[::1]), **NJIT)
+def close_rows_joined(x, threshold, xt, g, masks, parent):
+    """(pair fraction, min inner product) of :func:`.observables.close_rows` and the labels
+    of :func:`.observables.join_rows` (parent[i] <- the smallest token of i's cluster) for
+    one configuration x (n, 2), n <= MASK_TOKENS, bit for bit: the same sums G_ij stored in the
+    same rows of g (so the same min, signed zeros included), the same count; the clusters,
+    the connected components of {i ~ j : G_ij > threshold}, from bit masks instead of a
+    union-find. Row i's pass also sets bit j of masks[i] for each close j > i (a select and
+    an or, which vectorize: the union-find branched on every pair); then each token's set
+    {i} | masks[i] absorbs the components it meets (they are disjoint, so one sweep over them
+    is enough), and each component is labelled by its smallest token, which is what the
+    union-find's labels are. Scratch: xt (2, n), g (n(n - 1)/2), masks (n)."""
+    n = x.shape[0]
+    pairs = n * (n - 1) // 2
+    for i in range(n):
+        xt[0, i] = x[i, 0]
+        xt[1, i] = x[i, 1]
+    x0 = xt[0]
+    x1 = xt[1]
+    close = 0
+    nan = False
+    at = 0
+    one = np.int64(1)
+    for i in range(n - 1):
+        length = n - 1 - i
+        a0 = x0[i]
+        a1 = x1[i]
+        c0 = x0[i + 1:]
+        c1 = x1[i + 1:]
+        row = g[at:at + length]
+        near = 0
+        mask = np.int64(0)
+        for j in range(length):
+            v = (0.0 + a0 * c0[j]) + a1 * c1[j]
+            row[j] = v
+            hit = v > threshold
+            near += hit
+            mask |= (one << (i + 1 + j)) if hit else 0
+            nan |= v != v
+        masks[i] = mask
+        close += near
+        at += length
+    masks[n - 1] = 0
+    lowest = min(1.0, _least_lanes(g, at))
+    if nan:  # NaN wins: a blown-up state must not look clustered
+        lowest = np.nan
+    # components: masks[:count] holds the disjoint components found so far
+    count = 0
+    for i in range(n):
+        merged = masks[i] | (one << i)
+        k = 0
+        while k < count:
+            if masks[k] & merged:
+                merged |= masks[k]
+                count -= 1
+                masks[k] = masks[count]  # the last one moves here: look at it next
+            else:
+                k += 1
+        masks[count] = merged  # i's own mask was read before any component reached row i
+        count += 1
+    for k in range(count):  # the smallest token of each component labels it
+        m = masks[k]
+        label = -1
+        for i in range(n):
+            if (m >> i) & 1:
+                if label < 0:
+                    label = i
+                parent[i] = label
+    return close / pairs if pairs else 1.0, lowest
 
 
 @njit(OBSERVE_SIG, **NJIT)
@@ -115,7 +191,10 @@ def _pair_stats(x, q, row, drift_work, work, join, beta):
     # e^{s_ij - c} lies in (0, 1] for every pair (c >= |s_ij|): a sum outside (0, n^2] was not
     # left by the field at this state (NaN: the solver's start, or another path of the field)
     field = q[FROM_FIELD] != 0.0 and beta != 0.0 and 0.0 < total <= n * n
-    if d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
+    if d == 2 and (beta == 0.0 or field) and join and n <= MASK_TOKENS:  # rows and clusters
+        row[0], row[1] = close_rows_joined(x, q[THRESHOLD], xt, g, bits, parent)
+        row[2] = n * n
+    elif d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
         row[0], row[1] = close_rows(x, q[THRESHOLD], xt, g, w)
         row[2] = n * n
         if join:
