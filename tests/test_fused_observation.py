@@ -125,13 +125,13 @@ def test_the_masked_clusters_are_the_union_finds(n):
     x[4, n // 2, 1] = np.nan
     size = n * (n - 1) // 2
     xt, g, near = np.empty((2, n)), np.empty(size + 1), np.empty(n)
-    g2, masks = np.empty(size + 1), np.empty(n, dtype=np.int64)
+    g2, tags = np.empty(size + 1), np.empty(3 * n, dtype=np.int64)
     want_labels, got_labels = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     clusters = set()
     for c in x:
         want = observables.close_rows(c, 1.0 - 1e-3, xt, g, near)
         observables.join_rows(g, n, 1.0 - 1e-3, want[0] == 1.0, near, want_labels)
-        got = close_rows_joined(c, 1.0 - 1e-3, xt, g2, masks, got_labels)
+        got = close_rows_joined(c, 1.0 - 1e-3, xt, g2, tags, got_labels)
         assert np.array_equal(np.array(got), np.array(want), equal_nan=True)
         assert got[1] == want[1] or (np.isnan(got[1]) and np.isnan(want[1]))
         assert np.signbit(got[1]) == np.signbit(want[1])

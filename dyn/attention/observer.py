@@ -81,7 +81,7 @@ MASK_TOKENS = 64  # the most tokens whose close pairs fit one int64 mask per tok
 
 @njit(types.UniTuple(types.float64, 2)(F2, types.float64, F2, F1, types.int64[::1],
                                        types.int64[::1]), **NJIT)
-def close_rows_joined(x, threshold, xt, g, masks, parent):
+def close_rows_joined(x, threshold, xt, g, tags, parent):
     """(pair fraction, min inner product) of :func:`.observables.close_rows` and the labels
     of :func:`.observables.join_rows` (parent[i] <- the smallest token of i's cluster) for
     one configuration x (n, 2), n <= MASK_TOKENS, bit for bit: the same sums G_ij stored in the
@@ -90,8 +90,9 @@ def close_rows_joined(x, threshold, xt, g, masks, parent):
     union-find. Row i's pass also sets bit j of masks[i] for each close j > i (a select and
     an or, which vectorize: the union-find branched on every pair); then each token's set
     {i} | masks[i] absorbs the components it meets (they are disjoint, so one sweep over them
-    is enough), and each component is labelled by its smallest token, which is what the
-    union-find's labels are. Scratch: xt (2, n), g (n(n - 1)/2), masks (n)."""
+    is enough; a token whose set lies in its component already is passed over), and each
+    component is labelled by its smallest token, which is what the union-find's labels are.
+    Scratch: xt (2, n), g (n(n - 1)/2), tags (3 n int64)."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
     for i in range(n):
@@ -103,6 +104,7 @@ def close_rows_joined(x, threshold, xt, g, masks, parent):
     nan = False
     at = 0
     one = np.int64(1)
+    masks = tags[:n]
     for i in range(n - 1):
         length = n - 1 - i
         a0 = x0[i]
@@ -126,28 +128,40 @@ def close_rows_joined(x, threshold, xt, g, masks, parent):
     lowest = min(1.0, _least_lanes(g, at))
     if nan:  # NaN wins: a blown-up state must not look clustered
         lowest = np.nan
-    # components: masks[:count] holds the disjoint components found so far
+    # masks[:count] holds the disjoint components found so far (slot k < count <= i only
+    # overwrites tokens' masks already read); slot[i], a component that held token i (it may
+    # have moved since: a component that holds i and all of i's set is i's own, so the fast
+    # test below is right whenever it passes)
+    slot = tags[n:2 * n]
+    for i in range(n):
+        slot[i] = 0
     count = 0
     for i in range(n):
         merged = masks[i] | (one << i)
+        k = slot[i]
+        if k < count and (masks[k] >> i) & 1 and (merged & ~masks[k]) == 0:
+            continue  # i's set lies in i's component already
         k = 0
-        while k < count:
+        while k < count:  # absorb every component i's set meets
             if masks[k] & merged:
                 merged |= masks[k]
                 count -= 1
                 masks[k] = masks[count]  # the last one moves here: look at it next
             else:
                 k += 1
-        masks[count] = merged  # i's own mask was read before any component reached row i
+        masks[count] = merged
+        for j in range(n):  # branch-free: vectorizes
+            slot[j] = count if (merged >> j) & 1 else slot[j]
         count += 1
-    for k in range(count):  # the smallest token of each component labels it
+    first = tags[2 * n:3 * n]
+    for k in range(count):  # each token's component, then its smallest token labels it
         m = masks[k]
-        label = -1
-        for i in range(n):
-            if (m >> i) & 1:
-                if label < 0:
-                    label = i
-                parent[i] = label
+        for j in range(n):
+            slot[j] = k if (m >> j) & 1 else slot[j]
+    for i in range(n - 1, -1, -1):
+        first[slot[i]] = i
+    for i in range(n):
+        parent[i] = first[slot[i]]
     return close / pairs if pairs else 1.0, lowest
 
 
@@ -182,8 +196,6 @@ def _pair_stats(x, q, row, drift_work, work, join, beta):
     n, d = x.shape
     size = n * (n + 1) // 2
     g = work[:size]
-    w = work[size:2 * size]
-    bits = work[2 * size:3 * size].view(np.int64)
     xt = work[3 * size:3 * size + d * n].reshape((d, n))
     parent = work[3 * size + d * n:3 * size + d * n + n].view(np.int64)
     end = drift_work.shape[0]
@@ -192,14 +204,18 @@ def _pair_stats(x, q, row, drift_work, work, join, beta):
     # left by the field at this state (NaN: the solver's start, or another path of the field)
     field = q[FROM_FIELD] != 0.0 and beta != 0.0 and 0.0 < total <= n * n
     if d == 2 and (beta == 0.0 or field) and join and n <= MASK_TOKENS:  # rows and clusters
-        row[0], row[1] = close_rows_joined(x, q[THRESHOLD], xt, g, bits, parent)
+        tags = work[3 * size + d * n + n:3 * size + d * n + 4 * n].view(np.int64)
+        row[0], row[1] = close_rows_joined(x, q[THRESHOLD], xt, g, tags, parent)
         row[2] = n * n
     elif d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
+        w = work[size:2 * size]
         row[0], row[1] = close_rows(x, q[THRESHOLD], xt, g, w)
         row[2] = n * n
         if join:
             join_rows(g, n, q[THRESHOLD], row[0] == 1.0, w, parent)
     else:
+        w = work[size:2 * size]
+        bits = work[2 * size:3 * size].view(np.int64)
         _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
     if field:
         row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
@@ -210,7 +226,7 @@ def _pair_stats(x, q, row, drift_work, work, join, beta):
 
 def work_size(n: int, d: int) -> int:
     """Scratch floats of :func:`pair_row` for n tokens of dimension d."""
-    return 3 * (n * (n + 1) // 2) + d * n + n
+    return 3 * (n * (n + 1) // 2) + d * n + 4 * n
 
 
 def pair_observer(n: int, d: int, delta: float, beta: float = 0.0, labels: bool = True,
