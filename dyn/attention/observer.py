@@ -87,7 +87,8 @@ def close_rows_joined(x, threshold, xt, g, tags, parent):
     one configuration x (n, 2), n <= MASK_TOKENS, bit for bit: the same sums G_ij stored in the
     same rows of g (so the same min, signed zeros included), the same count; the clusters,
     the connected components of {i ~ j : G_ij > threshold}, from bit masks instead of a
-    union-find. Row i's pass also sets bit j of masks[i] for each close j > i (a select and
+    union-find. Rows go two at a time (each column's coordinates read once for both, half
+    the loops), and the pass also sets bit j of masks[i] for each close j > i (a select and
     an or, which vectorize: the union-find branched on every pair); then each token's set
     {i} | masks[i] absorbs the components it meets (they are disjoint, so one sweep over them
     is enough; a token whose set lies in its component already is passed over), and each
@@ -105,25 +106,47 @@ def close_rows_joined(x, threshold, xt, g, tags, parent):
     at = 0
     one = np.int64(1)
     masks = tags[:n]
-    for i in range(n - 1):
-        length = n - 1 - i
-        a0 = x0[i]
-        a1 = x1[i]
-        c0 = x0[i + 1:]
-        c1 = x1[i + 1:]
-        row = g[at:at + length]
-        near = 0
-        mask = np.int64(0)
-        for j in range(length):
-            v = (0.0 + a0 * c0[j]) + a1 * c1[j]
-            row[j] = v
-            hit = v > threshold
-            near += hit
-            mask |= (one << (i + 1 + j)) if hit else 0
-            nan |= v != v
-        masks[i] = mask
+    i = 0
+    while i + 2 < n:  # rows i and i + 1 together over the columns j > i + 1
+        length = n - 1 - i  # row i's; row i + 1 follows it in g, one shorter
+        a0, a1 = x0[i], x1[i]
+        b0, b1 = x0[i + 1], x1[i + 1]
+        v = (0.0 + a0 * b0) + a1 * b1  # the pair (i, i + 1)
+        g[at] = v
+        hit = v > threshold
+        near = np.int64(hit)
+        mask_a = (one << (i + 1)) if hit else np.int64(0)
+        mask_b = np.int64(0)
+        nan |= v != v
+        c0 = x0[i + 2:]
+        c1 = x1[i + 2:]
+        row_a = g[at + 1:at + length]
+        row_b = g[at + length:at + 2 * length - 1]
+        for m in range(length - 1):
+            v = (0.0 + a0 * c0[m]) + a1 * c1[m]
+            u = (0.0 + b0 * c0[m]) + b1 * c1[m]
+            row_a[m] = v
+            row_b[m] = u
+            hit_a = v > threshold
+            hit_b = u > threshold
+            near += hit_a + hit_b
+            bit = one << (i + 2 + m)
+            mask_a |= bit if hit_a else 0
+            mask_b |= bit if hit_b else 0
+            nan |= (v != v) | (u != u)
+        masks[i] = mask_a
+        masks[i + 1] = mask_b
         close += near
-        at += length
+        at += 2 * length - 1
+        i += 2
+    if i + 1 < n:  # the last row alone: the pair (n - 2, n - 1)
+        v = (0.0 + x0[i] * x0[i + 1]) + x1[i] * x1[i + 1]
+        g[at] = v
+        hit = v > threshold
+        close += hit
+        masks[i] = (one << (i + 1)) if hit else np.int64(0)
+        nan |= v != v
+        at += 1
     masks[n - 1] = 0
     lowest = min(1.0, _least_lanes(g, at))
     if nan:  # NaN wins: a blown-up state must not look clustered
