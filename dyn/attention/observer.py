@@ -93,7 +93,9 @@ def close_rows_joined(x, threshold, xt, g, tags, parent):
     {i} | masks[i] absorbs the components it meets (they are disjoint, so one sweep over them
     is enough; a token whose set lies in its component already is passed over), and each
     component is labelled by its smallest token, which is what the union-find's labels are.
-    Scratch: xt (2, n), g (n(n - 1)/2), tags (3 n int64)."""
+    Scratch: xt (2, n), g (n(n - 1)/2), tags (3 n int64). Measured at n = 32 on the main
+    job's states (beta = 4, pair fraction 0.39), one thread, interleaved: close_rows then
+    join_rows 1.25 us, this 0.72 us."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
     for i in range(n):
