@@ -10,7 +10,8 @@ import pytest
 import integrators
 from dyn.attention import architecture, observables, schemes
 from dyn.attention.init import uniform_sphere
-from dyn.attention.observer import pair_observer, split_rows
+from dyn.attention.observer import (close_fraction_paired, close_rows_joined, pair_observer,
+                                   split_rows)
 from dyn.engine import scenario as scenario_mod
 from dyn.systems import attention_sphere
 from _scenarios import SCENARIOS
@@ -83,6 +84,62 @@ def test_pair_statistics_are_numpys_bit_for_bit(d):
     assert np.isnan(observables.pairs_and_clusters(x, delta, 2.5)[0][3, 1])
     if d == 2:
         assert np.isnan(observables.close_rows(x[3], 1.0 - delta, xt, g, near)[1])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 17, 32])
+def test_the_paired_pair_fraction_is_the_pass_count(n):
+    """close_fraction_paired (rows two at a time, no leading 0 + in G_ij) counts the pairs
+    close_fraction counts, bit for bit: odd and even n, clusters at the threshold's scale, a
+    threshold equal to a pair's G (strictly greater counts), tokens on the axes (signed zero
+    products) and a NaN token."""
+    rng = np.random.default_rng(n)
+    x = _configurations(rng, 8, n, 2)
+    x[1, :] = [(1.0, 0.0), (-0.0, 1.0), (-1.0, -0.0), (0.0, -1.0)] * (n // 4) + [(1.0, -0.0)] * (n % 4)
+    x[2, n // 2, 0] = np.nan
+    xt, cols = np.empty((2, n)), np.empty(2 * n)
+    for threshold in (1.0 - 1e-3, 0.0, -0.0):
+        for c in x:
+            want = observables.close_fraction(c, threshold, xt)
+            assert close_fraction_paired(c, threshold, cols) == want
+    if n > 1:  # a pair at exactly the threshold
+        c = x[5]
+        g = (0.0 + c[0, 0] * c[n - 1, 0]) + c[0, 1] * c[n - 1, 1]
+        assert close_fraction_paired(c, g, cols) == observables.close_fraction(c, g, xt)
+        assert close_fraction_paired(c, np.nextafter(g, -1.0), cols) > close_fraction_paired(c, g, cols)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 17, 32, 64])
+def test_the_masked_clusters_are_the_union_finds(n):
+    """close_rows_joined (clusters from bit masks) gives close_rows' pair fraction and min inner
+    product and join_rows' labels bit for bit, and its rows of G are close_rows' rows: uniform
+    tokens, clusters at the threshold's scale, chains (tokens a step under the threshold's
+    angle apart: one cluster through pairs that are not all close), one cluster, tokens on the
+    axes and a NaN token."""
+    rng = np.random.default_rng(100 + n)
+    x = _configurations(rng, 10, n, 2)
+    step = 0.9 * np.arccos(1.0 - 1e-3)  # each neighbour close, the next but one not
+    angles = rng.permutation(n) * step
+    x[1] = np.stack([np.cos(angles), np.sin(angles)], axis=-1)
+    x[2] = x[2, :1]  # one cluster
+    x[3, :] = [(1.0, 0.0), (-0.0, 1.0), (-1.0, -0.0), (0.0, -1.0)] * (n // 4) + [(1.0, -0.0)] * (n % 4)
+    x[4, n // 2, 1] = np.nan
+    size = n * (n - 1) // 2
+    xt, g, near = np.empty((2, n)), np.empty(size + 1), np.empty(n)
+    g2, tags = np.empty(size + 1), np.empty(3 * n, dtype=np.int64)
+    want_labels, got_labels = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    clusters = set()
+    for c in x:
+        want = observables.close_rows(c, 1.0 - 1e-3, xt, g, near)
+        observables.join_rows(g, n, 1.0 - 1e-3, want[0] == 1.0, near, want_labels)
+        got = close_rows_joined(c, 1.0 - 1e-3, xt, g2, tags, got_labels)
+        assert np.array_equal(np.array(got), np.array(want), equal_nan=True)
+        assert got[1] == want[1] or (np.isnan(got[1]) and np.isnan(want[1]))
+        assert np.signbit(got[1]) == np.signbit(want[1])
+        assert g2[:size].tobytes() == g[:size].tobytes()
+        assert np.array_equal(got_labels, want_labels)
+        clusters.add(len(set(got_labels)))
+    if n >= 17:
+        assert len(clusters) >= 3  # one, a few and many clusters among the cases
 
 
 def _problem(form, beta, normalization):

@@ -7,11 +7,11 @@ fixed-step solve it writes one row per run,
                                                       (labels and the token sum if asked)
 
 from the state while it is in cache, with :func:`.observables.pairs_and_clusters`' own
-arithmetic (its pass, or on the circle without exps :func:`.observables.close_fraction` for
-the pair fraction alone and :func:`.observables.close_rows` then
-:func:`.observables.join_rows`: the same sums G_ij, so pair fraction, min inner product and
-labels are bit for bit those of the states), so no state is stored. :func:`split_rows` turns
-the rows into that function's ``(stats, labels)``.
+arithmetic (its pass, or on the circle without exps :func:`close_fraction_paired` for the
+pair fraction alone, the count of :func:`.observables.close_fraction` in half the loops, and
+:func:`.observables.close_rows` then :func:`.observables.join_rows`: the same sums G_ij, so
+pair fraction, min inner product and labels are bit for bit those of the states), so no state
+is stored. :func:`split_rows` turns the rows into that function's ``(stats, labels)``.
 
 The exp sum is read, when it can be, from the attention field the drift has just evaluated at
 the same state (the observer runs right after it): the symmetric path leaves its shift c and
@@ -30,51 +30,184 @@ import math
 import numpy as np
 
 import integrators
-from integrators.jit import njit
-from integrators.numba_abi import NJIT, OBSERVE_SIG
+from numba import types
 
-from .observables import N_PAIR_STATS, _delta, _pair_pass, close_fraction, close_rows, join_rows
+from integrators.jit import njit
+from integrators.numba_abi import F1, F2, NJIT, OBSERVE_SIG
+
+from .observables import (N_PAIR_STATS, _delta, _least_lanes, _pair_pass, close_rows,
+                          join_rows)
 
 THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST = range(6)  # the observer's vector q
+
+
+@njit(types.float64(F2, types.float64, F1), **NJIT)
+def close_fraction_paired(x, threshold, xt):
+    """The pair fraction of :func:`.observables.close_fraction` (x (n, 2); scratch xt: 2 n
+    floats, the two coordinates of the tokens one after the other),
+    the same count: rows i and i + 1 go together over the columns j > i + 1 (each column's
+    coordinates read once for two rows, half the loops), and G_ij is x_i1 x_j1 + x_i2 x_j2
+    without the pass's leading 0 + (that sum is the pass's except when x_i1 x_j1 is -0.0, and
+    then it differs only in the sign of a zero G, which compares with the threshold alike; a
+    NaN compares false in both). Measured at n = 32 against close_fraction, one thread,
+    interleaved: 0.84x the time."""
+    n = x.shape[0]
+    pairs = n * (n - 1) // 2
+    x0 = xt[:n]
+    x1 = xt[n:2 * n]
+    for i in range(n):
+        x0[i] = x[i, 0]
+        x1[i] = x[i, 1]
+    close = 0
+    i = 0
+    while i + 2 < n:
+        a0, a1 = x0[i], x1[i]
+        b0, b1 = x0[i + 1], x1[i + 1]
+        near = (a0 * b0 + a1 * b1) > threshold  # the pair (i, i + 1)
+        c0 = x0[i + 2:]
+        c1 = x1[i + 2:]
+        for j in range(n - 2 - i):
+            near += ((a0 * c0[j] + a1 * c1[j]) > threshold) + ((b0 * c0[j] + b1 * c1[j])
+                                                                 > threshold)
+        close += near
+        i += 2
+    if i + 1 < n:  # n even: the last pair (n - 2, n - 1)
+        close += (x0[i] * x0[i + 1] + x1[i] * x1[i + 1]) > threshold
+    return close / pairs if pairs else 1.0
+
+
+MASK_TOKENS = 64  # the most tokens whose close pairs fit one int64 mask per token
+
+
+@njit(types.UniTuple(types.float64, 2)(F2, types.float64, F2, F1, types.int64[::1],
+                                       types.int64[::1]), **NJIT)
+def close_rows_joined(x, threshold, xt, g, tags, parent):
+    """(pair fraction, min inner product) of :func:`.observables.close_rows` and the labels
+    of :func:`.observables.join_rows` (parent[i] <- the smallest token of i's cluster) for
+    one configuration x (n, 2), n <= MASK_TOKENS, bit for bit: the same sums G_ij stored in the
+    same rows of g (so the same min, signed zeros included), the same count; the clusters,
+    the connected components of {i ~ j : G_ij > threshold}, from bit masks instead of a
+    union-find. Rows go two at a time (each column's coordinates read once for both, half
+    the loops), and the pass also sets bit j of masks[i] for each close j > i (a select and
+    an or, which vectorize: the union-find branched on every pair); then each token's set
+    {i} | masks[i] absorbs the components it meets (they are disjoint, so one sweep over them
+    is enough; a token whose set lies in its component already is passed over), and each
+    component is labelled by its smallest token, which is what the union-find's labels are.
+    Scratch: xt (2, n), g (n(n - 1)/2), tags (3 n int64). Measured at n = 32 on the main
+    job's states (beta = 4, pair fraction 0.39), one thread, interleaved: close_rows then
+    join_rows 1.25 us, this 0.72 us."""
+    n = x.shape[0]
+    pairs = n * (n - 1) // 2
+    for i in range(n):
+        xt[0, i] = x[i, 0]
+        xt[1, i] = x[i, 1]
+    x0 = xt[0]
+    x1 = xt[1]
+    close = 0
+    nan = False
+    at = 0
+    one = np.int64(1)
+    masks = tags[:n]
+    i = 0
+    while i + 2 < n:  # rows i and i + 1 together over the columns j > i + 1
+        length = n - 1 - i  # row i's; row i + 1 follows it in g, one shorter
+        a0, a1 = x0[i], x1[i]
+        b0, b1 = x0[i + 1], x1[i + 1]
+        v = (0.0 + a0 * b0) + a1 * b1  # the pair (i, i + 1)
+        g[at] = v
+        hit = v > threshold
+        near = np.int64(hit)
+        mask_a = (one << (i + 1)) if hit else np.int64(0)
+        mask_b = np.int64(0)
+        nan |= v != v
+        c0 = x0[i + 2:]
+        c1 = x1[i + 2:]
+        row_a = g[at + 1:at + length]
+        row_b = g[at + length:at + 2 * length - 1]
+        for m in range(length - 1):
+            v = (0.0 + a0 * c0[m]) + a1 * c1[m]
+            u = (0.0 + b0 * c0[m]) + b1 * c1[m]
+            row_a[m] = v
+            row_b[m] = u
+            hit_a = v > threshold
+            hit_b = u > threshold
+            near += hit_a + hit_b
+            bit = one << (i + 2 + m)
+            mask_a |= bit if hit_a else 0
+            mask_b |= bit if hit_b else 0
+            nan |= (v != v) | (u != u)
+        masks[i] = mask_a
+        masks[i + 1] = mask_b
+        close += near
+        at += 2 * length - 1
+        i += 2
+    if i + 1 < n:  # the last row alone: the pair (n - 2, n - 1)
+        v = (0.0 + x0[i] * x0[i + 1]) + x1[i] * x1[i + 1]
+        g[at] = v
+        hit = v > threshold
+        close += hit
+        masks[i] = (one << (i + 1)) if hit else np.int64(0)
+        nan |= v != v
+        at += 1
+    masks[n - 1] = 0
+    lowest = min(1.0, _least_lanes(g, at))
+    if nan:  # NaN wins: a blown-up state must not look clustered
+        lowest = np.nan
+    # masks[:count] holds the disjoint components found so far (slot k < count <= i only
+    # overwrites tokens' masks already read); slot[i], a component that held token i (it may
+    # have moved since: a component that holds i and all of i's set is i's own, so the fast
+    # test below is right whenever it passes)
+    slot = tags[n:2 * n]
+    for i in range(n):
+        slot[i] = 0
+    count = 0
+    for i in range(n):
+        merged = masks[i] | (one << i)
+        k = slot[i]
+        if k < count and (masks[k] >> i) & 1 and (merged & ~masks[k]) == 0:
+            continue  # i's set lies in i's component already
+        k = 0
+        while k < count:  # absorb every component i's set meets
+            if masks[k] & merged:
+                merged |= masks[k]
+                count -= 1
+                masks[k] = masks[count]  # the last one moves here: look at it next
+            else:
+                k += 1
+        masks[count] = merged
+        for j in range(n):  # branch-free: vectorizes
+            slot[j] = count if (merged >> j) & 1 else slot[j]
+        count += 1
+    first = tags[2 * n:3 * n]
+    for k in range(count):  # each token's component, then its smallest token labels it
+        m = masks[k]
+        for j in range(n):
+            slot[j] = k if (m >> j) & 1 else slot[j]
+    for i in range(n - 1, -1, -1):
+        first[slot[i]] = i
+    for i in range(n):
+        parent[i] = first[slot[i]]
+    return close / pairs if pairs else 1.0, lowest
 
 
 @njit(OBSERVE_SIG, **NJIT)
 def pair_row(t, x, q, row, drift_work, work):
     """row <- [pair fraction, min inner, sum_ij e^{beta G_ij}, labels..., sum_i x_i] of x (n, d);
-    `work`: :func:`work_size` floats."""
+    `work`: :func:`work_size` floats. The pair fraction alone on the circle (the main job's
+    equal-work run) touches nothing but its scratch: the other statistics' views of `work`
+    are formed only where they are needed (each slice, view and reshape costs a few ns, and
+    this runs at every saved layer)."""
     n, d = x.shape
-    size = n * (n + 1) // 2
-    g = work[:size]
-    w = work[size:2 * size]
-    bits = work[2 * size:3 * size].view(np.int64)
-    xt = work[3 * size:3 * size + d * n].reshape((d, n))
-    parent = work[3 * size + d * n:3 * size + d * n + n].view(np.int64)
     join = q[JOIN] != 0.0
     beta = q[BETA]
-    end = drift_work.shape[0]
-    total = drift_work[end - 1]
-    # e^{s_ij - c} lies in (0, 1] for every pair (c >= |s_ij|): a sum outside (0, n^2] was not
-    # left by the field at this state (NaN: the solver's start, or another path of the field)
-    field = q[FROM_FIELD] != 0.0 and beta != 0.0 and 0.0 < total <= n * n
     if d == 2 and beta == 0.0 and not join and q[LEAST] == 0.0:  # the pair fraction alone
-        row[0] = close_fraction(x, q[THRESHOLD], xt)
+        row[0] = close_fraction_paired(x, q[THRESHOLD], work)
         row[1] = np.nan  # not asked for
         row[2] = n * n
-    elif d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
-        row[0], row[1] = close_rows(x, q[THRESHOLD], xt, g, w)
-        row[2] = n * n
-        if join:
-            join_rows(g, n, q[THRESHOLD], row[0] == 1.0, w, parent)
     else:
-        _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
-    if field:
-        row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
-    at = N_PAIR_STATS
-    if join:
-        for i in range(n):
-            row[at + i] = parent[i]
-        at += n
+        _pair_stats(x, q, row, drift_work, work, join, beta)
     if q[TOKEN_SUM] != 0.0:
+        at = N_PAIR_STATS + (n if join else 0)
         for k in range(d):
             acc = 0.0
             for i in range(n):
@@ -82,9 +215,43 @@ def pair_row(t, x, q, row, drift_work, work):
             row[at + k] = acc
 
 
+@njit(inline="always", **NJIT)
+def _pair_stats(x, q, row, drift_work, work, join, beta):
+    """pair_row's statistics and labels but for the pair fraction alone on the circle."""
+    n, d = x.shape
+    size = n * (n + 1) // 2
+    g = work[:size]
+    xt = work[3 * size:3 * size + d * n].reshape((d, n))
+    parent = work[3 * size + d * n:3 * size + d * n + n].view(np.int64)
+    end = drift_work.shape[0]
+    total = drift_work[end - 1]
+    # e^{s_ij - c} lies in (0, 1] for every pair (c >= |s_ij|): a sum outside (0, n^2] was not
+    # left by the field at this state (NaN: the solver's start, or another path of the field)
+    field = q[FROM_FIELD] != 0.0 and beta != 0.0 and 0.0 < total <= n * n
+    if d == 2 and (beta == 0.0 or field) and join and n <= MASK_TOKENS:  # rows and clusters
+        tags = work[3 * size + d * n + n:3 * size + d * n + 4 * n].view(np.int64)
+        row[0], row[1] = close_rows_joined(x, q[THRESHOLD], xt, g, tags, parent)
+        row[2] = n * n
+    elif d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
+        w = work[size:2 * size]
+        row[0], row[1] = close_rows(x, q[THRESHOLD], xt, g, w)
+        row[2] = n * n
+        if join:
+            join_rows(g, n, q[THRESHOLD], row[0] == 1.0, w, parent)
+    else:
+        w = work[size:2 * size]
+        bits = work[2 * size:3 * size].view(np.int64)
+        _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
+    if field:
+        row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
+    if join:
+        for i in range(n):
+            row[N_PAIR_STATS + i] = parent[i]
+
+
 def work_size(n: int, d: int) -> int:
     """Scratch floats of :func:`pair_row` for n tokens of dimension d."""
-    return 3 * (n * (n + 1) // 2) + d * n + n
+    return 3 * (n * (n + 1) // 2) + d * n + 4 * n
 
 
 def pair_observer(n: int, d: int, delta: float, beta: float = 0.0, labels: bool = True,
@@ -95,7 +262,7 @@ def pair_observer(n: int, d: int, delta: float, beta: float = 0.0, labels: bool 
     itself with M = I, no bias and no mask (see the module doc); `token_sum`: also sum_i x_i
     (d floats, e.g. for the mean alignment with a fixed direction); without `min_inner`, the
     exp sum and the labels (the pair fraction alone) on the circle, no row of G is kept and
-    the min is not formed (NaN in its column): :func:`.observables.close_fraction`."""
+    the min is not formed (NaN in its column): :func:`close_fraction_paired`."""
     beta = float(beta)
     if not np.isfinite(beta):
         raise ValueError(f"beta must be finite, got {beta}")

@@ -17,6 +17,17 @@ once, the drift's workspace included.
 With an observer (:mod:`integrators.core.observer`) the kernel stores no state: at each save
 time it calls the observer on the state, right after the first stage's drift evaluation there
 (Y_1 = x; at the last save time the drift is evaluated once more), and keeps its row.
+
+A one-stage table (forward Euler: the network form's layers) runs its own loops
+(:func:`kernels`): one velocity array and flat state buffers whose loops (the stage point, the
+update, the finiteness check) run once over the n d entries and vectorize, where the general
+loops run over (n, d) with a stage loop inside. They do the same arithmetic in the same order,
+so the numbers are the general loops' bit for bit: the stage point is still formed,
+Y_1 = x + h * 0 (the empty sum is +0.0; x + 0.0 is x except that -0.0 becomes +0.0, and the
+drift sees exactly the general loop's Y_1), and the update is x + h (0 + b_1 k_1). Measured
+in one process, one thread, interleaved, the main job's layer (n = 32, d = 2, SA): 0.90x the
+general loop's time stored, 0.90x observed with the same observer at every layer
+(benchmarks/fused_observation.py prints it).
 """
 
 import numpy as np
@@ -116,11 +127,13 @@ _OBSERVED_SIG = types.void(F3, *_OBSERVED_MEMBER_SIG.args[1:-2], F3, F3, I1)
 
 @njit(types.boolean(F2), **NJIT)
 def _finite(x):
-    bad = 0.0
-    for r in range(x.shape[0]):
-        for q in range(x.shape[1]):
-            bad += x[r, q] * 0.0  # NaN for NaN and inf, 0 otherwise
-    return bad == 0.0
+    """Whether every entry of x (C-contiguous) is finite: x * 0 is 0, not NaN. An or over the
+    flat entries, which vectorizes (a float sum in order does not)."""
+    flat = x.reshape(x.shape[0] * x.shape[1])
+    bad = False
+    for i in range(flat.shape[0]):
+        bad |= flat[i] * 0.0 != 0.0
+    return not bad
 
 
 @njit(types.boolean(*_OBSERVED_MEMBER_SIG.args), **NJIT)
@@ -170,9 +183,121 @@ def _rk_block_observed(x0, ts, counts, steps, A, b, c, p, drift, project, retrac
                                         last[e])
 
 
-def _run(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
+@njit(inline="always", **NJIT)
+def first_point(x, h, y):
+    """y <- Y_1 = x + h * 0: :func:`stage_point` of the first stage (its sum is empty, +0.0),
+    over the flat rows (one loop of n d: it vectorizes, the (n, d) loops with d = 2 do not)."""
+    zero = h * 0.0
+    for i in range(x.shape[0]):
+        y[i] = x[i] + zero
+
+
+@njit(inline="always", **NJIT)
+def first_point_finite(x, h, y):
+    """:func:`first_point`, and whether x is finite (every y_i * 0 is 0, not NaN), in the same
+    loop (an or reduction, which vectorizes; a float sum in order does not)."""
+    zero = h * 0.0
+    bad = False
+    for i in range(x.shape[0]):
+        v = x[i] + zero
+        y[i] = v
+        bad |= v * 0.0 != 0.0
+    return not bad
+
+
+@njit(inline="always", **NJIT)
+def advance_one(x, b0, k, h):
+    """x <- x + h (0 + b_1 k_1): :func:`advance` of a one-stage table (the same sum), flat."""
+    for i in range(x.shape[0]):
+        x[i] += h * (0.0 + b0 * k[i])
+
+
+@njit(_MEMBER_SIG, **NJIT)
+def _one_stage_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size,
+                      out):
+    """:func:`_rk_member` for a one-stage table (s = 1, forward Euler), bit for bit: one
+    velocity array, no stage loop."""
+    n, d = x0.shape
+    xf, yf, kf = np.empty(n * d), np.empty(n * d), np.empty(n * d)
+    x, y, k = xf.reshape((n, d)), yf.reshape((n, d)), kf.reshape((n, d))
+    copy2(x, x0)
+    work = np.empty(work_size)
+    b0, c0 = b[0], c[0]
+    copy2(out[0], x)
+    for iv in range(counts.shape[0]):
+        h = steps[iv]
+        for j in range(counts[iv]):
+            t = ts[iv] + j * h
+            first_point(xf, h, yf)
+            drift(t + c0 * h, y, p, k, work)
+            project(y, k)
+            advance_one(xf, b0, kf, h)
+            retract(x)
+        copy2(out[iv + 1], x)
+
+
+@njit(_KERNEL_SIG, **NJIT)
+def _one_stage_block(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
+    for e in range(x0.shape[0]):
+        _one_stage_member(x0[e], ts, counts, steps, A, b, c, p, drift, project, retract,
+                          work_size, out[e])
+
+
+@njit(types.boolean(*_OBSERVED_MEMBER_SIG.args), **NJIT)
+def _one_stage_member_observed(x0, ts, counts, steps, A, b, c, p, drift, project, retract,
+                               work_size, observe, q, own_size, rows, last):
+    """:func:`_rk_member_observed` for a one-stage table, bit for bit."""
+    n, d = x0.shape
+    xf, yf, kf = np.empty(n * d), np.empty(n * d), np.empty(n * d)
+    x, y, k = xf.reshape((n, d)), yf.reshape((n, d)), kf.reshape((n, d))
+    copy2(x, x0)
+    work = np.full(work_size, np.nan)
+    own = np.empty(max(own_size, 1))
+    b0, c0 = b[0], c[0]
+    finite = True
+    for iv in range(counts.shape[0]):
+        h = steps[iv]
+        for j in range(counts[iv]):
+            t = ts[iv] + j * h
+            if j == 0:  # a save time: the observer sees x right after the drift did
+                finite &= first_point_finite(xf, h, yf)
+                drift(t + c0 * h, y, p, k, work)
+                observe(t, x, q, rows[iv], work, own)
+            else:
+                first_point(xf, h, yf)
+                drift(t + c0 * h, y, p, k, work)
+            project(y, k)
+            advance_one(xf, b0, kf, h)
+            retract(x)
+    end = ts.shape[0] - 1
+    drift(ts[end], x, p, k, work)  # the last save time: one more evaluation, for the observer
+    observe(ts[end], x, q, rows[end], work, own)
+    if not _finite(x):
+        finite = False
+    copy2(last, x)
+    return finite
+
+
+@njit(_OBSERVED_SIG, **NJIT)
+def _one_stage_block_observed(x0, ts, counts, steps, A, b, c, p, drift, project, retract,
+                              work_size, observe, q, own_size, rows, last, finite):
+    for e in range(x0.shape[0]):
+        finite[e] = _one_stage_member_observed(x0[e], ts, counts, steps, A, b, c, p, drift,
+                                               project, retract, work_size, observe, q,
+                                               own_size, rows[e], last[e])
+
+
+def kernels(tableau) -> tuple:
+    """(stored, observed) block kernels for a table: the one-stage loops for a one-stage table
+    (forward Euler; the same numbers as the general loops), else the general RK loops."""
+    if len(tableau.b) == 1:
+        return _one_stage_block, _one_stage_block_observed
+    return _rk_block, _rk_block_observed
+
+
+def _run(block, x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
     """The members in blocks across threads (:mod:`integrators.numba.threads`)."""
-    over_members(x0.shape[0], lambda lo, hi: _rk_block(
+    over_members(x0.shape[0], lambda lo, hi: block(
         x0[lo:hi], ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out[lo:hi]))
 
 
@@ -188,9 +313,10 @@ def _solve_observed_rk(integrator, problem, x0, ts, p, observer) -> Solution:
     last = np.empty_like(x0)
     finite = np.empty(members, dtype=np.int64)
     A, b, c, p, q = (np.array(a) for a in (tab.A, tab.b, tab.c, p, observer.q))
-    compile_ahead(_rk_block_observed, problem.drift, geom.project, geom.retract, observer.kernel)
+    block = kernels(tab)[1]
+    compile_ahead(block, problem.drift, geom.project, geom.retract, observer.kernel)
     work_size = problem.work_size(*x0.shape[1:])
-    over_members(members, lambda lo, hi: _rk_block_observed(
+    over_members(members, lambda lo, hi: block(
         x0[lo:hi], ts, counts, steps, A, b, c, p, problem.drift, geom.project, geom.retract,
         work_size, observer.kernel, q, observer.work, rows[lo:hi], last[lo:hi], finite[lo:hi]))
     status = np.where(finite != 0, OK, NONFINITE).astype(np.int8)
@@ -220,8 +346,9 @@ class NumbaRK(FixedStep, AbstractIntegrator):
         out = np.empty((x0.shape[0], ts.shape[0]) + x0.shape[1:])
         # The kernel's signature takes writable arrays; tables and p are stored read-only.
         A, b, c, p = (np.array(a) for a in (tab.A, tab.b, tab.c, p))
-        compile_ahead(_rk_block, problem.drift, geom.project, geom.retract)
-        _run(x0, ts, counts, steps, A, b, c, p, problem.drift, geom.project, geom.retract,
+        block = kernels(tab)[0]
+        compile_ahead(block, problem.drift, geom.project, geom.retract)
+        _run(block, x0, ts, counts, steps, A, b, c, p, problem.drift, geom.project, geom.retract,
              problem.work_size(*x0.shape[1:]), out)
         return out
 
