@@ -108,6 +108,47 @@ def test_sphere_geometry_numba():
     np.testing.assert_array_equal(e, x)
 
 
+def test_sphere_geometry_at_d2_is_the_general_loop_bit_for_bit():
+    """d = 2 takes a written-out path (it vectorizes); it must keep the general loop's numbers,
+    signed zeros, infinities and NaN included. The general loop, as the module had it, compiled
+    here."""
+    from numba import njit
+
+    @njit(error_model="numpy")
+    def project_loop(x, v):
+        for i in range(x.shape[0]):
+            xv = 0.0
+            xx = 0.0
+            for k in range(x.shape[1]):
+                xv += x[i, k] * v[i, k]
+                xx += x[i, k] * x[i, k]
+            s = xv / xx
+            for k in range(x.shape[1]):
+                v[i, k] -= s * x[i, k]
+
+    @njit(error_model="numpy")
+    def retract_loop(x):
+        for i in range(x.shape[0]):
+            xx = 0.0
+            for k in range(x.shape[1]):
+                xx += x[i, k] * x[i, k]
+            r = 1.0 / xx**0.5
+            for k in range(x.shape[1]):
+                x[i, k] *= r
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(64, 2)) * np.exp(rng.normal(scale=3.0, size=(64, 1)))
+    v = rng.normal(size=(64, 2))
+    x[:6] = [[-0.0, 1.0], [0.0, -0.0], [np.inf, 1.0], [np.nan, 2.0], [1e-300, -1e-300], [3.0, 4.0]]
+    v[:6] = [[-0.0, 0.0], [1.0, -0.0], [2.0, np.nan], [1.0, 1.0], [-0.0, -0.0], [-4.0, 3.0]]
+    for fast, loop, args in ((SPHERE.project, project_loop, (x, v)),
+                             (SPHERE.retract, retract_loop, (x,))):
+        got, want = [a.copy() for a in args], [a.copy() for a in args]
+        fast(*got)
+        loop(*want)
+        np.testing.assert_array_equal(got[-1].view(np.int64), want[-1].view(np.int64))
+
+
 # --- Step grid --------------------------------------------------------------------------------
 
 

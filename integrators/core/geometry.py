@@ -56,6 +56,13 @@ def _euclid_retract_jax(x):
 @njit(PROJECT_SIG, **NJIT)
 def _sphere_project(x, v):
     n, d = x.shape
+    if d == 2:  # the loops below written out (same operations, same order): the rows vectorize
+        for i in range(n):
+            a, b = x[i, 0], x[i, 1]
+            s = ((0.0 + a * v[i, 0]) + b * v[i, 1]) / ((0.0 + a * a) + b * b)
+            v[i, 0] -= s * a
+            v[i, 1] -= s * b
+        return
     for i in range(n):
         xv = 0.0
         xx = 0.0
@@ -70,6 +77,13 @@ def _sphere_project(x, v):
 @njit(RETRACT_SIG, **NJIT)
 def _sphere_retract(x):
     n, d = x.shape
+    if d == 2:  # as in _sphere_project: the general loop's arithmetic, written out
+        for i in range(n):
+            a, b = x[i, 0], x[i, 1]
+            r = 1.0 / ((0.0 + a * a) + b * b) ** 0.5
+            x[i, 0] = a * r
+            x[i, 1] = b * r
+        return
     for i in range(n):
         xx = 0.0
         for k in range(d):
