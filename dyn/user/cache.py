@@ -24,6 +24,7 @@ written, the same source runs from memory, compiled in each process (``cache=Fal
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import sys
 import tempfile
@@ -40,6 +41,7 @@ STAMP = 1_000_000_000
 HERE = Path(__file__).resolve().parent
 GENERATORS = ("jit.py", "particles_jit.py")
 _LOADED: dict = {}  # key -> module, once per process
+_UNCACHED = itertools.count()  # numbers the modules run from memory (each its own name)
 
 
 def folder() -> Path:
@@ -68,7 +70,7 @@ def load(name: str, source: str, user=None) -> types.ModuleType:
     if digest is not None and digest in _LOADED:
         return _LOADED[digest]
     path = None if digest is None else _written(folder() / f"{name}_{digest}.py", source)
-    module = types.ModuleType(f"dyn_user_{name}_{digest or 'uncached'}")
+    module = types.ModuleType(f"dyn_user_{name}_{digest or f'uncached{next(_UNCACHED)}'}")
     module.__dict__.update(user=user, CACHED=path is not None)
     module.__file__ = str(path) if path else f"<dyn.user generated {name}>"
     # numba finds a function's module by name (inspect.getmodule), in compiling and in loading
