@@ -69,7 +69,7 @@ def load(name: str, source: str, user=None) -> types.ModuleType:
     digest = key(source, user)
     if digest is not None and digest in _LOADED:
         return _LOADED[digest]
-    path = None if digest is None else _written(folder() / f"{name}_{digest}.py", source)
+    path = None if digest is None else _written(f"{name}_{digest}.py", source)
     module = types.ModuleType(f"dyn_user_{name}_{digest or f'uncached{next(_UNCACHED)}'}")
     module.__dict__.update(user=user, CACHED=path is not None)
     module.__file__ = str(path) if path else f"<dyn.user generated {name}>"
@@ -82,9 +82,11 @@ def load(name: str, source: str, user=None) -> types.ModuleType:
     return module
 
 
-def _written(path: Path, source: str) -> Path | None:
-    """`path`, holding `source` (written when absent or different); None when it cannot be."""
+def _written(name: str, source: str) -> Path | None:
+    """The file `name` of :func:`folder`, holding `source` (written when absent or different);
+    None when it cannot be (no home folder, a folder not writable)."""
     try:
+        path = folder() / name
         if path.is_file() and path.read_text() == source:
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,5 +101,5 @@ def _written(path: Path, source: str) -> Path | None:
                 os.unlink(tmp)
             raise
         return path
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: Path.home() without a home
         return None
