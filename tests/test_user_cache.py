@@ -151,3 +151,20 @@ def test_a_function_without_a_file_is_compiled_uncached(tmp_path, monkeypatch):
             return user(0.0, x, 2.0)
     """), space["drift"])
     assert module.CACHED is False and not (tmp_path / "dyn-user").exists()
+
+
+def test_the_key_is_the_same_in_every_process(tmp_path):
+    """A set of strings among the drift's constants iterates in an order that changes with
+    Python's hash seed: the key must not (else every process would miss the cache)."""
+    (tmp_path / "with_set.py").write_text(
+        "def drift(t, x, a):\n    return x if a in {'u', 'v', 'w', 'z'} else -x\n")
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import with_set; "
+              "from dyn.user import identity; print(identity.digest(with_set.drift))")
+    found = set()
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(ROOT))
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                              text=True, env=env, timeout=60)
+        assert done.returncode == 0, done.stderr
+        found.add(done.stdout.strip())
+    assert len(found) == 1 and None not in found and "None" not in found

@@ -65,10 +65,12 @@ class _Walk:
     def value(self, v) -> None:
         if isinstance(v, PLAIN):
             self.parts.append(repr(v))
-        elif isinstance(v, (tuple, list, frozenset)):
+        elif isinstance(v, (tuple, list)):
             self.parts.append(f"{type(v).__name__}[{len(v)}]")
             for item in v:
                 self.value(item)
+        elif isinstance(v, (set, frozenset)):  # in an order that is the same in every process
+            self.parts.append(f"{type(v).__name__} {_stable(v)}")
         elif isinstance(v, np.ndarray):
             self.parts.append(f"array {v.dtype.str} {v.shape} "
                               f"{hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()}")
@@ -167,5 +169,15 @@ class _Walk:
             if isinstance(const, types.CodeType):
                 names += self.code(const)
             else:
-                self.parts.append(f"const {const!r}")
+                self.parts.append(f"const {_stable(const)}")
         return list(dict.fromkeys(names))
+
+
+def _stable(v) -> str:
+    """repr of a constant, sets in sorted order (a set of strings iterates in an order that
+    changes from process to process)."""
+    if isinstance(v, (set, frozenset)):
+        return f"{type(v).__name__}({sorted(_stable(item) for item in v)})"
+    if isinstance(v, tuple):
+        return f"({', '.join(_stable(item) for item in v)},)"
+    return repr(v)
