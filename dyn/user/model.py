@@ -30,7 +30,7 @@ from ..systems.base import System
 GEOMETRIES = ("euclidean", "sphere")
 LEADING = {"drift": ("t", "x"), "diffusion": ("t", "x", "dw")}  # the arguments before the params
 ODE_JAX, SDE_JAX = frozenset({"euler", "heun", "rk4"}), frozenset({"euler_maruyama"})
-_COMPILED: dict = {}  # (class, kind) -> its numba ABI function, compiled once per process
+_COMPILED: dict = {}  # (class, kind) -> its numba ABI function, made once per process
 
 
 def _function(cls, attr: str):
@@ -108,8 +108,9 @@ class Model(System):
 
     @classmethod
     def numba_function(cls, kind: str = "drift"):
-        """The numba ABI function of `kind` ("drift" or "diffusion"), compiled once per process;
-        None when the model has no numba form of it."""
+        """The numba ABI function of `kind` ("drift" or "diffusion"), made once per process
+        (compiled, or loaded from the cache of :mod:`dyn.user.cache`); None when the model has
+        no numba form of it."""
         fn = _function(cls, kind)
         if fn is None:
             return None

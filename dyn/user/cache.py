@@ -1,0 +1,105 @@
+"""Generated numba code that numba can cache: each generated module is a file in
+:func:`folder`, named by the hash of all it compiles from.
+
+A user's model reaches the integrators through generated functions (:mod:`dyn.user.jit`,
+:mod:`dyn.user.particles_jit`): their source depends on the model (which parameters the user's
+function reads, the normalization it is built with), so it cannot be a file of the package.
+numba caches a function only when it has a source file, and keys the cache on that file and the
+function's bytecode, not on what it calls. So the generated source is written once to a file
+whose name carries a sha256 of
+
+- the source itself (the generated adapter, with the model's constants spelled in it),
+- :func:`dyn.user.identity.digest` of the user's function (the bytes of every file it compiles
+  from, its code, the constants it reads),
+- the package's generator files (dyn/user/jit.py, dyn/user/particles_jit.py), numba's and
+  Python's versions,
+
+and the module is executed from there with ``cache=True``: a later process with the same model
+finds the file and numba loads the compiled code from its cache beside it. Any edit gives
+another name, so a cached adapter never runs a function other than the one it was made from.
+
+Where no key can be made (:func:`dyn.user.identity.digest` is None) or the folder cannot be
+written, the same source runs from memory, compiled in each process (``cache=False``).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+import numba
+
+from . import identity
+
+# the generated files' modification time: numba keys its cache on (mtime, size) of the source,
+# so two processes writing the same file at once leave one stamp (its name fixes its bytes)
+STAMP = 1_000_000_000
+HERE = Path(__file__).resolve().parent
+GENERATORS = ("jit.py", "particles_jit.py")
+_LOADED: dict = {}  # key -> module, once per process
+_UNCACHED = itertools.count()  # numbers the modules run from memory (each its own name)
+
+
+def folder() -> Path:
+    """Where generated modules and numba's cache of them live: ``$NUMBA_CACHE_DIR/dyn-user``
+    when NUMBA_CACHE_DIR is set, else ``~/.cache/dyn/numba``."""
+    base = os.environ.get("NUMBA_CACHE_DIR")
+    return Path(base) / "dyn-user" if base else Path.home() / ".cache" / "dyn" / "numba"
+
+
+def key(source: str, user=None) -> str | None:
+    """The hash that names `source`'s file given the user's function `user` (module doc);
+    None when `user` cannot be keyed."""
+    found = "" if user is None else identity.digest(user)
+    if found is None:
+        return None
+    parts = [source, found, numba.__version__, sys.version]
+    parts += [identity.file_digest(str(HERE / name)) for name in GENERATORS]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+def load(name: str, source: str, user=None) -> types.ModuleType:
+    """The module of the generated `source` (its decorators read the global ``CACHED``), with
+    the global ``user`` bound to `user`: from its file in :func:`folder` (written the first
+    time), cached by numba; or from memory, uncached, where that cannot be (module doc)."""
+    digest = key(source, user)
+    if digest is not None and digest in _LOADED:
+        return _LOADED[digest]
+    path = None if digest is None else _written(f"{name}_{digest}.py", source)
+    module = types.ModuleType(f"dyn_user_{name}_{digest or f'uncached{next(_UNCACHED)}'}")
+    module.__dict__.update(user=user, CACHED=path is not None)
+    module.__file__ = str(path) if path else f"<dyn.user generated {name}>"
+    # numba finds a function's module by name (inspect.getmodule), in compiling and in loading
+    # its cache: the module must be importable as long as the process runs
+    sys.modules[module.__name__] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    if digest is not None:
+        _LOADED[digest] = module
+    return module
+
+
+def _written(name: str, source: str) -> Path | None:
+    """The file `name` of :func:`folder`, holding `source` (written when absent or different);
+    None when it cannot be (no home folder, a folder not writable)."""
+    try:
+        path = folder() / name
+        if path.is_file() and path.read_text() == source:
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
+        try:
+            with os.fdopen(handle, "w") as f:
+                f.write(source)
+            os.utime(tmp, (STAMP, STAMP))
+            os.replace(tmp, path)  # whole or absent, for a process reading it at once
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+    except (OSError, RuntimeError):  # RuntimeError: Path.home() without a home
+        return None
