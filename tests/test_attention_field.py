@@ -242,3 +242,30 @@ def test_symmetric_blocks_cover_the_triangle_in_whole_groups():
             ends.append(j1)
             j0 = j1
         assert ends[-1] == n and (len(ends) == 1) == (n * (n + 1) // 2 <= BLOCK_ENTRIES)
+
+
+@pytest.mark.parametrize("n", [4, 8, 12, 32, 64, 128])
+def test_fused_circle_exps_are_the_scores_then_the_exp(n):
+    """d = 2: the one-pass scores-and-exps of the symmetric path give the triangle of the
+    score pass followed by the vectorised exp bit for bit (the main ensembles keep their bits;
+    equality, not a tolerance, is the claim of _upper_exps2's docstring)."""
+    from dyn.numerics.vexp import exp_inplace
+
+    rng = np.random.default_rng(n)
+    d, nd = 2, 2 * n
+    w = 5 * nd + 2 * n
+    entries = n * (n + 1) // 2
+    for beta in (1.0, -2.5, 9.0):
+        x = rng.standard_normal((n, d))
+        x *= rng.uniform(0.5, 1.5, (n, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
+        work = np.zeros(_field_small.work_size(n, d))
+        c = abs(beta) * _field_small._transpose(x, work, 0, w - n)
+        assert _field_symmetric._upper_scores(work, w, 0, 0, beta, n, d, 0.0, c, 0, n) == entries
+        exp_inplace(work[w:w + entries], 0.0)
+        two_pass = work[w:w + entries].copy()
+        work[w:w + entries] = np.nan
+        _field_symmetric._upper_exps2(work, w, 0, 0, n, beta, c)
+        assert np.array_equal(work[w:w + entries].view(np.int64), two_pass.view(np.int64))
+        # e = exp(s - c) with c >= |s|: in (0, 1], up to the rounding of s - c at the token of
+        # largest norm (s_jj = c exactly in real arithmetic)
+        assert np.all((two_pass > 0) & (two_pass <= 1 + 1e-14))

@@ -37,7 +37,7 @@ from integrators.numba_abi import F1, FASTMATH, NJIT
 
 from ._field_small import (SIGNATURE, I, _apply_rows, _combine, _transpose, columns,
                            matrix_bound)
-from .vexp import EXP_MAX_ARG, exp_inplace
+from .vexp import EXP_MAX_ARG, exp_fused, exp_inplace, fma
 
 # entries of the triangle one column block holds at d = 2 (1 MiB: in L2 with the sums)
 BLOCK_ENTRIES = 1 << 17
@@ -284,6 +284,34 @@ def _upper_accumulate_block(work, w, vt, sums, n, d, j0, j1):
         j += 1
 
 
+@njit(types.void(F1, I, I, I, I, types.float64, types.float64), **NJIT, fastmath=FASTMATH)
+def _upper_exps2(work, w, xt, qt, n, beta, c):
+    """d = 2, n a multiple of 4, no bias: the exps of the upper triangle from `w` (the layout
+    of :func:`_upper_scores`), scores and exps in one vectorized pass, the same bits as
+    :func:`_upper_scores` then :func:`.vexp.exp_inplace`: the scores are the roundings LLVM
+    makes of ``a q0 + b q1 - c`` there (fma(b, q1, a q0) - c in the first column of a group
+    of four, fma(b, q1, -fma(-a, q0, c)) in the others), the exps :func:`.vexp.exp_fused`.
+    Each column of a group runs over the group's L + 3 rows (a multiple of four: no scalar
+    remainder); the rows past its own end land on the next column's first rows, which that
+    column writes after."""
+    x0 = work[xt:xt + n]
+    x1 = work[xt + n:xt + 2 * n]
+    at = w
+    for j in range(0, n, 4):
+        L = j + 1
+        m = L + 3
+        q0, q1 = beta * work[qt + j], beta * work[qt + n + j]
+        col = work[at:at + m]
+        for u in range(m):
+            col[u] = exp_fused(fma(x1[u], q1, x0[u] * q0) - c)
+        for t, start in ((1, L), (2, 2 * L + 1), (3, 3 * L + 3)):
+            q0, q1 = beta * work[qt + j + t], beta * work[qt + n + j + t]
+            col = work[at + start:at + start + m]
+            for u in range(m):
+                col[u] = exp_fused(fma(x1[u], q1, -fma(-x0[u], q0, c)))
+        at += 4 * L + 6
+
+
 @njit(types.int64(I, I), **NJIT)
 def _block_end(j0, n):
     """The end j1 of the column block from j0: whole groups of four columns while the block
@@ -318,6 +346,7 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
         return
     usa_weight = math.exp(c) / n if usa else 0.0
     one_block = d != 2 or n * (n + 1) // 2 <= BLOCK_ENTRIES
+    fused = d == 2 and one_block and n % 4 == 0 and slope == 0.0
     for h in range(heads):
         qt = xt
         if not m_id:
@@ -326,7 +355,10 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
         if not v_id:
             _apply_rows(work, xt, V, vt, n, d, h, 1.0, False)  # V_h x_j
         values = xt if v_id else vt
-        j0 = 0
+        j0 = n if fused else 0
+        if fused:  # scores and exps in one pass (the same bits)
+            _upper_exps2(work, w, xt, qt, n, beta, c)
+            _upper_accumulate(work, w, values, sums, n, d)
         while j0 < n:  # column blocks: scores, exps and sums while the block is in cache
             j1 = n if one_block else _block_end(j0, n)
             entries = _upper_scores(work, w, xt, qt, beta, n, d, slope, c, j0, j1)

@@ -54,6 +54,38 @@ def _float_of(typingctx, bits):
     return types.float64(types.int64), codegen
 
 
+@intrinsic
+def fma(typingctx, a, b, c):
+    """a * b + c rounded once (llvm.fma: vectorizes, and no fast-math flag can split or reorder
+    it, so a caller compiled with "reassoc" still gets exactly these roundings)."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return types.float64(types.float64, types.float64, types.float64), codegen
+
+
+@njit(inline="always", **NJIT)
+def exp_fused(y):
+    """exp(y) for y <= EXP_MAX_ARG: the bits of :func:`exp_inplace` (its contracted products
+    written as :func:`fma`, which is what LLVM makes of them there), for loops that compute the
+    argument and use the exp in registers, in a function compiled with any fast-math flags."""
+    y = max(y, EXP_MIN)
+    k = np.floor(fma(y, _LOG2E, 0.5))
+    r = fma(k, -_LN2_LO, fma(k, -_LN2_HI, y))
+    q = fma(_C13, r, _C12)
+    q = fma(q, r, _C11)
+    q = fma(q, r, _C10)
+    q = fma(q, r, _C9)
+    q = fma(q, r, _C8)
+    q = fma(q, r, _C7)
+    q = fma(q, r, _C6)
+    q = fma(q, r, _C5)
+    q = fma(q, r, _C4)
+    q = fma(q, r, _C3)
+    q = fma(q, r, _C2)
+    q = fma(q, r, 1.0)
+    return fma(q, r, 1.0) * _float_of((_bits_of(k + _ROUND) + 1023) << 52)
+
+
 # no "reassoc" (FASTMATH_ORDERED): it would be allowed to undo the Cody-Waite split
 @njit(types.void(types.float64[::1], types.float64), **NJIT, fastmath=FASTMATH_ORDERED)
 def exp_inplace(w, shift):
