@@ -269,3 +269,30 @@ def test_fused_circle_exps_are_the_scores_then_the_exp(n):
         # e = exp(s - c) with c >= |s|: in (0, 1], up to the rounding of s - c at the token of
         # largest norm (s_jj = c exactly in real arithmetic)
         assert np.all((two_pass > 0) & (two_pass <= 1 + 1e-14))
+
+
+def test_circle_transpose_and_normalization_are_the_general_ones():
+    """d = 2: the specialised column copy (with max |x_i|^2, which sets the shift c) and the
+    one-head normalization give the general helpers' bits (equality: the main ensembles keep
+    their numbers)."""
+    from dyn.numerics._field_symmetric import _normalize2, _transpose2
+
+    rng = np.random.default_rng(11)
+    for n in (3, 16, 32, 33):
+        x = rng.standard_normal((n, 2)) * rng.uniform(0.2, 3.0, (n, 1))
+        general, special = np.zeros(4 * n), np.zeros(4 * n)
+        r2 = _field_small._transpose(x, general, 0, 2 * n)
+        assert _transpose2(x, special, 0) == r2  # bit for bit
+        assert r2 == pytest.approx(np.max(np.sum(x * x, axis=1)), rel=1e-15)  # (fma vs numpy)
+        assert np.array_equal(special[:2 * n], general[:2 * n])
+        sums = rng.uniform(0.5, 3.0, 3 * n)
+        for usa, weight in ((False, 0.0), (True, 0.37)):
+            work = np.concatenate([sums, np.zeros(2 * n)])
+            expected = np.empty((n, 2))
+            for i in range(n):
+                work[i] = weight if usa else 1.0 / work[i]
+            _field_small._combine(work, 0, 3 * n, expected, n, 2, 0, 1)
+            out = np.empty((n, 2))
+            work = np.concatenate([sums, np.zeros(2 * n)])
+            _normalize2(work, 0, out, weight, usa)
+            assert np.array_equal(out, expected)

@@ -33,7 +33,7 @@ import math
 from numba import types
 
 from integrators.jit import njit
-from integrators.numba_abi import F1, FASTMATH, NJIT
+from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
 from ._field_small import (SIGNATURE, I, _apply_rows, _combine, _transpose, columns,
                            matrix_bound)
@@ -312,6 +312,39 @@ def _upper_exps2(work, w, xt, qt, n, beta, c):
         at += 4 * L + 6
 
 
+@njit(types.float64(F2, F1, I), **NJIT, fastmath=FASTMATH)
+def _transpose2(x, work, at):
+    """d = 2: work[at + i], work[at + n + i] <- x[i, 0], x[i, 1]; returns max_i |x_i|^2 (the
+    bits of :func:`._field_small._transpose`, which also stores the norms: not read here)."""
+    n = x.shape[0]
+    x0 = work[at:at + n]
+    x1 = work[at + n:at + 2 * n]
+    r2 = 0.0
+    for i in range(n):
+        a = x[i, 0]
+        b = x[i, 1]
+        x0[i] = a
+        x1[i] = b
+        r2 = max(r2, a * a + b * b)
+    return r2
+
+
+@njit(types.void(F1, I, F2, types.float64, types.boolean), **NJIT, fastmath=FASTMATH)
+def _normalize2(work, sums, out, usa_weight, usa):
+    """d = 2, one head: out[i] <- a_i (sum_j e_ij x_j) with a_i = 1/Z_i (SA) or usa_weight,
+    the weights left in row 0 of the sums as :func:`._field_small._combine` reads them (the
+    same two roundings: the weight, then its product)."""
+    n = out.shape[0]
+    z = work[sums:sums + n]
+    for i in range(n):
+        z[i] = usa_weight if usa else 1.0 / z[i]
+    s0 = work[sums + n:sums + 2 * n]
+    s1 = work[sums + 2 * n:sums + 3 * n]
+    for i in range(n):
+        out[i, 0] = z[i] * s0[i]
+        out[i, 1] = z[i] * s1[i]
+
+
 @njit(types.int64(I, I), **NJIT)
 def _block_end(j0, n):
     """The end j1 of the column block from j0: whole groups of four columns while the block
@@ -337,7 +370,7 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
     xt, vt, tot = 0, 2 * nd, 3 * nd
     sums = 4 * nd
     w = 5 * nd + 2 * n
-    r2 = _transpose(x, work, xt, 5 * nd + n)
+    r2 = _transpose2(x, work, xt) if d == 2 else _transpose(x, work, xt, 5 * nd + n)
     c = abs(beta) * matrix_bound(heads, d, M, m_id) * r2  # >= |s_ij| for every pair
     end = work.shape[0]  # the normalizers' two floats: [c, sum_i Z_i] of head 0
     if not 2.0 * c <= EXP_MAX_ARG:
@@ -374,6 +407,9 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
                 total += work[sums + i]
             work[end - 2] = c
             work[end - 1] = total
+        if d == 2 and heads == 1:
+            _normalize2(work, sums, out, usa_weight, usa)
+            continue
         for i in range(n):  # Z_i <- the weight 1/(H Z_i) of head h on row i
             a = usa_weight if usa else 1.0 / work[sums + i]
             work[sums + i] = a / heads if heads > 1 else a
