@@ -245,12 +245,10 @@ def test_symmetric_blocks_cover_the_triangle_in_whole_groups():
 
 
 @pytest.mark.parametrize("n", [4, 8, 12, 32, 64, 128])
-def test_fused_circle_exps_are_the_scores_then_the_exp(n):
-    """d = 2: the one-pass scores-and-exps of the symmetric path give the triangle of the
-    score pass followed by the vectorised exp bit for bit (the main ensembles keep their bits;
-    equality, not a tolerance, is the claim of _upper_exps2's docstring)."""
-    from dyn.numerics.vexp import exp_inplace
-
+def test_vectorized_circle_scores_are_the_general_ones(n):
+    """d = 2: the vectorized score pass of the symmetric path gives the general score pass's
+    triangle bit for bit (equality, not a tolerance, is its docstring's claim: the main
+    ensembles keep their numbers)."""
     rng = np.random.default_rng(n)
     d, nd = 2, 2 * n
     w = 5 * nd + 2 * n
@@ -261,14 +259,29 @@ def test_fused_circle_exps_are_the_scores_then_the_exp(n):
         work = np.zeros(_field_small.work_size(n, d))
         c = abs(beta) * _field_small._transpose(x, work, 0, w - n)
         assert _field_symmetric._upper_scores(work, w, 0, 0, beta, n, d, 0.0, c, 0, n) == entries
-        exp_inplace(work[w:w + entries], 0.0)
-        two_pass = work[w:w + entries].copy()
+        general = work[w:w + entries].copy()
         work[w:w + entries] = np.nan
-        _field_symmetric._upper_exps2(work, w, 0, 0, n, beta, c)
-        assert np.array_equal(work[w:w + entries].view(np.int64), two_pass.view(np.int64))
-        # e = exp(s - c) with c >= |s|: in (0, 1], up to the rounding of s - c at the token of
-        # largest norm (s_jj = c exactly in real arithmetic)
-        assert np.all((two_pass > 0) & (two_pass <= 1 + 1e-14))
+        _field_symmetric._upper_scores2(work, w, 0, 0, n, beta, c)
+        assert np.array_equal(work[w:w + entries].view(np.int64), general.view(np.int64))
+        # c bounds every score: s - c in [-2c, 0] up to the rounding at the largest norm
+        assert np.all((general >= -2 * c * (1 + 1e-14)) & (general <= 1e-14 * c))
+
+
+def test_vectorized_exp_is_its_scalar_form():
+    """exp_inplace in 512-bit vectors (where the CPU has them) gives, element by element, the
+    bits of its scalar remainder loop (length-1 calls), and exp to 1 ulp or so."""
+    from dyn.numerics.vexp import exp_inplace
+
+    rng = np.random.default_rng(3)
+    y = np.concatenate([-rng.uniform(0, 5, 997), -rng.uniform(0, 700, 997), [0.0, -708.4]])
+    vector = y.copy()
+    exp_inplace(vector, 0.0)
+    scalar = y.copy()
+    for i in range(y.size):
+        exp_inplace(scalar[i:i + 1], 0.0)
+    assert np.array_equal(vector.view(np.int64), scalar.view(np.int64))
+    inside = y >= -708.0  # below EXP_MIN the argument is clamped (documented)
+    assert np.allclose(vector[inside], np.exp(y[inside]), rtol=4e-16, atol=0)
 
 
 def test_circle_transpose_and_normalization_are_the_general_ones():

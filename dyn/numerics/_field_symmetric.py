@@ -37,7 +37,7 @@ from integrators.numba_abi import F1, F2, FASTMATH, NJIT
 
 from ._field_small import (SIGNATURE, I, _apply_rows, _combine, _transpose, columns,
                            matrix_bound)
-from .vexp import EXP_MAX_ARG, exp_fused, exp_inplace, fma
+from .vexp import EXP_MAX_ARG, exp_inplace, fma
 
 # entries of the triangle one column block holds at d = 2 (1 MiB: in L2 with the sums)
 BLOCK_ENTRIES = 1 << 17
@@ -285,13 +285,12 @@ def _upper_accumulate_block(work, w, vt, sums, n, d, j0, j1):
 
 
 @njit(types.void(F1, I, I, I, I, types.float64, types.float64), **NJIT, fastmath=FASTMATH)
-def _upper_exps2(work, w, xt, qt, n, beta, c):
-    """d = 2, n a multiple of 4, no bias: the exps of the upper triangle from `w` (the layout
-    of :func:`_upper_scores`), scores and exps in one vectorized pass, the same bits as
-    :func:`_upper_scores` then :func:`.vexp.exp_inplace`: the scores are the roundings LLVM
-    makes of ``a q0 + b q1 - c`` there (fma(b, q1, a q0) - c in the first column of a group
-    of four, fma(b, q1, -fma(-a, q0, c)) in the others), the exps :func:`.vexp.exp_fused`.
-    Each column of a group runs over the group's L + 3 rows (a multiple of four: no scalar
+def _upper_scores2(work, w, xt, qt, n, beta, c):
+    """d = 2, n a multiple of 4, no bias: :func:`_upper_scores` over the whole triangle, its
+    bits, in vectorized loops (its own loop stays scalar: LLVM cannot rule out negative
+    offsets there). Its roundings of ``a q0 + b q1 - c`` written out: fma(b, q1, a q0) - c in
+    the first column of a group of four, fma(b, q1, -fma(-a, q0, c)) in the others. Each
+    column of a group runs over the group's L + 3 rows (a multiple of four: no scalar
     remainder); the rows past its own end land on the next column's first rows, which that
     column writes after."""
     x0 = work[xt:xt + n]
@@ -303,12 +302,12 @@ def _upper_exps2(work, w, xt, qt, n, beta, c):
         q0, q1 = beta * work[qt + j], beta * work[qt + n + j]
         col = work[at:at + m]
         for u in range(m):
-            col[u] = exp_fused(fma(x1[u], q1, x0[u] * q0) - c)
+            col[u] = fma(x1[u], q1, x0[u] * q0) - c
         for t, start in ((1, L), (2, 2 * L + 1), (3, 3 * L + 3)):
             q0, q1 = beta * work[qt + j + t], beta * work[qt + n + j + t]
             col = work[at + start:at + start + m]
             for u in range(m):
-                col[u] = exp_fused(fma(x1[u], q1, -fma(-x0[u], q0, c)))
+                col[u] = fma(x1[u], q1, -fma(-x0[u], q0, c))
         at += 4 * L + 6
 
 
@@ -389,8 +388,9 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
             _apply_rows(work, xt, V, vt, n, d, h, 1.0, False)  # V_h x_j
         values = xt if v_id else vt
         j0 = n if fused else 0
-        if fused:  # scores and exps in one pass (the same bits)
-            _upper_exps2(work, w, xt, qt, n, beta, c)
+        if fused:  # the scores vectorized (the same bits)
+            _upper_scores2(work, w, xt, qt, n, beta, c)
+            exp_inplace(work[w:w + n * (n + 1) // 2], 0.0)
             _upper_accumulate(work, w, values, sums, n, d)
         while j0 < n:  # column blocks: scores, exps and sums while the block is in cache
             j1 = n if one_block else _block_end(j0, n)

@@ -55,41 +55,35 @@ def _float_of(typingctx, bits):
 
 
 @intrinsic
+def wide_vectors(typingctx):
+    """Call first thing in a kernel: its loops may use 512-bit vectors where the CPU has them
+    (LLVM's "prefer-vector-width" and "min-legal-vector-width" attributes of the function,
+    which default to 256 bits on AVX-512 CPUs). For elementwise loops only: a vectorized
+    reduction would change its order with the width. Harmless on a CPU without AVX-512."""
+    def codegen(context, builder, signature, args):
+        attributes = builder.function.attributes
+        # string attributes: llvmlite's add() accepts only its list of keyword attributes
+        set.add(attributes, '"prefer-vector-width"="512"')
+        set.add(attributes, '"min-legal-vector-width"="512"')
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+@intrinsic
 def fma(typingctx, a, b, c):
-    """a * b + c rounded once (llvm.fma: vectorizes, and no fast-math flag can split or reorder
-    it, so a caller compiled with "reassoc" still gets exactly these roundings)."""
+    """a * b + c rounded once (llvm.fma: vectorizes, and no fast-math flag splits or reorders
+    it, so a kernel compiled with "reassoc" gets exactly these roundings)."""
     def codegen(context, builder, signature, args):
         return builder.fma(*args)
     return types.float64(types.float64, types.float64, types.float64), codegen
 
 
-@njit(inline="always", **NJIT)
-def exp_fused(y):
-    """exp(y) for y <= EXP_MAX_ARG: the bits of :func:`exp_inplace` (its contracted products
-    written as :func:`fma`, which is what LLVM makes of them there), for loops that compute the
-    argument and use the exp in registers, in a function compiled with any fast-math flags."""
-    y = max(y, EXP_MIN)
-    k = np.floor(fma(y, _LOG2E, 0.5))
-    r = fma(k, -_LN2_LO, fma(k, -_LN2_HI, y))
-    q = fma(_C13, r, _C12)
-    q = fma(q, r, _C11)
-    q = fma(q, r, _C10)
-    q = fma(q, r, _C9)
-    q = fma(q, r, _C8)
-    q = fma(q, r, _C7)
-    q = fma(q, r, _C6)
-    q = fma(q, r, _C5)
-    q = fma(q, r, _C4)
-    q = fma(q, r, _C3)
-    q = fma(q, r, _C2)
-    q = fma(q, r, 1.0)
-    return fma(q, r, 1.0) * _float_of((_bits_of(k + _ROUND) + 1023) << 52)
-
-
 # no "reassoc" (FASTMATH_ORDERED): it would be allowed to undo the Cody-Waite split
 @njit(types.void(types.float64[::1], types.float64), **NJIT, fastmath=FASTMATH_ORDERED)
 def exp_inplace(w, shift):
-    """w[j] <- exp(w[j] - shift) for w[j] - shift <= EXP_MAX_ARG, in one pass (no scratch)."""
+    """w[j] <- exp(w[j] - shift) for w[j] - shift <= EXP_MAX_ARG, in one pass (no scratch),
+    with 512-bit vectors where the CPU has them (elementwise: the same bits at any width)."""
+    wide_vectors()
     for j in range(w.shape[0]):
         y = max(w[j] - shift, EXP_MIN)
         k = np.floor(y * _LOG2E + 0.5)
