@@ -309,3 +309,35 @@ def test_circle_transpose_and_normalization_are_the_general_ones():
             work = np.concatenate([sums, np.zeros(2 * n)])
             _normalize2(work, 0, out, weight, usa)
             assert np.array_equal(out, expected)
+
+
+@pytest.mark.parametrize("n", [4, 8, 12, 16, 32, 64])
+def test_circle_sums_are_the_general_ones(n):
+    """d = 2: the symmetric path's sums with the small triangles in registers give the general
+    sums bit for bit, over x itself and over other values (V x): rows below 12 and from 12 on
+    take LLVM's scalar and vectorized orders there (equality: the main ensembles keep their
+    numbers)."""
+    from dyn.numerics.vexp import exp_inplace
+
+    rng = np.random.default_rng(100 + n)
+    d, nd = 2, 2 * n
+    w = 5 * nd + 2 * n
+    sums = 4 * nd
+    for trial in range(4):
+        x = rng.standard_normal((n, d))
+        x *= rng.uniform(0.3, 1.5, (n, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
+        beta = rng.uniform(-4.0, 9.0)
+        work = np.zeros(_field_small.work_size(n, d))
+        c = abs(beta) * _field_small._transpose(x, work, 0, w - n)
+        entries = _field_symmetric._upper_scores(work, w, 0, 0, beta, n, d, 0.0, c, 0, n)
+        exp_inplace(work[w:w + entries], 0.0)
+        values = 0 if trial % 2 else 2 * nd
+        work[2 * nd:3 * nd] = rng.standard_normal(nd)
+        _field_symmetric._upper_accumulate(work, w, values, sums, n, d)
+        general = work[sums:sums + 3 * n].copy()
+        work[sums:sums + 3 * n] = np.nan
+        _field_symmetric._upper_accumulate2(work, w, values, sums, n)
+        assert np.array_equal(work[sums:sums + 3 * n].view(np.int64), general.view(np.int64))
+        # the row sums Z_i = sum_j e_ij against numpy (weights e_ij = exp(s_ij - c))
+        e = np.exp(beta * x @ x.T - c)
+        assert np.allclose(general[:n], e.sum(axis=1), rtol=1e-13)

@@ -70,6 +70,16 @@ def wide_vectors(typingctx):
 
 
 @intrinsic
+def add(typingctx, a, b):
+    """a + b, never reassociated: a chain of these keeps its order in a kernel compiled with
+    "reassoc". Its one flag "nsz" (which changes no nonzero sum) keeps numba's fast-math pass
+    from adding its own: that pass flags only the float operations that have none."""
+    def codegen(context, builder, signature, args):
+        return builder.fadd(*args, flags=("nsz",))
+    return types.float64(types.float64, types.float64), codegen
+
+
+@intrinsic
 def fma(typingctx, a, b, c):
     """a * b + c rounded once (llvm.fma: vectorizes, and no fast-math flag splits or reorders
     it, so a kernel compiled with "reassoc" gets exactly these roundings)."""
