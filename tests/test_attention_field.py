@@ -261,7 +261,7 @@ def test_vectorized_circle_scores_are_the_general_ones(n):
         assert _field_symmetric._upper_scores(work, w, 0, 0, beta, n, d, 0.0, c, 0, n) == entries
         general = work[w:w + entries].copy()
         work[w:w + entries] = np.nan
-        _field_symmetric._upper_scores2(work, w, 0, 0, n, beta, c)
+        assert _field_symmetric._upper_scores2(work, w, 0, 0, n, beta, c, 0, n) == entries
         assert np.array_equal(work[w:w + entries].view(np.int64), general.view(np.int64))
         # c bounds every score: s - c in [-2c, 0] up to the rounding at the largest norm
         assert np.all((general >= -2 * c * (1 + 1e-14)) & (general <= 1e-14 * c))
@@ -341,3 +341,35 @@ def test_circle_sums_are_the_general_ones(n):
         # the row sums Z_i = sum_j e_ij against numpy (weights e_ij = exp(s_ij - c))
         e = np.exp(beta * x @ x.T - c)
         assert np.allclose(general[:n], e.sum(axis=1), rtol=1e-13)
+
+
+def test_circle_blocks_are_the_general_blocks():
+    """d = 2 beyond one block (n = 520: the triangle in column blocks): the vectorized scores
+    and the block sums give the general blocked passes' bits."""
+    from dyn.numerics._field_symmetric import _block_end
+    from dyn.numerics.vexp import exp_inplace
+
+    rng = np.random.default_rng(520)
+    n, d = 520, 2
+    nd = n * d
+    w, sums = 5 * nd + 2 * n, 4 * nd
+    x = rng.standard_normal((n, d))
+    x *= rng.uniform(0.5, 1.5, (n, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
+    work = np.zeros(_field_small.work_size(n, d))
+    c = 3.0 * _field_small._transpose(x, work, 0, w - n)
+    work[2 * nd:3 * nd] = rng.standard_normal(nd)
+    special = work.copy()
+    j0, blocks = 0, 0
+    while j0 < n:
+        j1 = _block_end(j0, n)
+        entries = _field_symmetric._upper_scores(work, w, 0, 0, 3.0, n, d, 0.0, c, j0, j1)
+        assert _field_symmetric._upper_scores2(special, w, 0, 0, n, 3.0, c, j0, j1) == entries
+        for buffer in (work, special):
+            exp_inplace(buffer[w:w + entries], 0.0)
+        assert np.array_equal(special[w:w + entries], work[w:w + entries])
+        _field_symmetric._upper_accumulate_block(work, w, 2 * nd, sums, n, d, j0, j1)
+        _field_symmetric._upper_accumulate2_block(special, w, 2 * nd, sums, n, j0, j1)
+        j0, blocks = j1, blocks + 1
+    assert blocks > 1
+    assert np.array_equal(special[sums:sums + 3 * n].view(np.int64),
+                          work[sums:sums + 3 * n].view(np.int64))

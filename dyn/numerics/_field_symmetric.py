@@ -284,19 +284,20 @@ def _upper_accumulate_block(work, w, vt, sums, n, d, j0, j1):
         j += 1
 
 
-@njit(types.void(F1, I, I, I, I, types.float64, types.float64), **NJIT, fastmath=FASTMATH)
-def _upper_scores2(work, w, xt, qt, n, beta, c):
-    """d = 2, n a multiple of 4, no bias: :func:`_upper_scores` over the whole triangle, its
-    bits, in vectorized loops (its own loop stays scalar: LLVM cannot rule out negative
+@njit(types.int64(F1, I, I, I, I, types.float64, types.float64, I, I), **NJIT,
+      fastmath=FASTMATH)
+def _upper_scores2(work, w, xt, qt, n, beta, c, j0, j1):
+    """d = 2, n a multiple of 4, no bias: :func:`_upper_scores` for the columns j0 <= j < j1
+    (multiples of 4), its bits, in vectorized loops (its own loop stays scalar: LLVM cannot rule out negative
     offsets there). Its roundings of ``a q0 + b q1 - c`` written out: fma(b, q1, a q0) - c in
     the first column of a group of four, fma(b, q1, -fma(-a, q0, c)) in the others. Each
     column of a group runs over the group's L + 3 rows (a multiple of four: no scalar
     remainder); the rows past its own end land on the next column's first rows, which that
-    column writes after."""
+    column writes after. Returns the number of entries."""
     x0 = work[xt:xt + n]
     x1 = work[xt + n:xt + 2 * n]
     at = w
-    for j in range(0, n, 4):
+    for j in range(j0, j1, 4):
         L = j + 1
         m = L + 3
         q0, q1 = beta * work[qt + j], beta * work[qt + n + j]
@@ -309,6 +310,7 @@ def _upper_scores2(work, w, xt, qt, n, beta, c):
             for u in range(m):
                 col[u] = fma(x1[u], q1, -fma(-x0[u], q0, c))
         at += 4 * L + 6
+    return at - w
 
 
 @njit(types.void(F1, I, I, I, I), **NJIT, fastmath=FASTMATH)
@@ -325,6 +327,119 @@ def _upper_accumulate2(work, w, vt, sums, n):
     at = w
     j = 0
     while j < n:
+        L = j + 1
+        size = 4 * L + 6
+        blk = work[at:at + size]
+        s1, s2, s3 = L, 2 * L + 1, 3 * L + 3
+        v00, v01, v02, v03 = v[j], v[j + 1], v[j + 2], v[j + 3]
+        v10, v11, v12, v13 = v[n + j], v[n + j + 1], v[n + j + 2], v[n + j + 3]
+        h0 = h1 = h2 = h3 = 0.0  # row j + t from its own column: Z ...
+        g00 = g01 = g02 = g03 = 0.0  # ... and sum_i e_i,j+t (V x_i)_0 ...
+        g10 = g11 = g12 = g13 = 0.0  # ... and (V x_i)_1, over the rows i < j
+        if j >= 12:  # vectorized there (four rows a step) as in _upper_accumulate: its order
+            for u in range(j):  # rows below all four columns: vertical and horizontal sums
+                e0, e1, e2, e3 = blk[u], blk[s1 + u], blk[s2 + u], blk[s3 + u]
+                out[u] += (e0 + e1) + (e2 + e3)
+                out[n + u] += e0 * v00 + e1 * v01 + e2 * v02 + e3 * v03
+                out[2 * n + u] += e0 * v10 + e1 * v11 + e2 * v12 + e3 * v13
+                vu0 = v[u]
+                vu1 = v[n + u]
+                h0 += e0
+                h1 += e1
+                h2 += e2
+                h3 += e3
+                g00 += e0 * vu0
+                g01 += e1 * vu0
+                g02 += e2 * vu0
+                g03 += e3 * vu0
+                g10 += e0 * vu1
+                g11 += e1 * vu1
+                g12 += e2 * vu1
+                g13 += e3 * vu1
+        else:  # its scalar loop below 12 rows (LLVM's threshold there): in row order
+            for u in range(j):
+                e0, e1, e2, e3 = blk[u], blk[s1 + u], blk[s2 + u], blk[s3 + u]
+                out[u] = add(out[u], add(add(e0, e1), add(e2, e3)))
+                out[n + u] = fma(e3, v03, fma(e2, v02, fma(e1, v01, fma(e0, v00, out[n + u]))))
+                out[2 * n + u] = fma(e3, v13, fma(e2, v12, fma(e1, v11,
+                                                               fma(e0, v10, out[2 * n + u]))))
+                vu0 = v[u]
+                vu1 = v[n + u]
+                h0, h1, h2, h3 = add(h0, e0), add(h1, e1), add(h2, e2), add(h3, e3)
+                g00, g01 = fma(e0, vu0, g00), fma(e1, vu0, g01)
+                g02, g03 = fma(e2, vu0, g02), fma(e3, vu0, g03)
+                g10, g11 = fma(e0, vu1, g10), fma(e1, vu1, g11)
+                g12, g13 = fma(e2, vu1, g12), fma(e3, vu1, g13)
+        # the small triangle: e_ik for j <= i <= k <= j + 3, column k = j + t at s_t
+        e00 = blk[j]
+        e01, e11 = blk[s1 + j], blk[s1 + j + 1]
+        e02, e12, e22 = blk[s2 + j], blk[s2 + j + 1], blk[s2 + j + 2]
+        e03, e13, e23, e33 = blk[s3 + j], blk[s3 + j + 1], blk[s3 + j + 2], blk[s3 + j + 3]
+        z0, z1, z2, z3 = out[j], out[j + 1], out[j + 2], out[j + 3]
+        p0, p1, p2, p3 = out[n + j], out[n + j + 1], out[n + j + 2], out[n + j + 3]
+        r0, r1, r2, r3 = out[2 * n + j], out[2 * n + j + 1], out[2 * n + j + 2], out[2 * n + j + 3]
+        # column j: its diagonal
+        z0 = add(z0, add(h0, e00))
+        p0 = add(p0, fma(e00, v00, g00))
+        r0 = add(r0, fma(e00, v10, g10))
+        # column j + 1: row j, then its diagonal
+        z0 = add(z0, e01)
+        p0 = fma(e01, v01, p0)
+        r0 = fma(e01, v11, r0)
+        sz, a0, a1 = add(h1, e01), fma(e01, v00, g01), fma(e01, v10, g11)
+        z1 = add(z1, add(sz, e11))
+        p1 = add(p1, fma(e11, v01, a0))
+        r1 = add(r1, fma(e11, v11, a1))
+        # column j + 2: rows j, j + 1, then its diagonal
+        z0 = add(z0, e02)
+        p0 = fma(e02, v02, p0)
+        r0 = fma(e02, v12, r0)
+        sz, a0, a1 = add(h2, e02), fma(e02, v00, g02), fma(e02, v10, g12)
+        z1 = add(z1, e12)
+        p1 = fma(e12, v02, p1)
+        r1 = fma(e12, v12, r1)
+        sz, a0, a1 = add(sz, e12), fma(e12, v01, a0), fma(e12, v11, a1)
+        z2 = add(z2, add(sz, e22))
+        p2 = add(p2, fma(e22, v02, a0))
+        r2 = add(r2, fma(e22, v12, a1))
+        # column j + 3: rows j .. j + 2, then its diagonal
+        z0 = add(z0, e03)
+        p0 = fma(e03, v03, p0)
+        r0 = fma(e03, v13, r0)
+        sz, a0, a1 = add(h3, e03), fma(e03, v00, g03), fma(e03, v10, g13)
+        z1 = add(z1, e13)
+        p1 = fma(e13, v03, p1)
+        r1 = fma(e13, v13, r1)
+        sz, a0, a1 = add(sz, e13), fma(e13, v01, a0), fma(e13, v11, a1)
+        z2 = add(z2, e23)
+        p2 = fma(e23, v03, p2)
+        r2 = fma(e23, v13, r2)
+        sz, a0, a1 = add(sz, e23), fma(e23, v02, a0), fma(e23, v12, a1)
+        z3 = add(z3, add(sz, e33))
+        p3 = add(p3, fma(e33, v03, a0))
+        r3 = add(r3, fma(e33, v13, a1))
+        out[j], out[j + 1], out[j + 2], out[j + 3] = z0, z1, z2, z3
+        out[n + j], out[n + j + 1], out[n + j + 2], out[n + j + 3] = p0, p1, p2, p3
+        out[2 * n + j], out[2 * n + j + 1] = r0, r1
+        out[2 * n + j + 2], out[2 * n + j + 3] = r2, r3
+        at += size
+        j += 4
+
+
+@njit(types.void(F1, I, I, I, I, I, I), **NJIT, fastmath=FASTMATH)
+def _upper_accumulate2_block(work, w, vt, sums, n, j0, j1):
+    """:func:`_upper_accumulate2` for the columns j0 <= j < j1 (multiples of 4, as
+    :func:`_upper_scores2` wrote them from `w`), adding to the block at `sums` (zeroed by the
+    first block): the bits of :func:`_upper_accumulate_block`. A copy, as that one is of
+    :func:`_upper_accumulate`: runtime bounds change LLVM's vectorized reduction order."""
+    out = work[sums:sums + 3 * n]
+    if j0 == 0:  # the first block starts the sums
+        for a in range(3 * n):
+            out[a] = 0.0
+    v = work[vt:vt + 2 * n]
+    at = w
+    j = j0
+    while j < j1:
         L = j + 1
         size = 4 * L + 6
         blk = work[at:at + size]
@@ -491,7 +606,7 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
         return
     usa_weight = math.exp(c) / n if usa else 0.0
     one_block = d != 2 or n * (n + 1) // 2 <= BLOCK_ENTRIES
-    fused = d == 2 and one_block and n % 4 == 0 and slope == 0.0
+    circle = d == 2 and n % 4 == 0 and slope == 0.0  # the vectorized d = 2 passes
     for h in range(heads):
         qt = xt
         if not m_id:
@@ -500,13 +615,18 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
         if not v_id:
             _apply_rows(work, xt, V, vt, n, d, h, 1.0, False)  # V_h x_j
         values = xt if v_id else vt
-        j0 = n if fused else 0
-        if fused:  # the scores vectorized (the same bits)
-            _upper_scores2(work, w, xt, qt, n, beta, c)
-            exp_inplace(work[w:w + n * (n + 1) // 2], 0.0)
-            _upper_accumulate2(work, w, values, sums, n)
+        j0 = 0
         while j0 < n:  # column blocks: scores, exps and sums while the block is in cache
             j1 = n if one_block else _block_end(j0, n)
+            if circle:  # the same bits as the general passes below
+                entries = _upper_scores2(work, w, xt, qt, n, beta, c, j0, j1)
+                exp_inplace(work[w:w + entries], 0.0)
+                if j0 == 0 and j1 == n:
+                    _upper_accumulate2(work, w, values, sums, n)
+                else:
+                    _upper_accumulate2_block(work, w, values, sums, n, j0, j1)
+                j0 = j1
+                continue
             entries = _upper_scores(work, w, xt, qt, beta, n, d, slope, c, j0, j1)
             exp_inplace(work[w:w + entries], 0.0)
             if j0 == 0 and j1 == n:
