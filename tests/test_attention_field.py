@@ -235,7 +235,7 @@ def test_symmetric_blocks_cover_the_triangle_in_whole_groups():
     for n in (5, 32, 127, 128, 300, 2048, 5000):
         j0, ends = 0, []
         while j0 < n:
-            j1 = _block_end(j0, n)
+            j1 = _block_end(j0, n, BLOCK_ENTRIES)
             entries = sum(j + 1 for j in range(j0, j1))
             assert j1 > j0 and (j1 % 4 == 0 or j1 == n)
             assert entries <= max(BLOCK_ENTRIES, sum(j + 1 for j in range(j0, min(j0 + 4, n))))
@@ -346,7 +346,7 @@ def test_circle_sums_are_the_general_ones(n):
 def test_circle_blocks_are_the_general_blocks():
     """d = 2 beyond one block (n = 520: the triangle in column blocks): the vectorized scores
     and the block sums give the general blocked passes' bits."""
-    from dyn.numerics._field_symmetric import _block_end
+    from dyn.numerics._field_symmetric import BLOCK_ENTRIES, CIRCLE_BLOCK, _block_end
     from dyn.numerics.vexp import exp_inplace
 
     rng = np.random.default_rng(520)
@@ -360,16 +360,23 @@ def test_circle_blocks_are_the_general_blocks():
     work[2 * nd:3 * nd] = rng.standard_normal(nd)
     special = work.copy()
     j0, blocks = 0, 0
-    while j0 < n:
-        j1 = _block_end(j0, n)
+    while j0 < n:  # the general blocks, each in the circle's smaller blocks (the same sums)
+        j1 = _block_end(j0, n, BLOCK_ENTRIES)
         entries = _field_symmetric._upper_scores(work, w, 0, 0, 3.0, n, d, 0.0, c, j0, j1)
-        assert _field_symmetric._upper_scores2(special, w, 0, 0, n, 3.0, c, j0, j1) == entries
-        for buffer in (work, special):
-            exp_inplace(buffer[w:w + entries], 0.0)
-        assert np.array_equal(special[w:w + entries], work[w:w + entries])
+        scores = special.copy()
+        assert _field_symmetric._upper_scores2(scores, w, 0, 0, n, 3.0, c, j0, j1) == entries
+        exp_inplace(work[w:w + entries], 0.0)
+        exp_inplace(scores[w:w + entries], 0.0)
+        assert np.array_equal(scores[w:w + entries], work[w:w + entries])
         _field_symmetric._upper_accumulate_block(work, w, 2 * nd, sums, n, d, j0, j1)
-        _field_symmetric._upper_accumulate2_block(special, w, 2 * nd, sums, n, j0, j1)
-        j0, blocks = j1, blocks + 1
-    assert blocks > 1
+        k0 = j0
+        while k0 < j1:
+            k1 = min(_block_end(k0, n, CIRCLE_BLOCK), j1)
+            count = _field_symmetric._upper_scores2(special, w, 0, 0, n, 3.0, c, k0, k1)
+            exp_inplace(special[w:w + count], 0.0)
+            _field_symmetric._upper_accumulate2_block(special, w, 2 * nd, sums, n, k0, k1)
+            k0, blocks = k1, blocks + 1
+        j0 = j1
+    assert blocks > 2
     assert np.array_equal(special[sums:sums + 3 * n].view(np.int64),
                           work[sums:sums + 3 * n].view(np.int64))

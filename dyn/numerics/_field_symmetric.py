@@ -18,6 +18,12 @@ runs the unblocked code of before, bit for bit (at d = 3 the blocked code measur
 
 For d = 2 four columns go together: one sweep over the rows below them makes the vertical sums
 and the 12 horizontal ones (each loop reads few distinct views, see :mod:`._field_small`).
+
+d = 2, n a multiple of 4, no bias (the main ensembles) take vectorized passes with the same
+bits: scores with the general pass's roundings written as fma (:func:`_upper_scores2`), the
+exps in 512-bit vectors where the CPU has them, the sums' small triangles in registers with
+their order written out (:func:`_upper_accumulate2`), blocks of CIRCLE_BLOCK entries beyond
+BLOCK_ENTRIES. Against the code before them (one thread, interleaved, n = 32): 1.8x per call.
 The normalizers are left for the caller: the last two floats of ``work`` (reserved by
 :func:`.attention_field.work_size`) get c and sum_i Z_i of head 0, Z_i = sum_j e^{s_ij - c},
 so sum_ij e^{s_ij} = e^c sum_i Z_i (the USA energy without a second exp pass); NaN in the
@@ -39,8 +45,12 @@ from ._field_small import (SIGNATURE, I, _apply_rows, _combine, _transpose, colu
                            matrix_bound)
 from .vexp import EXP_MAX_ARG, add, exp_inplace, fma
 
-# entries of the triangle one column block holds at d = 2 (1 MiB: in L2 with the sums)
+# entries of the triangle one column block holds at d = 2 (1 MiB: in L2 with the sums); a
+# triangle of more entries goes in blocks
 BLOCK_ENTRIES = 1 << 17
+# ... and a block of the vectorized d = 2 passes (32 KiB: in L1; the block size changes no sum's
+# order, only where a block ends)
+CIRCLE_BLOCK = 1 << 12
 
 
 @njit(types.boolean(I, I, F1, types.boolean), link=True, **NJIT)
@@ -572,16 +582,16 @@ def _normalize2(work, sums, out, usa_weight, usa):
         out[i, 1] = z[i] * s1[i]
 
 
-@njit(types.int64(I, I), **NJIT)
-def _block_end(j0, n):
+@njit(types.int64(I, I, I), **NJIT)
+def _block_end(j0, n, most):
     """The end j1 of the column block from j0: whole groups of four columns while the block
-    holds at most BLOCK_ENTRIES (at least one group; the last block ends at n)."""
+    holds at most `most` entries (at least one group; the last block ends at n)."""
     j1 = j0
     entries = 0
     while j1 < n:
         group = min(4, n - j1)
         more = group * (j1 + 1) + group * (group - 1) // 2
-        if j1 > j0 and entries + more > BLOCK_ENTRIES:
+        if j1 > j0 and entries + more > most:
             break
         entries += more
         j1 += group
@@ -617,7 +627,7 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
         values = xt if v_id else vt
         j0 = 0
         while j0 < n:  # column blocks: scores, exps and sums while the block is in cache
-            j1 = n if one_block else _block_end(j0, n)
+            j1 = n if one_block else _block_end(j0, n, CIRCLE_BLOCK if circle else BLOCK_ENTRIES)
             if circle:  # the same bits as the general passes below
                 entries = _upper_scores2(work, w, xt, qt, n, beta, c, j0, j1)
                 exp_inplace(work[w:w + entries], 0.0)
