@@ -8,7 +8,10 @@ relative). ``2^k`` is built from its IEEE bits, ``(k + 1023) << 52``, by registe
 intrinsics), so the whole exp is one pass with no scratch: 1.16x the three-pass form that went
 through an int64 scratch array (measured on a cache-resident row of 1024, the same bits), and
 half the memory a block of exps touches. Every step is plain arithmetic, which LLVM turns into
-SIMD code.
+SIMD code: in 512-bit vectors where the CPU has them (:func:`wide_vectors`; LLVM prefers 256 bits
+on AVX-512 CPUs), 1.65x the 256-bit loop on a cache-resident row of 1024 (0.57 against 0.94 ns
+per exp, one thread, interleaved), the same bits (each element's operations do not depend on
+the width).
 The integer k is read off the bits of ``k + 1.5 * 2^52`` (exact for |k| < 2^51: k sits in the
 low bits of the mantissa, and the shift by 52 discards the rest), not converted with
 ``int64(k)``: AVX2 has no packed double-to-int64 conversion, and LLVM scalarized it, four
