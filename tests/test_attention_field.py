@@ -235,10 +235,148 @@ def test_symmetric_blocks_cover_the_triangle_in_whole_groups():
     for n in (5, 32, 127, 128, 300, 2048, 5000):
         j0, ends = 0, []
         while j0 < n:
-            j1 = _block_end(j0, n)
+            j1 = _block_end(j0, n, BLOCK_ENTRIES)
             entries = sum(j + 1 for j in range(j0, j1))
             assert j1 > j0 and (j1 % 4 == 0 or j1 == n)
             assert entries <= max(BLOCK_ENTRIES, sum(j + 1 for j in range(j0, min(j0 + 4, n))))
             ends.append(j1)
             j0 = j1
         assert ends[-1] == n and (len(ends) == 1) == (n * (n + 1) // 2 <= BLOCK_ENTRIES)
+
+
+@pytest.mark.parametrize("n", [4, 8, 12, 32, 64, 128])
+def test_vectorized_circle_scores_are_the_general_ones(n):
+    """d = 2: the vectorized score pass of the symmetric path gives the general score pass's
+    triangle bit for bit (equality, not a tolerance, is its docstring's claim: the main
+    ensembles keep their numbers)."""
+    rng = np.random.default_rng(n)
+    d, nd = 2, 2 * n
+    w = 5 * nd + 2 * n
+    entries = n * (n + 1) // 2
+    for beta in (1.0, -2.5, 9.0):
+        x = rng.standard_normal((n, d))
+        x *= rng.uniform(0.5, 1.5, (n, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
+        work = np.zeros(_field_small.work_size(n, d))
+        c = abs(beta) * _field_small._transpose(x, work, 0, w - n)
+        assert _field_symmetric._upper_scores(work, w, 0, 0, beta, n, d, 0.0, c, 0, n) == entries
+        general = work[w:w + entries].copy()
+        work[w:w + entries] = np.nan
+        assert _field_symmetric._upper_scores2(work, w, 0, 0, n, beta, c, 0, n) == entries
+        assert np.array_equal(work[w:w + entries].view(np.int64), general.view(np.int64))
+        # c bounds every score: s - c in [-2c, 0] up to the rounding at the largest norm
+        assert np.all((general >= -2 * c * (1 + 1e-14)) & (general <= 1e-14 * c))
+
+
+def test_vectorized_exp_is_its_scalar_form():
+    """exp_inplace in 512-bit vectors (where the CPU has them) gives, element by element, the
+    bits of its scalar remainder loop (length-1 calls), and exp to 1 ulp or so."""
+    from dyn.numerics.vexp import exp_inplace
+
+    rng = np.random.default_rng(3)
+    y = np.concatenate([-rng.uniform(0, 5, 997), -rng.uniform(0, 700, 997), [0.0, -708.4]])
+    vector = y.copy()
+    exp_inplace(vector, 0.0)
+    scalar = y.copy()
+    for i in range(y.size):
+        exp_inplace(scalar[i:i + 1], 0.0)
+    assert np.array_equal(vector.view(np.int64), scalar.view(np.int64))
+    inside = y >= -708.0  # below EXP_MIN the argument is clamped (documented)
+    assert np.allclose(vector[inside], np.exp(y[inside]), rtol=4e-16, atol=0)
+
+
+def test_circle_transpose_and_normalization_are_the_general_ones():
+    """d = 2: the specialised column copy (with max |x_i|^2, which sets the shift c) and the
+    one-head normalization give the general helpers' bits (equality: the main ensembles keep
+    their numbers)."""
+    from dyn.numerics._field_symmetric import _normalize2, _transpose2
+
+    rng = np.random.default_rng(11)
+    for n in (3, 16, 32, 33):
+        x = rng.standard_normal((n, 2)) * rng.uniform(0.2, 3.0, (n, 1))
+        general, special = np.zeros(4 * n), np.zeros(4 * n)
+        r2 = _field_small._transpose(x, general, 0, 2 * n)
+        assert _transpose2(x, special, 0) == r2  # bit for bit
+        assert r2 == pytest.approx(np.max(np.sum(x * x, axis=1)), rel=1e-15)  # (fma vs numpy)
+        assert np.array_equal(special[:2 * n], general[:2 * n])
+        sums = rng.uniform(0.5, 3.0, 3 * n)
+        for usa, weight in ((False, 0.0), (True, 0.37)):
+            work = np.concatenate([sums, np.zeros(2 * n)])
+            expected = np.empty((n, 2))
+            for i in range(n):
+                work[i] = weight if usa else 1.0 / work[i]
+            _field_small._combine(work, 0, 3 * n, expected, n, 2, 0, 1)
+            out = np.empty((n, 2))
+            work = np.concatenate([sums, np.zeros(2 * n)])
+            _normalize2(work, 0, out, weight, usa)
+            assert np.array_equal(out, expected)
+
+
+@pytest.mark.parametrize("n", [4, 8, 12, 16, 32, 64])
+def test_circle_sums_are_the_general_ones(n):
+    """d = 2: the symmetric path's sums with the small triangles in registers give the general
+    sums bit for bit, over x itself and over other values (V x): rows below 12 and from 12 on
+    take LLVM's scalar and vectorized orders there (equality: the main ensembles keep their
+    numbers)."""
+    from dyn.numerics.vexp import exp_inplace
+
+    rng = np.random.default_rng(100 + n)
+    d, nd = 2, 2 * n
+    w = 5 * nd + 2 * n
+    sums = 4 * nd
+    for trial in range(4):
+        x = rng.standard_normal((n, d))
+        x *= rng.uniform(0.3, 1.5, (n, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
+        beta = rng.uniform(-4.0, 9.0)
+        work = np.zeros(_field_small.work_size(n, d))
+        c = abs(beta) * _field_small._transpose(x, work, 0, w - n)
+        entries = _field_symmetric._upper_scores(work, w, 0, 0, beta, n, d, 0.0, c, 0, n)
+        exp_inplace(work[w:w + entries], 0.0)
+        values = 0 if trial % 2 else 2 * nd
+        work[2 * nd:3 * nd] = rng.standard_normal(nd)
+        _field_symmetric._upper_accumulate(work, w, values, sums, n, d)
+        general = work[sums:sums + 3 * n].copy()
+        work[sums:sums + 3 * n] = np.nan
+        _field_symmetric._upper_accumulate2(work, w, values, sums, n)
+        assert np.array_equal(work[sums:sums + 3 * n].view(np.int64), general.view(np.int64))
+        # the row sums Z_i = sum_j e_ij against numpy (weights e_ij = exp(s_ij - c))
+        e = np.exp(beta * x @ x.T - c)
+        assert np.allclose(general[:n], e.sum(axis=1), rtol=1e-13)
+
+
+def test_circle_blocks_are_the_general_blocks():
+    """d = 2 beyond one block (n = 520: the triangle in column blocks): the vectorized scores
+    and the block sums give the general blocked passes' bits."""
+    from dyn.numerics._field_symmetric import BLOCK_ENTRIES, CIRCLE_BLOCK, _block_end
+    from dyn.numerics.vexp import exp_inplace
+
+    rng = np.random.default_rng(520)
+    n, d = 520, 2
+    nd = n * d
+    w, sums = 5 * nd + 2 * n, 4 * nd
+    x = rng.standard_normal((n, d))
+    x *= rng.uniform(0.5, 1.5, (n, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
+    work = np.zeros(_field_small.work_size(n, d))
+    c = 3.0 * _field_small._transpose(x, work, 0, w - n)
+    work[2 * nd:3 * nd] = rng.standard_normal(nd)
+    special = work.copy()
+    j0, blocks = 0, 0
+    while j0 < n:  # the general blocks, each in the circle's smaller blocks (the same sums)
+        j1 = _block_end(j0, n, BLOCK_ENTRIES)
+        entries = _field_symmetric._upper_scores(work, w, 0, 0, 3.0, n, d, 0.0, c, j0, j1)
+        scores = special.copy()
+        assert _field_symmetric._upper_scores2(scores, w, 0, 0, n, 3.0, c, j0, j1) == entries
+        exp_inplace(work[w:w + entries], 0.0)
+        exp_inplace(scores[w:w + entries], 0.0)
+        assert np.array_equal(scores[w:w + entries], work[w:w + entries])
+        _field_symmetric._upper_accumulate_block(work, w, 2 * nd, sums, n, d, j0, j1)
+        k0 = j0
+        while k0 < j1:
+            k1 = min(_block_end(k0, n, CIRCLE_BLOCK), j1)
+            count = _field_symmetric._upper_scores2(special, w, 0, 0, n, 3.0, c, k0, k1)
+            exp_inplace(special[w:w + count], 0.0)
+            _field_symmetric._upper_accumulate2_block(special, w, 2 * nd, sums, n, k0, k1)
+            k0, blocks = k1, blocks + 1
+        j0 = j1
+    assert blocks > 2
+    assert np.array_equal(special[sums:sums + 3 * n].view(np.int64),
+                          work[sums:sums + 3 * n].view(np.int64))

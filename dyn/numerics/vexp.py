@@ -8,7 +8,10 @@ relative). ``2^k`` is built from its IEEE bits, ``(k + 1023) << 52``, by registe
 intrinsics), so the whole exp is one pass with no scratch: 1.16x the three-pass form that went
 through an int64 scratch array (measured on a cache-resident row of 1024, the same bits), and
 half the memory a block of exps touches. Every step is plain arithmetic, which LLVM turns into
-SIMD code.
+SIMD code: in 512-bit vectors where the CPU has them (:func:`wide_vectors`; LLVM prefers 256 bits
+on AVX-512 CPUs), 1.65x the 256-bit loop on a cache-resident row of 1024 (0.57 against 0.94 ns
+per exp, one thread, interleaved), the same bits (each element's operations do not depend on
+the width).
 The integer k is read off the bits of ``k + 1.5 * 2^52`` (exact for |k| < 2^51: k sits in the
 low bits of the mantissa, and the shift by 52 discards the rest), not converted with
 ``int64(k)``: AVX2 has no packed double-to-int64 conversion, and LLVM scalarized it, four
@@ -54,10 +57,46 @@ def _float_of(typingctx, bits):
     return types.float64(types.int64), codegen
 
 
+@intrinsic
+def wide_vectors(typingctx):
+    """Call first thing in a kernel: its loops may use 512-bit vectors where the CPU has them
+    (LLVM's "prefer-vector-width" and "min-legal-vector-width" attributes of the function,
+    which default to 256 bits on AVX-512 CPUs). For elementwise loops only: a vectorized
+    reduction would change its order with the width. Harmless on a CPU without AVX-512."""
+    def codegen(context, builder, signature, args):
+        attributes = builder.function.attributes
+        # string attributes: llvmlite's add() accepts only its list of keyword attributes
+        set.add(attributes, '"prefer-vector-width"="512"')
+        set.add(attributes, '"min-legal-vector-width"="512"')
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+@intrinsic
+def add(typingctx, a, b):
+    """a + b, never reassociated: a chain of these keeps its order in a kernel compiled with
+    "reassoc". Its one flag "nsz" (which changes no nonzero sum) keeps numba's fast-math pass
+    from adding its own: that pass flags only the float operations that have none."""
+    def codegen(context, builder, signature, args):
+        return builder.fadd(*args, flags=("nsz",))
+    return types.float64(types.float64, types.float64), codegen
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """a * b + c rounded once (llvm.fma: vectorizes, and no fast-math flag splits or reorders
+    it, so a kernel compiled with "reassoc" gets exactly these roundings)."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return types.float64(types.float64, types.float64, types.float64), codegen
+
+
 # no "reassoc" (FASTMATH_ORDERED): it would be allowed to undo the Cody-Waite split
 @njit(types.void(types.float64[::1], types.float64), **NJIT, fastmath=FASTMATH_ORDERED)
 def exp_inplace(w, shift):
-    """w[j] <- exp(w[j] - shift) for w[j] - shift <= EXP_MAX_ARG, in one pass (no scratch)."""
+    """w[j] <- exp(w[j] - shift) for w[j] - shift <= EXP_MAX_ARG, in one pass (no scratch),
+    with 512-bit vectors where the CPU has them (elementwise: the same bits at any width)."""
+    wide_vectors()
     for j in range(w.shape[0]):
         y = max(w[j] - shift, EXP_MIN)
         k = np.floor(y * _LOG2E + 0.5)
