@@ -835,6 +835,7 @@ class GaussianAttention(dyn.System):
         shape = tuple(len(setup.axes[a]) for a in finite_dims)
         values = {k: np.full(shape + (len(times),), np.nan) for k in MOMENTS}
         finite = {k: np.full(shape + (len(times),), np.nan) for k in MOMENTS}
+        biases = {}
         for index in np.ndindex(*shape):
             p = {k: setup.params.get(k) for k in finite_keys}
             p.update({a: setup.axes[a][i] for a, i in zip(finite_dims, index)})
@@ -844,8 +845,11 @@ class GaussianAttention(dyn.System):
             for k, v in summaries(m, s, _direction(mu0)).items():
                 values[k][index] = v
             if p["kind"] in FINITE_N_KINDS:
-                dm, ds = finite_n_moments(p["kind"], float(p["beta"]), mu0, cov0, times,
-                                          start=p["start"] or "iid")
+                law = tuple(p[k] for k in finite_keys if k != "n")  # n only scales it
+                if law not in biases:
+                    biases[law] = finite_n_moments(p["kind"], float(p["beta"]), mu0, cov0, times,
+                                                   start=p["start"] or "iid")
+                dm, ds = biases[law]
                 m, s = m + dm / int(p["n"]), s + ds / int(p["n"])
             for k, v in summaries(m, s, _direction(mu0)).items():
                 finite[k][index] = v
