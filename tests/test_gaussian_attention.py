@@ -395,7 +395,7 @@ def test_sinkhorn_particles_carry_the_derived_finite_n_bias(tmp_path):
     # t = 0.2 the next order (a heavy-tailed self weight at rho = 0.41: about n^{-1.7}) is still
     # 1.4 standard errors of 20 runs at n = 512 (module doc), so it is asserted to shrink with n;
     # from t = 0.4 on the reference holds within 3 standard errors of these 200 runs at n = 512
-    # (the residual there was at most 1.5 standard errors of 400 runs, seed 424242)
+    # (the residual there was at most 2.0 standard errors of 400 runs, seed 424242)
     text = SMALL.format(path=tmp_path / "sk.h5").replace(
         'kind = ["softmax", "sinkhorn", "l2"]', "n = [256, 512]").replace(
         "n = 256\n", 'kind = "sinkhorn"\nstart = "matched"\n').replace("d = 2\n", "d = 8\n").replace(
