@@ -133,7 +133,7 @@ fresh sample, D^2F : C_iid / 2, is taken out of (i). Hence E X_n(t) = X(t) + del
 
     d delta/dt = J delta + D^2F : C(t) / 2 + [finite_n_drift - D^2F : C_iid / 2](X(t))
 
-(:func:`finite_n_moments`, softmax and L2). Left out at O(1/n): the noise that the sample's non-Gaussian shape
+(:func:`finite_n_moments`, softmax, L2 and Sinkhorn). Left out at O(1/n): the noise that the sample's non-Gaussian shape
 feeds into the moments over time (it adds to C), and that a transported sample is not a fresh
 one. Against 40000 runs of particles (d = 2, n = 64; numpy, the same RK4 step) and 4000 (d = 8,
 n = 128), n x bias at t = 0.2 .. 1 (scenario law; measured +- standard error, then derived):
@@ -144,8 +144,8 @@ cov_top at d = 8: 0.50 1.02 1.30 1.37 1.27 (+- 0.1), 1.05 1.40 1.40 1.22 0.98.
 Right in size and shape; what is left is at most 0.55/n on S_11 and 0.08/n on cov_trace at
 d = 8, 0.1/n on mean_along at d = 2: 0.4 standard errors of 20 runs at n = 128 or less, where
 the bias against the moment ODE is up to 1.8 (cov_trace, d = 8). The scenario's
-`*_finite_n` references are the moment ODE plus delta/n (softmax and L2; Sinkhorn's is not
-derived, its reference is the ODE); the `*_ode` references are the n -> oo limit, the one
+`*_finite_n` references are the moment ODE plus delta/n (softmax, L2, and Sinkhorn below);
+the `*_ode` references are the n -> oo limit, the one
 `mean_error` and `cov_error` (the n^{-1/2} slope) are measured from. In the shipped run L2's
 correction takes d = 8, n = 256, cov_trace from 3.75 standard errors to 1.68 (n = 128: 2.5 to
 0.39).
@@ -201,7 +201,8 @@ runs (the 400-run z over sqrt 20), i.i.d. then matched: softmax d = 2: 0.25, 0.7
 rounding); d = 8: 1.3, 16; 0.58, 17. At d = 8, n = 128 the excess over the derived O(1/n) bias
 falls like n^{-3/2} in standard errors (cov_trace: 16.2 to 2.1 at 400 runs, softmax; 21.6 to 3.1,
 L2): the next order, O(1/n^2). Sinkhorn's O(1/n) bias (n x gap of cov_trace at d = 8 about
-0.09 at t = 0.2, 0.10 at n = 512: steady) is not derived. And the error against the n -> oo ODE
+0.09 at t = 0.2, 0.10 at n = 512: steady) was not derived then: it is now (Sinkhorn at finite n,
+below). And the error against the n -> oo ODE
 is then no longer n^{-1/2}: the fluctuation left is comparable to the O(1/n) bias, so
 cov_error's slope from n = 128 to 512 (mean over t > 0) is -0.30 and -0.40 (softmax, d = 2, 8),
 -0.97, -0.87 (Sinkhorn), -0.50, -0.74 (L2), against -0.49 .. -0.55 from i.i.d. starts. The
@@ -216,6 +217,64 @@ Basu's theorem says: 0.76 0.49 (softmax d = 2), 3.5 1.7 (d = 8), 0.81 0.66 (L2 d
 (d = 8), 3.3 3.9 (Sinkhorn d = 2), 14 15 (d = 8), in standard errors of 20 runs. Matched
 starts make the check sharper than the references resolve, not passable: the scenario keeps
 i.i.d. starts.
+
+Sinkhorn at finite n. The n tokens' plan P = A/n is the doubly stochastic scaling of
+k_ij = e^{beta <x_i, x_j>}: P_ij = b_i b_j kappa(x_i, x_j)/n^2 with kappa = e^{f(x) + f(y) +
+beta <x, y>} the population plan's density against mu x mu (f its potential) and b_i
+(1/n) sum_j kappa_ij b_j = 1. Columns sum to 1/n, so dm_n/dt = 0 exactly (no bias of the mean),
+and dS_n/dt = 2 n/(n - 1) (T - m_n m_n^T) - 2 S_n, T = sum_ij P_ij x_i x_j^T. With mu = N(0, S),
+S = diag(l) (the plan is translation invariant; rotate to S's eigenbasis), z = x/sqrt(l) and
+rho_a = c_a/l_a (c = C(S)'s eigenvalues; rho/(1 - rho^2) = beta l is the cross term), kappa is
+Mehler's kernel: kappa(x, y) = sum_alpha rho^alpha phi_alpha(z) phi_alpha(w), phi_alpha the
+normalized Hermite products, so the operator K of kappa has eigenvalues rho^alpha. Write
+mu_n = mu + nu (E[nu (x) nu] = (diag - mu (x) mu)/n: the atoms give the self term i = j) and
+b = 1 + h1 + h2: the scaling equation (1 + h)(K(1 + h) + N(1 + h)) = 1, N the operator of nu,
+gives (I + K) h1 = -N 1 and (I + K) h2 = -N h1 + h1^2, so h1 = -int l(., y) nu(dy) with
+l = sum_alpha q_alpha phi_alpha phi_alpha, q_alpha = rho^alpha/(1 + rho^alpha). Expanding
+T = int int kappa x y^T b(x) b(y) dmu_n dmu_n to second order in (nu, h1) and first in h2,
+every expectation is a sum over multi-indices of q_alpha, q_alpha^2 and rho^alpha times
+polynomials in alpha_a (z phi_m = sqrt(m + 1) phi_{m+1} + sqrt(m) phi_{m-1}). Per eigenvalue,
+n (E T - C)_aa = l_a (1 + rho_a)/(1 - rho_a) prod_b 1/(1 - rho_b) - c_a        (i = j)
+  + 2 l_a rho_a [2 (rho_a^2 Q1_a + Q21_a)/(1 + rho_a^2) + (Q0 + Q20)/2]            (E h2)
+  - 2 l_a rho_a (2 Q1_a + Q0 + 1/2) + c_a                              (h1 at the atoms)
+  - 2 l_a [rho_a (U1_a + U0 + 1/2) + U1_a/rho_a] + c_a                 (h1 against N y)
+  + l_a [rho_a (V1_a + V0) + V1_a/rho_a]                                        (h1 h1),
+with Q0, Q1_a = sum_{alpha != 0} (1, alpha_a) q_alpha, Q20, Q21_a the same of q_alpha^2, U of
+q_alpha rho^alpha, V of q_alpha^2 rho^alpha: each a power series in rho^alpha summed in closed
+form per power, sum_alpha rho^{k alpha} = prod_b 1/(1 - rho_b^k) (:func:`sinkhorn_plan_bias`;
+the series against the direct sums over alpha in a test). Then n E[dS_n/dt] - n dS/dt =
+2 (n (E T - C) - S + C) for i.i.d. tokens (E m_n m_n^T = S/n; n/(n - 1) adds C), the drift
+bias the Finite n recursion takes, less the part the moments' own spread explains
+(D^2F : C_iid / 2, F = 2 C(S) - 2 S, D^2C by Daleckii-Krein's second divided differences);
+for matched starts the spread starts at zero. Checks: at beta -> 0 the bias of dS_n/dt given
+the moments is -2 beta S^2 (K = 1 + beta <x_i, x_j>: b = 1, T = beta S^2 (1 - 1/n)^2 exactly),
+the formula's limit; at t = 0 (matched tokens, d = 2, beta = 1, 2000 runs) n E[dS_n/dt] -
+n dS/dt on the widest axis is 0.128, 0.183, 0.228, 0.243 (+- 0.01) at n = 64, 128, 256, 512
+against 0.329 derived, on the narrowest 0.0148, 0.0166, 0.0171, 0.0183 (+- 0.0004) against
+0.0192: the narrow axis converges, the wide one slowly. Why slowly: the self weight
+kappa(x, x) = prod_a (1 - rho_a^2)^{-1/2} e^{rho_a z_a^2/(1 + rho_a)} has a finite second moment
+only for rho < 1/3, so at rho = 0.414 (l = 0.5, beta = 1) the remainder is not O(1/n^2) but
+about n^{-1-g}, g = (1 + rho)/(2 rho) - 1 = 0.71 (up to logarithms). Fitted a + b n^{-0.71}
+(weighted), the wide axis extrapolates to 0.280 +- 0.011 (a + b/n: 0.257 +- 0.009): below 0.329,
+not resolved at these n (open: the logarithms, or a missed term). At beta = 0.5 (rho = 0.236 <
+1/3, no heavy tail) the wide axis gives -0.028, -0.0134, -0.0143 (+- 0.0045, 0.0027, 0.0046) at
+n = 128, 256, 512, a + b/n extrapolating to -0.0048 +- 0.0050 against -0.0014 derived; the
+narrow one 0.0040, 0.0040, 0.0042 (+- 0.0001) against 0.0042. Over time (particles, the
+scenario's law, 400 runs, matched, d = 8), n x (cov_trace - ODE) at t = 0.2 .. 1 is 0.089 0.107
+0.095 0.075 0.055 (n = 128), 0.099 0.118 0.105 0.083 0.061 (256), 0.104 0.123 0.108 0.084 0.062
+(512; +- 0.002) against 0.112 0.125 0.107 0.082 0.059 derived; cov_top at n = 512 0.299 0.388
+0.366 0.300 0.227 (+- 0.01) against 0.335 0.405 0.366 0.292 0.218. In standard errors of 20
+runs the residual at t = 0.2 is -4.1, -2.2, -1.4 (cov_trace, n = 128, 256, 512: it falls about
+like n^{-0.7}, the heavy tail's rate), at t >= 0.4 within 0.9 at n >= 256. Extrapolated with
+that rate from n = 128 and 512, n x gap at t = 0.2 tends to 0.113 (cov_trace) and 0.329
+(cov_top) against 0.112 and 0.335 derived. From i.i.d. starts
+(400 runs, d = 8, n = 128) cov_trace's largest residual is 1.7 standard errors of 20 runs
+against the ODE and 0.42 against the derived reference. So the matched check is not passable at
+the scenario's n = 128 .. 256 by this reference (the next order is 2 to 4 standard errors at
+t = 0.2), and with matched starts the moments' run-to-run spread is O(1/n), not O(n^{-1/2})
+(n x standard error is flat in n above): no error is then n^{-1/2}, the issue's rate is a
+property of the start's sampling. The scenario keeps i.i.d. starts, with all three kinds'
+derived references.
 
 About the public API (what it could not say): one `dyn.particles` class has one normalization
 and one kernel, so the four kinds are four built classes and :class:`GaussianAttention` is a
@@ -411,16 +470,93 @@ def _tilt(mean, cov, quad, lin):
     return np.exp(log_e), tilted_mean, tilted_cov
 
 
-FINITE_N_KINDS = ("softmax", "l2")  # the kinds whose finite-n bias is derived
+FINITE_N_KINDS = ("softmax", "l2", "sinkhorn")  # the kinds whose finite-n bias is derived
+
+
+def _self_plan_sums(rho):
+    """Sums over multi-indices alpha != 0 of g(u) p(alpha_a), u = rho^alpha, for the four
+    g = u/(1+u), u^2/(1+u)^2, u^2/(1+u), u^3/(1+u)^2 and p = 1, alpha_a (module doc, Finite n,
+    Sinkhorn): each g is a power series in u (|u| <= max rho < 1 off alpha = 0), and
+    sum_alpha rho^{k alpha} = prod_b 1/(1 - rho_b^k), sum_alpha alpha_a rho^{k alpha} =
+    rho_a^k/(1 - rho_a^k) prod_b 1/(1 - rho_b^k). Returns {g: (p = 1 sums, p = alpha_a sums)}."""
+    top = float(rho.max())
+    if top <= 0.0:
+        zero = np.zeros_like(rho)
+        return {g: (0.0, zero) for g in ("q", "q2", "qu", "q2u")}
+    terms = int(np.ceil(np.log(1e-17) / np.log(top))) + 10
+    k = np.arange(1, terms + 1)
+    power = rho[None, :] ** k[:, None]
+    whole = np.prod(1.0 / (1.0 - power), axis=1)
+    along = power / (1.0 - power) * whole[:, None]
+    sign = (-1.0) ** k
+    coefficients = {"q": -sign, "q2": np.where(k >= 2, sign * (k - 1), 0.0),
+                    "qu": np.where(k >= 2, sign, 0.0), "q2u": np.where(k >= 3, -sign * (k - 2), 0.0)}
+    return {g: (c @ (whole - 1.0), c @ along) for g, c in coefficients.items()}
+
+
+def sinkhorn_plan_bias(beta: float, variances) -> np.ndarray:
+    """n (E[sum_ij P_ij x_i x_j^T] - C)_aa, to leading order, for n i.i.d. N(0, diag(variances))
+    tokens and P their empirical self-plan (the doubly stochastic scaling of e^{beta <x_i, x_j>},
+    divided by n): the self term, the potentials' fluctuation and their O(1/n) shift (module doc,
+    Finite n, Sinkhorn). The plan is diagonal in the eigenbasis; entry a per variance."""
+    lam = np.asarray(variances, dtype=float)
+    c = 2 * beta * lam ** 2 / (1 + np.sqrt(1 + 4 * beta ** 2 * lam ** 2))
+    rho = c / lam
+    if np.prod(1.0 / (1.0 - rho)) > 1e8:  # the alternating series would lose every digit
+        return np.full_like(lam, np.nan)
+    sums = _self_plan_sums(rho)
+    q0, q1 = sums["q"]
+    q20, q21 = sums["q2"]
+    qu0, qu1 = sums["qu"]
+    q2u0, q2u1 = sums["q2u"]
+    by_rho = np.divide(1.0, rho, out=np.zeros_like(rho), where=rho > 0)
+    diagonal = lam * (1 + rho) / (1 - rho) * np.prod(1.0 / (1.0 - rho)) - c  # i = j
+    shift = lam * rho * (2 * (rho ** 2 * q1 + q21) / (1 + rho ** 2) + (q0 + q20) / 2)  # E h2
+    at_atoms = -lam * rho * (2 * q1 + q0 + 0.5) + c / 2  # h1 at the sample's own points
+    field = -lam * (rho * (qu1 + qu0 + 0.5) + qu1 * by_rho) + c / 2  # h1 against nu's field
+    pairs = lam * (rho * (q2u1 + q2u0) + q2u1 * by_rho)  # h1(x) h1(y)
+    return diagonal + 2 * (shift + at_atoms + field) + pairs
+
+
+def _cross_differences(beta, lam):
+    """First (d, d) and second (d, d, d) divided differences of c(l) = (sqrt(1 + 4 beta^2 l^2)
+    - 1)/(2 beta) at the eigenvalues (Daleckii-Krein: the derivatives of C(S))."""
+    root = np.sqrt(1 + 4 * beta ** 2 * lam ** 2)
+    f = 2 * beta * lam ** 2 / (1 + root)
+    f1 = 2 * beta * lam / root
+    f2 = 2 * beta / root ** 3
+    gap = lam[:, None] - lam[None, :]
+    close = np.abs(gap) <= 1e-6 * np.maximum(lam[:, None], lam[None, :])
+    mid = (f1[:, None] + f1[None, :]) / 2
+    first = np.where(close, mid, (f[:, None] - f[None, :]) / np.where(close, 1.0, gap))
+    # f[l_i, l_k, l_j] = (f[l_i, l_k] - f[l_k, l_j]) / (l_i - l_j)
+    num = first[:, :, None] - first[None, :, :]
+    den = gap[:, None, :]
+    near = np.abs(den) <= 1e-6 * np.maximum(lam[:, None, None], lam[None, None, :])
+    # equal ends: d/dl f[l, l_k] at l = l_i (and f''/2 when all three meet)
+    lk = lam[None, :, None]
+    li = lam[:, None, None]
+    gap_k = li - lk
+    meet = np.abs(gap_k) <= 1e-6 * np.maximum(li, lk)
+    slope = np.where(meet, (f2[:, None, None] + f2[None, :, None]) / 4,
+                     (f1[:, None, None] - first[:, :, None]) / np.where(meet, 1.0, gap_k))
+    second = np.where(near, slope, num / np.where(near, 1.0, den))
+    return first, second
 
 
 def finite_n_drift(kind: str, beta: float, mean, cov):
-    """n times the O(1/n) bias of the n-token moment drift of softmax or L2 attention, tokens
-    i.i.d. N(mean, cov): (n E[dm_n/dt] - n dm/dt, n E[dS_n/dt] - n dS/dt) to leading order
+    """n times the O(1/n) bias of the n-token moment drift of softmax, L2 or Sinkhorn attention,
+    tokens i.i.d. N(mean, cov): (n E[dm_n/dt] - n dm/dt, n E[dS_n/dt] - n dS/dt) to leading order
     (module doc, Finite n)."""
     mean, cov = np.asarray(mean, dtype=float), np.asarray(cov, dtype=float)
     d = len(mean)
     eye = np.eye(d)
+    if kind == "sinkhorn":  # doubly stochastic: dm_n/dt = 0 exactly
+        lam, vec = np.linalg.eigh((cov + cov.T) / 2)
+        cross = 2 * beta * lam ** 2 / (1 + np.sqrt(1 + 4 * beta ** 2 * lam ** 2))
+        # dS_n/dt = 2 n/(n - 1) (T - m_n m_n^T) - 2 S_n: E m_n m_n^T = S/n, n/(n - 1) adds C/n
+        bias = 2 * (sinkhorn_plan_bias(beta, lam) - lam + cross)
+        return np.zeros(d), (vec * bias) @ vec.T
     if kind == "l2":
         near, nearer = l2_gain(beta, cov), l2_gain(2 * beta, cov)
         # self weight 1/Z = det(I + 2 beta S)^{1/2} e^{beta z^T P1 z}; the normalizer's spread
@@ -445,6 +581,13 @@ def finite_n_drift(kind: str, beta: float, mean, cov):
 
 def _tangent(kind, beta, mean, cov, dm, ds):
     """The moment ODE's derivative at (mean, cov) along (dm, ds) (batched over a last axis)."""
+    if kind == "sinkhorn":  # dS/dt = 2 C(S) - 2 S, DC by Daleckii-Krein in S's eigenbasis
+        lam, vec = np.linalg.eigh((cov + cov.T) / 2)
+        first, _ = _cross_differences(beta, lam)
+        rotated = np.einsum("ai,ab...,bj->ij...", vec, ds, vec)
+        dc = np.einsum("ai,ij...,bj->ab...", vec, first.reshape(first.shape + (1,) * (ds.ndim - 2))
+                       * rotated, vec)
+        return np.zeros_like(dm), 2 * dc - 2 * ds
     if kind == "l2":  # dS/dt = -(I - P)/beta, P = (I + 2 beta S)^{-1}: dP = -2 beta P dS P
         pull = l2_gain(beta, cov)
         return np.zeros_like(dm), -2 * np.einsum("ab,bc...,cd->ad...", pull, ds, pull)
@@ -458,6 +601,12 @@ def _curvature(kind, beta, cov, spread):
     """E[D^2F [dX, dX]] / 2 when n Cov(dX) = spread ((d + d^2) square: m, then S row-major)."""
     d = len(cov)
     pairs = spread[d:, d:].reshape(d, d, d, d)  # E[dS_ab dS_cd]
+    if kind == "sinkhorn":  # D^2F/2 = D^2C: 2 sum_k c[l_i, l_k, l_j] dS_ik dS_kj, eigenbasis
+        lam, vec = np.linalg.eigh((cov + cov.T) / 2)
+        _, second = _cross_differences(beta, lam)
+        rotated = np.einsum("ai,bk,ck,dj,abcd->ikj", vec, vec, vec, vec, pairs, optimize=True)
+        part = 2 * np.einsum("ikj,ikj->ij", second, rotated)
+        return np.concatenate([np.zeros(d), (vec @ part @ vec.T).ravel()])
     if kind == "l2":  # the second order of -(I - P)/beta: 4 beta P dS P dS P
         pull = l2_gain(beta, cov)
         cov_part = 4 * beta * np.einsum("ab,cd,ef,bcde->af", pull, pull, pull, pairs)
@@ -469,9 +618,9 @@ def _curvature(kind, beta, cov, spread):
 
 def finite_n_moments(kind: str, beta: float, mean0, cov0, times, rtol: float = 1e-9,
                      start: str = "iid"):
-    """n times the O(1/n) bias of softmax's or L2's n-token empirical moments against the moment
-    ODE at `times` (module doc, Finite n): (n dm (T, d), n dS (T, d, d)); E[m_n(t)] ~ m(t) +
-    dm/n. `start` "iid": i.i.d. tokens; "matched": their moment-matched transform (the moments'
+    """n times the O(1/n) bias of softmax's, L2's or Sinkhorn's n-token empirical moments against
+    the moment ODE at `times` (module doc, Finite n): (n dm (T, d), n dS (T, d, d));
+    E[m_n(t)] ~ m(t) + dm/n. `start` "iid": i.i.d. tokens; "matched": their moment-matched transform (the moments'
     own spread starts at zero)."""
     if kind not in FINITE_N_KINDS:
         raise ValueError(f"finite-n moments: kind must be one of {FINITE_N_KINDS}, got {kind!r}")
@@ -689,6 +838,7 @@ class GaussianAttention(dyn.System):
         shape = tuple(len(setup.axes[a]) for a in finite_dims)
         values = {k: np.full(shape + (len(times),), np.nan) for k in MOMENTS}
         finite = {k: np.full(shape + (len(times),), np.nan) for k in MOMENTS}
+        biases = {}
         for index in np.ndindex(*shape):
             p = {k: setup.params.get(k) for k in finite_keys}
             p.update({a: setup.axes[a][i] for a, i in zip(finite_dims, index)})
@@ -698,8 +848,11 @@ class GaussianAttention(dyn.System):
             for k, v in summaries(m, s, _direction(mu0)).items():
                 values[k][index] = v
             if p["kind"] in FINITE_N_KINDS:
-                dm, ds = finite_n_moments(p["kind"], float(p["beta"]), mu0, cov0, times,
-                                          start=p["start"] or "iid")
+                law = tuple(p[k] for k in finite_keys if k != "n")  # n only scales it
+                if law not in biases:
+                    biases[law] = finite_n_moments(p["kind"], float(p["beta"]), mu0, cov0, times,
+                                                   start=p["start"] or "iid")
+                dm, ds = biases[law]
                 m, s = m + dm / int(p["n"]), s + ds / int(p["n"])
             for k, v in summaries(m, s, _direction(mu0)).items():
                 finite[k][index] = v
@@ -712,6 +865,6 @@ class GaussianAttention(dyn.System):
                                                     label="moment ODE")))
             refs.append(dyn.Reference(
                 f"{k}_finite_n", f"{_LABELS[k]}: E over n tokens to O(1/n), the moment ODE plus "
-                "the derived finite-n bias (softmax, L2; the moment ODE itself for the others)",
+                "the derived finite-n bias (softmax, L2, Sinkhorn; the moment ODE itself for masked)",
                 finite[k], finite_dims + ("time",)))
         return refs
