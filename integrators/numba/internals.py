@@ -49,6 +49,7 @@ try:  # numba's internal layout, as the CHECKED versions have it
     from numba.core import caching, codegen
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.registry import CPUDispatcher
+    from numba.core.runtime import rtsys
 except ImportError:  # another layout: nothing here applies, the plain path runs
     CPUDispatcher = None
 try:
@@ -258,7 +259,65 @@ def _finalize_final_module(self):
     if missing:
         raise StaleCaller(f"{self.name} calls kernels that are not loaded under these names: "
                           f"{missing} (compiled again since this caller was cached)")
+    _ensure_symbols(module, engine)
     return _STOCK["finalize_final_module"](self)
+
+
+# --- cache loads without numba's registry refresh ---
+
+_UNREFRESHED: list = []  # the target contexts a cache load skipped refreshing (one, the CPU's)
+_BLAS = ("numba_xx", "numba_ez_")  # numba's BLAS and LAPACK wrappers (numba._helperlib)
+
+
+def _load_cached(self, sig, target_context):
+    """numba's cache load, less its refresh of the target context. numba's refresh imports
+    every one of its implementation registries (about 200 modules, and scipy.linalg for its
+    BLAS check): a third of a short ``dyn run``. What a kernel loaded from the cache needs of
+    them, it needs at finalization, where :func:`_ensure_symbols` refreshes when a symbol is
+    missing; a compile refreshes by itself (numba's ``CompilerBase``)."""
+    rtsys.initialize(target_context)  # NRT's symbols: the one part of the refresh every kernel needs
+    if target_context not in _UNREFRESHED:
+        _UNREFRESHED.append(target_context)
+    with self._guard_against_spurious_io_errors():
+        return self._load_overload(sig, target_context)
+
+
+def _unresolved(module, engine) -> list[str]:
+    """The external symbols (not kernels, not LLVM intrinsics) that neither the engine nor the
+    process defines: those numba's registries add to LLVM's symbol table when imported."""
+    found = []
+    for value in (*module.functions, *module.global_variables):
+        name = value.name
+        if (value.is_declaration and not name.startswith(("_ZN", "llvm."))
+                and not engine.is_symbol_defined(name) and not ll.address_of_symbol(name)):
+            found.append(name)
+    return found
+
+
+def _ensure_symbols(module, engine) -> None:
+    """Refresh the target contexts a cache load skipped (:func:`_load_cached`) where `module`
+    needs what numba's refresh gives: a symbol a registry adds when imported (MCJIT would abort
+    the process), or numba's BLAS check (its wrappers' integer width against scipy's)."""
+    if not _UNREFRESHED:
+        return
+    blas = any(f.is_declaration and f.name.startswith(_BLAS) for f in module.functions)
+    if (blas and _blas_width_differs()) or _unresolved(module, engine):
+        for context in _UNREFRESHED:
+            context.refresh()  # numba's own: raises its error where the BLAS widths differ
+        _UNREFRESHED.clear()
+
+
+def _blas_width_differs() -> bool:
+    """Whether the installed scipy's BLAS integer width differs from the one numba's wrappers
+    were built for (numba.np.linalg reads the same two flags; importing it costs 0.1 s)."""
+    from numba import _helperlib
+
+    try:
+        from scipy.__config__ import CONFIG
+        scipy_ilp64 = bool(CONFIG["Build Dependencies"]["blas"]["cython blas ilp64"])
+    except (ImportError, KeyError, TypeError):  # older scipy: LP64 only, as numba reads it
+        scipy_ilp64 = False
+    return scipy_ilp64 != bool(getattr(_helperlib, "LAPACK_BUILD_ILP64", False))
 
 
 def _load_overload(self, sig, target_context):
@@ -281,3 +340,4 @@ def install() -> None:
     library.finalize = _finalize
     library._finalize_final_module = _finalize_final_module
     caching.Cache._load_overload = _load_overload
+    caching.Cache.load_overload = _load_cached
