@@ -237,9 +237,17 @@ def qualified_name(symbol: str) -> str:
     return ".".join(parts)
 
 
-def _missing(module, engine) -> list[str]:
-    return [f.name for f in module.functions if f.is_declaration and f.name.startswith("_ZN")
-            and not engine.is_symbol_defined(f.name)]
+def _declarations(module) -> tuple[list[str], list[str]]:
+    """The functions and the globals `module` declares without defining them (one walk: each
+    step of it is a call into LLVM)."""
+    functions = [f.name for f in module.functions if f.is_declaration]
+    variables = [v.name for v in module.global_variables if v.is_declaration]
+    return functions, variables
+
+
+def _missing(functions, engine) -> list[str]:
+    return [name for name in functions if name.startswith("_ZN")
+            and not engine.is_symbol_defined(name)]
 
 
 def _finalize_final_module(self):
@@ -251,15 +259,16 @@ def _finalize_final_module(self):
 
     module = self._shared_module if self._shared_module is not None else self._final_module
     engine = self._codegen._engine
-    missing = _missing(module, engine)
+    functions, variables = _declarations(module)
+    missing = _missing(functions, engine)
     if missing:
         for name in sorted({qualified_name(symbol) for symbol in missing}):
             load_by_name(name)
-        missing = _missing(module, engine)
+        missing = _missing(functions, engine)
     if missing:
         raise StaleCaller(f"{self.name} calls kernels that are not loaded under these names: "
                           f"{missing} (compiled again since this caller was cached)")
-    _ensure_symbols(module, engine)
+    _ensure_symbols(functions + variables, engine)
     return _STOCK["finalize_final_module"](self)
 
 
@@ -282,26 +291,33 @@ def _load_cached(self, sig, target_context):
         return self._load_overload(sig, target_context)
 
 
-def _unresolved(module, engine) -> list[str]:
-    """The external symbols (not kernels, not LLVM intrinsics) that neither the engine nor the
-    process defines: those numba's registries add to LLVM's symbol table when imported."""
+_RESOLVED: set = set()  # external symbols found defined: the answer does not change
+
+
+def _unresolved(names, engine) -> list[str]:
+    """The external symbols (not kernels, not LLVM intrinsics) among `names` that neither the
+    engine nor the process defines: those numba's registries add to LLVM's symbol table when
+    imported."""
     found = []
-    for value in (*module.functions, *module.global_variables):
-        name = value.name
-        if (value.is_declaration and not name.startswith(("_ZN", "llvm."))
-                and not engine.is_symbol_defined(name) and not ll.address_of_symbol(name)):
+    for name in names:
+        if name in _RESOLVED or name.startswith(("_ZN", "llvm.")):
+            continue
+        if engine.is_symbol_defined(name) or ll.address_of_symbol(name):
+            _RESOLVED.add(name)
+        else:
             found.append(name)
     return found
 
 
-def _ensure_symbols(module, engine) -> None:
-    """Refresh the target contexts a cache load skipped (:func:`_load_cached`) where `module`
-    needs what numba's refresh gives: a symbol a registry adds when imported (MCJIT would abort
-    the process), or numba's BLAS check (its wrappers' integer width against scipy's)."""
+def _ensure_symbols(names, engine) -> None:
+    """Refresh the target contexts a cache load skipped (:func:`_load_cached`) where a library
+    declaring `names` needs what numba's refresh gives: a symbol a registry adds when imported
+    (MCJIT would abort the process), or numba's BLAS check (its wrappers' integer width against
+    scipy's)."""
     if not _UNREFRESHED:
         return
-    blas = any(f.is_declaration and f.name.startswith(_BLAS) for f in module.functions)
-    if (blas and _blas_width_differs()) or _unresolved(module, engine):
+    blas = any(name.startswith(_BLAS) for name in names)
+    if (blas and _blas_width_differs()) or _unresolved(names, engine):
         for context in _UNREFRESHED:
             context.refresh()  # numba's own: raises its error where the BLAS widths differ
         _UNREFRESHED.clear()
