@@ -287,8 +287,26 @@ def _load_cached(self, sig, target_context):
     rtsys.initialize(target_context)  # NRT's symbols: the one part of the refresh every kernel needs
     if target_context not in _UNREFRESHED:
         _UNREFRESHED.append(target_context)
-    with self._guard_against_spurious_io_errors():
+    with _untimed_llvm_calls(), self._guard_against_spurious_io_errors():
         return self._load_overload(sig, target_context)
+
+
+@contextlib.contextmanager
+def _untimed_llvm_calls():
+    """llvmlite's calls into LLVM without numba's timing events around each one. numba times
+    the LLVM lock for a compile's statistics (a loaded kernel has none to fill), and a cache
+    load makes thousands of calls (each walk of a library's functions, one call per step):
+    the events were a tenth of its time. Callers hold numba's compiler lock."""
+    hooks = getattr(getattr(ll.ffi.lib, "_lock", None), "_cblist", None)
+    if not hooks:  # another llvmlite layout, or no hook: nothing to lift
+        yield
+        return
+    saved = list(hooks)
+    hooks.clear()
+    try:
+        yield
+    finally:
+        hooks[:] = saved
 
 
 _RESOLVED: set = set()  # external symbols found defined: the answer does not change
