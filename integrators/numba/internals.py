@@ -29,6 +29,15 @@ What it does, where it applies (:func:`optimized`: the numba versions of :data:`
   abort the process ("Symbol not found"): :func:`_finalize_final_module` raises
   :class:`StaleCaller` first, which the patched cache load treats as a miss.
 
+- **Cache loads without numba's refresh** (:func:`_load_cached`). numba refreshes its target
+  context before every cache load: the first one imports all its implementation registries
+  (about 200 modules, and scipy.linalg for its BLAS check), a third of a short ``dyn run``
+  whose kernels all come from the cache. Here a load initializes numba's runtime (NRT) only;
+  a library whose external symbols the process does not define, or that calls numba's BLAS
+  wrappers against a scipy of another integer width, gets numba's refresh first
+  (:func:`_ensure_symbols`); a compile refreshes by itself. A load also runs LLVM's calls
+  without numba's per-call timing events (:func:`_untimed_llvm_calls`).
+
 Everywhere else (another numba, or ``DYN_PLAIN_NUMBA=1``) nothing here is applied and
 :mod:`integrators.jit` runs its plain path on numba's public API only: numba's own dispatchers,
 linked calls, a cache directory per callee digest. The compile events (:func:`recording_compiles`,
