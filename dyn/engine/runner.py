@@ -18,7 +18,7 @@ from integrators.numba.internals import CompileListener, listening_to_compiles
 from ..core import sweep
 from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
 from ..core.errors import OutputError, ScenarioError
-from . import store, trajectories
+from . import provenance, store, trajectories
 from .batched import iter_results as batched_results
 from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve, scenario_file
@@ -67,6 +67,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     """
     if in_spawned_import():  # a worker re-importing an unguarded script: stop it quietly, the
         os._exit(1)          # driver says why (executors._worker_died), in one line
+    provenance.prefetch()  # beside the start-up: the file's provenance is read in a thread
     log = log or sys.stderr
     notes: list[str] = []
     scenario = _with_overrides(scenario, overrides, unset, notes)
