@@ -246,7 +246,7 @@ def qualified_name(symbol: str) -> str:
     return ".".join(parts)
 
 
-def _declarations(module) -> tuple[list[str], list[str]]:
+def _undefined(module) -> tuple[list[str], list[str]]:
     """The functions and the globals `module` declares without defining them (one walk: each
     step of it is a call into LLVM)."""
     functions = [f.name for f in module.functions if f.is_declaration]
@@ -268,7 +268,7 @@ def _finalize_final_module(self):
 
     module = self._shared_module if self._shared_module is not None else self._final_module
     engine = self._codegen._engine
-    functions, variables = _declarations(module)
+    functions, variables = _undefined(module)
     missing = _missing(functions, engine)
     if missing:
         for name in sorted({qualified_name(symbol) for symbol in missing}):
