@@ -18,7 +18,7 @@ from integrators.numba.internals import CompileListener, listening_to_compiles
 from ..core import sweep
 from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
 from ..core.errors import OutputError, ScenarioError
-from . import store, trajectories
+from . import provenance, store, trajectories
 from .batched import iter_results as batched_results
 from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve, scenario_file
@@ -67,6 +67,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     """
     if in_spawned_import():  # a worker re-importing an unguarded script: stop it quietly, the
         os._exit(1)          # driver says why (executors._worker_died), in one line
+    provenance.prefetch()  # beside the start-up: the file's provenance is read in a thread
     log = log or sys.stderr
     notes: list[str] = []
     scenario = _with_overrides(scenario, overrides, unset, notes)
@@ -221,14 +222,16 @@ def _say_step_cut(scenario: Scenario, log) -> None:
 
 def _write_all(scenario, path, results, total, progress, log) -> None:
     """The single writer: each finished point goes to disk (and is flushed) as it arrives."""
-    from tqdm import tqdm
-
     writer = store.Writer(path, scenario)
     counts = np.zeros(len(STATUS_NAMES), dtype=int)
     # progress=None: a bar on a terminal, lines every LOG_SECONDS in a log (a file, a pipe)
-    if progress is None and not (hasattr(log, "isatty") and log.isatty()):
+    if progress is False:
+        bar = NoProgress()
+    elif progress is None and not (hasattr(log, "isatty") and log.isatty()):
         bar = LogProgress(scenario.name, total, log)
     else:
+        from tqdm import tqdm
+
         bar = tqdm(total=total, desc=scenario.name, unit="pt",
                    disable=None if progress is None else not progress, file=log)
         bar.set_postfix_str(STARTING, refresh=False)
@@ -241,7 +244,7 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
                 bar.write(f"point {index} {where}: {STATUS_NAMES[result.status]}"
                           + (f": {result.message}" if result.message else ""), file=log)
             bar.update()
-            if isinstance(bar, tqdm) and bar.n == 1:
+            if getattr(bar, "n", None) == 1:  # tqdm's bar
                 _restart_clock(bar)
     finally:
         bar.close()
@@ -267,6 +270,20 @@ def _restart_clock(bar) -> None:
     bar.n = bar.last_print_n = bar.initial = done
     bar.set_postfix_str("", refresh=False)
     bar.refresh()
+
+
+class NoProgress:
+    """No progress (``progress=False``, ``--no-progress``): only what a point says when it
+    diverges or fails, as tqdm's ``write`` prints it (and tqdm is not imported)."""
+
+    def update(self) -> None:
+        pass
+
+    def write(self, message: str, file) -> None:
+        print(message, file=file)
+
+    def close(self) -> None:
+        pass
 
 
 class LogProgress:

@@ -517,7 +517,7 @@ def _system(head: dict, source: str) -> systems.System:
     if locate.is_import_path(name):
         near = Path(source).parent if source not in ("<dict>", "<string>") else Path.cwd()
         cls = locate.load(name, near)
-    elif name in systems.names():
+    elif systems.known(name):
         cls = type(systems.get(name))
     else:
         raise ScenarioError("scenario.system", f"unknown system {name!r}"

@@ -8,6 +8,8 @@ holds points that diverged or failed (scripts and CI can tell), 0 when every poi
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import sys
 from pathlib import Path
 
@@ -149,6 +151,7 @@ def _scenario_path(name: str) -> Path:
 def _cmd_run(args) -> int:
     from ..engine.runner import run
 
+    _collecting()
     executor = args.executor or ("dask" if args.scheduler else
                                  "process" if args.workers and args.workers > 1 else "serial")
     if args.workers is not None:
@@ -343,15 +346,46 @@ def _cmd_list(args) -> int:
     return 0
 
 
+_STARTING: list = []  # [True] while this process's command imports with the collector off
+
+
+def _as_the_process() -> None:
+    """The garbage collector of a process that runs one command and exits (``dyn``,
+    ``python -m dyn``; never a caller's process, which calls :func:`main` with its arguments):
+    off while the command imports its libraries (numpy, numba, h5py: hundreds of thousands of
+    objects, none of them garbage, walked again by every full collection), on again from
+    :func:`_collecting`, and at exit every object frozen: the interpreter's last collections
+    walked all of numba's and LLVM's objects, about a quarter of a short ``dyn run``. Objects
+    are still freed at exit as their references go; what the collector alone would free then
+    (cycles) is left to the operating system, as after any crash."""
+    gc.disable()
+    _STARTING.append(True)
+    atexit.register(gc.freeze)
+
+
+def _collecting() -> None:
+    """The collector on again after the command's imports (see :func:`_as_the_process`), with
+    the objects the imports made frozen: modules and their functions live until exit anyway,
+    and the run's own collections then walk only what the run makes."""
+    if _STARTING:
+        _STARTING.clear()
+        gc.freeze()
+        gc.enable()
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..engine.interrupts import exit_status, stop_on_signals
 
+    if argv is None:  # the process's own command line
+        _as_the_process()
     try:
         with stop_on_signals():  # SIGTERM and SIGHUP stop a run as Ctrl-C does, from the start
             args = _parser().parse_args(argv)
             handler = {"run": _cmd_run, "show": _cmd_show, "plot": _cmd_plot, "list": _cmd_list,
                        "compare": _cmd_compare, "animate": _cmd_animate,
                        "compile": _cmd_compile, "describe": _cmd_describe}[args.command]
+            if handler is not _cmd_run:  # `run` collects again once its libraries are imported
+                _collecting()
             return handler(args)
     except ScenarioError as exc:
         print(f"dyn: error: {exc}", file=sys.stderr)

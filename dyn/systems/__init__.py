@@ -31,12 +31,29 @@ def _load_builtins() -> None:
             importlib.import_module(f"{__name__}.{module.name}")
 
 
+def _load_own_module(name: str) -> None:
+    """Import the module of this package named like the system, which registers it (each file
+    is one system of its own name): a run imports its system's module, not all twenty (a tenth
+    of a second of a short ``dyn run``). Any other name loads them all (:func:`_load_builtins`)."""
+    if name in _REGISTRY or name == "base":
+        return
+    if name in {module.name for module in pkgutil.iter_modules(__path__)}:
+        importlib.import_module(f"{__name__}.{name}")
+
+
 def names() -> list[str]:
     """The package's systems and the installed packages' (entry points), by name."""
     from ..user import locate
 
     _load_builtins()
     return sorted(set(_REGISTRY) | set(locate.entry_points()))
+
+
+def known(name: str) -> bool:
+    """Whether `name` is a registered or installed system; the others' modules are imported
+    only when it is not one of the package's own (:func:`_load_own_module`)."""
+    _load_own_module(name)
+    return name in _REGISTRY or name in names()
 
 
 def get(name: str, near=None, file: str = "") -> System:
@@ -47,7 +64,9 @@ def get(name: str, near=None, file: str = "") -> System:
 
     if locate.is_import_path(name):
         return locate.load(name, near, file)()
-    _load_builtins()
+    _load_own_module(name)
+    if name not in _REGISTRY:
+        _load_builtins()
     if name in _REGISTRY:
         return _REGISTRY[name]()
     if name in locate.entry_points():

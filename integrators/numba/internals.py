@@ -29,6 +29,15 @@ What it does, where it applies (:func:`optimized`: the numba versions of :data:`
   abort the process ("Symbol not found"): :func:`_finalize_final_module` raises
   :class:`StaleCaller` first, which the patched cache load treats as a miss.
 
+- **Cache loads without numba's refresh** (:func:`_load_cached`). numba refreshes its target
+  context before every cache load: the first one imports all its implementation registries
+  (about 200 modules, and scipy.linalg for its BLAS check), a third of a short ``dyn run``
+  whose kernels all come from the cache. Here a load initializes numba's runtime (NRT) only;
+  a library whose external symbols the process does not define, or that calls numba's BLAS
+  wrappers against a scipy of another integer width, gets numba's refresh first
+  (:func:`_ensure_symbols`); a compile refreshes by itself. A load also runs LLVM's calls
+  without numba's per-call timing events (:func:`_untimed_llvm_calls`).
+
 Everywhere else (another numba, or ``DYN_PLAIN_NUMBA=1``) nothing here is applied and
 :mod:`integrators.jit` runs its plain path on numba's public API only: numba's own dispatchers,
 linked calls, a cache directory per callee digest. The compile events (:func:`recording_compiles`,
@@ -49,6 +58,7 @@ try:  # numba's internal layout, as the CHECKED versions have it
     from numba.core import caching, codegen
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.registry import CPUDispatcher
+    from numba.core.runtime import rtsys
 except ImportError:  # another layout: nothing here applies, the plain path runs
     CPUDispatcher = None
 try:
@@ -236,9 +246,17 @@ def qualified_name(symbol: str) -> str:
     return ".".join(parts)
 
 
-def _missing(module, engine) -> list[str]:
-    return [f.name for f in module.functions if f.is_declaration and f.name.startswith("_ZN")
-            and not engine.is_symbol_defined(f.name)]
+def _undefined(module) -> tuple[list[str], list[str]]:
+    """The functions and the globals `module` declares without defining them (one walk: each
+    step of it is a call into LLVM)."""
+    functions = [f.name for f in module.functions if f.is_declaration]
+    variables = [v.name for v in module.global_variables if v.is_declaration]
+    return functions, variables
+
+
+def _missing(functions, engine) -> list[str]:
+    return [name for name in functions if name.startswith("_ZN")
+            and not engine.is_symbol_defined(name)]
 
 
 def _finalize_final_module(self):
@@ -250,15 +268,99 @@ def _finalize_final_module(self):
 
     module = self._shared_module if self._shared_module is not None else self._final_module
     engine = self._codegen._engine
-    missing = _missing(module, engine)
+    functions, variables = _undefined(module)
+    missing = _missing(functions, engine)
     if missing:
         for name in sorted({qualified_name(symbol) for symbol in missing}):
             load_by_name(name)
-        missing = _missing(module, engine)
+        missing = _missing(functions, engine)
     if missing:
         raise StaleCaller(f"{self.name} calls kernels that are not loaded under these names: "
                           f"{missing} (compiled again since this caller was cached)")
+    _ensure_symbols(functions + variables, engine)
     return _STOCK["finalize_final_module"](self)
+
+
+# --- cache loads without numba's registry refresh ---
+
+_UNREFRESHED: list = []  # the target contexts a cache load skipped refreshing (one, the CPU's)
+_BLAS = ("numba_xx", "numba_ez_")  # numba's BLAS and LAPACK wrappers (numba._helperlib)
+
+
+def _load_cached(self, sig, target_context):
+    """numba's cache load, less its refresh of the target context. numba's refresh imports
+    every one of its implementation registries (about 200 modules, and scipy.linalg for its
+    BLAS check): a third of a short ``dyn run``. What a kernel loaded from the cache needs of
+    them, it needs at finalization, where :func:`_ensure_symbols` refreshes when a symbol is
+    missing; a compile refreshes by itself (numba's ``CompilerBase``)."""
+    rtsys.initialize(target_context)  # NRT's symbols: the one part of the refresh every kernel needs
+    if target_context not in _UNREFRESHED:
+        _UNREFRESHED.append(target_context)
+    with _untimed_llvm_calls(), self._guard_against_spurious_io_errors():
+        return self._load_overload(sig, target_context)
+
+
+@contextlib.contextmanager
+def _untimed_llvm_calls():
+    """llvmlite's calls into LLVM without numba's timing events around each one. numba times
+    the LLVM lock for a compile's statistics (a loaded kernel has none to fill), and a cache
+    load makes thousands of calls (each walk of a library's functions, one call per step):
+    the events were a tenth of its time. Callers hold numba's compiler lock."""
+    hooks = getattr(getattr(ll.ffi.lib, "_lock", None), "_cblist", None)
+    if not hooks:  # another llvmlite layout, or no hook: nothing to lift
+        yield
+        return
+    saved = list(hooks)
+    hooks.clear()
+    try:
+        yield
+    finally:
+        hooks[:] = saved
+
+
+_RESOLVED: set = set()  # external symbols found defined: the answer does not change
+
+
+def _unresolved(names, engine) -> list[str]:
+    """The external symbols (not kernels, not LLVM intrinsics) among `names` that neither the
+    engine nor the process defines: those numba's registries add to LLVM's symbol table when
+    imported."""
+    found = []
+    for name in names:
+        if name in _RESOLVED or name.startswith(("_ZN", "llvm.")):
+            continue
+        if engine.is_symbol_defined(name) or ll.address_of_symbol(name):
+            _RESOLVED.add(name)
+        else:
+            found.append(name)
+    return found
+
+
+def _ensure_symbols(names, engine) -> None:
+    """Refresh the target contexts a cache load skipped (:func:`_load_cached`) where a library
+    declaring `names` needs what numba's refresh gives: a symbol a registry adds when imported
+    (MCJIT would abort the process), or numba's BLAS check (its wrappers' integer width against
+    scipy's)."""
+    if not _UNREFRESHED:
+        return
+    blas = any(name.startswith(_BLAS) for name in names)
+    if (blas and _blas_width_differs()) or _unresolved(names, engine):
+        for context in _UNREFRESHED:
+            context.refresh()  # numba's own: raises its error where the BLAS widths differ
+        _UNREFRESHED.clear()
+
+
+def _blas_width_differs() -> bool:
+    """Whether the installed scipy's BLAS integer width differs from the one numba's wrappers
+    were built for (numba.np.linalg reads the same two flags; importing it costs 0.1 s)."""
+    from numba import _helperlib
+
+    try:
+        from scipy.__config__ import CONFIG
+        scipy_ilp64 = bool(CONFIG["Build Dependencies"]["blas"]["cython blas ilp64"])
+    except (ImportError, KeyError, TypeError):  # older scipy: LP64 only, as numba reads it
+        scipy_ilp64 = False
+    return scipy_ilp64 != bool(getattr(_helperlib, "LAPACK_BUILD_ILP64", False))
 
 
 def _load_overload(self, sig, target_context):
@@ -281,3 +383,4 @@ def install() -> None:
     library.finalize = _finalize
     library._finalize_final_module = _finalize_final_module
     caching.Cache._load_overload = _load_overload
+    caching.Cache.load_overload = _load_cached

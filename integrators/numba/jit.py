@@ -150,13 +150,22 @@ def callee_digest(kernel) -> str:
     return found
 
 
+_SOURCES: dict = {}  # code object -> its source: a kernel's callees are read once per process
+
+
 def _source(function) -> str:
-    """A function's source, or its bytecode and constants where there is no file to read."""
-    try:
-        return inspect.getsource(function)
-    except (OSError, TypeError):
-        code = function.__code__
-        return repr((code.co_code, code.co_consts))
+    """A function's source, or its bytecode and constants where there is no file to read.
+    Read once per process: every kernel's digest reads its callees', and tokenizing them again
+    for each caller was a tenth of a short ``dyn run``."""
+    code = function.__code__
+    found = _SOURCES.get(code)
+    if found is None:
+        try:
+            found = inspect.getsource(function)
+        except (OSError, TypeError):
+            found = repr((code.co_code, code.co_consts))
+        _SOURCES[code] = found
+    return found
 
 
 def _filled(cell) -> bool:
