@@ -4,12 +4,12 @@ module that imports numba.core or names a private numba attribute; the plain pat
 its compiles, keeps declared signatures and gives the default path's numbers.
 
 **The rounding bound: none, bit for bit.** The main job (attention_clusters, shrunk to 2 betas x 4
-runs) and the two-token phase point (two_token_phase, its first point) give the same bytes in
-every file variable on both paths (checked below). Why: callers are linked on the plain path and
-called on the optimized one, and :mod:`integrators.jit` loads every callee before its caller on
-both, so a call LLVM did not inline binds to the callee's own code either way; the kernels' own
-code is the same. A kernel where LLVM inlines a linked callee and re-rounds it (fastmath
-contraction across the call) would break this; it would show here first.
+runs) and the two-token phase point (two_token_phase, its first point) give the same bytes in every
+file variable on both paths (checked below; the main job's case in the slow tier). Why: callers are
+linked on the plain path and called on the optimized one, and :mod:`integrators.jit` loads every
+callee before its caller on both, so a call LLVM did not inline binds to the callee's own code
+either way; the kernels' own code is the same. A kernel where LLVM inlines a linked callee and re-
+rounds it (fastmath contraction across the call) would break this; it would show here first.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SEAM = ROOT / "integrators" / "numba" / "internals.py"
@@ -196,6 +197,8 @@ from test_numba_seam import JOBS, _shrunk, _variables
 
 found = {}
 for name, points in JOBS:
+    if name not in sys.argv[2:]:
+        continue
     out = Path(sys.argv[1]) / f"{name}.h5"
     dyn.run(scenario_mod.resolve(_shrunk(name, points), f"scenarios/{name}.toml"), out,
             progress=False, log=io.StringIO())
@@ -205,15 +208,20 @@ json.dump(found, sys.stdout)
 JOBS = [("attention_clusters", None), ("two_token_phase", 1)]
 
 
-def test_the_plain_path_gives_the_main_job_and_the_two_token_point_bit_for_bit(tmp_path):
+# The main job's case compiles every kernel of the attention flow a second time, linked (the
+# plain path keeps its own cache entries): ~25 s of one worker on a cold cache, an eighth of the
+# default tier; it runs in the slow tier, the two-token point (~3 s) in the default one.
+@pytest.mark.parametrize("job", [pytest.param("attention_clusters", marks=pytest.mark.slow),
+                                 "two_token_phase"])
+def test_the_plain_path_gives_the_main_job_and_the_two_token_point_bit_for_bit(tmp_path, job):
     """The main job (shrunk) and the two-token phase point on the plain path, in a process of
     its own, against this process's default path: every file variable the same bytes (the bound
     is zero; see the module doc)."""
     import dyn
     from dyn.engine import scenario as scenario_mod
 
-    plain = json.loads(_plain(RUN_JOBS, str(tmp_path)))
-    for name, points in JOBS:
+    plain = json.loads(_plain(RUN_JOBS, str(tmp_path), job))
+    for name, points in [j for j in JOBS if j[0] == job]:
         out = tmp_path / f"{name}-default.h5"
         dyn.run(scenario_mod.resolve(_shrunk(name, points), str(ROOT / "scenarios" / f"{name}.toml")),
                 out, progress=False, log=io.StringIO())
