@@ -8,8 +8,8 @@ runs) and the two-token phase point (two_token_phase, its first point) give the 
 file variable on both paths (checked below; the main job's case in the slow tier). Why: callers are
 linked on the plain path and called on the optimized one, and :mod:`integrators.jit` loads every
 callee before its caller on both, so a call LLVM did not inline binds to the callee's own code
-either way; the kernels' own code is the same. A kernel where LLVM inlines a linked callee and re-
-rounds it (fastmath contraction across the call) would break this; it would show here first.
+either way; the kernels' own code is the same. A kernel where LLVM inlines a linked callee and
+re-rounds it (fastmath contraction across the call) would break this; it would show here first.
 """
 from __future__ import annotations
 
