@@ -262,6 +262,20 @@ def test_masked_drift_is_softmax_over_the_past():
     assert np.abs(out[0]).max() == 0.0
 
 
+def _one_kind_over_n(tmp_path, name, kind, ns, runs, dt=0.1):
+    """SMALL with one kind (its `kind` lines) swept over n = `ns`, at d = 8, `runs` runs, step
+    `dt`, to t = 1 with 5 saves; the opened file."""
+    text = SMALL.format(path=tmp_path / f"{name}.h5").replace(
+        'kind = ["softmax", "sinkhorn", "l2"]', f"n = {ns}").replace(
+        "n = 256\n", kind).replace("d = 2\n", "d = 8\n").replace(
+        "runs = 16", f"runs = {runs}").replace("dt = 0.1", f"dt = {dt}").replace(
+        "horizon = 0.4", "horizon = 1.0").replace("saves = 4", "saves = 5").replace(
+        'common = ["kind"]\n', "")
+    toml = tmp_path / f"{name}.toml"
+    toml.write_text(text)
+    return dyn.open(dyn.run(str(toml)))
+
+
 @pytest.mark.slow
 def test_masked_tokens_tend_to_softmax_moments_with_a_large_finite_n_bias(tmp_path):
     # causal attention from i.i.d. Gaussian tokens: the mean-field limit is softmax's moment ODE
@@ -269,14 +283,7 @@ def test_masked_tokens_tend_to_softmax_moments_with_a_large_finite_n_bias(tmp_pa
     # covariance shrinks less than the ODE's. At d = 8 (100 runs, seed 11) cov_trace's excess at
     # t = 1 was 0.0134, 0.0083, 0.0049, 0.0037 (standard errors 0.0008 ... 0.0003) at n = 128 ..
     # 1024: many standard errors, and shrinking (by 3.7 over the 8-fold n; a ratio of 2 asserted)
-    text = SMALL.format(path=tmp_path / "masked.h5").replace(
-        'kind = ["softmax", "sinkhorn", "l2"]', "n = [128, 1024]").replace(
-        "n = 256\n", 'kind = "masked"\n').replace("d = 2\n", "d = 8\n").replace(
-        "runs = 16", "runs = 40").replace("horizon = 0.4", "horizon = 1.0").replace(
-        "saves = 4", "saves = 5").replace('common = ["kind"]\n', "")
-    toml = tmp_path / "masked.toml"
-    toml.write_text(text)
-    ds = dyn.open(dyn.run(str(toml)))
+    ds = _one_kind_over_n(tmp_path, "masked", 'kind = "masked"\n', "[128, 1024]", runs=40)
     gap = (ds.cov_trace - ds.cov_trace_ode).isel(time=-1)
     z = gap / ds.cov_trace_se.isel(time=-1)
     assert float(z.sel(n=128)) > 5  # the bias is there, and positive: early tokens lag
@@ -396,15 +403,8 @@ def test_sinkhorn_particles_carry_the_derived_finite_n_bias(tmp_path):
     # 1.4 standard errors of 20 runs at n = 512 (module doc), so it is asserted to shrink with n;
     # from t = 0.4 on the reference holds within 3 standard errors of these 200 runs at n = 512
     # (the residual there was at most 2.0 standard errors of 400 runs, seed 424242)
-    text = SMALL.format(path=tmp_path / "sk.h5").replace(
-        'kind = ["softmax", "sinkhorn", "l2"]', "n = [256, 512]").replace(
-        "n = 256\n", 'kind = "sinkhorn"\nstart = "matched"\n').replace("d = 2\n", "d = 8\n").replace(
-        "runs = 16", "runs = 200").replace("dt = 0.1", "dt = 0.2").replace(
-        "horizon = 0.4", "horizon = 1.0").replace("saves = 4", "saves = 5").replace(
-        'common = ["kind"]\n', "")
-    toml = tmp_path / "sk.toml"
-    toml.write_text(text)
-    ds = dyn.open(dyn.run(str(toml)))
+    ds = _one_kind_over_n(tmp_path, "sk", 'kind = "sinkhorn"\nstart = "matched"\n', "[256, 512]",
+                          runs=200, dt=0.2)
     later = slice(2, None)
     for k in ("cov_trace", "cov_top", "cov_bottom"):
         se = ds[f"{k}_se"]
