@@ -161,6 +161,10 @@ def _parameter_reference():
     return module
 
 
+# the page's anchors come from markdown's slugify (the site's own): markdown comes with the docs
+# extra (mkdocs), which .ci/run installs; the README's `pip install -e '.[test]'` does not
+@pytest.mark.skipif(importlib.util.find_spec("markdown") is None,
+                    reason="the docs extra (markdown) is not installed")
 def test_the_parameter_reference_holds_every_systems_schema():
     from dyn import systems
     from dyn.engine import scenario
