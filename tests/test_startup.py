@@ -31,8 +31,11 @@ import gc, json, runpy, sys
 from dyn.presentation import cli
 
 def said(code, left):
+    from integrators import jit
+    loaded = [jit.qualified(k) for k in jit.declared_kernels() if not k.dyn_pending]
     print(json.dumps({"code": code, "modules": sorted(sys.modules), "collecting": gc.isenabled(),
-                      "frozen": gc.get_freeze_count(), "left": left}), flush=True)
+                      "frozen": gc.get_freeze_count(), "left": left, "kernels": loaded}),
+          flush=True)
 
 def leave(code, stock=cli._leave):
     said(code, True)
@@ -69,6 +72,24 @@ def test_a_numba_run_imports_no_other_backend_and_no_numba_registry(tmp_path, sm
     assert {"numba", "h5py", "dyn.systems.attention_sphere"} <= set(seen["modules"])  # it ran
     # the collector was off for the imports only: the sweep ran, and a long one runs, collected
     assert seen["collecting"] and seen["frozen"] > 0
+
+
+# The small scenario's field (no mask, M = I, d = 3) has one regime for every n, which its
+# problem fixes: its run loads that regime's kernels, not the field that picks per call, nor the
+# GEMM regime's (the symmetric path's own fallback, the columns path, stays: large beta R^2)
+FIELD = "dyn.numerics.attention_field."
+NOT_LOADED = (FIELD + "field", FIELD + "regime", "dyn.numerics._field_gemm.gemm",
+              "dyn.numerics._field_gemm._rows", "dyn.numerics._field_symmetric.symmetric_blocks",
+              "dyn.attention.schemes.layer_output")
+LOADED = ("dyn.attention.schemes.layer_output_symmetric", "dyn.numerics._field_symmetric.symmetric")
+
+
+def test_a_run_whose_problem_fixes_the_field_regime_loads_that_regime_only(tmp_path,
+                                                                           small_scenario):
+    seen, _ = _run_as_a_user(small_scenario, tmp_path / "run.h5")
+    assert seen["code"] == 0
+    assert set(LOADED) <= set(seen["kernels"]), seen["kernels"]
+    assert [name for name in NOT_LOADED if name in seen["kernels"]] == []
 
 
 def test_main_called_in_a_process_leaves_its_collector_alone(capsys):
