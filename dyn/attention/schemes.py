@@ -52,22 +52,26 @@ def work_size(n: int, d: int, p) -> int:
     return af.work_size(n, d, heads_of(len(p), d)) + n * d + d
 
 
-# The drifts' bodies take the attention field's kernel as an argument: af.field, which picks its
-# regime per call, or one regime's kernel (af.REGIME_KERNELS) where the problem's vector fixes
-# the regime (:func:`fixed_regime`). Each declared drift below compiles its body with its kernel, a
-# static call, so a drift of one regime loads (from numba's cache) that regime's kernels only.
-# The bodies are compiled into the drifts and never cached alone: their cache index would key
-# them on a kernel-typed argument, whose unpickling makes a second dispatcher of that kernel.
-BODY = {k: v for k, v in NJIT.items() if k != "cache"}
+# Each scheme's drift comes in one kernel per regime of the attention field: with af.field,
+# which picks its regime per call, and with one regime's kernel (af.REGIME_KERNELS) for the
+# problems whose vector fixes the regime (:func:`fixed_regime`), which then load from numba's
+# cache that regime's kernels only.
 
-@njit(**BODY)
-def _layer_output(t, x, p, out, work, field):
-    """out <- u_i(x) (unprojected): the attention field (kernel `field`) plus gamma W2 tanh(W1
-    x_i). The d floats before the field's normalizers (the last of `work`) are the
-    feed-forward's scratch."""
-    n, d = x.shape
+
+@njit(**{k: v for k, v in NJIT.items() if k != "cache"})
+def _attend(x, p, out, work, field):
+    """out <- the attention field of x by the kernel `field` (af.field or a regime's kernel),
+    compiled into each caller with a static call to it. Never cached alone: its cache index
+    would key it on a kernel-typed argument, whose unpickling makes a second dispatcher."""
     field(x, p[BETA], p[USA] != 0.0, p[CAUSAL] != 0.0, p[SLOPE], int(p[HEADS]),
           block(p, M_AT), p[M_ID] != 0.0, block(p, V_AT), p[V_ID] != 0.0, out, work)
+
+
+@njit(**NJIT)
+def _feed_forward(x, p, out, work):
+    """out_i += gamma W2 tanh(W1 x_i) (nothing when gamma = 0). The d floats before the field's
+    normalizers (the last of `work`) are its scratch."""
+    n, d = x.shape
     gamma = p[FF]
     if gamma != 0.0:
         W1 = block(p, W1_AT).reshape((d, d))
@@ -90,29 +94,22 @@ def _layer_output(t, x, p, out, work, field):
 _unit_rows = SPHERE.retract  # y_i <- y_i / |y_i| for every row (numba)
 
 
-@njit(**BODY)
-def _pre_drift(t, z, p, out, work, field):
-    """out <- dz_i/dt = u_i(z / |z|) (pre-LN: the stream is not normalized)."""
+@njit(**NJIT)
+def _stream_tokens(z, work):
+    """The tokens x_i = z_i / |z_i| of the stream z (pre-LN, peri-LN), in the n x d floats of
+    `work` before the feed-forward's scratch."""
     n, d = z.shape
     size = work.shape[0] - af.NORMALIZERS
     x = work[size - n * d - d:size - d].reshape((n, d))
     copy2(x, z)
     _unit_rows(x)
-    _layer_output(t, x, p, out, work, field)
+    return x
 
 
-@njit(**BODY)
-def _peri_drift(t, z, p, out, work, field):
-    """out <- dz_i/dt = u_i / |u_i| (peri-LN: the layer output is normalized too)."""
-    _pre_drift(t, z, p, out, work, field)
-    _unit_rows(out)
-
-
-@njit(**BODY)
-def _ngpt_drift(t, x, p, out, work, field):
-    """out <- alpha (u_i / |u_i| - x_i) (nGPT: a step towards the normalized output)."""
+@njit(**NJIT)
+def _ngpt_step(x, p, out):
+    """out <- alpha (out / |out| - x) (nGPT: a step towards the normalized layer output)."""
     n, d = x.shape
-    _layer_output(t, x, p, out, work, field)
     _unit_rows(out)
     a = p[ALPHA]
     for i in range(n):
@@ -123,67 +120,76 @@ def _ngpt_drift(t, x, p, out, work, field):
 @njit(DRIFT_SIG, **NJIT)
 def layer_output(t, x, p, out, work):
     """Post-LN: out <- u_i(x) (unprojected), the attention field plus gamma W2 tanh(W1 x_i)."""
-    _layer_output(t, x, p, out, work, af.field)
+    _attend(x, p, out, work, af.field)
+    _feed_forward(x, p, out, work)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def layer_output_symmetric(t, x, p, out, work):
     """:func:`layer_output` where p fixes the symmetric path (no mask, symmetric M_h)."""
-    _layer_output(t, x, p, out, work, af.symmetric)
+    _attend(x, p, out, work, af.symmetric)
+    _feed_forward(x, p, out, work)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def layer_output_columns(t, x, p, out, work):
     """:func:`layer_output` where p fixes the columns path (a mask or an asymmetric M_h)."""
-    _layer_output(t, x, p, out, work, af.columns)
+    _attend(x, p, out, work, af.columns)
+    _feed_forward(x, p, out, work)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def pre_drift(t, z, p, out, work):
     """Pre-LN: out <- dz_i/dt = u_i(z / |z|) (the stream is not normalized)."""
-    _pre_drift(t, z, p, out, work, af.field)
+    layer_output(t, _stream_tokens(z, work), p, out, work)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def pre_drift_symmetric(t, z, p, out, work):
-    _pre_drift(t, z, p, out, work, af.symmetric)
+    layer_output_symmetric(t, _stream_tokens(z, work), p, out, work)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def pre_drift_columns(t, z, p, out, work):
-    _pre_drift(t, z, p, out, work, af.columns)
+    layer_output_columns(t, _stream_tokens(z, work), p, out, work)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def peri_drift(t, z, p, out, work):
     """Peri-LN: out <- dz_i/dt = u_i / |u_i| (the layer output is normalized too)."""
-    _peri_drift(t, z, p, out, work, af.field)
+    pre_drift(t, z, p, out, work)
+    _unit_rows(out)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def peri_drift_symmetric(t, z, p, out, work):
-    _peri_drift(t, z, p, out, work, af.symmetric)
+    pre_drift_symmetric(t, z, p, out, work)
+    _unit_rows(out)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def peri_drift_columns(t, z, p, out, work):
-    _peri_drift(t, z, p, out, work, af.columns)
+    pre_drift_columns(t, z, p, out, work)
+    _unit_rows(out)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def ngpt_drift(t, x, p, out, work):
     """nGPT: out <- alpha (u_i / |u_i| - x_i), a step towards the normalized output."""
-    _ngpt_drift(t, x, p, out, work, af.field)
+    layer_output(t, x, p, out, work)
+    _ngpt_step(x, p, out)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def ngpt_drift_symmetric(t, x, p, out, work):
-    _ngpt_drift(t, x, p, out, work, af.symmetric)
+    layer_output_symmetric(t, x, p, out, work)
+    _ngpt_step(x, p, out)
 
 
 @njit(DRIFT_SIG, **NJIT)
 def ngpt_drift_columns(t, x, p, out, work):
-    _ngpt_drift(t, x, p, out, work, af.columns)
+    layer_output_columns(t, x, p, out, work)
+    _ngpt_step(x, p, out)
 
 
 # each scheme's drifts: whichever regime the field takes per call (None), and one per regime
