@@ -55,14 +55,17 @@ def work_size(n: int, d: int, p) -> int:
 # Each scheme's drift comes in one kernel per regime of the attention field: with af.field,
 # which picks its regime per call, and with one regime's kernel (af.REGIME_KERNELS) for the
 # problems whose vector fixes the regime (:func:`fixed_regime`), which then load from numba's
-# cache that regime's kernels only.
+# cache that regime's kernels only. The helpers the drifts share are compiled into each drift
+# and never cached alone (UNCACHED): one that takes a kernel as an argument would be keyed in
+# numba's cache index on that argument's type, whose unpickling makes a second dispatcher of
+# the kernel; and one that calls a kernel, cached alone on numba's plain path, names a version
+# of it that another process does not define.
+UNCACHED = {k: v for k, v in NJIT.items() if k != "cache"}
 
 
-@njit(**{k: v for k, v in NJIT.items() if k != "cache"})
+@njit(**UNCACHED)
 def _attend(x, p, out, work, field):
-    """out <- the attention field of x by the kernel `field` (af.field or a regime's kernel),
-    compiled into each caller with a static call to it. Never cached alone: its cache index
-    would key it on a kernel-typed argument, whose unpickling makes a second dispatcher."""
+    """out <- the attention field of x by the kernel `field` (af.field or a regime's kernel)."""
     field(x, p[BETA], p[USA] != 0.0, p[CAUSAL] != 0.0, p[SLOPE], int(p[HEADS]),
           block(p, M_AT), p[M_ID] != 0.0, block(p, V_AT), p[V_ID] != 0.0, out, work)
 
@@ -94,7 +97,7 @@ def _feed_forward(x, p, out, work):
 _unit_rows = SPHERE.retract  # y_i <- y_i / |y_i| for every row (numba)
 
 
-@njit(**NJIT)
+@njit(**UNCACHED)
 def _stream_tokens(z, work):
     """The tokens x_i = z_i / |z_i| of the stream z (pre-LN, peri-LN), in the n x d floats of
     `work` before the feed-forward's scratch."""
@@ -106,7 +109,7 @@ def _stream_tokens(z, work):
     return x
 
 
-@njit(**NJIT)
+@njit(**UNCACHED)
 def _ngpt_step(x, p, out):
     """out <- alpha (out / |out| - x) (nGPT: a step towards the normalized layer output)."""
     n, d = x.shape
