@@ -490,7 +490,7 @@ def _remembering(name, stock):
             if memo is None:
                 memo = func.dyn_addresses = {}
             if len(memo) < len(_LOOKUPS) * _REMEMBERED_SITES:
-                args = tuple(sig.args)  # held: its id is not reused meanwhile, as sig's
+                args = tuple(sig.args)  # numba's key of the overload, for the check above
                 checked = None if isinstance(func, DeferredDispatcher) else func.overloads.get(args)
                 memo[(name, id(sig))] = (sig, addr, checked, args)
         return addr
