@@ -103,6 +103,7 @@ import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 from integrators import jit
+from integrators.numba import internals
 from seam_kernels import calls_scaled_sum, scaled_sum
 from dyn.engine import warmup
 share = warmup.share_of(0, 1)  # imports every kernel module, as the test workers' shares do
@@ -117,6 +118,7 @@ try:
 except TypeError:
     refused = True
 json.dump(dict(optimized=jit.optimized(), calls=jit.calls_kernels(),
+               memo=internals.argument_memo_installed(),
                compiled_at_import=compiled_at_import, values=[first, second],
                signatures=[len(scaled_sum.signatures), len(calls_scaled_sum.signatures)],
                refused=refused, cls=type(scaled_sum).__name__,
@@ -146,7 +148,7 @@ def test_the_plain_path_defers_compiles_and_keeps_declared_signatures(tmp_path):
     out = json.loads(_plain(PLAIN_KERNELS, str(tmp_path), NUMBA_CACHE_DIR=cache))
     assert out["cached"] == [0, 1]  # (hits, misses): compiled ...
     assert _plain(CACHE_HITS, str(tmp_path), NUMBA_CACHE_DIR=cache).split() == ["1", "0"]  # loaded
-    assert out["optimized"] is False and out["calls"] is False
+    assert out["optimized"] is False and out["calls"] is False and out["memo"] is False
     assert out["compiled_at_import"] == []
     count, declared, pending, signatures = out["share"]
     assert count == declared > 40 and not pending and signatures >= 1

@@ -9,6 +9,7 @@ Every function takes the axes (`{name: [values...]}`, in file order), not a scen
 """
 from __future__ import annotations
 
+import math
 from typing import Iterator, Mapping
 
 import numpy as np
@@ -24,7 +25,17 @@ def count(axes: Mapping[str, list]) -> int:
 
 def grid_index(axes: Mapping[str, list], index: int) -> tuple[int, ...]:
     """Flat point index -> index tuple into the sweep grid (empty tuple for no axes)."""
-    return tuple(int(i) for i in np.unravel_index(index, shape(axes))) if axes else ()
+    if not axes:
+        return ()
+    sizes = shape(axes)
+    index = int(index)
+    if not 0 <= index < math.prod(sizes):
+        raise ValueError(f"index {index} is out of bounds for a sweep of {math.prod(sizes)} points")
+    place = []
+    for size in reversed(sizes):  # C order, as np.unravel_index (a tenth of its time per call)
+        index, i = divmod(index, size)
+        place.append(i)
+    return tuple(reversed(place))
 
 
 def axis_values(axes: Mapping[str, list], index: int) -> dict:

@@ -18,6 +18,7 @@ onto a file with the same hash. The output path is not part of the hash.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import re
 import tomllib
@@ -757,7 +758,7 @@ def check_step_size(system: systems.System, spec: RunSpec, cfg: dict) -> None:
 
 
 def _check_step_count(system: systems.System, spec: RunSpec, cfg: dict) -> None:
-    from integrators.core.base import MAX_STEPS, step_count
+    from integrators.core.base import MAX_STEPS
 
     if "dt" not in system.integrator or "backend" not in cfg:
         return
@@ -765,7 +766,7 @@ def _check_step_count(system: systems.System, spec: RunSpec, cfg: dict) -> None:
 
     if cfg["backend"] != "jax" and "dt" not in integrators.options(cfg["backend"], cfg["method"]):
         return  # an adaptive method: max_steps bounds it
-    steps = step_count(spec.times, spec.dt)
+    steps = _step_count(spec.times.tobytes(), spec.dt)
     if steps <= MAX_STEPS:
         return
     at = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
@@ -776,6 +777,15 @@ def _check_step_count(system: systems.System, spec: RunSpec, cfg: dict) -> None:
                         f"limit of {MAX_STEPS:.0e} (at 10^8 steps per second the point's "
                         f"{spec.runs} runs would take {_span_text(years)}); raise dt, shorten "
                         "the horizon, or save less often")
+
+
+@functools.lru_cache(maxsize=64)
+def _step_count(times: bytes, dt: float) -> float:
+    """integrators' step_count of save times (their float64 bytes): once per distinct grid and
+    step, not once per point (a 10^5-point sweep has one or a few)."""
+    from integrators.core.base import step_count
+
+    return step_count(np.frombuffer(times, dtype=np.float64), dt)
 
 
 def _span_text(years: float) -> str:

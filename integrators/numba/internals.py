@@ -38,6 +38,13 @@ What it does, where it applies (:func:`optimized`: the numba versions of :data:`
   (:func:`_ensure_symbols`); a compile refreshes by itself. A load also runs LLVM's calls
   without numba's per-call timing events (:func:`_untimed_llvm_calls`).
 
+- **Kernels passed from Python without numba's per-call look-ups**
+  (:func:`install_argument_memo`). A block kernel called with the drift, projection, retraction
+  and observer as first-class arguments spent about 0.3 ms per call (holding the GIL) in numba
+  typing each of them anew and looking up each one's compiled addresses (the compiler lock,
+  then LLVM's symbol table); a declared kernel keeps its type, and a kernel that can no longer
+  compile remembers its two addresses per call site. The same addresses: the same code runs.
+
 Everywhere else (another numba, or ``DYN_PLAIN_NUMBA=1``) nothing here is applied and
 :mod:`integrators.jit` runs its plain path on numba's public API only: numba's own dispatchers,
 linked calls, a cache directory per callee digest. The compile events (:func:`recording_compiles`,
@@ -133,6 +140,7 @@ if CPUDispatcher is not None:  # defined where numba's layout is the CHECKED one
             return self(*args, **kws)
 
         def add_overload(self, cres):  # compiled or loaded from the cache alike
+            self.__dict__.pop("dyn_addresses", None)  # see install_argument_memo
             if not self.dyn_link and cres.library is not None:
                 cres.library._dyn_called = True  # callers declare it instead of linking it
             return super().add_overload(cres)
@@ -384,3 +392,109 @@ def install() -> None:
     library._finalize_final_module = _finalize_final_module
     caching.Cache._load_overload = _load_overload
     caching.Cache.load_overload = _load_cached
+
+
+# --- kernels passed from Python as first-class functions ---
+
+_ADDRESS_STOCK: dict = {}  # numba's own address look-ups, replaced by install_argument_memo()
+_LOOKUPS = ("_get_wrapper_address", "_get_jit_address")  # numba.experimental.function_type's
+_REMEMBERED_SITES = 64  # call sites remembered per kernel (numba memoizes their signatures)
+
+
+def install_argument_memo() -> None:
+    """Make a call from Python that passes compiled kernels as first-class functions (the
+    ensemble's block kernels: drift, projection, retraction, observer) cost about what a call
+    with arrays costs, where :func:`optimized`. numba, at every such call, types each kernel
+    argument anew (``_numba_type_``: a ``types.Dispatcher`` built, its name formatted, and
+    interned) and, to unbox it, looks up its compiled overload twice (``_get_wrapper_address``,
+    ``_get_jit_address``: ``get_compile_result`` under the compiler lock, then LLVM's symbol
+    table through llvmlite, under its lock and numba's timing events): about 0.3 ms of a block's
+    call with four of them, all of it holding the GIL. Here a declared kernel keeps its type,
+    and a kernel that can no longer compile remembers the two addresses per call site (numba's
+    own look-up gives them the first time). The same overloads, the same addresses, the same
+    code run: only the look-ups are skipped. Where numba's layout differs nothing is replaced
+    and numba's own look-ups run."""
+    if _ADDRESS_STOCK or not optimized():
+        return
+    try:
+        from numba.experimental import function_type
+    except ImportError:  # another layout: numba's own look-ups
+        return
+    if _replace_lookups(function_type):
+        DeferredDispatcher._numba_type_ = property(_kept_type)
+
+
+def _replace_lookups(module) -> bool:
+    """Replace numba's two address look-ups in `module` by remembering ones; False, and nothing
+    replaced, where `module` lacks either (another numba layout)."""
+    if not all(callable(getattr(module, name, None)) for name in _LOOKUPS):
+        return False
+    for name in _LOOKUPS:
+        _ADDRESS_STOCK[name] = getattr(module, name)
+        setattr(module, name, _remembering(name, _ADDRESS_STOCK[name]))
+    return True
+
+
+def argument_memo_installed() -> bool:
+    """Whether kernels passed from Python skip numba's per-call look-ups (see
+    :func:`install_argument_memo`)."""
+    return bool(_ADDRESS_STOCK)
+
+
+@contextlib.contextmanager
+def numbas_own_lookups():
+    """numba's own per-call look-ups for a while (the comparison of tests and benchmarks)."""
+    if not _ADDRESS_STOCK:
+        yield
+        return
+    from numba.experimental import function_type
+
+    remembering = {name: getattr(function_type, name) for name in _LOOKUPS}
+    kept = DeferredDispatcher.__dict__["_numba_type_"]
+    for name in _LOOKUPS:
+        setattr(function_type, name, _ADDRESS_STOCK[name])
+    del DeferredDispatcher._numba_type_  # numba's own property again
+    try:
+        yield
+    finally:
+        for name, lookup in remembering.items():
+            setattr(function_type, name, lookup)
+        DeferredDispatcher._numba_type_ = kept
+
+
+def _kept_type(self):
+    """numba's type of a declared kernel passed as an argument, built once (numba builds
+    ``types.Dispatcher(kernel)`` at every call and interns it to an equal instance)."""
+    found = self.__dict__.get("dyn_numba_type")
+    if found is None:
+        found = self.dyn_numba_type = super(DeferredDispatcher, self)._numba_type_
+    return found
+
+
+def _remembering(name, stock):
+    """numba's address look-up `stock` (func, sig) -> int, remembered per kernel and per
+    signature object (each compiled call site unpickles its own once) for a kernel whose
+    overloads can no longer change: compiling disabled, and then a declared kernel's
+    :meth:`DeferredDispatcher.add_overload` (numba's ``recompile``) forgets them, and any other
+    kernel's overload is checked to be the one the address was read from."""
+
+    def address(func, sig):
+        memo = getattr(func, "__dict__", {}).get("dyn_addresses")
+        if memo is not None:
+            found = memo.get((name, id(sig)))
+            if (found is not None and found[0] is sig  # that object, not one at its address
+                    and (found[2] is None or func.overloads.get(found[3]) is found[2])):
+                return found[1]
+        addr = stock(func, sig)
+        if isinstance(func, CPUDispatcher) and not func._can_compile:
+            if memo is None:
+                memo = func.dyn_addresses = {}
+            if len(memo) < len(_LOOKUPS) * _REMEMBERED_SITES:
+                args = tuple(sig.args)  # numba's key of the overload, for the check above
+                checked = None if isinstance(func, DeferredDispatcher) else func.overloads.get(args)
+                memo[(name, id(sig))] = (sig, addr, checked, args)
+        return addr
+
+    address.__name__ = name
+    address.__doc__ = f"numba's {name}, remembered (integrators.numba.internals)."
+    return address

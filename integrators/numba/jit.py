@@ -64,6 +64,7 @@ from . import internals
 
 OPTIMIZED = internals.optimized()  # decided once per process
 internals.install()
+internals.install_argument_memo()
 
 
 def optimized() -> bool:
