@@ -617,8 +617,8 @@ class PointSlab:
         self.count = (1,) * axes + self.shape
         self.offset = (0,) * len(self.shape)
         self.size = int(np.prod(self.shape, dtype=np.int64))
-        # a scalar dataspace (no sweep axes, a scalar variable) has no hyperslab; an empty slab
-        # nothing to write: both go through h5py's own __setitem__
+        # a scalar dataspace (no sweep axes, a scalar variable) has no hyperslab, and an empty
+        # slab has nothing to write: both go through h5py's own __setitem__
         self.direct = var.ndim > 0 and self.size > 0
         if self.direct:
             self.id = var.id
@@ -638,7 +638,7 @@ class PointSlab:
             return
         self.file_space.select_hyperslab(where + self.offset, self.count)
         self.id.write(self.memory_space, self.file_space,
-                          np.ascontiguousarray(value).reshape(self.size))
+                      np.ascontiguousarray(value).reshape(self.size))
 
 
 @dataclass
