@@ -2,10 +2,10 @@
 ``Output.reduce`` (the time average, which needs the runs themselves, is
 :mod:`dyn.engine.averaging`).
 
-Sums run on run after run (``acc <- ((acc + v_0) + v_1) + ...``, a cumulative sum along the run
-axis) whatever the chunk shapes, then are divided once: where the chunks are cut never changes a
-bit. Each reduction knows its companions in the file (a mean's standard error, a proportion's
-count and Wilson bounds).
+Sums run on run after run (``acc <- ((acc + v_0) + v_1) + ...``, the last row of a cumulative sum
+along the run axis; :mod:`dyn.engine.runsums`) whatever the chunk shapes, then are divided once:
+where the chunks are cut never changes a bit. Each reduction knows its companions in the file (a
+mean's standard error, a proportion's count and Wilson bounds).
 """
 from __future__ import annotations
 
@@ -15,12 +15,7 @@ import numpy as np
 
 from ..core.contract import Output
 from ..core.stats import wilson
-
-
-def _running_sum(acc, v) -> np.ndarray:
-    v = np.asarray(v, dtype=np.float64)
-    start = np.zeros(v.shape[1:]) if acc is None else acc
-    return np.cumsum(np.concatenate([start[None], v]), axis=0)[-1]
+from .runsums import add_runs, add_shifted_runs
 
 
 class Reduction:
@@ -66,13 +61,11 @@ class Mean(Reduction):
                             out.units, out.dims, "point")]
 
     def add(self, v):
-        v = np.asarray(v, dtype=np.float64)
+        v = np.asarray(v)
         if self.shift is None:
-            self.shift = v[0].copy()
-        u = v - self.shift
-        self.total = _running_sum(self.total, v)
-        self.shifted = _running_sum(self.shifted, u)
-        self.squares = _running_sum(self.squares, u * u)
+            self.shift = np.array(v[0], dtype=np.float64)
+        sums = None if self.total is None else (self.total, self.shifted, self.squares)
+        self.total, self.shifted, self.squares = add_shifted_runs(sums, self.shift, v)
 
     def finish(self):
         mean = self.total / self.runs
@@ -92,7 +85,7 @@ class Rms(Reduction):
 
     def add(self, v):
         v = np.asarray(v)
-        self.total = _running_sum(self.total, v * v)
+        self.total = add_runs(self.total, v * v)
 
     def finish(self):
         return {self.out.name: np.sqrt(self.total / self.runs)}
@@ -136,7 +129,7 @@ class Proportion(Reduction):
                        "point")]
 
     def add(self, v):
-        self.total = _running_sum(self.total, np.asarray(v))
+        self.total = add_runs(self.total, v)
 
     def finish(self):
         lo, hi = wilson(self.total, self.runs)

@@ -34,10 +34,12 @@ RELINK = 0.25  # cost of re-optimizing a linked callee's code in a caller, per u
 
 
 def import_kernel_modules() -> None:
-    """Import every module that declares kernels: the model packages, the systems, and the numba
-    integrators (not the JAX ones: they declare none, and importing JAX costs seconds)."""
+    """Import every module that declares kernels: the model packages, the systems, the engine's
+    sums over runs, and the numba integrators (not the JAX ones: they declare none, and importing
+    JAX costs seconds)."""
     from ..core.dynamics import registered
     from ..systems import names
+    from . import runsums  # noqa: F401 - every sweep's reductions call its kernels
 
     registered()
     names()
