@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import integrators
-from dyn.attention import architecture, observables, schemes
+from dyn.attention import architecture, events, observables, schemes
 from dyn.attention.init import uniform_sphere
-from dyn.attention.observer import (close_fraction_paired, close_rows_joined, pair_observer,
-                                   split_rows)
+from dyn.attention.observer import (MASK_TOKENS, close_fraction_paired, close_rows_joined,
+                                   pair_observer, pair_row, split_rows)
 from dyn.engine import scenario as scenario_mod
 from dyn.systems import attention_sphere
 from _scenarios import SCENARIOS
@@ -142,6 +142,56 @@ def test_the_masked_clusters_are_the_union_finds(n):
         assert len(clusters) >= 3  # one, a few and many clusters among the cases
 
 
+@pytest.mark.parametrize("n, d", [(5, 2), (17, 2), (32, 2), (MASK_TOKENS, 2),
+                                  (MASK_TOKENS + 3, 2), (17, 3)])
+def test_the_observed_counts_are_the_labels_counts(n, d):
+    """An observer given `early` writes in place of the n labels their three counts, and
+    nothing else moves: the clusters are count_clusters of the labels, and the tokens labelled
+    < 1 and < early over n are held_by's fractions bit for bit (numpy's mean of booleans: the
+    exact sum, one division). Tight clusters at the threshold's scale and uniform tokens (many
+    clusters), one cluster, a NaN token; odd n, n = MASK_TOKENS (the bit masks) and above it
+    (the union-find), d = 3 (the pair pass); with and without exps; early = 1, a few and
+    early > n (every token)."""
+    rng = np.random.default_rng(200 + n + d)
+    delta = 1e-3
+    x = _configurations(rng, 8, n, d)
+    x[1] = x[1, :1]  # one cluster
+    x[2, n // 2, 0] = np.nan  # a blown-up configuration: the NaN token is a cluster of its own
+    want_stats, labels = observables.pairs_and_clusters(x, delta, 0.0)
+    clusters = observables.count_clusters(labels)
+    assert clusters[1] == 1 and len(set(clusters)) >= 3
+    drift_work = np.full(1, np.nan)  # no field's sums: the observer exponentiates itself
+
+    def observed(observer):
+        rows = np.empty((len(x), observer.columns))
+        work = np.empty(observer.work)
+        for c, row in zip(x, rows):
+            pair_row(0.0, c, observer.q, row, drift_work, work)
+        return rows
+
+    for beta in (0.0, 2.5):
+        stats, found, sums = split_rows(observed(pair_observer(n, d, delta, beta, token_sum=True)),
+                                        n, beta)
+        assert np.array_equal(found, labels)
+        assert np.array_equal(stats[:, :2], want_stats[:, :2], equal_nan=True)
+        for early in (1, 3, n + 4):
+            observer = pair_observer(n, d, delta, beta, token_sum=True, early=early)
+            assert observer.columns == 3 + 3 + d
+            got, counts, got_sums = split_rows(observed(observer), n, beta, counts=True)
+            assert got.tobytes() == stats.tobytes() and got_sums.tobytes() == sums.tobytes()
+            assert counts.dtype == np.int64 and np.array_equal(counts[:, 0], clusters)
+            for column, first in ((1, 1), (2, early)):
+                held = events.held_by(labels, first)
+                assert (counts[:, column] / n).tobytes() == held.tobytes()
+            if early > n:
+                assert (counts[:, 2] == n).all()
+            else:
+                assert (counts[:, 2] < n).any()  # some run holds tokens outside those clusters
+    for bad in (0, 1.5):
+        with pytest.raises(ValueError, match="early"):
+            pair_observer(n, d, delta, early=bad)
+
+
 def _problem(form, beta, normalization):
     p = architecture.pack_architecture(beta, 2, normalization)
     scheme = schemes.scheme("post")
@@ -213,14 +263,18 @@ def _spec(**values):
     return sc.system, sc.spec(0)
 
 
-@pytest.mark.parametrize("form, kept", [("network", None), ("flow", None),
-                                        ("network", ["pair_fraction"])])
-def test_the_system_observes_in_the_loop_as_it_did_from_states(form, kept, monkeypatch):
+@pytest.mark.parametrize("form, kept, more", [
+    ("network", None, {}), ("flow", None, {}), ("network", ["pair_fraction"], {}),
+    ("network", None, {"params.n": 17, "params.early": 3}),
+    ("network", ["held_by_early", "time_to_one_cluster"], {"params.early": 2, "output.plot": "held_by_early"})])
+def test_the_system_observes_in_the_loop_as_it_did_from_states(form, kept, more, monkeypatch):
     """attention_sphere: every kept output of the fused run equals the stored-states run's, bit
     for bit but the energy and the first alignment (<sum_i x_i, x_1(0)> / n instead of a sum
     over i and the coordinates at once: a few eps); no state is stored. With the pair fraction
-    alone (the peer's equal work) the pass keeps no row and forms no min."""
-    values = {"params.form": form, **({"output.observables": kept} if kept else {})}
+    alone (the peer's equal work) the pass keeps no row and forms no min. The labelled outputs
+    come from the labels' counts in the loop, from the labels of the states when stored: odd
+    n, early > 1, and some of them kept alone."""
+    values = {"params.form": form, **({"output.observables": kept} if kept else {}), **more}
     system, spec = _spec(**values)
     assert attention_sphere._fusable(spec)
     fused = system.simulate(spec, range(spec.runs))
@@ -236,6 +290,9 @@ def test_the_system_observes_in_the_loop_as_it_did_from_states(form, kept, monke
             np.testing.assert_allclose(fused.values[name], value, rtol=1e-13, atol=1e-15)
         else:
             assert np.array_equal(fused.values[name], value, equal_nan=True), name
+            assert fused.values[name].dtype == value.dtype, name
+    if "params.early" in more and spec.setup.keeps("held_by_first"):  # early is seen
+        assert not np.array_equal(fused.values["held_by_early"], fused.values["held_by_first"])
 
 
 def test_outputs_that_need_the_states_still_get_them():

@@ -6,12 +6,15 @@ fixed-step solve it writes one row per run,
     [pair_fraction, min_inner, sum_ij e^{beta G_ij}, label_1, ..., label_n, sum_i x_i]
                                                       (labels and the token sum if asked)
 
-from the state while it is in cache, with :func:`.observables.pairs_and_clusters`' own
-arithmetic (its pass, or on the circle without exps :func:`close_fraction_paired` for the
-pair fraction alone, the count of :func:`.observables.close_fraction` in half the loops, and
-:func:`.observables.close_rows` then :func:`.observables.join_rows`: the same sums G_ij, so
-pair fraction, min inner product and labels are bit for bit those of the states), so no state
-is stored. :func:`split_rows` turns the rows into that function's ``(stats, labels)``.
+(where only counts of the labels are wanted, ``early``: in place of the n labels the three
+:data:`COUNTS` [clusters, tokens labelled < 1, tokens labelled < early], all that the cluster
+count and the held fractions read, 3 columns instead of n) from the state while it is in
+cache, with :func:`.observables.pairs_and_clusters`' own arithmetic (its pass, or on the
+circle without exps :func:`close_fraction_paired` for the pair fraction alone, the count of
+:func:`.observables.close_fraction` in half the loops, and :func:`.observables.close_rows`
+then :func:`.observables.join_rows`: the same sums G_ij, so pair fraction, min inner product
+and labels are bit for bit those of the states), so no state is stored. :func:`split_rows`
+turns the rows into that function's ``(stats, labels)`` (or the stats and the counts).
 
 The exp sum is read, when it can be, from the attention field the drift has just evaluated at
 the same state (the observer runs right after it): the symmetric path leaves its shift c and
@@ -38,7 +41,12 @@ from integrators.numba_abi import F1, F2, NJIT, OBSERVE_SIG
 from .observables import (N_PAIR_STATS, _delta, _least_lanes, _pair_pass, close_rows,
                           join_rows)
 
-THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST = range(6)  # the observer's vector q
+THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST, EARLY = range(7)  # the observer's vector q
+# the counts a row holds in place of the labels: clusters (the tokens labelling their own
+# cluster), the tokens of token 1's cluster (label < 1) and of the first `early` tokens'
+# clusters (label < early; labels are the clusters' smallest tokens)
+COUNTS = ("clusters", "held_by_first", "held_by_early")
+N_COUNTS = len(COUNTS)
 
 
 @njit(types.float64(F2, types.float64, F1), **NJIT)
@@ -192,8 +200,8 @@ def close_rows_joined(x, threshold, xt, g, tags, parent):
 
 @njit(OBSERVE_SIG, **NJIT)
 def pair_row(t, x, q, row, drift_work, work):
-    """row <- [pair fraction, min inner, sum_ij e^{beta G_ij}, labels..., sum_i x_i] of x (n, d);
-    `work`: :func:`work_size` floats. The pair fraction alone on the circle (the main job's
+    """row <- [pair fraction, min inner, sum_ij e^{beta G_ij}, labels... (or their counts),
+    sum_i x_i] of x (n, d); `work`: :func:`work_size` floats. The pair fraction alone on the circle (the main job's
     equal-work run) touches nothing but its scratch: the other statistics' views of `work`
     are formed only where they are needed (each slice, view and reshape costs a few ns, and
     this runs at every saved layer)."""
@@ -207,7 +215,7 @@ def pair_row(t, x, q, row, drift_work, work):
     else:
         _pair_stats(x, q, row, drift_work, work, join, beta)
     if q[TOKEN_SUM] != 0.0:
-        at = N_PAIR_STATS + (n if join else 0)
+        at = N_PAIR_STATS + (_clustered_columns(n, q[EARLY]) if join else 0)
         for k in range(d):
             acc = 0.0
             for i in range(n):
@@ -244,9 +252,26 @@ def _pair_stats(x, q, row, drift_work, work, join, beta):
         _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
     if field:
         row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
-    if join:
+    if join and q[EARLY] != 0.0:  # the counts of the labels in place of them
+        early = q[EARLY]
+        clusters = first = early_held = 0
+        for i in range(n):  # branch-free: vectorizes
+            label = parent[i]
+            clusters += label == i
+            first += label < 1
+            early_held += label < early
+        row[N_PAIR_STATS] = clusters
+        row[N_PAIR_STATS + 1] = first
+        row[N_PAIR_STATS + 2] = early_held
+    elif join:
         for i in range(n):
             row[N_PAIR_STATS + i] = parent[i]
+
+
+@njit(inline="always", **NJIT)
+def _clustered_columns(n, early):
+    """The columns the clusters take in a row: the labels, or their counts."""
+    return N_COUNTS if early != 0.0 else n
 
 
 def work_size(n: int, d: int) -> int:
@@ -256,30 +281,38 @@ def work_size(n: int, d: int) -> int:
 
 def pair_observer(n: int, d: int, delta: float, beta: float = 0.0, labels: bool = True,
                   from_field: bool = False, token_sum: bool = False,
-                  min_inner: bool = True) -> integrators.Observer:
+                  min_inner: bool = True, early: int | None = None) -> integrators.Observer:
     """The observer of :func:`.observables.pairs_and_clusters` (``beta = 0``: no exp sum; the
     energy is then NaN, as there); `from_field`: the drift is an attention field at the state
     itself with M = I, no bias and no mask (see the module doc); `token_sum`: also sum_i x_i
     (d floats, e.g. for the mean alignment with a fixed direction); without `min_inner`, the
     exp sum and the labels (the pair fraction alone) on the circle, no row of G is kept and
-    the min is not formed (NaN in its column): :func:`close_fraction_paired`."""
+    the min is not formed (NaN in its column): :func:`close_fraction_paired`; `early` (>= 1,
+    with `labels`): in place of the n labels the three :data:`COUNTS` (clusters, tokens labelled
+    < 1, tokens labelled < early), all that the cluster count and the held fractions need."""
     beta = float(beta)
     if not np.isfinite(beta):
         raise ValueError(f"beta must be finite, got {beta}")
+    if early is not None and (int(early) != early or early < 1):
+        raise ValueError(f"early must be an integer >= 1, got {early}")
+    counted = bool(labels) and early is not None
     q = np.array([1.0 - _delta(delta), beta, float(bool(labels)), float(bool(from_field)),
-                  float(bool(token_sum)), float(bool(min_inner))])
-    columns = N_PAIR_STATS + (n if labels else 0) + (d if token_sum else 0)
+                  float(bool(token_sum)), float(bool(min_inner)),
+                  float(early) if counted else 0.0])
+    clustered = (N_COUNTS if counted else n) if labels else 0
+    columns = N_PAIR_STATS + clustered + (d if token_sum else 0)
     return integrators.Observer(pair_row, q, columns, work_size(n, d))
 
 
-def split_rows(rows, n: int, beta: float, labels: bool = True):
+def split_rows(rows, n: int, beta: float, labels: bool = True, counts: bool = False):
     """(stats (..., 3), labels (..., n) int64 or None, token sums (..., d) or an empty last
     axis) of observer rows (..., columns): the first two as
     :func:`.observables.pairs_and_clusters` returns them (the energy is the exp sum over
-    2 beta n^2, NaN at beta = 0)."""
+    2 beta n^2, NaN at beta = 0); `counts` (rows of an observer given `early`): the second is
+    the :data:`COUNTS` (..., 3) int64 in place of the labels."""
     rows = np.asarray(rows)
     stats = rows[..., :N_PAIR_STATS].copy()
     stats[..., 2] = stats[..., 2] / (2.0 * beta * n * n) if beta != 0.0 else np.nan
-    at = N_PAIR_STATS + (n if labels else 0)
+    at = N_PAIR_STATS + ((N_COUNTS if counts else n) if labels else 0)
     found = rows[..., N_PAIR_STATS:at].astype(np.int64) if labels else None
     return stats, found, rows[..., at:]
