@@ -4,14 +4,16 @@ and cluster labels bit for bit, the energy read off the field's normalizers to r
 whose outputs need the states still stores them."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 import integrators
 from dyn.attention import architecture, events, observables, schemes
 from dyn.attention.init import uniform_sphere
-from dyn.attention.observer import (MASK_TOKENS, close_fraction_paired, close_rows_joined,
-                                   pair_observer, pair_row, split_rows)
+from dyn.attention.observer import (MASK_TOKENS, PAD, close_fraction_paired, close_rows_counted,
+                                   close_rows_joined, pair_observer, pair_row, split_rows)
 from dyn.engine import scenario as scenario_mod
 from dyn.systems import attention_sphere
 from _scenarios import SCENARIOS
@@ -110,34 +112,47 @@ def test_the_paired_pair_fraction_is_the_pass_count(n):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 17, 32, 64])
 def test_the_masked_clusters_are_the_union_finds(n):
-    """close_rows_joined (clusters from bit masks) gives close_rows' pair fraction and min inner
-    product and join_rows' labels bit for bit, and its rows of G are close_rows' rows: uniform
-    tokens, clusters at the threshold's scale, chains (tokens a step under the threshold's
-    angle apart: one cluster through pairs that are not all close), one cluster, tokens on the
-    axes and a NaN token."""
+    """close_rows_joined (clusters from bit masks, the min from running column mins) gives
+    close_rows' pair fraction and min inner product and join_rows' labels bit for bit, and
+    close_rows_counted the same statistics and the labels' counts: uniform tokens, clusters at
+    the threshold's scale, chains (tokens a step under the threshold's angle apart: one cluster
+    through pairs that are not all close), one cluster, tokens on the axes, tokens in one
+    quadrant on the axes (the min is a G of exactly 0, whose sign is the rows'); and the
+    checked pass's cases: a NaN token, tokens whose products overflow (a NaN G from
+    inf - inf), an infinite token; n <= 56 takes the padded pass where the tokens are
+    bounded, n = 64 the checked one always."""
     rng = np.random.default_rng(100 + n)
-    x = _configurations(rng, 10, n, 2)
+    x = _configurations(rng, 11, n, 2)
     step = 0.9 * np.arccos(1.0 - 1e-3)  # each neighbour close, the next but one not
     angles = rng.permutation(n) * step
     x[1] = np.stack([np.cos(angles), np.sin(angles)], axis=-1)
     x[2] = x[2, :1]  # one cluster
     x[3, :] = [(1.0, 0.0), (-0.0, 1.0), (-1.0, -0.0), (0.0, -1.0)] * (n // 4) + [(1.0, -0.0)] * (n % 4)
     x[4, n // 2, 1] = np.nan
+    x[5, :] = [(1.0, -0.0), (-0.0, 1.0), (0.0, 1.0), (1.0, 0.0)] * (n // 4) + [(-0.0, 1.0)] * (n % 4)
+    x[6, :2] = [(1e200, 1e200), (1e200, -1e200)][:n]  # no NaN token, but a NaN G (inf - inf)
+    x[7, -1] = (np.inf, 0.5)  # inf x 0.5 - 0.0 x ...: G = +-inf or NaN
     size = n * (n - 1) // 2
     xt, g, near = np.empty((2, n)), np.empty(size + 1), np.empty(n)
-    g2, tags = np.empty(size + 1), np.empty(3 * n, dtype=np.int64)
+    padded, lows = np.empty(2 * (n + PAD)), np.empty(n + PAD)
+    tags = np.empty(3 * n, dtype=np.int64)
     want_labels, got_labels = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     clusters = set()
-    for c in x:
-        want = observables.close_rows(c, 1.0 - 1e-3, xt, g, near)
-        observables.join_rows(g, n, 1.0 - 1e-3, want[0] == 1.0, near, want_labels)
-        got = close_rows_joined(c, 1.0 - 1e-3, xt, g2, tags, got_labels)
-        assert np.array_equal(np.array(got), np.array(want), equal_nan=True)
-        assert got[1] == want[1] or (np.isnan(got[1]) and np.isnan(want[1]))
-        assert np.signbit(got[1]) == np.signbit(want[1])
-        assert g2[:size].tobytes() == g[:size].tobytes()
+    # a negative threshold (delta > 1) too: the padded columns must not count as close
+    for c, threshold in itertools.product(x, (1.0 - 1e-3, -0.5)):
+        want = observables.close_rows(c, threshold, xt, g, near)
+        observables.join_rows(g, n, threshold, want[0] == 1.0, near, want_labels)
+        got = close_rows_joined(c, threshold, padded, lows, tags, got_labels)
+        assert np.array(got).tobytes() == np.array(want).tobytes()  # NaN and signed zeros too
         assert np.array_equal(got_labels, want_labels)
+        for early in (1, 2, n, n + 1, 10**4):
+            counted = close_rows_counted(c, threshold, padded, lows, tags, float(early))
+            assert np.array(counted[:2]).tobytes() == np.array(want).tobytes()
+            assert counted[2:] == (len(set(want_labels)), (want_labels < 1).sum(),
+                                   (want_labels < early).sum())
         clusters.add(len(set(got_labels)))
+    if n >= 4:  # the quadrant's min is a G of exactly +0 (-0.0 x 1.0 + 1.0 x 0.0 and the like)
+        assert close_rows_joined(x[5], 1.0 - 1e-3, padded, lows, tags, got_labels)[1] == 0.0
     if n >= 17:
         assert len(clusters) >= 3  # one, a few and many clusters among the cases
 

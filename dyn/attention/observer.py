@@ -87,85 +87,152 @@ def close_fraction_paired(x, threshold, xt):
 MASK_TOKENS = 64  # the most tokens whose close pairs fit one int64 mask per token
 
 
-@njit(types.UniTuple(types.float64, 2)(F2, types.float64, F2, F1, types.int64[::1],
-                                       types.int64[::1]), **NJIT)
-def close_rows_joined(x, threshold, xt, g, tags, parent):
-    """(pair fraction, min inner product) of :func:`.observables.close_rows` and the labels
-    of :func:`.observables.join_rows` (parent[i] <- the smallest token of i's cluster) for
-    one configuration x (n, 2), n <= MASK_TOKENS, bit for bit: the same sums G_ij stored in the
-    same rows of g (so the same min, signed zeros included), the same count; the clusters,
-    the connected components of {i ~ j : G_ij > threshold}, from bit masks instead of a
-    union-find. Rows go two at a time (each column's coordinates read once for both, half
-    the loops), and the pass also sets bit j of masks[i] for each close j > i (a select and
-    an or, which vectorize: the union-find branched on every pair); then each token's set
-    {i} | masks[i] absorbs the components it meets (they are disjoint, so one sweep over them
-    is enough; a token whose set lies in its component already is passed over), and each
-    component is labelled by its smallest token, which is what the union-find's labels are.
-    Scratch: xt (2, n), g (n(n - 1)/2), tags (3 n int64). Measured at n = 32 on the main
-    job's states (beta = 4, pair fraction 0.39), one thread, interleaved: close_rows then
-    join_rows 1.25 us, this 0.72 us."""
+@njit(inline="always", **NJIT)
+def _popcount(mask):
+    """The set bits of an int64 mask (the shifts' sign bits are masked off; the count, at most
+    64, fills the top byte without reaching its sign)."""
+    mask = mask - ((mask >> 1) & 0x5555555555555555)
+    mask = (mask & 0x3333333333333333) + ((mask >> 2) & 0x3333333333333333)
+    mask = (mask + (mask >> 4)) & 0x0F0F0F0F0F0F0F0F
+    return (mask * 0x0101010101010101) >> 56
+
+
+PAD = 8  # the fast pass's rows run over a multiple of this many columns (4 lanes, unrolled twice)
+BOUNDED = 1e150  # tokens with |x_ik| <= this: no product overflows, no G_ij is NaN
+
+
+@njit(inline="always", **NJIT)
+def _close_masks(x, threshold, xt, lows, masks):
+    """(close pairs, min inner product) of x (n, 2), n <= MASK_TOKENS, and masks[i] <- the bits
+    j > i with G_ij > threshold: the sums G_ij = (0 + x_i1 x_j1) + x_i2 x_j2 of
+    :func:`.observables.close_rows`, rows two at a time (each column's coordinates read once
+    for both, half the loops). No row of G is kept: lows[j] keeps the least G over column j,
+    updated in the loop (a load, two selects and a store, which vectorize, where a pass over
+    the n(n - 1)/2 stored sums after it cost a quarter of the whole), and the min is the least
+    of the lows. The same bits as the min of the rows, signed zero included, in any order: no
+    G_ij is -0.0 (the leading 0 + turns a product's -0.0 into +0.0, and a sum that cancels
+    exactly is +0.0), and a NaN anywhere makes the min NaN (a blown-up state must not look
+    clustered). The close pairs are the masks' bits, counted once per row. Scratch: xt
+    (2 (n + PAD)), lows (n + PAD)."""
     n = x.shape[0]
-    pairs = n * (n - 1) // 2
+    width = n + PAD
+    x0 = xt[:width]
+    x1 = xt[width:2 * width]
+    bounded = True
     for i in range(n):
-        xt[0, i] = x[i, 0]
-        xt[1, i] = x[i, 1]
-    x0 = xt[0]
-    x1 = xt[1]
-    close = 0
+        x0[i] = x[i, 0]
+        x1[i] = x[i, 1]
+        lows[i] = np.inf
+        bounded &= (abs(x0[i]) <= BOUNDED) & (abs(x1[i]) <= BOUNDED)
     nan = False
-    at = 0
+    if bounded and n <= MASK_TOKENS - PAD:  # no NaN to look for (NaN fails the bound)
+        close = _bounded_masks(n, threshold, x0, x1, lows, masks)
+    else:
+        close, nan = _checked_masks(n, threshold, x0, x1, lows, masks)
+    lowest = min(1.0, _least_lanes(lows, n))
+    if nan:
+        lowest = np.nan
+    return close, lowest
+
+
+@njit(inline="always", **NJIT)
+def _bounded_masks(n, threshold, x0, x1, lows, masks):
+    """_close_masks' pass where no G_ij can be NaN (and n <= MASK_TOKENS - PAD, so that the
+    padded columns' bits exist): each row pair's loop runs over a multiple of PAD columns (a
+    whole number of the vector loop's turns; the leftover columns, up to 7 a row pair, went
+    one at a time), the columns past n NaN, which is never close and never less than a low.
+    Measured at n = 32 on the main job's states, one thread: 0.82x the checked pass's time."""
+    for i in range(n, n + PAD):
+        x0[i] = np.nan
+        x1[i] = np.nan
+    close = 0
     one = np.int64(1)
-    masks = tags[:n]
     i = 0
     while i + 2 < n:  # rows i and i + 1 together over the columns j > i + 1
-        length = n - 1 - i  # row i's; row i + 1 follows it in g, one shorter
         a0, a1 = x0[i], x1[i]
         b0, b1 = x0[i + 1], x1[i + 1]
         v = (0.0 + a0 * b0) + a1 * b1  # the pair (i, i + 1)
-        g[at] = v
-        hit = v > threshold
-        near = np.int64(hit)
-        mask_a = (one << (i + 1)) if hit else np.int64(0)
+        lows[i + 1] = v if v < lows[i + 1] else lows[i + 1]
+        mask_a = (one << (i + 1)) if v > threshold else np.int64(0)
         mask_b = np.int64(0)
-        nan |= v != v
-        c0 = x0[i + 2:]
-        c1 = x1[i + 2:]
-        row_a = g[at + 1:at + length]
-        row_b = g[at + length:at + 2 * length - 1]
-        for m in range(length - 1):
+        padded = (n - 2 - i + PAD - 1) // PAD * PAD
+        c0 = x0[i + 2:i + 2 + padded]
+        c1 = x1[i + 2:i + 2 + padded]
+        low = lows[i + 2:i + 2 + padded]
+        for m in range(padded):
             v = (0.0 + a0 * c0[m]) + a1 * c1[m]
             u = (0.0 + b0 * c0[m]) + b1 * c1[m]
-            row_a[m] = v
-            row_b[m] = u
-            hit_a = v > threshold
-            hit_b = u > threshold
-            near += hit_a + hit_b
-            bit = one << (i + 2 + m)
-            mask_a |= bit if hit_a else 0
-            mask_b |= bit if hit_b else 0
-            nan |= (v != v) | (u != u)
+            w = v if v < u else u
+            low[m] = w if w < low[m] else low[m]
+            bit = one << (i + 2 + m)  # j < n + PAD <= 64
+            mask_a |= bit if v > threshold else 0
+            mask_b |= bit if u > threshold else 0
         masks[i] = mask_a
         masks[i + 1] = mask_b
-        close += near
-        at += 2 * length - 1
+        close += _popcount(mask_a) + _popcount(mask_b)
         i += 2
     if i + 1 < n:  # the last row alone: the pair (n - 2, n - 1)
         v = (0.0 + x0[i] * x0[i + 1]) + x1[i] * x1[i + 1]
-        g[at] = v
+        lows[i + 1] = v if v < lows[i + 1] else lows[i + 1]
+        hit = v > threshold
+        close += hit
+        masks[i] = (one << (i + 1)) if hit else np.int64(0)
+    masks[n - 1] = 0
+    return close
+
+
+@njit(inline="always", **NJIT)
+def _checked_masks(n, threshold, x0, x1, lows, masks):
+    """_close_masks' pass for any tokens: each NaN G_ij flagged, the rows' own lengths."""
+    close = 0
+    nan = False
+    one = np.int64(1)
+    i = 0
+    while i + 2 < n:  # rows i and i + 1 together over the columns j > i + 1
+        a0, a1 = x0[i], x1[i]
+        b0, b1 = x0[i + 1], x1[i + 1]
+        v = (0.0 + a0 * b0) + a1 * b1  # the pair (i, i + 1)
+        lows[i + 1] = v if v < lows[i + 1] else lows[i + 1]
+        mask_a = (one << (i + 1)) if v > threshold else np.int64(0)
+        mask_b = np.int64(0)
+        nan |= v != v
+        c0 = x0[i + 2:n]
+        c1 = x1[i + 2:n]
+        low = lows[i + 2:n]
+        for m in range(n - 2 - i):
+            v = (0.0 + a0 * c0[m]) + a1 * c1[m]
+            u = (0.0 + b0 * c0[m]) + b1 * c1[m]
+            w = v if v < u else u
+            low[m] = w if w < low[m] else low[m]
+            bit = one << (i + 2 + m)
+            mask_a |= bit if v > threshold else 0
+            mask_b |= bit if u > threshold else 0
+            nan |= (v != v) | (u != u)
+        masks[i] = mask_a
+        masks[i + 1] = mask_b
+        close += _popcount(mask_a) + _popcount(mask_b)
+        i += 2
+    if i + 1 < n:  # the last row alone: the pair (n - 2, n - 1)
+        v = (0.0 + x0[i] * x0[i + 1]) + x1[i] * x1[i + 1]
+        lows[i + 1] = v if v < lows[i + 1] else lows[i + 1]
         hit = v > threshold
         close += hit
         masks[i] = (one << (i + 1)) if hit else np.int64(0)
         nan |= v != v
-        at += 1
     masks[n - 1] = 0
-    lowest = min(1.0, _least_lanes(g, at))
-    if nan:  # NaN wins: a blown-up state must not look clustered
-        lowest = np.nan
-    # masks[:count] holds the disjoint components found so far (slot k < count <= i only
-    # overwrites tokens' masks already read); slot[i], a component that held token i (it may
-    # have moved since: a component that holds i and all of i's set is i's own, so the fast
-    # test below is right whenever it passes)
-    slot = tags[n:2 * n]
+    return close, nan
+
+
+@njit(inline="always", **NJIT)
+def _components(masks, n, slot):
+    """The clusters, the connected components of {i ~ j : masks[i] bit j}, as the disjoint
+    masks[:count]; returns count. Each token's set {i} | masks[i] absorbs the components it
+    meets (they are disjoint, so one sweep over them is enough; a token whose set lies in its
+    component already is passed over). masks[:count] holds the components found so far (slot
+    k < count <= i only overwrites tokens' masks already read); slot[i] (n int64), a component
+    that held token i (it may have moved since: a component that holds i and all of i's set is
+    i's own, so the fast test is right whenever it passes)."""
+    one = np.int64(1)
     for i in range(n):
         slot[i] = 0
     count = 0
@@ -186,6 +253,29 @@ def close_rows_joined(x, threshold, xt, g, tags, parent):
         for j in range(n):  # branch-free: vectorizes
             slot[j] = count if (merged >> j) & 1 else slot[j]
         count += 1
+    return count
+
+
+@njit(types.UniTuple(types.float64, 2)(F2, types.float64, F1, F1, types.int64[::1],
+                                       types.int64[::1]), **NJIT)
+def close_rows_joined(x, threshold, xt, lows, tags, parent):
+    """(pair fraction, min inner product) of :func:`.observables.close_rows` and the labels
+    of :func:`.observables.join_rows` (parent[i] <- the smallest token of i's cluster) for
+    one configuration x (n, 2), n <= MASK_TOKENS, bit for bit (:func:`_close_masks`: the same
+    sums G_ij, the same count and min, signed zeros included); the clusters, the connected
+    components of {i ~ j : G_ij > threshold}, from bit masks instead of a union-find
+    (:func:`_components`; the pass sets bit j of masks[i] for each close j > i, a select and
+    an or, which vectorize: the union-find branched on every pair), each labelled by its
+    smallest token, which is what the union-find's labels are. Scratch: xt (2 (n + PAD)),
+    lows (n + PAD), tags (3 n int64). Measured at n = 32 on the main job's states (beta = 4, pair fraction
+    0.39), one thread, interleaved: close_rows then join_rows 1.25 us, this with the rows of G
+    stored and their min taken after 0.72 us, with the lows 0.62 us."""
+    n = x.shape[0]
+    pairs = n * (n - 1) // 2
+    masks = tags[:n]
+    close, lowest = _close_masks(x, threshold, xt, lows, masks)
+    slot = tags[n:2 * n]
+    count = _components(masks, n, slot)
     first = tags[2 * n:3 * n]
     for k in range(count):  # each token's component, then its smallest token labels it
         m = masks[k]
@@ -198,12 +288,35 @@ def close_rows_joined(x, threshold, xt, g, tags, parent):
     return close / pairs if pairs else 1.0, lowest
 
 
+@njit(types.Tuple((types.float64, types.float64, types.int64, types.int64, types.int64))(
+    F2, types.float64, F1, F1, types.int64[::1], types.float64), **NJIT)
+def close_rows_counted(x, threshold, xt, lows, tags, early):
+    """(pair fraction, min inner product) of :func:`close_rows_joined` and, in place of its
+    labels, their :data:`COUNTS`: the clusters, the tokens of token 1's cluster and of the
+    clusters holding one of the first `early` tokens (labels < 1 and < early), read off the
+    component masks (no labels formed). Scratch as there."""
+    n = x.shape[0]
+    pairs = n * (n - 1) // 2
+    masks = tags[:n]
+    close, lowest = _close_masks(x, threshold, xt, lows, masks)
+    count = _components(masks, n, tags[n:2 * n])
+    one = np.int64(1)
+    first = np.int64(min(early, n))  # the tokens 0, ..., first - 1
+    low = (one << first) - 1 if first < 64 else -one
+    held_first = held_early = 0
+    for k in range(count):
+        size = _popcount(masks[k])
+        held_first += size if masks[k] & 1 else 0
+        held_early += size if masks[k] & low else 0
+    return close / pairs if pairs else 1.0, lowest, count, held_first, held_early
+
+
 @njit(OBSERVE_SIG, **NJIT)
 def pair_row(t, x, q, row, drift_work, work):
     """row <- [pair fraction, min inner, sum_ij e^{beta G_ij}, labels... (or their counts),
-    sum_i x_i] of x (n, d); `work`: :func:`work_size` floats. The pair fraction alone on the circle (the main job's
-    equal-work run) touches nothing but its scratch: the other statistics' views of `work`
-    are formed only where they are needed (each slice, view and reshape costs a few ns, and
+    sum_i x_i] of x (n, d); `work`: :func:`work_size` floats. The pair fraction alone on the
+    circle (the main job's equal-work run) touches nothing but its scratch, and each path
+    forms only the views of `work` it needs (each slice, view and reshape costs a few ns, and
     this runs at every saved layer)."""
     n, d = x.shape
     join = q[JOIN] != 0.0
@@ -213,7 +326,17 @@ def pair_row(t, x, q, row, drift_work, work):
         row[1] = np.nan  # not asked for
         row[2] = n * n
     else:
-        _pair_stats(x, q, row, drift_work, work, join, beta)
+        end = drift_work.shape[0]
+        total = drift_work[end - 1]
+        # e^{s_ij - c} lies in (0, 1] for every pair (c >= |s_ij|): a sum outside (0, n^2] was
+        # not left by the field at this state (NaN: the solver's start, or another path of it)
+        field = q[FROM_FIELD] != 0.0 and beta != 0.0 and 0.0 < total <= n * n
+        if d == 2 and (beta == 0.0 or field) and join and n <= MASK_TOKENS:
+            _masked_stats(x, q, row, work)
+        else:
+            _pair_stats(x, q, row, work, join, beta, field)
+        if field:
+            row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
     if q[TOKEN_SUM] != 0.0:
         at = N_PAIR_STATS + (_clustered_columns(n, q[EARLY]) if join else 0)
         for k in range(d):
@@ -224,35 +347,44 @@ def pair_row(t, x, q, row, drift_work, work):
 
 
 @njit(inline="always", **NJIT)
-def _pair_stats(x, q, row, drift_work, work, join, beta):
-    """pair_row's statistics and labels but for the pair fraction alone on the circle."""
+def _masked_stats(x, q, row, work):
+    """pair_row's statistics and clusters from bit masks (on the circle, no exps, n <=
+    MASK_TOKENS): the labels' counts off the component masks, or the labels."""
+    n = x.shape[0]
+    at = 3 * (n * (n + 1) // 2) + 2 * n
+    tags = work[at + n:at + 4 * n].view(np.int64)
+    lows = work[at + 4 * n:at + 5 * n + PAD]
+    padded = work[at + 5 * n + PAD:at + 7 * n + 3 * PAD]
+    if q[EARLY] != 0.0:
+        (row[0], row[1], row[N_PAIR_STATS], row[N_PAIR_STATS + 1],
+         row[N_PAIR_STATS + 2]) = close_rows_counted(x, q[THRESHOLD], padded, lows, tags, q[EARLY])
+    else:
+        parent = work[at:at + n].view(np.int64)
+        row[0], row[1] = close_rows_joined(x, q[THRESHOLD], padded, lows, tags, parent)
+        for i in range(n):
+            row[N_PAIR_STATS + i] = parent[i]
+    row[2] = n * n
+
+
+@njit(inline="always", **NJIT)
+def _pair_stats(x, q, row, work, join, beta, field):
+    """pair_row's statistics and labels (or their counts) but for the pair fraction alone on
+    the circle and the bit masks' path."""
     n, d = x.shape
     size = n * (n + 1) // 2
     g = work[:size]
     xt = work[3 * size:3 * size + d * n].reshape((d, n))
     parent = work[3 * size + d * n:3 * size + d * n + n].view(np.int64)
-    end = drift_work.shape[0]
-    total = drift_work[end - 1]
-    # e^{s_ij - c} lies in (0, 1] for every pair (c >= |s_ij|): a sum outside (0, n^2] was not
-    # left by the field at this state (NaN: the solver's start, or another path of the field)
-    field = q[FROM_FIELD] != 0.0 and beta != 0.0 and 0.0 < total <= n * n
-    if d == 2 and (beta == 0.0 or field) and join and n <= MASK_TOKENS:  # rows and clusters
-        tags = work[3 * size + d * n + n:3 * size + d * n + 4 * n].view(np.int64)
-        row[0], row[1] = close_rows_joined(x, q[THRESHOLD], xt, g, tags, parent)
-        row[2] = n * n
-    elif d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
-        w = work[size:2 * size]
+    w = work[size:2 * size]
+    if d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
         row[0], row[1] = close_rows(x, q[THRESHOLD], xt, g, w)
         row[2] = n * n
         if join:
             join_rows(g, n, q[THRESHOLD], row[0] == 1.0, w, parent)
     else:
-        w = work[size:2 * size]
         bits = work[2 * size:3 * size].view(np.int64)
         _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
-    if field:
-        row[2] = math.exp(drift_work[end - 2]) * total  # e^c sum_i Z_i
-    if join and q[EARLY] != 0.0:  # the counts of the labels in place of them
+    if join and q[EARLY] != 0.0:  # the labels' counts in place of them
         early = q[EARLY]
         clusters = first = early_held = 0
         for i in range(n):  # branch-free: vectorizes
@@ -276,7 +408,7 @@ def _clustered_columns(n, early):
 
 def work_size(n: int, d: int) -> int:
     """Scratch floats of :func:`pair_row` for n tokens of dimension d."""
-    return 3 * (n * (n + 1) // 2) + d * n + 4 * n
+    return 3 * (n * (n + 1) // 2) + d * n + 7 * n + 3 * PAD
 
 
 def pair_observer(n: int, d: int, delta: float, beta: float = 0.0, labels: bool = True,
