@@ -11,9 +11,11 @@ fixed-step solve it writes one row per run,
 count and the held fractions read, 3 columns instead of n) from the state while it is in
 cache, with :func:`.observables.pairs_and_clusters`' own arithmetic (its pass, or on the
 circle without exps :func:`close_fraction_paired` for the pair fraction alone, the count of
-:func:`.observables.close_fraction` in half the loops, and :func:`.observables.close_rows`
-then :func:`.observables.join_rows`: the same sums G_ij, so pair fraction, min inner product
-and labels are bit for bit those of the states), so no state is stored. :func:`split_rows`
+:func:`.observables.close_fraction` in half the loops, :func:`close_rows_joined` (or
+:func:`close_rows_counted`) with the clusters from bit masks up to MASK_TOKENS tokens, and
+:func:`.observables.close_rows` then :func:`.observables.join_rows` above: the same sums G_ij,
+so pair fraction, min inner product and labels are bit for bit those of the states), so no
+state is stored. :func:`split_rows`
 turns the rows into that function's ``(stats, labels)`` (or the stats and the counts).
 
 The exp sum is read, when it can be, from the attention field the drift has just evaluated at
