@@ -88,18 +88,19 @@ def test_pair_statistics_are_numpys_bit_for_bit(d):
         assert np.isnan(observables.close_rows(x[3], 1.0 - delta, xt, g, near)[1])
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 17, 32])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 17, 30, 32, 64])
 def test_the_paired_pair_fraction_is_the_pass_count(n):
-    """close_fraction_paired (rows two at a time, no leading 0 + in G_ij) counts the pairs
-    close_fraction counts, bit for bit: odd and even n, clusters at the threshold's scale, a
-    threshold equal to a pair's G (strictly greater counts), tokens on the axes (signed zero
-    products) and a NaN token."""
+    """close_fraction_paired (rows four at a time over padded columns, no leading 0 + in G_ij)
+    counts the pairs close_fraction counts, bit for bit: every n mod 4, clusters at the
+    threshold's scale, a threshold equal to a pair's G (strictly greater counts), a negative
+    threshold (the NaN padding never counts), tokens on the axes (signed zero products) and a
+    NaN token."""
     rng = np.random.default_rng(n)
     x = _configurations(rng, 8, n, 2)
     x[1, :] = [(1.0, 0.0), (-0.0, 1.0), (-1.0, -0.0), (0.0, -1.0)] * (n // 4) + [(1.0, -0.0)] * (n % 4)
     x[2, n // 2, 0] = np.nan
-    xt, cols = np.empty((2, n)), np.empty(2 * n)
-    for threshold in (1.0 - 1e-3, 0.0, -0.0):
+    xt, cols = np.empty((2, n)), np.empty(2 * (n + PAD))
+    for threshold in (1.0 - 1e-3, 0.0, -0.0, -0.5):
         for c in x:
             want = observables.close_fraction(c, threshold, xt)
             assert close_fraction_paired(c, threshold, cols) == want
