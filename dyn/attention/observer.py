@@ -122,8 +122,10 @@ BOUNDED = 1e150  # tokens with |x_ik| <= this: no product overflows, no G_ij is 
 def _close_masks(x, threshold, xt, lows, masks):
     """(close pairs, min inner product) of x (n, 2), n <= MASK_TOKENS, and masks[i] <- the bits
     j > i with G_ij > threshold: the sums G_ij = (0 + x_i1 x_j1) + x_i2 x_j2 of
-    :func:`.observables.close_rows`, rows two at a time (each column's coordinates read once
-    for both, half the loops). No row of G is kept: lows[j] keeps the least G over column j,
+    :func:`.observables.close_rows`, several rows at a time (each column's coordinates read
+    once for them all): four over padded columns where no G can be NaN
+    (:func:`_bounded_masks`), else two, looking for NaN (:func:`_checked_masks`). No row of G
+    is kept: lows[j] keeps the least G over column j,
     updated in the loop (a load, two selects and a store, which vectorize, where a pass over
     the n(n - 1)/2 stored sums after it cost a quarter of the whole), and the min is the least
     of the lows. The same bits as the min of the rows, signed zero included, in any order: no
