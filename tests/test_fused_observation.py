@@ -4,14 +4,16 @@ and cluster labels bit for bit, the energy read off the field's normalizers to r
 whose outputs need the states still stores them."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 import integrators
-from dyn.attention import architecture, observables, schemes
+from dyn.attention import architecture, events, observables, schemes
 from dyn.attention.init import uniform_sphere
-from dyn.attention.observer import (close_fraction_paired, close_rows_joined, pair_observer,
-                                   split_rows)
+from dyn.attention.observer import (MASK_TOKENS, PAD, close_fraction_paired, close_rows_counted,
+                                   close_rows_joined, pair_observer, pair_row, split_rows)
 from dyn.engine import scenario as scenario_mod
 from dyn.systems import attention_sphere
 from _scenarios import SCENARIOS
@@ -86,18 +88,19 @@ def test_pair_statistics_are_numpys_bit_for_bit(d):
         assert np.isnan(observables.close_rows(x[3], 1.0 - delta, xt, g, near)[1])
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 17, 32])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 17, 30, 32, 64])
 def test_the_paired_pair_fraction_is_the_pass_count(n):
-    """close_fraction_paired (rows two at a time, no leading 0 + in G_ij) counts the pairs
-    close_fraction counts, bit for bit: odd and even n, clusters at the threshold's scale, a
-    threshold equal to a pair's G (strictly greater counts), tokens on the axes (signed zero
-    products) and a NaN token."""
+    """close_fraction_paired (rows four at a time over padded columns, no leading 0 + in G_ij)
+    counts the pairs close_fraction counts, bit for bit: every n mod 4, clusters at the
+    threshold's scale, a threshold equal to a pair's G (strictly greater counts), a negative
+    threshold (the NaN padding never counts), tokens on the axes (signed zero products) and a
+    NaN token."""
     rng = np.random.default_rng(n)
     x = _configurations(rng, 8, n, 2)
     x[1, :] = [(1.0, 0.0), (-0.0, 1.0), (-1.0, -0.0), (0.0, -1.0)] * (n // 4) + [(1.0, -0.0)] * (n % 4)
     x[2, n // 2, 0] = np.nan
-    xt, cols = np.empty((2, n)), np.empty(2 * n)
-    for threshold in (1.0 - 1e-3, 0.0, -0.0):
+    xt, cols = np.empty((2, n)), np.empty(2 * (n + PAD))
+    for threshold in (1.0 - 1e-3, 0.0, -0.0, -0.5):
         for c in x:
             want = observables.close_fraction(c, threshold, xt)
             assert close_fraction_paired(c, threshold, cols) == want
@@ -108,38 +111,101 @@ def test_the_paired_pair_fraction_is_the_pass_count(n):
         assert close_fraction_paired(c, np.nextafter(g, -1.0), cols) > close_fraction_paired(c, g, cols)
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 5, 17, 32, 64])
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 17, 30, 32, 63, 64])
 def test_the_masked_clusters_are_the_union_finds(n):
-    """close_rows_joined (clusters from bit masks) gives close_rows' pair fraction and min inner
-    product and join_rows' labels bit for bit, and its rows of G are close_rows' rows: uniform
-    tokens, clusters at the threshold's scale, chains (tokens a step under the threshold's
-    angle apart: one cluster through pairs that are not all close), one cluster, tokens on the
-    axes and a NaN token."""
+    """close_rows_joined (clusters from bit masks, the min from running column mins) gives
+    close_rows' pair fraction and min inner product and join_rows' labels bit for bit, and
+    close_rows_counted the same statistics and the labels' counts: uniform tokens, clusters at
+    the threshold's scale, chains (tokens a step under the threshold's angle apart: one cluster
+    through pairs that are not all close), one cluster, tokens on the axes, tokens in one
+    quadrant on the axes (the min is a G of exactly 0, whose sign is the rows'); and the
+    checked pass's cases: a NaN token, tokens whose products overflow (a NaN G from
+    inf - inf), an infinite token; n <= 56 takes the padded pass where the tokens are
+    bounded, n = 64 the checked one always."""
     rng = np.random.default_rng(100 + n)
-    x = _configurations(rng, 10, n, 2)
+    x = _configurations(rng, 11, n, 2)
     step = 0.9 * np.arccos(1.0 - 1e-3)  # each neighbour close, the next but one not
     angles = rng.permutation(n) * step
     x[1] = np.stack([np.cos(angles), np.sin(angles)], axis=-1)
     x[2] = x[2, :1]  # one cluster
     x[3, :] = [(1.0, 0.0), (-0.0, 1.0), (-1.0, -0.0), (0.0, -1.0)] * (n // 4) + [(1.0, -0.0)] * (n % 4)
     x[4, n // 2, 1] = np.nan
+    x[5, :] = [(1.0, -0.0), (-0.0, 1.0), (0.0, 1.0), (1.0, 0.0)] * (n // 4) + [(-0.0, 1.0)] * (n % 4)
+    x[6, :2] = [(1e200, 1e200), (1e200, -1e200)][:n]  # no NaN token, but a NaN G (inf - inf)
+    x[7, -1] = (np.inf, 0.5)  # inf x 0.5 - 0.0 x ...: G = +-inf or NaN
     size = n * (n - 1) // 2
     xt, g, near = np.empty((2, n)), np.empty(size + 1), np.empty(n)
-    g2, tags = np.empty(size + 1), np.empty(3 * n, dtype=np.int64)
+    padded, lows = np.empty(2 * (n + PAD)), np.empty(n + PAD)
+    tags = np.empty(3 * n, dtype=np.int64)
     want_labels, got_labels = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     clusters = set()
-    for c in x:
-        want = observables.close_rows(c, 1.0 - 1e-3, xt, g, near)
-        observables.join_rows(g, n, 1.0 - 1e-3, want[0] == 1.0, near, want_labels)
-        got = close_rows_joined(c, 1.0 - 1e-3, xt, g2, tags, got_labels)
-        assert np.array_equal(np.array(got), np.array(want), equal_nan=True)
-        assert got[1] == want[1] or (np.isnan(got[1]) and np.isnan(want[1]))
-        assert np.signbit(got[1]) == np.signbit(want[1])
-        assert g2[:size].tobytes() == g[:size].tobytes()
+    # a negative threshold (delta > 1) too: the padded columns must not count as close
+    for c, threshold in itertools.product(x, (1.0 - 1e-3, -0.5)):
+        want = observables.close_rows(c, threshold, xt, g, near)
+        observables.join_rows(g, n, threshold, want[0] == 1.0, near, want_labels)
+        got = close_rows_joined(c, threshold, padded, lows, tags, got_labels)
+        assert np.array(got).tobytes() == np.array(want).tobytes()  # NaN and signed zeros too
         assert np.array_equal(got_labels, want_labels)
+        for early in (1, 2, n, n + 1, 10**4):
+            counted = close_rows_counted(c, threshold, padded, lows, tags, float(early))
+            assert np.array(counted[:2]).tobytes() == np.array(want).tobytes()
+            assert counted[2:] == (len(set(want_labels)), (want_labels < 1).sum(),
+                                   (want_labels < early).sum())
         clusters.add(len(set(got_labels)))
+    if n >= 4:  # the quadrant's min is a G of exactly +0 (-0.0 x 1.0 + 1.0 x 0.0 and the like)
+        assert close_rows_joined(x[5], 1.0 - 1e-3, padded, lows, tags, got_labels)[1] == 0.0
     if n >= 17:
         assert len(clusters) >= 3  # one, a few and many clusters among the cases
+
+
+@pytest.mark.parametrize("n, d", [(5, 2), (17, 2), (32, 2), (MASK_TOKENS, 2),
+                                  (MASK_TOKENS + 3, 2), (17, 3)])
+def test_the_observed_counts_are_the_labels_counts(n, d):
+    """An observer given `early` writes in place of the n labels their three counts, and
+    nothing else moves: the clusters are count_clusters of the labels, and the tokens labelled
+    < 1 and < early over n are held_by's fractions bit for bit (numpy's mean of booleans: the
+    exact sum, one division). Tight clusters at the threshold's scale and uniform tokens (many
+    clusters), one cluster, a NaN token; odd n, n = MASK_TOKENS (the bit masks) and above it
+    (the union-find), d = 3 (the pair pass); with and without exps; early = 1, a few and
+    early > n (every token)."""
+    rng = np.random.default_rng(200 + n + d)
+    delta = 1e-3
+    x = _configurations(rng, 8, n, d)
+    x[1] = x[1, :1]  # one cluster
+    x[2, n // 2, 0] = np.nan  # a blown-up configuration: the NaN token is a cluster of its own
+    want_stats, labels = observables.pairs_and_clusters(x, delta, 0.0)
+    clusters = observables.count_clusters(labels)
+    assert clusters[1] == 1 and len(set(clusters)) >= 3
+    drift_work = np.full(1, np.nan)  # no field's sums: the observer exponentiates itself
+
+    def observed(observer):
+        rows = np.empty((len(x), observer.columns))
+        work = np.empty(observer.work)
+        for c, row in zip(x, rows):
+            pair_row(0.0, c, observer.q, row, drift_work, work)
+        return rows
+
+    for beta in (0.0, 2.5):
+        stats, found, sums = split_rows(observed(pair_observer(n, d, delta, beta, token_sum=True)),
+                                        n, beta)
+        assert np.array_equal(found, labels)
+        assert np.array_equal(stats[:, :2], want_stats[:, :2], equal_nan=True)
+        for early in (1, 3, n + 4):
+            observer = pair_observer(n, d, delta, beta, token_sum=True, early=early)
+            assert observer.columns == 3 + 3 + d
+            got, counts, got_sums = split_rows(observed(observer), n, beta, counts=True)
+            assert got.tobytes() == stats.tobytes() and got_sums.tobytes() == sums.tobytes()
+            assert counts.dtype == np.int64 and np.array_equal(counts[:, 0], clusters)
+            for column, first in ((1, 1), (2, early)):
+                held = events.held_by(labels, first)
+                assert (counts[:, column] / n).tobytes() == held.tobytes()
+            if early > n:
+                assert (counts[:, 2] == n).all()
+            else:
+                assert (counts[:, 2] < n).any()  # some run holds tokens outside those clusters
+    for bad in (0, 1.5):
+        with pytest.raises(ValueError, match="early"):
+            pair_observer(n, d, delta, early=bad)
 
 
 def _problem(form, beta, normalization):
@@ -213,14 +279,18 @@ def _spec(**values):
     return sc.system, sc.spec(0)
 
 
-@pytest.mark.parametrize("form, kept", [("network", None), ("flow", None),
-                                        ("network", ["pair_fraction"])])
-def test_the_system_observes_in_the_loop_as_it_did_from_states(form, kept, monkeypatch):
+@pytest.mark.parametrize("form, kept, more", [
+    ("network", None, {}), ("flow", None, {}), ("network", ["pair_fraction"], {}),
+    ("network", None, {"params.n": 17, "params.early": 3}),
+    ("network", ["held_by_early", "time_to_one_cluster"], {"params.early": 2, "output.plot": "held_by_early"})])
+def test_the_system_observes_in_the_loop_as_it_did_from_states(form, kept, more, monkeypatch):
     """attention_sphere: every kept output of the fused run equals the stored-states run's, bit
     for bit but the energy and the first alignment (<sum_i x_i, x_1(0)> / n instead of a sum
     over i and the coordinates at once: a few eps); no state is stored. With the pair fraction
-    alone (the peer's equal work) the pass keeps no row and forms no min."""
-    values = {"params.form": form, **({"output.observables": kept} if kept else {})}
+    alone (the peer's equal work) the pass keeps no row and forms no min. The labelled outputs
+    come from the labels' counts in the loop, from the labels of the states when stored: odd
+    n, early > 1, and some of them kept alone."""
+    values = {"params.form": form, **({"output.observables": kept} if kept else {}), **more}
     system, spec = _spec(**values)
     assert attention_sphere._fusable(spec)
     fused = system.simulate(spec, range(spec.runs))
@@ -236,6 +306,9 @@ def test_the_system_observes_in_the_loop_as_it_did_from_states(form, kept, monke
             np.testing.assert_allclose(fused.values[name], value, rtol=1e-13, atol=1e-15)
         else:
             assert np.array_equal(fused.values[name], value, equal_nan=True), name
+            assert fused.values[name].dtype == value.dtype, name
+    if "params.early" in more and spec.setup.keeps("held_by_first"):  # early is seen
+        assert not np.array_equal(fused.values["held_by_early"], fused.values["held_by_first"])
 
 
 def test_outputs_that_need_the_states_still_get_them():

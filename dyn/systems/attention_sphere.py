@@ -301,17 +301,19 @@ def _fusable(spec) -> bool:
 def _observed_in_loop(spec, problem, x0) -> Chunk:
     """The per-run observables of :func:`_observed`, taken inside the solver's step loop
     (:mod:`dyn.attention.observer`) instead of from stored states: pair fraction, min inner
-    product and labels bit for bit, the energy from the field's normalizers (to rounding), the
-    first alignment from the token sums (to rounding)."""
+    product and the labels' counts (so the labelled outputs) bit for bit, the energy from the
+    field's normalizers (to rounding), the first alignment from the token sums (to rounding)."""
     energy, labelled, _ = _needs(spec)
     beta = spec["beta"] if energy else 0.0
     p = problem.p
     plain = (p[schemes.M_ID] != 0.0 and p[schemes.SLOPE] == 0.0 and p[schemes.CAUSAL] == 0.0)
     aligned = spec.setup.keeps("first_alignment")
     n = spec["n"]
+    # no events here: the labels' counts are all the labelled outputs read
     observer = observing.pair_observer(n, spec["d"], spec["delta"], beta, labelled,
                                        from_field=plain, token_sum=aligned,
-                                       min_inner=spec.setup.keeps("min_inner"))
+                                       min_inner=spec.setup.keeps("min_inner"),
+                                       early=spec["early"])
     if spec["form"] == "network":
         every = spec["depth"] // spec.setup.saves
         solution = attention.network_solution(problem, x0, spec["depth"], spec.horizon,
@@ -320,11 +322,12 @@ def _observed_in_loop(spec, problem, x0) -> Chunk:
     else:
         solution = spec.solver.get().solve(problem, x0, spec.times, observer=observer)
         status = solution.status
-    stats, labels, sums = observing.split_rows(solution.observations, n, beta, labelled)
+    stats, counts, sums = observing.split_rows(solution.observations, n, beta, labelled,
+                                               counts=True)
     alignment = None
     if aligned:  # mean_i <x_i(t), x_1(0)> = <sum_i x_i(t), x_1(0)> / n
         alignment = np.einsum("etd,ed->et", sums, x0[:, 0]) / n
-    chunk = _values(spec, len(x0), stats, labels, alignment, None)
+    chunk = _values(spec, len(x0), stats, None, alignment, None, counts=counts)
     chunk.finite = solution.ok
     chunk.status = status
     return chunk
@@ -343,22 +346,24 @@ def _observed(spec, states) -> Chunk:
     return _values(spec, len(states), stats, labels, alignment, states, x)
 
 
-def _values(spec, runs, stats, labels, alignment, states, x=None) -> Chunk:
-    """The chunk of the pair statistics and labels (None where not needed), the first alignment
-    and, where `states` are given, what needs them (radius, equiangular rho, events)."""
+def _values(spec, runs, stats, labels, alignment, states, x=None, counts=None) -> Chunk:
+    """The chunk of the pair statistics and labels (None where not needed; or, observed in the
+    loop, the labels' counts (runs, times, 3) of :data:`dyn.attention.observer.COUNTS`), the
+    first alignment and, where `states` are given, what needs them (radius, equiangular rho,
+    events)."""
     values = {}
-    labelled = labels is not None
     if stats is not None:
         values.update(pair_fraction=stats[..., 0], min_inner=stats[..., 1], energy=stats[..., 2])
-    if labelled:
+    if labels is not None:
         clusters = attention.count_clusters(labels)
-        one = clusters == 1
-        # the first save with one cluster; NaN: never by the horizon (censored there: the
-        # engine's time_to_event reduction writes the mean with T in its place, as before)
-        first = np.where(one.any(axis=1), spec.times[np.argmax(one, axis=1)], np.nan)
-        values.update(p_one_cluster=one, n_clusters=clusters, time_to_one_cluster=first,
-                      held_by_first=events.held_by(labels, 1),
-                      held_by_early=events.held_by(labels, spec["early"]))
+        values.update(_clustered(spec, clusters, events.held_by(labels, 1),
+                                 events.held_by(labels, spec["early"])))
+    elif counts is not None:
+        # held_by's mean of booleans is their sum in float64 (exact: at most n ones) divided
+        # once by n, so count / n is it bit for bit
+        clusters = np.ascontiguousarray(counts[..., 0])
+        values.update(_clustered(spec, clusters, counts[..., 1] / spec["n"],
+                                 counts[..., 2] / spec["n"]))
     if alignment is not None:
         values["first_alignment"] = alignment
     if any(s in STREAM_SCHEMES for s in spec.setup.values_of("normalization_layer")):
@@ -386,6 +391,17 @@ def _values(spec, runs, stats, labels, alignment, states, x=None) -> Chunk:
                       run_plateau_clusters=count, run_plateau_time=start, run_plateau_end=end)
         values.update(_formation(spec, x, labels))
     return Chunk(values, states=states)
+
+
+def _clustered(spec, clusters, held_first, held_early) -> dict:
+    """The labelled outputs from the cluster counts (runs, times) int64 and the held
+    fractions."""
+    one = clusters == 1
+    # the first save with one cluster; NaN: never by the horizon (censored there: the engine's
+    # time_to_event reduction writes the mean with T in its place, as before)
+    first = np.where(one.any(axis=1), spec.times[np.argmax(one, axis=1)], np.nan)
+    return dict(p_one_cluster=one, n_clusters=clusters, time_to_one_cluster=first,
+                held_by_first=held_first, held_by_early=held_early)
 
 
 def _formation(spec, x, labels) -> dict:
