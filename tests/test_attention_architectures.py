@@ -373,3 +373,49 @@ def test_pack_architecture_layout_and_checks():
                        (dict(Q=np.ones((2, 3, 3)), K=np.ones((3, 3, 3))), "heads, expected")):
         with pytest.raises(ValueError, match=words):
             arch.pack_architecture(1.0, 3, **bad)
+
+
+# ------------------------------------------------------------------------- the field's regime
+
+def _regime_cases(rng):
+    """(name, vector, the regime it fixes or None) over masks, matrices, heads and d."""
+    skew = np.eye(2) + 0.4 * rng.standard_normal((2, 2))
+    sym3 = np.eye(3) + 0.2 * (lambda a: a + a.T)(rng.standard_normal((3, 3)))
+    W = rng.standard_normal((2, 3, 3))
+    return [
+        ("d=2 plain", arch.pack_architecture(2.0, 2), schemes.af.SYMMETRIC),
+        ("d=2 plain, beta past the symmetric path's exp bound", arch.pack_architecture(400.0, 2),
+         schemes.af.SYMMETRIC),  # 2 |beta| R^2 > EXP_MAX_ARG: the path falls back to columns
+        ("d=2 causal, biased", arch.pack_architecture(3.0, 2, "USA", mask="causal",
+                                                      bias_slope=0.2), schemes.af.COLUMNS),
+        ("d=2 asymmetric M", arch.pack_architecture(1.5, 2, Q=skew), schemes.af.COLUMNS),
+        ("d=3 two symmetric heads, feed-forward", arch.pack_architecture(
+            1.0, 3, Q=np.stack([sym3, np.eye(3)]), feedforward=0.7, W1=W[0], W2=W[1],
+            alpha=1.5), schemes.af.SYMMETRIC),
+        ("d=3 causal", arch.pack_architecture(2.0, 3, mask="causal"), None),
+        ("d=4 plain", arch.pack_architecture(2.0, 4), None),
+    ]
+
+
+@pytest.mark.parametrize("name", ["post", "pre", "peri", "ngpt"])
+def test_each_scheme_drift_takes_the_regime_its_vector_fixes_with_the_same_numbers(name):
+    """A problem's drift is the scheme's drift of the regime its vector fixes
+    (schemes.fixed_regime: the attention field's table, af.CROSSOVER), or the one whose field
+    picks per call where n decides; bit for bit the numbers of the latter, on both sides of the
+    d = 4 crossover (n = 127, 128) where n decides."""
+    rng = np.random.default_rng(11)
+    scheme = schemes.scheme(name)
+    for case, p, regime in _regime_cases(rng):
+        assert schemes.fixed_regime(p) == regime, case
+        for record in {scheme.flow, scheme.network}:
+            drift = record.problem(p).drift
+            assert drift is schemes.DRIFTS[name][regime], (case, record.name)
+            d = int(p[schemes.DIM])
+            for n in ((127, 128) if d == 4 else (9, 40)):
+                x = unit(rng, 1, n, d)[0] * (rng.uniform(0.5, 3.0, (n, 1)) if scheme.stream else 1)
+                work = np.full(schemes.work_size(n, d, p), np.nan)
+                want, got = np.empty_like(x), np.empty_like(x)
+                record.drift(0.3, x, p, want, work.copy())
+                drift(0.3, x, p, got, work.copy())
+                assert np.all(np.isfinite(want)), case
+                assert np.array_equal(got, want), (case, record.name, n)

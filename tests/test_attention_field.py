@@ -380,3 +380,51 @@ def test_circle_blocks_are_the_general_blocks():
     assert blocks > 2
     assert np.array_equal(special[sums:sums + 3 * n].view(np.int64),
                           work[sums:sums + 3 * n].view(np.int64))
+
+
+def test_the_python_regime_is_the_kernels_and_a_fixed_regime_holds_for_every_n():
+    """af.regime_of (Python: it sizes the scratch without loading a kernel) picks as
+    af.regime does; af.fixed_regime names a regime exactly where the table's GEMM crossover
+    of that small path is NEVER (every n takes it), and None where some n takes GEMM."""
+    ns = (1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 1024, 4096)
+    for d in (1, 2, 3, 4, 5, 6, 8, 12, 16, 17, 40, 64, 100, 256, 300):
+        for causal in (False, True):
+            for symmetric_m in (False, True):
+                picks = {af.regime_of(n, d, 1, causal, symmetric_m) for n in ns}
+                assert all(af.regime_of(n, d, 2, causal, symmetric_m)
+                           == af.regime(n, d, 2, causal, symmetric_m) for n in ns)
+                fixed = af.fixed_regime(d, causal, symmetric_m)
+                path = af.SYMMETRIC if symmetric_m and not causal else af.COLUMNS
+                if fixed is None:
+                    assert af.GEMM in picks, (d, causal, symmetric_m)
+                else:
+                    assert picks == {fixed} == {path}, (d, causal, symmetric_m)
+    # the table's NEVER entries are the fixed regimes: d = 2 both paths, d = 3 the symmetric one
+    assert af.fixed_regime(2, True, False) == af.COLUMNS
+    assert af.fixed_regime(2, False, True) == af.SYMMETRIC
+    assert af.fixed_regime(3, False, True) == af.SYMMETRIC
+    assert af.fixed_regime(3, True, False) is None and af.fixed_regime(4, False, True) is None
+
+
+def test_symmetric_matrices_read_the_blocks_as_the_kernel_does():
+    from dyn.numerics._field_symmetric import symmetric_blocks
+
+    rng = np.random.default_rng(5)
+    d, H = 3, 2
+    A = rng.standard_normal((H, d, d))
+    cases = {"asymmetric": A, "symmetric": A + A.transpose(0, 2, 1)}
+    one = cases["symmetric"].copy()
+    one[1, 0, 2] = np.nextafter(one[1, 0, 2], np.inf)  # one head off by an ulp: not symmetric
+    cases["one head off"] = one
+    nan_diagonal = cases["symmetric"].copy()
+    nan_diagonal[0, 1, 1] = np.nan  # the diagonal is not compared
+    cases["NaN on the diagonal"] = nan_diagonal
+    nan_off = cases["symmetric"].copy()
+    nan_off[0, 0, 1] = nan_off[0, 1, 0] = np.nan  # NaN equals nothing
+    cases["NaN off the diagonal"] = nan_off
+    for name, M in cases.items():
+        flat = np.ascontiguousarray(M.ravel())
+        for m_id in (False, True):
+            assert af.symmetric_matrices(H, d, flat, m_id) == symmetric_blocks(H, d, flat, m_id), name
+    assert not af.symmetric_matrices(H, d, A.ravel(), False)
+    assert af.symmetric_matrices(H, d, cases["symmetric"].ravel(), False)

@@ -52,13 +52,29 @@ def work_size(n: int, d: int, p) -> int:
     return af.work_size(n, d, heads_of(len(p), d)) + n * d + d
 
 
-@njit(DRIFT_SIG, **NJIT)
-def layer_output(t, x, p, out, work):
-    """out <- u_i(x) (unprojected): the attention field plus gamma W2 tanh(W1 x_i). The d
-    floats before the field's normalizers (the last of `work`) are the feed-forward's scratch."""
+# Each scheme's drift comes in one kernel per regime of the attention field: with af.field,
+# which picks its regime per call, and with one regime's kernel (af.REGIME_KERNELS) for the
+# problems whose vector fixes the regime (:func:`fixed_regime`), which then load from numba's
+# cache that regime's kernels only. The helpers the drifts share are compiled into each drift
+# and never cached alone (UNCACHED): one that takes a kernel as an argument would be keyed in
+# numba's cache index on that argument's type, whose unpickling makes a second dispatcher of
+# the kernel; and one that calls a kernel, cached alone on numba's plain path, names a version
+# of it that another process does not define.
+UNCACHED = {k: v for k, v in NJIT.items() if k != "cache"}
+
+
+@njit(**UNCACHED)
+def _attend(x, p, out, work, field):
+    """out <- the attention field of x by the kernel `field` (af.field or a regime's kernel)."""
+    field(x, p[BETA], p[USA] != 0.0, p[CAUSAL] != 0.0, p[SLOPE], int(p[HEADS]),
+          block(p, M_AT), p[M_ID] != 0.0, block(p, V_AT), p[V_ID] != 0.0, out, work)
+
+
+@njit(**NJIT)
+def _feed_forward(x, p, out, work):
+    """out_i += gamma W2 tanh(W1 x_i) (nothing when gamma = 0). The d floats before the field's
+    normalizers (the last of `work`) are its scratch."""
     n, d = x.shape
-    af.field(x, p[BETA], p[USA] != 0.0, p[CAUSAL] != 0.0, p[SLOPE], int(p[HEADS]),
-             block(p, M_AT), p[M_ID] != 0.0, block(p, V_AT), p[V_ID] != 0.0, out, work)
     gamma = p[FF]
     if gamma != 0.0:
         W1 = block(p, W1_AT).reshape((d, d))
@@ -81,34 +97,135 @@ def layer_output(t, x, p, out, work):
 _unit_rows = SPHERE.retract  # y_i <- y_i / |y_i| for every row (numba)
 
 
-@njit(DRIFT_SIG, **NJIT)
-def pre_drift(t, z, p, out, work):
-    """out <- dz_i/dt = u_i(z / |z|) (pre-LN: the stream is not normalized)."""
+@njit(**UNCACHED)
+def _stream_tokens(z, work):
+    """The tokens x_i = z_i / |z_i| of the stream z (pre-LN, peri-LN), in the n x d floats of
+    `work` before the feed-forward's scratch."""
     n, d = z.shape
     size = work.shape[0] - af.NORMALIZERS
     x = work[size - n * d - d:size - d].reshape((n, d))
     copy2(x, z)
     _unit_rows(x)
-    layer_output(t, x, p, out, work)
+    return x
 
 
-@njit(DRIFT_SIG, **NJIT)
-def peri_drift(t, z, p, out, work):
-    """out <- dz_i/dt = u_i / |u_i| (peri-LN: the layer output is normalized too)."""
-    pre_drift(t, z, p, out, work)
-    _unit_rows(out)
-
-
-@njit(DRIFT_SIG, **NJIT)
-def ngpt_drift(t, x, p, out, work):
-    """out <- alpha (u_i / |u_i| - x_i) (nGPT: a step towards the normalized output)."""
+@njit(**UNCACHED)
+def _ngpt_step(x, p, out):
+    """out <- alpha (out / |out| - x) (nGPT: a step towards the normalized layer output)."""
     n, d = x.shape
-    layer_output(t, x, p, out, work)
     _unit_rows(out)
     a = p[ALPHA]
     for i in range(n):
         for k in range(d):
             out[i, k] = a * (out[i, k] - x[i, k])
+
+
+@njit(DRIFT_SIG, **NJIT)
+def layer_output(t, x, p, out, work):
+    """Post-LN: out <- u_i(x) (unprojected), the attention field plus gamma W2 tanh(W1 x_i)."""
+    _attend(x, p, out, work, af.field)
+    _feed_forward(x, p, out, work)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def layer_output_symmetric(t, x, p, out, work):
+    """:func:`layer_output` where p fixes the symmetric path (no mask, symmetric M_h)."""
+    _attend(x, p, out, work, af.symmetric)
+    _feed_forward(x, p, out, work)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def layer_output_columns(t, x, p, out, work):
+    """:func:`layer_output` where p fixes the columns path (a mask or an asymmetric M_h)."""
+    _attend(x, p, out, work, af.columns)
+    _feed_forward(x, p, out, work)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def pre_drift(t, z, p, out, work):
+    """Pre-LN: out <- dz_i/dt = u_i(z / |z|) (the stream is not normalized)."""
+    layer_output(t, _stream_tokens(z, work), p, out, work)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def pre_drift_symmetric(t, z, p, out, work):
+    layer_output_symmetric(t, _stream_tokens(z, work), p, out, work)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def pre_drift_columns(t, z, p, out, work):
+    layer_output_columns(t, _stream_tokens(z, work), p, out, work)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def peri_drift(t, z, p, out, work):
+    """Peri-LN: out <- dz_i/dt = u_i / |u_i| (the layer output is normalized too)."""
+    pre_drift(t, z, p, out, work)
+    _unit_rows(out)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def peri_drift_symmetric(t, z, p, out, work):
+    pre_drift_symmetric(t, z, p, out, work)
+    _unit_rows(out)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def peri_drift_columns(t, z, p, out, work):
+    pre_drift_columns(t, z, p, out, work)
+    _unit_rows(out)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def ngpt_drift(t, x, p, out, work):
+    """nGPT: out <- alpha (u_i / |u_i| - x_i), a step towards the normalized output."""
+    layer_output(t, x, p, out, work)
+    _ngpt_step(x, p, out)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def ngpt_drift_symmetric(t, x, p, out, work):
+    layer_output_symmetric(t, x, p, out, work)
+    _ngpt_step(x, p, out)
+
+
+@njit(DRIFT_SIG, **NJIT)
+def ngpt_drift_columns(t, x, p, out, work):
+    layer_output_columns(t, x, p, out, work)
+    _ngpt_step(x, p, out)
+
+
+# each scheme's drifts: whichever regime the field takes per call (None), and one per regime
+# that p can fix (af.fixed_regime)
+DRIFTS = {
+    "post": {None: layer_output, af.SYMMETRIC: layer_output_symmetric,
+             af.COLUMNS: layer_output_columns},
+    "pre": {None: pre_drift, af.SYMMETRIC: pre_drift_symmetric, af.COLUMNS: pre_drift_columns},
+    "peri": {None: peri_drift, af.SYMMETRIC: peri_drift_symmetric,
+             af.COLUMNS: peri_drift_columns},
+    "ngpt": {None: ngpt_drift, af.SYMMETRIC: ngpt_drift_symmetric, af.COLUMNS: ngpt_drift_columns},
+}
+
+
+def fixed_regime(p) -> int | None:
+    """The regime of the attention field the vector p fixes for every n (af.fixed_regime of its
+    d, mask and matrices M_h, read as the field reads them), or None where n decides."""
+    p = np.asarray(p, dtype=np.float64)
+    d, heads, causal = int(p[DIM]), int(p[HEADS]), p[CAUSAL] != 0.0
+    M = p[int(p[M_AT]):int(p[M_AT + 1])]
+    symmetric_m = not causal and af.symmetric_matrices(heads, d, M, p[M_ID] != 0.0)
+    return af.fixed_regime(d, causal, symmetric_m)
+
+
+def _drift_for(scheme_name: str):
+    """A record's ``drift_for``: the scheme's drift of the regime p fixes (the same numbers as
+    the drift whose field picks it per call; loaded alone, not the other regimes' kernels)."""
+    drifts = DRIFTS[scheme_name]
+
+    def drift_for(p):
+        return drifts[fixed_regime(p)]
+
+    return drift_for
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,17 +285,18 @@ def _example_for(stream: bool):
     return example
 
 
-def _record(name, drift, drift_jax, geometry, stream=False):
-    return register(Dynamics(name, ARCH, drift, drift_jax, geometry,
-                             example=_example_for(stream), work=work_size))
+def _record(name, scheme_name, drift_jax, geometry, stream=False):
+    return register(Dynamics(name, ARCH, DRIFTS[scheme_name][None], drift_jax, geometry,
+                             example=_example_for(stream), work=work_size,
+                             drift_for=_drift_for(scheme_name)))
 
 
-POST = _record("attention_post", layer_output, layer_output_jax, SPHERE)
-POST_NETWORK = _record("attention_post_network", layer_output, layer_output_jax, POSTNORM)
-PRE = _record("attention_pre", pre_drift, pre_drift_jax, EUCLIDEAN, stream=True)
-PERI = _record("attention_peri", peri_drift, peri_drift_jax, EUCLIDEAN, stream=True)
-NGPT = _record("attention_ngpt", ngpt_drift, ngpt_drift_jax, SPHERE)
-NGPT_NETWORK = _record("attention_ngpt_network", ngpt_drift, ngpt_drift_jax, POSTNORM)
+POST = _record("attention_post", "post", layer_output_jax, SPHERE)
+POST_NETWORK = _record("attention_post_network", "post", layer_output_jax, POSTNORM)
+PRE = _record("attention_pre", "pre", pre_drift_jax, EUCLIDEAN, stream=True)
+PERI = _record("attention_peri", "peri", peri_drift_jax, EUCLIDEAN, stream=True)
+NGPT = _record("attention_ngpt", "ngpt", ngpt_drift_jax, SPHERE)
+NGPT_NETWORK = _record("attention_ngpt_network", "ngpt", ngpt_drift_jax, POSTNORM)
 
 
 @dataclass(frozen=True)

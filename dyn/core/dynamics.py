@@ -40,7 +40,10 @@ class Dynamics:
       and ``drift_jax(*jax_static(p))`` builds the twin;
     - ``noise``: ``p -> (q1, q2)``, the shape of one Brownian increment (SDEs only);
     - ``work``: ``(n, d, p) -> int``, the scratch floats the numba functions need per member;
-    - ``example``: ``rng -> (x, p)``, a random state of one member and parameter vector.
+    - ``example``: ``rng -> (x, p)``, a random state of one member and parameter vector;
+    - ``drift_for``: ``p -> drift``, the numba drift of a problem with vector p where the vector
+      picks among equivalent ones (the same numbers; e.g. the attention field's regime where p
+      fixes it, :func:`dyn.attention.schemes.fixed_regime`); ``drift`` when None.
     """
 
     name: str
@@ -54,6 +57,7 @@ class Dynamics:
     noise: Callable[[np.ndarray], tuple[int, int]] | None = None
     work: Callable[[int, int, np.ndarray], int] | int = 0
     jax_static: Callable[[np.ndarray], tuple] | None = None
+    drift_for: Callable[[np.ndarray], Callable] | None = None
 
     def jax_drift(self, p) -> Callable:
         """The JAX twin for the vector `p` (specialised to its static sizes if needed)."""
@@ -65,8 +69,9 @@ class Dynamics:
         p = self.layout.check(p)
         noise = {} if self.diffusion is None else dict(
             diffusion=self.diffusion, diffusion_jax=self.diffusion_jax, noise_shape=self.noise(p))
-        return integrators.Problem(self.drift, self.jax_drift(p), p, self.geometry,
-                                   work=self.work, **noise)
+        drift = self.drift if self.drift_for is None else self.drift_for(p)
+        return integrators.Problem(drift, self.jax_drift(p), p, self.geometry, work=self.work,
+                                   **noise)
 
 
 def tangent_drift_jax(drift_jax: Callable, d: int) -> Callable:

@@ -16,6 +16,7 @@ law, not bit for bit (other generators, other rounding).
 from __future__ import annotations
 
 import traceback
+from dataclasses import replace
 from itertools import groupby
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -82,7 +83,9 @@ def _solve(solves: list[Solve]):
         if (other.key is None) != (first.key is None) or (
                 (other.increments is None) != (first.increments is None)):
             raise ValueError("the points of a batch must take their noise alike")
-    problem = integrators.Problem.stack([s.problem for s in solves])
+    # the numba drift is the numba backend's (points may pick different but equivalent ones,
+    # e.g. dyn.attention.schemes' per regime): the jax backend reads drift_jax only
+    problem = integrators.Problem.stack([replace(s.problem, drift=None) for s in solves])
     x0 = np.stack([s.x0 for s in solves])
     rows = [np.asarray(s.ts, dtype=np.float64) for s in solves]
     shared = all(np.array_equal(r, rows[0]) for r in rows)

@@ -17,8 +17,8 @@ and Z >= 1), with the diagonal weight exp(0) = 1 exactly, so under a causal mask
 token 1 sees exactly itself; by the row maximum when that bound exceeds EXP_MAX_ARG; or, with no
 mask and symmetric M_h, by one c >= |s_ij| for every pair (then e_ij = e_ji: half the exps).
 
-Regimes, chosen from the problem's shapes by :func:`regime` (the same function sizes the
-scratch, :func:`work_size`):
+Regimes, chosen from the problem's shapes by :func:`regime` (its Python twin
+:func:`regime_of` sizes the scratch, :func:`work_size`):
 - small: loops over column-stored weights that vectorize, the vectorised exp (:mod:`.vexp`):
   :mod:`._field_symmetric` (no mask, symmetric M_h: the main ensembles; the triangle in column
   blocks that stay in cache) or :mod:`._field_small` (any mask, any M_h);
@@ -28,6 +28,12 @@ The GEMM regime runs from the n of :data:`CROSSOVER` on (per d, per small path),
 there). Every buffer comes from ``work`` (:func:`work_size` floats): a call allocates nothing.
 The last NORMALIZERS floats of ``work`` are the symmetric path's normalizers, [c, sum_i Z_i] of
 head 0 (:mod:`._field_symmetric`); the other paths leave them as they were.
+
+Where the mask, the matrices and d alone fix the regime (:func:`fixed_regime`: the small path
+whose GEMM crossover is NEVER, e.g. every unmasked field at d = 2), a caller that knows them
+when its problem is built can call that regime's kernel (:data:`REGIME_KERNELS`) instead of
+:func:`field`: the same numbers, and a process that loads it from numba's cache loads neither
+the other regimes' kernels nor :func:`field`.
 """
 from __future__ import annotations
 
@@ -99,6 +105,33 @@ def regime(n, d, heads, causal, symmetric_m):
     return path
 
 
+def regime_of(n: int, d: int, heads: int, causal: bool, symmetric_m: bool) -> int:
+    """:func:`regime` in Python, the same table and rule (no kernel to load)."""
+    path = SYMMETRIC if symmetric_m and not causal else COLUMNS
+    return GEMM if n >= _GEMM_FROM[min(d, _MAX_D), path] else path
+
+
+def fixed_regime(d: int, causal: bool, symmetric_m: bool) -> int | None:
+    """The regime :func:`field` takes for every n at dimension d under this mask and these
+    matrices: the small path whose GEMM crossover is NEVER (d = 2; d = 3 without a mask); None
+    where n decides."""
+    path = SYMMETRIC if symmetric_m and not causal else COLUMNS
+    return path if _GEMM_FROM[min(d, _MAX_D), path] >= NEVER else None
+
+
+def symmetric_matrices(heads: int, d: int, M: np.ndarray, m_id: bool) -> bool:
+    """:func:`._field_symmetric.symmetric_blocks` in Python: every M_h (the H blocks of d x d
+    floats, row-major, one after the other) equal to its transpose, exactly."""
+    if m_id:
+        return True
+    blocks = np.asarray(M, dtype=np.float64)[:heads * d * d].reshape(heads, d, d)
+    k, l = np.triu_indices(d, 1)
+    return not bool((blocks[:, k, l] != blocks[:, l, k]).any())  # as the kernel: NaN is not equal
+
+
+REGIME_KERNELS = {SYMMETRIC: symmetric, COLUMNS: columns, GEMM: gemm}  # field's signature each
+
+
 NORMALIZERS = 2  # the last floats of the work: [c, sum_i Z_i] (the symmetric path)
 
 
@@ -106,10 +139,10 @@ def work_size(n: int, d: int, heads: int = 1) -> int:
     """Scratch floats :func:`field` needs for n tokens of dimension d and `heads` heads, for
     whichever path the mask and matrices pick (the larger need of the regimes these (n, d) may
     take); a caller that keeps scratch of its own beside them keeps it before the last
-    NORMALIZERS."""
+    NORMALIZERS. Each regime's kernel alone needs no more."""
     size = 0
     for causal, symmetric_m in ((False, True), (True, False)):
-        if regime(n, d, heads, causal, symmetric_m) == GEMM:
+        if regime_of(n, d, heads, causal, symmetric_m) == GEMM:
             size = max(size, _field_gemm.work_size(n, d, heads))
         else:
             size = max(size, _field_small.work_size(n, d))

@@ -374,10 +374,51 @@ def _collecting() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is not None:  # a caller's process: the command, and back to the caller
+        return _command(argv, [])
+    _as_the_process()  # the process's own command line
+    ran: list[str] = []
+    code = _command(None, ran)
+    if ran == ["run"]:
+        _leave(code)
+    return code
+
+
+def _leave(code: int) -> None:
+    """End the process of a finished ``dyn run`` (its own command line) with `code`, skipping
+    the interpreter's finalization once nothing is left for it to do: it would tear down
+    numba's and LLVM's objects module by module, about 5% of a short run. Not when a thread
+    the interpreter would wait for still runs, or an HDF5 file is still open (the library's own
+    exit handler closes it); otherwise the exit handlers run, the standard streams are flushed,
+    and the process ends with `code` (a stream that cannot be flushed leaves the exit to the
+    interpreter, which says so as at any exit)."""
+    import os
+    import threading
+
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        return
+    h5py = sys.modules.get("h5py")
+    if h5py is not None and h5py.h5f.get_obj_count(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE):
+        return
+    run_handlers = getattr(atexit, "_run_exitfuncs", None)  # CPython's: runs them, then forgets
+    if run_handlers is None:
+        return
+    run_handlers()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):  # a closed pipe, a closed stream
+        return
+    os._exit(code)
+
+
+def _command(argv: list[str] | None, ran: list[str]) -> int:
+    """The command of `argv` (the process's own arguments when None); its name goes in `ran`
+    when its handler returned (an error handled here, or an exception, leaves `ran` empty)."""
     from ..engine.interrupts import exit_status, stop_on_signals
 
-    if argv is None:  # the process's own command line
-        _as_the_process()
     try:
         with stop_on_signals():  # SIGTERM and SIGHUP stop a run as Ctrl-C does, from the start
             args = _parser().parse_args(argv)
@@ -386,7 +427,9 @@ def main(argv: list[str] | None = None) -> int:
                        "compile": _cmd_compile, "describe": _cmd_describe}[args.command]
             if handler is not _cmd_run:  # `run` collects again once its libraries are imported
                 _collecting()
-            return handler(args)
+            code = handler(args)
+        ran.append(args.command)
+        return code
     except ScenarioError as exc:
         print(f"dyn: error: {exc}", file=sys.stderr)
         return 2
