@@ -104,6 +104,19 @@ def test_median_ranks_are_the_binomial_ones():
         assert binom.cdf(j - 1, n, 0.5) <= 0.025 < binom.cdf(j, n, 0.5)
 
 
+def test_median_ranks_in_integers_are_scipys(monkeypatch):
+    """The exact integer count up to EXACT_RANKS runs against scipy's bdtr bisected (the path
+    beyond it), at every n up to 600, around the switch and at 95% and 99%."""
+    from dyn.engine import reductions
+
+    ns = [*range(1, 601), *range(reductions.EXACT_RANKS - 3, reductions.EXACT_RANKS + 1)]
+    for confidence in (0.95, 0.99):
+        exact = [median_rank(n, confidence) for n in ns]
+        with monkeypatch.context() as patch:
+            patch.setattr(reductions, "EXACT_RANKS", 0)  # scipy's path for every n
+            assert [median_rank(n, confidence) for n in ns] == exact
+
+
 def test_censored_times_give_the_kaplan_meier_median_its_interval_and_the_censored_share():
     rng = np.random.default_rng(5)
     horizon = 3.0
