@@ -224,9 +224,12 @@ def _pair_bit(a0, a1, c0, c1, threshold, lows, j):
     return (np.int64(1) << j) if v > threshold else np.int64(0)
 
 
-@njit(inline="always", **NJIT)
+@njit(types.Tuple((types.int64, types.boolean))(types.int64, types.float64, F1, F1, F1,
+                                                types.int64[::1]), **NJIT)
 def _checked_masks(n, threshold, x0, x1, lows, masks):
-    """_close_masks' pass for any tokens: each NaN G_ij flagged, the rows' own lengths."""
+    """_close_masks' pass for any tokens: each NaN G_ij flagged, the rows' own lengths. A
+    kernel of its own, not inlined: the main job's tokens take the bounded pass, and this
+    one, inlined beside it into both callers, took a quarter of their compile time."""
     close = 0
     nan = False
     one = np.int64(1)
@@ -320,12 +323,6 @@ def close_rows_joined(x, threshold, xt, lows, tags, parent):
     join_rows 1.25 us; the rows of G stored and their min taken after, two rows at a time, the
     clusters swept token by token 0.72 us; this 0.52x that (0.48x to 0.54x at beta = 1 and 9,
     0.39x on uniform starts)."""
-    return _joined(x, threshold, xt, lows, tags, parent)
-
-
-@njit(inline="always", **NJIT)
-def _joined(x, threshold, xt, lows, tags, parent):
-    """close_rows_joined's body, inlined into the observer (no call at every saved layer)."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
     masks = tags[:n]
@@ -356,7 +353,9 @@ def close_rows_counted(x, threshold, xt, lows, tags, early):
 
 @njit(inline="always", **NJIT)
 def _counted(x, threshold, xt, lows, tags, early):
-    """close_rows_counted's body, inlined into the observer (no call at every saved layer)."""
+    """close_rows_counted's body, inlined into the observer: the main job's outputs take it at
+    every saved layer, where a call cost 8% of the all-outputs run (the labels' path, which
+    only other callers take, is a call: each inlined body adds seconds to the first compile)."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
     masks = tags[:n]
@@ -428,7 +427,7 @@ def _masked_stats(x, q, row, work):
          row[N_PAIR_STATS + 2]) = _counted(x, q[THRESHOLD], padded, lows, tags, q[EARLY])
     else:
         parent = work[at:at + n].view(np.int64)
-        row[0], row[1] = _joined(x, q[THRESHOLD], padded, lows, tags, parent)
+        row[0], row[1] = close_rows_joined(x, q[THRESHOLD], padded, lows, tags, parent)
         for i in range(n):
             row[N_PAIR_STATS + i] = parent[i]
     row[2] = n * n
