@@ -151,7 +151,11 @@ def test_t_crit_is_where_the_right_end_slope_changes_sign():
         want = cc.t_crit(beta, lam)
         root = brentq(slope, 0.2 * want, 5 * want, xtol=1e-12)
         assert root == pytest.approx(want, rel=1e-4)
-    assert math.isnan(cc.t_crit(-1.0, 1.0)) or cc.t_crit(-1.0, 1.0) > 0
+    # repulsive beta: the weighted rate sum_m omega_m a_m is negative, so the right-end slope
+    # keeps its sign for all t > 0 and there is no threshold (NaN), not a positive time
+    for beta in (-0.1, -1.0, -5.0):
+        assert cc.soft_weights() @ cc.growth_rates(beta) < 0
+        assert math.isnan(cc.t_crit(beta, 1.0))
 
 
 def test_profile_is_u_shaped_before_t_crit_and_loses_its_recency_arm_after():
