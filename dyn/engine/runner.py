@@ -207,6 +207,9 @@ def _create(path: Path, scenario: Scenario, command: str, need: int | None = Non
     except OSError as exc:  # e.g. a full disk: no half-made file stays behind
         store.partial_path(path).unlink(missing_ok=True)
         raise ScenarioError("--out", f"cannot create {path}: {exc.strerror or exc}") from None
+    except Exception as exc:  # noqa: BLE001 - h5py and h5netcdf raise their own; none may leave a traceback
+        store.partial_path(path).unlink(missing_ok=True)
+        raise ScenarioError("--out", f"cannot create {path}: {type(exc).__name__}: {exc}") from None
 
 
 def _say_step_cut(scenario: Scenario, log) -> None:

@@ -395,7 +395,16 @@ def _fill(var, shape: tuple[int, ...], value) -> None:
         var[start:stop] = np.full((stop - start, *shape[1:]), value, dtype=var.dtype)
 
 
+KIND_ATTR = "dyn_kind"  # a coordinate stored in another dtype than it is read: its kind
+
+
 def _coordinate(f: h5netcdf.File, name: str, values: np.ndarray, attrs: dict) -> None:
+    """A coordinate variable. NetCDF has no boolean type, so a bool axis is written as int8 with
+    `dyn_kind = "bool"`, which `dyn.open` reads back as bool (plain readers see 0 and 1)."""
+    if values.dtype.kind == "b":
+        var = f.create_variable(name, (name,), data=values.astype(np.int8))
+        var.attrs.update({**attrs, KIND_ATTR: "bool"})
+        return
     if values.dtype.kind in "UO":
         var = f.create_variable(name, (name,), dtype=h5py.string_dtype(), data=values.astype(object))
     else:

@@ -62,12 +62,23 @@ def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_da
             raise ScenarioError("", f"{path} is damaged: {problem}")
         from ..engine.trajectories import follow
 
-        return follow(ds, path)  # saved states beside the file's real path, also once renamed
+        return _typed_axes(follow(ds, path))  # saved states beside the file, also once renamed
     except Exception as exc:  # noqa: BLE001
         ds.close()
         if isinstance(exc, ScenarioError):
             raise
         raise ScenarioError("", f"{path} is damaged: {_problem(exc)}") from None
+
+
+def _typed_axes(ds: xr.Dataset) -> xr.Dataset:
+    """Coordinates read back as the kind they were swept in (a bool axis is stored as int8)."""
+    from ..engine.store import KIND_ATTR
+
+    typed = {}
+    for name, coord in ds.coords.items():
+        if coord.attrs.get(KIND_ATTR) == "bool":
+            typed[name] = (coord.dims, coord.values.astype(bool), coord.attrs)
+    return ds.assign_coords(typed) if typed else ds
 
 
 def _layout_problem(ds: xr.Dataset) -> str:

@@ -59,6 +59,10 @@ def _match(values: np.ndarray, reference: str | float):
     for v in values:
         if str(v) == str(reference):
             return v
+        if isinstance(v, (bool, np.bool_)):  # a switch: true/false as TOML writes it
+            if str(reference).lower() in ("true", "false") and bool(v) == (str(reference).lower() == "true"):
+                return v
+            continue
         try:
             if float(v) == float(reference):
                 return v
@@ -103,7 +107,10 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
 
         settings_text = settings(ds)  # for the picture's title
     state = list(traj.dims[traj.dims.index("trajectory_time") + 1:])
-    diff = traj.drop_sel({along: [ref]}) - traj.sel({along: ref})
+    # by position: label selection of a bool axis would read [True] as a mask, not a label
+    where = int(np.flatnonzero(traj[along].values == ref)[0])
+    others = [i for i in range(traj.sizes[along]) if i != where]
+    diff = traj.isel({along: others}) - traj.isel({along: where}, drop=True)
     norm = np.sqrt((diff ** 2).sum(state[-1], skipna=False))
     if len(state) > 1:
         norm = norm.max(state[:-1], skipna=False)
@@ -115,7 +122,7 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
     distance = norm.rename({run: "run"}).rename("distance")
     # a pair whose point or reference is not ok (diverged, failed) has no distance: its status
     # is the point's own if that is not ok, else its reference's
-    mine, theirs = status.drop_sel({along: [ref]}), status.sel({along: ref}, drop=True)
+    mine, theirs = status.isel({along: others}), status.isel({along: where}, drop=True)
     pair = xr.where(mine != OK, mine, theirs).astype(status.dtype)
     distance = distance.where(pair == OK)
     distance.attrs.update(long_name=f"distance to {along} = {ref} ({at} saved times)")
