@@ -267,7 +267,8 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
         if averaged:
             pieces.append(averaging.Piece(runs, chunk.carry, {n: [np.asarray(
                 chunk.values[n], dtype=np.float64)] for n in averaged}))
-        if sink is not None and chunk.states is not None:
+        if sink is not None:
+            _check_states(chunk.states, system.name)
             sink.write(runs.start, chunk.states)
         bad += _bad_runs(chunk, len(runs), censored)
         if ode_check and kept_runs < stepcheck.ode_check_runs(spec.runs):
@@ -305,6 +306,17 @@ def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> Poi
         return PointResult(values, DIVERGED, f"not finite: {', '.join(broken)} (overflow or NaN "
                            "in the outputs; the states stayed finite)")
     return PointResult(values, OK)
+
+
+def _check_states(states, name: str) -> None:
+    """A system that declares `trajectory_dims` saves its states: none, or none finite (a run
+    starts from a finite state, so even a diverging run has finite ones), fails the point
+    rather than writing NaN trajectories under an ok status."""
+    if states is None:
+        raise OutputMismatch(f"{name}.simulate returned no states (Chunk.states), although the "
+                             "system declares trajectory_dims")
+    if not np.isfinite(states).any():
+        raise OutputMismatch(f"{name}.simulate returned states that are all NaN or inf")
 
 
 def nonfinite_outputs(values: dict[str, np.ndarray], declared: list[Output], runs: int,

@@ -167,6 +167,8 @@ class Model(System):
                                            **noise)
         chunk = self.observe(spec, solution.states)
         chunk.status = solution.status  # runs cut short by max_steps are named, not averaged
+        if chunk.states is None and self.trajectory_dims(spec.setup) is not None:
+            chunk.states = solution.states  # the model declares states: they are the solved ones
         return chunk
 
     def solves(self, spec):
