@@ -43,9 +43,19 @@ def _parser() -> argparse.ArgumentParser:
     _unset_option(run)
     run.add_argument("--workers", type=int, default=None,
                      help="worker processes (default 1, or all cores with --executor process)")
-    run.add_argument("--executor", choices=("serial", "process", "dask"), default=None,
-                     help="serial (in-process), process (a local pool) or dask (a cluster); "
-                          "default serial, or process when --workers > 1")
+    run.add_argument("--executor", choices=("serial", "process", "dask", "submitit"), default=None,
+                     help="serial (in-process), process (a local pool), dask (a cluster) or "
+                          "submitit (a SLURM job array); default serial, or process when "
+                          "--workers > 1")
+    for flag, kind, text in (("partition", str, "SLURM partition"),
+                             ("time-minutes", int, "time limit of each array task, minutes"),
+                             ("cpus-per-task", int, "cores (numba threads) of each task"),
+                             ("mem-gb", float, "memory of each task, GB"),
+                             ("array-parallelism", int, "array tasks running at once"),
+                             ("points-per-task", int, "points each task computes (default: "
+                              "about 10 minutes of work, from a calibration)")):
+        run.add_argument(f"--slurm-{flag}", type=kind, default=None, dest=f"slurm_{flag.replace('-', '_')}",
+                         help=f"with --executor submitit: {text} (else [executor] {flag.replace('-', '_')})")
     run.add_argument("--scheduler", metavar="ADDRESS",
                      help="Dask scheduler address (default: a LocalCluster of --workers processes)")
     run.add_argument("--plot", action="store_true", help="draw the default plot when done")
@@ -148,6 +158,12 @@ def _scenario_path(name: str) -> Path:
     return scenario_file(name)
 
 
+def _array_flags(args) -> dict:
+    """The --slurm-* flags given, by their [executor] keys."""
+    return {key.removeprefix("slurm_"): value for key, value in vars(args).items()
+            if key.startswith("slurm_") and value is not None}
+
+
 def _cmd_run(args) -> int:
     from ..engine.runner import run
 
@@ -166,7 +182,7 @@ def _cmd_run(args) -> int:
                        workers))
         return 0
     path = run(_scenario_path(args.scenario), args.out, workers=workers, executor=executor,
-               scheduler=args.scheduler,
+               scheduler=args.scheduler, array=_array_flags(args),
                overrides=args.overrides, unset=args.unset,
                progress=False if args.no_progress else None,
                command=" ".join(["dyn", *sys.argv[1:]]), force=args.force,
