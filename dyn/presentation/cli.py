@@ -91,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--sel", action="append", default=[], metavar="AXIS=VALUE",
                       help="draw the variable at one value of a dimension (nearest; repeat for "
                       "several): a heat map becomes a curve, too many panels fewer")
+    plot.add_argument("--hue", metavar="AXIS", help="one curve per value of AXIS on each panel "
+                      "(a legend entry each, with error bands), against time for a series, else the "
+                      "first other numeric axis: r against K with one curve per n")
     plot.add_argument("--log", action="store_true", help="values on a log scale (colours of a "
                       "heat map, y of curves)")
     plot.add_argument("--style", choices=STYLES, default="default",
@@ -278,7 +281,8 @@ def _cmd_plot(args) -> int:
     if args.tokens:
         if args.style != "default":
             raise ScenarioError("--style", "styles the sweep picture: use it without --tokens")
-        for flag, given in (("--sel", args.sel), ("--log", args.log), ("--var", args.var)):
+        for flag, given in (("--sel", args.sel), ("--log", args.log), ("--var", args.var),
+                            ("--hue", args.hue)):
             if given:
                 raise ScenarioError(flag, "draws a variable: use it without --tokens (the "
                                     "saved states' point is chosen with --point)")
@@ -293,7 +297,7 @@ def _cmd_plot(args) -> int:
             raise ScenarioError(flag, f"chooses saved states: use it with --tokens{hint}")
     from .plot import plot
 
-    print(f"plotted {plot(args.path, args.out, args.var, args.style, args.sel, args.log)}")
+    print(f"plotted {plot(args.path, args.out, args.var, args.style, args.sel, args.log, args.hue)}")
     return 0
 
 
