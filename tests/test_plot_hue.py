@@ -71,3 +71,10 @@ def test_the_command_line_takes_hue(swept, tmp_path, capsys):
     assert (tmp_path / "hue.png").stat().st_size > 0
     assert main(["plot", str(swept), "--hue", "gamma"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_an_integer_axis_is_drawn_as_categories_ticked_at_its_values(swept):
+    fig = figure(swept, "pair_fraction", sel=["time=3"], hue="beta")
+    (ax,) = [ax for ax in fig.axes if ax.get_visible() and ax.get_lines()]
+    np.testing.assert_array_equal(ax.get_xticks(), [6, 12])  # n: no ticks between counts
+    assert [label for label, _ in _lines(ax)] == ["beta = 0.5", "beta = 1", "beta = 2", "beta = 4"]

@@ -792,8 +792,11 @@ def _edges(values, scale: str) -> np.ndarray:
 
 
 def _set_scale(ax, values, scale: str, which: str) -> None:
-    """Log or index axes get ticks at the sweep values themselves (every other when crowded)."""
-    if scale == "linear":
+    """Log or index axes get ticks at the sweep values themselves (every other when crowded);
+    so do integer axes (counts: n, depth, k), drawn as the categories they are, with no ticks
+    between their values."""
+    counted = np.asarray(values).dtype.kind in "iu" and np.size(values) <= MAX_TICKS
+    if scale == "linear" and not counted:
         return
     from matplotlib.ticker import NullLocator
 
@@ -802,7 +805,7 @@ def _set_scale(ax, values, scale: str, which: str) -> None:
     if scale == "log":
         values = values[values > 0]
         getattr(ax, f"set_{which}scale")("log")
-    else:
+    elif scale == "index":
         getattr(ax, f"set_{which}scale")("function", functions=_index_map(values))
     if values.size <= MAX_TICKS or scale == "index":
         crowded = values.size > 6 and which == "x"
