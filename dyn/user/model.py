@@ -78,7 +78,8 @@ class Model(System):
         super().__init_subclass__(**kwargs)
         if not cls.forms_from_functions:
             return
-        for attr in ("drift", "drift_jax", "diffusion", "diffusion_jax", "observe_state"):
+        for attr in ("drift", "drift_jax", "diffusion", "diffusion_jax", "observe_state",
+                     "reference"):
             if inspect.isfunction(cls.__dict__.get(attr)):  # plain functions: not methods
                 setattr(cls, attr, staticmethod(cls.__dict__[attr]))
         sde = _function(cls, "diffusion") is not None or _function(cls, "diffusion_jax") is not None
