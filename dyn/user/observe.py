@@ -75,7 +75,7 @@ def kernel(cls):
 
         fn = _function(cls, "observe_state")
         source = ADAPTER.format(declared=jit.decorator("OBSERVE_SIG"),
-                                args=jit.arguments(tuple(range(len(names(cls))))))
+                                args=jit.arguments(tuple(range(len(names(cls))))).replace("p[", "q["))
         py = getattr(fn, "py_func", fn)
         source = source.replace("a user's dyn.Model", f"{py.__module__}.{py.__qualname__}")
         _MADE[cls] = cache.load("observe", source, jit.jitted(fn)).observe
@@ -150,16 +150,15 @@ def state_shape(model, spec) -> tuple[int, int]:
 
 
 def check_memory(model, spec) -> None:
-    """Refuse, with the size, a point whose stored states would fill one chunk of runs beyond
-    the memory budget ``spec.setup.chunk_bytes`` (runs are chunked by ``run_bytes``: a model that
-    declares none holds all its runs at once)."""
+    """Refuse, with the size, a point whose stored states would not fit the memory budget of a
+    chunk of runs, ``spec.setup.chunk_bytes``: all its runs at once for a model that sizes no
+    run (``run_bytes`` 0: the engine holds every run in one chunk), one run for a model that
+    does (the engine chunks its runs to the budget)."""
     if observes(model) and in_loop(model, spec):
         return
     n, d = state_shape(model, spec)
     each = FLOAT * len(spec.times) * n * d
-    per_chunk = model.run_bytes(spec)
-    held = spec.runs if per_chunk <= 0 else -(-spec.runs // max(1, -(-spec.runs * per_chunk
-                                                                 // spec.setup.chunk_bytes)))
+    held = spec.runs if model.run_bytes(spec) <= 0 else 1
     total = held * each
     if total > spec.setup.chunk_bytes:
         hint = ("observe in the loop: write observe_state and use a numba fixed-step method "
