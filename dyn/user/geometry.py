@@ -111,25 +111,31 @@ def check(geometry, x0: np.ndarray, owner: str, jax: bool = False) -> None:
     where = f"{owner}'s geometry {geometry.name}"
     try:
         on = retract(x0)
+        _fixed(on, retract(on), where)
         if not _close(on, x0):
             raise ScenarioError("scenario.system", f"the start is not on {where}: "
                                 f"|R(x0) - x0| = {np.abs(on - x0).max():.3g}")
         v = np.sin(np.arange(x0.size, dtype=np.float64) * 1.7 + 0.3).reshape(x0.shape)
         tangent = project(x0, v)
-        if not _close(project(x0, tangent), tangent):
+        twice = project(x0, tangent)
+        if not _close(twice, tangent):
             raise ScenarioError("scenario.system", f"{where}: project is not a projection "
-                                f"(P P v != P v by {np.abs(project(x0, tangent) - tangent).max():.3g})")
+                                f"(P P v != P v by {np.abs(twice - tangent).max():.3g})")
         y = retract(x0 + STEP * tangent)
-        again = retract(y)
+        _fixed(y, retract(y), where)
     except ScenarioError:
         raise
     except Exception as exc:
         text = " / ".join(t.strip() for t in str(exc).splitlines() if t.strip())[:300]
         raise ScenarioError("scenario.system", f"{where} failed at the start: "
                             f"{type(exc).__name__}: {text}") from None
+
+
+def _fixed(y: np.ndarray, again: np.ndarray, where: str) -> None:
+    """R(y) = y for a retracted y, else the retraction leaves its manifold."""
     if not _close(again, y):
         raise ScenarioError("scenario.system", f"{where}: its retraction leaves the manifold "
-                            f"(R(R(y)) != R(y) by {np.abs(again - y).max():.3g})")
+                            f"(R(R(x)) != R(x) by {np.abs(again - y).max():.3g})")
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
