@@ -151,3 +151,21 @@ def test_the_drift_is_minus_the_gradient(flows):
         grad = (1.5 * a @ x[0].reshape(3, 2)).reshape(6)
         want = -grad[None] if rows == 1 else np.stack([x[1], -1.0 * x[1] - grad])
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.slow  # two JAX programs compiled
+def test_the_jax_batch_agrees_with_diffrax_and_a_rerun_repeats_its_bits(flows):
+    """The same flow on the jax backend (the sweep's points in one vmapped program) and on
+    diffrax, both RK4 at dt = 1e-3: equal to rounding; the same seed again: the same bits."""
+    found = {}
+    for backend in ("jax", "diffrax", "jax"):
+        path = _scenario(flows, "Quadratic", backend=backend, method="rk4", step="dt = 0.001",
+                         trajectories="false")
+        out = dyn.run(path, flows / f"{backend}.h5", progress=False, log=io.StringIO(),
+                      overwrite=True)
+        with dyn.open(out) as ds:
+            values = np.stack([ds[k].values for k in ("loss", "norm_W", "row_sum")])
+        if backend in found:
+            assert np.array_equal(found[backend], values)
+        found[backend] = values
+    np.testing.assert_allclose(found["jax"], found["diffrax"], rtol=1e-12, atol=1e-14)
