@@ -42,6 +42,17 @@ def observe(t, x, q, row, drift_work, work):
         row[k] = value[k]
 '''
 _MADE: dict = {}  # model class -> its observer kernel, made once per process
+_PLAIN: dict = {}  # model class -> its observe_state as a numba function, jitted once
+
+
+def plain(cls):
+    """The model's ``observe_state`` as a numba function (jitted once per process)."""
+    if cls not in _PLAIN:
+        from . import jit
+        from .model import _function
+
+        _PLAIN[cls] = jit.jitted(_function(cls, "observe_state"))
+    return _PLAIN[cls]
 
 
 def observes(model) -> bool:
@@ -94,11 +105,8 @@ def observer(model, spec):
 
 def values_of(model, spec, states: np.ndarray) -> np.ndarray:
     """(runs, times, k): ``observe_state`` applied to stored states (runs, times, n, d)."""
-    from . import jit
-    from .model import _function
-
     cls = type(model)
-    fn = jit.jitted(_function(cls, "observe_state"))
+    fn = plain(cls)
     q = [float(spec[k]) for k in names(cls)]
     states = np.asarray(states)
     out = np.full(states.shape[:2] + (len(cls.observed),), np.nan)
@@ -190,10 +198,7 @@ def check(model, spec) -> None:
 
 
 def values_of_one(cls, spec, x) -> np.ndarray:
-    from . import jit
-    from .model import _function
-
-    fn = jit.jitted(_function(cls, "observe_state"))
+    fn = plain(cls)
     value = np.atleast_1d(np.asarray(fn(0.0, x, *q_of(cls, spec)), dtype=np.float64))
     if in_loop_possible(spec):
         kernel(cls)  # compiled, or loaded, before the runs
