@@ -115,8 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="distance of each value of an axis to a reference "
                              "value, run by run on saved states; rate against a numeric axis")
     compare.add_argument("path")
-    compare.add_argument("--along", required=True, help="the sweep axis compared (e.g. form)")
-    compare.add_argument("--reference", required=True, help="its reference value (e.g. flow)")
+    compare.add_argument("--along", help="the sweep axis compared (e.g. form)")
+    compare.add_argument("--reference", required=True, help="its reference value (e.g. flow); "
+                         "exact without --along: each run against the model's reference(x0, ..., t)")
     compare.add_argument("--against", help="numeric axis to fit the log-log rate against (e.g. depth)")
     compare.add_argument("--at", choices=("all", "final"), default="all",
                          help="distance over all saved times (their maximum) or the final one")
@@ -318,9 +319,9 @@ def _cmd_compare(args) -> int:
     if args.against:  # a picture it cannot write is refused before the comparison
         from .styles import output_path
 
-        beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along}.png")
+        beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along or 'exact'}.png")
         out = output_path(beside, args.out, args.style)
-    result = comparison.compare(args.path, args.along, args.reference, at=args.at)
+    result = _compared(args)
     print(result["error"].to_dataframe().to_string())
     if args.against:
         print("\n".join(comparison.rate_lines(result, args.against)))
@@ -328,6 +329,20 @@ def _cmd_compare(args) -> int:
     elif args.style != "default":
         raise ScenarioError("--style", "styles the error curve: give --against too")
     return 0
+
+
+def _compared(args):
+    """`dyn compare`'s Dataset: along an axis, or each run against the model's reference."""
+    from . import comparison
+
+    if args.along is None:
+        if args.reference != "exact":
+            raise ScenarioError("--along", "name the sweep axis compared (or --reference exact "
+                                "for the model's reference from each run's start)")
+        from .exact import compare_exact
+
+        return compare_exact(args.path, at=args.at)
+    return comparison.compare(args.path, args.along, args.reference, at=args.at)
 
 
 def _cmd_describe(args) -> int:
