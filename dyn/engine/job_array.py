@@ -239,7 +239,7 @@ def _failure(job, exc: BaseException) -> str:
     tail = " | ".join(own[-LOG_LINES:])
     try:
         state = str(job.state)
-    except Exception:  # noqa: BLE001 - the scheduler no longer knows the task
+    except Exception:  # noqa: BLE001 - the scheduler has forgotten the task
         state = "UNKNOWN"
     text = f"array task {job.job_id} failed ({state}, {type(exc).__name__})"
     if tail:
