@@ -57,6 +57,10 @@ def gradient_flow(loss: Callable, *, name: str, weights: dict, description: str 
     - `observables`: {name: fn(theta) -> scalar} (JAX), recorded at save times;
     - `noise`: Langevin noise at temperature ``temperature``; `momentum`: the heavy ball with
       ``friction``; `init(spec, runs)`: the starts (default ``init_scale`` * N(0, 1)).
+
+    Returns the Model class, named `name`, to set as a scenario's system. Raises TypeError when
+    `loss` is not a function; a loss JAX cannot differentiate is refused when the scenario is
+    checked (ScenarioError, one line).
     """
     if not callable(loss):
         raise TypeError("gradient_flow: loss must be a function (theta, data, <params>)")
