@@ -736,6 +736,8 @@ class GaussianTokens:
         values = summaries(mean, cov, _direction(mu0))
         values["mean_error"] = np.linalg.norm(mean - m, axis=-1)
         values["cov_error"] = np.linalg.norm(cov - s, axis=(-2, -1))
+        values["mean_paired"] = paired_mean(spec["kind"], spec["beta"], mean, cov, spec.times,
+                                            _direction(mu0))
         return dyn.Chunk(values)
 
 
@@ -757,6 +759,17 @@ class MaskedTokens(GaussianTokens, Masked):
 
 TOKENS = {"softmax": SoftmaxTokens, "sinkhorn": SinkhornTokens, "l2": L2Tokens,
           "masked": MaskedTokens}
+
+
+def paired_mean(kind: str, beta: float, mean, cov, times, direction) -> np.ndarray:
+    """<m_n(t) - m_own(t), u> per run, m_own the moment ODE started from the run's own empirical
+    moments at t = 0 (mean (runs, T, d), cov (runs, T, d, d)): the paired difference, whose
+    expectation is the matched start's O(1/n) bias (module doc, The criterion)."""
+    out = np.empty(mean.shape[:2])
+    for r in range(mean.shape[0]):
+        own, _ = moments(kind, beta, mean[r, 0], cov[r, 0], times)
+        out[r] = (mean[r] - own) @ direction
+    return out
 
 
 def _direction(mu0):
@@ -818,6 +831,9 @@ class GaussianAttention(dyn.System):
                  dyn.Output("cov_error", "|S - S(t)|_F: empirical covariance against the "
                             "moment ODE (mean over runs)", "1", ("time",), "mean_se",
                             draw=dyn.Draw(slopes=(-0.5,))),
+                 dyn.Output("mean_paired", "<m - m_own(t), u>: the empirical mean against the "
+                            "moment ODE from the run's own initial empirical moments (mean over "
+                            "runs)", "1", ("time",), "mean_se"),
                  dyn.Output("step_floor", "|S_rk4(T) - S(T)|_F: the moment ODE by RK4 at the "
                             "scenario's step against solve_ivp (the step error)", "1", (),
                             "point")]
@@ -838,6 +854,7 @@ class GaussianAttention(dyn.System):
         shape = tuple(len(setup.axes[a]) for a in finite_dims)
         values = {k: np.full(shape + (len(times),), np.nan) for k in MOMENTS}
         finite = {k: np.full(shape + (len(times),), np.nan) for k in MOMENTS}
+        paired = np.zeros(shape + (len(times),))
         biases = {}
         for index in np.ndindex(*shape):
             p = {k: setup.params.get(k) for k in finite_keys}
@@ -854,6 +871,10 @@ class GaussianAttention(dyn.System):
                                                    start=p["start"] or "iid")
                 dm, ds = biases[law]
                 m, s = m + dm / int(p["n"]), s + ds / int(p["n"])
+                if ("paired",) + law not in biases:
+                    biases[("paired",) + law] = finite_n_moments(
+                        p["kind"], float(p["beta"]), mu0, cov0, times, start="matched")[0]
+                paired[index] = biases[("paired",) + law] @ _direction(mu0) / int(p["n"])
             for k, v in summaries(m, s, _direction(mu0)).items():
                 finite[k][index] = v
         keep = tuple(slice(None) if a in dims else 0 for a in finite_dims)  # n: any
@@ -867,4 +888,8 @@ class GaussianAttention(dyn.System):
                 f"{k}_finite_n", f"{_LABELS[k]}: E over n tokens to O(1/n), the moment ODE plus "
                 "the derived finite-n bias (softmax, L2, Sinkhorn; the moment ODE itself for masked)",
                 finite[k], finite_dims + ("time",)))
+        refs.append(dyn.Reference(
+            "mean_paired_finite_n", "<m - m_own(t), u>: E over n tokens to O(1/n), the matched "
+            "start's derived bias of the mean (softmax, L2, Sinkhorn; zero for masked)", paired,
+            finite_dims + ("time",)))
         return refs
