@@ -384,6 +384,34 @@ def moment_field(kind: str, beta: float, mean, cov):
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 
+def qkv_field(q, k, v, c: float, mean, cov):
+    """(dm/dt, dS/dt) of softmax attention with queries Q, keys K, values V and the pull -c x
+    (module doc, General Q, K, V): m' = M m + V m, S' = M S + S M^T, M = V S K^T Q - c I."""
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    cov = np.asarray(cov, dtype=float)
+    gain = v @ cov @ k.T @ q - c * np.eye(len(cov))
+    return gain @ mean + v @ mean, gain @ cov + cov @ gain.T
+
+
+def moments_qkv(q, k, v, c: float, mean0, cov0, times, rtol: float = 1e-11):
+    """The moment ODE of :func:`qkv_field` solved at `times` (from t = 0): means (T, d),
+    covariances (T, d, d)."""
+    d = len(mean0)
+
+    def rhs(t, y):
+        dm, ds = qkv_field(q, k, v, c, y[:d], y[d:].reshape(d, d))
+        return np.concatenate([dm, ((ds + ds.T) / 2).ravel()])
+
+    y0 = np.concatenate([np.asarray(mean0, float), np.asarray(cov0, float).ravel()])
+    times = np.asarray(times, dtype=float)
+    sol = solve_ivp(rhs, (0.0, float(times[-1])), y0, method="DOP853", t_eval=times, rtol=rtol,
+                    atol=rtol * 1e-2)
+    if not sol.success:
+        raise RuntimeError(f"moment ODE: {sol.message}")
+    y = sol.y.T
+    return y[:, :d], y[:, d:].reshape(-1, d, d)
+
+
 def _flat_field(kind, beta, d):
     def rhs(t, y):
         dm, ds = moment_field(kind, beta, y[:d], y[d:].reshape(d, d))
