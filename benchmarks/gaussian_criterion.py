@@ -63,7 +63,7 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         failed = {"familywise": 0, "calibration": 0}
         print("seed  largest|z|  bound  family-wise  smallest p  level  calibration  "
-              "sinkhorn mean drift")
+              "sinkhorn mean drift / se")
         for seed in range(args.first, args.first + args.seeds):
             found = evaluate(run_seed(seed, args.n, folder, extra))
             fw, cal = found["familywise"], found["calibration"]
