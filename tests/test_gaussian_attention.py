@@ -112,14 +112,14 @@ def test_particles_follow_the_moment_ode(tmp_path):
     # the particles' empirical moments against the moment ODE plus the derived finite-n bias
     # (the mean paired with each run's own start) at every saved time t > 0, by the family-wise
     # test (Holm, t_15 tail, alpha = 0.05: false-failure rate at most 0.05; fixed seed,
-    # n = 256, 16 runs, 48 z's, bound 4.05)
+    # n = 256, 16 runs, 44 z's, bound 4.01)
     from dyn.frontier import gaussian_criterion as gc
 
     toml = tmp_path / "small.toml"
     toml.write_text(SMALL.format(path=tmp_path / "small.h5"))
     ds = dyn.open(dyn.run(str(toml)))
     found = gc.familywise(gc.z_scores(ds), 16)
-    assert found["m"] == 48 and found["passed"], found
+    assert found["m"] == 44 and found["passed"], found
     # at t = 0 every kind starts from the same draws: the same moments
     first = ds.cov_trace.isel(time=0).values
     assert first[0] == first[1] == first[2]
@@ -146,17 +146,19 @@ def test_bad_values_exit_2_in_one_line(tmp_path, line):
 @pytest.mark.slow
 def test_scenario_passes_the_familywise_and_calibration_tests(tmp_path):
     # the shipped scenario (minutes on one core) by the two tests of known false-failure rate
-    # (dyn/frontier/gaussian_criterion.py; rates: the module doc, The criterion): Holm over the
-    # 600 z's at t > 0 against the t_19 tail (bound 4.98), and per kind and moment the 10
-    # independent (d, n) points at t = 1 against t_19 (KS) and chi-square (normal scores),
-    # Bonferroni over the 24; the covariances against `*_finite_n`, the mean paired (each run
-    # less the moment ODE from its own initial moments, against the matched start's bias)
+    # (dyn/frontier/gaussian_criterion.py; rates at most 0.05 each, measured 1 of 20 seeds each:
+    # the module doc, The criterion): Holm over the 550 z's at t > 0 against the t_19 tail
+    # (bound 4.94; largest 2.94), and per kind and moment the 10 independent (d, n) points at
+    # t = 1 against t_19 (KS) and chi-square (normal scores), Bonferroni over the 22 (smallest p
+    # 0.13); the covariances against `*_finite_n`, the mean paired (each run less the moment ODE
+    # from its own initial moments, against the matched start's bias; Sinkhorn's conserved
+    # mean is checked apart)
     from dyn.frontier import gaussian_criterion as gc
 
     ds = dyn.open(dyn.run("gaussian_attention", out=str(tmp_path / "g.h5")))
     z = gc.z_scores(ds)
     found = gc.familywise(z, 20)
-    assert found["m"] == 600 and found["passed"], found
+    assert found["m"] == 550 and found["passed"], found
     calibrated = gc.calibration(z, 20)
     assert calibrated["passed"], calibrated
     # Sinkhorn conserves the mean up to its truncated iterations: far below the Monte Carlo
