@@ -121,8 +121,8 @@ def mixed_logits(s, i, j, g, beta, rho):
     return math.exp(beta * s + rho * rho * (math.cos(t1) + math.cos(t2)))
 
 
-PARAMS = {"g": dyn.Field("int", 8, "side of the periodic patch grid (n = g^2 tokens)", lo=2,
-                         hi=64),
+PARAMS = {"g": dyn.Field("int", 8, "side of the periodic patch grid (n = g^2 tokens; fixed "
+                         "in a sweep: it sets the modes)", lo=2, hi=64, sweepable=False),
           "sigma": dyn.Field("float", 1.0, "gaussian kernel: its width in grid units", gt=0.0,
                              hi=100.0),
           "block": dyn.Field("int", 4, "blocks kernel: side of a patch group (divides g)", lo=1,
@@ -276,7 +276,8 @@ class PositionalAttention(dyn.System):
                                   "groups, eps across) or mixed (softmax(beta <x_i, x_j> + "
                                   "<p_i, p_j>))", choices=KERNELS),
               **PARAMS,
-              "n": dyn.Field("int", 64, "number of tokens (g^2)", lo=4, hi=4096),
+              "n": dyn.Field("int", 64, "number of tokens (g^2)", lo=4, hi=4096,
+                             sweepable=False),
               "d": dyn.Field("int", 2, "dimension of the tokens", lo=1, hi=64)}
     equation = "ode"
     integrator = Gaussian.integrator
