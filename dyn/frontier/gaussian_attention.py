@@ -824,7 +824,8 @@ class GaussianTokens:
         values["cov_error"] = np.linalg.norm(cov - s, axis=(-2, -1))
         values["mean_paired"] = paired_mean(spec["kind"], spec["beta"], mean, cov, spec.times,
                                             _direction(mu0))
-        return dyn.Chunk(values)
+        # a run diverges when its tokens do (mean_paired's NaN: its own moment ODE did)
+        return dyn.Chunk(values, finite=np.isfinite(x).reshape(len(x), -1).all(axis=1))
 
 
 class SoftmaxTokens(GaussianTokens, Softmax):
@@ -850,10 +851,16 @@ TOKENS = {"softmax": SoftmaxTokens, "sinkhorn": SinkhornTokens, "l2": L2Tokens,
 def paired_mean(kind: str, beta: float, mean, cov, times, direction) -> np.ndarray:
     """<m_n(t) - m_own(t), u> per run, m_own the moment ODE started from the run's own empirical
     moments at t = 0 (mean (runs, T, d), cov (runs, T, d, d)): the paired difference, whose
-    expectation is the matched start's O(1/n) bias (module doc, The criterion)."""
+    expectation is the matched start's O(1/n) bias (module doc, The criterion). NaN for a run
+    whose own moment ODE does not reach the horizon (softmax from an empirical eigenvalue above
+    1/beta blows up in finite time: few tokens)."""
     out = np.empty(mean.shape[:2])
     for r in range(mean.shape[0]):
-        own, _ = moments(kind, beta, mean[r, 0], cov[r, 0], times)
+        try:
+            own, _ = moments(kind, beta, mean[r, 0], cov[r, 0], times)
+        except RuntimeError:
+            out[r] = np.nan
+            continue
         out[r] = (mean[r] - own) @ direction
     return out
 
@@ -919,7 +926,9 @@ class GaussianAttention(dyn.System):
                             draw=dyn.Draw(slopes=(-0.5,))),
                  dyn.Output("mean_paired", "<m - m_own(t), u>: the empirical mean against the "
                             "moment ODE from the run's own initial empirical moments (mean over "
-                            "runs)", "1", ("time",), "mean_se"),
+                            "runs)", "1", ("time",), "mean_se",
+                            nan_means="some run's own moment ODE blows up before the horizon "
+                            "(an empirical eigenvalue above 1/beta: few tokens)"),
                  dyn.Output("step_floor", "|S_rk4(T) - S(T)|_F: the moment ODE by RK4 at the "
                             "scenario's step against solve_ivp (the step error)", "1", (),
                             "point")]
