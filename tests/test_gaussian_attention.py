@@ -481,3 +481,32 @@ def test_calibration_false_failure_rate_is_its_nominal_one():
     rng = np.random.default_rng(13)
     failed = sum(not gc.calibration(_family(rng, times=2), 20)["passed"] for _ in range(300))
     assert 5 <= failed <= 26, failed
+
+
+def test_paired_mean_is_nan_where_a_runs_own_moment_ode_blows_up(tmp_path):
+    # four tokens: some runs start with an empirical eigenvalue above 1/beta, so softmax's moment
+    # ODE from their own moments blows up before t = 1 (2 of these 20 runs). The point is not
+    # diverged (its tokens are finite); its paired mean is NaN, which the output declares
+    toml = tmp_path / "few.toml"
+    toml.write_text(f"""
+[scenario]
+name = "few"
+system = "dyn.frontier.gaussian_attention:GaussianAttention"
+[params]
+n = 4
+d = 2
+kind = "softmax"
+[ensemble]
+runs = 20
+seed = 1
+[integrator]
+method = "rk4"
+dt = 0.1
+horizon = 1.0
+[output]
+path = "{tmp_path / 'few.h5'}"
+saves = 2
+""")
+    ds = dyn.open(dyn.run(str(toml)))
+    assert int(ds.status) == 1  # ok
+    assert np.isnan(ds.mean_paired.isel(time=-1)) and np.isfinite(ds.cov_trace).all()
