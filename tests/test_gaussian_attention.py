@@ -148,11 +148,11 @@ def test_scenario_passes_the_familywise_and_calibration_tests(tmp_path):
     # the shipped scenario (minutes on one core) by the two tests of known false-failure rate
     # (dyn/frontier/gaussian_criterion.py; rates at most 0.05 each, measured 1 of 20 seeds each
     # at n <= 256, 0 and 1 of 8 on the whole scenario: the module doc, The criterion): Holm
-    # over the 550 z's at t > 0 against the t_19 tail (bound 4.94; largest 2.94), and per kind and moment the 10 independent (d, n) points at
-    # t = 1 against t_19 (KS) and chi-square (normal scores), Bonferroni over the 22 (smallest p
-    # 0.13); the covariances against `*_finite_n`, the mean paired (each run less the moment ODE
-    # from its own initial moments, against the matched start's bias; Sinkhorn's conserved
-    # mean is checked apart)
+    # over the 550 z's at t > 0 against the t_19 tail (bound 4.94; largest 2.94), and per kind
+    # and moment the 10 independent (d, n) points at t = 1 against t_19 (KS) and chi-square
+    # (normal scores), Bonferroni over the 22 (smallest p 0.13); the covariances against
+    # `*_finite_n`, the mean paired (each run less the moment ODE from its own initial moments,
+    # against the matched start's bias; Sinkhorn's conserved mean is checked apart)
     from dyn.frontier import gaussian_criterion as gc
 
     ds = dyn.open(dyn.run("gaussian_attention", out=str(tmp_path / "g.h5")))
