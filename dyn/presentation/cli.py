@@ -89,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--tokens", action="store_true", help="draw the saved states (tokens) of "
                       "one run at one time instead (needs [output] trajectories = true)")
     _state_choices(plot)
+    _trust_flag(plot)
     plot.add_argument("--time", type=float, help="with --tokens: the save time (nearest; "
                       "default the last)")
 
@@ -112,9 +113,19 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--style", choices=STYLES, default="default",
                          help="default: a PNG for the screen; paper: a vector figure for a "
                          "two-column paper (as dyn plot --style paper)")
+    _trust_flag(compare)
 
     _discovery(sub)
     return parser
+
+
+def _trust_flag(parser) -> None:
+    """--trust-model: the one way a reader loads the user's model a file names."""
+    parser.add_argument("--trust-model", action="store_true",
+                        help="read what the file does not record of its model (files written by "
+                        "older versions) from the model's module: it is imported (its code runs) "
+                        "only if its sha256 is the one the file records. Without it, reading a "
+                        "file never runs code the file names")
 
 
 def _discovery(sub) -> None:
@@ -277,7 +288,7 @@ def _cmd_plot(args) -> int:
             raise ScenarioError(flag, f"chooses saved states: use it with --tokens{hint}")
     from .plot import plot
 
-    print(f"plotted {plot(args.path, args.out, args.var, args.style, args.sel, args.log)}")
+    print(f"plotted {plot(args.path, args.out, args.var, args.style, args.sel, args.log, args.trust_model)}")
     return 0
 
 
@@ -300,7 +311,8 @@ def _cmd_compare(args) -> int:
 
         beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along}.png")
         out = output_path(beside, args.out, args.style)
-    result = comparison.compare(args.path, args.along, args.reference, at=args.at)
+    result = comparison.compare(args.path, args.along, args.reference, at=args.at,
+                                trust_model=args.trust_model)
     print(result["error"].to_dataframe().to_string())
     if args.against:
         print("\n".join(comparison.rate_lines(result, args.against)))

@@ -56,6 +56,19 @@ def known(name: str) -> bool:
     return name in _REGISTRY or name in names()
 
 
+def shipped(name) -> System | None:
+    """A fresh instance of the package's own system `name`, or None: never an installed
+    package's entry point nor an import path, so that what a file names imports no code from
+    outside the package (the readers' only way to a system, :mod:`dyn.presentation.facts`)."""
+    if not isinstance(name, str) or not name.isidentifier() or name == "base":
+        return None
+    _load_own_module(name)
+    if name not in _REGISTRY:
+        _load_builtins()
+    cls = _REGISTRY.get(name)
+    return cls() if cls is not None else None
+
+
 def get(name: str, near=None, file: str = "") -> System:
     """A fresh instance of the system `name`: a registered name, an installed package's entry
     point, or an import path ``module:Class`` (found next to the folder `near`, from the
