@@ -186,3 +186,79 @@ def test_trust_model_loads_only_the_recorded_module(made, tmp_path, capsys):
     assert marker.exists()  # the opt-in loads it (X is no dyn.System: refused in one line)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "not a subclass of dyn.System" in err[0], err
+
+
+# What the readers may import, by top-level name, besides the standard library (each with the
+# reason it is needed); anything else met while they read a file is a module the file named, or
+# a dependency nobody meant readers to have.
+ALLOWED = {
+    "dyn": "the engine's own modules",
+    "integrators": "dyn's own solvers package (the engine's contract names its options)",
+    "numpy": "arrays", "h5py": "the HDF5 files",
+    "cython_runtime": "the module Cython's extensions (h5py) register",
+    "h5netcdf": "xarray's engine for the sweep file", "xarray": "dyn.open returns a Dataset",
+    "pandas": "xarray's indexes", "dateutil": "pandas", "packaging": "xarray, h5netcdf",
+    "matplotlib": "dyn plot, compare and animate draw", "mpl_toolkits": "matplotlib",
+    "PIL": "matplotlib writes PNG and GIF", "kiwisolver": "matplotlib's layout",
+    "cycler": "matplotlib", "pyparsing": "matplotlib", "fontTools": "matplotlib's fonts",
+    "scipy": "dyn's statistics (intervals, fits)",
+    "dask": "dyn.open reads the saved states lazily", "cloudpickle": "dask", "toolz": "dask",
+    "tlz": "dask", "yaml": "dask's configuration", "psutil": "dask",
+    "importlib_metadata": "dask", "zipp": "importlib_metadata",
+    "lazy_importer": "importlib_metadata", "tblib": "dask.multiprocessing",
+    "jinja2": "dask.widgets", "markupsafe": "jinja2",
+    "numba": "dyn's kernels the engine modules name", "llvmlite": "numba",
+}
+HOOK = """
+import importlib.util
+import sys
+allowed = set(sys.argv[1].split(",")) | set(sys.stdlib_module_names)
+met = []
+class Refused:
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):  # runs only when the module is imported, not probed
+        met.append(module.__name__)
+        raise ImportError(f"not allowed in a reader: {module.__name__}")
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        if top in allowed or top.startswith("_"):
+            return None
+        for finder in sys.meta_path[1:]:
+            spec = getattr(finder, "find_spec", lambda *a: None)(name, path, target)
+            if spec is not None:
+                return importlib.util.spec_from_loader(name, Refused())
+        return None
+sys.meta_path.insert(0, Refuse())
+import dyn
+from dyn.presentation.cli import main
+path, out = sys.argv[2], sys.argv[3]
+codes = [main(["show", path]), main(["show", path, "--errors"]),
+         main(["plot", path, "--out", out + "/a.png"]),
+         main(["plot", path, "--tokens", "--out", out + "/b.png"]),
+         main(["compare", path, "--along", "form", "--reference", "flow", "--against", "beta",
+               "--out", out + "/c.png"]),
+         main(["animate", path, "--out", out + "/d.gif"])]
+with dyn.open(path) as ds:
+    ds.load()
+print("CODES", codes, "MET", sorted(set(met)))
+"""
+
+
+@pytest.mark.slow
+def test_readers_import_only_dyn_and_its_dependencies(made, tmp_path):
+    """Under an import hook that refuses every top-level module outside ALLOWED and the
+    standard library, every reader reads a file naming a payload module, and the hook met
+    nothing else (private C modules, "_name", are the libraries' own)."""
+    marker = tmp_path / "payload_ran"
+    _payload(tmp_path, "payload_hooked", marker)
+    path = _crafted(made, tmp_path, "payload_hooked:X", str(tmp_path / "payload_hooked.py"))
+    env = dict(os.environ, PYTHONPATH=str(REPO), MPLBACKEND="Agg")
+    done = subprocess.run([sys.executable, "-c", HOOK, ",".join(ALLOWED), str(path),
+                           str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = [t for t in done.stdout.splitlines() if t.startswith("CODES")][-1]
+    assert line == "CODES [0, 0, 0, 0, 0, 0] MET []", (line, done.stderr[-3000:])
+    assert not marker.exists()
