@@ -252,6 +252,7 @@ def check_sweep_file(path: str | Path) -> None:
     if not stat.S_ISREG(mode):
         raise ScenarioError("", f"{path} is not a regular file ({file_kind(mode)}): give a "
                             "sweep file that `dyn run` wrote")
+    bounded_read(path)
     try:
         with h5py.File(path, "r", locking=False) as f:
             made_by_dyn = ("scenario" in f.attrs and "scenario_hash" in f.attrs
@@ -271,6 +272,24 @@ def check_sweep_file(path: str | Path) -> None:
     if not made_by_dyn:
         raise ScenarioError("", f"{path} is not a dyn sweep file (it lacks the scenario "
                             "attributes or the status variable that `dyn run` writes)")
+
+
+def read_problem(path: Path) -> str:
+    """What makes the HDF5 library loop or crash on the file at `path` ("" if nothing), found
+    before this process reads it: its global heaps walked in Python (:mod:`.heaps`), then its
+    whole structure read by a child under a time limit (:mod:`.probe`)."""
+    from .heaps import heap_problem
+    from .probe import READ_SECONDS, structure_problem
+
+    return heap_problem(path, READ_SECONDS) or structure_problem(path, READ_SECONDS)
+
+
+def bounded_read(path: Path) -> None:
+    """Refuse, in one line, a file on which the HDF5 library would loop or crash
+    (:func:`read_problem`)."""
+    problem = read_problem(path)
+    if problem:
+        raise ScenarioError("", f"{path} is damaged: {problem}")
 
 
 def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | None = None) -> None:
@@ -474,9 +493,7 @@ class Verified:
 def read_verified(path: Path, scenario: "Scenario") -> Verified:
     """Open an existing sweep file for a resume: refuse another scenario's file and a file whose
     layout is damaged (one line each); check every done point's checksum."""
-    from .heaps import heap_problem
-
-    problem = heap_problem(path)  # before HDF5 reads them: it could loop for ever
+    problem = read_problem(path)  # before HDF5 reads it here: it could loop for ever
     if problem:
         raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to compute "
                           "it again")

@@ -19,14 +19,12 @@ from xarray.backends import BackendArray
 
 from ..core.contract import DIVERGED, OK, PENDING, REFERENCE, ROLE_ATTR, STATUS_NAMES, STEP_ERROR, TIME_AVERAGE
 from ..core.errors import ScenarioError
-from ..engine.heaps import heap_problem
 from ..engine.verdicts import (HORIZON_LIMITED, MARKED_ROLES, NONSTATIONARY, WHY, undecided_variable,
                                unresolved, with_role)
 from .describe import setting_text
 
 MAX_LISTED = 20  # horizon-limited points listed by `dyn show`
 READ_SLAB_BYTES = 64 * 2**20  # `damage` reads a dataset this much at a time
-OPEN_SECONDS = 30.0  # `probe_open`: reading a file's metadata takes less than this, or it is damaged
 
 
 def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_dataset
@@ -45,10 +43,8 @@ def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_da
     from ..engine.store import check_sweep_file
 
     path = Path(path)
-    check_sweep_file(path)  # a FIFO, a device, a plain HDF5 file, damaged root metadata
-    problem = heap_problem(path)  # before anything reads them: HDF5 could loop for ever
-    if problem:
-        raise ScenarioError("", f"{path} is damaged: {problem}")
+    # a FIFO, a device, damage on which HDF5 loops (found in a child first), a plain HDF5 file
+    check_sweep_file(path)
     try:
         # without HDF5's file lock, as every other reader and the writer of dyn open it: HDF5
         # refuses a second open in one process whose locking flag differs from the first's
@@ -106,63 +102,6 @@ def _layout_problem(ds: xr.Dataset) -> str:
 def _problem(exc: BaseException) -> str:
     """An exception of the HDF5 stack as words (h5py's KeyError texts come quoted)."""
     return str(exc).strip("'\"") or type(exc).__name__
-
-
-def probe_open(path: str | Path, seconds: float = OPEN_SECONDS) -> None:
-    """Read the metadata of the sweep file at `path` (every object's header and attributes,
-    dimension scales included) in a forked child first, and refuse the file in one line if the
-    HDF5 library crashes there or does not finish within `seconds`: on some damage (a global heap
-    whose free space reads as empty) it loops for ever, holding the interpreter, and no signal or
-    thread of this process could stop it. For the `dyn` readers (a process without threads of
-    its own: a fork copies no other thread, and the pool threads of OpenBLAS hold no lock while
-    they wait); an error the child meets is left to `dyn.open`, which says it in one line."""
-    import signal
-    import time
-
-    if not hasattr(os, "fork"):
-        return
-    path = Path(path)
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.dup2(devnull, 2)
-            import h5py
-
-            with h5py.File(path, "r", locking=False) as f:
-                _attributes(f)
-            code = 0
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + seconds
-    while True:
-        done, status = os.waitpid(child, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(child, signal.SIGKILL)
-            os.waitpid(child, 0)
-            raise ScenarioError("", f"{path} is damaged: the HDF5 library did not finish reading "
-                                f"its metadata in {seconds:g} s (stopped)")
-        time.sleep(0.002)
-    if os.WIFSIGNALED(status):
-        name = signal.Signals(os.WTERMSIG(status)).name
-        raise ScenarioError("", f"{path} is damaged: the HDF5 library crashed ({name}) reading "
-                            "its metadata")
-
-
-def _attributes(group) -> None:
-    """Read every attribute of `group` and of everything below it."""
-    import h5py
-
-    dict(group.attrs)
-    for obj in group.values():
-        if isinstance(obj, h5py.Group):
-            _attributes(obj)
-        else:
-            dict(obj.attrs)
 
 
 def damage(path: str | Path) -> str:
