@@ -53,7 +53,7 @@ def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_da
         raise ScenarioError("", f"{path} is damaged: {_problem(exc)}") from None
     try:
         ds = _guarded(ds, path)
-        problem = _layout_problem(ds)
+        problem = _layout_problem(ds) or _reference_problem(ds)
         if problem:
             raise ScenarioError("", f"{path} is damaged: {problem}")
         from ..engine.trajectories import follow
@@ -96,6 +96,28 @@ def _layout_problem(ds: xr.Dataset) -> str:
             return f"variable {name} is over ({', '.join(dims)}), not the sweep axes first"
         if name == "trajectory" and dims[len(axes) + 1:len(axes) + 2] != ("trajectory_time",):
             return f"the saved states are over ({', '.join(dims)}), not the runs and save times"
+    return ""
+
+
+def _reference_problem(ds: xr.Dataset) -> str:
+    """The first reference (theory curve) whose values and grid no longer match the checksum
+    the run wrote with them (:func:`dyn.engine.model_facts.values_checksum`); "" if none (or
+    none carries one: files of older versions). A damaged theory curve is refused, as damaged
+    metadata is: a resume writes it back."""
+    from ..engine.model_facts import CHECKSUM_ATTR, values_checksum
+
+    axes = set(ds["status"].dims)
+    for name, var in ds.data_vars.items():
+        if var.attrs.get(ROLE_ATTR) != REFERENCE or CHECKSUM_ATTR not in var.attrs:
+            continue
+        try:
+            recorded = int(np.asarray(var.attrs[CHECKSUM_ATTR]).reshape(-1)[0])
+        except (TypeError, ValueError, IndexError):
+            return f"the checksum of reference {name} is damaged"
+        grids = [ds[d].values for d in var.dims if d not in axes and d in ds.coords]
+        if values_checksum(var.values, *grids) != recorded:
+            return (f"reference {name} does not match its checksum (a resume of the scenario "
+                    "writes it again)")
     return ""
 
 
@@ -368,9 +390,33 @@ def summary(path: str | Path) -> str:
         done = total - counts["pending"]
         lines.append(f"  completion {done}/{total} points ("
                      + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + ")")
+        lines += _states_lines(ds, Path(path))
         for reason, hit in unresolved(ds).items():
             lines += _marked_lines(ds, reason, hit)
     return "\n".join(lines)
+
+
+def _states_lines(ds: xr.Dataset, path: Path) -> list[str]:
+    """Where the file declares saved states: a line when the folder that holds them
+    (NAME.h5.d beside it), or the files of some ok points in it, are missing, since their
+    states then read as NaN; none otherwise."""
+    from ..engine.trajectories import DATASET, FOLDER_ATTR, point_file, sidecar_dir
+
+    if DATASET not in ds:
+        return []
+    folder = sidecar_dir(path)
+    named = folder.parent / str(ds[DATASET].attrs.get(FOLDER_ATTR, folder.name))
+    if not folder.is_dir() and named.is_dir():
+        folder = named
+    ok = np.flatnonzero(np.asarray(ds["status"].values).reshape(-1) == OK)
+    if not folder.is_dir():
+        return [f"  states     MISSING: no folder {folder.name} beside the file: the saved states "
+                f"of all {len(ok)} ok points read as NaN"]
+    lost = sum(not point_file(folder, int(i)).is_file() for i in ok)
+    if lost:
+        return [f"  states     MISSING for {lost} of the {len(ok)} ok points in {folder.name}: "
+                "their saved states read as NaN"]
+    return []
 
 
 def _evidence(ds: xr.Dataset, reason: str, at: dict) -> str:
