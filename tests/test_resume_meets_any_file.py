@@ -143,3 +143,18 @@ def test_show_says_when_the_saved_states_folder_is_missing(tmp_path, capsys):
     assert main(["show", str(alone)]) == 0
     out = capsys.readouterr().out
     assert "MISSING: no folder states.h5.d" in out and "1 ok points read as NaN" in out, out
+
+
+def test_dyn_open_refuses_a_device_as_the_command_line_does():
+    import os
+
+    from dyn.core.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="not a regular file .*device"):
+        dyn_open(os.devnull)
+
+
+def dyn_open(path):
+    import dyn
+
+    return dyn.open(path)
