@@ -176,6 +176,9 @@ def _resumable(path: Path, scenario: Scenario, allow_version_change: bool, log) 
     if len(kept.damaged):
         print(f"{path}: {len(kept.damaged)} finished points failed their checksum (damaged): "
               "computing them again", file=log)
+    if kept.repaired:
+        print(f"{path}: {', '.join(kept.repaired)} did not match the theory this scenario "
+              "computes (damaged): written again", file=log)
     current = store.numeric_versions()
     others = {text: count for text, count in kept.versions.items() if text != current}
     if others:

@@ -58,7 +58,7 @@ from ..core import sweep
 from ..core.contract import (DIVERGED, FAILED, NAN_MEANS_ATTR, OK, PENDING, REFERENCE, ROLE_ATTR,
                              STATUS_NAMES, PointResult)
 from ..core.errors import MissingFile, OutputError, ScenarioError
-from . import provenance, trajectories
+from . import model_facts, provenance, theory, trajectories
 from .disk import file_kind, free_bytes, reserve, trim
 from .ensemble import coords as system_coords
 from .ensemble import error_budget, file_outputs, references
@@ -252,6 +252,7 @@ def check_sweep_file(path: str | Path) -> None:
     if not stat.S_ISREG(mode):
         raise ScenarioError("", f"{path} is not a regular file ({file_kind(mode)}): give a "
                             "sweep file that `dyn run` wrote")
+    bounded_read(path)
     try:
         with h5py.File(path, "r", locking=False) as f:
             made_by_dyn = ("scenario" in f.attrs and "scenario_hash" in f.attrs
@@ -271,6 +272,24 @@ def check_sweep_file(path: str | Path) -> None:
     if not made_by_dyn:
         raise ScenarioError("", f"{path} is not a dyn sweep file (it lacks the scenario "
                             "attributes or the status variable that `dyn run` writes)")
+
+
+def read_problem(path: Path) -> str:
+    """What makes the HDF5 library loop or crash on the file at `path` ("" if nothing), found
+    before this process reads it: its global heaps walked in Python (:mod:`.heaps`), then its
+    whole structure read by a child under a time limit (:mod:`.probe`)."""
+    from .heaps import heap_problem
+    from .probe import READ_SECONDS, structure_problem
+
+    return heap_problem(path, READ_SECONDS) or structure_problem(path, READ_SECONDS)
+
+
+def bounded_read(path: Path) -> None:
+    """Refuse, in one line, a file on which the HDF5 library would loop or crash
+    (:func:`read_problem`)."""
+    problem = read_problem(path)
+    if problem:
+        raise ScenarioError("", f"{path} is damaged: {problem}")
 
 
 def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | None = None) -> None:
@@ -313,7 +332,7 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
             if out.nan_means:
                 var.attrs[NAN_MEANS_ATTR] = out.nan_means
             var.attrs.update(budget.get(out.name, {}))
-        _write_references(f, references(system, setup))
+        _write_references(f, references(system, setup), scenario.axes)
         status = f.create_variable(STATUS, tuple(axes), dtype="i1")
         _fill(status, shape, 0)
         status.attrs.update({
@@ -333,6 +352,7 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
         checksum.attrs["long_name"] = ("CRC-32 of the point's values, message, versions and status "
                                        "as written (checked by a resume)")
         f.attrs.update(provenance.attributes(scenario, command))
+        f.attrs.update(model_facts.attributes(system))  # what readers need, as data
         f.attrs.update(step_attributes(scenario))
         spec = trajectories.spec(system, setup, coords)
         if spec is not None:
@@ -368,8 +388,10 @@ def step_attributes(scenario: "Scenario") -> dict[str, float]:
             "dt_used_max": float(steps.max())}
 
 
-def _write_references(f: h5netcdf.File, refs) -> None:
-    """Each reference with the coordinates it brings (once, when several share one)."""
+def _write_references(f: h5netcdf.File, refs, axes) -> None:
+    """Each reference with the coordinates it brings (once, when several share one), and the
+    checksum of its values and of the coordinates it lies on other than the sweep `axes`
+    (:func:`dyn.engine.model_facts.values_checksum`), as read back from the file."""
     for ref in refs:
         for dim, coord in ref.coords.items():
             if dim not in f.dimensions:
@@ -381,6 +403,8 @@ def _write_references(f: h5netcdf.File, refs) -> None:
                                 data=np.asarray(ref.values, dtype=np.float64))
         var.attrs.update({"long_name": ref.long_name, **({"units": ref.units} if ref.units else {}),
                           ROLE_ATTR: REFERENCE, **ref.draw.attrs()})
+        on = [np.asarray(f.variables[d][...]) for d in ref.dims if d not in axes]
+        var.attrs[model_facts.CHECKSUM_ATTR] = np.int64(model_facts.values_checksum(var[...], *on))
 
 
 def _fill(var, shape: tuple[int, ...], value) -> None:
@@ -463,20 +487,23 @@ class Verified:
     statuses: np.ndarray
     damaged: np.ndarray
     versions: dict[str, int]
+    repaired: tuple[str, ...] = ()  # references and coordinates written back (dyn.engine.theory)
 
 
 def read_verified(path: Path, scenario: "Scenario") -> Verified:
     """Open an existing sweep file for a resume: refuse another scenario's file and a file whose
     layout is damaged (one line each); check every done point's checksum."""
-    from .heaps import heap_problem
-
-    problem = heap_problem(path)  # before HDF5 reads them: it could loop for ever
+    problem = read_problem(path)  # before HDF5 reads it here: it could loop for ever
     if problem:
         raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to compute "
                           "it again")
     try:
         with h5py.File(path, "r", locking=False) as f:
             stored = _text(f.attrs.get("scenario_hash"))
+            if not isinstance(stored, str) or not isinstance(_text(f.attrs.get("scenario")), str):
+                raise OutputError("--out", f"{path} is not a dyn sweep file, or its scenario "
+                                  "attributes are damaged (it lacks a readable scenario or "
+                                  "scenario_hash); choose another --out, or delete the file")
             if stored != scenario.hash:
                 raise OutputError("--out", f"{path} holds a different scenario (hash "
                                   f"{str(stored)[:12]}..., this one {scenario.hash[:12]}..."
@@ -486,6 +513,10 @@ def read_verified(path: Path, scenario: "Scenario") -> Verified:
             if problem:
                 raise OutputError("--out", f"{path} is damaged or was made by another version of "
                                   f"dyn ({problem}); add --overwrite to compute it again")
+            fixes, problem = theory.repairs(f, scenario)
+            if problem:
+                raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to "
+                                  "compute it again")
             statuses = np.asarray(f[STATUS][...]).reshape(-1).copy()
             unknown = ~np.isin(statuses, (PENDING, OK, DIVERGED, FAILED))
             kept = (statuses == OK) | (statuses == DIVERGED)  # failed points are redone anyway
@@ -502,7 +533,9 @@ def read_verified(path: Path, scenario: "Scenario") -> Verified:
         raise OutputError("--out", f"cannot read existing output {path}: "
                           f"{str(exc).strip() or type(exc).__name__}; delete it or choose "
                           "another --out") from None
-    return Verified(statuses, damaged, versions)
+    if fixes:
+        theory.write_back(path, fixes)
+    return Verified(statuses, damaged, versions, tuple(fixes))
 
 
 def _text(value) -> str | None:
@@ -536,9 +569,12 @@ def metadata_problem(f: h5py.File) -> str:
 def _module_changed(f: h5py.File, scenario: "Scenario") -> str:
     """", the system's module FILE changed since" when the file's scenario records another
     sha256 of the module of a system from outside the package; else ""."""
+    text = _text(f.attrs.get("scenario"))
     try:
-        head = tomllib.loads(_text(f.attrs.get("scenario"))).get("scenario", {})
-    except (tomllib.TOMLDecodeError, TypeError):
+        head = tomllib.loads(text).get("scenario", {}) if isinstance(text, str) else {}
+    except (tomllib.TOMLDecodeError, TypeError, RecursionError):
+        return ""
+    if not isinstance(head, dict):
         return ""
     now = scenario.data["scenario"]
     if head.get("system_sha256") and head.get("system_sha256") != now.get("system_sha256"):

@@ -102,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--tokens", action="store_true", help="draw the saved states (tokens) of "
                       "one run at one time instead (needs [output] trajectories = true)")
     _state_choices(plot)
+    _trust_flag(plot)
     plot.add_argument("--time", type=float, help="with --tokens: the save time (nearest; "
                       "default the last)")
 
@@ -126,9 +127,19 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--style", choices=STYLES, default="default",
                          help="default: a PNG for the screen; paper: a vector figure for a "
                          "two-column paper (as dyn plot --style paper)")
+    _trust_flag(compare)
 
     _discovery(sub)
     return parser
+
+
+def _trust_flag(parser) -> None:
+    """--trust-model: the one way a reader loads the user's model a file names."""
+    parser.add_argument("--trust-model", action="store_true",
+                        help="read what the file does not record of its model (files written by "
+                        "older versions) from the model's module: it is imported (its code runs) "
+                        "only if its sha256 is the one the file records. Without it, reading a "
+                        "file never runs code the file names")
 
 
 def _discovery(sub) -> None:
@@ -256,14 +267,7 @@ def _cmd_show(args) -> int:
 def _check_sweep_file(path: str) -> None:
     from ..engine.store import check_sweep_file  # a plain HDF5 file: one line, not a KeyError
 
-    check_sweep_file(path)
-    from ..engine.heaps import heap_problem  # damage on which HDF5 loops or crashes
-    from .analysis import probe_open
-
-    problem = heap_problem(path)
-    if problem:
-        raise ScenarioError("", f"{path} is damaged: {problem}")
-    probe_open(path)
+    check_sweep_file(path)  # damage on which HDF5 loops or crashes: found in a child first
 
 
 def _cmd_compile(args) -> int:
@@ -298,7 +302,9 @@ def _cmd_plot(args) -> int:
             raise ScenarioError(flag, f"chooses saved states: use it with --tokens{hint}")
     from .plot import plot
 
-    print(f"plotted {plot(args.path, args.out, args.var, args.style, args.sel, args.log, args.hue)}")
+    drawn = plot(args.path, args.out, args.var, args.style, args.sel, args.log, args.hue,
+                 args.trust_model)
+    print(f"plotted {drawn}")
     return 0
 
 
@@ -341,8 +347,9 @@ def _compared(args):
                                 "for the model's reference from each run's start)")
         from .exact import compare_exact
 
-        return compare_exact(args.path, at=args.at)
-    return comparison.compare(args.path, args.along, args.reference, at=args.at)
+        return compare_exact(args.path, at=args.at, trust_model=args.trust_model)
+    return comparison.compare(args.path, args.along, args.reference, at=args.at,
+                              trust_model=args.trust_model)
 
 
 def _cmd_describe(args) -> int:
