@@ -135,7 +135,7 @@ def test_a_resume_against_an_edited_module_is_refused_then_overwritten(folder):
         f.write("# an edit\n")
     code, err = _cli("run", "sync.toml", "--no-progress", *SMALL)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert "Traceback" not in err and "my_sync.py changed since" in err
+    assert "Traceback" not in err and "changed since: my_sync.py" in err
     code, err = _cli("run", "sync.toml", "--no-progress", "--overwrite", *SMALL)
     assert code == 0, err
 

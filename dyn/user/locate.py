@@ -9,7 +9,6 @@ that file is not on its machine, on its own sys.path (a Dask worker the module w
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import sys
@@ -139,12 +138,17 @@ def load_entry_point(name: str):
 
 
 def provenance(cls) -> dict:
-    """Where a system class outside the package came from: its module, file and the sha256 of
-    the file's bytes (empty for the package's own systems: their code is the version's)."""
+    """Where a system class outside the package came from: its module and file, the sha256 of
+    every file of code it runs from its folder (``system_files``: the module, the modules it
+    imports from the same folder or package, its generated kernels; :mod:`dyn.user.reach`) and
+    one sha256 of them all (``system_sha256``); empty for the package's own systems (their
+    code is the version's)."""
+    from . import reach
+
     module = sys.modules.get(cls.__module__)
     file = getattr(module, "__file__", None)
     if module is None or module.__name__.split(".")[0] == "dyn" or not file:
         return {}
-    data = Path(file).read_bytes()
+    files = reach.listing(cls)
     return {"system_module": cls.__module__, "system_file": str(Path(file).resolve()),
-            "system_sha256": hashlib.sha256(data).hexdigest()}
+            "system_sha256": reach.combined(files), "system_files": files}
