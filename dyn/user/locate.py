@@ -65,6 +65,40 @@ def _forget_other(module: str, folder: Path) -> None:
         importlib.invalidate_caches()
 
 
+def _library(name: str) -> str:
+    """What the top-level module `name` is when it is not a user's: "a standard-library
+    module", "the installed module FILE" (an imported one from the interpreter's folders, or
+    without a file), or "" for a user's module (or none imported)."""
+    import sysconfig
+
+    if name in sys.stdlib_module_names or name in sys.builtin_module_names:
+        return "a standard-library module"
+    loaded = sys.modules.get(name)
+    if loaded is None:
+        return ""
+    file = getattr(loaded, "__file__", None)
+    if not file:
+        return "an imported module without a file"
+    path = Path(file).resolve()
+    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
+        folder = sysconfig.get_paths().get(key)
+        if folder and path.is_relative_to(Path(folder).resolve()):
+            return f"the installed module {path}"
+    if name in ("dyn", "integrators"):
+        return f"the engine's own package {path.parent}"
+    return ""
+
+
+def _refuse_shadowing(module: str, folder: Path) -> None:
+    """Refuse a module beside the scenario named like a library (``json.py``, ``numpy/``):
+    importing it under that name would replace the real module for the whole process."""
+    head = module.split(".")[0]
+    what = _library(head)
+    if what:
+        raise ScenarioError(KEY, f"the module {head!r} beside the scenario ({folder}) has the "
+                            f"name of {what}: rename it (it would replace that module here)")
+
+
 def _next_to(module: str, folder: Path) -> bool:
     head = folder / module.split(".")[0]
     return head.with_suffix(".py").is_file() or (head / "__init__.py").is_file()
@@ -76,6 +110,7 @@ def import_module(module: str, near: str | Path | None = None, file: str = ""):
     carrying the module's own exception text."""
     if near is not None and _next_to(module, Path(near)):
         folder = Path(near).resolve()
+        _refuse_shadowing(module, folder)
         _forget_other(module, folder)
         _on_path(folder)
     elif file and Path(file).is_file():
@@ -91,6 +126,13 @@ def import_module(module: str, near: str | Path | None = None, file: str = ""):
         raise ScenarioError(KEY, f"importing {module} failed: ModuleNotFoundError: {exc}") from None
     except Exception as exc:  # the user's module raised while importing: its text, one line
         raise ScenarioError(KEY, f"importing {module} failed: {type(exc).__name__}: {exc}") from None
+    except SystemExit as exc:  # never the user's exit status: exit 0 would claim success
+        raise ScenarioError(KEY, f"importing {module} failed: it called sys.exit({_code(exc)}) "
+                            "at import") from None
+
+
+def _code(exc: SystemExit) -> str:
+    return "" if exc.code is None else repr(exc.code)
 
 
 def load(name: str, near: str | Path | None = None, file: str = ""):
@@ -134,6 +176,9 @@ def load_entry_point(name: str):
     except Exception as exc:
         raise ScenarioError(KEY, f"loading system {name} ({ep.value}) failed: "
                             f"{type(exc).__name__}: {exc}") from None
+    except SystemExit as exc:
+        raise ScenarioError(KEY, f"loading system {name} ({ep.value}) failed: it called "
+                            f"sys.exit({_code(exc)}) at import") from None
     return checked(cls, f"{name} ({ep.value})")
 
 
