@@ -23,6 +23,7 @@ MODEL = '''
 import os
 import sys
 
+import numpy as np
 
 import dyn
 {top}
@@ -192,6 +193,7 @@ def test_a_module_named_like_an_imported_library_never_replaces_it(folder):
 
 PLUGIN = '''
 import dyn
+import numpy as np
 
 
 def repel(s, beta):
