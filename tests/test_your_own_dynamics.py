@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ import pytest
 
 import dyn
 from dyn.presentation import cli
+from dyn.user import reach
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "your_own_dynamics"
@@ -80,7 +82,9 @@ def test_the_example_runs_outside_the_repository_serial_and_process_alike(folder
         assert (ds["status"].values == 1).all()
     source = (folder / "my_sync.py").read_bytes()
     assert f'system_file = "{folder / "my_sync.py"}"' in text
-    assert f'system_sha256 = "{hashlib.sha256(source).hexdigest()}"' in text
+    head = tomllib.loads(text)["scenario"]  # the module's bytes, and one hash of all its code
+    assert head["system_files"]["my_sync.py"] == hashlib.sha256(source).hexdigest()
+    assert head["system_sha256"] == reach.combined(head["system_files"])
     assert 'system_module = "my_sync"' in text
 
 

@@ -176,10 +176,13 @@ def _worker_died(points: int) -> RunAborted:
 
 def in_spawned_import() -> bool:
     """True in a spawned worker (a pool's or Dask's) whose start re-imports the driver's script
-    as `__mp_main__`: a dyn.run there comes from a script without the `__main__` guard."""
-    main = sys.modules.get("__main__")
-    return (multiprocessing.parent_process() is not None
-            and getattr(main, "__name__", "") == "__mp_main__")
+    as `__mp_main__`: a dyn.run there comes from a script without the `__main__` guard.
+    multiprocessing names the main module ``__mp_main__`` as well in every process; only while
+    a child runs the script again is that a module of its own (``__main__`` is then the child's
+    starter), and the parent of a worker is not yet known (`parent_process()` is None)."""
+    alias = sys.modules.get("__mp_main__")
+    return (alias is not None and alias is not sys.modules.get("__main__")
+            and multiprocessing.parent_process() is None)
 
 
 def _cores() -> int:
