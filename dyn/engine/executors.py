@@ -59,7 +59,8 @@ def _shared_setup(setup: Setup) -> Setup:
 def compute_point(setup: Setup, index: int, sidecar: str | None = None) -> PointResult:
     """Run point `index` of the sweep `setup`; never raises."""
     setup = _shared_setup(setup)
-    with stages.running(f"{setup.system_name.partition(':')[0]} (import)"):
+    module, _, _ = setup.system_name.rpartition(":")  # a system named by import path: its module
+    with stages.running(f"{module or 'dyn'} (import)"):
         system = systems.get(setup.system_name, file=setup.system_file)
     sink = None
     try:

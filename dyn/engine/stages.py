@@ -23,6 +23,7 @@ from ..core.errors import UserExit
 
 ENV = "DYN_WORKER_STAGES"  # the folder of a pool's stage files, set by the driver
 GUARD = "<no __main__ guard>"  # the mark of a worker stopped by an unguarded script
+OWN = ("dyn", "integrators")  # the engine's packages: never a user's hook
 _current: list[str] = []  # the hooks entered in this process, innermost last
 
 
@@ -34,7 +35,11 @@ def current() -> str:
 @contextmanager
 def running(hook: str):
     """Mark `hook` (``module.name``) as running in this process for the block; a SystemExit
-    raised in it becomes the :class:`UserExit` that names it."""
+    raised in it becomes the :class:`UserExit` that names it. The package's own systems are
+    not user code: their hooks are not marked (a worker that dies in one was killed)."""
+    if hook.split(".")[0].split(" ")[0] in OWN:
+        yield
+        return
     _current.append(hook)
     _write(hook)
     try:
