@@ -93,6 +93,9 @@ def _refuse_shadowing(module: str, folder: Path) -> None:
     """Refuse a module beside the scenario named like a library (``json.py``, ``numpy/``):
     importing it under that name would replace the real module for the whole process."""
     head = module.split(".")[0]
+    loaded = getattr(sys.modules.get(head), "__file__", None)
+    if loaded and _root_of(head, Path(loaded)).resolve() == folder:
+        return  # the very module imported already (the engine's own, run from its checkout)
     what = _library(head)
     if what:
         raise ScenarioError(KEY, f"the module {head!r} beside the scenario ({folder}) has the "
