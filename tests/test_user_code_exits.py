@@ -6,6 +6,7 @@ module that changes the working folder at import cannot move the output; a modul
 library never replaces the library; `dyn list` survives a package that exits while loading."""
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -232,3 +233,14 @@ def test_dyn_list_survives_packages_that_exit_or_raise_and_names_a_hidden_one(tm
     hidden = [line for line in lines if "good_plugin:Repel is not used" in line]
     assert len(hidden) == 1 and hidden[0].split()[0] == "attention_sphere"
     assert "scenarios" in listed.stdout
+
+
+def test_a_module_named_like_an_installed_package_not_yet_imported_is_refused(folder):
+    if importlib.util.find_spec("ghp_import") is None:
+        pytest.skip("ghp_import (installed with the docs' mkdocs) is not installed here")
+    assert "ghp_import" not in sys.modules  # imported by nothing here
+    (folder / "ghp_import.py").write_text("import dyn\nclass X(dyn.Model):\n    pass\n")
+    (folder / "decay.toml").write_text(SCENARIO.format(system="ghp_import:X"))
+    status, err = _cli("run", "decay.toml", "--no-progress", "--out", "out.h5")
+    assert status == 2 and "'ghp_import'" in _one_line(err) and "installed" in err, err
+    assert "ghp_import" not in sys.modules

@@ -65,20 +65,26 @@ def _forget_other(module: str, folder: Path) -> None:
         importlib.invalidate_caches()
 
 
-def _library(name: str) -> str:
+def _library(name: str, beside: Path) -> str:
     """What the top-level module `name` is when it is not a user's: "a standard-library
-    module", "the installed module FILE" (an imported one from the interpreter's folders, or
-    without a file), or "" for a user's module (or none imported)."""
+    module", "the installed module FILE" (imported already, or found on sys.path outside the
+    folder `beside`, in the interpreter's folders), or "" for a user's module."""
+    import importlib.machinery
     import sysconfig
 
     if name in sys.stdlib_module_names or name in sys.builtin_module_names:
         return "a standard-library module"
     loaded = sys.modules.get(name)
-    if loaded is None:
-        return ""
-    file = getattr(loaded, "__file__", None)
-    if not file:
-        return "an imported module without a file"
+    if loaded is not None:
+        file = getattr(loaded, "__file__", None)
+        if not file:
+            return "an imported module without a file"
+    else:  # not imported yet: where the name would come from without the scenario's folder
+        others = [p for p in sys.path if p and Path(p).resolve() != beside]
+        spec = importlib.machinery.PathFinder.find_spec(name, others)
+        file = getattr(spec, "origin", None)
+        if not file or not Path(file).is_file():
+            return ""
     path = Path(file).resolve()
     for key in ("purelib", "platlib", "stdlib", "platstdlib"):
         folder = sysconfig.get_paths().get(key)
@@ -96,7 +102,7 @@ def _refuse_shadowing(module: str, folder: Path) -> None:
     loaded = getattr(sys.modules.get(head), "__file__", None)
     if loaded and _root_of(head, Path(loaded)).resolve() == folder:
         return  # the very module imported already (the engine's own, run from its checkout)
-    what = _library(head)
+    what = _library(head, folder)
     if what:
         raise ScenarioError(KEY, f"the module {head!r} beside the scenario ({folder}) has the "
                             f"name of {what}: rename it (it would replace that module here)")
