@@ -138,15 +138,25 @@ def iter_pool(pool: Executor, setup: Setup, indices: Sequence[int], width: int,
         if not running:
             return
         finished, running = wait(running, return_when=FIRST_COMPLETED)
+        # a batch that stops the run stops it once the points of the others are in the file
+        lost, error = False, None
         for future in finished:
             try:
                 batch = future.result()
             except _lost_worker():
-                raise _worker_died(points) from None
+                lost = True
+                continue
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after the finished points
+                error = error or exc
+                continue
             for index, result, spent in batch:
                 seconds += spent
                 points += 1
                 yield index, result
+        if lost:
+            raise _worker_died(points) from None
+        if error is not None:
+            raise error
 
 
 def _lost_worker() -> tuple[type[BaseException], ...]:
