@@ -188,6 +188,31 @@ def test_trust_model_loads_only_the_recorded_module(made, tmp_path, capsys):
     assert code == 2 and len(err) == 1 and "not a subclass of dyn.System" in err[0], err
 
 
+def test_trust_model_checks_every_file_the_model_reached(made, tmp_path, capsys):
+    """--trust-model checks the recorded listing of the model's files (its module and the
+    helpers beside it) before importing: an edited helper is named and nothing is imported."""
+    from dyn.user.reach import combined
+
+    marker = tmp_path / "payload_ran"
+    payload = _payload(tmp_path, "payload_listed", marker)
+    helper = tmp_path / "helper_listed.py"
+    helper.write_text("SCALE = 1.0\n")
+    files = {"helper_listed.py": hashlib.sha256(b"SCALE = 2.0\n").hexdigest(),
+             "payload_listed.py": hashlib.sha256(payload.read_bytes()).hexdigest()}
+    path = _crafted(made, tmp_path, "payload_listed:X", str(payload), combined(files))
+    with h5py.File(path, "r+") as f:
+        doc = tomllib.loads(f.attrs["scenario"])
+        doc["scenario"]["system_files"] = files
+        f.attrs["scenario"] = tomli_w.dumps(doc)
+    code = main(["plot", str(path), "--trust-model", "--out", str(tmp_path / "t.png")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "helper_listed.py" in err[0], err
+    assert not marker.exists()
+    helper.write_text("SCALE = 2.0\n")  # now every file is the recorded one: loaded
+    main(["plot", str(path), "--trust-model", "--out", str(tmp_path / "t.png")])
+    assert marker.exists()
+
+
 # What the readers may import, by top-level name, besides the standard library (each with the
 # reason it is needed); anything else met while they read a file is a module the file named, or
 # a dependency nobody meant readers to have.

@@ -18,7 +18,7 @@ from integrators.numba.internals import CompileListener, listening_to_compiles
 from ..core import sweep
 from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
 from ..core.errors import OutputError, ScenarioError
-from . import provenance, store, trajectories
+from . import provenance, stages, store, trajectories
 from .batched import iter_results as batched_results
 from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve, scenario_file
@@ -68,9 +68,16 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     `dyn.open(path)["status"]` says which; a second call recomputes failed points only.
     """
     if in_spawned_import():  # a worker re-importing an unguarded script: stop it quietly, the
-        os._exit(1)          # driver says why (executors._worker_died), in one line
+        stages.mark(stages.GUARD)  # driver says why (executors._worker_died), in one line
+        os._exit(1)
     provenance.prefetch()  # beside the start-up: the file's provenance is read in a thread
     log = log or sys.stderr
+    # where things lie, fixed before a user's module is imported: one that changes the working
+    # folder cannot move the output, its lock or the scenario read
+    here = Path(os.getcwd())
+    out = None if out is None else here / out
+    if isinstance(scenario, (str, Path)) and Path(scenario).is_file():
+        scenario = here / scenario
     notes: list[str] = []
     scenario = _with_overrides(scenario, overrides, unset, notes)
     if executor not in EXECUTORS:
@@ -90,7 +97,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     if batched and executor != "serial":
         raise ScenarioError("--executor", "backend jax runs whole batches in this process on the "
                             "JAX device: drop --executor / --workers")
-    path = Path(out) if out is not None else scenario.default_output_path()
+    path = out if out is not None else here / scenario.default_output_path()
     if path.suffix in (".partial", ".lock") or path.is_dir():
         raise ScenarioError("--out", f"{path} is not a usable output file name")
     if path.exists() and _same_file(path, getattr(scenario, "source", "")):
@@ -137,7 +144,10 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
             else:
                 results = iter_results(pool, scenario.setup, todo, sidecar)
             with listening_to_compiles(_CompileNotice(log)):
-                _write_all(scenario, path, results, len(todo), progress, log)
+                try:
+                    _write_all(scenario, path, results, len(todo), progress, log)
+                except SystemExit as exc:  # user code outside a named hook: never its status
+                    raise stages.exited(exc.code, stages.current()) from None
     finally:
         lock.release()
     return path

@@ -567,8 +567,8 @@ def metadata_problem(f: h5py.File) -> str:
 
 
 def _module_changed(f: h5py.File, scenario: "Scenario") -> str:
-    """", the system's module FILE changed since" when the file's scenario records another
-    sha256 of the module of a system from outside the package; else ""."""
+    """", the system's code changed since: FILES" naming the files of a system from outside
+    the package whose bytes differ from those the file's scenario records; else ""."""
     text = _text(f.attrs.get("scenario"))
     try:
         head = tomllib.loads(text).get("scenario", {}) if isinstance(text, str) else {}
@@ -576,10 +576,9 @@ def _module_changed(f: h5py.File, scenario: "Scenario") -> str:
         return ""
     if not isinstance(head, dict):
         return ""
-    now = scenario.data["scenario"]
-    if head.get("system_sha256") and head.get("system_sha256") != now.get("system_sha256"):
-        return f": the system's module {now.get('system_file', '')} changed since"
-    return ""
+    from ..user.reach import changed  # names the edited files of the system's code
+
+    return changed(head, scenario.data["scenario"])
 
 
 def layout_problem(f: h5py.File, scenario: "Scenario") -> str:

@@ -13,7 +13,7 @@ import gc
 import sys
 from pathlib import Path
 
-from ..core.errors import ScenarioError, printable
+from ..core.errors import ScenarioError, UserExit, printable
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 EXIT_POINTS = 3  # `dyn run` finished, but some points diverged or failed
@@ -360,14 +360,30 @@ def _cmd_describe(args) -> int:
 
 
 def _description(name: str) -> str:
-    """A system's description; for an installed package's that does not load, why (one broken
-    package must not hide the others)."""
+    """A system's description; an installed package's is loaded in a process of its own
+    (:mod:`dyn.user.isolated`: one that raises or exits while loading is listed as broken, with
+    why, and the listing goes on)."""
     from .. import systems
+    from ..user import isolated, locate
 
-    try:
-        return systems.get(name).description
-    except ScenarioError as exc:
-        return f"(cannot be loaded: {exc.problem})"
+    if locate.is_import_path(name) or systems.is_own(name):
+        try:
+            return systems.get(name).description
+        except ScenarioError as exc:
+            return f"(cannot be loaded: {exc.problem})"
+    text, why = isolated.description(name)
+    return text if not why else f"(broken: cannot be loaded: {why})"
+
+
+def _hidden_entry_points() -> list[str]:
+    """Lines for installed packages' entry points named like one of the package's systems:
+    never loaded (a scenario naming it runs the package's own), said rather than ignored."""
+    from .. import systems
+    from ..user import locate
+
+    return [f"  {name:<20} (an installed package's entry point {name} = {ep.value} is not used: "
+            "a shipped system has this name)"
+            for name, ep in sorted(locate.entry_points().items()) if systems.is_own(name)]
 
 
 def _cmd_list(args) -> int:
@@ -380,6 +396,8 @@ def _cmd_list(args) -> int:
     print("systems:")
     for name in listed_systems():
         print(f"  {name:<20} {_description(name)}")
+    for line in _hidden_entry_points():
+        print(line)
     print(f"scenarios ({SCENARIO_DIR}):")
     for path in sorted(SCENARIO_DIR.glob("*.toml")):
         head = tomllib.loads(path.read_text()).get("scenario", {})
@@ -472,6 +490,9 @@ def _command(argv: list[str] | None, ran: list[str]) -> int:
             code = handler(args)
         ran.append(args.command)
         return code
+    except UserExit as exc:  # user code ended the run: 1 once points ran, 2 before
+        print(f"dyn: error: {exc}", file=sys.stderr)
+        return 1 if exc.during_points else 2
     except ScenarioError as exc:
         print(f"dyn: error: {exc}", file=sys.stderr)
         return 2

@@ -61,18 +61,47 @@ def model_system(head: dict, trust_model: bool):
     return trusted_system(head)
 
 
-def current_sha256(file: str) -> str:
-    """sha256 of what a model's provenance covers, as it is on this machine now (the one
-    function a reader's check calls: provenance and this check change together)."""
+def code_problem(head: dict) -> str:
+    """Why the model code on this machine is not the code that wrote a file ("" when it is),
+    checked on the bytes alone, before anything is imported: every file of the recorded listing
+    ``system_files`` (:mod:`dyn.user.reach`: the module and what it reaches in its folder, by
+    path relative to the folder it was imported from) must have the recorded sha256, and the
+    listing its recorded ``system_sha256``. A file written before the listing records the
+    module's sha256 alone. The generated kernels are made from those files, so they follow."""
     from ..user.identity import file_digest
+    from ..user.reach import combined
 
-    return file_digest(file)
+    file, recorded = head.get("system_file", ""), head.get("system_sha256", "")
+    listing = head.get("system_files")
+    if not isinstance(listing, dict):
+        now = file_digest(file)
+        return "" if now == recorded else (f"{file} is not the model that wrote the results "
+                                           f"(sha256 {now[:12]}..., recorded "
+                                           f"{recorded[:12] or '(none)'}...)")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in listing.items()):
+        return "the results' listing of the model's files is not text"
+    if combined(listing) != recorded:
+        return "the results' listing of the model's files does not match its recorded sha256"
+    module = Path(file).resolve()
+    own = [name for name in listing if module.as_posix().endswith("/" + name)]
+    if not own:
+        return f"the results' listing of the model's files does not hold its module {file}"
+    base = Path(module.as_posix()[:-len(own[0]) - 1])
+    for name, sha in listing.items():
+        if name.startswith("<"):  # a generated kernel, made from the files checked here
+            continue
+        path = (base / name).resolve()
+        if not path.is_relative_to(base) or not path.is_file():
+            return f"{name}, a file of the model that wrote the results, is not on this machine"
+        if file_digest(str(path)) != sha:
+            return f"{path} is not the file that wrote the results (its sha256 differs)"
+    return ""
 
 
 def trusted_system(head: dict):
     """The system a file's scenario names, loaded (its module's top-level code runs) only after
-    the module file on disk is checked against the recorded ``system_sha256``; one line when it
-    differs, is missing, or the name is no system."""
+    every file of its code on disk is checked against the recorded sha256s (:func:`code_problem`);
+    one line when one differs, is missing, or the name is no system."""
     from .. import systems
 
     name, file = head.get("system"), head.get("system_file", "")
@@ -86,11 +115,9 @@ def trusted_system(head: dict):
         if not file or not Path(file).is_file():
             raise ScenarioError(FLAG, f"the model file {file or '?'} recorded by the results is "
                                 "not on this machine: not loaded")
-        now = current_sha256(file)
-        if now != recorded:
-            raise ScenarioError(FLAG, f"{file} is not the model that wrote the results (sha256 "
-                                f"{now[:12]}..., recorded {recorded[:12] or '(none)'}...): not "
-                                "loaded")
+        problem = code_problem(head)
+        if problem:
+            raise ScenarioError(FLAG, f"{problem}: not loaded")
     try:
         return systems.get(name, file=file)
     except KeyError:

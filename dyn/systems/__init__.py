@@ -49,6 +49,13 @@ def names() -> list[str]:
     return sorted(set(_REGISTRY) | set(locate.entry_points()))
 
 
+def is_own(name: str) -> bool:
+    """Whether `name` is one of the package's own registered systems (which an installed package's entry
+    point of the same name never replaces)."""
+    _load_builtins()
+    return name in _REGISTRY
+
+
 def known(name: str) -> bool:
     """Whether `name` is a registered or installed system; the others' modules are imported
     only when it is not one of the package's own (:func:`_load_own_module`)."""

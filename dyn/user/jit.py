@@ -65,12 +65,16 @@ def abi(kind: str, fn, at: tuple[int, ...]):
     """The ABI function (kind "drift" or "diffusion") that writes ``fn(t, x, [dw,] p[at]...)``
     into ``out``; its module's global ``bound`` is ``fn`` with p read by name (the same
     arguments as the user's but p)."""
+    return getattr(cache.load(kind, source(kind, fn, at), jitted(fn)), kind)
+
+
+def source(kind: str, fn, at: tuple[int, ...]) -> str:
+    """The generated module of :func:`abi` (its text only: nothing is compiled)."""
     params, leading, sig = SIGNATURES[kind]
     py = getattr(fn, "py_func", fn)
-    source = ADAPTER.format(kind=kind, name=f"{py.__module__}.{py.__qualname__}", sig=sig,
-                            plain=decorator(), declared=decorator(sig), leading=leading,
-                            args=arguments(at), params=params)
-    return getattr(cache.load(kind, source, jitted(fn)), kind)
+    return ADAPTER.format(kind=kind, name=f"{py.__module__}.{py.__qualname__}", sig=sig,
+                          plain=decorator(), declared=decorator(sig), leading=leading,
+                          args=arguments(at), params=params)
 
 
 def store(out, value):

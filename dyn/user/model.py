@@ -25,6 +25,7 @@ import numpy as np
 
 from ..core.contract import INTEGRATOR_KEYS, Solve
 from ..core.errors import ScenarioError
+from ..engine import stages
 from ..systems.base import System
 from . import geometry as user_geometry
 from . import observe as user_observe
@@ -169,11 +170,15 @@ class Model(System):
     def simulate(self, spec, runs: range):
         if user_observe.observes(self):
             return user_observe.simulate(self, spec, runs)
-        x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
+        module = type(self).__module__  # the hooks are named for a user's exit (engine.stages)
+        with stages.running(f"{module}.initial_state"):
+            x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
         noise = {"rng": spec.rng} if self.equation == "sde" else {}
-        solution = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times,
-                                           **noise)
-        chunk = self.observe(spec, solution.states)
+        with stages.running(f"{module}.drift"):
+            solution = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times,
+                                               **noise)
+        with stages.running(f"{module}.observe"):
+            chunk = self.observe(spec, solution.states)
         chunk.status = solution.status  # runs cut short by max_steps are named, not averaged
         if chunk.states is None and self.trajectory_dims(spec.setup) is not None:
             chunk.states = solution.states  # the model declares states: they are the solved ones
