@@ -164,11 +164,16 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
+def new_process_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of `workers` spawned processes sharing the cores (its workers start on demand)."""
+    threads = max(1, _cores() // workers)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(threads, os.getpid()))
+
+
 @contextmanager
 def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
-    threads = max(1, _cores() // workers)
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(threads, os.getpid()))
+    pool = new_process_pool(workers)
     try:
         yield pool, workers
     finally:

@@ -18,7 +18,7 @@ from integrators.numba.internals import CompileListener, listening_to_compiles
 from ..core import sweep
 from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
 from ..core.errors import OutputError, ScenarioError
-from . import provenance, store, trajectories
+from . import deadlines, provenance, store, trajectories
 from .batched import iter_results as batched_results
 from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve, scenario_file
@@ -32,7 +32,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         executor: str = "serial", scheduler: str | None = None,
         overrides: dict[str, Any] | list[str] | None = None, unset: list[str] | None = None,
         progress: bool | None = None, command: str | None = None, log=None,
-        force: bool = False, overwrite: bool = False, allow_version_change: bool = False) -> Path:
+        force: bool = False, overwrite: bool = False, allow_version_change: bool = False,
+        point_timeout: float | None = None) -> Path:
     """Run (or resume) a sweep and return the output path.
 
     `scenario` is a path to a TOML file, the name of a shipped scenario (`"attention_clusters"`,
@@ -49,7 +50,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     A resume keeps only the points whose checksums match, and refuses points computed under
     other versions of numpy, scipy, numba, jax or diffrax unless `allow_version_change` (each
     point records its versions). `--out` through a symlink writes the real file (and the
-    states folder beside it).
+    states folder beside it). `point_timeout` (seconds, process or dask executor): a point
+    running longer is stopped and recorded failed with that reason (dyn/engine/deadlines.py).
 
     Returns the `Path` of the output file (the real file where `out` is a symlink).
 
@@ -77,6 +79,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         raise ScenarioError("--scheduler", "a scheduler address needs --executor dask")
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ScenarioError("--workers", f"must be an integer in 1..{MAX_WORKERS}, got {workers!r}")
+    limit = deadlines.check(point_timeout, executor)
     batched = scenario.integrator.get("backend") == "jax"
     if batched and executor != "serial":
         raise ScenarioError("--executor", "backend jax runs whole batches in this process on the "
@@ -120,6 +123,9 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
                 print(f"resuming {path}: {done} of {len(statuses)} points already done", file=log)
             if batched:
                 results = batched_results(scenario, todo, sidecar)
+            elif limit is not None:
+                results = deadlines.iter_limited(executor, workers, pool, scenario.setup, todo,
+                                                 sidecar, limit)
             else:
                 results = iter_results(pool, scenario.setup, todo, sidecar)
             with listening_to_compiles(_CompileNotice(log)):

@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
                           "default serial, or process when --workers > 1")
     run.add_argument("--scheduler", metavar="ADDRESS",
                      help="Dask scheduler address (default: a LocalCluster of --workers processes)")
+    run.add_argument("--point-timeout", type=float, default=None, metavar="SECONDS",
+                     help="stop a point running longer and record it failed (process or dask "
+                     "executor: compiled code cannot be stopped inside a serial run)")
     run.add_argument("--plot", action="store_true", help="draw the default plot when done")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--force", action="store_true",
@@ -170,7 +173,8 @@ def _cmd_run(args) -> int:
                overrides=args.overrides, unset=args.unset,
                progress=False if args.no_progress else None,
                command=" ".join(["dyn", *sys.argv[1:]]), force=args.force,
-               overwrite=args.overwrite, allow_version_change=args.allow_version_change)
+               overwrite=args.overwrite, allow_version_change=args.allow_version_change,
+               point_timeout=args.point_timeout)
     if args.plot:
         from .plot import plot
 
@@ -295,18 +299,21 @@ def _cmd_compare(args) -> int:
     _check_sweep_file(args.path)
     from . import comparison
 
+    for flag, given, what in (("--style", args.style != "default", "styles"),
+                              ("--out", args.out is not None, "names the picture of")):
+        if given and not args.against:  # every option checked before anything is printed
+            raise ScenarioError(flag, f"{what} the error curve: give --against too")
     if args.against:  # a picture it cannot write is refused before the comparison
         from .styles import output_path
 
         beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along}.png")
         out = output_path(beside, args.out, args.style)
     result = comparison.compare(args.path, args.along, args.reference, at=args.at)
+    rates = comparison.rate_lines(result, args.against) if args.against else []
     print(result["error"].to_dataframe().to_string())
     if args.against:
-        print("\n".join(comparison.rate_lines(result, args.against)))
+        print("\n".join(rates))
         print(f"plotted {comparison.plot(result, args.against, out, args.style)}")
-    elif args.style != "default":
-        raise ScenarioError("--style", "styles the error curve: give --against too")
     return 0
 
 
