@@ -21,6 +21,7 @@ from ..core.errors import OutputError, ScenarioError
 from . import deadlines, provenance, store, trajectories
 from .batched import iter_results as batched_results
 from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
+from .longrun import LongRunNote
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve, scenario_file
 from .verdicts import WHY, count_unresolved
 
@@ -244,9 +245,11 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
         bar = tqdm(total=total, desc=scenario.name, unit="pt",
                    disable=None if progress is None else not progress, file=log)
         bar.set_postfix_str(STARTING, refresh=False)
+    long_run = LongRunNote(total, log, duration_text)
     try:
         for index, result in results:
             writer.write(index, result)
+            long_run.done()
             counts[result.status] += 1
             if result.status in (DIVERGED, FAILED):
                 where = sweep.axis_values(scenario.axes, index) or ""

@@ -421,6 +421,19 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
+def _refuse_unprintable_names(args) -> None:
+    """A file name holding a line break or another control character is refused in one line,
+    its characters escaped: every message naming it would otherwise split or hide it."""
+    from ..core.errors import printable
+
+    for flag in ("path", "scenario", "out"):
+        name = getattr(args, flag, None)
+        if isinstance(name, str) and not name.isprintable():
+            raise ScenarioError("" if flag in ("path", "scenario") else "--out",
+                                f"the file name '{printable(name)}' holds a control character "
+                                "(a line break?): rename the file")
+
+
 def _command(argv: list[str] | None, ran: list[str]) -> int:
     """The command of `argv` (the process's own arguments when None); its name goes in `ran`
     when its handler returned (an error handled here, or an exception, leaves `ran` empty)."""
@@ -434,6 +447,7 @@ def _command(argv: list[str] | None, ran: list[str]) -> int:
                        "compile": _cmd_compile, "describe": _cmd_describe}[args.command]
             if handler is not _cmd_run:  # `run` collects again once its libraries are imported
                 _collecting()
+            _refuse_unprintable_names(args)
             code = handler(args)
         ran.append(args.command)
         return code
