@@ -12,6 +12,8 @@ import h5py
 import numpy as np
 import pytest
 
+from dyn.presentation.cli import main
+
 ROOT = Path(__file__).resolve().parents[1]
 
 MODEL = '''
@@ -88,8 +90,11 @@ def test_a_point_past_the_limit_is_killed_and_the_sweep_goes_on(stuck):
 @pytest.mark.parametrize("value, says", [("5", "serial run cannot stop compiled code"),
                                          ("0", "positive number of seconds"),
                                          ("nan", "positive number of seconds")])
-def test_a_limit_the_run_cannot_keep_is_refused_in_one_line(stuck, value, says):
-    done = _dyn(stuck, "--point-timeout", value)
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("dyn: ") and says in done.stderr
-    assert not (stuck / "stuck.h5").exists()
+def test_a_limit_the_run_cannot_keep_is_refused_in_one_line(stuck, capsys, value, says):
+    """Refused before the model is imported (its drift is never probed)."""
+    code = main(["run", str(stuck / "stuck.toml"), "--out", str(stuck / "stuck.h5"),
+                 "--no-progress", "--point-timeout", value])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("dyn: ") and says in err
+    assert not (stuck / "stuck.h5").exists() and "stuck_model" not in sys.modules

@@ -72,6 +72,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         os._exit(1)          # driver says why (executors._worker_died), in one line
     provenance.prefetch()  # beside the start-up: the file's provenance is read in a thread
     log = log or sys.stderr
+    limit = deadlines.check(point_timeout, executor)  # before a model is imported or probed
     notes: list[str] = []
     scenario = _with_overrides(scenario, overrides, unset, notes)
     if executor not in EXECUTORS:
@@ -80,7 +81,6 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         raise ScenarioError("--scheduler", "a scheduler address needs --executor dask")
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ScenarioError("--workers", f"must be an integer in 1..{MAX_WORKERS}, got {workers!r}")
-    limit = deadlines.check(point_timeout, executor)
     batched = scenario.integrator.get("backend") == "jax"
     if batched and executor != "serial":
         raise ScenarioError("--executor", "backend jax runs whole batches in this process on the "
