@@ -56,13 +56,16 @@ def test_plot_into_a_folder_writes_in_it_and_a_failed_write_is_one_line(sweep_fi
     folder = tmp_path / "pictures"
     folder.mkdir()
     assert main(["plot", str(sweep_file), "--out", str(folder)]) == 0
-    assert [p.name for p in folder.iterdir()] == ["small.png"]
+    assert main(["plot", str(sweep_file), "--tokens", "--out", str(folder)]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["small.png", "small_tokens.png"]
     assert not (tmp_path / "pictures.png").exists()
     capsys.readouterr()
     if os.path.exists("/dev/full"):
-        assert main(["plot", str(sweep_file), "--out", "/dev/full"]) == 2
-        out, err = capsys.readouterr()
-        assert out == "" and err.count("\n") == 1 and err.startswith("dyn: error: --out: cannot write")
+        for tokens in ([], ["--tokens"]):
+            assert main(["plot", str(sweep_file), *tokens, "--out", "/dev/full"]) == 2
+            out, err = capsys.readouterr()
+            assert out == "" and err.count("\n") == 1
+            assert err.startswith("dyn: error: --out: cannot write")
         assert not os.path.exists("/dev/full.png")
 
 
