@@ -1,8 +1,6 @@
 """Every field kind sweeps: a bool axis is stored as int8 with its kind recorded (NetCDF has no
 boolean type), read back by `dyn.open` as bool, and show, plot and compare take it; the bool
 point's numbers are those of the same setting run as a fixed parameter."""
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -10,24 +8,19 @@ import numpy as np
 import pytest
 
 import dyn
+from dyn.presentation.cli import main
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "hardmax_limit.toml"
 SMALL = ["--set", "sweep.beta=[4.0]", "--set", "ensemble.runs=2", "--set", "integrator.horizon=5.0",
          "--set", "output.saves=6"]
 
 
-def _dyn(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "dyn", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
 def switch_file(tmp_path_factory):
     """hardmax_limit swept over its bool switch, with common random numbers along it."""
     folder = tmp_path_factory.mktemp("kinds")
-    done = _dyn("run", str(SCENARIO), *SMALL, "--set", "sweep.hardmax=[false,true]",
-                "--set", 'ensemble.common=["beta","hardmax"]', "--out", "switch.h5", cwd=folder)
-    assert done.returncode == 0, done.stderr
+    assert main(["run", str(SCENARIO), *SMALL, "--set", "sweep.hardmax=[false,true]",
+                 "--set", 'ensemble.common=["beta","hardmax"]', "--out", str(folder / "switch.h5")]) == 0
     assert not (folder / "switch.h5.partial").exists()
     return folder / "switch.h5"
 
@@ -45,9 +38,8 @@ def test_a_bool_axis_is_int8_on_disk_and_bool_through_dyn_open(switch_file):
 
 def test_the_swept_switch_gives_the_numbers_of_the_fixed_setting(switch_file):
     folder = switch_file.parent
-    done = _dyn("run", str(SCENARIO), *SMALL, "--set", "params.hardmax=true",
-                "--set", 'ensemble.common=["beta"]', "--out", "fixed.h5", cwd=folder)
-    assert done.returncode == 0, done.stderr
+    assert main(["run", str(SCENARIO), *SMALL, "--set", "params.hardmax=true",
+                 "--set", 'ensemble.common=["beta"]', "--out", str(folder / "fixed.h5")]) == 0
     with dyn.open(switch_file) as swept, dyn.open(folder / "fixed.h5") as fixed:
         for name in ("distance", "deviation", "crossed"):
             a = swept[name].sel(hardmax=True).values
@@ -59,18 +51,17 @@ def test_the_swept_switch_gives_the_numbers_of_the_fixed_setting(switch_file):
         assert swept["deviation"].sel(hardmax=False).item() > 0.1
 
 
-def test_show_plot_and_compare_read_a_bool_axis(switch_file):
+def test_show_plot_and_compare_read_a_bool_axis(switch_file, capsys, monkeypatch):
     folder = switch_file.parent
-    shown = _dyn("show", "switch.h5", cwd=folder)
-    assert shown.returncode == 0, shown.stderr
-    assert "False, True" in shown.stdout
-    plotted = _dyn("plot", "switch.h5", "--out", "switch.png", cwd=folder)
-    assert plotted.returncode == 0, plotted.stderr
+    monkeypatch.chdir(folder)
+    assert main(["show", "switch.h5"]) == 0
+    assert "False, True" in capsys.readouterr().out
+    assert main(["plot", "switch.h5", "--out", "switch.png"]) == 0
     assert (folder / "switch.png").stat().st_size > 0
     for spelling in ("false", "False"):
-        compared = _dyn("compare", "switch.h5", "--along", "hardmax", "--reference", spelling,
-                        cwd=folder)
-        assert compared.returncode == 0, compared.stderr
-        assert "True" in compared.stdout
-    wrong = _dyn("compare", "switch.h5", "--along", "hardmax", "--reference", "maybe", cwd=folder)
-    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
+        assert main(["compare", "switch.h5", "--along", "hardmax", "--reference", spelling,
+                     "--out", "compare.png"]) == 0
+        assert "True" in capsys.readouterr().out
+    assert main(["compare", "switch.h5", "--along", "hardmax", "--reference", "maybe"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a value of hardmax" in err, err

@@ -37,7 +37,7 @@ from ..core.errors import RunAborted, ScenarioError, one_line
 from ..core.spec import Setup
 from . import ensemble, trajectories
 
-EXECUTORS = ("serial", "process", "dask")
+EXECUTORS = ("serial", "process", "dask", "submitit")
 TASK_SECONDS = 1.0  # target work per task once point costs are known
 MAX_BATCH = 256
 IN_FLIGHT_PER_WORKER = 2  # queued tasks per worker: keeps workers busy without a huge queue
@@ -223,13 +223,20 @@ def dask_pool(workers: int, scheduler: str | None, files: Sequence[str] = ()
 
 
 @contextmanager
-def open_pool(kind: str, workers: int, scheduler: str | None = None, files: Sequence[str] = ()
-              ) -> Iterator[tuple[Executor | None, int]]:
+def open_pool(kind: str, workers: int, scheduler: str | None = None, files: Sequence[str] = (),
+              array=None) -> Iterator[tuple[Executor | None, int]]:
     """(executor, width) for `kind`; (None, 1) for serial. Opened before the output file is
     made, so an unreachable scheduler leaves nothing behind. `files`: modules of systems from
-    outside the package, shipped to Dask's workers (a process pool's import them from disk)."""
+    outside the package, shipped to Dask's workers (a process pool's import them from disk).
+    `array`: (ArrayOptions, folder) of a submitit job array (:mod:`dyn.engine.job_array`)."""
     if kind == "serial":
         yield None, 1
+        return
+    if kind == "submitit":
+        from .job_array import array_pool
+
+        with array_pool(*array) as pool:
+            yield pool, pool.options.array_parallelism
         return
     with (process_pool(workers) if kind == "process"
           else dask_pool(workers, scheduler, files)) as opened:
@@ -242,5 +249,9 @@ def iter_results(pool: tuple[Executor | None, int], setup: Setup, indices: Seque
     executor, width = pool
     if executor is None:
         yield from iter_serial(setup, indices, sidecar)
+    elif not isinstance(executor, Executor):  # a submitit job array
+        from .job_array import iter_array
+
+        yield from iter_array(executor, setup, indices, sidecar)
     else:
         yield from iter_pool(executor, setup, indices, width * IN_FLIGHT_PER_WORKER, sidecar)

@@ -30,7 +30,7 @@ LOG_SECONDS = 10.0  # progress lines in a log (stderr not a terminal): one per i
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,
-        executor: str = "serial", scheduler: str | None = None,
+        executor: str = "serial", scheduler: str | None = None, array: dict | None = None,
         overrides: dict[str, Any] | list[str] | None = None, unset: list[str] | None = None,
         progress: bool | None = None, command: str | None = None, log=None,
         force: bool = False, overwrite: bool = False, allow_version_change: bool = False,
@@ -44,7 +44,9 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     backend set by `overrides` drops the scenario's solver options the new method does not take
     (a `dt` for dopri5), saying so on `log`.
     `executor` is "serial", "process" (a local pool of `workers` processes) or "dask" (on
-    `scheduler`, or a LocalCluster of `workers` processes). `force` allows a sweep file
+    `scheduler`, or a LocalCluster of `workers` processes) or "submitit" (a SLURM job array, or
+    its local stand-in: the scenario's [executor] table, overridden by `array`, a dict of the
+    same keys; :mod:`dyn.engine.job_array`). `force` allows a sweep file
     estimated past `store.MAX_FILE_BYTES`. `overwrite` replaces an output file made by another
     scenario (and its states folder), or a damaged one, after saying what it replaces; a file of
     this scenario is resumed either way, and a file that is not a sweep file is never deleted.
@@ -79,6 +81,13 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         raise ScenarioError("--executor", f"unknown executor {executor!r} (known: {', '.join(EXECUTORS)})")
     if scheduler and executor != "dask":
         raise ScenarioError("--scheduler", "a scheduler address needs --executor dask")
+    if array and executor != "submitit":
+        raise ScenarioError("--executor", "job array options need --executor submitit")
+    arrayed = None
+    if executor == "submitit":
+        from .job_array import array_options, folder_for
+
+        arrayed = array_options(scenario.executor, array)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ScenarioError("--workers", f"must be an integer in 1..{MAX_WORKERS}, got {workers!r}")
     batched = scenario.integrator.get("backend") == "jax"
@@ -108,7 +117,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
             _remove(path)
         statuses = _resumable(path, scenario, allow_version_change, log) if path.exists() else None
         need = store.check_size(path, scenario, force) if statuses is None else 0
-        with open_pool(executor, workers, scheduler, _shipped(scenario)) as pool:
+        array_at = None if arrayed is None else (arrayed, folder_for(path))
+        with open_pool(executor, workers, scheduler, _shipped(scenario), array_at) as pool:
             if statuses is None:
                 _create(path, scenario, command or _command_line(), need)
                 _say_step_cut(scenario, log)
@@ -122,6 +132,10 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
             done = len(statuses) - len(todo)
             if done:
                 print(f"resuming {path}: {done} of {len(statuses)} points already done", file=log)
+            if arrayed is not None and len(todo):  # chunks of minutes: the dry run's calibration
+                from .job_array import calibrated
+
+                pool = (calibrated(pool[0], scenario, path), pool[1])
             if batched:
                 results = batched_results(scenario, todo, sidecar)
             elif limit is not None:

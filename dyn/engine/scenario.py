@@ -22,7 +22,7 @@ import functools
 import hashlib
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ MAX_SWEEP_NUM = 100_000
 MAX_DEPTH = 32  # nesting of arrays and tables: no scenario needs more, and 800 levels overflow
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-TABLES = ("scenario", "params", "sweep", "ensemble", "integrator", "output")
+TABLES = ("scenario", "params", "sweep", "ensemble", "integrator", "output", "executor")
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"  # the shipped scenarios
 
 SCENARIO_FIELDS = {
@@ -118,6 +118,9 @@ class Scenario:
 
     data: dict
     source: str = "<dict>"
+    # [executor]: where the points run (options of `--executor submitit`); not in `data`, so
+    # neither in the file's scenario nor in its hash: where a sweep runs never changes its numbers
+    executor: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -495,7 +498,11 @@ def _resolve(doc: Any, source: str) -> Scenario:
         "integrator": integrator,
         "output": output,
     }
-    scenario = Scenario(data, source)
+    executor = _table(doc, "executor")
+    from .job_array import array_options
+
+    array_options(executor)  # one line for a bad key or value, before anything runs
+    scenario = Scenario(data, source, executor)
     n_points = int(np.prod([len(v) for v in sweep_axes.values()], dtype=np.float64))
     if n_points > MAX_POINTS:
         raise ScenarioError("sweep", f"{n_points} points exceed the limit of {MAX_POINTS}")

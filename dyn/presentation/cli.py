@@ -43,9 +43,19 @@ def _parser() -> argparse.ArgumentParser:
     _unset_option(run)
     run.add_argument("--workers", type=int, default=None,
                      help="worker processes (default 1, or all cores with --executor process)")
-    run.add_argument("--executor", choices=("serial", "process", "dask"), default=None,
-                     help="serial (in-process), process (a local pool) or dask (a cluster); "
-                          "default serial, or process when --workers > 1")
+    run.add_argument("--executor", choices=("serial", "process", "dask", "submitit"), default=None,
+                     help="serial (in-process), process (a local pool), dask (a cluster) or "
+                          "submitit (a SLURM job array); default serial, or process when "
+                          "--workers > 1")
+    for flag, kind, text in (("partition", str, "SLURM partition"),
+                             ("time-minutes", int, "time limit of each array task, minutes"),
+                             ("cpus-per-task", int, "cores (numba threads) of each task"),
+                             ("mem-gb", float, "memory of each task, GB"),
+                             ("array-parallelism", int, "array tasks running at once"),
+                             ("points-per-task", int, "points each task computes (default: "
+                              "about 10 minutes of work, from a calibration)")):
+        run.add_argument(f"--slurm-{flag}", type=kind, default=None, dest=f"slurm_{flag.replace('-', '_')}",
+                         help=f"with --executor submitit: {text} (else [executor] {flag.replace('-', '_')})")
     run.add_argument("--scheduler", metavar="ADDRESS",
                      help="Dask scheduler address (default: a LocalCluster of --workers processes)")
     run.add_argument("--point-timeout", type=float, default=None, metavar="SECONDS",
@@ -84,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--sel", action="append", default=[], metavar="AXIS=VALUE",
                       help="draw the variable at one value of a dimension (nearest; repeat for "
                       "several): a heat map becomes a curve, too many panels fewer")
+    plot.add_argument("--hue", metavar="AXIS", help="one curve per value of AXIS on each panel "
+                      "(a legend entry each, with error bands), against time for a series, else the "
+                      "first other numeric axis: r against K with one curve per n")
     plot.add_argument("--log", action="store_true", help="values on a log scale (colours of a "
                       "heat map, y of curves)")
     plot.add_argument("--style", choices=STYLES, default="default",
@@ -105,8 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="distance of each value of an axis to a reference "
                              "value, run by run on saved states; rate against a numeric axis")
     compare.add_argument("path")
-    compare.add_argument("--along", required=True, help="the sweep axis compared (e.g. form)")
-    compare.add_argument("--reference", required=True, help="its reference value (e.g. flow)")
+    compare.add_argument("--along", help="the sweep axis compared (e.g. form)")
+    compare.add_argument("--reference", required=True, help="its reference value (e.g. flow); "
+                         "exact without --along: each run against the model's reference(x0, ..., t)")
     compare.add_argument("--against", help="numeric axis to fit the log-log rate against (e.g. depth)")
     compare.add_argument("--at", choices=("all", "final"), default="all",
                          help="distance over all saved times (their maximum) or the final one")
@@ -151,6 +165,12 @@ def _scenario_path(name: str) -> Path:
     return scenario_file(name)
 
 
+def _array_flags(args) -> dict:
+    """The --slurm-* flags given, by their [executor] keys."""
+    return {key.removeprefix("slurm_"): value for key, value in vars(args).items()
+            if key.startswith("slurm_") and value is not None}
+
+
 def _cmd_run(args) -> int:
     from ..engine.runner import run
 
@@ -169,7 +189,7 @@ def _cmd_run(args) -> int:
                        workers))
         return 0
     path = run(_scenario_path(args.scenario), args.out, workers=workers, executor=executor,
-               scheduler=args.scheduler,
+               scheduler=args.scheduler, array=_array_flags(args),
                overrides=args.overrides, unset=args.unset,
                progress=False if args.no_progress else None,
                command=" ".join(["dyn", *sys.argv[1:]]), force=args.force,
@@ -266,7 +286,8 @@ def _cmd_plot(args) -> int:
     if args.tokens:
         if args.style != "default":
             raise ScenarioError("--style", "styles the sweep picture: use it without --tokens")
-        for flag, given in (("--sel", args.sel), ("--log", args.log), ("--var", args.var)):
+        for flag, given in (("--sel", args.sel), ("--log", args.log), ("--var", args.var),
+                            ("--hue", args.hue)):
             if given:
                 raise ScenarioError(flag, "draws a variable: use it without --tokens (the "
                                     "saved states' point is chosen with --point)")
@@ -281,7 +302,7 @@ def _cmd_plot(args) -> int:
             raise ScenarioError(flag, f"chooses saved states: use it with --tokens{hint}")
     from .plot import plot
 
-    print(f"plotted {plot(args.path, args.out, args.var, args.style, args.sel, args.log)}")
+    print(f"plotted {plot(args.path, args.out, args.var, args.style, args.sel, args.log, args.hue)}")
     return 0
 
 
@@ -306,15 +327,29 @@ def _cmd_compare(args) -> int:
     if args.against:  # a picture it cannot write is refused before the comparison
         from .styles import output_path
 
-        beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along}.png")
+        beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along or 'exact'}.png")
         out = output_path(beside, args.out, args.style)
-    result = comparison.compare(args.path, args.along, args.reference, at=args.at)
+    result = _compared(args)
     rates = comparison.rate_lines(result, args.against) if args.against else []
     print(result["error"].to_dataframe().to_string())
     if args.against:
         print("\n".join(rates))
         print(f"plotted {comparison.plot(result, args.against, out, args.style)}")
     return 0
+
+
+def _compared(args):
+    """`dyn compare`'s Dataset: along an axis, or each run against the model's reference."""
+    from . import comparison
+
+    if args.along is None:
+        if args.reference != "exact":
+            raise ScenarioError("--along", "name the sweep axis compared (or --reference exact "
+                                "for the model's reference from each run's start)")
+        from .exact import compare_exact
+
+        return compare_exact(args.path, at=args.at)
+    return comparison.compare(args.path, args.along, args.reference, at=args.at)
 
 
 def _cmd_describe(args) -> int:

@@ -234,6 +234,9 @@ def heading(attrs: dict) -> str:
     """The comparison in a sentence: what is compared with what, and over which times."""
     along, reference = attrs["along"], attrs["reference"]
     times = "the final saved time" if attrs.get("at") == "final" else "all saved times"
+    if along == reference == "exact":  # dyn.presentation.exact: each run against its own start
+        return (f"{Path(attrs['source']).stem}: distance of each run to the model's reference "
+                f"from its own start, the largest over tokens and {times}")
     return (f"{Path(attrs['source']).stem}: distance of each {along} to {along} = {reference}, "
             f"the largest over tokens and {times}")
 

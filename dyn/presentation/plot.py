@@ -59,6 +59,7 @@ several panels 7 in wide for both columns, 8-9 pt serif text with embedded TrueT
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -122,23 +123,27 @@ def choose_variable(ds, var: str | None) -> str:
 
 
 def plot(path: str | Path, out: str | Path | None = None, var: str | None = None,
-         style: str = "default", sel: list[str] | tuple[str, ...] = (), log: bool = False) -> Path:
+         style: str = "default", sel: list[str] | tuple[str, ...] = (), log: bool = False,
+         hue: str | None = None) -> Path:
     """Draw `var` of the sweep file at `path`, cut at `sel` ("AXIS=VALUE" each), on a log scale
-    with `log`. Default output: beside the file, NAME.png for the scenario's own picture and
-    NAME_VAR.png for another variable's (so that it never replaces the scenario's picture); see
-    :func:`output_path` for the paper style."""
+    with `log`, one curve per value of the axis `hue` on each panel when given. Default output:
+    beside the file, NAME.png for the scenario's own picture and NAME_VAR.png for another
+    variable's (so that it never replaces the scenario's picture); see :func:`output_path` for
+    the paper style."""
     path = Path(path)
     beside = path if var is None else path.with_name(f"{path.stem}_{var}{path.suffix}")
     out = output_path(beside, out, style)
     with styled(style) as look:
-        return save(figure(path, var, style, sel, log), out, look.dpi)
+        return save(figure(path, var, style, sel, log, hue), out, look.dpi)
 
 
 def figure(path: str | Path, var: str | None = None, style: str = "default",
-           sel: list[str] | tuple[str, ...] = (), log: bool = False):
+           sel: list[str] | tuple[str, ...] = (), log: bool = False, hue: str | None = None):
     """The figure of `var` (see the module doc) in `style`, not saved: its axes hold what is
     drawn, `fig.legends` its one legend. `sel`: "AXIS=VALUE" cuts of the file first
-    (:mod:`.slicing`); `log`: the values on a log scale (heat maps' colours, curves' y)."""
+    (:mod:`.slicing`); `log`: the values on a log scale (heat maps' colours, curves' y); `hue`:
+    an axis drawn as one curve per value (a legend entry each, with its error band or bars)
+    against the first other numeric axis, instead of a heat map or panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -153,11 +158,14 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
         numeric = [d for d in da.dims if da.sizes[d] > 1 and da[d].dtype.kind in "fiu"]
         over = [ds[v].load() for v in drawn_over(ds, name)]
         against = _curve_axis(ds, over, numeric)
+        if hue is not None:
+            against = _hue_axis(da, name, hue, against, numeric)
         field_dims = [against] if against else numeric[:2]
         # Heat maps: one panel per combination of the remaining axes. Curves: all in one panel,
-        # or against a reference's axis one panel per combination of the other numeric axes.
+        # or against a reference's axis one panel per combination of the other numeric axes
+        # (the hue axis excepted: its values are the curves of each panel).
         if against:
-            panel_dims = [d for d in numeric if d != against]
+            panel_dims = [d for d in numeric if d not in (against, hue)]
         else:
             panel_dims = [d for d in da.dims if d not in field_dims] if len(field_dims) != 1 else []
         every = _combinations(da, panel_dims)
@@ -220,7 +228,11 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
             share = 0.8 if len(field_dims) == 2 else 1.0  # a colour bar takes the rest
             ax.set_xlabel(wrap_text(ax.get_xlabel(), chars_in(share * width / cols, "axes.labelsize")))
             ax.set_ylabel(wrap_text(ax.get_ylabel(), chars_in(height / rows, "axes.labelsize")))
-        head = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
+        long_name = str(da.attrs.get("long_name", name))
+        head = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {long_name}"
+        named = _named_values(ds, long_name, settings(ds))
+        if named:
+            head += f" ({named})"
         if chosen:
             head += f", at {slicing.words(chosen)}"
         chars = chars_in(width, "figure.titlesize")
@@ -582,6 +594,32 @@ def _hatch_cells(ax, xe, ye, hit, reason: str) -> bool:
     return bool(hit.any())
 
 
+def _named_values(ds, text: str, said: str) -> str:
+    """The values of the fixed parameters that `text` names as words ("... > 1 - delta" gives
+    "delta = 0.01"), those `said` already gives left out: a threshold in a title is a number."""
+    params = scenario_of(ds).get("params", {})
+    found = [f"{k} = {value_text(v)}" for k, v in params.items()
+             if isinstance(v, (int, float)) and not isinstance(v, bool)
+             and re.search(rf"(?<![\w.]){re.escape(k)}(?![\w(])", text)]
+    return ", ".join(t for t in found if t not in said)
+
+
+def _hue_axis(da, name: str, hue: str, against: str | None, numeric: list[str]) -> str:
+    """The axis the curves of `--hue` are drawn against: the reference's axis, else `time` for a
+    series, else the first numeric axis other than `hue` (one line when there is none, or `hue`
+    is not an axis)."""
+    if hue not in da.dims:
+        raise ScenarioError("--hue", f"{hue!r} is not an axis of {name} (axes: {', '.join(da.dims)})")
+    if da.sizes[hue] < 2:
+        raise ScenarioError("--hue", f"{hue} has one value here: nothing to tell apart")
+    if against is not None and against != hue:
+        return against
+    others = [d for d in numeric if d != hue]
+    if not others:
+        raise ScenarioError("--hue", f"{name} has no numeric axis besides {hue} to draw against")
+    return "time" if "time" in others else others[0]  # a series: against its time, panels per point
+
+
 def _curves(ax, da, xdim: str, marks=None, bounds=None) -> set:
     """One curve per combination of the other axes, against the numeric axis `xdim`; `bounds`
     (lower, upper) of the Monte Carlo error, drawn as bars or, past BAND_POINTS points, as a
@@ -754,8 +792,11 @@ def _edges(values, scale: str) -> np.ndarray:
 
 
 def _set_scale(ax, values, scale: str, which: str) -> None:
-    """Log or index axes get ticks at the sweep values themselves (every other when crowded)."""
-    if scale == "linear":
+    """Log or index axes get ticks at the sweep values themselves (every other when crowded);
+    so do integer axes (counts: n, depth, k), drawn as the categories they are, with no ticks
+    between their values."""
+    counted = np.asarray(values).dtype.kind in "iu" and np.size(values) <= MAX_TICKS
+    if scale == "linear" and not counted:
         return
     from matplotlib.ticker import NullLocator
 
@@ -764,7 +805,7 @@ def _set_scale(ax, values, scale: str, which: str) -> None:
     if scale == "log":
         values = values[values > 0]
         getattr(ax, f"set_{which}scale")("log")
-    else:
+    elif scale == "index":
         getattr(ax, f"set_{which}scale")("function", functions=_index_map(values))
     if values.size <= MAX_TICKS or scale == "index":
         crowded = values.size > 6 and which == "x"

@@ -26,6 +26,8 @@ import numpy as np
 from ..core.contract import INTEGRATOR_KEYS, Solve
 from ..core.errors import ScenarioError
 from ..systems.base import System
+from . import geometry as user_geometry
+from . import observe as user_observe
 
 GEOMETRIES = ("euclidean", "sphere")
 LEADING = {"drift": ("t", "x"), "diffusion": ("t", "x", "dw")}  # the arguments before the params
@@ -49,7 +51,7 @@ class Model(System):
       at least one of the two;
     - ``diffusion(t, x, dw, <params>)`` / ``diffusion_jax``: g(t, x)[dW] for an SDE (None: an
       ODE); ``noise_shape(spec, state)`` the shape of dW (default: the state's (n, d));
-    - ``geometry``: "euclidean" or "sphere".
+    - ``geometry``: "euclidean", "sphere" or a :class:`dyn.Geometry` (dyn.user.geometry).
 
     Each function's arguments after (t, x[, dw]) are parameter names of ``params`` (int, float
     or bool), read from the point by name. Hooks a Model must give: ``initial_state(spec, runs)``
@@ -68,12 +70,16 @@ class Model(System):
     integrator = INTEGRATOR_KEYS
     # equation and jax_methods read off the functions given (False: the class sets them)
     forms_from_functions: ClassVar[bool] = True
+    # in-loop observation (dyn.user.observe): observe_state(t, x, <params>) -> values, named
+    observe_state: ClassVar[Callable | None] = None
+    observed: ClassVar[tuple] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if not cls.forms_from_functions:
             return
-        for attr in ("drift", "drift_jax", "diffusion", "diffusion_jax"):
+        for attr in ("drift", "drift_jax", "diffusion", "diffusion_jax", "observe_state",
+                     "reference"):
             if inspect.isfunction(cls.__dict__.get(attr)):  # plain functions: not methods
                 setattr(cls, attr, staticmethod(cls.__dict__[attr]))
         sde = _function(cls, "diffusion") is not None or _function(cls, "diffusion_jax") is not None
@@ -156,11 +162,13 @@ class Model(System):
             noise = dict(diffusion=cls.numba_function("diffusion"),
                          diffusion_jax=cls.jax_function("diffusion"),
                          noise_shape=tuple(self.noise_shape(spec, state)))
-        geometry = {"euclidean": integrators.EUCLIDEAN, "sphere": integrators.SPHERE}[self.geometry]
+        geometry = user_geometry.resolve(self.geometry)
         return integrators.Problem(cls.numba_function("drift"), cls.jax_function("drift"),
                                    cls.pack(spec.values), geometry, work=cls.work_size, **noise)
 
     def simulate(self, spec, runs: range):
+        if user_observe.observes(self):
+            return user_observe.simulate(self, spec, runs)
         x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
         noise = {"rng": spec.rng} if self.equation == "sde" else {}
         solution = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times,
@@ -202,10 +210,24 @@ class Model(System):
         if x.ndim != 3:
             raise ScenarioError("scenario.system", f"{type(self).__name__}.initial_state(spec, 1) "
                                 f"returned shape {x.shape}; expected (runs, n, d)")
+        user_geometry.check(self.geometry, x[0], type(self).__name__, jax)
         got = _call(name, lambda: self._probe(jax, x[0], spec))
         if np.shape(got) != x.shape[1:]:
             raise ScenarioError("scenario.system", f"{name} returned shape {np.shape(got)} for a "
                                 f"state of shape {x.shape[1:]}; it must return one of the state's shape")
+        user_observe.check(self, spec)
+
+    def run_bytes(self, spec) -> int:
+        """With ``observe_state``: a run's memory in the loop, else its stored states
+        (dyn.user.observe); 0 (unsized) for a model without it."""
+        return user_observe.run_bytes(self, spec) if user_observe.observes(self) else 0
+
+    def observe(self, spec, states):
+        """With ``observe_state``: its values at the stored states (runs, times, n, d)."""
+        if not user_observe.observes(self):
+            raise NotImplementedError(f"{type(self).__name__} writes neither observe nor "
+                                      "observe_state")
+        return user_observe.chunk(self, spec, user_observe.values_of(self, spec, states))
 
     def _probe(self, jax: bool, x: np.ndarray, spec):
         p = self.pack(spec.values)
