@@ -129,7 +129,7 @@ def test_a_global_heap_that_would_make_hdf5_loop_is_one_line(files, tmp_path, ca
     data[at:at + 64] = bytes(64)
     path.write_bytes(bytes(data))
     done = subprocess.run([sys.executable, "-m", "dyn", "show", str(path)], capture_output=True,
-                          text=True, timeout=60)  # HDF5 looping: subprocess.TimeoutExpired
+                          text=True, timeout=300)  # HDF5 looping: subprocess.TimeoutExpired
     _one_line(done.returncode, done.stderr)
     for command in READERS[1:]:
         line = _one_line(*_cli(capsys, _argv(command, path, tmp_path)))

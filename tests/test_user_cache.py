@@ -165,7 +165,7 @@ def test_the_key_is_the_same_in_every_process(tmp_path):
     for seed in ("1", "2", "3"):
         env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(ROOT))
         done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
-                              text=True, env=env, timeout=60)
+                              text=True, env=env, timeout=300)
         assert done.returncode == 0, done.stderr
         found.add(done.stdout.strip())
     assert len(found) == 1 and None not in found and "None" not in found
