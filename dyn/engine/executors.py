@@ -200,13 +200,17 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
+def new_process_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of `workers` spawned processes sharing the cores (its workers start on demand)."""
+    threads = max(1, _cores() // workers)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(threads, os.getpid()))
+
+
 @contextmanager
 def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
-    threads = max(1, _cores() // workers)
-    with _stage_folder():
-        pool = ProcessPoolExecutor(max_workers=workers,
-                                   mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_init_worker, initargs=(threads, os.getpid()))
+    with stage_folder():
+        pool = new_process_pool(workers)
         try:
             yield pool, workers
         finally:
@@ -214,7 +218,7 @@ def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
 
 
 @contextmanager
-def _stage_folder() -> Iterator[str]:
+def stage_folder() -> Iterator[str]:
     """A fresh folder where the pool's workers mark the hook they run (engine.stages), named
     in this process's environment (its spawned workers inherit it) while the pool lives."""
     import shutil
@@ -263,7 +267,7 @@ def dask_pool(workers: int, scheduler: str | None, files: Sequence[str] = ()
             raise ScenarioError("--scheduler", f"cannot reach Dask scheduler {scheduler}: {exc}") from None
     else:
         threads = max(1, _cores() // workers)
-        folder = stack.enter_context(_stage_folder())
+        folder = stack.enter_context(stage_folder())
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                dashboard_address=None,
                                env={"NUMBA_NUM_THREADS": str(threads), stages.ENV: folder})

@@ -18,9 +18,10 @@ from integrators.numba.internals import CompileListener, listening_to_compiles
 from ..core import sweep
 from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
 from ..core.errors import OutputError, ScenarioError
-from . import provenance, stages, store, trajectories
+from . import deadlines, provenance, stages, store, trajectories
 from .batched import iter_results as batched_results
 from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
+from .longrun import LongRunNote
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve, scenario_file
 from .verdicts import WHY, count_unresolved
 
@@ -32,7 +33,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         executor: str = "serial", scheduler: str | None = None, array: dict | None = None,
         overrides: dict[str, Any] | list[str] | None = None, unset: list[str] | None = None,
         progress: bool | None = None, command: str | None = None, log=None,
-        force: bool = False, overwrite: bool = False, allow_version_change: bool = False) -> Path:
+        force: bool = False, overwrite: bool = False, allow_version_change: bool = False,
+        point_timeout: float | None = None) -> Path:
     """Run (or resume) a sweep and return the output path.
 
     `scenario` is a path to a TOML file, the name of a shipped scenario (`"attention_clusters"`,
@@ -51,7 +53,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     A resume keeps only the points whose checksums match, and refuses points computed under
     other versions of numpy, scipy, numba, jax or diffrax unless `allow_version_change` (each
     point records its versions). `--out` through a symlink writes the real file (and the
-    states folder beside it).
+    states folder beside it). `point_timeout` (seconds, process or dask executor): a point
+    running longer is stopped and recorded failed with that reason (dyn/engine/deadlines.py).
 
     Returns the `Path` of the output file (the real file where `out` is a symlink).
 
@@ -72,6 +75,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         os._exit(1)
     provenance.prefetch()  # beside the start-up: the file's provenance is read in a thread
     log = log or sys.stderr
+    limit = deadlines.check(point_timeout, executor)  # before a model is imported or probed
     # where things lie, fixed before a user's module is imported: one that changes the working
     # folder cannot move the output, its lock or the scenario read
     here = Path(os.getcwd())
@@ -141,6 +145,9 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
                 pool = (calibrated(pool[0], scenario, path), pool[1])
             if batched:
                 results = batched_results(scenario, todo, sidecar)
+            elif limit is not None:
+                results = deadlines.iter_limited(executor, workers, pool, scenario.setup, todo,
+                                                 sidecar, limit)
             else:
                 results = iter_results(pool, scenario.setup, todo, sidecar)
             with listening_to_compiles(_CompileNotice(log)):
@@ -265,9 +272,11 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
         bar = tqdm(total=total, desc=scenario.name, unit="pt",
                    disable=None if progress is None else not progress, file=log)
         bar.set_postfix_str(STARTING, refresh=False)
+    long_run = LongRunNote(total, log, duration_text)
     try:
         for index, result in results:
             writer.write(index, result)
+            long_run.done()
             counts[result.status] += 1
             if result.status in (DIVERGED, FAILED):
                 where = sweep.axis_values(scenario.axes, index) or ""

@@ -88,6 +88,26 @@ def partial_path(path: Path) -> Path:
     return path.with_name(path.name + ".partial")
 
 
+def _open_lock(path: Path) -> int:
+    """The lock file, opened (made where absent). One left by a run that died, which this user
+    cannot write (another's, read-only), is opened to read: flock needs no write access."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY)
+
+
+def _say_holder(fd: int) -> None:
+    """Write this process's pid into the lock file, for a refused run to name; where that fails
+    (a full disk, a file opened to read) the lock holds all the same, and a refusal says
+    "pid unknown"."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError:
+        pass
+
+
 class WriterLock:
     """An exclusive advisory lock: at most one writer per file, whatever name reaches it.
 
@@ -107,7 +127,7 @@ class WriterLock:
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open_lock(self.path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -122,8 +142,7 @@ class WriterLock:
             if same:
                 break
             os.close(fd)  # its holder removed it on release: lock the file now at that name
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        _say_holder(fd)
         self._fd = fd
         try:
             self.hold()
@@ -214,7 +233,8 @@ def check_size(path: Path, scenario: "Scenario", force: bool = False) -> int:
     total, text = output_text(scenario)
     if total > MAX_FILE_BYTES and not force:
         raise ScenarioError("sweep", f"the output would take {text} ({scenario.count} points), "
-                            f"past the limit of {size_text(MAX_FILE_BYTES)}; shrink the sweep "
+                            f"past the limit of {size_text(MAX_FILE_BYTES)}"
+                            f"{exactly(total, MAX_FILE_BYTES)}; shrink the sweep "
                             "(or trajectory_runs, trajectory_every) or add --force")
     folder = Path(os.path.abspath(path)).parent
     while not folder.exists() and folder != folder.parent:  # made later: its nearest ancestor
@@ -222,8 +242,16 @@ def check_size(path: Path, scenario: "Scenario", force: bool = False) -> int:
     free = free_bytes(folder)
     if total > free:
         raise ScenarioError("--out", f"the output would take {text}, but only "
-                            f"{size_text(free)} is free beside {path}")
+                            f"{size_text(free)}{exactly(total, free)} is free beside {path}")
     return need
+
+
+def exactly(nbytes: int, other: int) -> str:
+    """" (N bytes against M)" where :func:`size_text` rounds the two counts to one text, so
+    that a refusal never prints two equal numbers; else ""."""
+    if size_text(nbytes) != size_text(other):
+        return ""
+    return f" ({nbytes} bytes against {other})"
 
 
 def size_text(nbytes: int) -> str:

@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
                          help=f"with --executor submitit: {text} (else [executor] {flag.replace('-', '_')})")
     run.add_argument("--scheduler", metavar="ADDRESS",
                      help="Dask scheduler address (default: a LocalCluster of --workers processes)")
+    run.add_argument("--point-timeout", type=float, default=None, metavar="SECONDS",
+                     help="stop a point running longer and record it failed (process or dask "
+                     "executor: compiled code cannot be stopped inside a serial run)")
     run.add_argument("--plot", action="store_true", help="draw the default plot when done")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--force", action="store_true",
@@ -201,7 +204,8 @@ def _cmd_run(args) -> int:
                overrides=args.overrides, unset=args.unset,
                progress=False if args.no_progress else None,
                command=" ".join(["dyn", *sys.argv[1:]]), force=args.force,
-               overwrite=args.overwrite, allow_version_change=args.allow_version_change)
+               overwrite=args.overwrite, allow_version_change=args.allow_version_change,
+               point_timeout=args.point_timeout)
     if args.plot:
         from .plot import plot
 
@@ -322,18 +326,21 @@ def _cmd_compare(args) -> int:
     _check_sweep_file(args.path)
     from . import comparison
 
+    for flag, given, what in (("--style", args.style != "default", "styles"),
+                              ("--out", args.out is not None, "names the picture of")):
+        if given and not args.against:  # every option checked before anything is printed
+            raise ScenarioError(flag, f"{what} the error curve: give --against too")
     if args.against:  # a picture it cannot write is refused before the comparison
         from .styles import output_path
 
         beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along or 'exact'}.png")
         out = output_path(beside, args.out, args.style)
     result = _compared(args)
+    rates = comparison.rate_lines(result, args.against) if args.against else []
     print(result["error"].to_dataframe().to_string())
     if args.against:
-        print("\n".join(comparison.rate_lines(result, args.against)))
+        print("\n".join(rates))
         print(f"plotted {comparison.plot(result, args.against, out, args.style)}")
-    elif args.style != "default":
-        raise ScenarioError("--style", "styles the error curve: give --against too")
     return 0
 
 
@@ -474,6 +481,19 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
+def _refuse_unprintable_names(args) -> None:
+    """A file name holding a line break or another control character is refused in one line,
+    its characters escaped: every message naming it would otherwise split or hide it."""
+    from ..core.errors import printable
+
+    for flag in ("path", "scenario", "out"):
+        name = getattr(args, flag, None)
+        if isinstance(name, str) and not name.isprintable():
+            raise ScenarioError("" if flag in ("path", "scenario") else "--out",
+                                f"the file name '{printable(name)}' holds a control character "
+                                "(a line break?): rename the file")
+
+
 def _command(argv: list[str] | None, ran: list[str]) -> int:
     """The command of `argv` (the process's own arguments when None); its name goes in `ran`
     when its handler returned (an error handled here, or an exception, leaves `ran` empty)."""
@@ -487,6 +507,7 @@ def _command(argv: list[str] | None, ran: list[str]) -> int:
                        "compile": _cmd_compile, "describe": _cmd_describe}[args.command]
             if handler is not _cmd_run:  # `run` collects again once its libraries are imported
                 _collecting()
+            _refuse_unprintable_names(args)
             code = handler(args)
         ran.append(args.command)
         return code
