@@ -14,8 +14,11 @@ eager dispatcher (compiling, or loading from numba's cache) at its first need:
   a kernel names, and the type registered here for a :class:`Kernel` (``typeof_impl``) is that of
   its dispatcher, made then;
 - :func:`ensure` / :func:`compile_ahead`, which the integrators call with their stepping kernel
-  and the first-class functions they pass it (those are passed as numba's own dispatchers,
-  :func:`compile_ahead`'s return values).
+  and the first-class functions they pass it.
+
+numba unboxes a first-class function passed from Python only from its own dispatchers: a
+:class:`Kernel` passes the kernels among its arguments as theirs (:func:`compiled`), and a
+script that passes one to its own ``numba.njit`` function passes ``jit.compiled(kernel)``.
 
 A process then compiles only the kernels it runs: importing every model module compiles nothing,
 although a sweep needs a handful of them.
@@ -31,7 +34,7 @@ warm, and the same seed gives the same numbers whether or not numba's cache was 
 **A cached kernel never outlives an edit of its callees.** numba keys a cached kernel on its own
 file and bytecode only; a caller links its callees' code, so a caller loaded from the cache after
 a callee in another file changed would run the callee's old code. Here each kernel's
-:func:`callee_digest` (a hash of the source of every kernel it reaches through calls) is written
+:func:`callee_digest` (a hash of the code of every kernel it reaches through calls) is written
 beside numba's cache (:func:`digest_path`) when the kernel is made; a kernel loaded from the cache
 (``stats.cache_hits``) whose recorded digest differs is compiled again with numba's documented
 ``recompile``, which also replaces its cache entry.
@@ -89,8 +92,13 @@ class Kernel:
                 busy.discard(id(self))
         return found
 
-    def __call__(self, *args, **kwargs):
-        return (self.dyn_dispatcher or self.compiled())(*args, **kwargs)
+    def __call__(self, *args):
+        """The kernel called from Python; kernels among the arguments (first-class functions)
+        are passed as their dispatchers, which numba unboxes (it unboxes no other object)."""
+        dispatcher = self.dyn_dispatcher or self.compiled()
+        if any(type(a) is Kernel for a in args):
+            args = tuple(a.compiled() if type(a) is Kernel else a for a in args)
+        return dispatcher(*args)
 
     @property
     def signatures(self) -> list:
@@ -191,7 +199,7 @@ def qualified(kernel) -> str:
 
 
 def callee_digest(kernel) -> str:
-    """A hash of the source of every declared kernel `kernel` reaches through calls. numba keys
+    """A hash of the code of every declared kernel `kernel` reaches through calls. numba keys
     a cached kernel on its own code only, so a cached caller would otherwise outlive an edit of
     a callee in another file: it runs its stale linked copy of the callee (the same seed, other
     numbers)."""
@@ -244,21 +252,30 @@ def _fresh(kernel, dispatcher) -> None:
         pass
 
 
-_SOURCES: dict = {}  # code object -> its source: a kernel's callees are read once per process
+_SOURCES: dict = {}  # code object -> its fingerprint: a kernel's callees are read once per process
 
 
 def _source(function) -> str:
-    """A function's source, or its bytecode and constants where there is no file to read.
-    Read once per process: every kernel's digest reads its callees'."""
+    """What a function computes, for :func:`callee_digest`: its bytecode, the names it reads
+    and its constants (those of nested functions too), read off its code object (no file read,
+    nothing tokenized: a process loading every kernel from the cache reads each once)."""
     code = function.__code__
     found = _SOURCES.get(code)
     if found is None:
-        try:
-            found = inspect.getsource(function)
-        except (OSError, TypeError):
-            found = repr((code.co_code, code.co_consts))
-        _SOURCES[code] = found
+        found = _SOURCES[code] = _fingerprint(code)
     return found
+
+
+def _fingerprint(code) -> str:
+    parts = [code.co_code.hex(), repr(code.co_names)]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            parts.append(_fingerprint(const))
+        elif isinstance(const, frozenset):  # its repr's order varies with the hash seed
+            parts.append(repr(sorted(map(repr, const))))
+        else:
+            parts.append(repr(const))
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
 def _filled(cell) -> bool:
