@@ -95,8 +95,10 @@ class Kernel:
     def __call__(self, *args):
         """The kernel called from Python; kernels among the arguments (first-class functions)
         are passed as their dispatchers, which numba unboxes (it unboxes no other object)."""
-        dispatcher = self.dyn_dispatcher or self.compiled()
-        if any(type(a) is Kernel for a in args):
+        dispatcher = self.dyn_dispatcher
+        if dispatcher is None:
+            dispatcher = self.compiled()
+        if Kernel in map(type, args):
             args = tuple(a.compiled() if type(a) is Kernel else a for a in args)
         return dispatcher(*args)
 
