@@ -290,3 +290,12 @@ def test_a_second_process_loads_declared_kernels_from_numbas_cache(tmp_path):
     outs = [subprocess.run([sys.executable, "-c", CACHE_COUNTS, str(tmp_path)], env=env, check=True,
                            capture_output=True, text=True).stdout.split() for _ in range(2)]
     assert outs == [["6.0", "0", "1", "0", "1"], ["6.0", "1", "0", "1", "0"]]
+
+
+def test_a_kernel_pickles_by_name_without_compiling():
+    """A pool's worker gets the very kernel of its module (found by name), not a copy."""
+    import pickle
+
+    from dyn.numerics import vexp
+
+    assert pickle.loads(pickle.dumps(vexp.row_sum)) is vexp.row_sum

@@ -112,7 +112,11 @@ class Kernel:
             raise AttributeError(name)
         return getattr(self.compiled(), name)
 
-    def __reduce__(self):  # by name, as a module-level function pickles
+    def __reduce__(self):
+        """By name, as a module-level function pickles; a kernel made inside a function (no
+        name to find it by) as numba pickles its dispatcher."""
+        if "<locals>" in self.py_func.__qualname__:
+            return self.compiled().__reduce__()
         return _by_name, (self.py_func.__module__, self.py_func.__qualname__)
 
     def __repr__(self):
