@@ -292,7 +292,7 @@ def test_a_second_process_loads_declared_kernels_from_numbas_cache(tmp_path):
     assert outs == [["6.0", "0", "1", "0", "1"], ["6.0", "1", "0", "1", "0"]]
 
 
-def test_a_kernel_pickles_by_name_without_compiling():
+def test_a_kernel_pickles_by_name():
     """A pool's worker gets the very kernel of its module (found by name), not a copy."""
     import pickle
 
