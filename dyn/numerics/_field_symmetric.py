@@ -53,7 +53,7 @@ BLOCK_ENTRIES = 1 << 17
 CIRCLE_BLOCK = 1 << 12
 
 
-@njit(types.boolean(I, I, F1, types.boolean), link=True, **NJIT)
+@njit(types.boolean(I, I, F1, types.boolean), **NJIT)
 def symmetric_blocks(heads, d, M, m_id):
     """Every M_h equal to its transpose (exactly)."""
     if m_id:

@@ -15,6 +15,8 @@ import numba
 from numba import types
 from numba.extending import is_jitted, overload
 
+from integrators.jit import declared
+
 from . import cache
 
 # as the project's kernels (integrators.numba_abi.NJIT); the user's own function is not cached
@@ -44,8 +46,8 @@ def {kind}{params}:
 
 
 def jitted(fn):
-    """`fn` as a numba function (already one: unchanged)."""
-    if is_jitted(fn):
+    """`fn` as a numba function (already one, or a kernel of integrators.jit: unchanged)."""
+    if is_jitted(fn) or declared(fn):
         return fn
     return numba.njit(**OPTIONS)(fn)
 
