@@ -27,6 +27,10 @@ DOCUMENTED_CORE = {
     "numba.core.event": "numba's event API (documented in numba's reference, 'Event API'): the "
                         "compile events behind dyn run's compile notice and dyn estimate's count "
                         "(integrators/numba/events.py)",
+    "numba.core.errors": "the home of numba's exception classes, which numba's user manual "
+                         "names there (the troubleshooting guide's TypingError, the deprecation "
+                         "notices' warning filters): a user's model that does not compile is "
+                         "told from a cache failure (dyn/user/cache.py)",
 }
 SWAPPED_CLASS = re.compile(r"\.__class__\s*=(?!=)")
 BYPASSED_ADD = re.compile(r"\bset\.add\(")

@@ -37,7 +37,7 @@ import types
 from pathlib import Path
 
 import numba
-import numba.core.errors
+from numba.core.errors import NumbaError
 
 from . import identity
 
@@ -94,7 +94,7 @@ def _cached(module_name: str, source: str, user, path: Path) -> types.ModuleType
     for _ in range(2):  # under one name: numba's cache records the module's name
         try:
             return _executed(module_name, source, user, path)
-        except numba.core.errors.NumbaError:  # the user's code does not compile: theirs to fix
+        except NumbaError:  # the user's code does not compile: theirs to fix
             raise
         except Exception as exc:  # noqa: BLE001 - numba's cache: unpickling, OSError (ENOSPC)
             failure = exc
