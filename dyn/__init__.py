@@ -14,7 +14,7 @@ from importlib import import_module
 
 __version__ = "0.1.0"
 __all__ = ["open", "run", "load", "compare", "describe", "Scenario", "ScenarioError",
-           "System", "Model", "particles", "Field", "Output", "Chunk", "Coord", "Draw", "Reference"]
+           "System", "Model", "particles", "attention_particles", "Field", "Output", "Chunk", "Coord", "Draw", "Reference"]
 
 _LAZY = {"open": ".presentation.analysis", "run": ".engine.runner", "load": ".engine.scenario",
          "Scenario": ".engine.scenario", "ScenarioError": ".core.errors",
@@ -23,7 +23,7 @@ _LAZY = {"open": ".presentation.analysis", "run": ".engine.runner", "load": ".en
          "System": ".systems.base", "Field": ".core.schema", "Output": ".core.contract",
          "Chunk": ".core.contract", "Coord": ".core.contract", "Draw": ".core.contract",
          "Reference": ".core.contract", "Model": ".user.model",
-         "particles": ".user.particles"}
+         "particles": ".user.particles", "attention_particles": ".user.attention"}
 # the model packages and layers, reachable as dyn.noisy etc. after a plain `import dyn` (loaded
 # on first use); dyn.stationarity is the module dyn.engine.stationarity
 SUBPACKAGES = ("attention", "tokens_sde", "noisy", "sinkformer", "resnet", "momentum", "numerics",

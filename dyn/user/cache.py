@@ -39,7 +39,7 @@ from . import identity
 # so two processes writing the same file at once leave one stamp (its name fixes its bytes)
 STAMP = 1_000_000_000
 HERE = Path(__file__).resolve().parent
-GENERATORS = ("jit.py", "particles_jit.py")
+GENERATORS = ("jit.py", "particles_jit.py", "attention_jit.py")
 _LOADED: dict = {}  # key -> module, once per process
 _UNCACHED = itertools.count()  # numbers the modules run from memory (each its own name)
 
