@@ -196,7 +196,7 @@ def test_the_example_runs_outside_the_repository_serial_process_and_dask_alike(f
     code, err = _cli("run", "transformer.toml", "--no-progress")
     assert code == 0, err
     serial = _values(folder / "outputs" / "transformer.h5")
-    assert (serial["n_clusters"][:, 0] == 12).all() and (serial["n_clusters"][:, -1] < 12).all()
+    assert (serial["n_clusters"][:, 0] > 11).all() and (serial["n_clusters"][:, -1] < 8).all()
     for executor in ("process", "dask"):
         code, err = _cli("run", "transformer.toml", "--no-progress", "--out", f"{executor}.h5",
                          "--executor", executor, "--workers", "2")

@@ -26,6 +26,7 @@ import numpy as np
 from ..core.contract import INTEGRATOR_KEYS, Solve
 from ..core.errors import ScenarioError
 from ..systems.base import System
+from . import arrays
 
 GEOMETRIES = ("euclidean", "sphere")
 LEADING = {"drift": ("t", "x"), "diffusion": ("t", "x", "dw")}  # the arguments before the params
@@ -96,15 +97,16 @@ class Model(System):
         return tuple(dict.fromkeys(names))
 
     @classmethod
-    def pack(cls, values) -> np.ndarray:
-        """The flat float64 vector of the point's values (a mapping, e.g. a RunSpec's)."""
-        return np.array([float(values[k]) for k in cls.parameters()], dtype=np.float64)
+    def pack(cls, values, spec=None, run: int = 0) -> np.ndarray:
+        """The flat float64 vector of the point's values (a mapping, e.g. a RunSpec's); array
+        parameters after the numbers (:mod:`dyn.user.arrays`; `spec` draws their laws)."""
+        return arrays.pack(cls.parameters(), cls.params, values, spec, run)[0]
 
     @classmethod
     def _at(cls, kind: str, attr: str) -> tuple[int, ...]:
         names = cls.parameters()
-        return tuple(names.index(a) for a in _arguments(cls, attr, _function(cls, attr),
-                                                         LEADING[kind]))
+        return tuple(arrays.expression(cls.params.get(a), names.index(a))
+                     for a in _arguments(cls, attr, _function(cls, attr), LEADING[kind]))
 
     @classmethod
     def numba_function(cls, kind: str = "drift"):
@@ -121,18 +123,23 @@ class Model(System):
         return _COMPILED[cls, kind]
 
     @classmethod
-    def jax_function(cls, kind: str = "drift"):
-        """The JAX twin ``(t, x, p[, dw])`` of `kind`; None when the model has no JAX form."""
+    def jax_function(cls, kind: str = "drift", layout: tuple = ()):
+        """The JAX twin ``(t, x, p[, dw])`` of `kind`; None when the model has no JAX form.
+        `layout`: where p holds the point's arrays (:func:`dyn.user.arrays.pack`)."""
         fn = _function(cls, f"{kind}_jax")
         if fn is None:
             return None
-        if (cls, kind, "jax") not in _COMPILED:  # one object: a batch's problems share it
-            at = cls._at(kind, f"{kind}_jax")
+        if (cls, kind, "jax", layout) not in _COMPILED:  # one object: a batch's problems share it
+            names = cls.parameters()
+            readers = arrays.jax_readers(names, layout)
+            at = [readers[names.index(a)] for a in
+                  _arguments(cls, f"{kind}_jax", fn, LEADING[kind])]
             if kind == "drift":
-                _COMPILED[cls, kind, "jax"] = lambda t, x, p: fn(t, x, *(p[i] for i in at))
+                made = lambda t, x, p: fn(t, x, *(r(p) for r in at))  # noqa: E731
             else:
-                _COMPILED[cls, kind, "jax"] = lambda t, x, p, dw: fn(t, x, dw, *(p[i] for i in at))
-        return _COMPILED[cls, kind, "jax"]
+                made = lambda t, x, p, dw: fn(t, x, dw, *(r(p) for r in at))  # noqa: E731
+            _COMPILED[cls, kind, "jax", layout] = made
+        return _COMPILED[cls, kind, "jax", layout]
 
     @classmethod
     def has_form(cls, form: str) -> bool:
@@ -144,31 +151,39 @@ class Model(System):
         """The shape of one Brownian increment dW (default: the state's, (n, d))."""
         return tuple(state)
 
-    def problem(self, spec, state: tuple[int, ...] | None = None):
-        """The point's integrators.Problem (`state`: the shape (n, d) of one run's state)."""
+    def problem(self, spec, state: tuple[int, ...] | None = None, run: int = 0):
+        """The point's integrators.Problem (`state`: the shape (n, d) of one run's state;
+        `run`: the run whose draws of array laws it holds, where they are drawn per run)."""
         import integrators
 
         cls = type(self)
+        p, layout = arrays.pack(cls.parameters(), cls.params, spec.values, spec, run)
         noise = {}
         if self.equation == "sde":
             if state is None:
                 state = np.shape(self.initial_state(spec.variant(salt=(1,)), 1))[1:]
             noise = dict(diffusion=cls.numba_function("diffusion"),
-                         diffusion_jax=cls.jax_function("diffusion"),
+                         diffusion_jax=cls.jax_function("diffusion", layout),
                          noise_shape=tuple(self.noise_shape(spec, state)))
         geometry = {"euclidean": integrators.EUCLIDEAN, "sphere": integrators.SPHERE}[self.geometry]
-        return integrators.Problem(cls.numba_function("drift"), cls.jax_function("drift"),
-                                   cls.pack(spec.values), geometry, work=cls.work_size, **noise)
+        return integrators.Problem(cls.numba_function("drift"), cls.jax_function("drift", layout),
+                                   p, geometry, work=cls.work_size, **noise)
 
     def simulate(self, spec, runs: range):
+        if arrays.per_run(self.params, spec.values):  # each run its own draw of the arrays
+            return self._chunk(spec, *arrays.solve_per_run(self, spec, runs))
         x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
         noise = {"rng": spec.rng} if self.equation == "sde" else {}
         solution = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times,
                                            **noise)
-        chunk = self.observe(spec, solution.states)
-        chunk.status = solution.status  # runs cut short by max_steps are named, not averaged
+        return self._chunk(spec, solution.states, solution.status)
+
+    def _chunk(self, spec, states, status):
+        """The chunk `observe` makes of the solved states."""
+        chunk = self.observe(spec, states)
+        chunk.status = status  # runs cut short by max_steps are named, not averaged
         if chunk.states is None and self.trajectory_dims(spec.setup) is not None:
-            chunk.states = solution.states  # the model declares states: they are the solved ones
+            chunk.states = states  # the model declares states: they are the solved ones
         return chunk
 
     def solves(self, spec):
@@ -208,14 +223,15 @@ class Model(System):
                                 f"state of shape {x.shape[1:]}; it must return one of the state's shape")
 
     def _probe(self, jax: bool, x: np.ndarray, spec):
-        p = self.pack(spec.values)
+        p, layout = arrays.pack(self.parameters(), self.params, spec.values, spec)
         if jax:
             import integrators
 
             integrators.configure_jax()
             import jax.numpy as jnp
 
-            return np.asarray(type(self).jax_function("drift")(0.0, jnp.asarray(x), jnp.asarray(p)))
+            return np.asarray(type(self).jax_function("drift", layout)(0.0, jnp.asarray(x),
+                                                                        jnp.asarray(p)))
         return type(self)._probe_numba(x, p)
 
     @classmethod
@@ -240,11 +256,12 @@ class Model(System):
 
         values = {k: f.default for k, f in cls.params.items()} | values
         x = np.ascontiguousarray(x, dtype=np.float64)
-        p = cls.pack(values)
+        p, layout = arrays.pack(cls.parameters(), cls.params, values)
         want = np.empty_like(x)
         size = cls.work_size(*x.shape, p) if callable(cls.work_size) else cls.work_size
         cls.numba_function("drift")(float(t), x, p, want, np.empty(size))
-        got = np.asarray(cls.jax_function("drift")(float(t), jnp.asarray(x), jnp.asarray(p)))
+        got = np.asarray(cls.jax_function("drift", layout)(float(t), jnp.asarray(x),
+                                                            jnp.asarray(p)))
         return float(np.abs(got - want).max())
 
 
@@ -257,9 +274,10 @@ def _arguments(cls, attr: str, fn, leading: tuple[str, ...]) -> list[str]:
     params = names[len(leading):]
     for name in params:
         field = cls.params.get(name)
-        if field is None or field.kind not in ("int", "float", "bool"):
+        if field is None or field.kind not in ("int", "float", "bool", *arrays.KINDS):
             raise ScenarioError("scenario.system", f"{cls.__name__}.{attr} takes {name!r}, which "
-                                "is not a number parameter of params (int, float or bool)")
+                                "is not a parameter of params of kind int, float, bool, vector, "
+                                "matrix or matrices")
     return params
 
 
