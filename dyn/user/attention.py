@@ -112,7 +112,7 @@ class AttentionModel(Particles):
         return _COMPILED[cls, kind]
 
     @classmethod
-    def jax_function(cls, kind: str = "drift"):
+    def jax_function(cls, kind: str = "drift", layout: tuple = ()):
         return None
 
     @classmethod

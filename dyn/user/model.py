@@ -69,6 +69,9 @@ class Model(System):
     integrator = INTEGRATOR_KEYS
     # equation and jax_methods read off the functions given (False: the class sets them)
     forms_from_functions: ClassVar[bool] = True
+    # one source: drift (diffusion) written in numpy arithmetic, its JAX form derived
+    # (dyn.user.one_source; an explicit drift_jax is used where given)
+    one_source: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -81,7 +84,7 @@ class Model(System):
         if "equation" not in cls.__dict__:
             cls.equation = "sde" if sde else "ode"
         if "jax_methods" not in cls.__dict__:
-            cls.jax_methods = (SDE_JAX if sde else ODE_JAX) if _function(cls, "drift_jax") \
+            cls.jax_methods = (SDE_JAX if sde else ODE_JAX) if cls.has_form("jax") \
                 else frozenset()
 
     # --- the parameter vector --------------------------------------------------------------
@@ -127,6 +130,10 @@ class Model(System):
         """The JAX twin ``(t, x, p[, dw])`` of `kind`; None when the model has no JAX form.
         `layout`: where p holds the point's arrays (:func:`dyn.user.arrays.pack`)."""
         fn = _function(cls, f"{kind}_jax")
+        if fn is None and cls.one_source and _function(cls, kind) is not None:
+            from . import one_source
+
+            fn = _COMPILED.setdefault((cls, kind, "derived"), one_source.derive(_function(cls, kind)))
         if fn is None:
             return None
         if (cls, kind, "jax", layout) not in _COMPILED:  # one object: a batch's problems share it
@@ -144,6 +151,8 @@ class Model(System):
     @classmethod
     def has_form(cls, form: str) -> bool:
         """Whether the model's field is written for `form`, "numba" or "jax"."""
+        if form == "jax" and cls.one_source and _function(cls, "drift") is not None:
+            return True
         return _function(cls, "drift" if form == "numba" else "drift_jax") is not None
 
     # --- what the engine calls -------------------------------------------------------------
@@ -221,6 +230,11 @@ class Model(System):
         if np.shape(got) != x.shape[1:]:
             raise ScenarioError("scenario.system", f"{name} returned shape {np.shape(got)} for a "
                                 f"state of shape {x.shape[1:]}; it must return one of the state's shape")
+        if self.has_form("numba") and self.has_form("jax"):  # both forms: they must agree
+            from . import one_source
+
+            _call(f"{type(self).__name__}.drift (twin check)",
+                  lambda: one_source.check_twins(self, spec, x[0]))
 
     def _probe(self, jax: bool, x: np.ndarray, spec):
         p, layout = arrays.pack(self.parameters(), self.params, spec.values, spec)

@@ -163,7 +163,7 @@ class Particles(Model):
         return _COMPILED[key]
 
     @classmethod
-    def jax_function(cls, kind: str = "drift"):
+    def jax_function(cls, kind: str = "drift", layout: tuple = ()):
         from .model import _COMPILED
 
         if cls.interaction_jax is None:
