@@ -230,7 +230,8 @@ class Model(System):
         if np.shape(got) != x.shape[1:]:
             raise ScenarioError("scenario.system", f"{name} returned shape {np.shape(got)} for a "
                                 f"state of shape {x.shape[1:]}; it must return one of the state's shape")
-        if self.has_form("numba") and self.has_form("jax"):  # both forms: they must agree
+        if self.forms_from_functions and self.has_form("numba") and self.has_form("jax"):
+            # the user wrote both forms (or one source): they must agree
             from . import one_source
 
             _call(f"{type(self).__name__}.drift (twin check)",
