@@ -8,9 +8,10 @@ normalization's own parameter, entmax's alpha or top-k's k; unused by the others
 - hardmax:   the uniform weights on the maximizers, w_j = 1 / |{k: s_k = m}| where s_j = m
   exactly (ties share equally; scores equal to the maximum only up to rounding are not ties);
 - sparsemax: the Euclidean projection of s on the simplex, w_j = max(s_j - tau, 0) with tau
-  such that sum_j w_j = 1; found by sorting the row (O(n log n)): with z the sorted scores in
-  decreasing order, the support size is k = max{k : 1 + k z_k > sum_{l <= k} z_l} and
-  tau = (sum_{l <= k} z_l - 1) / k (tied scores enter or leave the support together);
+  such that sum_j w_j = 1; found without sorting by Michelot's passes: tau = (sum_{j in S} s_j
+  - 1) / |S| over the support S, starting from every score, S = {s_j > tau} again until S stays
+  (tau only grows, S only shrinks: at most n passes, a few in practice, each O(n); tied scores
+  enter or leave the support together);
 - entmax:    alpha-entmax (alpha > 1; 2 is sparsemax, 1 the softmax limit),
   w_j = max((alpha - 1) s_j - tau, 0)^{1 / (alpha - 1)}, tau by bisection on
   [max - 1, max - n^{1 - alpha}] (max of (alpha - 1) s) to machine precision, then w divided by its
@@ -72,14 +73,20 @@ def hardmax(s, w, a):
 @numba.njit(**OPTIONS)
 def sparsemax(s, w, a):
     n = s.shape[0]
-    z = np.sort(s)  # increasing: z[n - 1 - l] is the (l + 1)-th largest
-    total, tau_sum, k = 0.0, 0.0, 0
-    for l in range(n):
-        v = z[n - 1 - l]
-        total += v
-        if 1.0 + (l + 1) * v > total:
-            k, tau_sum = l + 1, total
-    tau = (tau_sum - 1.0) / k
+    total = 0.0
+    for j in range(n):
+        total += s[j]
+    tau, count = (total - 1.0) / n, n
+    while True:  # the support {s_j > tau} shrinks at each pass until it stays
+        total, inside = 0.0, 0
+        for j in range(n):
+            if s[j] > tau:
+                total += s[j]
+                inside += 1
+        tau = (total - 1.0) / inside
+        if inside == count:
+            break
+        count = inside
     for j in range(n):
         w[j] = max(s[j] - tau, 0.0)
 
