@@ -53,7 +53,8 @@ def normalize(s, w, a):
 def field(t, x, p, out, work):
     """out_i = (1/H) sum_h sum_j A^h_ij V_h x_j (sphere; the integrator projects it) or
     (1/H) sum_h sum_j A^h_ij V_h (x_j - x_i) (R^d), A^h the normalized rows of the scores
-    s^h_ij = beta <Q_h x_i, K_h x_j>; scratch: 3 n d + 2 n (+ n^2 with Sinkhorn)."""
+    s^h_ij = beta <Q_h x_i, K_h x_j>; scratch: 3 n d + 2 n + d (+ n^2 with Sinkhorn). With
+    the residual x_j - x_i the sum is sum_j A_ij V x_j - (sum_j A_ij) V x_i."""
     n, d = x.shape
     beta, a, heads = p[0], p[1], int(p[3])
     size = heads * d * d
@@ -66,6 +67,7 @@ def field(t, x, p, out, work):
     vx = work[2 * nd:3 * nd].reshape((n, d))
     s = work[3 * nd:3 * nd + n]
     w = work[3 * nd + n:3 * nd + 2 * n]
+    row = work[3 * nd + 2 * n:3 * nd + 2 * n + d]
     for i in range(n):
         for m in range(d):
             out[i, m] = 0.0
@@ -79,7 +81,7 @@ def field(t, x, p, out, work):
                     av += v[h, m, c] * x[i, c]
                 qx[i, m], kx[i, m], vx[i, m] = aq, ak, av
         if sinkhorn:
-            big = work[3 * nd + 2 * n:3 * nd + 2 * n + n * n].reshape((n, n))
+            big = work[3 * nd + 2 * n + d:3 * nd + 2 * n + d + n * n].reshape((n, n))
             for i in range(n):
                 for j in range(n):
                     acc = 0.0
@@ -111,15 +113,21 @@ def field(t, x, p, out, work):
                     s[j] = beta * acc
                 normalize(s, w, a)
             for m in range(d):
-                acc = 0.0
-                for j in range(n):
-                    acc += w[j] * (vx[j, m] - vx[i, m] if euclidean else vx[j, m])
-                out[i, m] += acc / heads
+                row[m] = 0.0
+            total = 0.0
+            for j in range(n):  # row by row of vx (contiguous)
+                wj = w[j]
+                total += wj
+                for m in range(d):
+                    row[m] += wj * vx[j, m]
+            for m in range(d):
+                value = row[m] - total * vx[i, m] if euclidean else row[m]
+                out[i, m] += value / heads
 
 
 def work_size(n: int, d: int, sinkhorn: bool) -> int:
     """The scratch floats :func:`field` needs for n tokens in dimension d."""
-    return 3 * n * d + 2 * n + (n * n if sinkhorn else 0)
+    return 3 * n * d + 2 * n + d + (n * n if sinkhorn else 0)
 
 
 def drift(normalization, euclidean: bool, name: str):

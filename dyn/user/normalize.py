@@ -3,7 +3,8 @@ sum_j w_j = 1 (USA excepted), each a numba function ``name(s, w, a)`` writing w 
 normalization's own parameter, entmax's alpha or top-k's k; unused by the others).
 
 - softmax:   w_j = e^{s_j - m} / sum_k e^{s_k - m},  m = max_k s_k (the same weights as
-  e^{s_j} / sum_k e^{s_k}, without overflow);
+  e^{s_j} / sum_k e^{s_k}, without overflow; the exponentials by the engine's vectorized exp,
+  :mod:`dyn.numerics.vexp`);
 - usa:       w_j = e^{s_j} / n (unnormalized: rows do not sum to 1);
 - hardmax:   the uniform weights on the maximizers, w_j = 1 / |{k: s_k = m}| where s_j = m
   exactly (ties share equally; scores equal to the maximum only up to rounding are not ties);
@@ -30,6 +31,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..numerics import vexp
+
 OPTIONS = dict(nogil=True, error_model="numpy", cache=True)
 NAMES = ("softmax", "usa", "sinkhorn", "hardmax", "sparsemax", "entmax", "topk")
 ROW = ("softmax", "usa", "hardmax", "sparsemax", "entmax", "topk")  # the row-by-row ones
@@ -39,13 +42,11 @@ SPARSE = ("hardmax", "sparsemax", "entmax", "topk")
 @numba.njit(**OPTIONS)
 def softmax(s, w, a):
     n = s.shape[0]
-    m = s[0]
-    for j in range(1, n):
-        m = max(m, s[j])
-    z = 0.0
     for j in range(n):
-        w[j] = np.exp(s[j] - m)
-        z += w[j]
+        w[j] = s[j]
+    m = vexp.row_max(w)
+    vexp.exp_inplace(w, m)  # e^{s_j - m}, vectorized (dyn.numerics.vexp)
+    z = vexp.row_sum(w)
     for j in range(n):
         w[j] /= z
 
