@@ -232,3 +232,17 @@ def test_the_example_killed_then_resumed_gives_the_same_numbers(folder):
     code, err = _cli("run", "transformer.toml", "--no-progress", "--out", "killed.h5")
     assert code == 0, err
     _same(_values(folder / "whole.h5"), _values(folder / "killed.h5"))
+
+
+def _my_softmax(s):
+    w = np.exp(s - s.max())
+    return w / w.sum()
+
+
+def test_a_user_normalization_is_called_row_by_row():
+    Mine = dyn.attention_particles(name="Mine", normalization=_my_softmax)
+    rng = np.random.default_rng(6)
+    x = _sphere(rng, 10, 3)
+    q, k, v = rng.standard_normal((3, 2, 3, 3))
+    p = attention_jit.pack(1.3, 0, 0, q, k, v)
+    np.testing.assert_allclose(_field(Mine, x, p), _field(Softmax, x, p), rtol=0, atol=1e-13)
