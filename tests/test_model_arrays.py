@@ -124,3 +124,27 @@ def test_bad_arrays_are_one_line_and_exit_2(folder, params, says):
     code, err = _run(folder, params)
     assert code == 2 and len(err.strip().splitlines()) == 1 and says in err, err
     assert not (folder / "outputs" / "lin.h5").exists()
+
+
+def _biased(s, i, j, beta, b):
+    return np.exp(beta * s + b[j])
+
+
+def _biased_jax(s, i, j, beta, b):
+    import jax.numpy as jnp
+
+    return jnp.exp(beta * s + b[j])
+
+
+def test_dyn_particles_reads_a_vector_parameter_by_name():
+    cls = dyn.particles(_biased, interaction_jax=_biased_jax, name="biased", params={
+        "beta": dyn.Field("float", 1.0, "beta"), "b": dyn.Field("vector", [0.0], "key bias")})
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((5, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    b = rng.standard_normal(5)
+    p = cls.pack({"beta": 1.5, "b": b})
+    got = np.empty_like(x)
+    cls.numba_function("drift")(0.0, x, p, got, np.empty(cls.work_size(5, 3, p)))
+    w = np.exp(1.5 * x @ x.T + b[None, :])
+    np.testing.assert_allclose(got, (w / w.sum(axis=1, keepdims=True)) @ x, rtol=1e-13)
