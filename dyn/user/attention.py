@@ -46,6 +46,7 @@ def attention_particles(*, name: str, description: str = "", normalization="soft
     (the factor of the scores, default 1), Q, K, V (default the identity), and alpha (entmax,
     default 1.5), k (topk, default 4) or sinkhorn_iterations (sinkhorn).
 
+    Returns a new ``dyn.Model`` subclass (the system; name it in a scenario as module:Class).
     Raises ValueError (one line) for an unknown normalization, geometry or residual.
     """
     if isinstance(normalization, str) and normalization not in normalize.NAMES:
