@@ -52,10 +52,12 @@ class Model(System):
       ODE); ``noise_shape(spec, state)`` the shape of dW (default: the state's (n, d));
     - ``geometry``: "euclidean" or "sphere".
 
-    Each function's arguments after (t, x[, dw]) are parameter names of ``params`` (int, float
-    or bool), read from the point by name. Hooks a Model must give: ``initial_state(spec, runs)``
-    -> (runs, n, d) drawn from ``spec.rng``, ``outputs(setup)``, ``observe(spec, states)`` ->
-    Chunk (states (runs, times, n, d)).
+    Each function's arguments after (t, x[, dw]) are parameter names of ``params`` (int, float,
+    bool, or an array: vector, matrix, matrices, literal or drawn by a law, :mod:`dyn.user.arrays`),
+    read from the point by name. ``one_source = True``: the drift is written once in numpy
+    arithmetic and its JAX form derived (:mod:`dyn.user.one_source`). Hooks a Model must give:
+    ``initial_state(spec, runs)`` -> (runs, n, d) drawn from ``spec.rng``, ``outputs(setup)``,
+    ``observe(spec, states)`` -> Chunk (states (runs, times, n, d)).
     """
 
     drift: ClassVar[Callable | None] = None
