@@ -148,3 +148,17 @@ def test_dyn_particles_reads_a_vector_parameter_by_name():
     cls.numba_function("drift")(0.0, x, p, got, np.empty(cls.work_size(5, 3, p)))
     w = np.exp(1.5 * x @ x.T + b[None, :])
     np.testing.assert_allclose(got, (w / w.sum(axis=1, keepdims=True)) @ x, rtol=1e-13)
+
+
+def test_draws_per_run_refuse_the_jax_backends_in_one_line(folder):
+    text = SCENARIO.format(params='A = {law = "orthogonal", draw = "run"}')
+    (folder / "lin.toml").write_text(text.replace('method = "rk4"', 'backend = "diffrax"\nmethod = "rk4"'))
+    err = io.StringIO()
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = io.StringIO(), err
+    try:
+        code = cli.main(["run", "lin.toml", "--no-progress"])
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+    text = err.getvalue()
+    assert code == 2 and len(text.strip().splitlines()) == 1 and "drawn per run" in text, text

@@ -218,6 +218,9 @@ class Model(System):
         user's exception)."""
         backend = spec.solver.backend
         jax = backend in ("diffrax", "jax")
+        if backend != "numba" and arrays.per_run(self.params, spec.values):
+            raise ScenarioError("integrator.backend", "arrays drawn per run (draw = \"run\") are "
+                                "solved run by run on the numba backend: use backend numba")
         name = f"{type(self).__name__}.{'drift_jax' if jax else 'drift'}"
         if not type(self).has_form("jax" if jax else "numba"):
             other = "numba" if jax else "diffrax or jax"

@@ -78,7 +78,7 @@ def sparsemax(s, w, a):
     for j in range(n):
         total += s[j]
     tau, count = (total - 1.0) / n, n
-    while True:  # the support {s_j > tau} shrinks at each pass until it stays
+    for _ in range(n + 1):  # the support {s_j > tau} shrinks at each pass until it stays
         total, inside = 0.0, 0
         for j in range(n):
             if s[j] > tau:
