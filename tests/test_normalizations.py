@@ -84,3 +84,11 @@ def test_row_check_names_weights_that_are_not_a_distribution(bad, says):
     scores = np.array([[0.1, -2.0, 0.3], [1.0, 1.0, 1.0]])
     assert says in normalize.row_check(bad, scores)
     assert normalize.row_check(lambda s: np.exp(s) / np.exp(s).sum(), scores) is None
+
+
+def test_entmax_at_1_5_is_the_bisection_solution():
+    """The sorted exact form at alpha = 1.5 against the bisection (alpha a hair above 1.5)."""
+    for s in _rows(4, 80):
+        exact = _apply(normalize.entmax, s, 1.5)
+        assert abs(exact.sum() - 1) <= 1e-12 and exact.min() >= 0
+        np.testing.assert_allclose(exact, _apply(normalize.entmax, s, 1.5 + 1e-13), atol=1e-9)

@@ -14,7 +14,8 @@ normalization's own parameter, entmax's alpha or top-k's k; unused by the others
   (tau only grows, S only shrinks: at most n passes, a few in practice, each O(n); tied scores
   enter or leave the support together);
 - entmax:    alpha-entmax (alpha > 1; 2 is sparsemax, 1 the softmax limit),
-  w_j = max((alpha - 1) s_j - tau, 0)^{1 / (alpha - 1)}, tau by bisection on
+  w_j = max((alpha - 1) s_j - tau, 0)^{1 / (alpha - 1)}; at alpha = 1.5 exactly by sorting the
+  row (:func:`entmax15`), else tau by bisection on
   [max - 1, max - n^{1 - alpha}] (max of (alpha - 1) s) to machine precision, then w divided by its
   sum;
 - topk:      the softmax of the k largest scores, zero elsewhere; the k-th largest score is
@@ -93,8 +94,36 @@ def sparsemax(s, w, a):
 
 
 @numba.njit(**OPTIONS)
+def entmax15(s, w):
+    """1.5-entmax exactly: with z = s / 2 sorted decreasing and S its k largest, tau_k solves
+    sum_{S} (z_l - tau)^2 = 1, tau_k = mean_k - sqrt((1 - k var_k) / k) (mean_k, var_k of
+    the k largest); the support is the largest k with tau_k < z_k."""
+    n = s.shape[0]
+    z = np.sort(s)
+    total = squares = 0.0
+    tau = 0.0
+    for k in range(1, n + 1):
+        v = 0.5 * z[n - k]
+        total += v
+        squares += v * v
+        mean = total / k
+        gap = (1.0 - (squares - k * mean * mean)) / k
+        candidate = mean - np.sqrt(max(gap, 0.0))
+        if candidate < v or k == 1:
+            tau = candidate
+        else:
+            break
+    for j in range(n):
+        v = max(0.5 * s[j] - tau, 0.0)
+        w[j] = v * v
+
+
+@numba.njit(**OPTIONS)
 def entmax(s, w, a):
     n = s.shape[0]
+    if a == 1.5:
+        entmax15(s, w)
+        return
     c = a - 1.0
     power = 1.0 / c
     m = c * s[0]
