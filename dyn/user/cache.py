@@ -11,7 +11,9 @@ whose name carries a sha256 of
 - the source itself (the generated adapter, with the model's constants spelled in it),
 - :func:`dyn.user.identity.digest` of the user's function (the bytes of every file it compiles
   from, its code, the constants it reads),
-- the package's generator files (dyn/user/jit.py, dyn/user/particles_jit.py), numba's and
+- the package's generator files (dyn/user/jit.py, dyn/user/particles_jit.py,
+  dyn/user/attention_jit.py) and the package's functions they call (dyn/user/normalize.py,
+  dyn/user/arrays.py), numba's and
   Python's versions,
 
 and the module is executed from there with ``cache=True``: a later process with the same model
@@ -45,7 +47,7 @@ from . import identity
 # so two processes writing the same file at once leave one stamp (its name fixes its bytes)
 STAMP = 1_000_000_000
 HERE = Path(__file__).resolve().parent
-GENERATORS = ("jit.py", "particles_jit.py")
+GENERATORS = ("jit.py", "particles_jit.py", "attention_jit.py", "normalize.py", "arrays.py")
 _LOADED: dict = {}  # key -> module, once per process
 _UNCACHED = itertools.count()  # numbers the modules run from memory (each its own name)
 _NOTED: list[str] = []  # the note on a cache that failed, once per process
