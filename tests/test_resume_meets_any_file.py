@@ -77,6 +77,25 @@ def test_a_theory_curve_whose_checksum_is_damaged_too_is_refused(linear, tmp_pat
     assert code == 2 and len(err) == 1 and "a_first_zero" in err[0] and "checksum" in err[0], err
 
 
+@pytest.mark.parametrize("where, key, value", [
+    ("psi_simulated", "long_name", "a label written"),     # a variable's label
+    ("status", "flag_values", np.array([0, 2, 1, 3], "i1")),  # the flags that read the statuses
+    ("/", "dyn_default_plot", "exp_a")])                    # a record for readers
+def test_a_resume_refuses_a_file_whose_attributes_changed(linear, tmp_path, capsys, where, key,
+                                                          value):
+    """The attributes that say what the numbers are carry one checksum: a resume never keeps
+    a changed one under good numbers (one line, exit 2); an unchanged file resumes."""
+    path = tmp_path / "linear.h5"
+    shutil.copy(linear, path)
+    assert _resume(path, capsys)[0] == 0  # the checksum holds on the file as made
+    with h5py.File(path, "r+") as f:
+        target = f if where == "/" else f[where]
+        assert key in target.attrs, sorted(target.attrs)
+        target.attrs[key] = value
+    code, err = _resume(path, capsys)
+    assert code == 2 and len(err) == 1 and "attribute" in err[0], err
+
+
 def test_a_reader_refuses_a_reference_that_fails_its_checksum(linear, tmp_path, capsys):
     path = tmp_path / "linear.h5"
     shutil.copy(linear, path)

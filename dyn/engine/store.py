@@ -58,7 +58,7 @@ from ..core import sweep
 from ..core.contract import (DIVERGED, FAILED, NAN_MEANS_ATTR, OK, PENDING, REFERENCE, ROLE_ATTR,
                              STATUS_NAMES, PointResult)
 from ..core.errors import MissingFile, OutputError, ScenarioError
-from . import model_facts, provenance, theory, trajectories
+from . import labels, model_facts, provenance, theory, trajectories
 from .disk import file_kind, free_bytes, reserve, trim
 from .ensemble import coords as system_coords
 from .ensemble import error_budget, file_outputs, references
@@ -390,9 +390,10 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
             _coordinate(f, "trajectory_time", spec.times, {"long_name": "time of the saved states"})
             for dim, size in spec.state.items():
                 f.dimensions[dim] = size
-    if spec is not None:
-        with h5py.File(tmp, "r+") as f:
+    with h5py.File(tmp, "r+") as f:
+        if spec is not None:
             trajectories.declare(f, path, spec, shape, axes)
+        labels.stamp(f)  # the last attribute written: a resume checks all the others against it
     trim(tmp)
     os.replace(tmp, path)
 
@@ -542,6 +543,7 @@ def read_verified(path: Path, scenario: "Scenario") -> Verified:
                 raise OutputError("--out", f"{path} is damaged or was made by another version of "
                                   f"dyn ({problem}); add --overwrite to compute it again")
             fixes, problem = theory.repairs(f, scenario)
+            problem = problem or labels.problem(f)
             if problem:
                 raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to "
                                   "compute it again")
