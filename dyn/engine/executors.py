@@ -190,10 +190,13 @@ def in_spawned_import() -> bool:
     as `__mp_main__`: a dyn.run there comes from a script without the `__main__` guard.
     multiprocessing names the main module ``__mp_main__`` as well in every process; only while
     a child runs the script again is that a module of its own (``__main__`` is then the child's
-    starter), and the parent of a worker is not yet known (`parent_process()` is None)."""
+    starter), and the parent of a worker is not yet known (`parent_process()` is None) while
+    its name is already the child's (the main process is ``MainProcess``, also while `runpy`
+    runs a script there under a ``__main__`` of its own)."""
     alias = sys.modules.get("__mp_main__")
     return (alias is not None and alias is not sys.modules.get("__main__")
-            and multiprocessing.parent_process() is None)
+            and multiprocessing.parent_process() is None
+            and multiprocessing.current_process().name != "MainProcess")
 
 
 def _cores() -> int:
