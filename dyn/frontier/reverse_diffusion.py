@@ -1,0 +1,306 @@
+r"""Reverse diffusion of Gaussian data: the reverse SDE against the probability-flow ODE, each
+with the exact score plus a controlled linear error. The question is that of "Noise in the
+reverse process improves the approximation capabilities of diffusion models" (arXiv 2312.07851;
+its abstract could be read here, not its body): does noise in the reverse process make it more
+forgiving of an imperfect score? That paper answers through a control-theoretic approximation
+argument for neural SDEs; here the question is asked where everything is exact: Gaussian data,
+a linear score error, and the terminal laws in closed form.
+
+The forward process. The Ornstein-Uhlenbeck process dX = -X dt + sqrt(2) dW from X_0 ~ N(m, S)
+has the marginals
+
+    X_t ~ N(m_t, S_t),   m_t = e^{-t} m,   S_t = e^{-2t} S + (1 - e^{-2t}) I,
+
+and the score grad log p_t(x) = -S_t^{-1} (x - m_t), linear. Every S_t is a function of S (the
+same eigenvectors R, eigenvalues v_k(t) = e^{-2t} s_k + 1 - e^{-2t}), so S_t^{-1} = R diag(1/v) R^T.
+
+The reverse processes. In reverse time s = T - t, with the score estimate hat s(x, t) and a
+noise level nu >= 0 (the parameter ``noise``),
+
+    dY = [Y + (1 + nu) hat s(Y, T - s)] ds + sqrt(2 nu) dB,
+
+is, with the exact score, a process whose marginal at s is p_{T - s} for every nu (the
+Fokker-Planck equations agree: the extra nu hat s drift and the extra nu Laplacian cancel on p):
+nu = 1 is the reverse SDE (drift -f + g^2 grad log p), nu = 0 the probability-flow ODE
+(-f + g^2/2 grad log p).
+
+The score error, of size eps (the parameter ``eps``) and kind ``error``:
+
+    hat s(x, t) = -S_t^{-1} (x - m_t) + eps (P (x - m_t) + q),
+    error 0 (scale): P = -I, q = 0   (an over-confident precision);
+    error 1 (skew):  P = J, q = 0    (J_{k,k+1} = 1 = -J_{k+1,k}: a rotation field);
+    error 2 (shift): P = 0, q = (1, ..., 1)/sqrt(d)  (a constant bias).
+
+So hat s(x, t) = M(t) x + c(t) with M = -S_t^{-1} + eps P, c = S_t^{-1} m_t - eps P m_t + eps q.
+
+The terminal laws. The drift is affine, so Y stays Gaussian N(mu, C) from a Gaussian start, with
+A = I + (1 + nu) M and b = (1 + nu) c:
+
+    mu' = A mu + b,   C' = A C + C A^T + 2 nu I       (a Lyapunov equation along reverse time).
+
+The model's state is (mu; C), a (d + 1) x d array, and the engine integrates this ODE in the
+time tau = s / T over [0, 1] (the field times T; so T is a parameter a sweep may vary). With the
+exact score (eps = 0) from the exact start Y_0 ~ p_T, its solution is the forward marginal read
+backwards, (mu, C)(s) = (m_{T-s}, S_{T-s}), in closed form (the outputs ``mean_error`` and
+``cov_error``; every S_t commutes with every A, so this holds for every nu). With eps > 0 the
+reference is the same Lyapunov ODE solved by scipy (DOP853, rtol 1e-12) from code of its own
+(:func:`lyapunov`; the output ``lyapunov_error``), and for the probability-flow ODE with the scale
+error it is in closed form too: each eigen-direction of S has
+C_k' = 2 (1 - 1/v_k(T - s) - eps) C_k, and with int dt / (1 + a e^{-2t}) = log(e^{2t} + a) / 2,
+
+    C_k(s) = C_k(0) (e^{2(T - s)} + s_k - 1) / (e^{2T} + s_k - 1) e^{2 (1 - eps) s}    (nu = 0)
+
+(:func:`pf_scale_variances`; the tests check the Lyapunov solution against it).
+
+The start: ``start = "exact"``, N(m_T, S_T) (the score error alone); ``"stationary"``, N(0, I)
+(the sampler's start in practice: the start's error e^{-T} adds to the score's).
+
+What is compared: the terminal law N(mu(T), C(T)) against the data N(m, S), by the Wasserstein
+distance W2^2 = |mu - m|^2 + tr(C + S - 2 (S^{1/2} C S^{1/2})^{1/2}) and KL(N(mu, C) || N(m, S)),
+and at every reverse time against p_{T - s} (outputs ``w2``, ``kl``). Which of nu = 1 and nu = 0
+ends nearer the data depends on the error: for a shift the ODE carries the bias along
+(mu' = (I - S_t^{-1}) mu + ..., neutral where S_t = I), the SDE contracts it (I - 2 S_t^{-1});
+for the scale error with S = I the ODE's variance is e^{-2 eps T}, the SDE's tends to
+1/(1 + 2 eps); the scenario's sweep reports where each holds (the README row).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+import dyn
+
+ERRORS = ("scale", "skew", "shift")
+PARAMS = {
+    "d": dyn.Field("int", 3, "dimension of the data", lo=1, hi=8),
+    "T": dyn.Field("float", 3.0, "forward horizon T (the engine's time is s / T, over [0, 1])",
+                   gt=0.0, hi=20.0),
+    "var": dyn.Field("float", 1.0, "largest eigenvalue of the data covariance S", gt=0.0,
+                     hi=100.0),
+    "kappa": dyn.Field("float", 4.0, "condition number of S", lo=1.0, hi=1e4),
+    "angle": dyn.Field("float", 0.5, "Givens angle of S's eigenbasis", lo=-np.pi, hi=np.pi),
+    "mean": dyn.Field("float", 1.0, "|m|: the data mean is mean (1, ..., 1)/sqrt(d)",
+                      lo=-100.0, hi=100.0),
+    "noise": dyn.Field("float", 1.0, "nu: 1 the reverse SDE, 0 the probability-flow ODE",
+                       lo=0.0, hi=4.0),
+    "eps": dyn.Field("float", 0.0, "size of the score error", lo=0.0, hi=10.0),
+    "error": dyn.Field("int", 0, "kind of the score error: 0 scale (P = -I), 1 skew "
+                       "(P = J), 2 shift (q = 1/sqrt(d))", lo=0, hi=2),
+    "start": dyn.Field("str", "exact", "exact: N(m_T, S_T); stationary: N(0, I)",
+                       choices=("exact", "stationary")),
+}
+
+
+# --- the law (numba: the drift calls these) --------------------------------------------------
+@numba.njit(cache=True)
+def basis(d, angle):
+    """R: the product of the Givens rotations of `angle` in the planes (k, k+1)."""
+    r = np.eye(d)
+    c, s = np.cos(angle), np.sin(angle)
+    for i in range(d - 1):
+        for row in range(d):
+            a, b = r[row, i], r[row, i + 1]
+            r[row, i], r[row, i + 1] = c * a + s * b, -s * a + c * b
+    return r
+
+
+@numba.njit(cache=True)
+def spectrum(d, var, kappa):
+    out = np.empty(d)
+    for k in range(d):
+        out[k] = var * kappa ** (-k / max(d - 1, 1))
+    return out
+
+
+@numba.njit(cache=True)
+def affine_score(t, d, var, kappa, angle, mean, eps, error):
+    """(M, c): hat s(x, t) = M x + c (module doc)."""
+    r = basis(d, angle)
+    decay = np.exp(-2.0 * t)
+    inv = 1.0 / (decay * spectrum(d, var, kappa) + 1.0 - decay)
+    prec = (r * inv) @ np.ascontiguousarray(r.T)
+    m_t = np.full(d, np.exp(-t) * mean / np.sqrt(d))
+    p = np.zeros((d, d))
+    q = np.zeros(d)
+    if error == 0:
+        p -= np.eye(d)
+    elif error == 1:
+        for k in range(d - 1):
+            p[k, k + 1], p[k + 1, k] = 1.0, -1.0
+    else:
+        q[:] = 1.0 / np.sqrt(d)
+    big = -prec + eps * p
+    return big, prec @ m_t - eps * (p @ m_t) + eps * q
+
+
+@numba.njit(cache=True)
+def moment_field(s, x, d, T, var, kappa, angle, mean, noise, eps, error):
+    """(mu'; C') at reverse time s in [0, T], x = (mu; C) (d + 1, d) (module doc)."""
+    big, c = affine_score(T - s, d, var, kappa, angle, mean, eps, error)
+    a = np.eye(d) + (1.0 + noise) * big
+    out = np.empty_like(x)
+    out[0] = a @ x[0] + (1.0 + noise) * c
+    cov = np.ascontiguousarray(x[1:])
+    out[1:] = a @ cov + cov @ np.ascontiguousarray(a.T) + 2.0 * noise * np.eye(d)
+    return out
+
+
+# --- closed forms and references (numpy) ----------------------------------------------------
+def data_law(d, var, kappa, angle, mean):
+    """(m, S) of the data."""
+    r = basis(d, angle)
+    return np.full(d, mean / np.sqrt(d)), (r * spectrum(d, var, kappa)) @ r.T
+
+
+def marginal(t, d, var, kappa, angle, mean):
+    """(m_t, S_t): the forward marginal at time t."""
+    m, cov = data_law(d, var, kappa, angle, mean)
+    decay = np.exp(-2.0 * t)
+    return np.exp(-t) * m, decay * cov + (1.0 - decay) * np.eye(d)
+
+
+def start_moments(start, d, T, var, kappa, angle, mean):
+    if start == "exact":
+        return marginal(T, d, var, kappa, angle, mean)
+    return np.zeros(d), np.eye(d)
+
+
+def lyapunov(times, start, d, T, var, kappa, angle, mean, noise, eps, error):
+    """(mu, C) at the reverse times: the moment ODE by scipy's DOP853 (rtol 1e-12), its right
+    side written again here in numpy (no shared code with the drift but :func:`affine_score`'s
+    law, which the closed-form tests check)."""
+    from scipy.integrate import solve_ivp
+
+    mu0, c0 = start_moments(start, d, T, var, kappa, angle, mean)
+    m, cov = data_law(d, var, kappa, angle, mean)
+    prec_of = _precision(d, var, kappa, angle)
+    p, q = _error(d, error)
+
+    def rhs(s, y):
+        t = T - s
+        prec, m_t = prec_of(t), np.exp(-t) * m
+        a = np.eye(d) + (1.0 + noise) * (-prec + eps * p)
+        b = (1.0 + noise) * (prec @ m_t - eps * p @ m_t + eps * q)
+        c = y[d:].reshape(d, d)
+        return np.concatenate([a @ y[:d] + b, (a @ c + c @ a.T + 2 * noise * np.eye(d)).ravel()])
+
+    y0 = np.concatenate([mu0, c0.ravel()])
+    sol = solve_ivp(rhs, (0.0, float(times[-1])), y0, method="DOP853", rtol=1e-12, atol=1e-14,
+                    t_eval=times)
+    return sol.y[:d].T, sol.y[d:].T.reshape(len(times), d, d)
+
+
+def _precision(d, var, kappa, angle):
+    r = basis(d, angle)
+    values = spectrum(d, var, kappa)
+
+    def prec(t):
+        decay = np.exp(-2.0 * t)
+        return (r / (decay * values + 1.0 - decay)) @ r.T
+    return prec
+
+
+def _error(d, error):
+    p, q = np.zeros((d, d)), np.zeros(d)
+    if error == 0:
+        p = -np.eye(d)
+    elif error == 1:
+        p[np.arange(d - 1), np.arange(1, d)] = 1.0
+        p[np.arange(1, d), np.arange(d - 1)] = -1.0
+    else:
+        q[:] = 1.0 / np.sqrt(d)
+    return p, q
+
+
+def pf_scale_variances(s, c0, values, T, eps):
+    """The probability-flow ODE's variances with the scale error, per eigen-direction of S
+    (eigenvalues `values`, start variances `c0` in that basis): the module doc's closed form."""
+    s = np.asarray(s, dtype=float)[..., None]
+    growth = (np.exp(2 * (T - s)) + values - 1.0) / (np.exp(2 * T) + values - 1.0)
+    return c0 * growth * np.exp(2 * (1.0 - eps) * s)
+
+
+def w2(mu1, c1, mu2, c2) -> float:
+    """Wasserstein-2 distance between N(mu1, c1) and N(mu2, c2)."""
+    from scipy.linalg import sqrtm
+
+    root = np.real(sqrtm(c2))
+    cross = np.real(sqrtm(root @ c1 @ root))
+    sq = np.sum((mu1 - mu2) ** 2) + np.trace(c1 + c2 - 2.0 * cross)
+    return float(np.sqrt(max(sq, 0.0)))
+
+
+def kl(mu1, c1, mu2, c2) -> float:
+    """KL(N(mu1, c1) || N(mu2, c2))."""
+    d = len(mu1)
+    inv = np.linalg.inv(c2)
+    diff = mu2 - mu1
+    _, logdet2 = np.linalg.slogdet(c2)
+    _, logdet1 = np.linalg.slogdet(c1)
+    return float(0.5 * (np.trace(inv @ c1) + diff @ inv @ diff - d + logdet2 - logdet1))
+
+
+# --- the model --------------------------------------------------------------------------------
+class ReverseDiffusion(dyn.Model):
+    """The moments (mu; C) of the reverse process (module doc): a (d + 1) x d state."""
+
+    name = "reverse_diffusion"
+    description = ("reverse SDE vs probability-flow ODE of Gaussian data with a linear score "
+                   "error: the Lyapunov equation of the moments")
+    default_plot = "w2"
+    params = PARAMS
+
+    def drift(t, x, d, T, var, kappa, angle, mean, noise, eps, error):  # t: tau = s / T
+        return T * moment_field(T * t, x, int(d), T, var, kappa, angle, mean, noise, eps,
+                                int(error))
+
+    def validate(self, spec) -> None:
+        if spec.horizon != 1.0:
+            raise dyn.ScenarioError("integrator.horizon", "must be 1: the engine's time is the "
+                                    f"reverse time over T, s / T in [0, 1]; got {spec.horizon:g}")
+        if spec["error"] == 1 and spec["d"] == 1 and spec["eps"] > 0:
+            raise dyn.ScenarioError("params.error", "the skew error needs d >= 2 (in d = 1 it "
+                                    "is zero)")
+        super().validate(spec)
+
+    @staticmethod
+    def law(spec):
+        return {k: spec[k] for k in ("d", "var", "kappa", "angle", "mean")}
+
+    def initial_state(self, spec, runs):
+        mu0, c0 = start_moments(spec["start"], spec["d"], spec["T"], spec["var"], spec["kappa"],
+                                spec["angle"], spec["mean"])
+        return np.repeat(np.vstack([mu0, c0])[None], runs, axis=0)
+
+    def outputs(self, setup):
+        return [
+            dyn.Output("w2", "W2(N(mu, C), p_{T-s}): Wasserstein distance to the target marginal",
+                       dims=("time",)),
+            dyn.Output("kl", "KL(N(mu, C) || p_{T-s})", dims=("time",)),
+            dyn.Output("mean_error", "|mu(s) - m_{T-s}|: against the exact-score closed form",
+                       dims=("time",)),
+            dyn.Output("cov_error", "||C(s) - S_{T-s}||_F: against the exact-score closed form",
+                       dims=("time",)),
+            dyn.Output("lyapunov_error", "max |(mu, C) - scipy's Lyapunov solution|",
+                       dims=("time",), reduce="max"),
+        ]
+
+    def observe(self, spec, states):
+        states = np.asarray(states)
+        times = spec.times
+        values = {k: np.empty(states.shape[:2]) for k in ("w2", "kl", "mean_error", "cov_error",
+                                                          "lyapunov_error")}
+        args = (spec["d"], spec["T"], spec["var"], spec["kappa"], spec["angle"], spec["mean"],
+                spec["noise"], spec["eps"], spec["error"])
+        mu_ref, c_ref = lyapunov(spec["T"] * times, spec["start"], *args)
+        for j, tau in enumerate(times):
+            m_t, s_t = marginal(spec["T"] * (1.0 - tau), **self.law(spec))
+            for r in range(states.shape[0]):
+                mu, cov = states[r, j, 0], states[r, j, 1:]
+                values["w2"][r, j] = w2(mu, cov, m_t, s_t)
+                values["kl"][r, j] = kl(mu, cov, m_t, s_t)
+                values["mean_error"][r, j] = np.linalg.norm(mu - m_t)
+                values["cov_error"][r, j] = np.linalg.norm(cov - s_t)
+                values["lyapunov_error"][r, j] = max(np.abs(mu - mu_ref[j]).max(),
+                                                     np.abs(cov - c_ref[j]).max())
+        return dyn.Chunk(values)
