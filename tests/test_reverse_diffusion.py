@@ -147,3 +147,76 @@ def test_the_shipped_sweep_meets_the_closed_forms(tmp_path):
         last = ds["w2"].isel(time=-1).sel(start="exact").isel(eps=slice(1, None))
         gap = last.sel(noise=1.0) - last.sel(noise=0.0)
         assert (gap.sel(T=0.1) > 0).all() and (gap.sel(T=3.0) < 0).all()  # from the exact start
+
+
+def test_the_euler_maruyama_law_tends_to_the_lyapunov_solution_at_first_order():
+    # the exact law of the chain the engine runs, against the continuous moments: error O(dt)
+    args, times = _args(2.0, 1.0, 0.1, 0), np.linspace(0.0, 1.0, 5)
+    mu, cov = rd.lyapunov(2.0 * times, "exact", *args)
+    errors = []
+    for dt in (0.02, 0.01, 0.005):
+        mu_em, cov_em, _, _ = rd.euler_law(times, dt, "exact", *args)
+        errors.append(max(np.abs(mu_em - mu).max(), np.abs(cov_em - cov).max()))
+    slopes = np.diff(np.log(errors)) / np.diff(np.log([0.02, 0.01, 0.005]))
+    assert np.all(np.abs(slopes - 1.0) < 0.05), slopes
+
+
+def test_without_noise_the_chain_is_its_affine_map():
+    args, times = _args(1.0, 0.0, 0.3, 1), np.linspace(0.0, 1.0, 3)
+    mu, cov, phi_mat, phi = rd.euler_law(times, 0.01, "stationary", *args)
+    assert np.abs(mu - phi).max() < 1e-14  # from mu0 = 0
+    assert np.abs(cov - np.einsum("tij,tkj->tik", phi_mat, phi_mat)).max() < 1e-13  # C0 = I
+
+
+SAMPLES = """
+[scenario]
+name = "samples"
+system = "dyn.frontier.reverse_diffusion:ReverseSamples"
+[params]
+d = 3
+T = 2.0
+n = 3000
+eps = 0.1
+error = 2
+noise = {noise}
+[ensemble]
+runs = 6
+seed = 11
+[integrator]
+backend = "numba"
+method = "euler_maruyama"
+dt = 0.01
+horizon = 1.0
+[output]
+saves = 2
+"""
+
+
+@pytest.mark.slow  # compiles the samples' numba drift and diffusion (about 20 s)
+@pytest.mark.parametrize("noise", [0.0, 1.0])
+def test_the_engines_samples_follow_the_chains_law(noise, tmp_path):
+    # noise = 0: the sample moments are the chain's affine map of the start's, to rounding;
+    # noise = 1: the samples of each run are i.i.d. N(mu_k, C_k) (the chain's exact law), so the
+    # whitened sample means z = sqrt(n) C^{-1/2} (mean - mu) of the 6 runs give sum |z|^2 ~
+    # chi^2 with 18 degrees of freedom: checked inside its 1e-6 and 1 - 1e-6 quantiles
+    # (false-failure rate 2e-6; the seed is fixed)
+    from scipy.stats import chi2
+
+    path = tmp_path / "s.toml"
+    path.write_text(SAMPLES.format(noise=noise))
+    scenario = dyn.load(path)
+    spec, model = scenario.spec(0), scenario.system
+    x0 = model.initial_state(spec, 6)
+    states = spec.solver.get().solve(model.problem(spec, x0.shape[1:]), x0, spec.times,
+                                     rng=spec.rng).states
+    chunk = model.observe(spec, states)
+    args = (3, 2.0, 1.0, 4.0, 0.5, 1.0, noise, 0.1, 2)
+    mu, cov, _, _ = rd.euler_law(spec.times, spec.dt, "exact", *args)
+    if noise == 0.0:
+        assert np.nanmax(chunk.values["map_error"]) < 1e-12
+        return
+    assert np.isnan(chunk.values["map_error"]).all()
+    root = np.linalg.cholesky(cov[-1])
+    z = np.sqrt(3000) * np.linalg.solve(root, (states[:, -1].mean(axis=1) - mu[-1]).T)
+    total = float((z ** 2).sum())
+    assert chi2.ppf(1e-6, 18) < total < chi2.ppf(1 - 1e-6, 18)

@@ -55,6 +55,16 @@ C_k' = 2 (1 - 1/v_k(T - s) - eps) C_k, and with int dt / (1 + a e^{-2t}) = log(e
 The start: ``start = "exact"``, N(m_T, S_T) (the score error alone); ``"stationary"``, N(0, I)
 (the sampler's start in practice: the start's error e^{-T} adds to the score's).
 
+The samples. :class:`ReverseSamples` runs the same reverse processes on samples (each run n of
+them, (n, d), drawn from the start law), stepped by the engine's Euler-Maruyama in tau (nu = 0:
+Euler). The chain is affine in the state with additive noise, so its law is exactly Gaussian,
+with the discrete Lyapunov recursion of :func:`euler_law` (F_k = I + h T A(tau_k),
+mu_{k+1} = F_k mu_k + h T b_k, C_{k+1} = F_k C_k F_k^T + 2 nu T h I), which tends to the
+continuous moments at first order in the step. Its outputs are the sample moments against that
+law (Monte Carlo: the samples of a run are i.i.d. from it) and, for nu = 0, against the chain's
+affine map x -> Phi x + phi applied to the start's sample moments (to rounding: the engine
+pushes every sample by the same map).
+
 What is compared: the terminal law N(mu(T), C(T)) against the data N(m, S), by the Wasserstein
 distance W2^2 = |mu - m|^2 + tr(C + S - 2 (S^{1/2} C S^{1/2})^{1/2}) and KL(N(mu, C) || N(m, S)),
 and at every reverse time against p_{T - s} (outputs ``w2``, ``kl``). Which of nu = 1 and nu = 0
@@ -240,7 +250,18 @@ def kl(mu1, c1, mu2, c2) -> float:
     return float(0.5 * (np.trace(inv @ c1) + diff @ inv @ diff - d + logdet2 - logdet1))
 
 
-# --- the model --------------------------------------------------------------------------------
+# --- the models -------------------------------------------------------------------------------
+def check(spec) -> None:
+    """What the bounds of the fields cannot say: the engine's time is tau in [0, 1], and the skew
+    error needs two dimensions."""
+    if spec.horizon != 1.0:
+        raise dyn.ScenarioError("integrator.horizon", "must be 1: the engine's time is the "
+                                f"reverse time over T, s / T in [0, 1]; got {spec.horizon:g}")
+    if spec["error"] == 1 and spec["d"] == 1 and spec["eps"] > 0:
+        raise dyn.ScenarioError("params.error", "the skew error needs d >= 2 (in d = 1 it is "
+                                "zero)")
+
+
 class ReverseDiffusion(dyn.Model):
     """The moments (mu; C) of the reverse process (module doc): a (d + 1) x d state."""
 
@@ -255,12 +276,7 @@ class ReverseDiffusion(dyn.Model):
                                 int(error))
 
     def validate(self, spec) -> None:
-        if spec.horizon != 1.0:
-            raise dyn.ScenarioError("integrator.horizon", "must be 1: the engine's time is the "
-                                    f"reverse time over T, s / T in [0, 1]; got {spec.horizon:g}")
-        if spec["error"] == 1 and spec["d"] == 1 and spec["eps"] > 0:
-            raise dyn.ScenarioError("params.error", "the skew error needs d >= 2 (in d = 1 it "
-                                    "is zero)")
+        check(spec)
         super().validate(spec)
 
     @staticmethod
@@ -303,4 +319,104 @@ class ReverseDiffusion(dyn.Model):
                 values["cov_error"][r, j] = np.linalg.norm(cov - s_t)
                 values["lyapunov_error"][r, j] = max(np.abs(mu - mu_ref[j]).max(),
                                                      np.abs(cov - c_ref[j]).max())
-        return dyn.Chunk(values)
+        return dyn.Chunk(values, finite=np.isfinite(states).all(axis=(1, 2, 3)))
+
+
+# --- the samples --------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def sample_field(s, x, d, T, var, kappa, angle, mean, noise, eps, error):
+    """Y + (1 + nu) hat s(Y, T - s) for each row of x (n, d): the reverse drift of the samples."""
+    big, c = affine_score(T - s, d, var, kappa, angle, mean, eps, error)
+    return x + (1.0 + noise) * (x @ np.ascontiguousarray(big.T) + c)
+
+
+def euler_law(times, dt, start, d, T, var, kappa, angle, mean, noise, eps, error):
+    """The exact law of the Euler-Maruyama chain the engine runs (in tau = s / T, the engine's
+    step grid on `times`): Gaussian, with mu_{k+1} = F_k mu_k + h T b_k and
+    C_{k+1} = F_k C_k F_k^T + 2 nu T h I, F_k = I + h T A(tau_k) (the drift read at the step's
+    start). Returns (mu, C, Phi, phi) at the save times, x -> Phi x + phi the noise-free chain's
+    affine map from tau = 0."""
+    from integrators.core.base import step_times
+
+    bounds = step_times(np.asarray(times, dtype=float), dt)
+    mu, cov = start_moments(start, d, T, var, kappa, angle, mean)
+    phi_mat, phi = np.eye(d), np.zeros(d)
+    out = [(mu, cov, phi_mat, phi)]
+    save = 1
+    for k in range(len(bounds) - 1):
+        tau, h = bounds[k], bounds[k + 1] - bounds[k]
+        big, c = affine_score(T * (1.0 - tau), d, var, kappa, angle, mean, eps, error)
+        f = np.eye(d) + h * T * (np.eye(d) + (1.0 + noise) * big)
+        b = h * T * (1.0 + noise) * c
+        mu, cov = f @ mu + b, f @ cov @ f.T + 2.0 * noise * T * h * np.eye(d)
+        phi_mat, phi = f @ phi_mat, f @ phi + b
+        if save < len(times) and bounds[k + 1] == times[save]:
+            out.append((mu, cov, phi_mat, phi))
+            save += 1
+    return tuple(np.array(v) for v in zip(*out))
+
+
+class ReverseSamples(dyn.Model):
+    """The reverse processes run on samples (module doc): each run holds n samples (n, d),
+    started from the start law, stepped by Euler-Maruyama (nu = 0: Euler) in tau = s / T."""
+
+    name = "reverse_diffusion_samples"
+    description = ("samples of the reverse SDE / probability-flow ODE of Gaussian data with a "
+                   "linear score error, against the exact law of the Euler-Maruyama chain")
+    default_plot = "w2"
+    params = {**PARAMS, "n": dyn.Field("int", 2000, "samples per run", lo=2, hi=10**6)}
+
+    def drift(t, x, d, T, var, kappa, angle, mean, noise, eps, error):  # t: tau = s / T
+        return T * sample_field(T * t, x, int(d), T, var, kappa, angle, mean, noise, eps,
+                                int(error))
+
+    def diffusion(t, x, dw, T, noise):
+        return np.sqrt(2.0 * noise * T) * dw
+
+    def validate(self, spec) -> None:
+        check(spec)
+        super().validate(spec)
+
+    def initial_state(self, spec, runs):
+        mu0, c0 = start_moments(spec["start"], spec["d"], spec["T"], spec["var"], spec["kappa"],
+                                spec["angle"], spec["mean"])
+        z = spec.rng.standard_normal((runs, spec["n"], spec["d"]))
+        return mu0 + z @ np.linalg.cholesky(c0).T
+
+    def outputs(self, setup):
+        return [
+            dyn.Output("w2", "W2(N(sample mean, sample cov), p_{T-s}) (mean over runs)",
+                       dims=("time",), reduce="mean_se"),
+            dyn.Output("mean_error", "|sample mean - the Euler-Maruyama chain's mean| (mean over "
+                       "runs; Monte Carlo: about sqrt(tr C / n))", dims=("time",),
+                       reduce="mean_se"),
+            dyn.Output("cov_error", "||sample cov - the chain's cov||_F (mean over runs)",
+                       dims=("time",), reduce="mean_se"),
+            dyn.Output("map_error", "noise = 0: max |sample moments - the chain's affine map of "
+                       "the start's sample moments| (largest over runs)", dims=("time",),
+                       reduce="max", nan_means="noise > 0: the chain is not a fixed map"),
+        ]
+
+    def observe(self, spec, states):
+        states = np.asarray(states)
+        runs, times = states.shape[:2]
+        args = (spec["d"], spec["T"], spec["var"], spec["kappa"], spec["angle"], spec["mean"],
+                spec["noise"], spec["eps"], spec["error"])
+        mu, cov, phi_mat, phi = euler_law(spec.times, spec.dt, spec["start"], *args)
+        values = {k: np.full((runs, times), np.nan) for k in ("w2", "mean_error", "cov_error",
+                                                              "map_error")}
+        for r in range(runs):
+            mean0, cov0 = states[r, 0].mean(axis=0), np.cov(states[r, 0].T, ddof=1)
+            for j, tau in enumerate(spec.times):
+                x = states[r, j]
+                m_hat, c_hat = x.mean(axis=0), np.atleast_2d(np.cov(x.T, ddof=1))
+                m_t, s_t = marginal(spec["T"] * (1.0 - tau), **ReverseDiffusion.law(spec))
+                values["w2"][r, j] = w2(m_hat, c_hat, m_t, s_t)
+                values["mean_error"][r, j] = np.linalg.norm(m_hat - mu[j])
+                values["cov_error"][r, j] = np.linalg.norm(c_hat - cov[j])
+                if spec["noise"] == 0.0:
+                    pushed_m = phi_mat[j] @ mean0 + phi[j]
+                    pushed_c = phi_mat[j] @ np.atleast_2d(cov0) @ phi_mat[j].T
+                    values["map_error"][r, j] = max(np.abs(m_hat - pushed_m).max(),
+                                                    np.abs(c_hat - pushed_c).max())
+        return dyn.Chunk(values, finite=np.isfinite(states).all(axis=(1, 2, 3)))
