@@ -144,9 +144,16 @@ def test_the_shipped_sweep_meets_the_closed_forms(tmp_path):
         exact = ds.sel(eps=0.0, start="exact")
         assert float(exact["mean_error"].max()) < 1e-8 and float(exact["cov_error"].max()) < 1e-8
         assert float(ds["lyapunov_error"].max()) < 1e-8
-        last = ds["w2"].isel(time=-1).sel(start="exact").isel(eps=slice(1, None))
-        gap = last.sel(noise=1.0) - last.sel(noise=0.0)
-        assert (gap.sel(T=0.1) > 0).all() and (gap.sel(T=3.0) < 0).all()  # from the exact start
+        ratio = ds["w2_log_ratio"].sel(start="exact").isel(eps=slice(1, None))
+        assert (ratio.sel(T=0.1) > 0).all() and (ratio.sel(T=3.0) < 0).all()  # the SDE: worse, better
+        assert np.isnan(ds["w2_log_ratio"].sel(start="exact", eps=0.0)).all()  # both exact
+        # the ODE carried in each point, against scipy's Lyapunov solution at nu = 0
+        point = ds.sel(T=2.0, eps=0.1, error=1, start="stationary")
+        mu, cov = rd.lyapunov(np.array([0.0, 2.0]), "stationary", *_args(2.0, 0.0, 0.1, 1, var=1.0,
+                                                                         kappa=4.0, angle=0.5,
+                                                                         mean=1.0))
+        m, s = rd.data_law(3, 1.0, 4.0, 0.5, 1.0)
+        assert abs(float(point["w2_ode"].isel(time=-1)) - rd.w2(mu[-1], cov[-1], m, s)) < 1e-9
 
 
 def test_the_euler_maruyama_law_tends_to_the_lyapunov_solution_at_first_order():

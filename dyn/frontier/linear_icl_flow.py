@@ -224,6 +224,7 @@ class LinearICLFlow(_Flow):
     closed form and the conserved imbalance u^2 - ||U||_F^2 at every save time."""
 
     reference = staticmethod(reference)
+    default_plot = "gamma_error_final"
 
     @staticmethod
     def stepped(spec):
@@ -251,6 +252,8 @@ class LinearICLFlow(_Flow):
         return super().outputs(setup) + [
             dyn.Output("gamma_error", "max_ij |Gamma - Gamma*|, Gamma = u U^T (largest over runs)",
                        dims=("time",), reduce="max"),
+            dyn.Output("gamma_error_final", "max_ij |Gamma - Gamma*| at the horizon (largest over "
+                       "runs)", reduce="max"),
             dyn.Output("loss_gap", "L - L*: the loss above its minimum (mean over runs)",
                        dims=("time",)),
             dyn.Output("loss_closed_error", "|L - L(t)|: the loss against the closed-form flow "
@@ -270,6 +273,7 @@ class LinearICLFlow(_Flow):
         star = padded(gamma_star(lam_cov, n))
         values = chunk.values
         values["gamma_error"] = np.abs(gamma - star).max(axis=(-1, -2))
+        values["gamma_error_final"] = values["gamma_error"][:, -1]
         values["loss_gap"] = values["loss"] - loss_star(lam_cov, n)
         closed = np.full(u.shape, np.nan)
         if spec["kappa"] == 1.0 and spec["start"] == "paper":

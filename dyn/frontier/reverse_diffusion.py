@@ -38,8 +38,10 @@ A = I + (1 + nu) M and b = (1 + nu) c:
 
     mu' = A mu + b,   C' = A C + C A^T + 2 nu I       (a Lyapunov equation along reverse time).
 
-The model's state is (mu; C), a (d + 1) x d array, and the engine integrates this ODE in the
-time tau = s / T over [0, 1] (the field times T; so T is a parameter a sweep may vary). With the
+The model's state is (mu; C) of the process at the point's ``noise``, then (mu; C) of the
+probability-flow ODE with the same score, a 2(d + 1) x d array (each point compares the two), and
+the engine integrates this ODE in the time tau = s / T over [0, 1] (the field times T; so T is a
+parameter a sweep may vary). With the
 exact score (eps = 0) from the exact start Y_0 ~ p_T, its solution is the forward marginal read
 backwards, (mu, C)(s) = (m_{T-s}, S_{T-s}), in closed form (the outputs ``mean_error`` and
 ``cov_error``; every S_t commutes with every A, so this holds for every nu). With eps > 0 the
@@ -67,7 +69,9 @@ pushes every sample by the same map).
 
 What is compared: the terminal law N(mu(T), C(T)) against the data N(m, S), by the Wasserstein
 distance W2^2 = |mu - m|^2 + tr(C + S - 2 (S^{1/2} C S^{1/2})^{1/2}) and KL(N(mu, C) || N(m, S)),
-and at every reverse time against p_{T - s} (outputs ``w2``, ``kl``). Which of nu = 1 and nu = 0
+and at every reverse time against p_{T - s} (outputs ``w2``, ``kl``; ``w2_ode``, ``kl_ode``
+for the ODE; ``w2_log_ratio`` and ``kl_log_ratio``, log10 of the terminal ratio, negative where
+the noisy process ends nearer the data). Which of nu = 1 and nu = 0
 ends nearer the data depends on the error: for a shift the ODE carries the bias along
 (mu' = (I - S_t^{-1}) mu + ..., neutral where S_t = I), the SDE contracts it (I - 2 S_t^{-1});
 for the scale error with S = I the ODE's variance is e^{-2 eps T}, the SDE's tends to
@@ -268,12 +272,17 @@ class ReverseDiffusion(dyn.Model):
     name = "reverse_diffusion"
     description = ("reverse SDE vs probability-flow ODE of Gaussian data with a linear score "
                    "error: the Lyapunov equation of the moments")
-    default_plot = "w2"
+    default_plot = "w2_log_ratio"
     params = PARAMS
 
     def drift(t, x, d, T, var, kappa, angle, mean, noise, eps, error):  # t: tau = s / T
-        return T * moment_field(T * t, x, int(d), T, var, kappa, angle, mean, noise, eps,
-                                int(error))
+        rows = x.shape[0] // 2  # (mu; C) of the process at `noise`, then of the ODE
+        out = np.empty_like(x)
+        out[:rows] = T * moment_field(T * t, np.ascontiguousarray(x[:rows]), int(d), T, var,
+                                      kappa, angle, mean, noise, eps, int(error))
+        out[rows:] = T * moment_field(T * t, np.ascontiguousarray(x[rows:]), int(d), T, var,
+                                      kappa, angle, mean, 0.0, eps, int(error))
+        return out
 
     def validate(self, spec) -> None:
         check(spec)
@@ -286,10 +295,22 @@ class ReverseDiffusion(dyn.Model):
     def initial_state(self, spec, runs):
         mu0, c0 = start_moments(spec["start"], spec["d"], spec["T"], spec["var"], spec["kappa"],
                                 spec["angle"], spec["mean"])
-        return np.repeat(np.vstack([mu0, c0])[None], runs, axis=0)
+        return np.repeat(np.vstack([mu0, c0, mu0, c0])[None], runs, axis=0)
 
     def outputs(self, setup):
+        ratio = ("log10 of the terminal {0} of noise = nu over the probability-flow ODE's "
+                 "(< 0: the noisy process ends nearer the data)")
         return [
+            dyn.Output("w2_log_ratio", ratio.format("W2"), reduce="mean",
+                       draw=dyn.Draw(signed=True),
+                       nan_means="both terminal laws are the data's (exact score and start)"),
+            dyn.Output("kl_log_ratio", ratio.format("KL"), reduce="mean",
+                       draw=dyn.Draw(signed=True),
+                       nan_means="both terminal laws are the data's (exact score and start)"),
+            dyn.Output("w2_ode", "W2 of the probability-flow ODE's law to p_{T-s}",
+                       dims=("time",)),
+            dyn.Output("kl_ode", "KL of the probability-flow ODE's law to p_{T-s}",
+                       dims=("time",)),
             dyn.Output("w2", "W2(N(mu, C), p_{T-s}): Wasserstein distance to the target marginal",
                        dims=("time",)),
             dyn.Output("kl", "KL(N(mu, C) || p_{T-s})", dims=("time",)),
@@ -305,20 +326,29 @@ class ReverseDiffusion(dyn.Model):
         states = np.asarray(states)
         times = spec.times
         values = {k: np.empty(states.shape[:2]) for k in ("w2", "kl", "mean_error", "cov_error",
-                                                          "lyapunov_error")}
+                                                          "lyapunov_error", "w2_ode", "kl_ode")}
+        rows = spec["d"] + 1
         args = (spec["d"], spec["T"], spec["var"], spec["kappa"], spec["angle"], spec["mean"],
                 spec["noise"], spec["eps"], spec["error"])
         mu_ref, c_ref = lyapunov(spec["T"] * times, spec["start"], *args)
         for j, tau in enumerate(times):
             m_t, s_t = marginal(spec["T"] * (1.0 - tau), **self.law(spec))
             for r in range(states.shape[0]):
-                mu, cov = states[r, j, 0], states[r, j, 1:]
+                mu, cov = states[r, j, 0], states[r, j, 1:rows]
                 values["w2"][r, j] = w2(mu, cov, m_t, s_t)
                 values["kl"][r, j] = kl(mu, cov, m_t, s_t)
+                ode_mu, ode_cov = states[r, j, rows], states[r, j, rows + 1:]
+                values["w2_ode"][r, j] = w2(ode_mu, ode_cov, m_t, s_t)
+                values["kl_ode"][r, j] = kl(ode_mu, ode_cov, m_t, s_t)
                 values["mean_error"][r, j] = np.linalg.norm(mu - m_t)
                 values["cov_error"][r, j] = np.linalg.norm(cov - s_t)
                 values["lyapunov_error"][r, j] = max(np.abs(mu - mu_ref[j]).max(),
                                                      np.abs(cov - c_ref[j]).max())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for k, floor in (("w2", 1e-6), ("kl", 1e-12)):  # W2's floor: sqrt of rounding
+                ratio = np.log10(values[k][:, -1] / values[f"{k}_ode"][:, -1])
+                ratio[np.maximum(values[k][:, -1], values[f"{k}_ode"][:, -1]) <= floor] = np.nan
+                values[f"{k}_log_ratio"] = ratio
         return dyn.Chunk(values, finite=np.isfinite(states).all(axis=(1, 2, 3)))
 
 
