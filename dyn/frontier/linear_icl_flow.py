@@ -60,7 +60,13 @@ rate eta, theta_{k+1} = theta_k - eta grad L(theta_k). The parameter ``steps`` (
 eta = 1 / steps for the point (over the ``[integrator] dt``; method euler), and the model's
 ``reference`` is the flow itself from each run's start (scipy's DOP853 at rtol 1e-12), so
 ``dyn compare FILE --reference exact --against steps`` measures gradient descent against the
-flow: the distance is O(eta) (a global error of a first-order method on [0, T]).
+flow: the distance is O(eta) (a global error of a first-order method on [0, T]), with an
+O(eta^2) correction. That correction is why a log-log fit over a wide range of steps has a 95%
+interval that misses the slope: for e(eta) = C eta (1 + a eta) on steps 8 ... 256 the fitted
+slope is biased by about 0.3 a eta_max/log 2 while the least-squares interval, built from the
+residuals of the same curvature, is narrower (scenarios/linear_icl_gd.toml: -1.009
+[-1.015, -1.003] over all six steps); ``dyn compare`` also fits the asymptotic range, the three
+largest step counts, where the interval holds -1 (-1.002 [-1.008, -0.997]).
 
 The state. The engine's state holds u and U in R^{D x D} with D = 8 (the largest d): x lives in
 the first d coordinates (Lambda zero-padded), so the loss above is exactly the d-dimensional one,
