@@ -62,9 +62,10 @@ eta = 1 / steps for the point (over the ``[integrator] dt``; method euler), and 
 ``dyn compare FILE --reference exact --against steps`` measures gradient descent against the
 flow: the distance is O(eta) (a global error of a first-order method on [0, T]), with an
 O(eta^2) correction. That correction is why a log-log fit over a wide range of steps has a 95%
-interval that misses the slope: for e(eta) = C eta (1 + a eta) on steps 8 ... 256 the fitted
-slope is biased by about 0.3 a eta_max/log 2 while the least-squares interval, built from the
-residuals of the same curvature, is narrower (scenarios/linear_icl_gd.toml: -1.009
+interval that misses the slope: for e(eta) = C eta (1 + a eta) on a geometric grid of steps the
+fitted slope is off by a multiple of a eta_max, and the least-squares interval, built from the
+residuals of that same curvature, scales alike but is narrower from four points on (the ratio
+hardly depends on a; scenarios/linear_icl_gd.toml: -1.009
 [-1.015, -1.003] over all six steps); ``dyn compare`` also fits the asymptotic range, the three
 largest step counts, where the interval holds -1 (-1.002 [-1.008, -0.997]).
 
