@@ -49,6 +49,45 @@ def test_the_layer_predicts_with_gamma_u_times_u_transpose():
     assert abs(f[d, n] - xq @ (u * big.T) @ h) < 1e-12
 
 
+def _full_layer_loss(pv, kq, x, xq, w):
+    """1/2 mean over prompts of (f(E)_{d+1, N+1} - y_q)^2 for the full layer
+    f(E) = E + W^PV E (E^T W^KQ E) / N (x (P, N, d), xq (P, d), w (P, d))."""
+    prompts, n, d = x.shape
+    e = np.zeros((prompts, d + 1, n + 1))
+    e[:, :d, :n], e[:, :d, n], e[:, d, :n] = np.swapaxes(x, 1, 2), xq, np.einsum("pnd,pd->pn", x, w)
+    f = e + pv @ e @ (np.swapaxes(e, 1, 2) @ kq @ e) / n
+    return 0.5 * np.mean((f[:, d, n] - np.einsum("pd,pd->p", xq, w)) ** 2)
+
+
+def test_from_the_papers_start_only_u_and_u_block_move():
+    # the gradient of the full layer's loss over prompts paired by w -> -w (the symmetry that
+    # makes the population gradient vanish off the set), at W^PV = [[0, 0], [0, u]],
+    # W^KQ = [[U, 0], [0, 0]]: zero along every other entry that reaches the prediction (the
+    # last row of W^PV, the last row of W^KQ; the others never do), by central differences
+    rng = np.random.default_rng(6)
+    d, n, prompts = 3, 4, 500
+    lam_cov = icl.covariance(d, 1.0, 3.0, 0.4)
+    root = np.linalg.cholesky(lam_cov)
+    x = rng.standard_normal((prompts, n, d)) @ root.T
+    xq = rng.standard_normal((prompts, d)) @ root.T
+    w = rng.standard_normal((prompts, d))
+    x, xq, w = np.concatenate([x, x]), np.concatenate([xq, xq]), np.concatenate([w, -w])
+    theta = rng.standard_normal((d, d))
+    pv, kq = np.zeros((d + 1, d + 1)), np.zeros((d + 1, d + 1))
+    pv[d, d], kq[:d, :d] = 0.3, 0.3 * theta @ theta.T / np.linalg.norm(theta @ theta.T)
+    h = 1e-5
+    moved = []
+    for which, i, j in ([(0, d, k) for k in range(d)] + [(1, d, k) for k in range(d)]
+                        + [(0, d, d), (1, 0, 1)]):
+        plus, minus = [pv.copy(), kq.copy()], [pv.copy(), kq.copy()]
+        plus[which][i, j] += h
+        minus[which][i, j] -= h
+        moved.append((_full_layer_loss(*plus, x, xq, w) - _full_layer_loss(*minus, x, xq, w))
+                     / (2 * h))
+    assert np.abs(moved[:2 * d]).max() < 1e-9  # off the set: no force
+    assert min(abs(moved[-2]), abs(moved[-1])) > 1e-3  # u and U do move
+
+
 def test_the_population_loss_is_the_mean_squared_error():
     # 1/2 E (x_q^T Gamma h - y_q)^2 over 200000 prompts against the closed form; the tolerance
     # is 5 standard errors (false-failure rate about 6e-7; the seed is fixed)
