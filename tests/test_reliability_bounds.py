@@ -64,7 +64,8 @@ IMPORTED = sorted(name for name in BASES if ":" in name)
 # gradient at every point of their sweep (linear_icl_flow: 72 points): the slow tier
 COMPILES = {"dyn.frontier.gaussian_attention:GaussianAttention", "dyn.frontier.hardmax:Hardmax",
             "dyn.frontier.linear_icl_flow:LinearICLFlow",
-            "dyn.frontier.reverse_diffusion:ReverseDiffusion"}
+            "dyn.frontier.reverse_diffusion:ReverseDiffusion",
+            "dyn.frontier.reverse_diffusion:ReverseSamples"}
 COMPILED = [pytest.param(name, marks=pytest.mark.slow) if name in COMPILES else name
             for name in IMPORTED]
 

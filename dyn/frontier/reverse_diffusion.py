@@ -405,7 +405,7 @@ class ReverseSamples(dyn.Model):
     name = "reverse_diffusion_samples"
     description = ("samples of the reverse SDE / probability-flow ODE of Gaussian data with a "
                    "linear score error, against the exact law of the Euler-Maruyama chain")
-    default_plot = "w2"
+    default_plot = "mean_z2"
     params = {**PARAMS, "n": dyn.Field("int", 2000, "samples per run", lo=2, hi=10**6)}
 
     def drift(t, x, d, T, var, kappa, angle, mean, noise, eps, error):  # t: tau = s / T
@@ -434,6 +434,9 @@ class ReverseSamples(dyn.Model):
                        reduce="mean_se"),
             dyn.Output("cov_error", "||sample cov - the chain's cov||_F (mean over runs)",
                        dims=("time",), reduce="mean_se"),
+            dyn.Output("mean_z2", "n (mean - mu)^T C^{-1} (mean - mu) / d against the chain's law "
+                       "(mu, C): 1 in expectation (chi^2_d / d)", dims=("time",),
+                       reduce="mean_se"),
             dyn.Output("map_error", "noise = 0: max |sample moments - the chain's affine map of "
                        "the start's sample moments| (largest over runs)", dims=("time",),
                        reduce="max", nan_means="noise > 0: the chain is not a fixed map"),
@@ -446,7 +449,8 @@ class ReverseSamples(dyn.Model):
                 spec["noise"], spec["eps"], spec["error"])
         mu, cov, phi_mat, phi = euler_law(spec.times, spec.dt, spec["start"], *args)
         values = {k: np.full((runs, times), np.nan) for k in ("w2", "mean_error", "cov_error",
-                                                              "map_error")}
+                                                              "mean_z2", "map_error")}
+        roots = [np.linalg.cholesky(np.atleast_2d(c)) for c in cov]
         for r in range(runs):
             mean0, cov0 = states[r, 0].mean(axis=0), np.cov(states[r, 0].T, ddof=1)
             for j, tau in enumerate(spec.times):
@@ -456,6 +460,8 @@ class ReverseSamples(dyn.Model):
                 values["w2"][r, j] = w2(m_hat, c_hat, m_t, s_t)
                 values["mean_error"][r, j] = np.linalg.norm(m_hat - mu[j])
                 values["cov_error"][r, j] = np.linalg.norm(c_hat - cov[j])
+                z = np.linalg.solve(roots[j], m_hat - mu[j]) * np.sqrt(x.shape[0])
+                values["mean_z2"][r, j] = z @ z / x.shape[1]
                 if spec["noise"] == 0.0:
                     pushed_m = phi_mat[j] @ mean0 + phi[j]
                     pushed_c = phi_mat[j] @ np.atleast_2d(cov0) @ phi_mat[j].T
