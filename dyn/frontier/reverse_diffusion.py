@@ -65,7 +65,10 @@ mu_{k+1} = F_k mu_k + h T b_k, C_{k+1} = F_k C_k F_k^T + 2 nu T h I), which tend
 continuous moments at first order in the step. Its outputs are the sample moments against that
 law (Monte Carlo: the samples of a run are i.i.d. from it) and, for nu = 0, against the chain's
 affine map x -> Phi x + phi applied to the start's sample moments (to rounding: the engine
-pushes every sample by the same map).
+pushes every sample by the same map). The whitened error of the sample mean,
+z = sqrt(n) L^{-1} (mean - mu) with C = L L^T, is N(0, I_d) at every time, so |z|^2 / d
+(``mean_z2``) is chi^2_d / d, 1 in expectation; for nu = 0 it is constant in time (the map
+carries mean - mu and C alike).
 
 What is compared: the terminal law N(mu(T), C(T)) against the data N(m, S), by the Wasserstein
 distance W2^2 = |mu - m|^2 + tr(C + S - 2 (S^{1/2} C S^{1/2})^{1/2}) and KL(N(mu, C) || N(m, S)),
