@@ -126,11 +126,11 @@ window = 20
 predict_at = 200
 
 [ensemble]
-runs = 40
+runs = 30
 seed = 11
 
 [integrator]
-horizon = 3000.0
+horizon = 2000.0
 
 [output]
 path = "{path}"
