@@ -60,8 +60,10 @@ BASES = _bases()
 # systems the shipped scenarios name by import path (module:Class, written through the public
 # API, outside the registry): their bounds are checked like the registered ones'
 IMPORTED = sorted(name for name in BASES if ":" in name)
-# validating these compiles their numba drift (about 4 s each on 2 cores): the slow tier
-COMPILES = {"dyn.frontier.gaussian_attention:GaussianAttention", "dyn.frontier.hardmax:Hardmax"}
+# validating these compiles their numba drift (about 4 s each on 2 cores), or differentiates
+# their loss with JAX at every point of the sweep: the slow tier
+COMPILES = {"dyn.frontier.gaussian_attention:GaussianAttention", "dyn.frontier.hardmax:Hardmax",
+            "dyn.frontier.softmax_polarization:SoftmaxPolarization"}
 COMPILED = [pytest.param(name, marks=pytest.mark.slow) if name in COMPILES else name
             for name in IMPORTED]
 

@@ -69,6 +69,8 @@ SMALL_GAP = 0.25  # the references are drawn where the asymptotic eps is at most
 PARAMS = {
     "n": dyn.Field("int", 8, "softmax size n (V is n x n, a in R^n)", lo=2, hi=256),
     "b": dyn.Field("float", 1.0, "target norm |beta| (beta = b e_1)", gt=0.0, hi=100.0),
+    "init_scale": dyn.Field("float", 0.1, "V(0) = init_scale N(0, 1) entries (a(0) = 0)",
+                            lo=0.0, hi=100.0),
 }
 
 
