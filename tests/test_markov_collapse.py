@@ -170,14 +170,16 @@ def test_bad_values_exit_2_in_one_line(tmp_path, capsys, setting):
 
 @pytest.mark.slow
 def test_shipped_scenario_collapses_as_the_urn_ode_says(tmp_path):
-    # the shipped sweep: fitness and random W at 64 prompt copies follow the ODE's winner share
-    # within 4 standard errors at every save (400 runs); every winner of the diagonal kind is a
-    # stable vertex; the ODE's winner wins more often as the prompt grows
+    # the shipped sweep (fixed seed): fitness and random W at 64 prompt copies follow the ODE's
+    # winner share within 4.5 standard errors at every one of 40 saves (400 runs; measured 1.8
+    # and 3.7: the ODE method's O(1/n0) bias at n0 = 512 is a few standard errors at 400 runs);
+    # every winner of the diagonal kind is a stable vertex; the ODE's winner wins more often as
+    # the prompt grows
     ds = dyn.open(dyn.run(SCENARIO, tmp_path / "mc.h5", progress=False))
     for kind in ("fitness", "random"):
         s = ds.sel(kind=kind, prompt_copies=64)
         gap = np.abs(s.ode_winner_share - s.ode_winner_share_ode).values
-        assert (gap <= 4 * s.ode_winner_share_se.values + 1e-12).all(), (kind, gap)
+        assert (gap <= 4.5 * s.ode_winner_share_se.values + 1e-12).all(), (kind, gap)
         assert float(s.p_ode_winner) == 1.0
     assert (ds.sel(kind="fitness").p_ode_winner.values >= 0.95).all()
     assert (ds.sel(kind="diagonal").p_stable_winner.values == 1.0).all()
