@@ -60,8 +60,8 @@ sum sigma_j^2 > eps^2/m and the ratio < 1). Logistic loss (z/b = 15.6, 9.2, 5.2 
 1.5 .. 4.2 times the law in t and the entropy 1.4 .. 2.7 times its law: the law is asymptotic
 in z, and z grows like log t (the reduced ODE at n = 8, b = 1 gives 1.89 at z = 11, 1.08 at
 z = 80, 1.005 at z = 1000; a test bounds it by 1% at z = 4000). The reduced ODE solved by
-scipy matches the engine's flow of V and a
-to 1e-7 (tests/test_softmax_polarization.py, slow tier).
+scipy matches the engine's flow of V and a to 1e-7
+(tests/test_softmax_polarization.py, slow tier).
 
 Not covered: the square loss 0.5 |V sigma(a) - beta|^2, which the authors' code also runs. There
 the rows of V orthogonal to beta move too (the residual has a part off beta), so the reduction
