@@ -158,7 +158,7 @@ def test_fitness_runs_collapse_onto_the_odes_winner(tmp_path):
 
 
 @pytest.mark.parametrize("setting", ["params.K=1", "params.beta=-1.0", "params.window=0",
-                                     "params.predict_at=999999", 'params.kind="greedy"',
+                                     "params.prompt_copies=0", 'params.kind="greedy"',
                                      "integrator.horizon=10.5"])
 def test_bad_values_exit_2_in_one_line(tmp_path, capsys, setting):
     out = tmp_path / "never.h5"
