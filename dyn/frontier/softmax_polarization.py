@@ -152,6 +152,7 @@ def _build(loss, name):
 LogisticFlow = _build(logistic, "value_softmax_logistic")
 LinearFlow = _build(linear, "value_softmax_linear")
 FLOWS = {"logistic": LogisticFlow, "linear": LinearFlow}
+_VALIDATED: set = set()  # parameter values whose flow passed its check in this process
 
 
 # --- the reduced flow and the law (numpy) -------------------------------------------------------
@@ -217,7 +218,12 @@ class SoftmaxPolarization(dyn.System):
         return FLOWS[spec["objective"]]()
 
     def validate(self, spec) -> None:
-        self.flow(spec).validate(spec)
+        """The flow's check (a JAX gradient at a start), once per process for each set of the
+        values it depends on: describing or resolving the sweep again repeats none."""
+        key = (spec["objective"], spec["n"], spec["b"], spec["init_scale"], spec.solver.backend)
+        if key not in _VALIDATED:
+            self.flow(spec).validate(spec)
+            _VALIDATED.add(key)
 
     def simulate(self, spec, runs: range) -> dyn.Chunk:
         return self.flow(spec).simulate(spec, runs)
