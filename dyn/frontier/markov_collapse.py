@@ -59,8 +59,10 @@ Two cases are exact statements. With key-only logits, W[k, q] = w_k (kind "fitne
 p_k for every q: the urn draws k with probability m_k p_k / sum_j m_j p_j, a Polya urn with
 fitness, whose fittest prompt token wins almost surely (the others' counts grow like
 n^{p_j/p_max}); the ODE is the replicator equation ds_k/dtau = s_k (p_k / (s . p) - 1), whose
-every interior start goes to the same vertex: the distribution of winners is a point mass. With
-several stable vertices (kind "diagonal", W = beta I + G) the urn's winner is random: early
+every interior start goes to the same vertex: the distribution of winners is a point mass. (At
+beta = 0, P uniform, the urn is Polya's: pi(s) = s, the ODE stands still, the shares tend to a
+random Dirichlet(m(0)) limit and nothing collapses.) With several stable vertices (kind
+"diagonal", W = beta I + G) the urn's winner is random: early
 fluctuations (of size n0^{-1/2}) pick the basin, and the ODE from s(0) names one basin. As the
 prompt grows (prompt_copies c: the prompt 0, 1, .., K-1 repeated c times, s(0) uniform, n0 = c K)
 the fluctuations shrink and the winners concentrate on the ODE's vertex: `p_ode_winner` -> 1 with
@@ -84,7 +86,8 @@ ODE at every save at 64 copies (6.7 at one copy: the O(1/n0) bias of the ODE met
 n0 = 8). Random W (vertex 5 stable, but the ODE from the uniform prompt goes to a face of four
 tokens 3, 4, 6, 7 with shares 0.31, 0.54, 0.12, 0.04): `n_sampled` at the horizon is 4.07 ..
 4.49 against the ODE's 4.02 .. 4.45, the face's top token wins 74%, 97%, 100% of runs, within
-3.7 standard errors of the ODE's share at 64 copies. Diagonal W (stable vertices 0, 3, 4, 5, 6;
+3.7 standard errors of the ODE's share at 64 copies (`p_stable_winner` is 8%, 0%, 0% there:
+the winners are a face, not a vertex). Diagonal W (stable vertices 0, 3, 4, 5, 6;
 the ODE from the uniform prompt ends at 0): every run ends at a stable vertex, but the winner is
 random: the ODE's token wins 17%, 33%, 54% of runs at 1, 8, 64 copies (the uniform prompt lies
 near the basins' common boundary, and the fluctuations, ~ n0^{-1/2}, pick the basin), while the
