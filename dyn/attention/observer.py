@@ -318,11 +318,9 @@ def close_rows_joined(x, threshold, xt, lows, tags, parent):
     pass sets bit j of masks[i] for each close j > i, a select and an or, which vectorize: the
     union-find branched on every pair), each grown from its smallest token
     (:func:`_component`), which labels it, as the union-find's labels are. Scratch: xt
-    (2 (n + PAD)), lows (n + PAD), tags (n int64 at least). Measured at n = 32 on the main
-    job's states (beta = 4, pair fraction 0.39), one thread, interleaved: close_rows then
-    join_rows 1.25 us; the rows of G stored and their min taken after, two rows at a time, the
-    clusters swept token by token 0.72 us; this 0.52x that (0.48x to 0.54x at beta = 1 and 9,
-    0.39x on uniform starts)."""
+    (2 (n + PAD)), lows (n + PAD), tags (n int64 at least). Storing the rows of G and taking
+    their min after, two rows at a time, keeps the pair loop free of branches: it vectorizes
+    (benchmarks/ measures it against a union-find over the pairs)."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
     masks = tags[:n]
