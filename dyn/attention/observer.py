@@ -319,8 +319,7 @@ def close_rows_joined(x, threshold, xt, lows, tags, parent):
     union-find branched on every pair), each grown from its smallest token
     (:func:`_component`), which labels it, as the union-find's labels are. Scratch: xt
     (2 (n + PAD)), lows (n + PAD), tags (n int64 at least). Storing the rows of G and taking
-    their min after, two rows at a time, keeps the pair loop free of branches: it vectorizes
-    (benchmarks/ measures it against a union-find over the pairs)."""
+    their min after, two rows at a time, keeps the pair loop free of branches: it vectorizes."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
     masks = tags[:n]
