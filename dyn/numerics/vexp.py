@@ -5,13 +5,11 @@ loop does not vectorize; on the n = 1024 attention right-hand side it costs more
 Here ``exp(y) = 2^k exp(r)`` with ``k = round(y / ln 2)``, ``r = y - k ln 2`` (Cody-Waite split,
 ``|r| <= ln2 / 2``) and a degree-13 Taylor polynomial for ``exp(r)`` (truncation < 1e-17
 relative). ``2^k`` is built from its IEEE bits, ``(k + 1023) << 52``, by register bitcasts (two
-intrinsics), so the whole exp is one pass with no scratch: 1.16x the three-pass form that went
-through an int64 scratch array (measured on a cache-resident row of 1024, the same bits), and
-half the memory a block of exps touches. Every step is plain arithmetic, which LLVM turns into
-SIMD code: in 512-bit vectors where the CPU has them and llvmlite takes LLVM's string attributes
-(:func:`wide_vectors`; LLVM prefers 256 bits on AVX-512 CPUs), 1.65x the 256-bit loop on a
-cache-resident row of 1024 (0.57 against 0.94 ns per exp, one thread, interleaved), the same
-bits (each element's operations do not depend on the width).
+intrinsics), so the whole exp is one pass with no int64 scratch array (the same bits as a
+three-pass form through one), and half the memory a block of exps touches. Every step is
+plain arithmetic, which LLVM turns into SIMD code: in 512-bit vectors where the CPU has them
+and llvmlite takes LLVM's string attributes (:func:`wide_vectors`; LLVM prefers 256 bits on
+AVX-512 CPUs), with the same bits as the 256-bit loop (each element's operations do not depend on the width).
 The integer k is read off the bits of ``k + 1.5 * 2^52`` (exact for |k| < 2^51: k sits in the
 low bits of the mantissa, and the shift by 52 discards the rest), not converted with
 ``int64(k)``: AVX2 has no packed double-to-int64 conversion, and LLVM scalarized it, four

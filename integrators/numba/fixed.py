@@ -24,10 +24,8 @@ update, the finiteness check) run once over the n d entries and vectorize, where
 loops run over (n, d) with a stage loop inside. They do the same arithmetic in the same order,
 so the numbers are the general loops' bit for bit: the stage point is still formed,
 Y_1 = x + h * 0 (the empty sum is +0.0; x + 0.0 is x except that -0.0 becomes +0.0, and the
-drift sees exactly the general loop's Y_1), and the update is x + h (0 + b_1 k_1). Measured
-in one process, one thread, interleaved, the main job's layer (n = 32, d = 2, SA): 0.90x the
-general loop's time stored, 0.90x observed with the same observer at every layer
-(benchmarks/fused_observation.py prints it).
+drift sees exactly the general loop's Y_1), and the update is x + h (0 + b_1 k_1).
+benchmarks/fused_observation.py times them against the general loops.
 """
 
 import numpy as np
