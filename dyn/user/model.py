@@ -19,6 +19,7 @@ measure (``outputs``, ``observe``).
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Callable, ClassVar
 
 import numpy as np
@@ -328,6 +329,11 @@ def _arguments(cls, attr: str, fn, leading: tuple[str, ...]) -> list[str]:
     return params
 
 
+# numba's words for a plain Python function called from compiled code
+PLAIN_HELPER = re.compile(r"Untyped global name '(\w+)': Cannot determine Numba type of <class "
+                          r"'function'>")
+
+
 def _call(name: str, probe):
     """probe(), its failure one line naming the user's function and exception."""
     try:
@@ -339,5 +345,10 @@ def _call(name: str, probe):
         lines = [t.strip() for t in str(exc).strip().splitlines() if t.strip()]
         causes = [t for t in lines if not t.startswith(("Failed in", "During:", "File ", "<source missing"))]
         text = " / ".join(dict.fromkeys(causes or lines)) or "(no message)"
+        helper = PLAIN_HELPER.search(text)
+        if helper:  # the one rule numba imposes that users meet first: say it before the trace
+            text = (f"{helper.group(1)} is a plain Python function, and numba compiles the drift "
+                    f"with every function it calls: decorate {helper.group(1)} with @numba.njit "
+                    f"(or give drift_jax and run a JAX backend) / {text}")
         raise ScenarioError("scenario.system", f"{name} failed at the start state: "
                             f"{type(exc).__name__}: {text}") from None
