@@ -21,7 +21,7 @@ _LAZY = {"open": ".presentation.analysis", "run": ".engine.runner", "load": ".en
          "Scenario": ".engine.scenario", "ScenarioError": ".core.errors",
          "compare": ".presentation.comparison", "describe": ".presentation.describe",
          # writing your own system (docs/your_own_system.md)
-         "System": ".systems.base", "Field": ".core.schema", "Output": ".core.contract",
+         "System": ".core.system", "Field": ".core.schema", "Output": ".core.contract",
          "Chunk": ".core.contract", "Coord": ".core.contract", "Draw": ".core.contract",
          "Reference": ".core.contract", "Model": ".user.model",
          "particles": ".user.particles", "attention_particles": ".user.attention",

@@ -40,7 +40,7 @@ from .disk import free_bytes, no_space, reserve, trim
 
 if TYPE_CHECKING:
     from ..core.spec import Setup
-    from ..systems.base import System
+    from ..core.system import System
 
 DATASET = "trajectory"
 CHUNK_TARGET_BYTES = 4 * 2**20  # HDF5 chunk size aimed at: big enough to compress well

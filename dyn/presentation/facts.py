@@ -49,12 +49,36 @@ def param_defaults(ds, scenario: dict, trust_model: bool = False) -> dict:
     return {k: f.default for k, f in system.params.items()}
 
 
+FRONTIER = "dyn.frontier."  # the package's own models written through the public API
+
+
+def _frontier(rest: str):
+    """The package's model ``dyn.frontier.<module>:<Class>``, or None: the module must be one of
+    that package's files (no other import path is followed), the class a System."""
+    import importlib
+    import pkgutil
+
+    from .. import frontier
+    from ..core.system import System
+
+    module, _, cls_name = rest.partition(":")
+    if not (module.isidentifier() and cls_name.isidentifier()):
+        return None
+    if module not in {m.name for m in pkgutil.iter_modules(frontier.__path__)}:
+        return None
+    cls = getattr(importlib.import_module(f"{frontier.__name__}.{module}"), cls_name, None)
+    return cls() if isinstance(cls, type) and issubclass(cls, System) else None
+
+
 def model_system(head: dict, trust_model: bool):
-    """The system of a file's scenario head: the package's own (:func:`dyn.systems.shipped`),
-    else with `trust_model` the checked user model (:func:`trusted_system`), else None."""
+    """The system of a file's scenario head: the package's own (:func:`dyn.systems.shipped`, or
+    a model of ``dyn.frontier``), else with `trust_model` the checked user model
+    (:func:`trusted_system`), else None."""
     from .. import systems
 
     name = head.get("system")
+    if isinstance(name, str) and name.startswith(FRONTIER):
+        return _frontier(name[len(FRONTIER):])
     found = systems.shipped(name)
     if found is not None or not trust_model:
         return found

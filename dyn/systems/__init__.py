@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import System
+from ..core.system import System
 
 _REGISTRY: dict[str, type[System]] = {}
 _LOADED = False
@@ -27,15 +27,14 @@ def _load_builtins() -> None:
         return
     _LOADED = True
     for module in pkgutil.iter_modules(__path__):
-        if module.name != "base":
-            importlib.import_module(f"{__name__}.{module.name}")
+        importlib.import_module(f"{__name__}.{module.name}")
 
 
 def _load_own_module(name: str) -> None:
     """Import the module of this package named like the system, which registers it (each file
     is one system of its own name): a run imports its system's module, not all twenty (a tenth
     of a second of a short ``dyn run``). Any other name loads them all (:func:`_load_builtins`)."""
-    if name in _REGISTRY or name == "base":
+    if name in _REGISTRY:
         return
     if name in {module.name for module in pkgutil.iter_modules(__path__)}:
         importlib.import_module(f"{__name__}.{name}")
@@ -63,31 +62,12 @@ def known(name: str) -> bool:
     return name in _REGISTRY or name in names()
 
 
-FRONTIER = "dyn.frontier."  # the package's own models written through the public API
-
-
-def _frontier(rest: str) -> System | None:
-    """The package's model ``dyn.frontier.<module>:<Class>``, or None: the module must be one of
-    that package's files (no other import path is followed), the class a System."""
-    from .. import frontier
-
-    module, _, cls_name = rest.partition(":")
-    if not (module.isidentifier() and cls_name.isidentifier()):
-        return None
-    if module not in {m.name for m in pkgutil.iter_modules(frontier.__path__)}:
-        return None
-    cls = getattr(importlib.import_module(f"{frontier.__name__}.{module}"), cls_name, None)
-    return cls() if isinstance(cls, type) and issubclass(cls, System) else None
-
-
 def shipped(name) -> System | None:
-    """A fresh instance of the package's own system `name` (a registered name or one of
-    ``dyn.frontier``'s models), or None: never an installed package's entry point nor another
-    import path, so that what a file names imports no code from outside the package (the readers'
-    only way to a system, :mod:`dyn.presentation.facts`)."""
-    if isinstance(name, str) and name.startswith(FRONTIER):
-        return _frontier(name[len(FRONTIER):])
-    if not isinstance(name, str) or not name.isidentifier() or name == "base":
+    """A fresh instance of the package's own registered system `name`, or None: never an
+    installed package's entry point nor an import path, so that what a file names imports no
+    code from outside the package (with :func:`dyn.presentation.facts.model_system`, the
+    readers' only way to a system)."""
+    if not isinstance(name, str) or not name.isidentifier():
         return None
     _load_own_module(name)
     if name not in _REGISTRY:

@@ -44,7 +44,7 @@ from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
 from . import register
-from .base import (INTEGRATOR_KEYS, REFERENCE, Chunk, Coord, Draw, Output, Reference, System,
+from ..core.system import (INTEGRATOR_KEYS, REFERENCE, Chunk, Coord, Draw, Output, Reference, System,
                    over_axes, state_dims, theory_coord)
 
 attention = lazy("dyn.attention")

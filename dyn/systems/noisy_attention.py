@@ -69,7 +69,7 @@ from ..core.lazy import lazy
 from ..noisy.params import DEFAULT_TOL, DIRECT_MAX_N, FIELDS, SIGMA_MAX
 from ..core.schema import Field
 from . import register
-from .base import (AVERAGING_KEYS, Chunk, Coord, Draw, Output, Reference, System, over_axes,
+from ..core.system import (AVERAGING_KEYS, Chunk, Coord, Draw, Output, Reference, System, over_axes,
                    state_dims, theory_coord)
 
 noisy = lazy("dyn.noisy")

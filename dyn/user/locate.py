@@ -162,7 +162,7 @@ def load(name: str, near: str | Path | None = None, file: str = ""):
 
 def checked(cls, name: str):
     """`cls` when it is a concrete System subclass; else a one-line ScenarioError."""
-    from ..systems.base import System
+    from ..core.system import System
 
     if not (inspect.isclass(cls) and issubclass(cls, System)):
         raise ScenarioError(KEY, f"{name} is {type(cls).__name__} {cls!r:.60}, not a subclass of "

@@ -27,7 +27,7 @@ import numpy as np
 from ..core.contract import INTEGRATOR_KEYS, Solve
 from ..core.errors import ScenarioError
 from ..engine import stages
-from ..systems.base import System
+from ..core.system import System
 from . import arrays
 from . import geometry as user_geometry
 from . import observe as user_observe

@@ -37,7 +37,7 @@ from ..core.contract import UNDECIDED, Chunk, Output, bytes_of
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
-from ..systems.base import state_dims
+from ..core.system import state_dims
 from . import arrays
 from .model import Model
 
