@@ -137,6 +137,7 @@ def test_scenario_slope_against_its_own_limit(tmp_path):
 def test_bad_values_exit_2_in_one_line(tmp_path, line):
     key = "saves" if line.startswith("depth") else line.split(" = ")[0]
     text = SMALL.format(path=tmp_path / "bad.h5").replace("depth = [64, 128, 256]", "")
+    text = text.replace("common = [\"depth\"]", "")
     text = text.replace("[params]", f"[params]\n{line}")
     toml = tmp_path / "bad.toml"
     toml.write_text(text)
