@@ -54,9 +54,24 @@ step (Strohmer-Vershynin; for the linear kernel 1 - sigma_min(X)^2 / ||X||_F^2),
 sweep of m = i steps the factor (1 - lambda_min^+ / tr K)^{m/2} on the RMS norm
 (``kaczmarz_bound``). It holds in expectation for the randomized order; the causal order is
 cyclic, for which no bound in sigma_min / ||X||_F alone holds in general. ``sweep_factor`` is the
-measured factor ||R^{(L)}|| / ||R^{(L-1)}|| of the last layer (for ``batch``: per layer).
-Measured on the scenario's prompts (d = 4, T = 12, linear kernel, 256 prompts; the module's
-test and the README give the numbers).
+measured mean factor of a layer, (||e^{(l)}|| / ||e^{(0)}||)^{1/l} up to the last layer l above
+1e-9 (a Kaczmarz sweep; for ``batch`` one gradient step).
+
+**Measured** (d = 4, T = 12, linear kernel, Haar prompts). Per run, ``rate`` equals the
+spectral law ``rate_law`` to 3e-9 (relative) in every run of the scenario: the batch law E^(l+1)
+= E^(l) (I - eta X X^T) holds exactly. Against lambda_min(X X^T) the rate is an asymptotic law:
+||E(tau)||^2 = sum_i e^{-2 tau mu_i} is dominated by mu_1 only once tau (mu_2 - mu_1) >> 1. At
+tau = 12, L = 2048: median rate / lambda_min 1.003, 26 of 32 runs (81%) within 2%; 88% of 256
+prompts in a separate draw; all prompts with (mu_2 - mu_1) tau > 5 (56% of them) within 0.7%.
+The others have a near-degenerate pair mu_1 ~ mu_2 (or mu_1 ~ 1e-5: an orbit close to a
+3-dimensional subspace), for which no finite horizon gives 2% uniformly. Periodic prompts (p =
+3): all 32 runs within 2%.
+Kaczmarz, 256 prompts, per sweep of m = 11 steps: the cyclic (causal) order contracts by a
+median 0.50 (the spectral radius of the sweep product prod_s (I - x_s x_s^T), median 0.51), the
+randomized order by 0.62 (geometric mean over sweeps), and the randomized bound is 0.80. The
+randomized order met its bound in 256 of 256 prompts; the cyclic order beat it in 248 and
+exceeded it in 8 (3.1%, by up to 1.44 times): the bound (1 - sigma_min^2 / ||X||_F^2)^{m/2} is
+not a bound for the causal order, though it is faster in the median.
 """
 from __future__ import annotations
 
