@@ -31,8 +31,8 @@ minima form the family
 
 the "trigonometric relation" the abstract names: the head mixes s_{T-1} into the prediction
 through R + R^{-1} = 2 cos(theta) I. From small random starts the flow lands at e != 0 (e / c
-from 0.015 to 0.985 over the scenario's starts): the off-diagonal share of B^T A and the positional mass off the
-last entry tend to start-dependent limits, not to 0. What does tend to 0 is measured:
+from 0.015 to 0.985 over the scenario's starts): the off-diagonal share of B^T A and the
+positional mass off the last entry tend to start-dependent limits, not to 0. What does tend to 0 is measured:
 ``off_block`` (C outside the 2 x 2 blocks), ``block_asym`` (antisymmetric part inside them),
 ``e_spread`` (the block off-diagonals' spread: one e for all blocks), ``pos_off_two`` (positional
 mass off the last two entries) and ``trig`` (u (c + e) + v e, relative: the relation above),
