@@ -243,7 +243,7 @@ class CausalKernelDescent(dyn.System):
         "kernel": dyn.Field("str", "linear", "attention kernel", choices=KERNELS),
         "beta": dyn.Field("float", 1.0, "inverse temperature of the exp and softmax kernels",
                           gt=0.0, hi=100.0),
-        "depth": dyn.Field("int", 64, "number of layers L (step eta = horizon / L)", lo=1,
+        "depth": dyn.Field("int", 100, "number of layers L (step eta = horizon / L)", lo=1,
                            hi=10**6),
         "update": dyn.Field("str", "batch", "a layer: one gradient step on all past pairs, "
                             "or one Kaczmarz sweep in causal (cyclic) or random order",
