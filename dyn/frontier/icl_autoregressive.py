@@ -70,9 +70,10 @@ each of size 1 / (T |frequency|)); so the error is about min(1, 1 / (T delta)), 
 smallest frequency gap, whose density is flat at 0: its median falls like 1 / T and its mean
 like (log T) / T (the integral of 1 / (T delta) over delta > 1 / T). The run's saved state is
 W's rows and the query (t = 0), then W's rows and the prediction (every later save time; the
-time axis carries nothing else); ``reference`` puts W s_{T+1} in the last row, so ``dyn compare FILE --reference exact --against context --at final
---statistic median`` (or ``mean``) fits the two slopes: -1, and the slope of log T / T over the
-same range (``log_slope``, -1 + 1 / log T).
+time axis carries nothing else); ``reference`` puts W s_{T+1} in the last row, so
+``dyn compare FILE --reference exact --against context --at final --statistic median`` (or
+``mean``) fits the two slopes: -1, and the slope of log T / T over the same range
+(``log_slope``, -1 + 1 / log T).
 
 Measured (the scenario: d = 4, 4096 W, T = 4 ... 4096): the median's slope -1.016 [-1.043,
 -0.990] over all T and -1.005 [-1.012, -0.998] on T >= 128 (median x T -> 3.0); the mean's
