@@ -71,10 +71,13 @@ def _match(values: np.ndarray, reference: str | float):
     return None
 
 
-def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.Dataset:
+def compare(path: str | Path, along: str, reference, *, at: str = "all",
+            trust_model: bool = False) -> xr.Dataset:
     """Distances to the reference point along `along`, run by run, as a Dataset with
     `distance` (..., along, run) and, over runs, `error` (RMS: the strong error), `mean` and
-    `max`. `at`: "all" saved times (their maximum) or "final".
+    `max`. `at`: "all" saved times (their maximum) or "final". `trust_model`: the title's
+    settings may read the parameters' defaults from the model's module when the file records
+    none (:func:`dyn.presentation.facts.trusted_system`); otherwise no code the file names runs.
 
     Returns the Dataset (in memory). Raises MissingFile (a FileNotFoundError) when `path` does
     not exist, and ScenarioError (one line) when it is not a readable sweep file, `along` is not
@@ -105,7 +108,7 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
         status = ds["status"].load()
         from .words import settings
 
-        settings_text = settings(ds)  # for the picture's title
+        settings_text = settings(ds, trust_model)  # for the picture's title
     state = list(traj.dims[traj.dims.index("trajectory_time") + 1:])
     # by position: label selection of a bool axis would read [True] as a mask, not a label
     where = int(np.flatnonzero(traj[along].values == ref)[0])

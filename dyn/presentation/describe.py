@@ -218,18 +218,14 @@ def _outputs(system, name: str, scenarios: tuple[str, ...]) -> tuple[tuple[Outpu
 
 def _default_scenario(system, name: str):
     """The system `name` (registered, or an import path) at its default parameters (with the
-    first method of its kind of equation when the default method is not one, or of another
-    backend when numba is not one), or None where it has required parameters."""
+    first method of its kind of equation when the default method is not one, then on each other
+    backend: a model written in JAX alone), or None where it has required parameters."""
     from ..engine.scenario import resolve
 
     doc = {"scenario": {"name": "describe", "system": name}}
     tries = [doc]
-    for methods in _backends(system).values():
-        tries.append({**doc, "integrator": {"method": methods[0]}})
-        break
-    # a system with no numba path (dyn.gradient_flow: JAX's gradient) on its other backends
-    tries += [{**doc, "integrator": {"backend": backend, "method": methods[0]}}
-              for backend, methods in _backends(system).items() if backend != "numba" and methods]
+    for backend, methods in _backends(system).items():
+        tries.append({**doc, "integrator": {"backend": backend, "method": methods[0]}})
     for attempt in tries:
         try:
             return resolve(attempt)

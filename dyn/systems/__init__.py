@@ -49,11 +49,51 @@ def names() -> list[str]:
     return sorted(set(_REGISTRY) | set(locate.entry_points()))
 
 
+def is_own(name: str) -> bool:
+    """Whether `name` is one of the package's own registered systems (which an installed package's entry
+    point of the same name never replaces)."""
+    _load_builtins()
+    return name in _REGISTRY
+
+
 def known(name: str) -> bool:
     """Whether `name` is a registered or installed system; the others' modules are imported
     only when it is not one of the package's own (:func:`_load_own_module`)."""
     _load_own_module(name)
     return name in _REGISTRY or name in names()
+
+
+FRONTIER = "dyn.frontier."  # the package's own models written through the public API
+
+
+def _frontier(rest: str) -> System | None:
+    """The package's model ``dyn.frontier.<module>:<Class>``, or None: the module must be one of
+    that package's files (no other import path is followed), the class a System."""
+    from .. import frontier
+
+    module, _, cls_name = rest.partition(":")
+    if not (module.isidentifier() and cls_name.isidentifier()):
+        return None
+    if module not in {m.name for m in pkgutil.iter_modules(frontier.__path__)}:
+        return None
+    cls = getattr(importlib.import_module(f"{frontier.__name__}.{module}"), cls_name, None)
+    return cls() if isinstance(cls, type) and issubclass(cls, System) else None
+
+
+def shipped(name) -> System | None:
+    """A fresh instance of the package's own system `name` (a registered name or one of
+    ``dyn.frontier``'s models), or None: never an installed package's entry point nor another
+    import path, so that what a file names imports no code from outside the package (the readers'
+    only way to a system, :mod:`dyn.presentation.facts`)."""
+    if isinstance(name, str) and name.startswith(FRONTIER):
+        return _frontier(name[len(FRONTIER):])
+    if not isinstance(name, str) or not name.isidentifier() or name == "base":
+        return None
+    _load_own_module(name)
+    if name not in _REGISTRY:
+        _load_builtins()
+    cls = _REGISTRY.get(name)
+    return cls() if cls is not None else None
 
 
 def get(name: str, near=None, file: str = "") -> System:
