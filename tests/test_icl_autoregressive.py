@@ -71,7 +71,8 @@ def test_the_loss_vanishes_on_the_whole_family(e):
         assert float(icl.training_loss(shaken, {})) > 0
 
 
-@pytest.mark.parametrize("d, t, c", [(2, 5, 1.3), (4, 8, 0.7), (4, 6, -1.1)])
+@pytest.mark.parametrize("d, t, c", [(2, 5, 1.3), pytest.param(4, 8, 0.7, marks=pytest.mark.slow),
+                                     pytest.param(4, 6, -1.1, marks=pytest.mark.slow)])
 def test_hessian_spectrum_on_the_e0_branch_is_the_closed_form(d, t, c):
     """At a balanced minimum with e = 0 the Hessian's nonzero eigenvalues are 4 (T - 1)/|c|,
     2 d c^2 and their sum; hessian_min is the smallest, hessian_law = 2 d c^2."""
@@ -105,6 +106,27 @@ def test_one_step_is_exact_over_whole_periods():
     np.testing.assert_allclose(s[1:], s[:-1] @ w.T, atol=1e-12)
 
 
+def test_statistic_selects_the_curve_that_rates_fit():
+    """Distances d = c / T times a heavy tail: --statistic median fits slope -1 exactly, the RMS
+    (`error`) and the mean fit their own curves; an unknown statistic is refused by name."""
+    import xarray as xr
+
+    t = np.array([8.0, 16.0, 32.0, 64.0])
+    tail = np.array([1.0, 1.0, 1.0, 50.0, 0.5])
+    d = xr.DataArray(tail[None, :] / t[:, None], dims=("context", "run"), coords={"context": t})
+    result = xr.Dataset({"distance": d, "error": np.sqrt((d ** 2).mean("run")),
+                         "mean": d.mean("run"), "median": d.median("run")})
+    for statistic in ("error", "mean", "median"):
+        chosen = comparison.select(result, statistic)
+        rate = comparison.rates(chosen, "context")[()]
+        assert rate.slope == pytest.approx(-1.0, abs=1e-12)  # every curve is c / T here
+        assert np.allclose(chosen["error"], result[statistic])
+    assert "median" in comparison.rate_lines(comparison.select(result, "median"), "context")[0]
+    with pytest.raises(dyn.ScenarioError, match="statistic"):
+        comparison.select(result, "mode")
+
+
+@pytest.mark.slow
 def test_compare_fits_median_and_mean_against_the_context_length(tmp_path, capsys):
     """The per-run reference W s_{T+1}: compare's distances are the runs' errors; --statistic
     median fits the median's slope (about -1; the mean's is shallower, log T / T)."""
