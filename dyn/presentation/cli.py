@@ -123,6 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--reference", required=True, help="its reference value (e.g. flow); "
                          "exact without --along: each run against the model's reference(x0, ..., t)")
     compare.add_argument("--against", help="numeric axis to fit the log-log rate against (e.g. depth)")
+    compare.add_argument("--statistic", choices=("error", "mean", "median"), default="error",
+                         help="with --against: fit the RMS distance over runs (error, the "
+                         "strong error), its mean or its median")
     compare.add_argument("--at", choices=("all", "final"), default="all",
                          help="distance over all saved times (their maximum) or the final one")
     compare.add_argument("--out", help="picture of the error curve (default: beside the file, .png; "
@@ -335,7 +338,7 @@ def _cmd_compare(args) -> int:
 
         beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along or 'exact'}.png")
         out = output_path(beside, args.out, args.style)
-    result = _compared(args)
+    result = comparison.select(_compared(args), args.statistic)
     rates = comparison.rate_lines(result, args.against) if args.against else []
     print(result["error"].to_dataframe().to_string())
     if args.against:

@@ -89,6 +89,7 @@ def compare_exact(path: str | Path, *, at: str = "all", trust_model: bool = Fals
         "error": np.sqrt((dist ** 2).mean("run")).assign_attrs(
             long_name="strong error: RMS over runs of the distance to the reference"),
         "mean": dist.mean("run").assign_attrs(long_name="mean distance over runs"),
+        "median": dist.median("run").assign_attrs(long_name="median distance over runs"),
         "max": dist.max("run").assign_attrs(long_name="largest distance over runs"),
         "status": status.assign_attrs(long_name="status of the point (1 ok; else no distance)"),
     })
