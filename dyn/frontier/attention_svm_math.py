@@ -99,22 +99,20 @@ def _nuclear_gap(a: np.ndarray, w: np.ndarray) -> float:
     """Relative gap between ||w||_* and the weak-duality bound of multipliers fitted to the
     KKT conditions at w: U^T G V = I, U^T G V_perp = 0, U_perp^T G V = 0 (lambda >= 0 on the
     active constraints)."""
-    m, d, _ = a.shape
+    d = a.shape[1]
     u, s, vt = np.linalg.svd(w)
     r = int((s > 1e-6 * s[0]).sum())
-    uu, vv = u[:, :r], vt[:r].T
     active = np.flatnonzero(np.einsum("mij,ij->m", a, w) - 1.0 < 1e-6)
-    blocks = [np.einsum("ir,mij,js->mrs", u, a[active], vt.T)]  # all of U^T A V
+    rotated = np.einsum("ir,mij,js->mrs", u, a[active], vt.T)  # U^T A V, full bases
     target = np.zeros((d, d))
     target[:r, :r] = np.eye(r)
     mask = np.zeros((d, d), bool)
     mask[:r, :] = True
     mask[:, :r] = True
-    lam, _ = nnls(blocks[0][:, mask].T, target[mask])
+    lam, _ = nnls(rotated[:, mask].T, target[mask])
     g = np.einsum("m,mij->ij", lam, a[active])
     lower = lam.sum() / np.linalg.norm(g, 2)
-    upper = np.linalg.svd(w, compute_uv=False).sum()
-    del uu, vv
+    upper = s.sum()
     return float((upper - lower) / upper)
 
 
