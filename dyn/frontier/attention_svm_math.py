@@ -15,7 +15,8 @@ W opens between the selected token and token t.
   on the active constraints: W = sum lambda_it A_it, lambda >= 0).
 - Nuclear-norm SVM (a convex program): W_* = argmin ||W||_* s.t. <A_it, W> >= 1. Written
   with ||W||_* = min_{K Q^T = W} (||K||_F^2 + ||Q||_F^2) / 2 (K, Q in R^{d x d}) and solved
-  by SLSQP from several starts; the best is certified by weak duality: for any lambda >= 0
+  by SLSQP from the balanced factors of W_F (a feasible start) and from random starts; the
+  best is certified by weak duality: for any lambda >= 0
   and any feasible W, sum lambda <= <G(lambda), W> <= ||G(lambda)||_op ||W||_*, with
   G(lambda) = sum lambda_it A_it, so sum lambda / ||G(lambda)||_op is a lower bound on the
   optimum. The multipliers come from the KKT system of the convex problem at the candidate
@@ -63,7 +64,8 @@ def frobenius_svm(a: np.ndarray, tol: float = 1e-10) -> tuple[np.ndarray, float]
 
 def nuclear_svm(a: np.ndarray, starts: int = 6, seed: int = 0) -> tuple[np.ndarray, float]:
     """(W_*, gap): the nuclear-norm SVM of the constraint matrices `a` (m, d, d) by SLSQP on the
-    factors (module doc), best of `starts` starts, and its certified relative duality gap
+    factors (module doc), best of the Frobenius start and `starts` random ones, and its
+    certified relative duality gap
     (upper - lower) / upper. W_* is None when no start reaches a feasible point."""
     m, d, _ = a.shape
     rng = np.random.default_rng(seed)
@@ -80,9 +82,13 @@ def nuclear_svm(a: np.ndarray, starts: int = 6, seed: int = 0) -> tuple[np.ndarr
         return np.concatenate([np.einsum("mij,jr->mir", a, qq).reshape(m, -1),
                                np.einsum("mij,ir->mjr", a, kk).reshape(m, -1)], axis=1)
 
+    guesses = [rng.standard_normal(2 * d * d) for _ in range(starts)]
+    wf, _ = frobenius_svm(a)
+    if wf is not None:  # a feasible start: the balanced factors of the Frobenius SVM
+        u, sv, vt = np.linalg.svd(wf)
+        guesses.insert(0, np.concatenate([(u * np.sqrt(sv)).ravel(), (vt.T * np.sqrt(sv)).ravel()]))
     best, best_value = None, np.inf
-    for s in range(starts):
-        guess = rng.standard_normal(2 * d * d)
+    for guess in guesses:
         res = minimize(lambda k: 0.5 * k @ k, guess, jac=lambda k: k, method="SLSQP",
                        constraints=[{"type": "ineq", "fun": gaps, "jac": gaps_jac}],
                        options={"ftol": 1e-15, "maxiter": 3000})
