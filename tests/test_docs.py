@@ -169,6 +169,7 @@ def test_the_parameter_reference_holds_every_systems_schema():
     from dyn import systems
     from dyn.engine import scenario
     from dyn.presentation.describe import describe, listed_systems
+    from dyn.user.gradient_flow import GradientFlow
 
     text = _parameter_reference().markdown()
     sections = dict(zip(re.findall(r"^## `([^`]+)`", text, flags=re.M),
@@ -184,6 +185,8 @@ def test_the_parameter_reference_holds_every_systems_schema():
         doc = {"scenario": {"name": "x", "system": name}}
         if system.equation == "sde":
             doc["integrator"] = {"method": "euler_maruyama"}
+        if isinstance(system, GradientFlow):  # its gradient is JAX's: no numba backend
+            doc["integrator"] = {"backend": "diffrax", "method": "dopri5"}
         for output in system.outputs(scenario.resolve(doc).setup):
             assert f"| `{output.name}` |" in section, (name, output.name)
         for backend, methods in describe(name).backends.items():  # as `dyn list SYSTEM` says
