@@ -237,7 +237,7 @@ class AttentionSVM(_Flow):
     name = "attention_svm"
     description = ("gradient flow of softmax attention in log time against the Frobenius and "
                    "nuclear-norm attention SVMs")
-    default_plot = "misalignment"
+    default_plot = "misalignment_final"
 
     # --- the SVMs of a point's data, solved once per dataset and form ----------------------
     def svms(self, spec) -> dict:
@@ -286,6 +286,8 @@ class AttentionSVM(_Flow):
                        "(W, vW: Frobenius; KQ: nuclear)", dims=time, reduce="mean_se"),
             dyn.Output("misalignment", "1 - corr_svm: distance of W / ||W|| from the form's "
                        "SVM direction (log scale)", dims=time, reduce="mean_se"),
+            dyn.Output("misalignment_final", "1 - corr_svm at the horizon (mean over runs)",
+                       reduce="mean_se"),
             dyn.Output("mass_opt", "attention on the optimal tokens (mean over inputs)",
                        dims=time, reduce="mean_se"),
             dyn.Output("corr_final", "per run: correlation with the form's SVM of the optimal "
@@ -362,6 +364,7 @@ class AttentionSVM(_Flow):
         values["misalignment"] = 1.0 - values["corr_svm"]
         values["mass_opt"] = p[:, :, inputs, opt].mean(axis=-1)
         values["corr_final"] = values["corr_svm"][:, -1]
+        values["misalignment_final"] = 1.0 - values["corr_final"]
         reached = scores[:, -1].argmax(axis=-1)  # (runs, n)
         values["p_global"] = (reached == opt).all(axis=-1)
         values["mass_reached"] = p[:, -1].max(axis=-1).min(axis=-1)
