@@ -34,10 +34,10 @@ path of (K, Q); for the gradient flow it is measured here, not assumed).
 What the runs show (scenarios/attention_svm.toml; the numbers are the file's): the W flow
 reaches the Frobenius direction to 1 - corr ~ 1e-4 by log t ~ 250; the (K, Q) flow from the
 same small starts does head for the nuclear-norm SVM and away from the Frobenius one, but
-slowly (1 - corr falls roughly like 1 / log t, about 1e-2 at log t ~ 200 and a few 1e-3 at
-log t ~ 500 where the selection is the optimal one), so its direction is a claim about
-log t in the hundreds, far beyond any training run. Locally optimal selections are reached on
-both kinds of data (below), and such runs head for their own selection's SVM.
+slowly (1 - corr falls roughly like 1 / log t and is still about 1e-2 at log t ~ 400 to 580),
+so its direction is a claim about log t in the hundreds, far beyond any training run. Locally
+optimal selections are reached on both kinds of data (below), and such runs head for their own
+selection's SVM.
 
 Datasets (``data``):
 
@@ -49,8 +49,8 @@ Datasets (``data``):
   are (x_opt - x_t)^T W_F z >= 1, so <grad_W p_opt, W_F> >= p_opt (1 - p_opt) > 0 and
   <W', W_F> = -<grad L, W_F> > 0 everywhere: the W flow has no finite stationary point and
   ||W|| -> oo. This alone does not give the global direction, and the runs show it: from
-  N(0, 0.25) starts some runs (at T = 3 about one in ten for W, more for (K, Q)) keep one
-  input's attention on a non-optimal token, whose pull on W is proportional to the vanishing
+  N(0, 0.25) starts a few percent of the W runs keep one input's attention on a non-optimal
+  token, whose pull on W is proportional to the vanishing
   p_opt; they are counted as local (``p_global``), not hidden. Where the selection is the
   optimal one, the direction is W_F(opt) (the papers' global-convergence setting, equal
   non-optimal scores, as we read it).
