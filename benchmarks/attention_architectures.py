@@ -200,11 +200,11 @@ def small_ensemble(repeat):
         problem = record.problem(p)
         work = np.empty((E, problem.work_size(n, d)))
         pw = np.array(problem.p)
-        fns[name] = (lambda pw=pw, work=work, drift=record.drift:
+        fns[name] = (lambda pw=pw, work=work, drift=record.drift.compiled():
                      ensemble_drift(x, pw, out, work, drift))
     fns["numpy"] = lambda: numpy_drift(x, BETA)
     ensemble_drift(x, np.array(new), out, np.empty((E, schemes.work_size(n, d, new))),
-                   schemes.POST.drift)
+                   schemes.POST.drift.compiled())
     m = numpy_field(x, BETA, False, [np.eye(d)], [np.eye(d)])
     assert np.abs(out - m).max() < 1e-12, "numba and numpy disagree"
     times = interleaved(fns, repeat)

@@ -113,7 +113,7 @@ def small_drift(repeat, E=2048, n=32, d=2):
     cold = np.empty((E, size))
     hot = np.empty((get_num_threads(), size))
     exp_call, exp_count = _exp_call()
-    drift = schemes.POST.drift
+    drift = schemes.POST.drift.compiled()  # numba takes the dispatcher as a first-class function
     times = interleaved_medians({
         "exp ceiling": exp_call,
         "drift, scratch per member": lambda: ensemble_drift(x, p, out, cold, drift),

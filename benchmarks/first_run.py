@@ -1,4 +1,4 @@
-"""The first run against a warm one: what numba's compilation costs a user (issue 25, item 3).
+"""The first run against a warm one: what numba's compilation costs a user.
 
 Runs a shipped scenario three times, each a fresh `python -m dyn run` process, side by side:
 1. cold: an empty numba cache (NUMBA_CACHE_DIR in a temporary folder), as after a fresh clone;
@@ -7,10 +7,16 @@ Runs a shipped scenario three times, each a fresh `python -m dyn run` process, s
    run pays before its first step).
 It prints the three times, the cold/warm ratio (target: at most 1.5) and the compile share
 (cold - warm) / cold. This machine's speed drifts by tens of percent within minutes, so
-``--repeat N`` runs N cold-warm pairs and reports the median ratio; ``--plain`` runs numba's
-plain path (``DYN_PLAIN_NUMBA=1``: none of :mod:`integrators.numba.internals`' optimizations).
+``--repeat N`` runs N cold-warm pairs and reports the median ratio.
 
-    python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...] [--repeat N] [--plain]
+``--compare BEFORE AFTER`` measures two checkouts side by side instead (each run's
+``PYTHONPATH`` is its tree, each pair with an empty numba cache of its own): the pairs
+interleaved B A B A ... (``--repeat`` rounds), each run's wall seconds and CPU seconds (the
+process and the children it waited for: the steadier measure on a shared machine), then a table
+of the medians, before against after.
+
+    python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...] [--repeat N]
+    python benchmarks/first_run.py --compare /work/main . --set ensemble.runs=32 --repeat 2
 
 The default is the main job (attention_clusters); `--set ensemble.runs=32` shrinks it.
 """
@@ -46,6 +52,41 @@ def timed(cmd: list[str], env: dict) -> float:
     return time.perf_counter() - start
 
 
+def timed_cpu(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of a command: user + system time of the process and of every
+    child it waited for (os.wait4's account)."""
+    start = time.perf_counter()
+    child = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise subprocess.CalledProcessError(child.returncode, cmd)
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def compare(trees: list[str], scenario: str, sets: list[str], rounds: int) -> None:
+    """Cold and warm runs of two checkouts, interleaved; the table of their medians."""
+    names = ("before", "after")
+    found = {name: {"cold": [], "warm": []} for name in names}
+    order = [(name, tree) for _ in range(rounds) for name, tree in reversed(list(zip(names, trees)))]
+    for name, tree in order:
+        tree = Path(tree).resolve()
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba"), "PYTHONPATH": str(tree)}
+            run = [sys.executable, "-m", "dyn", "run", str(tree / scenario), "--no-progress", *sets,
+                   "--out"]
+            for kind in ("cold", "warm"):
+                wall, cpu = timed_cpu(run + [str(Path(tmp) / f"{kind}.h5")], env, tree)
+                found[name][kind].append((wall, cpu))
+                print(f"  {name:6} {kind}  wall {wall:6.1f} s  CPU {cpu:6.1f} s   ({tree})", flush=True)
+    print(f"\n  median of {rounds}      before wall  after wall   ratio   before CPU  after CPU   ratio")
+    for kind in ("cold", "warm"):
+        b, a = (np.median(np.array(found[n][kind]), axis=0) for n in names)
+        print(f"  {kind} run        {b[0]:9.1f} s {a[0]:9.1f} s {a[0] / b[0]:7.2f}  "
+              f"{b[1]:9.1f} s {a[1]:9.1f} s {a[1] / b[1]:7.2f}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?", default="scenarios/attention_clusters.toml")
@@ -53,8 +94,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=1,
                         help="cold-warm pairs, one after the other (this machine's speed drifts "
                              "by tens of percent: compare within a pair, report the median)")
-    parser.add_argument("--plain", action="store_true",
-                        help="DYN_PLAIN_NUMBA=1 for the runs (numba's public API only)")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                        help="two checkouts measured side by side, interleaved (see the doc)")
     parser.add_argument("--smoke", action="store_true", help="a one-point run of the main job, "
                         "both times on this checkout's warm cache (a cold one compiles for a "
                         "minute): that the script runs, not what the compile costs")
@@ -64,12 +105,13 @@ def main(argv=None) -> int:
         args.repeat = 1
     sets = [a for s in args.set for a in ("--set", s)]
     print(f"{args.scenario} {' '.join(args.set)}")
+    if args.compare:
+        compare(args.compare, args.scenario, sets, args.repeat)
+        return 0
     pairs = []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ} if args.smoke else {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba")}
-            if args.plain:
-                env["DYN_PLAIN_NUMBA"] = "1"
             run = [sys.executable, "-m", "dyn", "run", args.scenario, "--no-progress", *sets,
                    "--out"]
             cold = timed(run + [str(Path(tmp) / "cold.h5")], env)

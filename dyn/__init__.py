@@ -14,18 +14,18 @@ from importlib import import_module
 
 __version__ = "0.1.0"
 __all__ = ["open", "run", "load", "compare", "describe", "Scenario", "ScenarioError",
-           "System", "Model", "particles", "Field", "Output", "Chunk", "Coord", "Draw", "Reference",
-           "Geometry", "gradient_flow"]
+           "System", "Model", "particles", "attention_particles", "Field", "Output", "Chunk",
+           "Coord", "Draw", "Reference", "Geometry", "gradient_flow"]
 
 _LAZY = {"open": ".presentation.analysis", "run": ".engine.runner", "load": ".engine.scenario",
          "Scenario": ".engine.scenario", "ScenarioError": ".core.errors",
          "compare": ".presentation.comparison", "describe": ".presentation.describe",
          # writing your own system (docs/your_own_system.md)
-         "System": ".systems.base", "Field": ".core.schema", "Output": ".core.contract",
+         "System": ".core.system", "Field": ".core.schema", "Output": ".core.contract",
          "Chunk": ".core.contract", "Coord": ".core.contract", "Draw": ".core.contract",
          "Reference": ".core.contract", "Model": ".user.model",
-         "particles": ".user.particles", "Geometry": ".user.geometry",
-         "gradient_flow": ".user.gradient_flow"}
+         "particles": ".user.particles", "attention_particles": ".user.attention",
+         "Geometry": ".user.geometry", "gradient_flow": ".user.gradient_flow"}
 # the model packages and layers, reachable as dyn.noisy etc. after a plain `import dyn` (loaded
 # on first use); dyn.stationarity is the module dyn.engine.stationarity
 SUBPACKAGES = ("attention", "tokens_sde", "noisy", "sinkformer", "resnet", "momentum", "numerics",

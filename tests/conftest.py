@@ -8,6 +8,14 @@ import pytest
 from _scenarios import SMALL_SCENARIO
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _in_the_repository(monkeypatch):
+    """Every test runs in the repository's root, whatever folder pytest was started in (tests
+    name shipped files by relative paths, scenarios/NAME.toml, as a user in a checkout does)."""
+    monkeypatch.chdir(ROOT)
 
 
 def pytest_configure(config):

@@ -14,7 +14,7 @@ import pytest
 import dyn
 from dyn.engine import store
 from dyn.presentation.cli import main
-from dyn.systems.base import DIVERGED, FAILED, OK
+from dyn.core.system import DIVERGED, FAILED, OK
 
 VARIABLES = ("pair_fraction", "p_one_cluster", "n_clusters", "min_inner", "energy")
 

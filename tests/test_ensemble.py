@@ -6,7 +6,7 @@ import pytest
 from dyn.engine.ensemble import chunks
 from dyn.engine.reductions import Reductions, companions
 from dyn.core.stats import wilson
-from dyn.systems.base import Output
+from dyn.core.system import Output
 
 OUTPUTS = [Output("m", "m", dims=("time",)), Output("p_hit", "fraction of runs hitting", "1",
                                                      reduce="proportion"),

@@ -52,7 +52,7 @@ def linear(tmp_path_factory):
 def test_each_run_is_measured_against_its_own_closed_form(linear):
     import linear_model
 
-    result = compare_exact(linear)
+    result = compare_exact(linear, trust_model=True)
     with dyn.open(linear) as ds:
         traj = ds["trajectory"].values  # (eps, run, time, token, coordinate)
         times = ds["trajectory_time"].values
@@ -71,18 +71,20 @@ def test_each_run_is_measured_against_its_own_closed_form(linear):
 
 
 def test_the_rate_against_eps_is_one_with_an_interval(linear, tmp_path, capsys):
-    result = compare_exact(linear)
+    result = compare_exact(linear, trust_model=True)
     nonzero = result.isel(eps=slice(1, None))
     rate = comparison.rates(nonzero, "eps")[()]
     assert rate.lo <= 1.0 <= rate.hi and abs(rate.slope - 1.0) < 0.05, rate
-    assert main(["compare", str(linear), "--reference", "exact", "--at", "final"]) == 0
+    assert main(["compare", str(linear), "--reference", "exact", "--at", "final",
+                 "--trust-model"]) == 0
     assert "error" in capsys.readouterr().out
 
 
 @pytest.mark.slow  # matplotlib draws the picture (seconds)
 def test_the_command_prints_the_rates_and_draws_the_error_bars(linear, tmp_path, capsys):
     picture = tmp_path / "exact.png"
-    args = ["compare", str(linear), "--reference", "exact", "--against", "eps", "--out", str(picture)]
+    args = ["compare", str(linear), "--reference", "exact", "--against", "eps", "--out", str(picture),
+            "--trust-model"]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "rate against eps, all points" in printed and picture.stat().st_size > 10_000
@@ -97,3 +99,10 @@ def test_exact_without_a_declared_reference_is_one_line(tmp_path, capsys, small_
     assert len(err.splitlines()) == 1 and "declares no reference" in err
     assert main(["compare", str(out), "--reference", "flow"]) == 2
     assert "--along" in capsys.readouterr().err
+
+
+def test_a_user_models_reference_runs_only_when_trusted(linear, capsys):
+    """The reference is the model's code: without --trust-model the reader refuses in one line."""
+    assert main(["compare", str(linear), "--reference", "exact"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--trust-model" in err

@@ -1,7 +1,6 @@
 """Kernels compile on first need, exactly for their declared signature, and ensembles split into
 blocks across threads give the same numbers whatever the number of threads."""
 import os
-import re
 import subprocess
 import sys
 
@@ -69,41 +68,6 @@ def test_callees_are_read_from_the_source_and_loaded_before_their_caller():
     assert len(_middle.signatures) == 1 and len(_leaf.signatures) == 1  # loaded, never called
 
 
-@njit(types.float64(F1), link=True, **NJIT)
-def _linked_leaf(v):
-    return v[0] * v[-1]
-
-
-@njit(types.float64(F1), **NJIT)
-def _calls_linked_leaf(v):
-    return _linked_leaf(v) + 1.0
-
-
-def _linking_text(kernel) -> str:
-    """The LLVM module a kernel's callers would link (freshly compiled or loaded from the cache)."""
-    from integrators.numba.internals import kernel_library_text
-
-    return kernel_library_text(kernel)
-
-
-def _defines_or_declares(text: str, kernel) -> tuple[bool, bool]:
-    name = re.escape(kernel.overloads[kernel.signatures[0]].fndesc.mangled_name)
-    return (bool(re.search(rf"^define .*@{name}\(", text, re.M)),
-            bool(re.search(rf"^declare .*@{name}\(", text, re.M)))
-
-
-def test_callers_call_a_kernel_and_link_only_those_made_with_link():
-    """integrators.numba.internals: `_middle` keeps a declaration of `_leaf` (the call runs
-    `_leaf`'s own code, loaded first); `_linked_leaf`, made with link=True, is linked (or
-    inlined) as numba does. Both give the same value."""
-    if not jit.calls_kernels():
-        pytest.skip("the plain path (numba not checked, or DYN_PLAIN_NUMBA): every kernel is linked")
-    v = np.array([3.0, 2.0])
-    assert _middle(v) == 7.0 and _calls_linked_leaf(v) == 7.0
-    assert _defines_or_declares(_linking_text(_middle), _leaf) == (False, True)
-    assert not _defines_or_declares(_linking_text(_calls_linked_leaf), _linked_leaf)[1]
-
-
 STALE_LEAF = """
 from numba import types
 from integrators.jit import njit
@@ -129,16 +93,11 @@ def top(v):
 """
 
 
-# both paths in the default tier: the plain one's key (a cache directory per callee digest) is
-# the one that keeps a linked caller from running its stale copy of the callee
-@pytest.mark.parametrize("plain", [False, True], ids=["optimized", "plain"])
-def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path, plain):
-    """The callee's file changes and the caller's does not (a `git pull`): the callee compiles
-    again under a new name (numba's names count the functions the process compiled before), and
-    numba's own cache key of the caller (its file, its bytecode) is unchanged. The caller is
-    compiled again (its key carries the callees' source, jit.callee_digest: in the cache's index
-    key on the optimized path, in the cache's directory on the plain one, DYN_PLAIN_NUMBA=1) and
-    calls the new code (numba alone would run the caller's stale linked copy: 6.0)."""
+def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path):
+    """The callee's file changes and the caller's does not (a `git pull`): numba's own cache key
+    of the caller (its file, its bytecode) is unchanged, and its cached copy links the old callee.
+    The caller is compiled again (the callee digest recorded beside the cache differs,
+    jit.callee_digest) and calls the new code (numba alone would run the stale copy: 6.0)."""
     (tmp_path / "stale_leaf.py").write_text(STALE_LEAF.format(change=""))
     (tmp_path / "stale_top.py").write_text(STALE_TOP)
     call = ("import sys, numba, numpy as np; sys.path.insert(0, sys.argv[1]); "
@@ -147,7 +106,6 @@ def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path, 
 
     def run(compiled_before):
         env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-        env["DYN_PLAIN_NUMBA"] = "1" if plain else "0"
         return subprocess.run([sys.executable, "-c", call, str(tmp_path), str(compiled_before)],
                               env=env, check=True, capture_output=True, text=True).stdout.strip()
 
@@ -169,7 +127,7 @@ def user(v):
 def test_a_users_cached_caller_loads_before_the_kernels_it_calls(tmp_path):
     """A script's own eager `numba.njit(sig, cache=True)` that calls one of our kernels is loaded
     from numba's cache when the script is imported, before anything has loaded that kernel: the
-    kernel is loaded by its name first (jit.load_by_name), not a failed load."""
+    caller carries its own linked copy of the kernel, and runs."""
     (tmp_path / "stale_leaf.py").write_text(STALE_LEAF.format(change=""))
     (tmp_path / "user_caller.py").write_text(USER_CALLER)
     call = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import user_caller; "
@@ -293,3 +251,51 @@ def test_dyn_compile_fills_an_empty_cache_in_two_processes(tmp_path):
     count = int(out.split()[0])
     assert count > 40 and "kernels compiled or loaded" in out
     assert len(list((tmp_path / "numba").rglob("*.nbi"))) >= count  # an index per kernel
+
+
+CACHED_KERNELS = """
+from numba import types
+from integrators import jit
+from integrators.numba_abi import F1, NJIT
+
+@jit.njit(types.float64(types.float64, F1), **NJIT)
+def scaled_sum(c, v):
+    total = 0.0
+    for x in v:
+        total += x
+    return c * total
+
+@jit.njit(types.float64(F1), **NJIT)
+def calls_scaled_sum(v):
+    return scaled_sum(2, v)
+"""
+
+CACHE_COUNTS = """
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from cached_kernels import calls_scaled_sum, scaled_sum
+assert calls_scaled_sum.signatures == [] and scaled_sum.signatures == []  # imported: nothing made
+value = calls_scaled_sum(np.array([1.0, 2.0]))
+print(value, *(sum(getattr(k.stats, s).values()) for k in (scaled_sum, calls_scaled_sum)
+               for s in ("cache_hits", "cache_misses")))
+"""
+
+
+def test_a_second_process_loads_declared_kernels_from_numbas_cache(tmp_path):
+    """A kernel and its caller compiled in one process (cache misses) are loaded from numba's
+    cache in the next (hits), and the recorded callee digest keeps the caller's entry."""
+    (tmp_path / "cached_kernels.py").write_text(CACHED_KERNELS)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    outs = [subprocess.run([sys.executable, "-c", CACHE_COUNTS, str(tmp_path)], env=env, check=True,
+                           capture_output=True, text=True).stdout.split() for _ in range(2)]
+    assert outs == [["6.0", "0", "1", "0", "1"], ["6.0", "1", "0", "1", "0"]]
+
+
+def test_a_kernel_pickles_by_name():
+    """A pool's worker gets the very kernel of its module (found by name), not a copy."""
+    import pickle
+
+    from dyn.numerics import vexp
+
+    assert pickle.loads(pickle.dumps(vexp.row_sum)) is vexp.row_sum

@@ -58,6 +58,7 @@ sys.exit(cli.main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow  # a driver process killed mid-array and started again (tens of seconds)
 def test_a_killed_driver_resumes_to_the_serial_numbers(serial, tmp_path):
     script = tmp_path / "kill.py"
     script.write_text(KILL_AFTER_FIRST_WRITE)
@@ -112,6 +113,7 @@ points_per_task = 1
 """
 
 
+@pytest.mark.slow  # a local job array whose task fails, then its log read (tens of seconds)
 def test_a_failed_task_fails_its_points_with_the_end_of_its_log(tmp_path):
     shutil.copy(Path(__file__).with_name("toy_model.py"), tmp_path / "toy_model.py")
     (tmp_path / "dying_model.py").write_text(textwrap.dedent(DYING_MODEL))

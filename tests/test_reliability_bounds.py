@@ -60,8 +60,13 @@ BASES = _bases()
 # systems the shipped scenarios name by import path (module:Class, written through the public
 # API, outside the registry): their bounds are checked like the registered ones'
 IMPORTED = sorted(name for name in BASES if ":" in name)
-# validating these compiles their numba drift (about 4 s each on 2 cores): the slow tier
-COMPILES = {"dyn.frontier.gaussian_attention:GaussianAttention", "dyn.frontier.hardmax:Hardmax"}
+# validating these compiles their numba drift (about 4 s each on 2 cores), or takes a JAX
+# gradient at every point of their sweep: the slow tier
+COMPILES = {"dyn.frontier.gaussian_attention:GaussianAttention", "dyn.frontier.hardmax:Hardmax",
+            "dyn.frontier.linear_icl_flow:LinearICLFlow",
+            "dyn.frontier.reverse_diffusion:ReverseDiffusion",
+            "dyn.frontier.reverse_diffusion:ReverseSamples",
+            "dyn.frontier.softmax_polarization:SoftmaxPolarization"}
 COMPILED = [pytest.param(name, marks=pytest.mark.slow) if name in COMPILES else name
             for name in IMPORTED]
 

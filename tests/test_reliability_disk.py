@@ -15,7 +15,7 @@ import pytest
 import dyn
 from dyn.engine import store, trajectories
 from dyn.presentation.cli import main
-from dyn.systems.base import FAILED, OK
+from dyn.core.system import FAILED, OK
 
 from _files import assert_same, read_vars
 

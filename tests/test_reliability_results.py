@@ -313,7 +313,7 @@ def _interrupt(scenario, out, signum, delay) -> tuple[int, str]:
     time.sleep(delay)
     proc.send_signal(signum)
     try:
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=300)
     except subprocess.TimeoutExpired:
         proc.kill()
         raise AssertionError(f"{signal.Signals(signum).name} at {delay:.2f} s did not stop the run")
@@ -337,7 +337,7 @@ def test_sigterm_and_sighup_stop_a_run_like_ctrl_c(small_scenario, tmp_path, sig
                      "again to resume"], err
     assert not store.lock_path(out).exists()
     proc = _start(small_scenario, out)
-    assert proc.wait(timeout=120) == 0 and (_statuses(out) == OK).all()
+    assert proc.wait(timeout=600) == 0 and (_statuses(out) == OK).all()
 
 
 # two in the default tier (each a fresh process of a few seconds); the slow tier's 20 are the

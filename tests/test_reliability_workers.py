@@ -53,7 +53,7 @@ def test_pool_workers_die_with_a_killed_driver(small_scenario, tmp_path):
            *[a for s in sets for a in ("--set", s)]]
     driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a cold start on busy cores
         workers = []
         while time.monotonic() < deadline and driver.poll() is None:
             workers = _pool_workers(driver.pid)
@@ -64,7 +64,7 @@ def test_pool_workers_die_with_a_killed_driver(small_scenario, tmp_path):
         children = psutil.Process(driver.pid).children(recursive=True)  # the resource tracker too
         driver.send_signal(signal.SIGKILL)
         driver.wait()
-        gone, alive = psutil.wait_procs(children, timeout=3)
+        gone, alive = psutil.wait_procs(children, timeout=120)  # returns when all are gone
         # an orphan that has exited stays a zombie until init reaps it, and some container
         # inits never do: a zombie runs no code and holds no file, so it counts as dead
         alive = [p for p in alive if not _is_zombie(p)]
@@ -128,7 +128,7 @@ def test_a_killed_pool_worker_stops_the_run_in_one_line(small_scenario, tmp_path
            *[a for s in sets for a in ("--set", s)]]
     driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a cold start on busy cores
         workers = []
         while time.monotonic() < deadline and driver.poll() is None and not workers:
             workers = _pool_workers(driver.pid)

@@ -5,7 +5,7 @@ import pytest
 
 from dyn.engine.reductions import Mean, Proportion, Reductions, Rms
 from dyn.engine.runsums import add_runs, add_shifted_runs
-from dyn.systems.base import Output
+from dyn.core.system import Output
 
 
 def cumulative(acc, v):

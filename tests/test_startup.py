@@ -1,6 +1,5 @@
-"""What `dyn run`'s own process pays before and after its sweep (issue 41): the libraries a numba
-run never uses stay unimported, numba's cache loads skip its registry refresh unless a loaded
-kernel needs it, and the garbage collector is the process's to tune, never a caller's."""
+"""What `dyn run`'s own process pays before and after its sweep: the libraries a numba run never
+uses stay unimported, and the garbage collector is the process's to tune, never a caller's."""
 from __future__ import annotations
 
 import gc
@@ -13,13 +12,10 @@ import numpy as np
 import pytest
 
 from dyn.presentation.cli import main
-from integrators.numba import internals
 
 # Imported by a numba `dyn run` only if something went wrong: jax and the plots are other
-# commands' and backends'; numba.np.arraymath and scipy.linalg are what numba's registry
-# refresh imports, which a run whose kernels all load from the cache no longer pays.
-NEVER_IN_A_NUMBA_RUN = ("jax", "matplotlib", "xarray", "dask", "pandas", "scipy.stats",
-                        "scipy.linalg", "numba.np.arraymath")
+# commands' and backends'.
+NEVER_IN_A_NUMBA_RUN = ("jax", "matplotlib", "xarray", "dask", "pandas", "scipy.stats")
 # ... and what this run (attention_sphere, --no-progress) has no use for: the other systems'
 # modules (a system is found by its own module) and the progress bar's library
 NOT_IN_THIS_RUN = ("dyn.systems.resnet_ode", "dyn.systems.noisy_attention", "dyn.noisy", "tqdm")
@@ -32,7 +28,7 @@ from dyn.presentation import cli
 
 def said(code, left):
     from integrators import jit
-    loaded = [jit.qualified(k) for k in jit.declared_kernels() if not k.dyn_pending]
+    loaded = [jit.qualified(k) for k in jit.declared_kernels() if not jit.pending(k)]
     print(json.dumps({"code": code, "modules": sorted(sys.modules), "collecting": gc.isenabled(),
                       "frozen": gc.get_freeze_count(), "left": left, "kernels": loaded}),
           flush=True)
@@ -53,17 +49,13 @@ except SystemExit as done:
 def _run_as_a_user(scenario, out) -> tuple[dict, dict]:
     """What the process held when its command left, and what it held at its very end (only
     when it was not left early)."""
-    env = {k: v for k, v in os.environ.items() if k != internals.PLAIN_ENV}
     done = subprocess.run([sys.executable, "-c", THE_COMMAND, "run", str(scenario), "--out",
-                           str(out), "--no-progress"], capture_output=True, text=True, env=env,
-                          check=True)
+                           str(out), "--no-progress"], capture_output=True, text=True, check=True)
     lines = [json.loads(line) for line in done.stdout.strip().splitlines()]
     return lines[0], lines[-1]
 
 
-@pytest.mark.skipif(not internals.optimized(), reason="the refresh is skipped on the optimized "
-                    "path only (a checked numba, DYN_PLAIN_NUMBA unset)")
-def test_a_numba_run_imports_no_other_backend_and_no_numba_registry(tmp_path, small_scenario):
+def test_a_numba_run_imports_no_other_backend(tmp_path, small_scenario):
     _run_as_a_user(small_scenario, tmp_path / "warm.h5")  # compiles what the cache lacks
     seen, _ = _run_as_a_user(small_scenario, tmp_path / "run.h5")  # every kernel from the cache
     assert seen["code"] == 0
@@ -99,44 +91,6 @@ def test_main_called_in_a_process_leaves_its_collector_alone(capsys):
     capsys.readouterr()
 
 
-class _Context:
-    """A target context whose refresh is counted."""
-
-    def __init__(self):
-        self.refreshed = 0
-
-    def refresh(self):
-        self.refreshed += 1
-
-
-@pytest.mark.skipif(not internals.optimized(), reason="the seam's cache load applies on the "
-                    "optimized path only")
-def test_a_loaded_kernel_needing_a_registry_symbol_refreshes_numba_first(monkeypatch):
-    from numba.core.registry import cpu_target
-
-    engine = cpu_target.target_context.codegen()._engine
-    absent = "dyn_test_symbol_no_library_defines"
-    assert internals._unresolved([absent, "sqrt", "PyErr_Clear", "llvm.fabs.f64"], engine) == [absent]
-
-    context = _Context()
-    monkeypatch.setattr(internals, "_UNREFRESHED", [context])
-    internals._ensure_symbols(["PyErr_Clear", "sqrt"], engine)  # the process defines both
-    assert context.refreshed == 0
-    monkeypatch.setattr(internals, "_blas_width_differs", lambda: False)
-    internals._ensure_symbols(["numba_xxgemm"], engine)  # BLAS of numba's width: nothing to do
-    assert context.refreshed == 0
-    internals._ensure_symbols([absent], engine)  # MCJIT would abort on it: numba's refresh first
-    assert context.refreshed == 1 and internals._UNREFRESHED == []
-    internals._ensure_symbols([absent], engine)  # refreshed once, not again
-    assert context.refreshed == 1
-
-    other = _Context()
-    monkeypatch.setattr(internals, "_UNREFRESHED", [other])
-    monkeypatch.setattr(internals, "_blas_width_differs", lambda: True)
-    internals._ensure_symbols(["numba_xxgemm"], engine)  # numba's own BLAS check then refuses
-    assert other.refreshed == 1
-
-
 def test_a_finished_run_leaves_early_with_its_file_whole_and_an_error_exits_as_before(
         tmp_path, small_scenario):
     import h5py
@@ -150,10 +104,9 @@ def test_a_finished_run_leaves_early_with_its_file_whole_and_an_error_exits_as_b
     with h5py.File(out, "r") as f:
         assert (f["status"][()] == 1).all() and np.isfinite(f["pair_fraction"][()]).all()
 
-    env = {k: v for k, v in os.environ.items() if k != internals.PLAIN_ENV}
     done = subprocess.run([sys.executable, "-c", THE_COMMAND, "run", str(small_scenario),
                            "--out", str(tmp_path / "bad.h5"), "--set", "ensemble.runs=0"],
-                          capture_output=True, text=True, env=env)
+                          capture_output=True, text=True)
     said = [json.loads(line) for line in done.stdout.strip().splitlines()]
     assert done.stderr.startswith("dyn: error: ")
     assert [s["left"] for s in said] == [False] and said[0]["code"] == 2  # the interpreter's exit

@@ -12,7 +12,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from dyn.user import cache, identity
@@ -89,19 +88,12 @@ def model(tmp_path):
     return folder, tmp_path / "home"
 
 
-def test_a_second_process_loads_the_adapter_and_an_edited_drift_compiles_again(model,
-                                                                             monkeypatch):
+def test_a_second_process_loads_the_adapter_and_an_edited_drift_compiles_again(model):
+    """Each probe is a process of its own, whose environment the test sets (HOME, no
+    NUMBA_CACHE_DIR): this process's numba read NUMBA_CACHE_DIR when it was imported."""
     folder, home = model
     assert _run(folder, home) == {"value": -2.0, "hits": 0}  # -theta * x at theta = 2, compiled
-    monkeypatch.setenv("HOME", str(home))  # this process, another one: the cache is loaded
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    monkeypatch.syspath_prepend(str(folder))  # numba's cache load imports the user's module
-    try:
-        assert _probe(importlib.import_module("edited_model").Edited) == {"value": -2.0,
-                                                                          "hits": 1}
-    finally:
-        for name in ("edited_model", "edited_helper"):
-            sys.modules.pop(name, None)
+    assert _run(folder, home) == {"value": -2.0, "hits": 1}  # another process: loaded
     _write(folder, body="edited_helper.gain(-theta * x * x * 3.0) + OFFSET")
     assert _run(folder, home) == {"value": -6.0, "hits": 0}  # the edit, not the cached drift
 
@@ -116,14 +108,6 @@ def test_an_edit_of_what_the_drift_calls_or_reads_compiles_again(model, edit, va
     assert _run(folder, home)["value"] == -2.0
     _write(folder, **edit)
     assert _run(folder, home) == {"value": value, "hits": 0}
-
-
-def _probe(model) -> dict:
-    """PROBE's line, in this process."""
-    drift = model.numba_function("drift")
-    out = np.empty((2, 3))
-    drift(0.0, np.ones((2, 3)), np.array([2.0]), out, np.empty(0))
-    return {"value": out[0, 0], "hits": sum(drift.stats.cache_hits.values())}
 
 
 def _load(folder: Path, name: str):
@@ -181,7 +165,7 @@ def test_the_key_is_the_same_in_every_process(tmp_path):
     for seed in ("1", "2", "3"):
         env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(ROOT))
         done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
-                              text=True, env=env, timeout=60)
+                              text=True, env=env, timeout=300)
         assert done.returncode == 0, done.stderr
         found.add(done.stdout.strip())
     assert len(found) == 1 and None not in found and "None" not in found

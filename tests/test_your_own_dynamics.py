@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ import pytest
 
 import dyn
 from dyn.presentation import cli
+from dyn.user import reach
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "your_own_dynamics"
@@ -80,7 +82,9 @@ def test_the_example_runs_outside_the_repository_serial_and_process_alike(folder
         assert (ds["status"].values == 1).all()
     source = (folder / "my_sync.py").read_bytes()
     assert f'system_file = "{folder / "my_sync.py"}"' in text
-    assert f'system_sha256 = "{hashlib.sha256(source).hexdigest()}"' in text
+    head = tomllib.loads(text)["scenario"]  # the module's bytes, and one hash of all its code
+    assert head["system_files"]["my_sync.py"] == hashlib.sha256(source).hexdigest()
+    assert head["system_sha256"] == reach.combined(head["system_files"])
     assert 'system_module = "my_sync"' in text
 
 
@@ -135,7 +139,7 @@ def test_a_resume_against_an_edited_module_is_refused_then_overwritten(folder):
         f.write("# an edit\n")
     code, err = _cli("run", "sync.toml", "--no-progress", *SMALL)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert "Traceback" not in err and "my_sync.py changed since" in err
+    assert "Traceback" not in err and "changed since: my_sync.py" in err
     code, err = _cli("run", "sync.toml", "--no-progress", "--overwrite", *SMALL)
     assert code == 0, err
 

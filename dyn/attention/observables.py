@@ -39,7 +39,7 @@ def _delta(delta) -> float:
 N_PAIR_STATS = 3
 
 
-@njit(types.float64(F1), link=True, **NJIT, fastmath={"nnan", "nsz"})
+@njit(types.float64(F1), **NJIT, fastmath={"nnan", "nsz"})
 def _least(row):
     """min_j row[j], 1 if empty; NaN entries are the caller's to detect (the reduction
     vectorizes only when it may assume there are none)."""
@@ -50,7 +50,7 @@ def _least(row):
     return m
 
 
-@njit(types.float64(F1, F1, types.int64[::1], types.float64, types.int64), link=True, **NJIT)
+@njit(types.float64(F1, F1, types.int64[::1], types.float64, types.int64), **NJIT)
 def _exp_sum(g, w, bits, beta, n):
     """sum_ij e^{beta G_ij} from the upper triangle g of G (rows of n - i entries), as
     e^shift sum e^{beta g - shift} with the largest exponent as shift; `w`, `bits`: scratch.
@@ -323,7 +323,7 @@ def min_inner(x) -> np.ndarray:
     return pair_statistics(x, 0.0, 0.0)[..., 1]
 
 
-@njit(types.int64(types.int64[::1], types.int64), link=True, **NJIT)
+@njit(types.int64(types.int64[::1], types.int64), **NJIT)
 def _find(parent, i):
     root = i
     while parent[root] != root:

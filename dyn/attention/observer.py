@@ -62,9 +62,8 @@ def close_fraction_paired(x, threshold, xt):
     columns past n NaN, never close; the six pairs inside each four and those of the last
     n % 4 rows one by one. G_ij is x_i1 x_j1 + x_i2 x_j2 without the pass's leading 0 + (that
     sum is the pass's except when x_i1 x_j1 is -0.0, and then it differs only in the sign of a
-    zero G, which compares with the threshold alike; a NaN compares false in both). Measured
-    at n = 32 against close_fraction, one thread, interleaved: 0.84x the time two rows at a
-    time over the rows' own lengths; four at a time and padded, 0.82x that."""
+    zero G, which compares with the threshold alike; a NaN compares false in both). Four rows
+    at a time over padded rows keeps every inner loop a whole number of vector turns."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
     width = n + PAD
@@ -162,9 +161,7 @@ def _bounded_masks(n, threshold, x0, x1, lows, masks):
     reductions, which cost more than the pairs at n = 32), each loop over a multiple of PAD
     columns (a whole number of the vector loop's turns; the leftover columns went one at a
     time), the columns past n NaN, which is never close and never less than a low; the six
-    pairs inside each four and those of the last n % 4 rows one by one. Measured at n = 32 on
-    the main job's states, one thread: 0.82x the checked pass's time two rows at a time, 0.7x
-    four at a time."""
+    pairs inside each four and those of the last n % 4 rows one by one."""
     for i in range(n, n + PAD):
         x0[i] = np.nan
         x1[i] = np.nan
@@ -290,9 +287,8 @@ def _component(masks, n, seed):
     bit j}: grown by all its neighbours at once, those above its tokens (their masks) and
     those below (the tokens whose mask meets it), two branch-free passes over the tokens that
     vectorize, until it stops growing: twice for a cluster all of whose pairs are close (the
-    clusters of the dynamics), one more turn per step of a chain's path. Measured at n = 32 on
-    the main job's states, one thread: 0.4x to 0.5x the time of a sweep that merged each
-    token's set into the components it met (0.2x on uniform starts, 32 clusters)."""
+    clusters of the dynamics), one more turn per step of a chain's path; no branch depends on
+    which component a token's set meets."""
     one = np.int64(1)
     while True:
         above = np.int64(0)
@@ -318,11 +314,8 @@ def close_rows_joined(x, threshold, xt, lows, tags, parent):
     pass sets bit j of masks[i] for each close j > i, a select and an or, which vectorize: the
     union-find branched on every pair), each grown from its smallest token
     (:func:`_component`), which labels it, as the union-find's labels are. Scratch: xt
-    (2 (n + PAD)), lows (n + PAD), tags (n int64 at least). Measured at n = 32 on the main
-    job's states (beta = 4, pair fraction 0.39), one thread, interleaved: close_rows then
-    join_rows 1.25 us; the rows of G stored and their min taken after, two rows at a time, the
-    clusters swept token by token 0.72 us; this 0.52x that (0.48x to 0.54x at beta = 1 and 9,
-    0.39x on uniform starts)."""
+    (2 (n + PAD)), lows (n + PAD), tags (n int64 at least). Storing the rows of G and taking
+    their min after, two rows at a time, keeps the pair loop free of branches: it vectorizes."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
     masks = tags[:n]

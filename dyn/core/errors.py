@@ -52,6 +52,18 @@ class RunAborted(ScenarioError):
     finished points are kept and the same command resumes."""
 
 
+class UserExit(RunAborted):
+    """User code called sys.exit (or os._exit in a pool worker) while running a hook: the run
+    ends (one line; exit status 2 at import, 1 during points), finished points are kept."""
+
+    def __init__(self, key: str, problem: str, during_points: bool = True):
+        super().__init__(key, problem)
+        self.during_points = during_points
+
+    def __reduce__(self):  # crosses back from a pool worker pickled
+        return type(self), (self.key, self.problem, self.during_points)
+
+
 class MissingFile(ScenarioError, FileNotFoundError):
     """A file the user named does not exist: a ScenarioError (one line, exit status 2 on the
     command line) that Python code catches as the FileNotFoundError it expects."""

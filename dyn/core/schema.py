@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from . import laws
 from .errors import ScenarioError, did_you_mean
 
 REQUIRED = object()  # sentinel default: the key must be given
@@ -20,8 +21,9 @@ class Field:
     """One scenario entry.
 
     kind: "int", "float", "str", "bool", "matrix" (a square list of lists of numbers),
-    "matrices" (a square matrix, or a list of square matrices of one size) or "names" (a list
-    of distinct strings).
+    "matrices" (a square matrix, or a list of square matrices of one size), "vector" (a list of
+    numbers) or "names" (a list of distinct strings). A matrix, matrices or vector field also
+    takes a law table (``{law = "gaussian", scale = 0.5, draw = "run"}``: :mod:`dyn.core.laws`).
     lo/hi: inclusive bounds for numbers, and for every entry of a matrix (the entry is named in
     the message, ``params.V[0][1]``); gt: an exclusive lower bound (a step size or a tolerance
     must be > 0: -0.01 and 0 get the same message). choices: admissible strings. sweepable: may be a
@@ -42,11 +44,16 @@ class Field:
     def parse(self, key: str, raw: Any) -> Any:
         if self.auto and raw == "auto":
             return raw
+        if self.kind in ("matrix", "matrices", "vector") and isinstance(raw, dict):
+            return laws.parse(key, raw, self.kind)  # drawn per point or run (dyn.core.laws)
         value = _PARSERS[self.kind](key, raw)
         if self.kind in ("int", "float"):
             if self.gt is not None and not value > self.gt:
                 raise ScenarioError(key, f"must be > {self.gt:g}, got {_short(raw)}")
             self._bounds(key, value, raw)
+        elif self.kind == "vector":
+            for i, entry in enumerate(value):
+                self._bounds(f"{key}[{i}]", entry, entry)
         elif self.kind in ("matrix", "matrices") and (self.lo is not None or self.hi is not None):
             stack = value if isinstance(value[0][0], list) else [value]
             for h, matrix in enumerate(stack):
@@ -120,6 +127,12 @@ def _matrices(key, raw):
     return _matrix(key, raw)
 
 
+def _vector(key, raw):
+    if not isinstance(raw, list) or not raw or any(isinstance(v, list) for v in raw):
+        raise ScenarioError(key, f"expected a vector (list of numbers), got {_describe(raw)}")
+    return [_float(f"{key}[{i}]", v) for i, v in enumerate(raw)]
+
+
 def _names(key, raw):
     if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
         raise ScenarioError(key, f"expected a list of names, got {_describe(raw)}")
@@ -129,7 +142,7 @@ def _names(key, raw):
 
 
 _PARSERS = {"int": _int, "float": _float, "str": _str, "bool": _bool, "matrix": _matrix,
-            "matrices": _matrices, "names": _names}
+            "matrices": _matrices, "vector": _vector, "names": _names}
 
 
 def _describe(raw: Any) -> str:

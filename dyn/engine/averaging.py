@@ -38,7 +38,7 @@ from . import stationarity
 
 if TYPE_CHECKING:
     from ..core.spec import RunSpec
-    from ..systems.base import System
+    from ..core.system import System
 
 DEFAULT_CAP_BLOCKS = 8  # horizon_cap defaults to this many horizons
 TIME = 1e-9  # relative slack when comparing times

@@ -36,7 +36,7 @@ from .reductions import Reductions, companions, kept_runs
 
 if TYPE_CHECKING:
     from ..core.spec import RunSpec, Setup
-    from ..systems.base import System
+    from ..core.system import System
 
 
 class OutputMismatch(RuntimeError):

@@ -27,7 +27,7 @@ import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -35,7 +35,7 @@ from .. import systems
 from ..core.contract import FAILED, PointResult
 from ..core.errors import RunAborted, ScenarioError, one_line
 from ..core.spec import Setup
-from . import ensemble, trajectories
+from . import ensemble, stages, trajectories
 
 EXECUTORS = ("serial", "process", "dask", "submitit")
 TASK_SECONDS = 1.0  # target work per task once point costs are known
@@ -59,16 +59,23 @@ def _shared_setup(setup: Setup) -> Setup:
 def compute_point(setup: Setup, index: int, sidecar: str | None = None) -> PointResult:
     """Run point `index` of the sweep `setup`; never raises."""
     setup = _shared_setup(setup)
-    system = systems.get(setup.system_name, file=setup.system_file)
+    module, _, _ = setup.system_name.rpartition(":")  # a system named by import path: its module
+    with stages.running(f"{module or 'dyn'} (import)"):
+        system = systems.get(setup.system_name, file=setup.system_file)
     sink = None
     try:
         if sidecar is not None:
             layout = trajectories.spec(system, setup, ensemble.coords(system, setup))
             sink = trajectories.TrajectoryFile(Path(sidecar), index, layout, setup.tag)
-        result = ensemble.run_point(system, setup.spec(index, system), sink)
+        with stages.running(f"{type(system).__module__}.simulate"):
+            result = ensemble.run_point(system, setup.spec(index, system), sink)
         if sink is not None:
             sink.close()
         return result
+    except stages.UserExit:  # user code asked the process to end: the run stops, one line
+        if sink is not None:
+            sink.discard()
+        raise
     except Exception as exc:  # one bad point must not kill the sweep: record it
         if sink is not None:
             sink.discard()
@@ -126,53 +133,111 @@ def iter_pool(pool: Executor, setup: Setup, indices: Sequence[int], width: int,
             position += len(batch)
             try:
                 running.add(pool.submit(compute_batch, setup, batch, sidecar))
-            except BrokenProcessPool:  # a worker died while nothing was being waited for
+            except _lost_worker():  # a worker died while nothing was being waited for
                 raise _worker_died(points) from None
         if not running:
             return
         finished, running = wait(running, return_when=FIRST_COMPLETED)
+        # a batch that stops the run stops it once the points of the others are in the file
+        lost, error = False, None
         for future in finished:
             try:
                 batch = future.result()
-            except BrokenProcessPool:
-                raise _worker_died(points) from None
+            except _lost_worker():
+                lost = True
+                continue
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after the finished points
+                error = error or exc
+                continue
             for index, result, spent in batch:
                 seconds += spent
                 points += 1
                 yield index, result
+        if lost:
+            raise _worker_died(points) from None
+        if error is not None:
+            raise error
+
+
+def _lost_worker() -> tuple[type[BaseException], ...]:
+    """What a pool raises for a worker process that ended: a process pool's BrokenProcessPool,
+    Dask's KilledWorker (once its retries are spent)."""
+    distributed = sys.modules.get("distributed")
+    killed = getattr(distributed, "KilledWorker", None) if distributed is not None else None
+    return (BrokenProcessPool,) + ((killed,) if isinstance(killed, type) else ())
 
 
 def _worker_died(points: int) -> RunAborted:
-    if points == 0:  # before any point came back: most often a worker that could not start
+    """The one line of a worker process that ended: the hook it ran (engine.stages), the
+    missing `__main__` guard where a worker says it stopped for that, else a kill."""
+    folder = os.environ.get(stages.ENV)
+    found = stages.read(folder) if folder else []
+    hooks = [text for text in found if text != stages.GUARD]
+    if hooks:
+        return stages.UserExit("--executor", f"a worker process exited while running {hooks[0]} "
+                               "(os._exit, a crash or a kill); finished points are kept: run the "
+                               "same command again to resume")
+    if stages.GUARD in found:
         return RunAborted("--executor", "the pool's workers stopped before finishing a point: a "
                           "script that calls dyn.run with a process pool must call it under "
-                          "`if __name__ == \"__main__\":` (each worker re-imports the script); "
-                          "otherwise a worker was killed or ran out of memory")
+                          "`if __name__ == \"__main__\":` (each worker re-imports the script)")
     return RunAborted("--executor", "a worker process died (killed, or out of memory?); "
                       "finished points are kept: run the same command again to resume")
 
 
 def in_spawned_import() -> bool:
     """True in a spawned worker (a pool's or Dask's) whose start re-imports the driver's script
-    as `__mp_main__`: a dyn.run there comes from a script without the `__main__` guard."""
-    main = sys.modules.get("__main__")
-    return (multiprocessing.parent_process() is not None
-            and getattr(main, "__name__", "") == "__mp_main__")
+    as `__mp_main__`: a dyn.run there comes from a script without the `__main__` guard.
+    multiprocessing names the main module ``__mp_main__`` as well in every process; only while
+    a child runs the script again is that a module of its own (``__main__`` is then the child's
+    starter), and the parent of a worker is not yet known (`parent_process()` is None) while
+    its name is already the child's (the main process is ``MainProcess``, also while `runpy`
+    runs a script there under a ``__main__`` of its own)."""
+    alias = sys.modules.get("__mp_main__")
+    return (alias is not None and alias is not sys.modules.get("__main__")
+            and multiprocessing.parent_process() is None
+            and multiprocessing.current_process().name != "MainProcess")
 
 
 def _cores() -> int:
     return os.cpu_count() or 1
 
 
+def new_process_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of `workers` spawned processes sharing the cores (its workers start on demand)."""
+    threads = max(1, _cores() // workers)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(threads, os.getpid()))
+
+
 @contextmanager
 def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
-    threads = max(1, _cores() // workers)
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(threads, os.getpid()))
+    with stage_folder():
+        pool = new_process_pool(workers)
+        try:
+            yield pool, workers
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextmanager
+def stage_folder() -> Iterator[str]:
+    """A fresh folder where the pool's workers mark the hook they run (engine.stages), named
+    in this process's environment (its spawned workers inherit it) while the pool lives."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="dyn-stages-")
+    before = os.environ.get(stages.ENV)
+    os.environ[stages.ENV] = folder
     try:
-        yield pool, workers
+        yield folder
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if before is None:
+            os.environ.pop(stages.ENV, None)
+        else:
+            os.environ[stages.ENV] = before
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def ship_modules(client, files: Sequence[str]) -> None:
@@ -197,6 +262,7 @@ def dask_pool(workers: int, scheduler: str | None, files: Sequence[str] = ()
     except ImportError:  # pragma: no cover - distributed is a dependency
         raise ScenarioError("--executor", "dask needs the `distributed` package") from None
     cluster = None
+    stack = ExitStack()  # the stage folder of a LocalCluster's workers
     if scheduler:
         try:
             client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
@@ -204,8 +270,10 @@ def dask_pool(workers: int, scheduler: str | None, files: Sequence[str] = ()
             raise ScenarioError("--scheduler", f"cannot reach Dask scheduler {scheduler}: {exc}") from None
     else:
         threads = max(1, _cores() // workers)
+        folder = stack.enter_context(stage_folder())
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, env={"NUMBA_NUM_THREADS": str(threads)})
+                               dashboard_address=None,
+                               env={"NUMBA_NUM_THREADS": str(threads), stages.ENV: folder})
         client = Client(cluster)
     try:
         ship_modules(client, files)
@@ -215,6 +283,7 @@ def dask_pool(workers: int, scheduler: str | None, files: Sequence[str] = ()
         client.close()
         if cluster is not None:
             cluster.close()
+        stack.close()
 
 
 @contextmanager

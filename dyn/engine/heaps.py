@@ -69,11 +69,10 @@ def _extents(path: Path) -> list | None:
 def _extents_apart(path: Path, seconds: float = LIST_SECONDS) -> list | None | str:
     """:func:`_extents` in a child process: the extents, None, or the words of what went wrong
     when HDF5 loops or crashes there. The child is forked (a few milliseconds) where this
-    process runs no other Python thread, else started afresh (a fifth of a second): a thread
-    using h5py could hold its lock at the fork, and the child would wait on it for ever."""
-    import threading
-
-    if hasattr(os, "fork") and threading.active_count() == 1:
+    process runs one thread of any kind, else started afresh (a fifth of a second): another
+    thread (h5py's user, JAX's or numba's pools) could hold a lock at the fork, and the child
+    would wait on it for ever."""
+    if hasattr(os, "fork") and _single_threaded():
         code, text = _forked(path, seconds)
     else:
         import subprocess
@@ -92,6 +91,15 @@ def _extents_apart(path: Path, seconds: float = LIST_SECONDS) -> list | None | s
         return json.loads(text)
     except ValueError:  # the child failed before it could answer
         return None
+
+
+def _single_threaded() -> bool:
+    """True where this process runs one thread, counted by the kernel (threads started by
+    native libraries included, which Python's own count misses); False where it cannot tell."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
 
 
 def _forked(path: Path, seconds: float) -> tuple[int | None, bytes]:

@@ -23,8 +23,8 @@ _READING: list = []  # the thread prefetch() started, until someone waits for it
 def prefetch() -> None:
     """Read the installed versions and the git commit in a thread, beside the start-up of a
     sweep (its system's import, its kernels' loads) rather than when its file is made: two git
-    processes and ten packages' metadata, about 40 ms of a short ``dyn run`` on its critical
-    path. :func:`versions` and :func:`git_commit` wait for the thread; the values are the same."""
+    processes and ten packages' metadata are off the critical path of a short ``dyn run``.
+    :func:`versions` and :func:`git_commit` wait for the thread; the values are the same."""
     if _READING or (_installed.cache_info().currsize and _git_commit.cache_info().currsize):
         return
     thread = threading.Thread(target=_read_all, name="dyn-provenance", daemon=True)
@@ -50,7 +50,7 @@ def versions() -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def _installed() -> tuple[tuple[str, str], ...]:
-    """The installed versions, read once per process (35 ms a time: every file paid it)."""
+    """The installed versions, read once per process (reading package metadata is slow)."""
     found = {}
     for name in PACKAGES:
         try:

@@ -256,7 +256,7 @@ def median_rank(n: int, confidence: float = CONFIDENCE) -> int:
     return below + 1  # j - 1 = below, the largest k with P(B <= k) <= tail
 
 
-EXACT_RANKS = 1 << 14  # runs up to which median_rank counts in integers (~20 ms at the top)
+EXACT_RANKS = 1 << 14  # runs up to which median_rank counts in integers (exact and still quick at the top)
 
 
 BY_KIND = {kind: cls for cls in (Mean, Rms, Max, Proportion, PerRun, TimeToEvent)

@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from integrators.numba.internals import CompileListener, listening_to_compiles
+from integrators.numba.events import CompileListener, listening_to_compiles
 
 from ..core import sweep
 from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
 from ..core.errors import OutputError, ScenarioError
-from . import provenance, store, trajectories
+from . import deadlines, provenance, stages, store, trajectories
 from .batched import iter_results as batched_results
 from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
+from .longrun import LongRunNote
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve, scenario_file
 from .verdicts import WHY, count_unresolved
 
@@ -32,7 +33,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         executor: str = "serial", scheduler: str | None = None, array: dict | None = None,
         overrides: dict[str, Any] | list[str] | None = None, unset: list[str] | None = None,
         progress: bool | None = None, command: str | None = None, log=None,
-        force: bool = False, overwrite: bool = False, allow_version_change: bool = False) -> Path:
+        force: bool = False, overwrite: bool = False, allow_version_change: bool = False,
+        point_timeout: float | None = None) -> Path:
     """Run (or resume) a sweep and return the output path.
 
     `scenario` is a path to a TOML file, the name of a shipped scenario (`"attention_clusters"`,
@@ -51,7 +53,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     A resume keeps only the points whose checksums match, and refuses points computed under
     other versions of numpy, scipy, numba, jax or diffrax unless `allow_version_change` (each
     point records its versions). `--out` through a symlink writes the real file (and the
-    states folder beside it).
+    states folder beside it). `point_timeout` (seconds, process or dask executor): a point
+    running longer is stopped and recorded failed with that reason (dyn/engine/deadlines.py).
 
     Returns the `Path` of the output file (the real file where `out` is a symlink).
 
@@ -68,9 +71,17 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     `dyn.open(path)["status"]` says which; a second call recomputes failed points only.
     """
     if in_spawned_import():  # a worker re-importing an unguarded script: stop it quietly, the
-        os._exit(1)          # driver says why (executors._worker_died), in one line
+        stages.mark(stages.GUARD)  # driver says why (executors._worker_died), in one line
+        os._exit(1)
     provenance.prefetch()  # beside the start-up: the file's provenance is read in a thread
     log = log or sys.stderr
+    limit = deadlines.check(point_timeout, executor)  # before a model is imported or probed
+    # where things lie, fixed before a user's module is imported: one that changes the working
+    # folder cannot move the output, its lock or the scenario read
+    here = Path(os.getcwd())
+    out = None if out is None else here / out
+    if isinstance(scenario, (str, Path)) and Path(scenario).is_file():
+        scenario = here / scenario
     notes: list[str] = []
     scenario = _with_overrides(scenario, overrides, unset, notes)
     if executor not in EXECUTORS:
@@ -90,7 +101,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
     if batched and executor != "serial":
         raise ScenarioError("--executor", "backend jax runs whole batches in this process on the "
                             "JAX device: drop --executor / --workers")
-    path = Path(out) if out is not None else scenario.default_output_path()
+    path = out if out is not None else here / scenario.default_output_path()
     if path.suffix in (".partial", ".lock") or path.is_dir():
         raise ScenarioError("--out", f"{path} is not a usable output file name")
     if path.exists() and _same_file(path, getattr(scenario, "source", "")):
@@ -134,10 +145,16 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
                 pool = (calibrated(pool[0], scenario, path), pool[1])
             if batched:
                 results = batched_results(scenario, todo, sidecar)
+            elif limit is not None:
+                results = deadlines.iter_limited(executor, workers, pool, scenario.setup, todo,
+                                                 sidecar, limit)
             else:
                 results = iter_results(pool, scenario.setup, todo, sidecar)
             with listening_to_compiles(_CompileNotice(log)):
-                _write_all(scenario, path, results, len(todo), progress, log)
+                try:
+                    _write_all(scenario, path, results, len(todo), progress, log)
+                except SystemExit as exc:  # user code outside a named hook: never its status
+                    raise stages.exited(exc.code, stages.current()) from None
     finally:
         lock.release()
     return path
@@ -176,6 +193,9 @@ def _resumable(path: Path, scenario: Scenario, allow_version_change: bool, log) 
     if len(kept.damaged):
         print(f"{path}: {len(kept.damaged)} finished points failed their checksum (damaged): "
               "computing them again", file=log)
+    if kept.repaired:
+        print(f"{path}: {', '.join(kept.repaired)} did not match the theory this scenario "
+              "computes (damaged): written again", file=log)
     current = store.numeric_versions()
     others = {text: count for text, count in kept.versions.items() if text != current}
     if others:
@@ -252,9 +272,11 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
         bar = tqdm(total=total, desc=scenario.name, unit="pt",
                    disable=None if progress is None else not progress, file=log)
         bar.set_postfix_str(STARTING, refresh=False)
+    long_run = LongRunNote(total, log, duration_text)
     try:
         for index, result in results:
             writer.write(index, result)
+            long_run.done()
             counts[result.status] += 1
             if result.status in (DIVERGED, FAILED):
                 where = sweep.axis_values(scenario.axes, index) or ""

@@ -417,6 +417,11 @@ def resolve(doc: Any, source: str = "<dict>") -> Scenario:
         return _resolve(doc, source)
     except ScenarioError:
         raise
+    except SystemExit as exc:  # a hook of the user's system (its constructor, outputs...) exited
+        name = _outside_system(doc) or "the system"
+        code = "" if exc.code is None else repr(exc.code)
+        raise ScenarioError("scenario.system", f"{name} called sys.exit({code}) while the "
+                            "scenario was checked") from None
     except Exception as exc:
         name = _outside_system(doc)
         if not name:

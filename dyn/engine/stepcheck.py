@@ -64,7 +64,7 @@ from . import averaging
 
 if TYPE_CHECKING:
     from ..core.spec import RunSpec
-    from ..systems.base import System
+    from ..core.system import System
 
 CHECK_RUNS = 8  # runs rerun at h and h/2 (fewer when the point has fewer)
 ODE_CHECK_SHARE = 4  # an ODE point reruns 1 / ODE_CHECK_SHARE of its runs (at least CHECK_RUNS)

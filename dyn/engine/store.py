@@ -58,7 +58,7 @@ from ..core import sweep
 from ..core.contract import (DIVERGED, FAILED, NAN_MEANS_ATTR, OK, PENDING, REFERENCE, ROLE_ATTR,
                              STATUS_NAMES, PointResult)
 from ..core.errors import MissingFile, OutputError, ScenarioError
-from . import provenance, trajectories
+from . import labels, model_facts, provenance, theory, trajectories
 from .disk import file_kind, free_bytes, reserve, trim
 from .ensemble import coords as system_coords
 from .ensemble import error_budget, file_outputs, references
@@ -88,6 +88,26 @@ def partial_path(path: Path) -> Path:
     return path.with_name(path.name + ".partial")
 
 
+def _open_lock(path: Path) -> int:
+    """The lock file, opened (made where absent). One left by a run that died, which this user
+    cannot write (another's, read-only), is opened to read: flock needs no write access."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY)
+
+
+def _say_holder(fd: int) -> None:
+    """Write this process's pid into the lock file, for a refused run to name; where that fails
+    (a full disk, a file opened to read) the lock holds all the same, and a refusal says
+    "pid unknown"."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError:
+        pass
+
+
 class WriterLock:
     """An exclusive advisory lock: at most one writer per file, whatever name reaches it.
 
@@ -107,7 +127,7 @@ class WriterLock:
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open_lock(self.path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -122,8 +142,7 @@ class WriterLock:
             if same:
                 break
             os.close(fd)  # its holder removed it on release: lock the file now at that name
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        _say_holder(fd)
         self._fd = fd
         try:
             self.hold()
@@ -214,7 +233,8 @@ def check_size(path: Path, scenario: "Scenario", force: bool = False) -> int:
     total, text = output_text(scenario)
     if total > MAX_FILE_BYTES and not force:
         raise ScenarioError("sweep", f"the output would take {text} ({scenario.count} points), "
-                            f"past the limit of {size_text(MAX_FILE_BYTES)}; shrink the sweep "
+                            f"past the limit of {size_text(MAX_FILE_BYTES)}"
+                            f"{exactly(total, MAX_FILE_BYTES)}; shrink the sweep "
                             "(or trajectory_runs, trajectory_every) or add --force")
     folder = Path(os.path.abspath(path)).parent
     while not folder.exists() and folder != folder.parent:  # made later: its nearest ancestor
@@ -222,8 +242,16 @@ def check_size(path: Path, scenario: "Scenario", force: bool = False) -> int:
     free = free_bytes(folder)
     if total > free:
         raise ScenarioError("--out", f"the output would take {text}, but only "
-                            f"{size_text(free)} is free beside {path}")
+                            f"{size_text(free)}{exactly(total, free)} is free beside {path}")
     return need
+
+
+def exactly(nbytes: int, other: int) -> str:
+    """" (N bytes against M)" where :func:`size_text` rounds the two counts to one text, so
+    that a refusal never prints two equal numbers; else ""."""
+    if size_text(nbytes) != size_text(other):
+        return ""
+    return f" ({nbytes} bytes against {other})"
 
 
 def size_text(nbytes: int) -> str:
@@ -252,6 +280,7 @@ def check_sweep_file(path: str | Path) -> None:
     if not stat.S_ISREG(mode):
         raise ScenarioError("", f"{path} is not a regular file ({file_kind(mode)}): give a "
                             "sweep file that `dyn run` wrote")
+    bounded_read(path)
     try:
         with h5py.File(path, "r", locking=False) as f:
             made_by_dyn = ("scenario" in f.attrs and "scenario_hash" in f.attrs
@@ -271,6 +300,24 @@ def check_sweep_file(path: str | Path) -> None:
     if not made_by_dyn:
         raise ScenarioError("", f"{path} is not a dyn sweep file (it lacks the scenario "
                             "attributes or the status variable that `dyn run` writes)")
+
+
+def read_problem(path: Path) -> str:
+    """What makes the HDF5 library loop or crash on the file at `path` ("" if nothing), found
+    before this process reads it: its global heaps walked in Python (:mod:`.heaps`), then its
+    whole structure read by a child under a time limit (:mod:`.probe`)."""
+    from .heaps import heap_problem
+    from .probe import READ_SECONDS, structure_problem
+
+    return heap_problem(path, READ_SECONDS) or structure_problem(path, READ_SECONDS)
+
+
+def bounded_read(path: Path) -> None:
+    """Refuse, in one line, a file on which the HDF5 library would loop or crash
+    (:func:`read_problem`)."""
+    problem = read_problem(path)
+    if problem:
+        raise ScenarioError("", f"{path} is damaged: {problem}")
 
 
 def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | None = None) -> None:
@@ -313,7 +360,7 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
             if out.nan_means:
                 var.attrs[NAN_MEANS_ATTR] = out.nan_means
             var.attrs.update(budget.get(out.name, {}))
-        _write_references(f, references(system, setup))
+        _write_references(f, references(system, setup), scenario.axes)
         status = f.create_variable(STATUS, tuple(axes), dtype="i1")
         _fill(status, shape, 0)
         status.attrs.update({
@@ -333,6 +380,7 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
         checksum.attrs["long_name"] = ("CRC-32 of the point's values, message, versions and status "
                                        "as written (checked by a resume)")
         f.attrs.update(provenance.attributes(scenario, command))
+        f.attrs.update(model_facts.attributes(system))  # what readers need, as data
         f.attrs.update(step_attributes(scenario))
         spec = trajectories.spec(system, setup, coords)
         if spec is not None:
@@ -342,9 +390,10 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
             _coordinate(f, "trajectory_time", spec.times, {"long_name": "time of the saved states"})
             for dim, size in spec.state.items():
                 f.dimensions[dim] = size
-    if spec is not None:
-        with h5py.File(tmp, "r+") as f:
+    with h5py.File(tmp, "r+") as f:
+        if spec is not None:
             trajectories.declare(f, path, spec, shape, axes)
+        labels.stamp(f)  # the last attribute written: a resume checks all the others against it
     trim(tmp)
     os.replace(tmp, path)
 
@@ -368,8 +417,10 @@ def step_attributes(scenario: "Scenario") -> dict[str, float]:
             "dt_used_max": float(steps.max())}
 
 
-def _write_references(f: h5netcdf.File, refs) -> None:
-    """Each reference with the coordinates it brings (once, when several share one)."""
+def _write_references(f: h5netcdf.File, refs, axes) -> None:
+    """Each reference with the coordinates it brings (once, when several share one), and the
+    checksum of its values and of the coordinates it lies on other than the sweep `axes`
+    (:func:`dyn.engine.model_facts.values_checksum`), as read back from the file."""
     for ref in refs:
         for dim, coord in ref.coords.items():
             if dim not in f.dimensions:
@@ -381,6 +432,8 @@ def _write_references(f: h5netcdf.File, refs) -> None:
                                 data=np.asarray(ref.values, dtype=np.float64))
         var.attrs.update({"long_name": ref.long_name, **({"units": ref.units} if ref.units else {}),
                           ROLE_ATTR: REFERENCE, **ref.draw.attrs()})
+        on = [np.asarray(f.variables[d][...]) for d in ref.dims if d not in axes]
+        var.attrs[model_facts.CHECKSUM_ATTR] = np.int64(model_facts.values_checksum(var[...], *on))
 
 
 def _fill(var, shape: tuple[int, ...], value) -> None:
@@ -463,20 +516,23 @@ class Verified:
     statuses: np.ndarray
     damaged: np.ndarray
     versions: dict[str, int]
+    repaired: tuple[str, ...] = ()  # references and coordinates written back (dyn.engine.theory)
 
 
 def read_verified(path: Path, scenario: "Scenario") -> Verified:
     """Open an existing sweep file for a resume: refuse another scenario's file and a file whose
     layout is damaged (one line each); check every done point's checksum."""
-    from .heaps import heap_problem
-
-    problem = heap_problem(path)  # before HDF5 reads them: it could loop for ever
+    problem = read_problem(path)  # before HDF5 reads it here: it could loop for ever
     if problem:
         raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to compute "
                           "it again")
     try:
         with h5py.File(path, "r", locking=False) as f:
             stored = _text(f.attrs.get("scenario_hash"))
+            if not isinstance(stored, str) or not isinstance(_text(f.attrs.get("scenario")), str):
+                raise OutputError("--out", f"{path} is not a dyn sweep file, or its scenario "
+                                  "attributes are damaged (it lacks a readable scenario or "
+                                  "scenario_hash); choose another --out, or delete the file")
             if stored != scenario.hash:
                 raise OutputError("--out", f"{path} holds a different scenario (hash "
                                   f"{str(stored)[:12]}..., this one {scenario.hash[:12]}..."
@@ -486,6 +542,11 @@ def read_verified(path: Path, scenario: "Scenario") -> Verified:
             if problem:
                 raise OutputError("--out", f"{path} is damaged or was made by another version of "
                                   f"dyn ({problem}); add --overwrite to compute it again")
+            fixes, problem = theory.repairs(f, scenario)
+            problem = problem or labels.problem(f)
+            if problem:
+                raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to "
+                                  "compute it again")
             statuses = np.asarray(f[STATUS][...]).reshape(-1).copy()
             unknown = ~np.isin(statuses, (PENDING, OK, DIVERGED, FAILED))
             kept = (statuses == OK) | (statuses == DIVERGED)  # failed points are redone anyway
@@ -502,7 +563,9 @@ def read_verified(path: Path, scenario: "Scenario") -> Verified:
         raise OutputError("--out", f"cannot read existing output {path}: "
                           f"{str(exc).strip() or type(exc).__name__}; delete it or choose "
                           "another --out") from None
-    return Verified(statuses, damaged, versions)
+    if fixes:
+        theory.write_back(path, fixes)
+    return Verified(statuses, damaged, versions, tuple(fixes))
 
 
 def _text(value) -> str | None:
@@ -534,16 +597,18 @@ def metadata_problem(f: h5py.File) -> str:
 
 
 def _module_changed(f: h5py.File, scenario: "Scenario") -> str:
-    """", the system's module FILE changed since" when the file's scenario records another
-    sha256 of the module of a system from outside the package; else ""."""
+    """", the system's code changed since: FILES" naming the files of a system from outside
+    the package whose bytes differ from those the file's scenario records; else ""."""
+    text = _text(f.attrs.get("scenario"))
     try:
-        head = tomllib.loads(_text(f.attrs.get("scenario"))).get("scenario", {})
-    except (tomllib.TOMLDecodeError, TypeError):
+        head = tomllib.loads(text).get("scenario", {}) if isinstance(text, str) else {}
+    except (tomllib.TOMLDecodeError, TypeError, RecursionError):
         return ""
-    now = scenario.data["scenario"]
-    if head.get("system_sha256") and head.get("system_sha256") != now.get("system_sha256"):
-        return f": the system's module {now.get('system_file', '')} changed since"
-    return ""
+    if not isinstance(head, dict):
+        return ""
+    from ..user.reach import changed  # names the edited files of the system's code
+
+    return changed(head, scenario.data["scenario"])
 
 
 def layout_problem(f: h5py.File, scenario: "Scenario") -> str:

@@ -7,7 +7,7 @@ renamed into place when the point is done. The sweep file holds a virtual datase
 (dims: sweep axes, run, trajectory_time, state dims) mapped onto those files, declared once
 when the sweep file is made. Hence:
 - memory stays bounded: no process ever holds more than one run-chunk of states;
-- the sweep file's metadata never changes after creation, so it survives a kill as before;
+- the sweep file's metadata never changes after creation, so a kill leaves it whole;
 - a point not yet done reads as NaN (the virtual dataset's fill value);
 - the folder `NAME.h5.d/` must travel with `NAME.h5` (it holds the trajectory data). HDF5 finds
   it relative to the sweep file's folder, so the pair can be moved anywhere together; renamed
@@ -40,7 +40,7 @@ from .disk import free_bytes, no_space, reserve, trim
 
 if TYPE_CHECKING:
     from ..core.spec import Setup
-    from ..systems.base import System
+    from ..core.system import System
 
 DATASET = "trajectory"
 CHUNK_TARGET_BYTES = 4 * 2**20  # HDF5 chunk size aimed at: big enough to compress well

@@ -1,17 +1,16 @@
 r"""Compile numba's kernels ahead of use, split over processes so that none is compiled twice.
 
 A kernel needs every kernel it calls compiled (or loaded) before it: numba types the calls
-against them, and the calls bind to their code (:mod:`integrators.numba.internals`; numba alone,
-the plain path of :mod:`integrators.jit`, links their code into the caller and optimizes it
-again). Two processes that start on a cold cache and both need the attention field therefore
-both pay for its whole tree (the field, its three regimes and their helpers), which is what a
+against them, and numba links their code into the caller and optimizes it again
+(:mod:`integrators.jit`). Two processes that start on a cold cache and both need the attention
+field therefore both pay for its whole tree (the field, its three regimes and their helpers), which is what a
 test session on two cores did.
 
 This module deals the declared kernels (:func:`integrators.jit.declared_kernels`) to `shares`
 processes by *family*: kernels joined by calls are one family, except that a kernel which calls
 no other and is called from several modules (a shared leaf such as the vectorised exp) joins
-none. A family costs about the sum, over its kernels, of the source each one compiles (its own;
-where numba links callees, plus a quarter of everything below it, which it optimizes again);
+none. A family costs about the sum, over its kernels, of the source each one compiles (its own,
+plus a quarter of everything below it, which it optimizes again);
 families go to the least loaded share, largest first. Share i compiles its families, or loads
 them from numba's cache; the other processes then find them there. ``dyn compile`` runs every
 share at once (:func:`compile_all`, instead of each
@@ -52,7 +51,7 @@ def import_kernel_modules() -> None:
 def families(kernels) -> tuple[list[list], list[float]]:
     """The kernels grouped into families (see the module doc), costliest first, each with its
     callers after its callees; and the cost of each family."""
-    from integrators.jit import calls_kernels, callees
+    from integrators.jit import callees
 
     known = {id(k): k for k in kernels}
     calls = {i: {id(c) for c in callees(k) if id(c) in known} for i, k in known.items()}
@@ -83,8 +82,7 @@ def families(kernels) -> tuple[list[list], list[float]]:
         return seen
 
     # linked code is optimized again in each caller, at about a quarter of its first cost
-    relink = 0.0 if calls_kernels() else RELINK  # called callees cost their caller nothing
-    cost = {i: size[i] + relink * sum(size[j] for j in below(i, set()) - {i}) for i in known}
+    cost = {i: size[i] + RELINK * sum(size[j] for j in below(i, set()) - {i}) for i in known}
     groups: dict[int, list[int]] = {}
     for i in known:
         groups.setdefault(find(i), []).append(i)

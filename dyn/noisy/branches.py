@@ -479,7 +479,7 @@ def clustered_r(beta: float, d: int, normalization: str, ratio: float, branch=No
     return float(brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14))
 
 
-# ------------------------------------------------------ the circle, as before (thin wrappers)
+# ------------------------------------------------------------- the circle (thin wrappers)
 def circle_branch(beta: float, normalization: str = "USA", r_max: float = R_MAX,
                   steps: int = 60) -> Branch:
     """The clustered branch on the circle at ``steps`` equally spaced r in (0, r_max]

@@ -29,8 +29,7 @@ The normalizers are left for the caller: the last two floats of ``work`` (reserv
 so sum_ij e^{s_ij} = e^c sum_i Z_i (the USA energy without a second exp pass); NaN in the
 second when the path falls back to the column path. No other path writes them.
 
-Measured on one member of n = 32 tokens on the circle through the integrators' function-pointer
-call: 2.2 us against 2.85 us for the column path and 8.2 us for :mod:`.mean_field`.
+Against the column path and :mod:`.mean_field` it is measured in benchmarks/attention_rhs.py.
 """
 from __future__ import annotations
 
@@ -53,7 +52,7 @@ BLOCK_ENTRIES = 1 << 17
 CIRCLE_BLOCK = 1 << 12
 
 
-@njit(types.boolean(I, I, F1, types.boolean), link=True, **NJIT)
+@njit(types.boolean(I, I, F1, types.boolean), **NJIT)
 def symmetric_blocks(heads, d, M, m_id):
     """Every M_h equal to its transpose (exactly)."""
     if m_id:

@@ -5,13 +5,11 @@ loop does not vectorize; on the n = 1024 attention right-hand side it costs more
 Here ``exp(y) = 2^k exp(r)`` with ``k = round(y / ln 2)``, ``r = y - k ln 2`` (Cody-Waite split,
 ``|r| <= ln2 / 2``) and a degree-13 Taylor polynomial for ``exp(r)`` (truncation < 1e-17
 relative). ``2^k`` is built from its IEEE bits, ``(k + 1023) << 52``, by register bitcasts (two
-intrinsics), so the whole exp is one pass with no scratch: 1.16x the three-pass form that went
-through an int64 scratch array (measured on a cache-resident row of 1024, the same bits), and
-half the memory a block of exps touches. Every step is plain arithmetic, which LLVM turns into
-SIMD code: in 512-bit vectors where the CPU has them (:func:`wide_vectors`; LLVM prefers 256 bits
-on AVX-512 CPUs), 1.65x the 256-bit loop on a cache-resident row of 1024 (0.57 against 0.94 ns
-per exp, one thread, interleaved), the same bits (each element's operations do not depend on
-the width).
+intrinsics), so the whole exp is one pass with no int64 scratch array (the same bits as a
+three-pass form through one), and half the memory a block of exps touches. Every step is
+plain arithmetic, which LLVM turns into SIMD code: in 512-bit vectors where the CPU has them
+and llvmlite takes LLVM's string attributes (:func:`wide_vectors`; LLVM prefers 256 bits on
+AVX-512 CPUs), with the same bits as the 256-bit loop (each element's operations do not depend on the width).
 The integer k is read off the bits of ``k + 1.5 * 2^52`` (exact for |k| < 2^51: k sits in the
 low bits of the mantissa, and the shift by 52 discards the rest), not converted with
 ``int64(k)``: AVX2 has no packed double-to-int64 conversion, and LLVM scalarized it, four
@@ -57,17 +55,37 @@ def _float_of(typingctx, bits):
     return types.float64(types.int64), codegen
 
 
+WIDE = ('"prefer-vector-width"="512"', '"min-legal-vector-width"="512"')
+
+
+def _accepts_string_attributes() -> bool:
+    """Whether llvmlite's function attributes take LLVM's string attributes through their
+    public ``add`` (older llvmlite accepts only its list of keyword attributes)."""
+    from llvmlite import ir
+
+    function = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), []), "probe")
+    try:
+        for attribute in WIDE:
+            function.attributes.add(attribute)
+    except ValueError:
+        return False
+    return True
+
+
+WIDE_VECTORS = _accepts_string_attributes()  # decided once per process
+
+
 @intrinsic
 def wide_vectors(typingctx):
     """Call first thing in a kernel: its loops may use 512-bit vectors where the CPU has them
-    (LLVM's "prefer-vector-width" and "min-legal-vector-width" attributes of the function,
-    which default to 256 bits on AVX-512 CPUs). For elementwise loops only: a vectorized
-    reduction would change its order with the width. Harmless on a CPU without AVX-512."""
+    (LLVM's "prefer-vector-width" and "min-legal-vector-width" attributes of the function, which
+    default to 256 bits on AVX-512 CPUs), where llvmlite accepts these attributes
+    (:data:`WIDE_VECTORS`); elsewhere LLVM's default width. For elementwise loops only: a
+    vectorized reduction would change its order with the width."""
     def codegen(context, builder, signature, args):
-        attributes = builder.function.attributes
-        # string attributes: llvmlite's add() accepts only its list of keyword attributes
-        set.add(attributes, '"prefer-vector-width"="512"')
-        set.add(attributes, '"min-legal-vector-width"="512"')
+        if WIDE_VECTORS:
+            for attribute in WIDE:
+                builder.function.attributes.add(attribute)
         return context.get_dummy_value()
     return types.none(), codegen
 
@@ -125,7 +143,7 @@ def exp_shifted_inplace(w, shift, bits):
     exp_inplace(w, shift)
 
 
-@njit(types.float64(types.float64[::1]), link=True, **NJIT, fastmath=True)
+@njit(types.float64(types.float64[::1]), **NJIT, fastmath=True)
 def row_max(w):
     """max_j w[j]. Full fastmath lets the reduction vectorize; a NaN in w may be missed here, but it
     still propagates through exp(w - max) to the caller's result."""
@@ -136,7 +154,7 @@ def row_max(w):
     return m
 
 
-@njit(types.float64(types.float64[::1]), link=True, **NJIT, fastmath=FASTMATH - {"afn"})
+@njit(types.float64(types.float64[::1]), **NJIT, fastmath=FASTMATH - {"afn"})
 def row_sum(w):
     """sum_j w[j] (reassociated, so it vectorizes)."""
     z = 0.0

@@ -19,14 +19,12 @@ from xarray.backends import BackendArray
 
 from ..core.contract import DIVERGED, OK, PENDING, REFERENCE, ROLE_ATTR, STATUS_NAMES, STEP_ERROR, TIME_AVERAGE
 from ..core.errors import ScenarioError
-from ..engine.heaps import heap_problem
 from ..engine.verdicts import (HORIZON_LIMITED, MARKED_ROLES, NONSTATIONARY, WHY, undecided_variable,
                                unresolved, with_role)
 from .describe import setting_text
 
 MAX_LISTED = 20  # horizon-limited points listed by `dyn show`
 READ_SLAB_BYTES = 64 * 2**20  # `damage` reads a dataset this much at a time
-OPEN_SECONDS = 30.0  # `probe_open`: reading a file's metadata takes less than this, or it is damaged
 
 
 def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_dataset
@@ -45,10 +43,8 @@ def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_da
     from ..engine.store import check_sweep_file
 
     path = Path(path)
-    check_sweep_file(path)  # a FIFO, a device, a plain HDF5 file, damaged root metadata
-    problem = heap_problem(path)  # before anything reads them: HDF5 could loop for ever
-    if problem:
-        raise ScenarioError("", f"{path} is damaged: {problem}")
+    # a FIFO, a device, damage on which HDF5 loops (found in a child first), a plain HDF5 file
+    check_sweep_file(path)
     try:
         # without HDF5's file lock, as every other reader and the writer of dyn open it: HDF5
         # refuses a second open in one process whose locking flag differs from the first's
@@ -57,7 +53,7 @@ def open(path: str | Path) -> xr.Dataset:  # noqa: A001 - mirrors xarray.open_da
         raise ScenarioError("", f"{path} is damaged: {_problem(exc)}") from None
     try:
         ds = _guarded(ds, path)
-        problem = _layout_problem(ds)
+        problem = _layout_problem(ds) or _reference_problem(ds)
         if problem:
             raise ScenarioError("", f"{path} is damaged: {problem}")
         from ..engine.trajectories import follow
@@ -103,66 +99,31 @@ def _layout_problem(ds: xr.Dataset) -> str:
     return ""
 
 
+def _reference_problem(ds: xr.Dataset) -> str:
+    """The first reference (theory curve) whose values and grid no longer match the checksum
+    the run wrote with them (:func:`dyn.engine.model_facts.values_checksum`); "" if none (or
+    none carries one: files of older versions). A damaged theory curve is refused, as damaged
+    metadata is: a resume writes it back."""
+    from ..engine.model_facts import CHECKSUM_ATTR, values_checksum
+
+    axes = set(ds["status"].dims)
+    for name, var in ds.data_vars.items():
+        if var.attrs.get(ROLE_ATTR) != REFERENCE or CHECKSUM_ATTR not in var.attrs:
+            continue
+        try:
+            recorded = int(np.asarray(var.attrs[CHECKSUM_ATTR]).reshape(-1)[0])
+        except (TypeError, ValueError, IndexError):
+            return f"the checksum of reference {name} is damaged"
+        grids = [ds[d].values for d in var.dims if d not in axes and d in ds.coords]
+        if values_checksum(var.values, *grids) != recorded:
+            return (f"reference {name} does not match its checksum (a resume of the scenario "
+                    "writes it again)")
+    return ""
+
+
 def _problem(exc: BaseException) -> str:
     """An exception of the HDF5 stack as words (h5py's KeyError texts come quoted)."""
     return str(exc).strip("'\"") or type(exc).__name__
-
-
-def probe_open(path: str | Path, seconds: float = OPEN_SECONDS) -> None:
-    """Read the metadata of the sweep file at `path` (every object's header and attributes,
-    dimension scales included) in a forked child first, and refuse the file in one line if the
-    HDF5 library crashes there or does not finish within `seconds`: on some damage (a global heap
-    whose free space reads as empty) it loops for ever, holding the interpreter, and no signal or
-    thread of this process could stop it. For the `dyn` readers (a process without threads of
-    its own: a fork copies no other thread, and the pool threads of OpenBLAS hold no lock while
-    they wait); an error the child meets is left to `dyn.open`, which says it in one line."""
-    import signal
-    import time
-
-    if not hasattr(os, "fork"):
-        return
-    path = Path(path)
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.dup2(devnull, 2)
-            import h5py
-
-            with h5py.File(path, "r", locking=False) as f:
-                _attributes(f)
-            code = 0
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + seconds
-    while True:
-        done, status = os.waitpid(child, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(child, signal.SIGKILL)
-            os.waitpid(child, 0)
-            raise ScenarioError("", f"{path} is damaged: the HDF5 library did not finish reading "
-                                f"its metadata in {seconds:g} s (stopped)")
-        time.sleep(0.002)
-    if os.WIFSIGNALED(status):
-        name = signal.Signals(os.WTERMSIG(status)).name
-        raise ScenarioError("", f"{path} is damaged: the HDF5 library crashed ({name}) reading "
-                            "its metadata")
-
-
-def _attributes(group) -> None:
-    """Read every attribute of `group` and of everything below it."""
-    import h5py
-
-    dict(group.attrs)
-    for obj in group.values():
-        if isinstance(obj, h5py.Group):
-            _attributes(obj)
-        else:
-            dict(obj.attrs)
 
 
 def damage(path: str | Path) -> str:
@@ -429,9 +390,33 @@ def summary(path: str | Path) -> str:
         done = total - counts["pending"]
         lines.append(f"  completion {done}/{total} points ("
                      + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + ")")
+        lines += _states_lines(ds, Path(path))
         for reason, hit in unresolved(ds).items():
             lines += _marked_lines(ds, reason, hit)
     return "\n".join(lines)
+
+
+def _states_lines(ds: xr.Dataset, path: Path) -> list[str]:
+    """Where the file declares saved states: a line when the folder that holds them
+    (NAME.h5.d beside it), or the files of some ok points in it, are missing, since their
+    states then read as NaN; none otherwise."""
+    from ..engine.trajectories import DATASET, FOLDER_ATTR, point_file, sidecar_dir
+
+    if DATASET not in ds:
+        return []
+    folder = sidecar_dir(path)
+    named = folder.parent / str(ds[DATASET].attrs.get(FOLDER_ATTR, folder.name))
+    if not folder.is_dir() and named.is_dir():
+        folder = named
+    ok = np.flatnonzero(np.asarray(ds["status"].values).reshape(-1) == OK)
+    if not folder.is_dir():
+        return [f"  states     MISSING: no folder {folder.name} beside the file: the saved states "
+                f"of all {len(ok)} ok points read as NaN"]
+    lost = sum(not point_file(folder, int(i)).is_file() for i in ok)
+    if lost:
+        return [f"  states     MISSING for {lost} of the {len(ok)} ok points in {folder.name}: "
+                "their saved states read as NaN"]
+    return []
 
 
 def _evidence(ds: xr.Dataset, reason: str, at: dict) -> str:

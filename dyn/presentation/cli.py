@@ -13,7 +13,7 @@ import gc
 import sys
 from pathlib import Path
 
-from ..core.errors import ScenarioError, printable
+from ..core.errors import ScenarioError, UserExit, printable
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 EXIT_POINTS = 3  # `dyn run` finished, but some points diverged or failed
@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
                          help=f"with --executor submitit: {text} (else [executor] {flag.replace('-', '_')})")
     run.add_argument("--scheduler", metavar="ADDRESS",
                      help="Dask scheduler address (default: a LocalCluster of --workers processes)")
+    run.add_argument("--point-timeout", type=float, default=None, metavar="SECONDS",
+                     help="stop a point running longer and record it failed (process or dask "
+                     "executor: compiled code cannot be stopped inside a serial run)")
     run.add_argument("--plot", action="store_true", help="draw the default plot when done")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--force", action="store_true",
@@ -102,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--tokens", action="store_true", help="draw the saved states (tokens) of "
                       "one run at one time instead (needs [output] trajectories = true)")
     _state_choices(plot)
+    _trust_flag(plot)
     plot.add_argument("--time", type=float, help="with --tokens: the save time (nearest; "
                       "default the last)")
 
@@ -119,6 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--reference", required=True, help="its reference value (e.g. flow); "
                          "exact without --along: each run against the model's reference(x0, ..., t)")
     compare.add_argument("--against", help="numeric axis to fit the log-log rate against (e.g. depth)")
+    compare.add_argument("--statistic", choices=("error", "mean", "median"), default="error",
+                         help="with --against: fit the RMS distance over runs (error, the "
+                         "strong error), its mean or its median")
     compare.add_argument("--at", choices=("all", "final"), default="all",
                          help="distance over all saved times (their maximum) or the final one")
     compare.add_argument("--out", help="picture of the error curve (default: beside the file, .png; "
@@ -126,9 +133,19 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--style", choices=STYLES, default="default",
                          help="default: a PNG for the screen; paper: a vector figure for a "
                          "two-column paper (as dyn plot --style paper)")
+    _trust_flag(compare)
 
     _discovery(sub)
     return parser
+
+
+def _trust_flag(parser) -> None:
+    """--trust-model: the one way a reader loads the user's model a file names."""
+    parser.add_argument("--trust-model", action="store_true",
+                        help="read what the file does not record of its model (files written by "
+                        "older versions) from the model's module: it is imported (its code runs) "
+                        "only if its sha256 is the one the file records. Without it, reading a "
+                        "file never runs code the file names")
 
 
 def _discovery(sub) -> None:
@@ -190,7 +207,8 @@ def _cmd_run(args) -> int:
                overrides=args.overrides, unset=args.unset,
                progress=False if args.no_progress else None,
                command=" ".join(["dyn", *sys.argv[1:]]), force=args.force,
-               overwrite=args.overwrite, allow_version_change=args.allow_version_change)
+               overwrite=args.overwrite, allow_version_change=args.allow_version_change,
+               point_timeout=args.point_timeout)
     if args.plot:
         from .plot import plot
 
@@ -256,14 +274,7 @@ def _cmd_show(args) -> int:
 def _check_sweep_file(path: str) -> None:
     from ..engine.store import check_sweep_file  # a plain HDF5 file: one line, not a KeyError
 
-    check_sweep_file(path)
-    from ..engine.heaps import heap_problem  # damage on which HDF5 loops or crashes
-    from .analysis import probe_open
-
-    problem = heap_problem(path)
-    if problem:
-        raise ScenarioError("", f"{path} is damaged: {problem}")
-    probe_open(path)
+    check_sweep_file(path)  # damage on which HDF5 loops or crashes: found in a child first
 
 
 def _cmd_compile(args) -> int:
@@ -298,7 +309,9 @@ def _cmd_plot(args) -> int:
             raise ScenarioError(flag, f"chooses saved states: use it with --tokens{hint}")
     from .plot import plot
 
-    print(f"plotted {plot(args.path, args.out, args.var, args.style, args.sel, args.log, args.hue)}")
+    drawn = plot(args.path, args.out, args.var, args.style, args.sel, args.log, args.hue,
+                 args.trust_model)
+    print(f"plotted {drawn}")
     return 0
 
 
@@ -316,18 +329,21 @@ def _cmd_compare(args) -> int:
     _check_sweep_file(args.path)
     from . import comparison
 
+    for flag, given, what in (("--style", args.style != "default", "styles"),
+                              ("--out", args.out is not None, "names the picture of")):
+        if given and not args.against:  # every option checked before anything is printed
+            raise ScenarioError(flag, f"{what} the error curve: give --against too")
     if args.against:  # a picture it cannot write is refused before the comparison
         from .styles import output_path
 
         beside = Path(str(Path(args.path).with_suffix("")) + f"_compare_{args.along or 'exact'}.png")
         out = output_path(beside, args.out, args.style)
-    result = _compared(args)
+    result = comparison.select(_compared(args), args.statistic)
+    rates = comparison.rate_lines(result, args.against) if args.against else []
     print(result["error"].to_dataframe().to_string())
     if args.against:
-        print("\n".join(comparison.rate_lines(result, args.against)))
+        print("\n".join(rates))
         print(f"plotted {comparison.plot(result, args.against, out, args.style)}")
-    elif args.style != "default":
-        raise ScenarioError("--style", "styles the error curve: give --against too")
     return 0
 
 
@@ -341,8 +357,9 @@ def _compared(args):
                                 "for the model's reference from each run's start)")
         from .exact import compare_exact
 
-        return compare_exact(args.path, at=args.at)
-    return comparison.compare(args.path, args.along, args.reference, at=args.at)
+        return compare_exact(args.path, at=args.at, trust_model=args.trust_model)
+    return comparison.compare(args.path, args.along, args.reference, at=args.at,
+                              trust_model=args.trust_model)
 
 
 def _cmd_describe(args) -> int:
@@ -353,14 +370,30 @@ def _cmd_describe(args) -> int:
 
 
 def _description(name: str) -> str:
-    """A system's description; for an installed package's that does not load, why (one broken
-    package must not hide the others)."""
+    """A system's description; an installed package's is loaded in a process of its own
+    (:mod:`dyn.user.isolated`: one that raises or exits while loading is listed as broken, with
+    why, and the listing goes on)."""
     from .. import systems
+    from ..user import isolated, locate
 
-    try:
-        return systems.get(name).description
-    except ScenarioError as exc:
-        return f"(cannot be loaded: {exc.problem})"
+    if locate.is_import_path(name) or systems.is_own(name):
+        try:
+            return systems.get(name).description
+        except ScenarioError as exc:
+            return f"(cannot be loaded: {exc.problem})"
+    text, why = isolated.description(name)
+    return text if not why else f"(broken: cannot be loaded: {why})"
+
+
+def _hidden_entry_points() -> list[str]:
+    """Lines for installed packages' entry points named like one of the package's systems:
+    never loaded (a scenario naming it runs the package's own), said rather than ignored."""
+    from .. import systems
+    from ..user import locate
+
+    return [f"  {name:<20} (an installed package's entry point {name} = {ep.value} is not used: "
+            "a shipped system has this name)"
+            for name, ep in sorted(locate.entry_points().items()) if systems.is_own(name)]
 
 
 def _cmd_list(args) -> int:
@@ -373,6 +406,8 @@ def _cmd_list(args) -> int:
     print("systems:")
     for name in listed_systems():
         print(f"  {name:<20} {_description(name)}")
+    for line in _hidden_entry_points():
+        print(line)
     print(f"scenarios ({SCENARIO_DIR}):")
     for path in sorted(SCENARIO_DIR.glob("*.toml")):
         head = tomllib.loads(path.read_text()).get("scenario", {})
@@ -449,6 +484,19 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
+def _refuse_unprintable_names(args) -> None:
+    """A file name holding a line break or another control character is refused in one line,
+    its characters escaped: every message naming it would otherwise split or hide it."""
+    from ..core.errors import printable
+
+    for flag in ("path", "scenario", "out"):
+        name = getattr(args, flag, None)
+        if isinstance(name, str) and not name.isprintable():
+            raise ScenarioError("" if flag in ("path", "scenario") else "--out",
+                                f"the file name '{printable(name)}' holds a control character "
+                                "(a line break?): rename the file")
+
+
 def _command(argv: list[str] | None, ran: list[str]) -> int:
     """The command of `argv` (the process's own arguments when None); its name goes in `ran`
     when its handler returned (an error handled here, or an exception, leaves `ran` empty)."""
@@ -462,9 +510,13 @@ def _command(argv: list[str] | None, ran: list[str]) -> int:
                        "compile": _cmd_compile, "describe": _cmd_describe}[args.command]
             if handler is not _cmd_run:  # `run` collects again once its libraries are imported
                 _collecting()
+            _refuse_unprintable_names(args)
             code = handler(args)
         ran.append(args.command)
         return code
+    except UserExit as exc:  # user code ended the run: 1 once points ran, 2 before
+        print(f"dyn: error: {exc}", file=sys.stderr)
+        return 1 if exc.during_points else 2
     except ScenarioError as exc:
         print(f"dyn: error: {exc}", file=sys.stderr)
         return 2

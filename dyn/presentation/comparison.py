@@ -71,10 +71,13 @@ def _match(values: np.ndarray, reference: str | float):
     return None
 
 
-def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.Dataset:
+def compare(path: str | Path, along: str, reference, *, at: str = "all",
+            trust_model: bool = False) -> xr.Dataset:
     """Distances to the reference point along `along`, run by run, as a Dataset with
     `distance` (..., along, run) and, over runs, `error` (RMS: the strong error), `mean` and
-    `max`. `at`: "all" saved times (their maximum) or "final".
+    `max`. `at`: "all" saved times (their maximum) or "final". `trust_model`: the title's
+    settings may read the parameters' defaults from the model's module when the file records
+    none (:func:`dyn.presentation.facts.trusted_system`); otherwise no code the file names runs.
 
     Returns the Dataset (in memory). Raises MissingFile (a FileNotFoundError) when `path` does
     not exist, and ScenarioError (one line) when it is not a readable sweep file, `along` is not
@@ -105,7 +108,7 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
         status = ds["status"].load()
         from .words import settings
 
-        settings_text = settings(ds)  # for the picture's title
+        settings_text = settings(ds, trust_model)  # for the picture's title
     state = list(traj.dims[traj.dims.index("trajectory_time") + 1:])
     # by position: label selection of a bool axis would read [True] as a mask, not a label
     where = int(np.flatnonzero(traj[along].values == ref)[0])
@@ -131,6 +134,7 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all") -> xr.D
         "error": np.sqrt((distance ** 2).mean("run")).assign_attrs(
             long_name=f"strong error: RMS over runs of the distance to {along} = {ref}"),
         "mean": distance.mean("run").assign_attrs(long_name="mean distance over runs"),
+        "median": distance.median("run").assign_attrs(long_name="median distance over runs"),
         "max": distance.max("run").assign_attrs(long_name="largest distance over runs"),
         "status": pair.assign_attrs(long_name="status of the point, else of its reference "
                                     "(1 ok; 2 diverged, 3 failed: no distance)"),
@@ -173,6 +177,25 @@ def fit_rate(error: xr.DataArray, against: str) -> Rate:
         return Rate(float(fit.slope), math.nan, math.nan, int(ok.sum()))
     half = stats.t.ppf(0.975, ok.sum() - 2) * fit.stderr
     return Rate(float(fit.slope), float(fit.slope - half), float(fit.slope + half), int(ok.sum()))
+
+
+STATISTICS = ("error", "mean", "median")  # what --statistic fits: RMS (strong error), mean, median
+
+
+def select(result: xr.Dataset, statistic: str) -> xr.Dataset:
+    """The comparison with `statistic` (mean or median distance over runs) as the curve that
+    rates and the picture fit (`error`): a heavy-tailed distance (an in-context error ~ 1/(T
+    delta)) has a mean, a median and an RMS that fall at different rates."""
+    if statistic not in STATISTICS:
+        raise ScenarioError("--statistic", f"must be one of {', '.join(STATISTICS)}, got "
+                            f"{statistic!r}")
+    if statistic == "error":
+        return result
+    if statistic not in result:
+        raise ScenarioError("--statistic", f"the comparison has no {statistic}")
+    out = result.assign(error=result[statistic])
+    out.attrs["statistic"] = statistic
+    return out
 
 
 def rates(result: xr.Dataset, against: str) -> dict[tuple, Rate]:
@@ -221,7 +244,8 @@ def rate_lines(result: xr.Dataset, against: str) -> list[str]:
     tail = asymptotic_rates(result, against)
     for label, rate in rates(result, against).items():
         where = ", ".join(f"{k} = {v}" for k, v in label)
-        head = f"rate against {against}{' (' + where + ')' if where else ''}"
+        what = f" of the {result.attrs['statistic']}" if "statistic" in result.attrs else ""
+        head = f"rate{what} against {against}{' (' + where + ')' if where else ''}"
         lines.append(f"{head}, all points: {rate}")
         fit, used = tail[label]
         if used.size >= 2:
@@ -244,6 +268,12 @@ def heading(attrs: dict) -> str:
 def _standard_error(result: xr.Dataset, label: tuple) -> np.ndarray:
     """One standard error of the strong error sqrt(mean d^2), from the runs' distances d (the
     delta method: se(mean d^2) / (2 sqrt(mean d^2)))."""
+    statistic = result.attrs.get("statistic", "error")
+    if statistic != "error":  # the mean's standard error; none drawn for the median
+        d = result["distance"].sel(dict(label)) if label else result["distance"]
+        if statistic == "median" or d.sizes["run"] < 2:
+            return np.full(d.isel(run=0).shape, np.nan)
+        return (d.std("run", ddof=1) / np.sqrt(d.count("run"))).values
     d2 = result["distance"] ** 2
     d2 = d2.sel(dict(label)) if label else d2
     runs = d2.sizes["run"]

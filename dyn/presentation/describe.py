@@ -218,8 +218,8 @@ def _outputs(system, name: str, scenarios: tuple[str, ...]) -> tuple[tuple[Outpu
 
 def _default_scenario(system, name: str):
     """The system `name` (registered, or an import path) at its default parameters (with the
-    first method of its kind of equation when the default method is not one), or None where it
-    has required parameters."""
+    first method of its kind of equation when the default method is not one, then on each of its
+    backends when the default backend is not one), or None where it has required parameters."""
     from ..engine.scenario import resolve
 
     doc = {"scenario": {"name": "describe", "system": name}}
@@ -227,6 +227,8 @@ def _default_scenario(system, name: str):
     for methods in _backends(system).values():
         tries.append({**doc, "integrator": {"method": methods[0]}})
         break
+    for backend, methods in _backends(system).items():  # a system without the default backend
+        tries.append({**doc, "integrator": {"backend": backend, "method": methods[0]}})
     for attempt in tries:
         try:
             return resolve(attempt)

@@ -28,11 +28,15 @@ from .comparison import TRAJECTORY, _check_states_present
 EXACT = "exact"
 
 
-def compare_exact(path: str | Path, *, at: str = "all") -> xr.Dataset:
+def compare_exact(path: str | Path, *, at: str = "all", trust_model: bool = False) -> xr.Dataset:
     """The distances of every run of every point of `path` to its model's reference from its
-    own start (module doc), as :func:`dyn.presentation.comparison.compare` returns them."""
-    from .. import systems
+    own start (module doc), as :func:`dyn.presentation.comparison.compare` returns them.
+
+    The reference is the model's code: a shipped system's is used as is; a user's model is
+    loaded only with `trust_model`, after its module is checked against the recorded sha256
+    (:func:`dyn.presentation.facts.trusted_system`)."""
     from ..user import reference
+    from .facts import FLAG, model_system
 
     if at not in ("all", "final"):
         raise ScenarioError("--at", f"must be all or final, got {at!r}")
@@ -48,7 +52,11 @@ def compare_exact(path: str | Path, *, at: str = "all") -> xr.Dataset:
 
         settings_text = settings(ds)
     head = doc["scenario"]
-    system = systems.get(head["system"], file=str(head.get("system_file", "")))
+    system = model_system(head, trust_model)
+    if system is None:
+        raise ScenarioError(FLAG, f"{path} was written by the model {head.get('system')!r}: its "
+                            "reference is that model's code, loaded only with --trust-model "
+                            "(checked against the recorded sha256)")
     if reference.function(system) is None:
         raise ScenarioError("--reference", f"system {system.name} declares no "
                             "reference(x0, <params>, t): compare along an axis instead (--along)")
@@ -81,6 +89,7 @@ def compare_exact(path: str | Path, *, at: str = "all") -> xr.Dataset:
         "error": np.sqrt((dist ** 2).mean("run")).assign_attrs(
             long_name="strong error: RMS over runs of the distance to the reference"),
         "mean": dist.mean("run").assign_attrs(long_name="mean distance over runs"),
+        "median": dist.median("run").assign_attrs(long_name="median distance over runs"),
         "max": dist.max("run").assign_attrs(long_name="largest distance over runs"),
         "status": status.assign_attrs(long_name="status of the point (1 ok; else no distance)"),
     })

@@ -64,14 +64,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import systems
 from ..core.contract import (ALONG_ATTR, AXIS_ATTR, CLIM_ATTR, COLOR_ATTR, LABEL_ATTR, LINESTYLE_ATTR,
                              MARK_ABOVE_ATTR, OVER_ATTR, SIGNED_ATTR, SLOPES_ATTR)
 from ..core.errors import ScenarioError
 from ..engine.verdicts import NONSTATIONARY
 from .analysis import UNMASKED, marks_for, point_marks, scenario_of
 from .analysis import open as open_dataset
-from . import profiles, slicing
+from . import facts, profiles, slicing
 from .marks import slope_lines
 from .mixture import SPLIT, split_points
 from .styles import MARK_STYLES, NO_VALUE, output_path, save, styled
@@ -95,25 +94,16 @@ def drawable(ds) -> list[str]:
     return [v for v, x in ds.data_vars.items() if x.dtype.kind in "fiu" and v not in UNMASKED]
 
 
-def _default_plot(ds, scenario: dict) -> str:
-    """The system's default_plot; for a system from outside the package whose module this
-    process cannot import (the file moved to another machine), the first drawable variable."""
-    head = scenario["scenario"]
-    name = str(head.get("system"))
-    try:
-        return systems.get(name, file=str(head.get("system_file", ""))).default_plot
-    except KeyError:
-        raise ScenarioError("", "the scenario attribute of the file names no known system "
-                            f"({name!r}): is it damaged?") from None
-    except ScenarioError:
-        if not head.get("system_sha256"):
-            raise
-        return (drawable(ds) or [""])[0]
+def _default_plot(ds, scenario: dict, trust_model: bool = False) -> str:
+    """The system's default plot as the file records it (:mod:`.facts`: no code the file names
+    is imported unless `trust_model`); for a file that records none, the first drawable
+    variable."""
+    return facts.default_plot(ds, scenario, trust_model) or (drawable(ds) or [""])[0]
 
 
-def choose_variable(ds, var: str | None) -> str:
+def choose_variable(ds, var: str | None, trust_model: bool = False) -> str:
     scenario = scenario_of(ds)
-    name = var or scenario.get("output", {}).get("plot") or _default_plot(ds, scenario)
+    name = var or scenario.get("output", {}).get("plot") or _default_plot(ds, scenario, trust_model)
     names = drawable(ds)
     if name not in names:
         what = ("the saved states: draw them with --tokens" if name == "trajectory" else
@@ -124,21 +114,24 @@ def choose_variable(ds, var: str | None) -> str:
 
 def plot(path: str | Path, out: str | Path | None = None, var: str | None = None,
          style: str = "default", sel: list[str] | tuple[str, ...] = (), log: bool = False,
-         hue: str | None = None) -> Path:
+         hue: str | None = None, trust_model: bool = False) -> Path:
     """Draw `var` of the sweep file at `path`, cut at `sel` ("AXIS=VALUE" each), on a log scale
     with `log`, one curve per value of the axis `hue` on each panel when given. Default output:
     beside the file, NAME.png for the scenario's own picture and NAME_VAR.png for another
     variable's (so that it never replaces the scenario's picture); see :func:`output_path` for
-    the paper style."""
+    the paper style. `trust_model`: what the file does not record of its system may be read
+    from the model's module, loaded when its sha256 is the recorded one
+    (:func:`dyn.presentation.facts.trusted_system`); otherwise no code the file names runs."""
     path = Path(path)
     beside = path if var is None else path.with_name(f"{path.stem}_{var}{path.suffix}")
     out = output_path(beside, out, style)
     with styled(style) as look:
-        return save(figure(path, var, style, sel, log, hue), out, look.dpi)
+        return save(figure(path, var, style, sel, log, hue, trust_model), out, look.dpi)
 
 
 def figure(path: str | Path, var: str | None = None, style: str = "default",
-           sel: list[str] | tuple[str, ...] = (), log: bool = False, hue: str | None = None):
+           sel: list[str] | tuple[str, ...] = (), log: bool = False, hue: str | None = None,
+           trust_model: bool = False):
     """The figure of `var` (see the module doc) in `style`, not saved: its axes hold what is
     drawn, `fig.legends` its one legend. `sel`: "AXIS=VALUE" cuts of the file first
     (:mod:`.slicing`); `log`: the values on a log scale (heat maps' colours, curves' y); `hue`:
@@ -150,10 +143,11 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
     import matplotlib.pyplot as plt
 
     with styled(style) as look, open_dataset(Path(path)) as whole:
-        name = choose_variable(whole, var)
+        name = choose_variable(whole, var, trust_model)
         ds, chosen = slicing.select(whole, sel)
         if profiles.is_profile(ds, name):  # curves against its own dimension (Draw.profile)
-            return profiles.figure(ds, name, look, error_bounds, slicing.words(chosen))
+            return profiles.figure(ds, name, look, error_bounds, slicing.words(chosen),
+                                   trust_model)
         da, infinite = _finite(ds[name].load())
         numeric = [d for d in da.dims if da.sizes[d] > 1 and da[d].dtype.kind in "fiu"]
         over = [ds[v].load() for v in drawn_over(ds, name)]
@@ -238,7 +232,7 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
         chars = chars_in(width, "figure.titlesize")
         lost = (f"{infinite} of {da.size} values {'is' if infinite == 1 else 'are'} infinite: "
                 "not drawn" if infinite else "")
-        notes = (head, settings(ds), lost, left_out, _colour_note(colours))
+        notes = (head, settings(ds, trust_model), lost, left_out, _colour_note(colours))
         title = fig.suptitle("\n".join(wrap_text(t, chars) for t in notes if t))
         notes = [error_legend(kind, bounds[2]) for kind in sorted(errors)] if bounds else []
         legend = figure_legend(fig, list(grid.flat)[:len(selections)], notes)

@@ -51,7 +51,7 @@ def picked(values: np.ndarray, zero_first: bool) -> np.ndarray:
     return found + first
 
 
-def figure(ds, name: str, look, error_bounds, selected: str = ""):
+def figure(ds, name: str, look, error_bounds, selected: str = "", trust_model: bool = False):
     """The profile figure of `name` in the style `look` (dyn.presentation.styles);
     `error_bounds(ds, name)` gives its Monte Carlo error (dyn.presentation.plot); `selected`: the
     values `dyn plot --sel` cut the file at, in words, for the title."""
@@ -130,7 +130,7 @@ def figure(ds, name: str, look, error_bounds, selected: str = ""):
     where = (f"thin curves: {by} past " + ", ".join(str(r.attrs.get(LABEL_ATTR, r.name))
                                                    for r in marks) if marks else "")
     chars = chars_in(width, "figure.titlesize")
-    title = fig.suptitle("\n".join(wrap_text(t, chars) for t in (head, settings(ds), where) if t))
+    title = fig.suptitle("\n".join(wrap_text(t, chars) for t in (head, settings(ds, trust_model), where) if t))
     notes = [error_legend("band", bounds[2])] if bounds is not None else []
     legend = figure_legend(fig, list(grid.flat)[:len(selections)], notes)
     fit_height(fig, width, height, [title, legend])

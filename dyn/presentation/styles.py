@@ -91,19 +91,31 @@ def styled(style: str = "default"):
 
 
 def save(fig, out: Path, dpi: float) -> Path:
-    """Write `fig` to `out` (its folder made first) and close it."""
+    """Write `fig` to `out` exactly (its folder made first; a name without a suffix gets a
+    PNG, under that name) and close it. A write that fails (a full disk, /dev/full) is one
+    line, and a partial picture it made is removed."""
     import matplotlib.pyplot as plt
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=dpi)
-    plt.close(fig)
+    existed = out.exists()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=dpi, format=None if out.suffix else "png")
+    except OSError as exc:
+        if not existed and out.is_file():
+            out.unlink()
+        raise ScenarioError("--out", f"cannot write {out}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
     return out
 
 
 def output_path(path: str | Path, out: str | Path | None, style: str = "default") -> Path:
     """Where `dyn plot` writes: `out`, or beside the file (PNG; with --style paper PDF, and an
-    `out` without a suffix gets .pdf). The paper style writes vector files only."""
+    `out` without a suffix gets .pdf); `out` a folder: the default name, in it. The paper
+    style writes vector files only."""
     path = Path(path)
+    if out is not None and Path(out).is_dir():  # a folder: the default name, in it
+        out = Path(out) / path.with_suffix(".pdf" if style == "paper" else ".png").name
     if style != "paper":
         return check_suffix(Path(out)) if out is not None else path.with_suffix(".png")
     if out is None:

@@ -276,18 +276,16 @@ def figure(path: str | Path, points: list[str] | None = None, time: float | None
 
 def plot(path: str | Path, out: str | Path | None = None, points: list[str] | None = None,
          time: float | None = None, run: int = 0) -> Path:
-    """Draw the states into a PNG (default: NAME_tokens.png beside the file)."""
-    import matplotlib.pyplot as plt
-
-    from .styles import check_suffix
+    """Draw the states into a PNG (default: NAME_tokens.png beside the file, or in the folder
+    `out`); a failed write is one line (:func:`dyn.presentation.styles.save`)."""
+    from .styles import check_suffix, save
 
     path = Path(path)
-    out = check_suffix(Path(out)) if out is not None else path.with_name(path.stem + "_tokens.png")
-    fig = figure(path, points, time, run)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=PNG_DPI)
-    plt.close(fig)
-    return out
+    name = path.stem + "_tokens.png"
+    if out is not None and Path(out).is_dir():  # a folder: the default name, in it
+        out = Path(out) / name
+    out = check_suffix(Path(out)) if out is not None else path.with_name(name)
+    return save(figure(path, points, time, run), out, PNG_DPI)
 
 
 def frames(count: int, most: int = MAX_FRAMES) -> np.ndarray:

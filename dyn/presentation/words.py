@@ -11,8 +11,6 @@ import tomllib
 
 import numpy as np
 
-from .. import systems
-from ..core.errors import ScenarioError
 
 MAX_LEGEND_COLUMNS = 4
 CHAR_WIDTH = 0.55  # a character's mean width in units of the font size (to wrap text to a width)
@@ -112,21 +110,24 @@ def fit_height(fig, width: float, height: float, texts) -> None:
     fig.set_size_inches(width, height + extra + 0.1)
 
 
-def settings(ds) -> str:
+def settings(ds, trust_model: bool = False) -> str:
     """What a picture's numbers depend on besides its axes: the fixed scalar parameters that
     differ from the system's defaults (n and d always, n first) and the runs per point, from the
-    scenario the file holds."""
+    scenario the file holds; the defaults are those the file records (:mod:`.facts`: every fixed
+    parameter is named when it records none, and no code the file names is imported unless
+    `trust_model`)."""
+    from .facts import param_defaults
+
     try:
         doc = tomllib.loads(ds.attrs["scenario"])
-        head = doc.get("scenario", {})
-        fields = systems.get(ds.attrs["system"], file=head.get("system_file", "")).params
-    except (KeyError, TypeError, tomllib.TOMLDecodeError):
+        if not isinstance(doc.get("scenario"), dict) or not isinstance(doc.get("params", {}), dict):
+            return ""
+    except (KeyError, TypeError, tomllib.TOMLDecodeError, RecursionError):
         return ""
-    except ScenarioError:  # a system from outside the package this process cannot import
-        fields = {}
+    defaults = param_defaults(ds, doc, trust_model)
     fixed = sorted(((k, v) for k, v in doc.get("params", {}).items()
                     if isinstance(v, (int, float, str)) and not isinstance(v, bool)
-                    and (k in ("n", "d") or k not in fields or v != fields[k].default)),
+                    and (k in ("n", "d") or k not in defaults or v != defaults[k])),
                    key=lambda kv: kv[0] != "n")
     text = ", ".join(f"{k} = {value_text(v)}" for k, v in fixed[:MAX_SETTINGS])
     runs = doc.get("ensemble", {}).get("runs")

@@ -34,7 +34,7 @@ from ..core.contract import bytes_of
 from ..core.lazy import lazy
 from ..core.schema import Field
 from . import register
-from .base import (INTEGRATOR_KEYS, PROBABILITY, UNDECIDED, Chunk, Draw, Output, Reference, System,
+from ..core.system import (INTEGRATOR_KEYS, PROBABILITY, UNDECIDED, Chunk, Draw, Output, Reference, System,
                    over_axes)
 
 circle = lazy("dyn.attention.circle")

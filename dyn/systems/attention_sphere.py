@@ -44,7 +44,7 @@ from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
 from . import register
-from .base import (INTEGRATOR_KEYS, REFERENCE, Chunk, Coord, Draw, Output, Reference, System,
+from ..core.system import (INTEGRATOR_KEYS, REFERENCE, Chunk, Coord, Draw, Output, Reference, System,
                    over_axes, state_dims, theory_coord)
 
 attention = lazy("dyn.attention")
@@ -87,7 +87,7 @@ class AttentionSphere(System):
         "events": Field("bool", False, "also keep per-run tables: merge events, cluster count "
                         "and energy at every save", sweepable=False),
         # default None: absent, it stays out of the resolved scenario (and its hash), and the
-        # first plateau holds over dyn.attention.plateaus.PLATEAU_RATIO = 3 as before
+        # first plateau holds over dyn.attention.plateaus.PLATEAU_RATIO = 3
         "plateau_factor": Field("float", None, "with events: a first plateau holds its count "
                                 "over at least this factor in time (default 3)", gt=1.0,
                                 hi=1e6),
@@ -398,7 +398,7 @@ def _clustered(spec, clusters, held_first, held_early) -> dict:
     fractions."""
     one = clusters == 1
     # the first save with one cluster; NaN: never by the horizon (censored there: the engine's
-    # time_to_event reduction writes the mean with T in its place, as before)
+    # time_to_event reduction writes the mean with T in its place)
     first = np.where(one.any(axis=1), spec.times[np.argmax(one, axis=1)], np.nan)
     return dict(p_one_cluster=one, n_clusters=clusters, time_to_one_cluster=first,
                 held_by_first=held_first, held_by_early=held_early)

@@ -49,7 +49,7 @@ from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Coord, Draw, Output, Reference, System, over_axes
+from ..core.system import INTEGRATOR_KEYS, Chunk, Coord, Draw, Output, Reference, System, over_axes
 
 causal = lazy("dyn.attention.causal_circle")
 

@@ -38,7 +38,7 @@ import numpy as np
 from ..core.lazy import lazy
 from ..core.schema import Field
 from . import register
-from .base import (INTEGRATOR_KEYS, Chunk, Coord, Draw, Output, Reference, System, bytes_of,
+from ..core.system import (INTEGRATOR_KEYS, Chunk, Coord, Draw, Output, Reference, System, bytes_of,
                    over_axes)
 
 attention = lazy("dyn.attention")

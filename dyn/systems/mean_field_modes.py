@@ -28,7 +28,7 @@ from ..core.lazy import lazy
 from ..noisy.params import FIELDS as NOISY_FIELDS
 from ..core.schema import Field
 from . import register
-from .base import (REFERENCE, Chunk, Coord, Draw, Output, Reference, System, over_axes,
+from ..core.system import (REFERENCE, Chunk, Coord, Draw, Output, Reference, System, over_axes,
                    theory_grid)
 
 noisy = lazy("dyn.noisy")

@@ -17,7 +17,7 @@ from ..core.lazy import lazy
 from ..momentum.params import EPS_MAX, SCALE_MAX, check_second_order_gamma
 from ..core.schema import Field
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
+from ..core.system import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
 
 momentum = lazy("dyn.momentum")
 

@@ -15,7 +15,7 @@ from ..momentum.params import (A_MIN, EPS_MAX, check_linear_growth,
                                check_second_order_gamma)
 from ..core.schema import Field
 from . import register
-from .base import INTEGRATOR_KEYS, REFERENCE, Draw, Output, Reference, System, theory_coord
+from ..core.system import INTEGRATOR_KEYS, REFERENCE, Draw, Output, Reference, System, theory_coord
 
 momentum = lazy("dyn.momentum")
 

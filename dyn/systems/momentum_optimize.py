@@ -11,7 +11,7 @@ from ..core.lazy import lazy
 from ..core.schema import Field
 from ..momentum.params import ETA_MAX, check_heavy_ball_growth
 from . import register
-from .base import Chunk, Coord, Output, System
+from ..core.system import Chunk, Coord, Output, System
 
 momentum = lazy("dyn.momentum")
 

@@ -69,7 +69,7 @@ from ..core.lazy import lazy
 from ..noisy.params import DEFAULT_TOL, DIRECT_MAX_N, FIELDS, SIGMA_MAX
 from ..core.schema import Field
 from . import register
-from .base import (AVERAGING_KEYS, Chunk, Coord, Draw, Output, Reference, System, over_axes,
+from ..core.system import (AVERAGING_KEYS, Chunk, Coord, Draw, Output, Reference, System, over_axes,
                    state_dims, theory_coord)
 
 noisy = lazy("dyn.noisy")
@@ -280,7 +280,7 @@ def _fold_from(d: int) -> float:
 
 def _branch_points(beta: float, d: int, normalization: str, branch_of=None):
     """(sigma, r, stable) along the clustered branch: on the circle the 60 points of
-    `circle_branch` (as before), else `branch` (from r = 0 at sigma_c, through the fold; from
+    `circle_branch`, else `branch` (from r = 0 at sigma_c, through the fold; from
     `branch_of(beta, d, normalization)` when given, a cache)."""
     if d == 2:
         b = noisy.circle_branch(beta, normalization)

@@ -27,7 +27,7 @@ from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 from ..core.layout import Layout
 from ..core.schema import Field
 from . import register
-from .base import AVERAGING_KEYS, Chunk, Output, System, state_dims
+from ..core.system import AVERAGING_KEYS, Chunk, Output, System, state_dims
 
 LAYOUT = Layout("ornstein_uhlenbeck", scalars=("theta", "sigma"))
 THETA, SIGMA = LAYOUT.index("theta"), LAYOUT.index("sigma")

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.schema import Field
 from . import register
-from .base import Chunk, Coord, Output, System
+from ..core.system import Chunk, Coord, Output, System
 
 FIRST = 4  # leading draws recorded, so stream identity can be checked value by value
 

@@ -49,7 +49,7 @@ from ..core.lazy import lazy
 from ..core.schema import Field
 from ..tokens_sde.params import FIELDS
 from . import register
-from .base import (PROBABILITY, UNDECIDED, Chunk, Draw, Output, Reference, Solve, System,
+from ..core.system import (PROBABILITY, UNDECIDED, Chunk, Draw, Output, Reference, Solve, System,
                    over_axes, state_dims, theory_coord)
 
 integrators = lazy("integrators")

@@ -8,7 +8,7 @@ import numpy as np
 from ..core.lazy import lazy
 from ..resnet.params import NETWORK_PARAMS, layers, network
 from . import register
-from .base import Chunk, Draw, Output, System
+from ..core.system import Chunk, Draw, Output, System
 
 integrators = lazy("integrators")
 adjoint = lazy("dyn.resnet.adjoint")

@@ -16,7 +16,7 @@ from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..resnet.params import NETWORK_PARAMS, layers, network
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Draw, Output, System, state_dims
+from ..core.system import INTEGRATOR_KEYS, Chunk, Draw, Output, System, state_dims
 
 resnet = lazy("dyn.resnet")
 

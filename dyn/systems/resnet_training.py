@@ -10,7 +10,7 @@ import numpy as np
 from ..core.lazy import lazy
 from ..core.schema import Field
 from . import register
-from .base import Chunk, Draw, Output, System
+from ..core.system import Chunk, Draw, Output, System
 
 integrators = lazy("integrators")
 training = lazy("dyn.resnet.training")

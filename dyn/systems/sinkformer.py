@@ -22,7 +22,7 @@ from ..core.lazy import lazy
 from ..core.schema import Field
 from ..sinkformer.params import ALPHA_MAX, FIELDS, MATRIX_MAX, S0_MAX
 from . import register
-from .base import INTEGRATOR_KEYS, Chunk, Draw, Output, Reference, System, over_axes, state_dims
+from ..core.system import INTEGRATOR_KEYS, Chunk, Draw, Output, Reference, System, over_axes, state_dims
 
 sf = lazy("dyn.sinkformer")
 

@@ -10,7 +10,7 @@ from ..core.lazy import lazy
 from ..core.schema import Field
 from ..sinkformer.params import S0_MAX
 from . import register
-from .base import Chunk, Coord, Output, System
+from ..core.system import Chunk, Coord, Output, System
 
 sf = lazy("dyn.sinkformer")
 

@@ -28,7 +28,7 @@ from ..core.lazy import lazy
 from ..core.schema import Field
 from ..tokens_sde.params import FIELDS
 from . import register
-from .base import Chunk, Draw, Output, Solve, System, state_dims
+from ..core.system import Chunk, Draw, Output, Solve, System, state_dims
 
 integrators = lazy("integrators")
 ts = lazy("dyn.tokens_sde")

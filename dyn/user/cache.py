@@ -11,7 +11,9 @@ whose name carries a sha256 of
 - the source itself (the generated adapter, with the model's constants spelled in it),
 - :func:`dyn.user.identity.digest` of the user's function (the bytes of every file it compiles
   from, its code, the constants it reads),
-- the package's generator files (dyn/user/jit.py, dyn/user/particles_jit.py), numba's and
+- the package's generator files (dyn/user/jit.py, dyn/user/particles_jit.py,
+  dyn/user/attention_jit.py) and the package's functions they call (dyn/user/normalize.py,
+  dyn/user/arrays.py), numba's and
   Python's versions,
 
 and the module is executed from there with ``cache=True``: a later process with the same model
@@ -20,6 +22,11 @@ another name, so a cached adapter never runs a function other than the one it wa
 
 Where no key can be made (:func:`dyn.user.identity.digest` is None) or the folder cannot be
 written, the same source runs from memory, compiled in each process (``cache=False``).
+
+The cache degrades, never blocks: a generated file whose bytes differ from the source
+(truncated, not text) is written again; where numba's cache of it fails (its index or data
+damaged, the disk full: ``ENOSPC``), its files are removed and the module compiled once more
+with the cache; failing again it runs from memory, with one note on stderr per process.
 """
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ import types
 from pathlib import Path
 
 import numba
+from numba.core.errors import NumbaError
 
 from . import identity
 
@@ -39,9 +47,10 @@ from . import identity
 # so two processes writing the same file at once leave one stamp (its name fixes its bytes)
 STAMP = 1_000_000_000
 HERE = Path(__file__).resolve().parent
-GENERATORS = ("jit.py", "particles_jit.py")
+GENERATORS = ("jit.py", "particles_jit.py", "attention_jit.py", "normalize.py", "arrays.py")
 _LOADED: dict = {}  # key -> module, once per process
 _UNCACHED = itertools.count()  # numbers the modules run from memory (each its own name)
+_NOTED: list[str] = []  # the note on a cache that failed, once per process
 
 
 def folder() -> Path:
@@ -70,16 +79,62 @@ def load(name: str, source: str, user=None) -> types.ModuleType:
     if digest is not None and digest in _LOADED:
         return _LOADED[digest]
     path = None if digest is None else _written(f"{name}_{digest}.py", source)
-    module = types.ModuleType(f"dyn_user_{name}_{digest or f'uncached{next(_UNCACHED)}'}")
+    if path is None:
+        module = _executed(f"dyn_user_{name}_{digest or f'uncached{next(_UNCACHED)}'}", source,
+                           user, None)
+    else:
+        module = _cached(f"dyn_user_{name}_{digest}", source, user, path)
+    if digest is not None:
+        _LOADED[digest] = module
+    return module
+
+
+def _cached(module_name: str, source: str, user, path: Path) -> types.ModuleType:
+    """The module of `source` from its file `path`, cached by numba; where numba's cache fails
+    (a damaged index or data file, a full disk), its files are removed and the module compiled
+    again with the cache, then, failing again, from memory (one note per process)."""
+    for _ in range(2):  # under one name: numba's cache records the module's name
+        try:
+            return _executed(module_name, source, user, path)
+        except NumbaError:  # the user's code does not compile: theirs to fix
+            raise
+        except Exception as exc:  # noqa: BLE001 - numba's cache: unpickling, OSError (ENOSPC)
+            failure = exc
+            _forget(path)
+    module = _executed(f"{module_name}_uncached{next(_UNCACHED)}", source, user, None)
+    if not _NOTED:
+        _NOTED.append(str(failure))
+        print(f"dyn: note: numba's cache of the user's model in {path.parent} failed "
+              f"({type(failure).__name__}: {failure}); compiling in memory",
+              file=sys.stderr, flush=True)
+    return module
+
+
+def _executed(module_name: str, source: str, user, path: Path | None) -> types.ModuleType:
+    """A module of `source` named `module_name` with the global ``user``: run from the file
+    `path` with numba's cache, or from memory, uncached, where `path` is None."""
+    module = types.ModuleType(module_name)
     module.__dict__.update(user=user, CACHED=path is not None)
-    module.__file__ = str(path) if path else f"<dyn.user generated {name}>"
+    module.__file__ = str(path) if path else f"<dyn.user generated {module_name}>"
     # numba finds a function's module by name (inspect.getmodule), in compiling and in loading
     # its cache: the module must be importable as long as the process runs
     sys.modules[module.__name__] = module
     exec(compile(source, module.__file__, "exec"), module.__dict__)
-    if digest is not None:
-        _LOADED[digest] = module
     return module
+
+
+def _forget(path: Path) -> None:
+    """Remove numba's cache files (index, data) of the generated module `path`: in
+    ``__pycache__`` beside it, or under NUMBA_CACHE_DIR in the folders numba names after it."""
+    places = [path.parent / "__pycache__"]
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        places += path.parent.parent.glob(f"{path.parent.name}_*")
+    for place in places:
+        for stale in place.glob(f"{path.stem}.*.nb[ic]"):
+            try:
+                stale.unlink()
+            except OSError:
+                pass
 
 
 def _written(name: str, source: str) -> Path | None:
@@ -87,12 +142,12 @@ def _written(name: str, source: str) -> Path | None:
     None when it cannot be (no home folder, a folder not writable)."""
     try:
         path = folder() / name
-        if path.is_file() and path.read_text() == source:
+        if path.is_file() and path.read_bytes() == source.encode():  # else damaged: rewritten
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
         try:
-            with os.fdopen(handle, "w") as f:
+            with os.fdopen(handle, "w", encoding="utf-8") as f:
                 f.write(source)
             os.utime(tmp, (STAMP, STAMP))
             os.replace(tmp, path)  # whole or absent, for a process reading it at once

@@ -9,7 +9,6 @@ that file is not on its machine, on its own sys.path (a Dask worker the module w
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import sys
@@ -66,6 +65,49 @@ def _forget_other(module: str, folder: Path) -> None:
         importlib.invalidate_caches()
 
 
+def _library(name: str, beside: Path) -> str:
+    """What the top-level module `name` is when it is not a user's: "a standard-library
+    module", "the installed module FILE" (imported already, or found on sys.path outside the
+    folder `beside`, in the interpreter's folders), or "" for a user's module."""
+    import importlib.machinery
+    import sysconfig
+
+    if name in sys.stdlib_module_names or name in sys.builtin_module_names:
+        return "a standard-library module"
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        file = getattr(loaded, "__file__", None)
+        if not file:
+            return "an imported module without a file"
+    else:  # not imported yet: where the name would come from without the scenario's folder
+        others = [p for p in sys.path if p and Path(p).resolve() != beside]
+        spec = importlib.machinery.PathFinder.find_spec(name, others)
+        file = getattr(spec, "origin", None)
+        if not file or not Path(file).is_file():
+            return ""
+    path = Path(file).resolve()
+    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
+        folder = sysconfig.get_paths().get(key)
+        if folder and path.is_relative_to(Path(folder).resolve()):
+            return f"the installed module {path}"
+    if name in ("dyn", "integrators"):
+        return f"the engine's own package {path.parent}"
+    return ""
+
+
+def _refuse_shadowing(module: str, folder: Path) -> None:
+    """Refuse a module beside the scenario named like a library (``json.py``, ``numpy/``):
+    importing it under that name would replace the real module for the whole process."""
+    head = module.split(".")[0]
+    loaded = getattr(sys.modules.get(head), "__file__", None)
+    if loaded and _root_of(head, Path(loaded)).resolve() == folder:
+        return  # the very module imported already (the engine's own, run from its checkout)
+    what = _library(head, folder)
+    if what:
+        raise ScenarioError(KEY, f"the module {head!r} beside the scenario ({folder}) has the "
+                            f"name of {what}: rename it (it would replace that module here)")
+
+
 def _next_to(module: str, folder: Path) -> bool:
     head = folder / module.split(".")[0]
     return head.with_suffix(".py").is_file() or (head / "__init__.py").is_file()
@@ -77,6 +119,7 @@ def import_module(module: str, near: str | Path | None = None, file: str = ""):
     carrying the module's own exception text."""
     if near is not None and _next_to(module, Path(near)):
         folder = Path(near).resolve()
+        _refuse_shadowing(module, folder)
         _forget_other(module, folder)
         _on_path(folder)
     elif file and Path(file).is_file():
@@ -92,6 +135,13 @@ def import_module(module: str, near: str | Path | None = None, file: str = ""):
         raise ScenarioError(KEY, f"importing {module} failed: ModuleNotFoundError: {exc}") from None
     except Exception as exc:  # the user's module raised while importing: its text, one line
         raise ScenarioError(KEY, f"importing {module} failed: {type(exc).__name__}: {exc}") from None
+    except SystemExit as exc:  # never the user's exit status: exit 0 would claim success
+        raise ScenarioError(KEY, f"importing {module} failed: it called sys.exit({_code(exc)}) "
+                            "at import") from None
+
+
+def _code(exc: SystemExit) -> str:
+    return "" if exc.code is None else repr(exc.code)
 
 
 def load(name: str, near: str | Path | None = None, file: str = ""):
@@ -112,7 +162,7 @@ def load(name: str, near: str | Path | None = None, file: str = ""):
 
 def checked(cls, name: str):
     """`cls` when it is a concrete System subclass; else a one-line ScenarioError."""
-    from ..systems.base import System
+    from ..core.system import System
 
     if not (inspect.isclass(cls) and issubclass(cls, System)):
         raise ScenarioError(KEY, f"{name} is {type(cls).__name__} {cls!r:.60}, not a subclass of "
@@ -135,16 +185,24 @@ def load_entry_point(name: str):
     except Exception as exc:
         raise ScenarioError(KEY, f"loading system {name} ({ep.value}) failed: "
                             f"{type(exc).__name__}: {exc}") from None
+    except SystemExit as exc:
+        raise ScenarioError(KEY, f"loading system {name} ({ep.value}) failed: it called "
+                            f"sys.exit({_code(exc)}) at import") from None
     return checked(cls, f"{name} ({ep.value})")
 
 
 def provenance(cls) -> dict:
-    """Where a system class outside the package came from: its module, file and the sha256 of
-    the file's bytes (empty for the package's own systems: their code is the version's)."""
+    """Where a system class outside the package came from: its module and file, the sha256 of
+    every file of code it runs from its folder (``system_files``: the module, the modules it
+    imports from the same folder or package, its generated kernels; :mod:`dyn.user.reach`) and
+    one sha256 of them all (``system_sha256``); empty for the package's own systems (their
+    code is the version's)."""
+    from . import reach
+
     module = sys.modules.get(cls.__module__)
     file = getattr(module, "__file__", None)
     if module is None or module.__name__.split(".")[0] == "dyn" or not file:
         return {}
-    data = Path(file).read_bytes()
+    files = reach.listing(cls)
     return {"system_module": cls.__module__, "system_file": str(Path(file).resolve()),
-            "system_sha256": hashlib.sha256(data).hexdigest()}
+            "system_sha256": reach.combined(files), "system_files": files}

@@ -19,13 +19,16 @@ measure (``outputs``, ``observe``).
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Callable, ClassVar
 
 import numpy as np
 
 from ..core.contract import INTEGRATOR_KEYS, Solve
 from ..core.errors import ScenarioError
-from ..systems.base import System
+from ..engine import stages
+from ..core.system import System
+from . import arrays
 from . import geometry as user_geometry
 from . import observe as user_observe
 
@@ -53,10 +56,12 @@ class Model(System):
       ODE); ``noise_shape(spec, state)`` the shape of dW (default: the state's (n, d));
     - ``geometry``: "euclidean", "sphere" or a :class:`dyn.Geometry` (dyn.user.geometry).
 
-    Each function's arguments after (t, x[, dw]) are parameter names of ``params`` (int, float
-    or bool), read from the point by name. Hooks a Model must give: ``initial_state(spec, runs)``
-    -> (runs, n, d) drawn from ``spec.rng``, ``outputs(setup)``, ``observe(spec, states)`` ->
-    Chunk (states (runs, times, n, d)).
+    Each function's arguments after (t, x[, dw]) are parameter names of ``params`` (int, float,
+    bool, or an array: vector, matrix, matrices, literal or drawn by a law, :mod:`dyn.user.arrays`),
+    read from the point by name. ``one_source = True``: the drift is written once in numpy
+    arithmetic and its JAX form derived (:mod:`dyn.user.one_source`). Hooks a Model must give:
+    ``initial_state(spec, runs)`` -> (runs, n, d) drawn from ``spec.rng``, ``outputs(setup)``,
+    ``observe(spec, states)`` -> Chunk (states (runs, times, n, d)).
     """
 
     drift: ClassVar[Callable | None] = None
@@ -73,6 +78,9 @@ class Model(System):
     # in-loop observation (dyn.user.observe): observe_state(t, x, <params>) -> values, named
     observe_state: ClassVar[Callable | None] = None
     observed: ClassVar[tuple] = ()
+    # one source: drift (diffusion) written in numpy arithmetic, its JAX form derived
+    # (dyn.user.one_source; an explicit drift_jax is used where given)
+    one_source: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -86,7 +94,7 @@ class Model(System):
         if "equation" not in cls.__dict__:
             cls.equation = "sde" if sde else "ode"
         if "jax_methods" not in cls.__dict__:
-            cls.jax_methods = (SDE_JAX if sde else ODE_JAX) if _function(cls, "drift_jax") \
+            cls.jax_methods = (SDE_JAX if sde else ODE_JAX) if cls.has_form("jax") \
                 else frozenset()
 
     # --- the parameter vector --------------------------------------------------------------
@@ -102,15 +110,16 @@ class Model(System):
         return tuple(dict.fromkeys(names))
 
     @classmethod
-    def pack(cls, values) -> np.ndarray:
-        """The flat float64 vector of the point's values (a mapping, e.g. a RunSpec's)."""
-        return np.array([float(values[k]) for k in cls.parameters()], dtype=np.float64)
+    def pack(cls, values, spec=None, run: int = 0) -> np.ndarray:
+        """The flat float64 vector of the point's values (a mapping, e.g. a RunSpec's); array
+        parameters after the numbers (:mod:`dyn.user.arrays`; `spec` draws their laws)."""
+        return arrays.pack(cls.parameters(), cls.params, values, spec, run)[0]
 
     @classmethod
     def _at(cls, kind: str, attr: str) -> tuple[int, ...]:
         names = cls.parameters()
-        return tuple(names.index(a) for a in _arguments(cls, attr, _function(cls, attr),
-                                                         LEADING[kind]))
+        return tuple(arrays.expression(cls.params.get(a), names.index(a))
+                     for a in _arguments(cls, attr, _function(cls, attr), LEADING[kind]))
 
     @classmethod
     def numba_function(cls, kind: str = "drift"):
@@ -127,22 +136,33 @@ class Model(System):
         return _COMPILED[cls, kind]
 
     @classmethod
-    def jax_function(cls, kind: str = "drift"):
-        """The JAX twin ``(t, x, p[, dw])`` of `kind`; None when the model has no JAX form."""
+    def jax_function(cls, kind: str = "drift", layout: tuple = ()):
+        """The JAX twin ``(t, x, p[, dw])`` of `kind`; None when the model has no JAX form.
+        `layout`: where p holds the point's arrays (:func:`dyn.user.arrays.pack`)."""
         fn = _function(cls, f"{kind}_jax")
+        if fn is None and cls.one_source and _function(cls, kind) is not None:
+            from . import one_source
+
+            fn = _COMPILED.setdefault((cls, kind, "derived"), one_source.derive(_function(cls, kind)))
         if fn is None:
             return None
-        if (cls, kind, "jax") not in _COMPILED:  # one object: a batch's problems share it
-            at = cls._at(kind, f"{kind}_jax")
+        if (cls, kind, "jax", layout) not in _COMPILED:  # one object: a batch's problems share it
+            names = cls.parameters()
+            readers = arrays.jax_readers(names, layout)
+            at = [readers[names.index(a)] for a in
+                  _arguments(cls, f"{kind}_jax", fn, LEADING[kind])]
             if kind == "drift":
-                _COMPILED[cls, kind, "jax"] = lambda t, x, p: fn(t, x, *(p[i] for i in at))
+                made = lambda t, x, p: fn(t, x, *(r(p) for r in at))  # noqa: E731
             else:
-                _COMPILED[cls, kind, "jax"] = lambda t, x, p, dw: fn(t, x, dw, *(p[i] for i in at))
-        return _COMPILED[cls, kind, "jax"]
+                made = lambda t, x, p, dw: fn(t, x, dw, *(r(p) for r in at))  # noqa: E731
+            _COMPILED[cls, kind, "jax", layout] = made
+        return _COMPILED[cls, kind, "jax", layout]
 
     @classmethod
     def has_form(cls, form: str) -> bool:
         """Whether the model's field is written for `form`, "numba" or "jax"."""
+        if form == "jax" and cls.one_source and _function(cls, "drift") is not None:
+            return True
         return _function(cls, "drift" if form == "numba" else "drift_jax") is not None
 
     # --- what the engine calls -------------------------------------------------------------
@@ -150,33 +170,45 @@ class Model(System):
         """The shape of one Brownian increment dW (default: the state's, (n, d))."""
         return tuple(state)
 
-    def problem(self, spec, state: tuple[int, ...] | None = None):
-        """The point's integrators.Problem (`state`: the shape (n, d) of one run's state)."""
+    def problem(self, spec, state: tuple[int, ...] | None = None, run: int = 0):
+        """The point's integrators.Problem (`state`: the shape (n, d) of one run's state;
+        `run`: the run whose draws of array laws it holds, where they are drawn per run)."""
         import integrators
 
         cls = type(self)
+        p, layout = arrays.pack(cls.parameters(), cls.params, spec.values, spec, run)
         noise = {}
         if self.equation == "sde":
             if state is None:
                 state = np.shape(self.initial_state(spec.variant(salt=(1,)), 1))[1:]
             noise = dict(diffusion=cls.numba_function("diffusion"),
-                         diffusion_jax=cls.jax_function("diffusion"),
+                         diffusion_jax=cls.jax_function("diffusion", layout),
                          noise_shape=tuple(self.noise_shape(spec, state)))
         geometry = user_geometry.resolve(self.geometry)
-        return integrators.Problem(cls.numba_function("drift"), cls.jax_function("drift"),
-                                   cls.pack(spec.values), geometry, work=cls.work_size, **noise)
+        return integrators.Problem(cls.numba_function("drift"), cls.jax_function("drift", layout),
+                                   p, geometry, work=cls.work_size, **noise)
 
     def simulate(self, spec, runs: range):
         if user_observe.observes(self):
             return user_observe.simulate(self, spec, runs)
-        x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
+        if arrays.per_run(self.params, spec.values):  # each run its own draw of the arrays
+            return self._chunk(spec, *arrays.solve_per_run(self, spec, runs))
+        module = type(self).__module__  # the hooks are named for a user's exit (engine.stages)
+        with stages.running(f"{module}.initial_state"):
+            x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
         noise = {"rng": spec.rng} if self.equation == "sde" else {}
-        solution = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times,
-                                           **noise)
-        chunk = self.observe(spec, solution.states)
-        chunk.status = solution.status  # runs cut short by max_steps are named, not averaged
+        with stages.running(f"{module}.drift"):
+            solution = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times,
+                                               **noise)
+        return self._chunk(spec, solution.states, solution.status)
+
+    def _chunk(self, spec, states, status):
+        """The chunk `observe` makes of the solved states."""
+        with stages.running(f"{type(self).__module__}.observe"):
+            chunk = self.observe(spec, states)
+        chunk.status = status  # runs cut short by max_steps are named, not averaged
         if chunk.states is None and self.trajectory_dims(spec.setup) is not None:
-            chunk.states = solution.states  # the model declares states: they are the solved ones
+            chunk.states = states  # the model declares states: they are the solved ones
         return chunk
 
     def solves(self, spec):
@@ -200,6 +232,9 @@ class Model(System):
         user's exception)."""
         backend = spec.solver.backend
         jax = backend in ("diffrax", "jax")
+        if backend != "numba" and arrays.per_run(self.params, spec.values):
+            raise ScenarioError("integrator.backend", "arrays drawn per run (draw = \"run\") are "
+                                "solved run by run on the numba backend: use backend numba")
         name = f"{type(self).__name__}.{'drift_jax' if jax else 'drift'}"
         if not type(self).has_form("jax" if jax else "numba"):
             other = "numba" if jax else "diffrax or jax"
@@ -215,6 +250,12 @@ class Model(System):
         if np.shape(got) != x.shape[1:]:
             raise ScenarioError("scenario.system", f"{name} returned shape {np.shape(got)} for a "
                                 f"state of shape {x.shape[1:]}; it must return one of the state's shape")
+        if self.forms_from_functions and self.has_form("numba") and self.has_form("jax"):
+            # the user wrote both forms (or one source): they must agree
+            from . import one_source
+
+            _call(f"{type(self).__name__}.drift (twin check)",
+                  lambda: one_source.check_twins(self, spec, x[0]))
         user_observe.check(self, spec)
 
     def run_bytes(self, spec) -> int:
@@ -230,14 +271,15 @@ class Model(System):
         return user_observe.chunk(self, spec, user_observe.values_of(self, spec, states))
 
     def _probe(self, jax: bool, x: np.ndarray, spec):
-        p = self.pack(spec.values)
+        p, layout = arrays.pack(self.parameters(), self.params, spec.values, spec)
         if jax:
             import integrators
 
             integrators.configure_jax()
             import jax.numpy as jnp
 
-            return np.asarray(type(self).jax_function("drift")(0.0, jnp.asarray(x), jnp.asarray(p)))
+            return np.asarray(type(self).jax_function("drift", layout)(0.0, jnp.asarray(x),
+                                                                        jnp.asarray(p)))
         return type(self)._probe_numba(x, p)
 
     @classmethod
@@ -262,11 +304,12 @@ class Model(System):
 
         values = {k: f.default for k, f in cls.params.items()} | values
         x = np.ascontiguousarray(x, dtype=np.float64)
-        p = cls.pack(values)
+        p, layout = arrays.pack(cls.parameters(), cls.params, values)
         want = np.empty_like(x)
         size = cls.work_size(*x.shape, p) if callable(cls.work_size) else cls.work_size
         cls.numba_function("drift")(float(t), x, p, want, np.empty(size))
-        got = np.asarray(cls.jax_function("drift")(float(t), jnp.asarray(x), jnp.asarray(p)))
+        got = np.asarray(cls.jax_function("drift", layout)(float(t), jnp.asarray(x),
+                                                            jnp.asarray(p)))
         return float(np.abs(got - want).max())
 
 
@@ -279,10 +322,16 @@ def _arguments(cls, attr: str, fn, leading: tuple[str, ...]) -> list[str]:
     params = names[len(leading):]
     for name in params:
         field = cls.params.get(name)
-        if field is None or field.kind not in ("int", "float", "bool"):
+        if field is None or field.kind not in ("int", "float", "bool", *arrays.KINDS):
             raise ScenarioError("scenario.system", f"{cls.__name__}.{attr} takes {name!r}, which "
-                                "is not a number parameter of params (int, float or bool)")
+                                "is not a parameter of params of kind int, float, bool, vector, "
+                                "matrix or matrices")
     return params
+
+
+# numba's words for a plain Python function called from compiled code
+PLAIN_HELPER = re.compile(r"Untyped global name '(\w+)': Cannot determine Numba type of <class "
+                          r"'function'>")
 
 
 def _call(name: str, probe):
@@ -296,5 +345,10 @@ def _call(name: str, probe):
         lines = [t.strip() for t in str(exc).strip().splitlines() if t.strip()]
         causes = [t for t in lines if not t.startswith(("Failed in", "During:", "File ", "<source missing"))]
         text = " / ".join(dict.fromkeys(causes or lines)) or "(no message)"
+        helper = PLAIN_HELPER.search(text)
+        if helper:  # the one rule numba imposes that users meet first: say it before the trace
+            text = (f"{helper.group(1)} is a plain Python function, and numba compiles the drift "
+                    f"with every function it calls: decorate {helper.group(1)} with @numba.njit "
+                    f"(or give drift_jax and run a JAX backend) / {text}")
         raise ScenarioError("scenario.system", f"{name} failed at the start state: "
                             f"{type(exc).__name__}: {text}") from None

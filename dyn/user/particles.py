@@ -37,7 +37,8 @@ from ..core.contract import UNDECIDED, Chunk, Output, bytes_of
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
-from ..systems.base import state_dims
+from ..core.system import state_dims
+from . import arrays
 from .model import Model
 
 attention = lazy("dyn.attention")
@@ -153,7 +154,8 @@ class Particles(Model):
                 _COMPILED[key] = particles_jit.diffusion(cls.parameters().index("sigma")) \
                     if cls.noisy else None
             else:
-                at = tuple(range(len(cls.interaction_args)))
+                at = tuple(arrays.expression(cls.params.get(a), i)
+                           for i, a in enumerate(cls.interaction_args))
                 iterations = cls.parameters().index("sinkhorn_iterations") \
                     if cls.normalization == "sinkhorn" else -1
                 _COMPILED[key] = particles_jit.drift(cls.interaction, cls.positions, at,
@@ -163,12 +165,12 @@ class Particles(Model):
         return _COMPILED[key]
 
     @classmethod
-    def jax_function(cls, kind: str = "drift"):
+    def jax_function(cls, kind: str = "drift", layout: tuple = ()):
         from .model import _COMPILED
 
         if cls.interaction_jax is None:
             return None
-        key = (cls, kind, "jax")
+        key = (cls, kind, "jax", layout)
         if key not in _COMPILED:
             names = cls.parameters()
             if kind == "diffusion":
@@ -176,7 +178,8 @@ class Particles(Model):
                 _COMPILED[key] = None if at is None else (lambda t, x, p, dw: p[at] * dw)
             else:
                 _COMPILED[key] = _drift_jax(cls.interaction_jax, cls.positions,
-                                            tuple(range(len(cls.interaction_args))),
+                                            arrays.jax_readers(names, layout)[
+                                                :len(cls.interaction_args)],
                                             cls.normalization, cls.space == "euclidean",
                                             names.index("sinkhorn_iterations")
                                             if cls.normalization == "sinkhorn" else -1,
@@ -395,9 +398,10 @@ def _distance_clusters(x, delta: float):
     return labels.reshape(near.shape[:-1]), fraction
 
 
-def _drift_jax(phi, positions: bool, at, normalization: str, euclidean: bool, iterations: int,
-               distance: bool = False):
-    """The JAX drift of the particles on one member x (n, d)."""
+def _drift_jax(phi, positions: bool, readers, normalization: str, euclidean: bool,
+               iterations: int, distance: bool = False):
+    """The JAX drift of the particles on one member x (n, d); `readers`: one function of p per
+    parameter of the interaction (:func:`dyn.user.arrays.jax_readers`)."""
 
     def drift(t, x, p):
         import jax
@@ -407,7 +411,7 @@ def _drift_jax(phi, positions: bool, at, normalization: str, euclidean: bool, it
         s = x @ x.T
         if distance:
             s = jnp.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1)
-        theta = [p[k] for k in at]
+        theta = [read(p) for read in readers]
         if positions:
             i, j = jnp.arange(n)[:, None], jnp.arange(n)[None, :]
             w = phi(s, i, j, *theta)

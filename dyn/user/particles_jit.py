@@ -16,6 +16,7 @@ DRIFT = '''"""The numba ABI drift of the particles of the user's {name} (generat
 dyn.user.particles_jit: see dyn.user.cache; the global `user` is the user's interaction)."""
 import numba
 
+from dyn.user.arrays import matrix_at, stack_at, vector_at  # noqa: F401 (array parameters)
 from integrators.numba_abi import DRIFT_SIG
 
 SA, USA, NONE, SINKHORN = 0, 1, 2, 3

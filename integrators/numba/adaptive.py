@@ -159,11 +159,11 @@ class NumbaAdaptive(AbstractIntegrator):
         out = np.empty((E, ts.shape[0]) + x0.shape[1:])
         last = np.empty(x0.shape)
         stats = np.zeros((E, 4), dtype=np.int64)
-        args = (ts, A, b, db, c, p, problem.drift, geom.project, geom.retract,
-                problem.work_size(*x0.shape[1:]), ctl)
-        compile_ahead(kernels.block, problem.drift, geom.project, geom.retract)
-        over_members(E, lambda lo, hi: kernels.block(x0[lo:hi], *args, out[lo:hi], last[lo:hi],
-                                                    stats[lo:hi]))
+        block, drift, project, retract = compile_ahead(
+            kernels.block, problem.drift, geom.project, geom.retract)
+        args = (ts, A, b, db, c, p, drift, project, retract, problem.work_size(*x0.shape[1:]), ctl)
+        over_members(E, lambda lo, hi: block(x0[lo:hi], *args, out[lo:hi], last[lo:hi],
+                                             stats[lo:hi]))
         return Solution.of(out, steps=stats[:, 0], rejections=stats[:, 1], evaluations=stats[:, 2],
                            max_steps=stats[:, 3] == STOPPED_MAX_STEPS, last_state=last)
 

@@ -24,10 +24,8 @@ update, the finiteness check) run once over the n d entries and vectorize, where
 loops run over (n, d) with a stage loop inside. They do the same arithmetic in the same order,
 so the numbers are the general loops' bit for bit: the stage point is still formed,
 Y_1 = x + h * 0 (the empty sum is +0.0; x + 0.0 is x except that -0.0 becomes +0.0, and the
-drift sees exactly the general loop's Y_1), and the update is x + h (0 + b_1 k_1). Measured
-in one process, one thread, interleaved, the main job's layer (n = 32, d = 2, SA): 0.90x the
-general loop's time stored, 0.90x observed with the same observer at every layer
-(benchmarks/fused_observation.py prints it).
+drift sees exactly the general loop's Y_1), and the update is x + h (0 + b_1 k_1).
+benchmarks/fused_observation.py times them against the general loops.
 """
 
 import numpy as np
@@ -314,11 +312,12 @@ def _solve_observed_rk(integrator, problem, x0, ts, p, observer) -> Solution:
     finite = np.empty(members, dtype=np.int64)
     A, b, c, p, q = (np.array(a) for a in (tab.A, tab.b, tab.c, p, observer.q))
     block = kernels(tab)[1]
-    compile_ahead(block, problem.drift, geom.project, geom.retract, observer.kernel)
+    block, drift, project, retract, observe = compile_ahead(
+        block, problem.drift, geom.project, geom.retract, observer.kernel)
     work_size = problem.work_size(*x0.shape[1:])
     over_members(members, lambda lo, hi: block(
-        x0[lo:hi], ts, counts, steps, A, b, c, p, problem.drift, geom.project, geom.retract,
-        work_size, observer.kernel, q, observer.work, rows[lo:hi], last[lo:hi], finite[lo:hi]))
+        x0[lo:hi], ts, counts, steps, A, b, c, p, drift, project, retract,
+        work_size, observe, q, observer.work, rows[lo:hi], last[lo:hi], finite[lo:hi]))
     status = np.where(finite != 0, OK, NONFINITE).astype(np.int8)
     steps_taken = np.full(members, float(int(counts.sum())))
     return Solution(None, status, {"steps": steps_taken, "rejections": np.zeros(members)},
@@ -347,8 +346,9 @@ class NumbaRK(FixedStep, AbstractIntegrator):
         # The kernel's signature takes writable arrays; tables and p are stored read-only.
         A, b, c, p = (np.array(a) for a in (tab.A, tab.b, tab.c, p))
         block = kernels(tab)[0]
-        compile_ahead(block, problem.drift, geom.project, geom.retract)
-        _run(block, x0, ts, counts, steps, A, b, c, p, problem.drift, geom.project, geom.retract,
+        block, drift, project, retract = compile_ahead(
+            block, problem.drift, geom.project, geom.retract)
+        _run(block, x0, ts, counts, steps, A, b, c, p, drift, project, retract,
              problem.work_size(*x0.shape[1:]), out)
         return out
 

@@ -131,10 +131,11 @@ class NumbaEulerMaruyama(FixedStep, AbstractIntegrator):
             streams = np.ones((E, 4), dtype=np.uint64)
         out = np.empty((E, ts.shape[0]) + x0.shape[1:])
         p, work_size, refine = np.array(p), problem.work_size(*x0.shape[1:]), self.options["refine"]
-        compile_ahead(_em_block, problem.drift, problem.diffusion, g.project, g.retract)
-        over_members(E, lambda lo, hi: _em_block(
-            x0[lo:hi], ts, counts, steps, p, problem.drift, problem.diffusion, g.project,
-            g.retract, q1, q2, work_size, refine, streams[lo:hi], increments[lo:hi], out[lo:hi]))
+        block, drift, diffusion, project, retract = compile_ahead(
+            _em_block, problem.drift, problem.diffusion, g.project, g.retract)
+        over_members(E, lambda lo, hi: block(
+            x0[lo:hi], ts, counts, steps, p, drift, diffusion, project,
+            retract, q1, q2, work_size, refine, streams[lo:hi], increments[lo:hi], out[lo:hi]))
         return out
 
 

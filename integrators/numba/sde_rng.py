@@ -32,12 +32,12 @@ _TWO_PI = 2.0 * math.pi
 _INV_2_53 = 1.0 / 9007199254740992.0  # 2^-53
 
 
-@njit(types.uint64(types.uint64, types.uint64), inline="always", link=True, **NJIT)
+@njit(types.uint64(types.uint64, types.uint64), inline="always", **NJIT)
 def _rotl(x, k):
     return (x << k) | (x >> (_U64(64) - k))
 
 
-@njit(types.uint64(STREAM), link=True, **NJIT)
+@njit(types.uint64(STREAM), **NJIT)
 def next_u64(s):
     s0, s1, s2, s3 = s[0], s[1], s[2], s[3]
     result = _rotl(s1 * _U64(5), _U64(7)) * _U64(9)
@@ -52,12 +52,12 @@ def next_u64(s):
     return result
 
 
-@njit(types.float64(STREAM), link=True, **NJIT)
+@njit(types.float64(STREAM), **NJIT)
 def uniform(s):
     return ((next_u64(s) >> _U64(11)) + _U64(1)) * _INV_2_53
 
 
-@njit(types.UniTuple(types.float64, 2)(STREAM), link=True, **NJIT)
+@njit(types.UniTuple(types.float64, 2)(STREAM), **NJIT)
 def normal_pair(s):
     r = math.sqrt(-2.0 * math.log(uniform(s)))
     a = _TWO_PI * uniform(s)

@@ -10,13 +10,9 @@ its serial twin (numba outlines and optimizes the parallel region apart), and th
 of them. A drift that calls BLAS (large n) also keeps BLAS's own threads here, where
 numba's parallel region pinned it to one.
 
-A block's call from Python holds the GIL only to convert its arguments: the kernels it passes
-as first-class functions (drift, projection, retraction, observer) are not typed and looked up
-again at each call (:func:`integrators.numba.internals.install_argument_memo`). Measured at one
-member and one layer, interleaved in one process: 24 us a call, against 259 us with numba's own
-look-ups. With blocks that cheap, finer blocks would not pay either: in the main job (equal
-work, 8 blocks a point) the threads idle at a solve's end for about 2% of their time, and 32
-blocks a point did not idle less.
+A block's call from Python holds the GIL while numba converts its arguments, the kernels it
+passes as first-class functions (drift, projection, retraction, observer) included; the rest of
+the block runs without it (``nogil``).
 
 The thread count is ``numba.get_num_threads()``, so ``NUMBA_NUM_THREADS`` (set by the engine's
 executors for their workers) and ``numba.set_num_threads`` keep their meaning.

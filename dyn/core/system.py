@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from ..core.errors import ScenarioError
-from ..core.schema import Field
+from .errors import ScenarioError
+from .schema import Field
 
 if TYPE_CHECKING:
-    from ..core.spec import RunSpec, Setup
+    from .spec import RunSpec, Setup
 
-from ..core.contract import (AVERAGING_KEYS, DIVERGED, FAILED, INTEGRATOR_KEYS, NONSTATIONARY_SHARE,
+from .contract import (AVERAGING_KEYS, DIVERGED, FAILED, INTEGRATOR_KEYS, NONSTATIONARY_SHARE,
                              OK, PENDING, PROBABILITY, REDUCTIONS, REFERENCE, ROLE_ATTR, STATIONARY,
                              STATUS_NAMES, STEP_ERROR, TIME_AVERAGE, UNDECIDED, Chunk, Coord, Draw,
                              Output, PointResult, Reference, Solve, bytes_of, theory_coord,

@@ -1,0 +1,132 @@
+"""Row normalizations of attention (dyn.attention_particles), side by side.
+
+1. One evaluation of the attention field at n = 32, 256, 1024 tokens (d = 8), per
+   normalization, and its ratio to softmax on the same state (sparsemax and entmax sort or
+   bisect each row, top-k selects).
+2. Equal work, one field: a user model through dyn.particles (phi(s) = exp(beta s), SA), the
+   same through dyn.attention_particles (softmax, Q = K = sqrt(beta) I, V = I), and the
+   engine's own attention field (dyn.particles("exp")), n = 256.
+3. RK4's convergence order on a sparsemax flow: the error at t = 2 against a step 1/8 as small,
+   for steps 0.1 .. 0.0125, and the slope of log error against log step (4 where the field is
+   smooth; lower where rows' supports change during the solve).
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/normalizations.py [--smoke]
+
+(one BLAS thread: the engine's field calls BLAS, whose threads on a shared machine measure the
+other processes). Part 2 runs at d = 3 and d = 8.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from _timing import add_smoke, best_of
+
+import dyn
+from dyn.user import attention_jit, normalize
+
+
+def _sphere(rng, n, d):
+    x = rng.standard_normal((n, d))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _timer(drift, x, p, work):
+    out = np.empty_like(x)
+    return lambda: drift(0.0, x, p, out, work)
+
+
+def field_times(sizes, d, repeat):
+    print(f"1. one field evaluation, d = {d}, beta = 1 (seconds; ratio to softmax)")
+    print(f"{'normalization':>14}" + "".join(f"{f'n={n}':>22}" for n in sizes))
+    rng = np.random.default_rng(0)
+    eye = np.eye(d)[None]
+    states = {n: _sphere(rng, n, d) for n in sizes}
+    base = {}
+    for name in normalize.NAMES:
+        cls = dyn.attention_particles(name=f"bench_{name}", normalization=name)
+        drift = cls.numba_function("drift")
+        a = 1.5 if name == "entmax" else 8 if name == "topk" else 0.0
+        cells = []
+        for n in sizes:
+            p = attention_jit.pack(1.0, a, 20, eye, eye, eye)
+            work = np.empty(cls.work_size(n, d))
+            t = best_of(_timer(drift, states[n], p, work), repeat)
+            base.setdefault(n, t)
+            cells.append(f"{t:12.3e} ({t / base[n]:5.2f}x)")
+        print(f"{name:>14}" + "".join(f"{c:>22}" for c in cells))
+
+
+def _exp(s, beta):
+    return np.exp(beta * s)
+
+
+def equal_work(n, d, repeat):
+    print(f"\n2. equal work: one field at n = {n}, d = {d}, beta = 1.5 (seconds; ratio to the "
+          "engine's)")
+    x = _sphere(np.random.default_rng(1), n, d)
+    beta = 1.5
+    user = dyn.particles(_exp, name="bench_user", params={
+        "beta": dyn.Field("float", 1.0, "beta")})
+    engine = dyn.particles("exp", name="bench_engine")
+    mine = dyn.attention_particles(name="bench_mine")
+    from dyn.attention import architecture, schemes
+
+    problem = schemes.scheme("post").flow.problem(
+        architecture.pack_values({"d": d, "beta": beta, "normalization": "SA"}))
+    rows = [("engine (particles('exp'))", problem.drift, np.array(problem.p),
+             problem.work_size(n, d)),
+            ("dyn.particles, phi = exp", user.numba_function("drift"), user.pack({"beta": beta}),
+             user.work_size(n, d, None)),
+            ("attention_particles softmax", mine.numba_function("drift"),
+             attention_jit.pack(beta, 0, 0, np.eye(d)[None], np.eye(d)[None], np.eye(d)[None]),
+             mine.work_size(n, d))]
+    del engine
+    first = None
+    for label, drift, p, size in rows:
+        t = best_of(_timer(drift, x, p, np.empty(size)), repeat)
+        first = first or t
+        print(f"{label:>30} {t:12.3e}  ({t / first:5.2f}x)")
+
+
+def rk4_order(n, d, smoke):
+    print(f"\n3. RK4 on a sparsemax flow: n = {n}, d = {d}, beta = 4, random Q, K (one draw), "
+          "V = I, t = 2")
+    import integrators
+
+    cls = dyn.attention_particles(name="bench_order", normalization="sparsemax")
+    rng = np.random.default_rng(2)
+    q, k = rng.standard_normal((2, 1, d, d))
+    p = attention_jit.pack(4.0, 0.0, 0, q, k, np.eye(d)[None])
+    x0 = _sphere(rng, n, d)[None]
+    problem = integrators.Problem(cls.numba_function("drift"), None, p, integrators.SPHERE,
+                                  work=cls.work_size)
+    times = np.array([0.0, 2.0])
+
+    def end(dt):
+        solver = integrators.get("numba", "rk4", dt=dt)
+        return solver.solve(problem, x0, times).states[0, -1]
+
+    steps = [0.1, 0.05] if smoke else [0.1, 0.05, 0.025, 0.0125]
+    ref = end(steps[-1] / 8)
+    errors = [np.abs(end(h) - ref).max() for h in steps]
+    for h, e in zip(steps, errors):
+        print(f"   dt = {h:<8g} error {e:.3e}")
+    slope = np.polyfit(np.log(steps), np.log(errors), 1)[0]
+    print(f"   slope of log error against log dt: {slope:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_smoke(parser)
+    args = parser.parse_args()
+    sizes = [32] if args.smoke else [32, 256, 1024]
+    repeat = 1 if args.smoke else 7
+    field_times(sizes, 8, repeat)
+    for d in ([8] if args.smoke else [3, 8]):
+        equal_work(32 if args.smoke else 256, d, repeat)
+    rk4_order(8 if args.smoke else 16, 3, args.smoke)
+
+
+if __name__ == "__main__":
+    main()

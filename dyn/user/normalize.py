@@ -1,0 +1,195 @@
+r"""Row normalizations of attention scores: one row s in R^n of scores to weights w >= 0 with
+sum_j w_j = 1 (USA excepted), each a numba function ``name(s, w, a)`` writing w in place (a: the
+normalization's own parameter, entmax's alpha or top-k's k; unused by the others).
+
+- softmax:   w_j = e^{s_j - m} / sum_k e^{s_k - m},  m = max_k s_k (the same weights as
+  e^{s_j} / sum_k e^{s_k}, without overflow; the exponentials by the engine's vectorized exp,
+  :mod:`dyn.numerics.vexp`);
+- usa:       w_j = e^{s_j} / n (unnormalized: rows do not sum to 1);
+- hardmax:   the uniform weights on the maximizers, w_j = 1 / |{k: s_k = m}| where s_j = m
+  exactly (ties share equally; scores equal to the maximum only up to rounding are not ties);
+- sparsemax: the Euclidean projection of s on the simplex, w_j = max(s_j - tau, 0) with tau
+  such that sum_j w_j = 1; found without sorting by Michelot's passes: tau = (sum_{j in S} s_j
+  - 1) / |S| over the support S, starting from every score, S = {s_j > tau} again until S stays
+  (tau only grows, S only shrinks: at most n passes, a few in practice, each O(n); tied scores
+  enter or leave the support together);
+- entmax:    alpha-entmax (alpha > 1; 2 is sparsemax, 1 the softmax limit),
+  w_j = max((alpha - 1) s_j - tau, 0)^{1 / (alpha - 1)}; at alpha = 1.5 exactly by sorting the
+  row (:func:`entmax15`), else tau by bisection on
+  [max - 1, max - n^{1 - alpha}] (max of (alpha - 1) s) to machine precision, then w divided by its
+  sum;
+- topk:      the softmax of the k largest scores, zero elsewhere; the k-th largest score is
+  found by selection (np.partition, O(n)); scores tied with it enter in order of index, lowest
+  first, until k are in.
+
+Sparse normalizations (hardmax, sparsemax, entmax, topk) are continuous (sparsemax, entmax) or
+discontinuous (hardmax, topk) in s but not smooth where a score enters or leaves the support: the
+flow's vector field has a kink (or a jump) there, and a fixed-step solver's global order drops
+to what the kink allows (docs/your_own_system.md measures RK4 on a sparsemax flow).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ..numerics import vexp
+
+OPTIONS = dict(nogil=True, error_model="numpy", cache=True)
+NAMES = ("softmax", "usa", "sinkhorn", "hardmax", "sparsemax", "entmax", "topk")
+ROW = ("softmax", "usa", "hardmax", "sparsemax", "entmax", "topk")  # the row-by-row ones
+SPARSE = ("hardmax", "sparsemax", "entmax", "topk")
+
+
+@numba.njit(**OPTIONS)
+def softmax(s, w, a):
+    n = s.shape[0]
+    for j in range(n):
+        w[j] = s[j]
+    m = vexp.row_max(w)
+    vexp.exp_inplace(w, m)  # e^{s_j - m}, vectorized (dyn.numerics.vexp)
+    z = vexp.row_sum(w)
+    for j in range(n):
+        w[j] /= z
+
+
+@numba.njit(**OPTIONS)
+def usa(s, w, a):
+    n = s.shape[0]
+    for j in range(n):
+        w[j] = np.exp(s[j]) / n
+
+
+@numba.njit(**OPTIONS)
+def hardmax(s, w, a):
+    n = s.shape[0]
+    m = s[0]
+    for j in range(1, n):
+        m = max(m, s[j])
+    count = 0
+    for j in range(n):
+        count += s[j] == m
+    for j in range(n):
+        w[j] = 1.0 / count if s[j] == m else 0.0
+
+
+@numba.njit(**OPTIONS)
+def sparsemax(s, w, a):
+    n = s.shape[0]
+    total = 0.0
+    for j in range(n):
+        total += s[j]
+    tau, count = (total - 1.0) / n, n
+    for _ in range(n + 1):  # the support {s_j > tau} shrinks at each pass until it stays
+        total, inside = 0.0, 0
+        for j in range(n):
+            if s[j] > tau:
+                total += s[j]
+                inside += 1
+        tau = (total - 1.0) / inside
+        if inside == count:
+            break
+        count = inside
+    for j in range(n):
+        w[j] = max(s[j] - tau, 0.0)
+
+
+@numba.njit(**OPTIONS)
+def entmax15(s, w):
+    """1.5-entmax exactly: with z = s / 2 sorted decreasing and S its k largest, tau_k solves
+    sum_{S} (z_l - tau)^2 = 1, tau_k = mean_k - sqrt((1 - k var_k) / k) (mean_k, var_k of
+    the k largest); the support is the largest k with tau_k < z_k."""
+    n = s.shape[0]
+    z = np.sort(s)
+    total = squares = 0.0
+    tau = 0.0
+    for k in range(1, n + 1):
+        v = 0.5 * z[n - k]
+        total += v
+        squares += v * v
+        mean = total / k
+        gap = (1.0 - (squares - k * mean * mean)) / k
+        candidate = mean - np.sqrt(max(gap, 0.0))
+        if candidate < v or k == 1:
+            tau = candidate
+        else:
+            break
+    for j in range(n):
+        v = max(0.5 * s[j] - tau, 0.0)
+        w[j] = v * v
+
+
+@numba.njit(**OPTIONS)
+def entmax(s, w, a):
+    n = s.shape[0]
+    if a == 1.5:
+        entmax15(s, w)
+        return
+    c = a - 1.0
+    power = 1.0 / c
+    m = c * s[0]
+    for j in range(1, n):
+        m = max(m, c * s[j])
+    lo, hi = m - 1.0, m - n ** (-c)  # sum >= 1 at lo, <= 1 at hi
+    for _ in range(200):
+        tau = 0.5 * (lo + hi)
+        if tau <= lo or tau >= hi:
+            break
+        total = 0.0
+        for j in range(n):
+            v = c * s[j] - tau
+            if v > 0.0:
+                total += v * v if power == 2.0 else v ** power
+        if total >= 1.0:
+            lo = tau
+        else:
+            hi = tau
+    total = 0.0
+    for j in range(n):
+        v = c * s[j] - lo
+        w[j] = (v * v if power == 2.0 else v ** power) if v > 0.0 else 0.0
+        total += w[j]
+    for j in range(n):
+        w[j] /= total
+
+
+@numba.njit(**OPTIONS)
+def topk(s, w, a):
+    n = s.shape[0]
+    k = min(max(int(a), 1), n)
+    kth = np.partition(s, n - k)[n - k]  # the k-th largest score
+    m = s[0]
+    above = 0
+    for j in range(n):
+        m = max(m, s[j])
+        above += s[j] > kth
+    ties = k - above  # scores equal to the k-th that enter, lowest index first
+    z = 0.0
+    for j in range(n):
+        inside = s[j] > kth
+        if s[j] == kth and ties > 0:
+            inside = True
+            ties -= 1
+        w[j] = np.exp(s[j] - m) if inside else 0.0
+        z += w[j]
+    for j in range(n):
+        w[j] /= z
+
+
+BUILTIN = {"softmax": softmax, "usa": usa, "hardmax": hardmax, "sparsemax": sparsemax,
+           "entmax": entmax, "topk": topk}
+
+
+def row_check(normalize, scores: np.ndarray, a: float = 0.0, tol: float = 1e-10) -> str | None:
+    """None when `normalize` (a function ``f(s) -> w``) maps every row of `scores` to weights
+    >= 0 summing to 1 within `tol`; else the first failure, as text."""
+    for i, s in enumerate(np.asarray(scores, dtype=np.float64)):
+        w = np.asarray(normalize(np.ascontiguousarray(s)), dtype=np.float64)
+        if w.shape != s.shape:
+            return f"returned weights of shape {w.shape} for a row of {s.shape[0]} scores"
+        if not np.all(np.isfinite(w)):
+            return f"returned a weight that is not finite (row {i})"
+        if w.min() < 0.0:
+            return f"returned a negative weight {w.min():.3g} (row {i})"
+        if abs(w.sum() - 1.0) > tol:
+            return f"returned weights summing to {w.sum():.17g}, not 1 (row {i})"
+    return None
