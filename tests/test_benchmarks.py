@@ -30,6 +30,7 @@ SLOW = {
     "fused_observation.py": "eight in-process sweeps on two paths, ~4 s of CPU",
     "executors.py": "process pools and a Dask cluster started and stopped, ~2.5 s",
     "momentum_memory.py": "JAX compiles two backprop programs, ~2 s",
+    "gaussian_criterion.py": "two gaussian_attention runs cut to n = 128, ~5 s of CPU",
     "attention_rhs.py": "compiles the field's four paths at eight sizes and times them, ~10 s of "
                         "CPU (the fields' values are checked by tests/test_attention_field.py)",
     "attention_architectures.py": "compiles the field of every architecture and regime, ~8 s of "

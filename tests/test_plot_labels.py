@@ -40,6 +40,7 @@ NOISY = {"params.n": 16, "integrator.horizon": 0.5, "integrator.burn_in": 0.25,
 TINY = {
     "antipodal_census": {"sweep.n": [2, 4], "integrator.horizon": 20.0},
     "hardmax_limit": {"integrator.horizon": 100.0},
+    "positional_attention": {"integrator.horizon": 3.0, "output.saves": 3},
     "implicit_regularization": {"sweep.depth": [4, 8], "params.steps": 3, "params.samples": 8,
                                 "params.width": 8},
     "mean_field_modes": {"params.n": 100, "params.grid": 96, "integrator.horizon": 0.2},
