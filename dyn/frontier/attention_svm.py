@@ -223,6 +223,10 @@ PARAMS = {
     "T": dyn.Field("int", 3, "tokens per input", lo=2, hi=32),
     "d": dyn.Field("int", 4, "token dimension", lo=2, hi=16),
     "replica": dyn.Field("int", 0, "which dataset draw (its own common stream)", lo=0, hi=10**6),
+    # the start's scale, bounded: scores x^T W z of a start far past this overflow the softmax's
+    # gradient in float64 before the flow moves
+    "init_scale": dyn.Field("float", 1.0, "scale of the standard normal start of W (or K, Q)",
+                            lo=0.0, hi=100.0),
 }
 
 _Flow = dyn.gradient_flow(clocked_loss, name="attention_svm_flow",
