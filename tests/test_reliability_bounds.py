@@ -66,7 +66,9 @@ COMPILES = {"dyn.frontier.gaussian_attention:GaussianAttention", "dyn.frontier.h
             "dyn.frontier.linear_icl_flow:LinearICLFlow",
             "dyn.frontier.reverse_diffusion:ReverseDiffusion",
             "dyn.frontier.reverse_diffusion:ReverseSamples",
-            "dyn.frontier.softmax_polarization:SoftmaxPolarization"}
+            "dyn.frontier.softmax_polarization:SoftmaxPolarization",
+            "dyn.frontier.attention_svm:AttentionSVM",
+            "dyn.frontier.icl_autoregressive:ICLTraining"}
 COMPILED = [pytest.param(name, marks=pytest.mark.slow) if name in COMPILES else name
             for name in IMPORTED]
 

@@ -39,6 +39,7 @@ from .model import Model
 
 DATA_SALT = (11,)  # the data's stream: spec.variant(salt=DATA_SALT).rng
 ODE_METHODS, SDE_METHODS = frozenset({"euler", "heun", "rk4"}), frozenset({"euler_maruyama"})
+_GRADIENTS: dict = {}  # (class, shapes) -> the jitted gradient the start check evaluates
 _PROGRAMS: dict = {}  # (class, data layout) -> (drift_jax, diffusion_jax): one object per shape
 
 
@@ -267,14 +268,22 @@ class GradientFlow(Model):
         flat_loss = self._flat_loss(self.shapes(spec), {k: v.shape for k, v in data.items()},
                                     len(self.loss_parameters()))
         where = f"the loss of {self.name}"
+        theta0 = jnp.asarray(x0[0])
         try:
-            value = flat_loss(jnp.asarray(x0[0]), p)
-            if jnp.ndim(value) != 0:
+            # shapes by abstract evaluation (traced, not compiled); the gradient's values by one
+            # compiled program rather than op by op
+            value = jax.eval_shape(flat_loss, theta0, p)
+            if len(value.shape) != 0:
                 raise ScenarioError("scenario.system", f"{where} returned shape "
-                                    f"{jnp.shape(value)}; it must return a scalar")
-            grad = np.asarray(jax.grad(flat_loss)(jnp.asarray(x0[0]), p))
+                                    f"{value.shape}; it must return a scalar")
+            key = (type(self), tuple(self.shapes(spec).items()),
+                   tuple((k, v.shape) for k, v in data.items()), len(self.loss_parameters()))
+            if key not in _GRADIENTS:  # one compiled gradient per class and shapes
+                _GRADIENTS[key] = jax.jit(jax.grad(flat_loss))
+            grad = np.asarray(_GRADIENTS[key](theta0, p))
             for key, fn in self.observables.items():
-                if np.ndim(fn(self.unflatten(jnp.asarray(x0[0]), self.shapes(spec)))) != 0:
+                shape = jax.eval_shape(fn, self.unflatten(theta0, self.shapes(spec))).shape
+                if len(shape) != 0:
                     raise ScenarioError("scenario.system", f"observable {key} of {self.name} "
                                         "must return a scalar")
         except ScenarioError:
