@@ -105,6 +105,7 @@ def test_compare_draws_a_paper_figure(small_scenario, tmp_path, capsys):
     assert err[1] == "dyn: error: --style: styles the error curve: give --against too"
 
 
+@pytest.mark.slow  # several sweeps written to compare against (seconds each)
 def test_compare_refuses_what_it_cannot_compare(small_scenario, tmp_path, capsys):
     shared = dyn.run(small_scenario, tmp_path / "c.h5", progress=False,
                      overrides=FORMS + ["ensemble.common=['form']"])

@@ -35,6 +35,7 @@ def serial(tmp_path_factory):
     return _values(dyn.run("attention_clusters", out, overrides=SETS, progress=False, log=io.StringIO()))
 
 
+@pytest.mark.slow  # a local submitit job array of processes
 def test_a_local_array_gives_the_serial_numbers_bit_for_bit(serial, tmp_path):
     out = dyn.run("attention_clusters", tmp_path / "array.h5", overrides=SETS, executor="submitit",
                   array=ARRAY, progress=False, log=io.StringIO())

@@ -477,6 +477,7 @@ def test_basins_in_the_file_and_how_the_plateau_moves_with_its_factor(tmp_path):
         assert lin[1].mean() > lin[0].mean() + 2 and np.all(lin <= np.array([[5], [9]]))
 
 
+@pytest.mark.slow  # two full runs of the scenario's system (seconds of compiling)
 def test_plateau_factor_stays_out_of_the_scenario_unless_given():
     """Absent, plateau_factor enters no resolved scenario (so no hash changes); given, it is
     bounded (> 1) and read only with events."""

@@ -76,6 +76,7 @@ def _survivors_of_killed(args: list[str], env: dict, ready, cwd: Path, log: Path
                 pass
 
 
+@pytest.mark.slow  # a dyn compile process tree started and killed
 def test_dyn_compile_workers_die_with_the_killed_command(tmp_path):
     """`dyn compile --workers 2` on an empty cache, killed once both workers exist and one has
     written a kernel into the cache (it is compiling): no worker, nor the pool's resource

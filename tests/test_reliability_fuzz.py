@@ -354,12 +354,14 @@ def _property(body, examples: int):
 
 
 if __name__ != "__main__":
-    test_damaged_files_are_read_or_refused_in_one_line = _property(
-        _readers_succeed_or_refuse_in_one_line, READ_EXAMPLES)
+    # the few-example runs too are slow (each example reads or resumes a damaged copy in a
+    # worker process): the default tier keeps tests/test_reliability_readers.py's damaged files
+    test_damaged_files_are_read_or_refused_in_one_line = pytest.mark.slow(_property(
+        _readers_succeed_or_refuse_in_one_line, READ_EXAMPLES))
     test_damaged_files_thoroughly = pytest.mark.slow(_property(
         _readers_succeed_or_refuse_in_one_line, SLOW_EXAMPLES))
-    test_damaged_files_are_resumed_or_refused = _property(_resume_refuses_or_computes,
-                                                          RESUME_EXAMPLES)
+    test_damaged_files_are_resumed_or_refused = pytest.mark.slow(_property(
+        _resume_refuses_or_computes, RESUME_EXAMPLES))
     test_damaged_files_resumed_thoroughly = pytest.mark.slow(_property(
         _resume_refuses_or_computes, SLOW_EXAMPLES))
 else:
