@@ -24,6 +24,7 @@ log = logging.getLogger("mkdocs.hooks.math")
 INLINE = re.compile(r'<span class="arithmatex">\\\((.*?)\\\)</span>', re.S)
 BLOCK = re.compile(r'<div class="arithmatex">\\\[(.*?)\\\]</div>', re.S)
 UNKNOWN = re.compile(r">(\\[A-Za-z]+)<")  # latex2mathml leaves an unknown command as its name
+STRAY = re.compile(r"<mi>&</mi>")  # and an alignment & of an environment it cannot lay out
 
 
 class MathError(ValueError):
@@ -42,6 +43,9 @@ def mathml(tex: str, display: str = "inline") -> str:
     unknown = UNKNOWN.findall(out)
     if unknown:
         raise MathError(f"unknown TeX command {', '.join(unknown)} in ${tex}$")
+    if STRAY.search(out):
+        raise MathError(f"an alignment & latex2mathml cannot lay out in ${tex}$ (write one "
+                        "display per line)")
     head, _, rest = out.partition(">")
     body = rest[: -len("</math>")]
     note = f'<annotation encoding="application/x-tex">{html.escape(tex.strip())}</annotation>'
