@@ -92,7 +92,8 @@ def _markdown_links(path: Path) -> list[str]:
     text = path.read_text()
     text = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks hold no links: fenced,
     text = re.sub(r"^(?: {4}|\t)(?!\s*(?:[-*+]|\d+\.) ).*$", "", text, flags=re.M)  # indented,
-    text = re.sub(r"`[^`\n]*`", "", text)  # and inline
+    text = re.sub(r"`[^`\n]*`", "", text)  # and inline; nor does math: `v[rho](x)` is none
+    text = re.sub(r"\$\$.*?\$\$|\$[^$\n]+\$", "", text, flags=re.S)
     return MD_LINK.findall(text) + HTML_LINK.findall(text)
 
 
