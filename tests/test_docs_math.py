@@ -74,6 +74,13 @@ def test_every_page_renders_its_math_and_no_raw_tag(caplog):
     assert formulas["noisy_branches.md"] > 5 and formulas["architecture.md"] >= 1
 
 
+def test_the_readme_has_no_raw_tag():
+    """The README (rendered by GitHub, which drops unknown tags too) through the same pipeline:
+    its only tags are the pictures' <img> and comments."""
+    html = markdown_pipeline()((ROOT / "README.md").read_text(), "README.md")
+    assert not raw_tags(html), "\n".join(raw_tags(html))
+
+
 def test_math_is_found_outside_code_only():
     html = markdown_pipeline()("a $\\beta < 0$ b `$x$` c\n\n$$\n\\frac{1}{2}\n$$\n\n"
                                "    $$ y $$\n")
