@@ -100,6 +100,11 @@ class GradientFlow(Model):
     momentum: ClassVar[bool] = False
     init_fn: ClassVar[Callable | None] = None
 
+    @classmethod
+    def has_form(cls, form: str) -> bool:
+        """The flow's field is JAX's gradient of the loss: the JAX form only."""
+        return form == "jax"
+
     # --- layout ------------------------------------------------------------------------------
     def shapes(self, spec) -> dict[str, tuple[int, ...]]:
         """{name: shape} of the parameters at this point."""
