@@ -34,7 +34,7 @@ def test_common_axes_share_starts_and_nothing_else_changes(small_scenario, tmp_p
     with dyn.open(apart) as ds:
         x0 = ds["trajectory"].isel(trajectory_time=0)
         assert not np.array_equal(x0.sel(form="flow"), x0.sel(form="network"))
-        # the default keeps every point on its own stream, as before common axes existed
+        # by default every point draws from its own stream: no axis is common
         first = dyn.load(small_scenario, FORMS).spec(1)
         np.testing.assert_array_equal(x0.isel(beta=0, normalization=0, form=1).values,
                                       dyn.attention.uniform_sphere(first.rng, 6, 5, 3))

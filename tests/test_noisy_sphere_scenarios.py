@@ -73,7 +73,7 @@ def test_scenarios_load_and_give_the_noise_in_units_of_sigma_c():
         assert noise_of(spec.values) == pytest.approx(spec["sigma_over_sigma_c"] * sc, rel=1e-15)
         p = hys.system.problem(spec).p
         assert noisy.LAYOUT.unpack(p)["sigma"] == pytest.approx(noise_of(spec.values), rel=1e-15)
-    plain = _load("noisy_hysteresis").setup.spec(0)  # the sigma axis as before
+    plain = _load("noisy_hysteresis").setup.spec(0)  # a plain sigma axis
     assert noise_of(plain.values) == plain["sigma"]
 
 

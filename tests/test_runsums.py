@@ -81,7 +81,7 @@ def test_squares_are_rounded_before_they_are_added():
 
 def test_the_reductions_keep_their_numbers_with_the_kernels():
     """Mean, Rms and Proportion as computed from the cumulative sums, bit for bit: integer and
-    boolean values are summed as float64, as before."""
+    boolean values are summed as float64."""
     rng = np.random.default_rng(7)
     runs = 29
     outs = [Output("m", "m", dims=("time",)), Output("k", "k", dims=("time",)),
