@@ -36,6 +36,7 @@ from ..core.contract import FAILED, PointResult
 from ..core.errors import RunAborted, ScenarioError, one_line
 from ..core.spec import Setup
 from . import ensemble, stages, trajectories
+from .lifetime import die_with
 
 EXECUTORS = ("serial", "process", "dask", "submitit")
 TASK_SECONDS = 1.0  # target work per task once point costs are known
@@ -102,8 +103,6 @@ def _init_worker(threads: int, driver: int | None = None) -> None:
     global _driver_pid
     _driver_pid = driver
     if driver is not None:
-        from integrators.lifetime import die_with  # imports numba: after the variables above
-
         die_with(driver)  # and exits at once where the driver died before the request
 
 
