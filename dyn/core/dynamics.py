@@ -34,7 +34,7 @@ class Dynamics:
     """dx = P_x f(t, x; p) dt (+ P_x g(t, x; p)[dW]) on `geometry`, p laid out by `layout`.
 
     - ``drift`` / ``diffusion``: numba functions of the integrators' ABI
-      (``integrators.numba_abi.DRIFT_SIG`` / ``DIFFUSION_SIG``);
+      (``integrators.numba.abi.DRIFT_SIG`` / ``DIFFUSION_SIG``);
     - ``drift_jax`` / ``diffusion_jax``: their JAX twins on one member; when the twin needs static
       sizes that only the vector knows (e.g. the ResNet's width), ``jax_static(p)`` returns them
       and ``drift_jax(*jax_static(p))`` builds the twin;
