@@ -14,6 +14,7 @@ without being listed anywhere.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass
 from typing import Callable
@@ -106,10 +107,10 @@ def register(record: Dynamics) -> Dynamics:
 
 
 def registered() -> dict[str, Dynamics]:
-    """Every record of every model module, by name."""
-    import dyn
-
-    for package in pkgutil.iter_modules(dyn.__path__):
+    """Every record of every model module, by name: the packages beside dyn/core are found in
+    its folder and imported by name (a plugin lookup: core imports no package above it)."""
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dyn/
+    for package in pkgutil.iter_modules([folder]):
         if not package.ispkg or package.name in NOT_MODELS:
             continue
         found = importlib.import_module(f"dyn.{package.name}")

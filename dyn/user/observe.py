@@ -49,7 +49,7 @@ def plain(cls):
     """The model's ``observe_state`` as a numba function (jitted once per process)."""
     if cls not in _PLAIN:
         from . import jit
-        from .model import _function
+        from .hooks import _function
 
         _PLAIN[cls] = jit.jitted(_function(cls, "observe_state"))
     return _PLAIN[cls]
@@ -68,7 +68,7 @@ def in_loop(model, spec) -> bool:
 
 def names(cls) -> tuple[str, ...]:
     """The parameters ``observe_state`` reads, in the order of its vector q."""
-    from .model import _arguments, _function
+    from .hooks import _arguments, _function
 
     return tuple(_arguments(cls, "observe_state", _function(cls, "observe_state"), ("t", "x")))
 
@@ -82,7 +82,7 @@ def kernel(cls):
     its compiled code cached by :mod:`dyn.user.cache`)."""
     if cls not in _MADE:
         from . import cache, jit
-        from .model import _function
+        from .hooks import _function
 
         fn = _function(cls, "observe_state")
         source = ADAPTER.format(declared=jit.decorator("OBSERVE_SIG"),
@@ -183,7 +183,7 @@ def check(model, spec) -> None:
     a start (else one line); then :func:`check_memory`."""
     cls = type(model)
     if observes(model):
-        from .model import _call
+        from .hooks import _call
 
         observed = getattr(cls, "observed", None)
         if not observed or isinstance(observed, str):
