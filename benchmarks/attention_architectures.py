@@ -37,7 +37,7 @@ from dyn import attention as att
 from dyn.attention import architecture as arch
 from dyn.attention import schemes
 from dyn.numerics.vexp import exp_shifted_inplace
-from integrators.numba_abi import DRIFT_FN, F1, F2, F3, NJIT_PARALLEL
+from integrators.numba.abi import DRIFT_FN, F1, F2, F3, NJIT_PARALLEL
 
 from _timing import add_smoke, best_of
 

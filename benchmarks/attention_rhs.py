@@ -38,7 +38,7 @@ from dyn.attention import architecture as arch
 from dyn.attention import schemes
 from dyn.numerics import _field_gemm, _field_small, _field_symmetric
 from dyn.numerics import attention_field as af
-from integrators.numba_abi import DRIFT_FN, F1, F2, F3, NJIT, NJIT_PARALLEL
+from integrators.numba.abi import DRIFT_FN, F1, F2, F3, NJIT, NJIT_PARALLEL
 
 from _timing import add_smoke, best_of
 

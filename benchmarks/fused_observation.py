@@ -57,8 +57,8 @@ def previous_observer():
     else close_rows then join_rows), for the A/B of the per member-layer section."""
     import math
 
-    from integrators.jit import njit
-    from integrators.numba_abi import NJIT, OBSERVE_SIG
+    from integrators.numba.abi import NJIT, OBSERVE_SIG
+    from integrators.numba.jit import njit
     from dyn.attention import observables as ob
     from dyn.attention import observer as new
 
@@ -108,9 +108,9 @@ def member_layer(runs: int, layers: int, repeats: int, beta: float = 4.0) -> Non
 
     from integrators.core.base import step_grid
     from integrators.core.tableau import TABLEAUS
-    from integrators.jit import njit
+    from integrators.numba.jit import njit
     from integrators.numba import fixed
-    from integrators.numba_abi import DRIFT_FN, F1, F3, NJIT
+    from integrators.numba.abi import DRIFT_FN, F1, F3, NJIT
     from dyn.attention import architecture, schemes
     from dyn.attention.init import uniform_sphere
     from dyn.attention.observer import pair_observer

@@ -27,7 +27,7 @@ import integrators
 from dyn import noisy
 from dyn.attention import FLOW, attention_drift, pack_params
 from dyn.numerics.vexp import exp_shifted_inplace
-from integrators.numba_abi import FASTMATH, NJIT
+from integrators.numba.abi import FASTMATH, NJIT
 
 from _timing import add_smoke, best_of
 

@@ -14,9 +14,9 @@ import pytest
 from integrators.core.base import step_grid
 from integrators.core.geometry import EUCLIDEAN, POSTNORM, SPHERE
 from integrators.core.tableau import TABLEAUS
-from integrators.jit import njit
+from integrators.numba.jit import njit
 from integrators.numba import fixed
-from integrators.numba_abi import DRIFT_SIG, NJIT, OBSERVE_SIG
+from integrators.numba.abi import DRIFT_SIG, NJIT, OBSERVE_SIG
 from dyn.attention import architecture, schemes
 from dyn.attention.init import uniform_sphere
 from dyn.attention.observer import pair_observer

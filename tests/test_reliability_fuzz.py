@@ -365,7 +365,7 @@ if __name__ != "__main__":
     test_damaged_files_resumed_thoroughly = pytest.mark.slow(_property(
         _resume_refuses_or_computes, SLOW_EXAMPLES))
 else:
-    from integrators.lifetime import die_with
+    from dyn.engine.lifetime import die_with
 
     # a worker busy with a request when pytest is killed would run on: it dies with pytest
     die_with(int(os.environ["DYN_FUZZ_PARENT"]))

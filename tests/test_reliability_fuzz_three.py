@@ -355,7 +355,7 @@ def test_damaged_files_of_three_scenarios(bases, tmp_path):
 
 
 if __name__ == "__main__":
-    from integrators.lifetime import die_with
+    from dyn.engine.lifetime import die_with
 
     die_with(int(os.environ["DYN_FUZZ_PARENT"]))
     with contextlib.suppress(KeyboardInterrupt):

@@ -13,7 +13,7 @@ import pytest
 
 import dyn
 from dyn.engine import trajectories
-from integrators.lifetime import die_with_parent
+from dyn.engine.lifetime import die_with_parent
 
 from _files import assert_same, read_vars
 

@@ -37,8 +37,8 @@ import numpy as np
 import integrators
 from numba import types
 
-from integrators.jit import njit
-from integrators.numba_abi import F1, F2, NJIT, OBSERVE_SIG
+from integrators.numba.abi import F1, F2, NJIT, OBSERVE_SIG
+from integrators.numba.jit import njit
 
 from .observables import (N_PAIR_STATS, _delta, _least_lanes, _pair_pass, close_rows,
                           join_rows)

@@ -35,8 +35,8 @@ from typing import Mapping
 
 import numpy as np
 
-from integrators.jit import njit
-from integrators.numba_abi import NJIT
+from integrators.numba.abi import NJIT
+from integrators.numba.jit import njit
 
 
 @njit(**NJIT)

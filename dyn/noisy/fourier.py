@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from integrators.core.geometry import SPHERE
-from integrators.jit import njit
-from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT
+from integrators.numba.abi import DRIFT_SIG, FASTMATH, NJIT
+from integrators.numba.jit import njit
 
 from ..core.dynamics import Dynamics, register
 from ..core.layout import block

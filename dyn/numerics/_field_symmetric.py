@@ -36,8 +36,8 @@ import math
 
 from numba import types
 
-from integrators.jit import njit
-from integrators.numba_abi import F1, F2, FASTMATH, NJIT
+from integrators.numba.abi import F1, F2, FASTMATH, NJIT
+from integrators.numba.jit import njit
 
 from ._field_small import (SIGNATURE, I, _apply_rows, _combine, _transpose, columns,
                            matrix_bound)

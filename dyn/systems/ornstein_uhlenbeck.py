@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 import integrators
-from integrators.jit import njit
-from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.jit import njit
 
 from ..core.layout import Layout
 from ..core.schema import Field

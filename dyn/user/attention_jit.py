@@ -24,7 +24,7 @@ dyn.user.attention_jit: see dyn.user.cache)."""
 import numba
 import numpy as np
 
-from integrators.numba_abi import DRIFT_SIG
+from integrators.numba.abi import DRIFT_SIG
 {normalization}
 euclidean, sinkhorn = {euclidean}, {sinkhorn}
 

@@ -31,7 +31,7 @@ see dyn.user.cache; the global `user` is the user's function)."""
 import numba
 
 from dyn.user.jit import store
-from integrators.numba_abi import {sig}
+from integrators.numba.abi import {sig}
 
 
 {declared}

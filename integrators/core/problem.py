@@ -23,14 +23,14 @@ from .geometry import EUCLIDEAN, Geometry
 class Problem:
     """The vector field(s) of an ensemble ODE or SDE.
 
-    - ``drift``: numba ``numba_abi.DRIFT_SIG`` function (numba backend; for an SDE, the full
-      Ito drift);
+    - ``drift``: numba ``integrators.numba.abi.DRIFT_SIG`` function (numba backend; for an SDE,
+      the full Ito drift);
     - ``drift_jax``: pure ``(t, x, p) -> f`` on one member (diffrax and jax backends);
     - ``p``: flat float64 parameter vector, shared by all members; on the jax backend one row
       per point of a batch, (P, m) (:meth:`stack`);
     - ``geometry``: :class:`integrators.core.geometry.Geometry` giving P_x and the retraction;
-    - ``diffusion`` / ``diffusion_jax``: ``numba_abi.DIFFUSION_SIG`` function and its JAX twin
-      ``(t, x, p, dw) -> g[dw]``, with ``noise_shape`` = (q1, q2); None for an ODE;
+    - ``diffusion`` / ``diffusion_jax``: ``integrators.numba.abi.DIFFUSION_SIG`` function and its
+      JAX twin ``(t, x, p, dw) -> g[dw]``, with ``noise_shape`` = (q1, q2); None for an ODE;
     - ``work``: scratch floats a numba drift (or diffusion) needs per member: an int, or
       ``(n, d, p) -> int``;
     - ``step_jax``: ``(t, x, p, h, xi) -> x'``, the problem's own step on one member (the jax

@@ -1,6 +1,6 @@
 """The numba kernels of :mod:`integrators.numba.adaptive` (the step, error norm and PI control
 described there) and their step-control constants. They compile, or load from numba's cache, on
-the first adaptive solve (:mod:`integrators.jit`); this module imports nothing of
+the first adaptive solve (:mod:`integrators.numba.jit`); this module imports nothing of
 :mod:`integrators.numba.adaptive`, which imports it."""
 
 import numpy as np

@@ -10,7 +10,7 @@ This is the standard projection method: it keeps the order of the table (4 for R
 only the summed increment at x instead caps the order at 2 (checked in the tests).
 
 The kernel is compiled once (on first use, :mod:`.jit`) for any table: the table is data (A, b, c), and drift,
-project and retract are first-class function arguments (see :mod:`integrators.numba_abi`).
+project and retract are first-class function arguments (see :mod:`integrators.numba.abi`).
 The members run in blocks across threads (:mod:`.threads`); each member allocates its scratch
 once, the drift's workspace included.
 
