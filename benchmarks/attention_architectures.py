@@ -33,13 +33,11 @@ import numpy as np
 from numba import njit, prange, types
 
 import integrators
+from _timing import add_smoke, best_of
 from dyn import attention as att
-from dyn.attention import architecture as arch
-from dyn.attention import schemes
+from dyn.attention import architecture as arch, schemes
 from dyn.numerics.vexp import exp_shifted_inplace
 from integrators.numba_abi import DRIFT_FN, F1, F2, F3, NJIT_PARALLEL
-
-from _timing import add_smoke, best_of
 
 BETA = 1.0
 # the sizes of each section; --smoke makes them tiny (seconds: the script runs, nothing measured)

@@ -33,14 +33,11 @@ import numpy as np
 from numba import njit, prange, types
 
 import integrators
-from dyn import attention as att
-from dyn.attention import architecture as arch
-from dyn.attention import schemes
-from dyn.numerics import _field_gemm, _field_small, _field_symmetric
-from dyn.numerics import attention_field as af
-from integrators.numba_abi import DRIFT_FN, F1, F2, F3, NJIT, NJIT_PARALLEL
-
 from _timing import add_smoke, best_of
+from dyn import attention as att
+from dyn.attention import architecture as arch, schemes
+from dyn.numerics import _field_gemm, _field_small, _field_symmetric, attention_field as af
+from integrators.numba_abi import DRIFT_FN, F1, F2, F3, NJIT, NJIT_PARALLEL
 
 CASES = [(2048, 32, 2), (1, 1024, 64)]
 BETA = 1.0
@@ -104,6 +101,7 @@ def _hot_ensemble(x, p, out, work, drift):
 def small_drift(repeat, E=2048, n=32, d=2):
     """Section 2: the small-n drift's fraction of the exp ceiling, measured in turns."""
     from numba import get_num_threads
+
     from attention_architectures import _exp_call, ensemble_drift
 
     x = att.uniform_sphere(np.random.default_rng(3), E, n, d)

@@ -46,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import add_smoke  # noqa: E402
+
 D, HIDDEN, BATCH, GAMMA = 500, 8, 500, 0.9
 SAMPLE_S = 5e-4
 PAGE = os.sysconf("SC_PAGE_SIZE")

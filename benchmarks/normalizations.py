@@ -20,9 +20,9 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _timing import add_smoke, best_of
 
 import dyn
+from _timing import add_smoke, best_of
 from dyn.user import attention_jit, normalize
 
 

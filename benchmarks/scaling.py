@@ -27,15 +27,14 @@ import time
 
 import numpy as np
 
+from _timing import add_smoke, best_of
+from attention_rhs import gemm_rate
 from dyn.engine.executors import compute_point
 from dyn.engine.scenario import load
 from dyn.engine.store import size_text
 from dyn.noisy.fourier import fourier_drift, work_size as fourier_work
 from dyn.noisy.params import pack_fourier
 from dyn.numerics import attention_field as af
-
-from _timing import add_smoke, best_of
-from attention_rhs import gemm_rate
 
 BETA = 4.0
 RK4_STATES = 6  # x, four stages, the stage point: what an RK4 member holds besides the scratch

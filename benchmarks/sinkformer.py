@@ -15,11 +15,10 @@ import argparse
 import numpy as np
 
 import integrators
+from _timing import add_smoke, best_of
 from dyn import sinkformer as sf
 from dyn.numerics.vexp import exp_shifted_inplace
 from dyn.sinkformer import reference
-
-from _timing import add_smoke, best_of
 
 ALPHA, TAU = 0.5, 0.1
 

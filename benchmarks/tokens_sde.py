@@ -23,10 +23,9 @@ import numpy as np
 from numba import njit
 
 import integrators
+from _timing import add_smoke
 from dyn import tokens_sde as ts
 from dyn.attention import uniform_sphere
-
-from _timing import add_smoke
 
 POINTS = [(1.0, 3), (3.0, 8), (3.0, 32)]
 LAYERS_PER_UNIT = 100

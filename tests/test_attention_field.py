@@ -3,9 +3,7 @@ numpy oracle, in both numba regimes, and its exact properties."""
 import numpy as np
 import pytest
 
-from dyn.numerics import _field_gemm, _field_small, _field_symmetric
-from dyn.numerics import attention_field as af
-from dyn.numerics import mean_field as mf
+from dyn.numerics import _field_gemm, _field_small, _field_symmetric, attention_field as af, mean_field as mf
 
 KERNELS = {"columns": _field_small.columns, "symmetric": _field_symmetric.symmetric,
            "gemm": _field_gemm.gemm, "field": af.field}

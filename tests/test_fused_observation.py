@@ -10,13 +10,21 @@ import numpy as np
 import pytest
 
 import integrators
+from _scenarios import SCENARIOS
 from dyn.attention import architecture, events, observables, schemes
 from dyn.attention.init import uniform_sphere
-from dyn.attention.observer import (MASK_TOKENS, PAD, close_fraction_paired, close_rows_counted,
-                                   close_rows_joined, pair_observer, pair_row, split_rows)
+from dyn.attention.observer import (
+    MASK_TOKENS,
+    PAD,
+    close_fraction_paired,
+    close_rows_counted,
+    close_rows_joined,
+    pair_observer,
+    pair_row,
+    split_rows,
+)
 from dyn.engine import scenario as scenario_mod
 from dyn.systems import attention_sphere
-from _scenarios import SCENARIOS
 
 EPS = np.finfo(float).eps
 

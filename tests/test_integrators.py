@@ -10,10 +10,6 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators.core.base import step_grid, step_times
-from integrators.core.geometry import EUCLIDEAN, SPHERE
-from integrators.core.tableau import TABLEAUS
-
 from _problems import (
     LOGISTIC_P,
     LOGISTIC_X0,
@@ -28,6 +24,9 @@ from _problems import (
     sphere_project_np,
     sphere_reference,
 )
+from integrators.core.base import step_grid, step_times
+from integrators.core.geometry import EUCLIDEAN, SPHERE
+from integrators.core.tableau import TABLEAUS
 
 ORDER_TOL = 0.25
 # dt ranges per method: small enough to be asymptotic, large enough to stay above round-off.

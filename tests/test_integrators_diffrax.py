@@ -4,8 +4,6 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators.core.geometry import SPHERE
-
 from _problems import (
     LOGISTIC_P,
     LOGISTIC_X0,
@@ -19,6 +17,7 @@ from _problems import (
     sphere_drift_jax,
     sphere_reference,
 )
+from integrators.core.geometry import SPHERE
 
 TS = np.linspace(0.0, 1.0, 6)
 LOGISTIC = integrators.Problem(logistic_drift, logistic_drift_jax, LOGISTIC_P)

@@ -11,8 +11,8 @@ from numba import types
 
 from integrators import jit
 from integrators.jit import callees, njit
-from integrators.numba_abi import F1, NJIT
 from integrators.numba.threads import block_bounds, over_members
+from integrators.numba_abi import F1, NJIT
 
 
 @njit(types.float64(types.float64, F1), **NJIT)
@@ -227,8 +227,8 @@ def test_kernel_families_are_dealt_whole_and_every_kernel_once():
     groups, costs = warmup.families(declared_kernels())
     assert costs == sorted(costs, reverse=True) and sum(map(len, groups)) == len(everything)
     home = {id(k): i for i, group in enumerate(groups) for k in group}
-    from dyn.numerics import _field_small, _field_symmetric, attention_field
     from dyn.attention import schemes
+    from dyn.numerics import _field_small, _field_symmetric, attention_field
 
     field_family = {home[id(k)] for k in (attention_field.field, _field_symmetric.symmetric,
                                           _field_small.columns, schemes.layer_output)}

@@ -11,9 +11,8 @@ from scipy.special import ive
 
 import dyn
 from dyn.attention import plateaus
-from dyn.engine import scenario as scenario_mod
-from dyn.engine import store
 from dyn.core.contract import REFERENCE, ROLE_ATTR
+from dyn.engine import scenario as scenario_mod, store
 from dyn.presentation.plot import figure
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"

@@ -11,8 +11,7 @@ import pytest
 
 import dyn
 from dyn import noisy
-from dyn.engine import scenario as scenario_mod
-from dyn.engine import store
+from dyn.engine import scenario as scenario_mod, store
 from dyn.presentation.cli import main
 from dyn.presentation.plot import figure
 from dyn.systems.noisy_attention import clustered_r, noise_of

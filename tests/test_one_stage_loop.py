@@ -11,17 +11,16 @@ import math
 import numpy as np
 import pytest
 
+from _problems import SPHERE_P, SPHERE_X0, sphere_drift
+from dyn.attention import architecture, schemes
+from dyn.attention.init import uniform_sphere
+from dyn.attention.observer import pair_observer
 from integrators.core.base import step_grid
 from integrators.core.geometry import EUCLIDEAN, POSTNORM, SPHERE
 from integrators.core.tableau import TABLEAUS
 from integrators.jit import njit
 from integrators.numba import fixed
 from integrators.numba_abi import DRIFT_SIG, NJIT, OBSERVE_SIG
-from dyn.attention import architecture, schemes
-from dyn.attention.init import uniform_sphere
-from dyn.attention.observer import pair_observer
-
-from _problems import SPHERE_P, SPHERE_X0, sphere_drift
 
 
 @njit(DRIFT_SIG, **NJIT)

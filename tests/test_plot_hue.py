@@ -10,8 +10,8 @@ import pytest
 
 import dyn
 from dyn.core.errors import ScenarioError
-from dyn.presentation.cli import main
 from dyn.presentation.analysis import scenario_of
+from dyn.presentation.cli import main
 from dyn.presentation.plot import figure
 from dyn.presentation.words import value_text
 

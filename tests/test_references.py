@@ -6,14 +6,12 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
-from _scenarios import empty_sweep_file
 from scipy.special import iv
 
+from _scenarios import empty_sweep_file
 from dyn.core.contract import REFERENCE, ROLE_ATTR, theory_grid
 from dyn.presentation.marks import slope_lines
 from dyn.presentation.plot import figure
-
-
 
 
 def _fill(path, name, values) -> None:

@@ -3,9 +3,9 @@ bit for bit (NaN payloads and signs, inf, -0.0 included), wherever the chunks ar
 import numpy as np
 import pytest
 
+from dyn.core.system import Output
 from dyn.engine.reductions import Mean, Proportion, Reductions, Rms
 from dyn.engine.runsums import add_runs, add_shifted_runs
-from dyn.core.system import Output
 
 
 def cumulative(acc, v):

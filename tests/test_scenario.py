@@ -4,15 +4,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 import pytest
 
 import dyn
+from _scenarios import SMALL_SCENARIO
 from dyn.core import sweep
 from dyn.core.errors import ScenarioError
 from dyn.engine.scenario import apply_overrides, parse_toml, resolve
-
-from _scenarios import SMALL_SCENARIO
 
 
 def doc(**changes):

@@ -7,8 +7,8 @@ import pytest
 from scipy import stats
 
 import integrators
-from integrators.numba import sde_rng
 from integrators.jit import njit
+from integrators.numba import sde_rng
 from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
 
 MU, SIG = 0.5, 0.8  # geometric Brownian motion dX = MU X dt + SIG X dW

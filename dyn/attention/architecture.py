@@ -30,8 +30,7 @@ import numpy as np
 
 from ..core.layout import Layout
 from ..core.schema import Field
-from .params import FIELDS as ATTENTION_FIELDS
-from .params import _matrix, check_common, real
+from .params import FIELDS as ATTENTION_FIELDS, _matrix, check_common, real
 
 MASKS = ("none", "causal")
 SCHEMES = ("post", "pre", "peri", "ngpt")

@@ -15,8 +15,8 @@ import numpy as np
 from numba import types
 
 from integrators.jit import njit
-from integrators.numba_abi import F1, F2, F3, NJIT
 from integrators.numba.threads import over_members
+from integrators.numba_abi import F1, F2, F3, NJIT
 
 from ..numerics.vexp import exp_shifted_inplace, row_sum
 

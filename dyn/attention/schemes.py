@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from integrators.numba.arrays import copy2
 from integrators.core.geometry import EUCLIDEAN, POSTNORM, SPHERE
 from integrators.jit import njit
+from integrators.numba.arrays import copy2
 from integrators.numba_abi import DRIFT_SIG, NJIT
 
 from ..core.dynamics import Dynamics, register

@@ -19,11 +19,34 @@ from .schema import Field
 if TYPE_CHECKING:
     from .spec import RunSpec, Setup
 
-from .contract import (AVERAGING_KEYS, DIVERGED, FAILED, INTEGRATOR_KEYS, NONSTATIONARY_SHARE,
-                             OK, PENDING, PROBABILITY, REDUCTIONS, REFERENCE, ROLE_ATTR, STATIONARY,
-                             STATUS_NAMES, STEP_ERROR, TIME_AVERAGE, UNDECIDED, Chunk, Coord, Draw,
-                             Output, PointResult, Reference, Solve, bytes_of, theory_coord,
-                             theory_grid)
+from .contract import (
+    AVERAGING_KEYS,
+    DIVERGED,
+    FAILED,
+    INTEGRATOR_KEYS,
+    NONSTATIONARY_SHARE,
+    OK,
+    PENDING,
+    PROBABILITY,
+    REDUCTIONS,
+    REFERENCE,
+    ROLE_ATTR,
+    STATIONARY,
+    STATUS_NAMES,
+    STEP_ERROR,
+    TIME_AVERAGE,
+    UNDECIDED,
+    Chunk,
+    Coord,
+    Draw,
+    Output,
+    PointResult,
+    Reference,
+    Solve,
+    bytes_of,
+    theory_coord,
+    theory_grid,
+)
 
 # what a system module needs, in one import (the contract's names, re-exported)
 __all__ = ["AVERAGING_KEYS", "DIVERGED", "FAILED", "INTEGRATOR_KEYS", "NONSTATIONARY_SHARE", "OK",

@@ -25,14 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from integrators.numba.events import recording_compiles
 
 from ..core.contract import FAILED
 from . import store
-from .runner import duration_text
-from .store import size_text
 from .executors import compute_point
+from .runner import duration_text
 from .scenario import Scenario
+from .store import size_text
 
 SAMPLES = 3  # points timed
 CALIBRATION_RUNS = 16  # runs per timed point, at most

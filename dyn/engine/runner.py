@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from integrators.numba.events import CompileListener, listening_to_compiles
 
 from ..core import sweep

@@ -55,13 +55,21 @@ import h5py
 import numpy as np
 
 from ..core import sweep
-from ..core.contract import (DIVERGED, FAILED, NAN_MEANS_ATTR, OK, PENDING, REFERENCE, ROLE_ATTR,
-                             STATUS_NAMES, PointResult)
+from ..core.contract import (
+    DIVERGED,
+    FAILED,
+    NAN_MEANS_ATTR,
+    OK,
+    PENDING,
+    REFERENCE,
+    ROLE_ATTR,
+    STATUS_NAMES,
+    PointResult,
+)
 from ..core.errors import MissingFile, OutputError, ScenarioError
 from . import labels, model_facts, provenance, theory, trajectories
 from .disk import file_kind, free_bytes, reserve, trim
-from .ensemble import coords as system_coords
-from .ensemble import error_budget, file_outputs, references
+from .ensemble import coords as system_coords, error_budget, file_outputs, references
 
 if TYPE_CHECKING:
     from .scenario import Scenario

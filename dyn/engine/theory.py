@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 import h5py
 import numpy as np
 
-from .ensemble import coords as system_coords
-from .ensemble import references
+from .ensemble import coords as system_coords, references
 from .model_facts import CHECKSUM_ATTR, values_checksum
 
 if TYPE_CHECKING:

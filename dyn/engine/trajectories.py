@@ -26,7 +26,6 @@ when the sweep file is made. Hence:
 from __future__ import annotations
 
 import functools
-
 import os
 from dataclasses import dataclass
 from pathlib import Path

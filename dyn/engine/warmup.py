@@ -28,7 +28,6 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
-
 RELINK = 0.25  # cost of re-optimizing a linked callee's code in a caller, per unit of its own
 
 

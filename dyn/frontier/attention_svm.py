@@ -107,8 +107,7 @@ import numpy as np
 
 import dyn
 
-from .attention_svm_math import (constraints, correlation, frobenius_svm, max_margin_classifier,
-                                 nuclear_svm)
+from .attention_svm_math import constraints, correlation, frobenius_svm, max_margin_classifier, nuclear_svm
 
 FORMS = ("W", "KQ", "vW")
 DATA = ("known", "generic")

@@ -154,10 +154,10 @@ import hashlib
 import math
 import tomllib
 
-import integrators
 import numpy as np
 
 import dyn
+import integrators
 
 LAYOUTS = ("polygon", "sphere")
 TRAPPED_AFTER = 5.0  # the deviation fit: betas trapped for longer than this many windows

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-
 # Exact mode. gamma = num / 2^k; the exact product v num / 2^k deviates from v gamma by up to num
 # units of 2^-F (dropped low bits plus the buffer digit), i.e. 2^(k-F) = 2^-32 per layer here, below
 # float32 rounding; the gamma used differs from the float gamma by <= 2^-(k+1) (5e-7). int64

@@ -20,7 +20,6 @@ import math
 import numpy as np
 from numba import types
 
-
 import integrators
 from integrators.jit import njit
 from integrators.numba_abi import DRIFT_SIG, F1, NJIT

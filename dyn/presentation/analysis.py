@@ -19,8 +19,15 @@ from xarray.backends import BackendArray
 
 from ..core.contract import DIVERGED, OK, PENDING, REFERENCE, ROLE_ATTR, STATUS_NAMES, STEP_ERROR, TIME_AVERAGE
 from ..core.errors import ScenarioError
-from ..engine.verdicts import (HORIZON_LIMITED, MARKED_ROLES, NONSTATIONARY, WHY, undecided_variable,
-                               unresolved, with_role)
+from ..engine.verdicts import (
+    HORIZON_LIMITED,
+    MARKED_ROLES,
+    NONSTATIONARY,
+    WHY,
+    undecided_variable,
+    unresolved,
+    with_role,
+)
 from .describe import setting_text
 
 MAX_LISTED = 20  # horizon-limited points listed by `dyn show`

@@ -30,8 +30,7 @@ import xarray as xr
 
 from ..core.contract import DIVERGED, OK
 from ..core.errors import ScenarioError
-from .analysis import open as open_dataset
-from .analysis import scenario_of
+from .analysis import open as open_dataset, scenario_of
 
 REFERENCE_SLOPES = {-0.5: ":", -1.0: "--", -2.0: "-."}
 GUIDE_BELOW = 0.4  # reference slopes pass this factor below the fitted line, beside the data

@@ -21,8 +21,7 @@ import xarray as xr
 
 from ..core.contract import OK
 from ..core.errors import ScenarioError
-from .analysis import open as open_dataset
-from .analysis import scenario_of
+from .analysis import open as open_dataset, scenario_of
 from .comparison import TRAJECTORY, _check_states_present
 
 EXACT = "exact"

@@ -64,18 +64,37 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.contract import (ALONG_ATTR, AXIS_ATTR, CLIM_ATTR, COLOR_ATTR, LABEL_ATTR, LINESTYLE_ATTR,
-                             MARK_ABOVE_ATTR, OVER_ATTR, SIGNED_ATTR, SLOPES_ATTR)
+from ..core.contract import (
+    ALONG_ATTR,
+    AXIS_ATTR,
+    CLIM_ATTR,
+    COLOR_ATTR,
+    LABEL_ATTR,
+    LINESTYLE_ATTR,
+    MARK_ABOVE_ATTR,
+    OVER_ATTR,
+    SIGNED_ATTR,
+    SLOPES_ATTR,
+)
 from ..core.errors import ScenarioError
 from ..engine.verdicts import NONSTATIONARY
-from .analysis import UNMASKED, marks_for, point_marks, scenario_of
-from .analysis import open as open_dataset
 from . import facts, profiles, slicing
+from .analysis import UNMASKED, marks_for, open as open_dataset, point_marks, scenario_of
 from .marks import slope_lines
 from .mixture import SPLIT, split_points
 from .styles import MARK_STYLES, NO_VALUE, output_path, save, styled
-from .words import (DOT, ERROR_SHARE, axis_label, chars_in, error_legend, figure_legend,
-                    fit_height, settings, value_text, wrap_text)
+from .words import (
+    DOT,
+    ERROR_SHARE,
+    axis_label,
+    chars_in,
+    error_legend,
+    figure_legend,
+    fit_height,
+    settings,
+    value_text,
+    wrap_text,
+)
 
 MAX_PANELS = 12
 MAX_CURVES = 12

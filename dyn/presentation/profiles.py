@@ -20,8 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.contract import ALONG_ATTR, LABEL_ATTR, OVER_ATTR, PROFILE_ATTR, STATUS_NAMES
-from .words import (axis_label, chars_in, error_legend, figure_legend, fit_height, settings,
-                    value_text, wrap_text)
+from .words import axis_label, chars_in, error_legend, figure_legend, fit_height, settings, value_text, wrap_text
 
 MAX_CURVES = 6
 FRACTIONS = (0.125, 0.25, 0.5, 1.0, 1.5)  # of the panel's threshold, where there is one

@@ -11,7 +11,6 @@ import tomllib
 
 import numpy as np
 
-
 MAX_LEGEND_COLUMNS = 4
 CHAR_WIDTH = 0.55  # a character's mean width in units of the font size (to wrap text to a width)
 MAX_SETTINGS = 8  # fixed parameters named under a title

@@ -15,10 +15,9 @@ from __future__ import annotations
 import numpy as np
 from numba import types
 
-
 import integrators
-from integrators.numba.arrays import copy2
 from integrators.jit import njit
+from integrators.numba.arrays import copy2
 from integrators.numba_abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT
 
 from ..core.dynamics import Dynamics, register

@@ -25,11 +25,10 @@ import numpy as np
 
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
-from ..noisy.params import FIELDS as NOISY_FIELDS
 from ..core.schema import Field
+from ..core.system import REFERENCE, Chunk, Coord, Draw, Output, Reference, System, over_axes, theory_grid
+from ..noisy.params import FIELDS as NOISY_FIELDS
 from . import register
-from ..core.system import (REFERENCE, Chunk, Coord, Draw, Output, Reference, System, over_axes,
-                   theory_grid)
 
 noisy = lazy("dyn.noisy")
 

@@ -26,11 +26,9 @@ import numpy as np
 
 from ..core.contract import INTEGRATOR_KEYS, Solve
 from ..core.errors import ScenarioError
-from ..engine import stages
 from ..core.system import System
-from . import arrays
-from . import geometry as user_geometry
-from . import observe as user_observe
+from ..engine import stages
+from . import arrays, geometry as user_geometry, observe as user_observe
 
 GEOMETRIES = ("euclidean", "sphere")
 LEADING = {"drift": ("t", "x"), "diffusion": ("t", "x", "dw")}  # the arguments before the params

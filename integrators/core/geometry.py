@@ -16,9 +16,8 @@ Each geometry carries both a numba pair (ABI in :mod:`integrators.numba_abi`) an
 from dataclasses import dataclass
 from typing import Callable
 
-
-from ..numba.jit import njit
 from ..numba.abi import NJIT, PROJECT_SIG, RETRACT_SIG
+from ..numba.jit import njit
 
 
 @dataclass(frozen=True)

@@ -39,10 +39,9 @@ Importing this module imports no JAX; the first solve switches JAX to float64.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
-
-from dataclasses import replace
 
 from ..core.base import AbstractIntegrator, FixedStep, check_times, step_grid
 from ..core.problem import Problem
