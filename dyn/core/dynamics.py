@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from integrators.core.geometry import Geometry
 from .layout import Layout
 
 NOT_MODELS = ("core", "engine", "presentation", "numerics", "systems", "user")  # layers: no model
-_REGISTRY: dict[str, "Dynamics"] = {}
+_REGISTRY: dict[str, Dynamics] = {}
 
 
 @dataclass(frozen=True, eq=False)

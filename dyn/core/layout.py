@@ -30,8 +30,8 @@ its dimensions. Both raise ValueError.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 

@@ -10,7 +10,7 @@ Every function takes the axes (`{name: [values...]}`, in file order), not a scen
 from __future__ import annotations
 
 import math
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 

@@ -16,10 +16,10 @@ law, not bit for bit (other generators, other rounding).
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from itertools import groupby
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 

@@ -25,11 +25,11 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from .. import systems
 from ..core.contract import FAILED, PointResult

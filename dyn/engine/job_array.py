@@ -32,10 +32,11 @@ submitit installs.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ..core.contract import FAILED, PointResult
 from ..core.errors import ScenarioError, one_line

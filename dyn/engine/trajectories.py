@@ -69,7 +69,7 @@ class TrajectorySpec:
         return (self.run_dim, "trajectory_time", *self.state)
 
 
-def spec(system: "System", setup: "Setup", coords: dict) -> TrajectorySpec | None:
+def spec(system: System, setup: Setup, coords: dict) -> TrajectorySpec | None:
     """The trajectory layout of a sweep, or None when it saves none; `coords` are the
     system's coordinates, whose `time` gives the save times."""
     if not setup.trajectories:

@@ -32,7 +32,7 @@ have a leading axis of length N.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 # Exact mode. gamma = num / 2^k; the exact product v num / 2^k deviates from v gamma by up to num
 # units of 2^-F (dropped low bits plus the buffer digit), i.e. 2^(k-F) = 2^-32 per layer here, below

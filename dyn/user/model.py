@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 

@@ -13,8 +13,8 @@ Each geometry carries both a numba pair (ABI in :mod:`integrators.numba_abi`) an
 ``project_jax(x, v) -> v'``, ``retract_jax(x) -> x'`` (pure, one member).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..numba.abi import NJIT, PROJECT_SIG, RETRACT_SIG
 from ..numba.jit import njit
