@@ -198,8 +198,8 @@ def small_ensemble(repeat):
         problem = record.problem(p)
         work = np.empty((E, problem.work_size(n, d)))
         pw = np.array(problem.p)
-        fns[name] = (lambda pw=pw, work=work, drift=record.drift.compiled():
-                     ensemble_drift(x, pw, out, work, drift))
+        drift = record.drift.compiled()
+        fns[name] = lambda pw=pw, work=work, drift=drift: ensemble_drift(x, pw, out, work, drift)
     fns["numpy"] = lambda: numpy_drift(x, BETA)
     ensemble_drift(x, np.array(new), out, np.empty((E, schemes.work_size(n, d, new))),
                    schemes.POST.drift.compiled())

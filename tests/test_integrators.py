@@ -280,16 +280,16 @@ def test_bad_inputs():
     integ = integrators.get("numba", "rk4", dt=0.1)
     ts = np.linspace(0, 1, 3)
     with pytest.raises(ValueError, match=r"x0 must have shape \(E, n, d\)"):
-        integ.solve(LOGISTIC, LOGISTIC_X0[0], ts).states
+        integ.solve(LOGISTIC, LOGISTIC_X0[0], ts)
     with pytest.raises(ValueError, match="non-finite"):
-        integ.solve(LOGISTIC, np.full((1, 1, 2), np.nan), ts).states
+        integ.solve(LOGISTIC, np.full((1, 1, 2), np.nan), ts)
     with pytest.raises(ValueError, match="increasing"):
-        integ.solve(LOGISTIC, LOGISTIC_X0, ts[::-1]).states
+        integ.solve(LOGISTIC, LOGISTIC_X0, ts[::-1])
     with pytest.raises(ValueError, match="1-D"):
-        integ.solve(LOGISTIC, LOGISTIC_X0, ts[:, None]).states
+        integ.solve(LOGISTIC, LOGISTIC_X0, ts[:, None])
     with pytest.raises(ValueError, match="drift"):
-        integ.solve(integrators.Problem(p=LOGISTIC_P), LOGISTIC_X0, ts).states
+        integ.solve(integrators.Problem(p=LOGISTIC_P), LOGISTIC_X0, ts)
     with pytest.raises(ValueError, match="flat"):
         integrators.Problem(drift=logistic_drift, p=np.zeros((2, 2, 2)))
     with pytest.raises(ValueError, match="flat"):  # a batch of points (P, m) is the jax backend's
-        integ.solve(integrators.Problem(logistic_drift, p=np.zeros((2, 2))), LOGISTIC_X0, ts).states
+        integ.solve(integrators.Problem(logistic_drift, p=np.zeros((2, 2))), LOGISTIC_X0, ts)

@@ -95,7 +95,7 @@ def test_failed_member_is_nan_not_raised():
 def test_diffrax_validation():
     with pytest.raises(ValueError, match="drift_jax"):
         integrators.get("diffrax", "rk4").solve(
-            integrators.Problem(logistic_drift), LOGISTIC_X0, TS).states
+            integrators.Problem(logistic_drift), LOGISTIC_X0, TS)
     with pytest.raises(ValueError, match="rtol"):
         integrators.get("diffrax", "tsit5", rtol=-1.0)
     with pytest.raises(ValueError, match="max_steps"):

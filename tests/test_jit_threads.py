@@ -236,7 +236,7 @@ def test_kernel_families_are_dealt_whole_and_every_kernel_once():
     for shares in (1, 2, 3):
         dealt = [{id(k) for k in warmup.share_of(i, shares)} for i in range(shares)]
         assert set().union(*dealt) == everything and sum(map(len, dealt)) == len(everything)
-        for i, share in enumerate(dealt):  # whole families only
+        for share in dealt:  # whole families only
             assert all(any(id(k) in share for k in groups[home[j]]) for j in share)
             assert all({id(k) for k in groups[home[j]]} <= share for j in share)
     with pytest.raises(ValueError, match="share index"):

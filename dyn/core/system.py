@@ -111,7 +111,7 @@ class System(abc.ABC):
         `spec.rng` in run order. Not called when every output is reduced by "point"."""
         raise NotImplementedError(f"system {self.name} has per-run outputs but no simulate")
 
-    def validate(self, spec: RunSpec) -> None:
+    def validate(self, spec: RunSpec) -> None:  # noqa: B027 an optional hook: by default every point passes
         """Cross-field checks on one point; raise ScenarioError naming the key."""
 
     def coords(self, setup: Setup) -> dict[str, Coord]:
