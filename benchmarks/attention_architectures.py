@@ -112,7 +112,7 @@ def numpy_field(x, beta, causal, M, V):
     n = x.shape[-2]
     allowed = np.tril(np.ones((n, n), dtype=bool)) if causal else None
     out = 0.0
-    for Mh, Vh in zip(M, V):
+    for Mh, Vh in zip(M, V, strict=True):
         a = _softmax_rows(beta * (x @ Mh) @ np.swapaxes(x, -1, -2), allowed)
         out = out + a @ (x @ Vh.T)
     return out / len(M)

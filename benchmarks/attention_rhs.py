@@ -201,7 +201,7 @@ def crossover(repeat, ds=CROSSOVER_D, ns=CROSSOVER_N):
         for path, column in (("symmetric", 0), ("columns", 1)):
             first = af.CROSSOVER[2][column]
             later = [n for n in ns if n >= 64]
-            rises = [chosen[2, b, path] / chosen[2, a, path] for a, b in zip(later, later[1:])]
+            rises = [chosen[2, b, path] / chosen[2, a, path] for a, b in zip(later, later[1:], strict=False)]
             text = (f"d = 2, {path} path: time per pair of the chosen regime, largest rise from one "
                     f"n to the next for n >= 64: {max(rises):.2f}x" if rises else "")
             if first in ns and ns.index(first) > 0:

@@ -129,7 +129,7 @@ def rel_err(grads, ref) -> float:
 
     with np.errstate(invalid="ignore"):
         errs = [float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b))) / np.max(np.abs(np.asarray(b))))
-                for a, b in zip(grads, ref)]
+                for a, b in zip(grads, ref, strict=True)]
     return float("nan") if any(e != e for e in errs) else max(errs)
 
 

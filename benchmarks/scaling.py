@@ -125,7 +125,7 @@ def main():
         for regime in ("small", "gemm"):
             part = [(n, s) for n, r, s, _, _ in rows if r == regime]
             if len(part) >= 2:
-                print(f"  {regime}: cost ~ n^{exponent(*zip(*part)):.2f} over n = "
+                print(f"  {regime}: cost ~ n^{exponent(*zip(*part, strict=True)):.2f} over n = "
                       f"{part[0][0]}..{part[-1][0]}")
         print()
 

@@ -164,7 +164,7 @@ def numpy_field(x, beta, usa, causal, slope, M, V):
     bias = -slope * np.abs(idx[:, None] - idx[None, :])
     allowed = idx[None, :] <= idx[:, None] if causal else np.ones((n, n), bool)
     out = np.zeros_like(x)
-    for Mh, Vh in zip(M, V):
+    for Mh, Vh in zip(M, V, strict=True):
         s = np.where(allowed, beta * x @ Mh @ x.T + bias, -np.inf)
         if usa:
             a = np.exp(s) / n

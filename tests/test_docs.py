@@ -173,7 +173,7 @@ def test_the_parameter_reference_holds_every_systems_schema():
 
     text = _parameter_reference().markdown()
     sections = dict(zip(re.findall(r"^## `([^`]+)`", text, flags=re.M),
-                        re.split(r"^## `[^`]+`", text, flags=re.M)[1:]))
+                        re.split(r"^## `[^`]+`", text, flags=re.M)[1:], strict=True))
     # the registry's systems, and those the shipped scenarios name by import path (module:Class)
     assert list(sections) == listed_systems() and set(systems.names()) < set(sections)
     assert "dyn.frontier.resnet_width:ResNetWidth" in sections

@@ -203,7 +203,7 @@ def test_kernel_matches_numpy_oracle(method):
     def retract(y):
         return y / np.linalg.norm(y, axis=-1, keepdims=True)
 
-    for xe, x0 in zip(x, SPHERE_X0):
+    for xe, x0 in zip(x, SPHERE_X0, strict=True):
         ref = rk_oracle(f, sphere_project_np, retract, tab, x0, 0.0, 1.0, 10)
         np.testing.assert_allclose(xe, ref, rtol=0, atol=1e-13)
 
@@ -226,7 +226,7 @@ def test_projection_variants_orders(sphere_ref):
             max(
                 np.abs(rk_oracle(f, sphere_project_np, retract, tab, x0, 0.0, 1.0,
                                  int(round(1 / h)), mode) - r).max()
-                for x0, r in zip(SPHERE_X0, sphere_ref)
+                for x0, r in zip(SPHERE_X0, sphere_ref, strict=True)
             )
             for h in dts
         ]

@@ -110,7 +110,7 @@ def test_one_stage_loops_are_the_rk_loops_bit_for_bit(case):
         general, one = _both(problem, geometry, x0, ts, 0.1, b, c)
         assert _same_bits(general, one)
         general, one = _both(problem, geometry, x0, ts, 0.1, b, c, observer)
-        for g, o in zip(general, one):
+        for g, o in zip(general, one, strict=True):
             assert _same_bits(g, o)
         finite = general[2]
         if case == "attention":

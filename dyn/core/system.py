@@ -77,7 +77,7 @@ def over_axes(setup: Setup, *keys: str):
     cases = []
     for index in np.ndindex(*(len(setup.axes[a]) for a in dims)):
         values = {k: setup.params.get(k) for k in keys}
-        values.update({a: setup.axes[a][i] for a, i in zip(dims, index)})
+        values.update({a: setup.axes[a][i] for a, i in zip(dims, index, strict=True)})
         cases.append((index, values))
     return dims, cases
 

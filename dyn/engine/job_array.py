@@ -200,7 +200,7 @@ def iter_array(pool: ArrayPool, setup: Setup, indices: Sequence[int], sidecar: s
     task = point_task()()
     jobs = pool.executor.map_array(task, [setup] * len(chunks), chunks, [sidecar] * len(chunks),
                                    [pool.options.cpus_per_task] * len(chunks))
-    points = {job.job_id: part for job, part in zip(jobs, chunks)}
+    points = {job.job_id: part for job, part in zip(jobs, chunks, strict=True)}
     finished = set()
     try:
         poll = POLL_SECONDS.get(pool.cluster, 10.0)

@@ -110,7 +110,7 @@ def share_of(index: int, shares: int) -> list:
     groups, costs = families(declared_kernels())
     load = [0] * shares
     mine = []
-    for group, cost in zip(groups, costs):
+    for group, cost in zip(groups, costs, strict=True):
         target = load.index(min(load))
         load[target] += cost
         if target == index:

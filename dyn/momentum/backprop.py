@@ -132,7 +132,7 @@ class _Exact:
             return max(1, math.ceil((n * beta + extra + self.k + 2) / LIMB_BITS))
 
         cuts = sorted({round(depth * i / MAX_SEGMENTS) for i in range(MAX_SEGMENTS + 1)})
-        self.segments = [(a, b, limbs(b)) for a, b in zip(cuts, cuts[1:]) if b > a]
+        self.segments = [(a, b, limbs(b)) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
         self.limbs = self.segments[-1][2] if self.segments else 1
 
     def residual(self, x, th, dtype):

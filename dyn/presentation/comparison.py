@@ -208,8 +208,8 @@ def rates(result: xr.Dataset, against: str) -> dict[tuple, Rate]:
     others = [d for d in error.dims if d != against]
     found = {}
     for key in np.ndindex(*(error.sizes[d] for d in others)):
-        label = tuple((d, error[d].values[i].item()) for d, i in zip(others, key))
-        found[label] = fit_rate(error.isel(dict(zip(others, key))), against)
+        label = tuple((d, error[d].values[i].item()) for d, i in zip(others, key, strict=True))
+        found[label] = fit_rate(error.isel(dict(zip(others, key, strict=True))), against)
     return found
 
 

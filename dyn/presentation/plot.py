@@ -206,7 +206,7 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
             bounds = (*(_finite(b)[0] for b in bounds[:2]), bounds[2])
         bar_chars = chars_in(height / rows, "axes.labelsize")
         errors = set()  # how errors were drawn: "bars", "band"
-        for ax, selection in zip(grid.flat, selections):
+        for ax, selection in zip(grid.flat, selections, strict=False):
             sub = da.sel(selection) if selection else da
             marks = {reason: hit.sel({k: v for k, v in selection.items() if k in hit.dims})
                      for reason, hit in marked.items()}
@@ -477,7 +477,7 @@ def _over_curves(ax, ds, refs, xdim: str, selection: dict | None = None) -> bool
 
 def _combinations(da, dims: list[str]) -> list[dict]:
     """Every combination of coordinate values of `dims` (one empty selection when none)."""
-    return [dict(zip(dims, values)) for values in
+    return [dict(zip(dims, values, strict=True)) for values in
             itertools.product(*(da[d].values.tolist() for d in dims))] or [{}]
 
 

@@ -57,7 +57,7 @@ def figure_legend(fig, axes, extra: list):
     columns as fit the figure's width. None when nothing is labelled."""
     handles, labels = [], []
     for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             if label not in labels:
                 handles.append(handle)
                 labels.append(label)
