@@ -153,9 +153,9 @@ def large_drift(repeat):
         assert np.abs(out - want).max() < 1e-10, "numba and numpy disagree"
         # two rounds, the best: the first calls after numpy's GEMM run slow while its OpenBLAS
         # threads still spin (numba's np.dot uses another pool)
-        t = min(best_of(lambda: schemes.layer_output(0.0, x, p, out, work), repeat)
+        t = min(best_of(lambda: schemes.layer_output(0.0, x, p, out, work), repeat)  # noqa: B023 timed within this iteration
                 for _ in range(2))
-        t_np = best_of(lambda: numpy_field(x, BETA, causal, M, Vs), max(3, repeat // 2))
+        t_np = best_of(lambda: numpy_field(x, BETA, causal, M, Vs), max(3, repeat // 2))  # noqa: B023 timed within this iteration
         flops = 4 * H * n * n * d + (4 * H * n * d * d if H > 1 else 0)
         heads_products = flops - 4 * H * n * n * d
         useful = (2 * H * n * (n + 1) * d if causal else 4 * H * n * n * d) + heads_products

@@ -269,14 +269,14 @@ def main():
         xj = jax.numpy.array(x, copy=True)  # asarray may alias and freeze x / p (read-only for numba)
         pj = jax.numpy.array(p, copy=True)
         rows = [
-            ("rhs numpy", 1, lambda: numpy_rhs(x, BETA)),
+            ("rhs numpy", 1, lambda: numpy_rhs(x, BETA)),  # noqa: B023 timed within this iteration
             # one member: on the calling thread, as the integrators do (BLAS keeps its threads)
-            ("rhs numba", 1, (lambda: att.attention_drift(0.0, x[0], p, out[0], work[0])) if E == 1
-             else (lambda: numba_ensemble_rhs(x, p, out, work))),
-            ("rhs jax jit+vmap", 1, lambda: jrhs(0.0, xj, pj).block_until_ready()),
-            ("rk4 step numpy", 4, lambda: numpy_rk4_step(x, BETA, h)),
-            ("rk4 step numba", 4, lambda: rk4.solve(prob, x, ts).states),
-            ("postnorm layer numba", 1, lambda: att.postnorm_layers(x, 1, h, BETA, p=p)),
+            ("rhs numba", 1, (lambda: att.attention_drift(0.0, x[0], p, out[0], work[0])) if E == 1  # noqa: B023 timed within this iteration
+             else (lambda: numba_ensemble_rhs(x, p, out, work))),  # noqa: B023 timed within this iteration
+            ("rhs jax jit+vmap", 1, lambda: jrhs(0.0, xj, pj).block_until_ready()),  # noqa: B023 timed within this iteration
+            ("rk4 step numpy", 4, lambda: numpy_rk4_step(x, BETA, h)),  # noqa: B023 timed within this iteration
+            ("rk4 step numba", 4, lambda: rk4.solve(prob, x, ts).states),  # noqa: B023 timed within this iteration
+            ("postnorm layer numba", 1, lambda: att.postnorm_layers(x, 1, h, BETA, p=p)),  # noqa: B023 timed within this iteration
         ]
         base = {}
         for name, n_rhs, fn in rows:

@@ -59,7 +59,7 @@ def field_rows(d: int, sizes, rng) -> list[tuple]:
         work = np.empty(af.work_size(n, d, 1))
 
         def call():
-            af.field(x, BETA, False, False, 0.0, 1, eye, True, eye, True, out, work)
+            af.field(x, BETA, False, False, 0.0, 1, eye, True, eye, True, out, work)  # noqa: B023 timed within this iteration
 
         start = time.perf_counter()
         call()  # compile or load, and a first estimate
@@ -78,7 +78,7 @@ def fourier_rows(sizes, rng) -> list[tuple]:
         x = _unit_rows(n, 2, rng)
         out = np.empty_like(x)
         work = np.empty(fourier_work(n, 2, p))
-        seconds = best_of(lambda: fourier_drift(0.0, x, p, out, work), 5)
+        seconds = best_of(lambda: fourier_drift(0.0, x, p, out, work), 5)  # noqa: B023 timed within this iteration
         rows.append((n, seconds, 8 * (work.size + RK4_STATES * n * 2)))
     return rows
 
@@ -90,7 +90,7 @@ def runs_rows(counts) -> list[tuple]:
     for runs in counts:
         small = dataclasses.replace(setup, runs=runs, tag=f"scaling:{runs}")
         compute_point(small, 22)  # compile or load
-        seconds = best_of(lambda: compute_point(small, 22), 3, warmup=False)
+        seconds = best_of(lambda: compute_point(small, 22), 3, warmup=False)  # noqa: B023 timed within this iteration
         rows.append((runs, seconds, seconds / runs))
     return rows
 

@@ -273,7 +273,7 @@ def test_exact_jax_backprop_matches_ordinary_backprop():
     grads = []
     for kw in ({"exact": True}, {"memory_free": False}):
         net = M.momentum_net(f, 0.6, 60, **kw)
-        grads.append(jax.grad(lambda t: jnp.sum(jnp.sin(net(t, x0, 0 * x0)[0])))(th))
+        grads.append(jax.grad(lambda t: jnp.sum(jnp.sin(net(t, x0, 0 * x0)[0])))(th))  # noqa: B023 jax.grad calls it at once
     # The exact network uses gamma = num/2^20 (|dgamma| <= 2^-21, i.e. 1.2e-6 of 1 - gamma) and
     # 2^-52 fixed point; 0.6^-60 = 2e13 would wreck a float inverse, not this one.
     for a, b in zip(grads[0], grads[1], strict=True):

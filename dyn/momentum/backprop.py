@@ -225,7 +225,7 @@ class _Exact:
         buf = jnp.zeros((1,) + x.shape, jnp.int64)
         for a, b, limbs in self.segments:
             buf = jnp.concatenate([buf, jnp.zeros((limbs - buf.shape[0],) + x.shape, jnp.int64)])
-            seq = None if self.shared else jax.tree_util.tree_map(lambda t: t[a:b], theta)
+            seq = None if self.shared else jax.tree_util.tree_map(lambda t: t[a:b], theta)  # noqa: B023 tree_map calls it at once
 
             def body(carry, th):
                 return self.forward_layer(*carry, theta if self.shared else th, dtype), None
@@ -244,7 +244,7 @@ class _Exact:
         outs = []
         for a, b, limbs in reversed(self.segments):
             buf = buf[:limbs]  # the upper limbs are zero from here down (the bound above)
-            seq = None if self.shared else jax.tree_util.tree_map(lambda t: t[a:b], theta)
+            seq = None if self.shared else jax.tree_util.tree_map(lambda t: t[a:b], theta)  # noqa: B023 tree_map calls it at once
 
             def body(carry, th):
                 x, v, buf, ext = carry
