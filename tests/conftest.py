@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from _scenarios import SMALL_SCENARIO
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")

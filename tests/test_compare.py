@@ -49,7 +49,7 @@ def test_common_numbers_are_the_same_across_executors_and_after_a_kill(small_sce
     for executor in ("process", "dask"):
         other = _states(dyn.run(small_scenario, tmp_path / f"{executor}.h5", executor=executor,
                                 workers=2, progress=False, overrides=sets))
-        for a, b in zip(serial, other):
+        for a, b in zip(serial, other, strict=True):
             np.testing.assert_array_equal(a, b)
     script = tmp_path / "die.py"
     script.write_text(DIE_MID_WRITE)
@@ -58,7 +58,7 @@ def test_common_numbers_are_the_same_across_executors_and_after_a_kill(small_sce
     proc = subprocess.run([sys.executable, str(script), *cmd[3:]], capture_output=True)
     assert proc.returncode == -signal.SIGKILL
     dyn.run(small_scenario, out, progress=False, overrides=sets)  # resume
-    for a, b in zip(serial, _states(out)):
+    for a, b in zip(serial, _states(out), strict=True):
         np.testing.assert_array_equal(a, b)
 
 

@@ -15,6 +15,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
+
 from _docs_pages import ROOT, chromium, load_hook, markdown_pipeline, probe_in_browser, raw_tags
 
 pytestmark = pytest.mark.skipif(

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import dyn
+from dyn.core.system import DIVERGED, FAILED, OK
 from dyn.engine import store
 from dyn.presentation.cli import main
-from dyn.core.system import DIVERGED, FAILED, OK
 
 VARIABLES = ("pair_fraction", "p_one_cluster", "n_clusters", "min_inner", "energy")
 

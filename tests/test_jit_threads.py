@@ -227,8 +227,8 @@ def test_kernel_families_are_dealt_whole_and_every_kernel_once():
     groups, costs = warmup.families(declared_kernels())
     assert costs == sorted(costs, reverse=True) and sum(map(len, groups)) == len(everything)
     home = {id(k): i for i, group in enumerate(groups) for k in group}
-    from dyn.numerics import _field_small, _field_symmetric, attention_field
     from dyn.attention import schemes
+    from dyn.numerics import _field_small, _field_symmetric, attention_field
 
     field_family = {home[id(k)] for k in (attention_field.field, _field_symmetric.symmetric,
                                           _field_small.columns, schemes.layer_output)}
@@ -236,7 +236,7 @@ def test_kernel_families_are_dealt_whole_and_every_kernel_once():
     for shares in (1, 2, 3):
         dealt = [{id(k) for k in warmup.share_of(i, shares)} for i in range(shares)]
         assert set().union(*dealt) == everything and sum(map(len, dealt)) == len(everything)
-        for i, share in enumerate(dealt):  # whole families only
+        for share in dealt:  # whole families only
             assert all(any(id(k) in share for k in groups[home[j]]) for j in share)
             assert all({id(k) for k in groups[home[j]]} <= share for j in share)
     with pytest.raises(ValueError, match="share index"):

@@ -244,8 +244,8 @@ def test_heat_map_dots_the_cells_whose_error_exceeds_its_share_of_the_colours(cl
     span = 1.0 if clim is None else clim[1] - clim[0]
     with np.errstate(invalid="ignore"):
         i, j = np.nonzero(spread > 0.05 * span)
-    expected = sorted(zip(np.asarray(coords["beta"])[i], np.asarray(coords["time"])[j]))
-    drawn = sorted((x, y) for line in dots for x, y in zip(line.get_xdata(), line.get_ydata()))
+    expected = sorted(zip(np.asarray(coords["beta"])[i], np.asarray(coords["time"])[j], strict=True))
+    drawn = sorted((x, y) for line in dots for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True))
     assert len(expected) == (6 if clim is None else 3)
     assert drawn == expected, (drawn, expected)
 

@@ -252,9 +252,9 @@ def bases(tmp_path_factory) -> dict:
     """Each base scenario as a TOML file (its overrides written in, so that `dyn run FILE` resumes
     a copy) and its finished sweep file, with the file's metadata ranges."""
     import tomli_w
-    from _scenarios import SMALL_SCENARIO
 
     import dyn
+    from _scenarios import SMALL_SCENARIO
     from dyn.engine.scenario import apply_overrides, parse_toml
 
     folder = tmp_path_factory.mktemp("fuzz_bases")

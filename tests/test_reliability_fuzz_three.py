@@ -247,9 +247,9 @@ def damage(data: bytes, metadata: list[tuple[int, int]], rng: random.Random) -> 
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory) -> dict:
     import tomli_w
-    from _scenarios import SCENARIOS, SMALL_SCENARIO
 
     import dyn
+    from _scenarios import SCENARIOS, SMALL_SCENARIO
     from dyn.engine.scenario import apply_overrides, parse_toml, read_file
 
     folder = tmp_path_factory.mktemp("fuzz3")

@@ -16,8 +16,8 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from integrators.core.geometry import Geometry
 from .layout import Layout
 
 NOT_MODELS = ("core", "engine", "presentation", "numerics", "systems", "user")  # layers: no model
-_REGISTRY: dict[str, "Dynamics"] = {}
+_REGISTRY: dict[str, Dynamics] = {}
 
 
 @dataclass(frozen=True, eq=False)

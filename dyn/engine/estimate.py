@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from integrators.numba.events import recording_compiles
 
 from ..core.contract import FAILED

@@ -23,10 +23,10 @@ import math
 import multiprocessing
 import os
 import sys
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack, contextmanager
-from typing import Iterator, Sequence
 
 from ..core import stages
 from ..core.contract import PointResult

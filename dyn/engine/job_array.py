@@ -32,10 +32,11 @@ submitit installs.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ..core.contract import FAILED, PointResult
 from ..core.errors import ScenarioError, one_line
@@ -199,7 +200,7 @@ def iter_array(pool: ArrayPool, setup: Setup, indices: Sequence[int], sidecar: s
     task = point_task()()
     jobs = pool.executor.map_array(task, [setup] * len(chunks), chunks, [sidecar] * len(chunks),
                                    [pool.options.cpus_per_task] * len(chunks))
-    points = {job.job_id: part for job, part in zip(jobs, chunks)}
+    points = {job.job_id: part for job, part in zip(jobs, chunks, strict=True)}
     finished = set()
     try:
         poll = POLL_SECONDS.get(pool.cluster, 10.0)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from integrators.numba.events import CompileListener, listening_to_compiles
 
 from ..core import stages, sweep
@@ -29,7 +30,7 @@ MAX_WORKERS = 1024
 LOG_SECONDS = 10.0  # progress lines in a log (stderr not a terminal): one per interval
 
 
-def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,
+def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,  # noqa: C901 the run's steps in order, each branch one refusal of an option or one choice of executor
         executor: str = "serial", scheduler: str | None = None, array: dict | None = None,
         overrides: dict[str, Any] | list[str] | None = None, unset: list[str] | None = None,
         progress: bool | None = None, command: str | None = None, log=None,

@@ -30,7 +30,6 @@ from multiprocessing import get_context
 
 from .lifetime import die_with
 
-
 RELINK = 0.25  # cost of re-optimizing a linked callee's code in a caller, per unit of its own
 
 
@@ -113,7 +112,7 @@ def share_of(index: int, shares: int) -> list:
     groups, costs = families(declared_kernels())
     load = [0] * shares
     mine = []
-    for group, cost in zip(groups, costs):
+    for group, cost in zip(groups, costs, strict=True):
         target = load.index(min(load))
         load[target] += cost
         if target == index:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .. import systems
 from ..core import stages

@@ -20,7 +20,6 @@ import math
 import numpy as np
 from numba import types
 
-
 import integrators
 from integrators.numba.abi import DRIFT_SIG, F1, NJIT
 from integrators.numba.jit import njit

@@ -33,8 +33,7 @@ from integrators.numba.jit import njit
 
 from ..core.dynamics import Dynamics, register
 from ..core.layout import block
-from .params import FOURIER_LAYOUT as LAYOUT
-from .params import fourier_order_of, pack_fourier
+from .params import FOURIER_LAYOUT as LAYOUT, fourier_order_of, pack_fourier
 from .sde import noise_shape, noisy_diffusion, noisy_diffusion_jax
 
 SIGMA, USA = LAYOUT.index("sigma"), LAYOUT.index("usa")

@@ -20,8 +20,8 @@ import math
 import numpy as np
 from numba import types
 
-from integrators.numba.arrays import copy2
 from integrators.numba.abi import F1, F2, FASTMATH, NJIT
+from integrators.numba.arrays import copy2
 from integrators.numba.jit import njit
 
 from ._field_small import SIGNATURE, matrix_bound

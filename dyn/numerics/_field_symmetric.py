@@ -39,8 +39,7 @@ from numba import types
 from integrators.numba.abi import F1, F2, FASTMATH, NJIT
 from integrators.numba.jit import njit
 
-from ._field_small import (SIGNATURE, I, _apply_rows, _combine, _transpose, columns,
-                           matrix_bound)
+from ._field_small import SIGNATURE, I, _apply_rows, _combine, _transpose, columns, matrix_bound
 from .vexp import EXP_MAX_ARG, add, exp_inplace, fma
 
 # entries of the triangle one column block holds at d = 2 (1 MiB: in L2 with the sums); a

@@ -15,10 +15,9 @@ from __future__ import annotations
 import numpy as np
 from numba import types
 
-
 import integrators
-from integrators.numba.arrays import copy2
 from integrators.numba.abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT
+from integrators.numba.arrays import copy2
 from integrators.numba.jit import njit
 
 from ..core.dynamics import Dynamics, register

@@ -23,8 +23,8 @@ import math
 import numpy as np
 from numba import types
 
-from integrators.numba.arrays import copy1
 from integrators.numba.abi import F1, F2, FASTMATH, NJIT
+from integrators.numba.arrays import copy1
 from integrators.numba.jit import njit
 
 from ..numerics.vexp import exp_shifted_inplace, row_max, row_sum

@@ -26,8 +26,8 @@ from integrators.numba.jit import njit
 
 from ..core.layout import Layout
 from ..core.schema import Field
-from . import register
 from ..core.system import AVERAGING_KEYS, Chunk, Output, System, state_dims
+from . import register
 
 LAYOUT = Layout("ornstein_uhlenbeck", scalars=("theta", "sigma"))
 THETA, SIGMA = LAYOUT.index("theta"), LAYOUT.index("sigma")

@@ -35,8 +35,8 @@ import math
 import numpy as np
 from numba import types
 
-from integrators.numba.arrays import copy1
 from integrators.numba.abi import FASTMATH, NJIT
+from integrators.numba.arrays import copy1
 from integrators.numba.jit import njit
 from integrators.numba.sde_rng import STREAMS, member_streams, normal_pair
 from integrators.numba.threads import over_members

@@ -17,7 +17,7 @@ start that is not on it, in one line, before anything is written.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -28,7 +28,8 @@ before anything is written (:meth:`validate`).
 from __future__ import annotations
 
 import inspect
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 

@@ -19,7 +19,8 @@ measure (``outputs``, ``observe``).
 from __future__ import annotations
 
 import inspect
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 
@@ -27,9 +28,7 @@ from ..core import stages
 from ..core.contract import INTEGRATOR_KEYS, Solve
 from ..core.errors import ScenarioError
 from ..core.system import System
-from . import arrays
-from . import geometry as user_geometry
-from . import observe as user_observe
+from . import arrays, geometry as user_geometry, observe as user_observe
 from .hooks import _arguments, _call, _function
 
 GEOMETRIES = ("euclidean", "sphere")

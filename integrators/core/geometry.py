@@ -13,12 +13,11 @@ Each geometry carries both a numba pair (ABI in :mod:`integrators.numba.abi`) an
 ``project_jax(x, v) -> v'``, ``retract_jax(x) -> x'`` (pure, one member).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-
-from ..numba.jit import njit
 from ..numba.abi import NJIT, PROJECT_SIG, RETRACT_SIG
+from ..numba.jit import njit
 
 
 @dataclass(frozen=True)

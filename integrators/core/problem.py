@@ -11,8 +11,8 @@ On the jax backend a problem may instead give its own one-step map (a network la
 sampler), x' = step(t, x; p, h, xi), and an absorbing set: stop(x; p) true ends the run.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -41,16 +41,16 @@ class Problem:
     Either backend's functions may be None when that backend is not used.
     """
 
-    drift: Optional[Callable] = None
-    drift_jax: Optional[Callable] = None
+    drift: Callable | None = None
+    drift_jax: Callable | None = None
     p: np.ndarray = field(default_factory=lambda: np.zeros(0))
     geometry: Geometry = EUCLIDEAN
-    diffusion: Optional[Callable] = None
-    diffusion_jax: Optional[Callable] = None
-    noise_shape: Optional[tuple] = None
-    work: Union[int, Callable[[int, int, np.ndarray], int]] = 0
-    step_jax: Optional[Callable] = None
-    stop_jax: Optional[Callable] = None
+    diffusion: Callable | None = None
+    diffusion_jax: Callable | None = None
+    noise_shape: tuple | None = None
+    work: int | Callable[[int, int, np.ndarray], int] = 0
+    step_jax: Callable | None = None
+    stop_jax: Callable | None = None
 
     def __post_init__(self):
         p = np.array(self.p, dtype=np.float64, order="C")  # a copy: freezing must not touch the caller's array

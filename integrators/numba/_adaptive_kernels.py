@@ -6,10 +6,10 @@ the first adaptive solve (:mod:`integrators.numba.jit`); this module imports not
 import numpy as np
 from numba import types
 
-from .arrays import copy2
-from .jit import njit
 from .abi import DRIFT_FN, F1, F2, F3, F4, NJIT, PROJECT_FN, RETRACT_FN
+from .arrays import copy2
 from .fixed import stage_point
+from .jit import njit
 
 SAFETY, FAC_MIN, FAC_MAX = 0.9, 0.2, 10.0
 MIN_STEP_FRACTION = 1e-14  # a step below this fraction of max(1, |t|) fails the member
