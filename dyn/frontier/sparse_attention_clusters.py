@@ -31,52 +31,77 @@ exactly when beta (1 - cos theta) >= 1,
     theta_c(beta, alpha) = 2 arcsin(sqrt(1 / (2 (alpha - 1) beta)))           (alpha-entmax),
 
 (pi when (alpha - 1) beta < 1/2: no pair is ever cut; the arcsin form has no cancellation at
-large beta). In a crowd the support's threshold tau is higher, so a pair may be cut before
-theta_c: theta_c is where the cut is certain. 1.5-entmax cuts at arccos(1 - 2/beta). A test
-finds the threshold by bisection on the engine's sparsemax and entmax code and matches it to
-1e-10.
+large beta). 1.5-entmax cuts a pair at arccos(1 - 2/beta). A test finds the threshold by
+bisection on the engine's sparsemax and entmax code and matches it to 1e-10.
+
+In a crowd the cut comes earlier, and this sets the final count. The argument above with a
+whole clique C of m tokens in row i (every <x_i, x_l> >= c for l in C): their m terms alone
+sum to at most 1, so m ((alpha - 1) beta c - tau)_+^{1/(alpha-1)} <= 1, tau >= (alpha - 1) beta
+c - m^{1 - alpha}, and token j is cut from row i when
+
+    (alpha - 1) beta (c - <x_i, x_j>) >= m^{1 - alpha}.                                    (*)
+
+For collapsed clusters (c = 1) of m_a and m_b tokens at angle theta, row a with its own
+cluster alone in its support has tau = (alpha - 1) beta - m_a^{1 - alpha}, and b enters iff
+(alpha - 1) beta cos theta > tau: row a keeps b out exactly when (alpha - 1) beta
+(1 - cos theta) >= m_a^{1 - alpha}, and both rows do when it holds with min(m_a, m_b) (the smaller
+cluster decides). So a configuration of collapsed clusters is stationary when
+every pair is cut from both sides, at the angle theta_c(m beta) ~ theta_c(beta) / sqrt(m)
+(sparsemax, large beta): big clusters sit much closer than theta_c. The run shows it: with
+beta = 4 and n = 32 on the circle, clusters of 4 to 9 tokens rest 0.49 rad apart, where
+theta_c = 0.72.
 
 2. Settled for good: a certificate. A cluster is a connected component of the graph
-<x_i, x_j> > 1 - delta (the engine's union-find). Suppose at a time t0 (a) every cluster is a
-clique (all its pairs within delta), and (b) no token is weighted by a token of another
-cluster, now or later. Then the count never changes again. Why: (i) for any closed hemisphere
-H = {<x, u> >= 0} holding a cluster, a token on its boundary moves with
-d<x_i, u>/dt = <v_i, u> - <v_i, x_i> <x_i, u> = <v_i, u> >= 0 (v_i = sum_j A_ij x_j, a
-nonnegative combination of the cluster's tokens), so the cluster stays in every hemisphere that
-held it: its geodesic hull shrinks (nested in time). (ii) Nested hulls: each cluster's diameter
-does not grow (it stays a clique) and the distance between two clusters does not shrink. (b)
-holds, for the normalizations here:
-- sparsemax, entmax: every pair of tokens in different clusters is farther than theta_c
-  (strictly); by (ii) it stays so, and item 1 cuts them;
-- top-k (k_eff = min(k, n)): every cluster holds at least k_eff tokens: a clique's scores
-  exceed every score across clusters (the union-find joins any pair within delta), so the k
-  kept scores of a row are its cluster's, and by (ii) they stay so;
+<x_i, x_j> > 1 - delta (the engine's union-find). (i) For any closed hemisphere
+H = {<x, u> >= 0} holding a set of tokens that only weight each other, a token on its boundary
+moves with d<x_i, u>/dt = <v_i, u> - <v_i, x_i> <x_i, u> = <v_i, u> >= 0 (v_i = sum_j A_ij x_j,
+a nonnegative combination of the set's tokens): the set stays in every hemisphere that held it,
+so its geodesic hull at a later time lies in the hull at t0. (ii) A spherical ball of radius
+< pi/2 is convex; the hull of a cluster of angular diameter D lies in the ball of radius D about
+each of its tokens, so its own diameter is D, and later a token of it stays within D of where
+any of its tokens was. Hence, for tokens i in C and j in C' (diameters D, D'), at every later
+time the angle between them is at least phi_ij = theta_ij(t0) - D - D', and the tokens of C stay
+pairwise within D. The certificate at t0: every cluster a clique (all pairs within delta), and
+- sparsemax, entmax: (alpha - 1) beta (cos D - cos phi_ij) > m^{1 - alpha} (m = |C|) for every
+  i in C, j out of C, with phi_ij > 0: by (*) row i weights no token out of its cluster, now or
+  later (the bounds only improve while it holds, so it holds for good);
+- top-k (k_eff = min(k, n)): every cluster holds at least k_eff tokens and phi_ij > D: a
+  row's k kept scores are its cluster's, now and later;
 - softmax: every weight is positive; only one cluster is settled.
-The output `last_change` is the first save time from which the run's cluster count equals its
-final one, where the run is certified settled at the horizon T (then the count never changes
-again: a finite time, to the save grid); a run not certified at T is censored there (NaN, and
-the engine's time-to-event reduction gives the censored share and the Kaplan-Meier median with
-its 95% interval, as for `time_to_one_cluster`). Sparsemax is Lipschitz, so no two tokens
-meet in finite time; the clusters form at a finite time to the threshold delta (the consensus
-inside a cluster is exponential), and a pair separated by more than theta_c stays cut: for
-sparsemax (and entmax) the count stops changing at a finite time, where softmax's keeps
-drifting on log t (the `metastability` scenario) and is censored at T.
+Under it, clusters never merge and never split: the count is final. The output `last_change` is
+the first save time from which the run's count equals its final one, for a run certified
+settled at the horizon T (a finite time, to the save grid); a run not certified at T is
+censored there (NaN, and the engine's time-to-event reduction gives the censored share and the
+Kaplan-Meier median with its 95% interval, as for `time_to_one_cluster`). Sparsemax is
+Lipschitz, so no two tokens meet in finite time, but the consensus inside a cluster is
+exponential and the cuts are exact: for sparsemax (and entmax) every run is certified at a
+finite time, where softmax's count keeps drifting on log t (the `metastability` scenario) and
+is censored at T.
 
-3. The final count against pi / theta_c. The bounded-confidence literature (Krause-type
-consensus, the "2R conjecture": clusters end about twice the confidence radius apart) suggests
-about pi / theta_c clusters on the circle for many tokens. A conjecture: the scenario measures
-the constant `count_ratio` = final count / N_ref with its standard error, N_ref = |S^{d-1}| /
-|cap(theta_c)| the number of caps of angular radius theta_c that cover the sphere's measure
-(the circle: 2 pi / (2 theta_c) = pi / theta_c; S^2: 4 pi / (2 pi (1 - cos theta_c)) =
-2 (alpha - 1) beta; in general 1 / F(theta_c) with F(theta) = I_{sin^2 theta}((d-1)/2, 1/2) / 2
-the cap's share, theta <= pi/2). Nothing asserts it: the sparsemax count grows with n (more
-tokens fill the gaps at spacings between theta_c and 2 theta_c), so the ratio is a function of
-n, reported, not a constant.
+3. The final count. The bounded-confidence literature (Krause-type consensus, the "2R
+conjecture": clusters end about twice the confidence radius apart) suggests about
+pi / theta_c clusters on the circle for many tokens. The scenario measures that constant,
+`count_ratio` = final count / N_ref with its standard error, N_ref = |S^{d-1}| / |cap(theta_c)|
+(the circle: pi / theta_c; S^2: 2 / (1 - cos theta_c) = 2 (alpha - 1) beta; in general
+1 / F(theta_c), F(theta) = I_{sin^2 theta}((d-1)/2, 1/2) / 2 the cap's share for theta <= pi/2).
+It is not a constant, and nothing asserts it: by (*) the cut-off shrinks with the clusters' size,
+so the count grows with n. A scaling argument from (*): K clusters of m = n / K tokens spaced
+about lambda theta_c(m) apart, theta_c(m)^2 ~ 2 m^{1 - alpha} / ((alpha - 1) beta) (small
+angles), fill S^{d-1} when K ~ theta_c(m)^{-(d-1)}, so
+
+    K ~ (beta n^{alpha - 1})^gamma,      gamma = (d - 1) / (2 + (alpha - 1)(d - 1))
+
+(sparsemax: (beta n)^{1/3} on the circle, (beta n)^{1/2} on S^2; 1.5-entmax on the circle:
+beta^{2/5} n^{1/5}). `crowd_ratio` = K / (beta n^{alpha - 1})^gamma measures its constant;
+reported, not asserted (it is a scaling law for large beta and n, not a theorem).
 
 4. Top-k. A cluster of m < k_eff tokens keeps k_eff - m tokens of other clusters in each of its
 rows, with positive softmax weights: it is pulled off its place, not stationary (but for
-balanced pulls, a null set). So every final cluster holds at least k_eff tokens (`smallest_cluster`,
-`p_small_cluster`: the share of runs with a final cluster of fewer than k tokens).
+balanced pulls, a null set). So every final cluster holds at least k_eff tokens
+(`smallest_cluster`; `p_small_cluster`: the share of runs with a cluster of fewer than k_eff
+tokens at T). The pull on a small cluster is about e^{-beta (1 - cos theta)} relative to its
+own weights, so at large beta such clusters live long: they are counted at T, and their runs
+are not certified.
 
 5. The step order on a piecewise-smooth field. The field is smooth between the events where a
 score enters or leaves a row's support. A fixed-step Runge-Kutta step across an event where the
@@ -162,6 +187,12 @@ def count_reference(beta: float, d: int, a: float = 1.0) -> float:
     return 1.0 / cap_share(theta_c(beta, a), d)
 
 
+def crowd_scale(beta: float, n: int, d: int, a: float = 1.0) -> float:
+    """(beta n^a)^gamma, gamma = (d - 1) / (2 + a (d - 1)): the scaling law of the count
+    (module doc, item 3; a = alpha - 1)."""
+    return (beta * n ** a) ** ((d - 1) / (2.0 + a * (d - 1)))
+
+
 def needle_exact(norm: str, gap, n, alpha: float = 1.5, k: int = 4) -> np.ndarray:
     """The closed-form weight of one score `gap` above n - 1 equal scores (module doc, item 6)."""
     gap, n = np.broadcast_arrays(np.asarray(gap, dtype=float), np.asarray(n, dtype=float))
@@ -181,10 +212,14 @@ def needle_exact(norm: str, gap, n, alpha: float = 1.5, k: int = 4) -> np.ndarra
     for i in np.ndindex(gap.shape):
         g, m = gap[i], n[i]
         if a * g < 1.0:
-            u = brentq(lambda v: (a * g + v) ** p + (m - 1) * v ** p - 1.0, 0.0, 1.0,
-                       xtol=1e-15, rtol=4e-16)
+            u = brentq(_needle_equation, 0.0, 1.0, args=(a * g, m, p), xtol=1e-16, rtol=1e-15)
             out[i] = (a * g + u) ** p
     return out
+
+
+def _needle_equation(u: float, head: float, n: float, p: float) -> float:
+    """(head + u)^p + (n - 1) u^p - 1: the weights of a needle and n - 1 equal scores."""
+    return (head + u) ** p + (n - 1) * u ** p - 1.0
 
 
 def needle_code(norm: str, gap: float, n: int, alpha: float = 1.5, k: int = 4) -> float:
@@ -284,6 +319,8 @@ class Tokens:
         values = {"n_clusters": counts, "pair_fraction": base["pair_fraction"],
                   "final_clusters": final, "last_change": last, "p_settled": ok,
                   "count_ratio": final / reference, "smallest_cluster": smallest,
+                  "crowd_ratio": final / (crowd_scale(beta, spec["n"], spec["d"], a)
+                                          if a is not None else np.nan),
                   "p_small_cluster": smallest < min(k, spec["n"]),
                   "step_diff": self.step_diffs(spec, x[:, 0])}
         return dyn.Chunk(values, states=states if spec.setup.trajectories else None,
@@ -385,6 +422,9 @@ class SparseAttentionClusters(dyn.System):
                        "count never changes again)", "1", (), "proportion"),
             dyn.Output("count_ratio", "final count / N_ref, N_ref = |S^(d-1)| / |cap(theta_c)| "
                        "(pi / theta_c on the circle)", "1", (), "mean_se", nan_means=no_cut),
+            dyn.Output("crowd_ratio", "final count / (beta n^(alpha-1))^gamma, gamma = (d-1) / "
+                       "(2 + (alpha-1)(d-1)): the crowd law's constant", "1", (), "mean_se",
+                       nan_means=no_cut),
             dyn.Output("smallest_cluster", "tokens in the smallest cluster at the horizon", "1",
                        (), "mean_se"),
             dyn.Output("p_small_cluster", "fraction of runs with a final cluster of fewer than "
