@@ -275,3 +275,12 @@ def test_topk_leaves_no_final_cluster_below_k(tmp_path):
     assert np.all(ds.p_settled.values == 1.0)
     assert np.all(ds.p_small_cluster.values == 0.0)
     assert np.all(ds.smallest_cluster.values >= ds.k.values)
+
+
+def test_only_the_identity_passes_for_q_k_v():
+    assert sa.is_identity(sa.IDENTITY, 2) and sa.is_identity({"law": "identity"}, 3)
+    assert sa.is_identity([[1.0, 0.0], [0.0, 1.0]], 2)
+    assert sa.is_identity([[[1.0, 0.0], [0.0, 1.0]]] * 2, 2)  # two heads of I: the same flow
+    assert not sa.is_identity({"law": "identity", "scale": 2.0}, 2)
+    assert not sa.is_identity({"law": "gaussian", "scale": 1.0}, 2)
+    assert not sa.is_identity([[1.0, 0.5], [0.0, 1.0]], 2)

@@ -303,6 +303,14 @@ def last_change(counts, times) -> float:
     return float(times[changed[-1] + 1]) if changed.size else float(times[0])
 
 
+def is_identity(value, d: int) -> bool:
+    """Whether a matrices parameter is the identity (a law of scale 1, or literal I's)."""
+    if isinstance(value, dict):
+        return value.get("law") == "identity" and value.get("scale", 1.0) == 1.0
+    a = np.asarray(value, dtype=float)
+    return a.shape[-2:] == (d, d) and bool(np.all(a == np.eye(d)))
+
+
 class Tokens:
     """What the scenario adds to a built attention class: its own outputs."""
 
@@ -373,11 +381,11 @@ PARAMS = {
                    lo=2, hi=16),
     "delta": dyn.Field("float", 1e-3, "cluster threshold: <x_i, x_j> > 1 - delta", gt=0.0,
                        hi=0.5),
-    "order_time": dyn.Field("float", 2.0, "the time t_o of the step-order measurement (0: not "
+    "order_time": dyn.Field("float", 1.0, "the time t_o of the step-order measurement (0: not "
                             "measured)", lo=0.0, hi=100.0),
     **{m: dyn.Field("matrices", IDENTITY, f"{what} matrices: the identity (theta_c is derived "
-                    "for Q = K = V = I)") for m, what in zip("QKV", ("query", "key", "value"),
-                                                             strict=True)},
+                    "for Q = K = V = I)", lo=-1e3, hi=1e3)
+       for m, what in zip("QKV", ("query", "key", "value"), strict=True)},
 }
 
 
@@ -389,7 +397,7 @@ class SparseAttentionClusters(dyn.System):
     name = "sparse_attention_clusters"
     description = ("SA flow with sparse row normalizations on the circle and S^2: the time the "
                    "cluster count stops changing and the final count against pi / theta_c")
-    default_plot = "final_clusters"
+    default_plot = "n_clusters"
     params = PARAMS
     equation = "ode"
     integrator = BUILT["softmax"].integrator
@@ -401,7 +409,7 @@ class SparseAttentionClusters(dyn.System):
 
     def validate(self, spec) -> None:
         for m in "QKV":
-            if spec[m] != IDENTITY:
+            if not is_identity(spec[m], spec["d"]):
                 raise dyn.ScenarioError(f"params.{m}", "this scenario's cut-off angle and "
                                         "certificate are derived for Q = K = V = I: leave it out")
         if spec["order_time"] > spec.horizon:
