@@ -143,8 +143,8 @@ order is the smoothness plus one, point by point noisy where few events fall in 
   w = (Delta/2 + u)^2 -> Delta^2 / 4; 1 for Delta >= 2. alpha-entmax in general: w = 1 for
   (alpha - 1) Delta >= 1, else ((alpha - 1) Delta + u)^{1/(alpha - 1)} with u > 0 the root of
   ((alpha - 1) Delta + u)^p + (n - 1) u^p = 1, p = 1/(alpha - 1) (one scalar equation).
-So the claim "bounded away from 0 where the gap is large enough" is weaker than what holds:
-1.5-entmax's needle keeps at least min(1, Delta^2 / 4) for every Delta > 0 and every n
+So 1.5-entmax's needle is bounded away from 0 for every gap, not only large ones: it keeps at
+least min(1, Delta^2 / 4) for every Delta > 0 and every n
 (alpha-entmax: ((alpha - 1) Delta)^{1/(alpha - 1)}; sparsemax: min(1, Delta)). `needle_weight`
 is the point's normalization applied by the engine's code on a grid of (Delta, n); the
 closed forms are written as references (`needle_softmax`, `needle_entmax15`,
@@ -160,6 +160,10 @@ alpha (entmax) exist only on their own class; the dispatcher declares the union,
 reads the one its normalization uses. The circle is the sphere with d = 2 (one class for
 both). The builder's `until_decided` is not offered (a run not settled by T is censored
 instead). theta_c and the certificate are derived for Q = K = V = I: other matrices are refused.
+The built classes' own hooks are bypassed where they do not fit (:class:`Tokens` calls
+`dyn.Model.validate` and `dyn.Model.simulate`, as `positional_attention` does). No public call
+applies a named normalization to one row of scores: the needle check and the tests call the
+row functions of dyn.user.normalize (``name(s, w, a)``) directly, the code the flow runs.
 """
 from __future__ import annotations
 
