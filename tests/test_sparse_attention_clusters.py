@@ -284,3 +284,13 @@ def test_only_the_identity_passes_for_q_k_v():
     assert not sa.is_identity({"law": "identity", "scale": 2.0}, 2)
     assert not sa.is_identity({"law": "gaussian", "scale": 1.0}, 2)
     assert not sa.is_identity([[1.0, 0.5], [0.0, 1.0]], 2)
+
+
+def test_a_jax_backend_is_refused_by_name(tmp_path):
+    toml = tmp_path / "jax.toml"
+    toml.write_text(SMALL.format(params="n = 12", sweep="", runs=2, horizon=2.0, saves=2,
+                                 path=tmp_path / "jax.h5").replace('method = "rk4"',
+                                                                   'backend = "diffrax"\n'
+                                                                   'method = "rk4"'))
+    with pytest.raises(dyn.ScenarioError, match="integrator.backend"):
+        dyn.run(str(toml))

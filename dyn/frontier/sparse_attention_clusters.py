@@ -415,6 +415,9 @@ class SparseAttentionClusters(dyn.System):
         return TOKENS[spec["normalization"]]()
 
     def validate(self, spec) -> None:
+        if spec.solver.backend != "numba":
+            raise dyn.ScenarioError("integrator.backend", "dyn.attention_particles runs on the "
+                                    "numba backend only: use backend numba")
         for m in "QKV":
             if not is_identity(spec[m], spec["d"]):
                 raise dyn.ScenarioError(f"params.{m}", "this scenario's cut-off angle and "
