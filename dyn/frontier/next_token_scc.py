@@ -91,6 +91,7 @@ from . import next_token_scc_math as nm
 RETRIEVED = 1e-3  # a token is retrieved when its attention mass p_i(j) is at least this
 SLOPE_WINDOW = 100.0  # the increment law is fitted over t in [t_end / SLOPE_WINDOW, t_end]
 DATA_SALT = 5602
+FLAT = "no priority between SCCs in the data (W_svm = 0): no directional law"
 
 PARAMS = {
     "K": dyn.Field("int", 8, "vocabulary size (one-hot tokens; W is K x K)", lo=3, hi=24),
@@ -199,8 +200,8 @@ class NextTokenSCC(_Flow):
         def series(name, text, nan=""):
             return dyn.Output(name, text, dims=time, reduce="mean_se", nan_means=nan)
 
-        def final(name, text):
-            return dyn.Output(name, text, reduce="mean_se")
+        def final(name, text, nan=""):
+            return dyn.Output(name, text, reduce="mean_se", nan_means=nan)
 
         def point(name, text):
             return dyn.Output(name, text, reduce="point")
@@ -208,21 +209,22 @@ class NextTokenSCC(_Flow):
         return [
             series("loss", "next-token loss L(W)"),
             series("norm_W", "||Pi_D W||_F: the entries the data read"),
-            series("corr_svm", "corr(Pi_dir W, W_svm): directional part against the graph SVM"),
-            series("misalignment", "1 - corr_svm"),
+            series("corr_svm", "corr(Pi_dir W, W_svm): directional part against the graph SVM",
+                   FLAT),
+            series("misalignment", "1 - corr_svm", FLAT),
             series("fin_error", "|Pi_fin W - W_fin| / |W_fin|: finite part against its derived "
                    "value (absolute when W_fin = 0)"),
             series("mass_off", "mean over contexts of the attention mass off the top SCC C_i"),
-            series("mass_law", "t mass_off / |W_svm|^2: the derived constant is 1"),
+            series("mass_law", "t mass_off / |W_svm|^2: the derived constant is 1", FLAT),
             series("retrieved", "share of contexts whose retrieved set (p >= 1e-3) is the top "
                    "SCC's tokens present"),
             series("in_scc_error", "max over contexts of |s - s(W_fin)| on the top SCC"),
             series("composition_error", "max over (last token, SCC) groups of |mean predicted "
                    "in-SCC weight - label frequency|"),
             final("slope_error", "|B - W_svm| / |W_svm|, B the slope of Pi_dir W against log t "
-                  "over the last two decades of t"),
+                  "over the last two decades of t", FLAT),
             final("growth_ratio", "slope of |Pi_dir W| against log t (last two decades) over "
-                  "|W_svm|: 1 in the limit"),
+                  "|W_svm|: 1 in the limit", FLAT),
             point("svm_norm", "|W_svm|_F of the graph SVM (scipy SLSQP)"),
             point("svm_kkt", "largest KKT residual of the graph SVM"),
             point("fin_norm", "|W_fin|_F of the finite part (scipy trust-exact)"),
@@ -265,7 +267,8 @@ class NextTokenSCC(_Flow):
                                              axis=(-2, -1)) / fin_scale
         off = 1.0 - (s * top).sum(axis=-1)  # (runs, times, n)
         values["mass_off"] = off.mean(axis=-1)
-        values["mass_law"] = t * values["mass_off"] / np.sum(w_svm ** 2)
+        svm_sq = float(np.sum(w_svm ** 2)) or 1.0  # W_svm = 0: these laws are NaN (below)
+        values["mass_law"] = t * values["mass_off"] / svm_sq
         present = np.zeros((len(last), k_size), dtype=bool)
         in_top = np.zeros_like(present)
         for i in range(len(last)):
@@ -279,10 +282,12 @@ class NextTokenSCC(_Flow):
         x = np.log(t[late])
         xc = x - x.mean()
         slope = np.einsum("s,rsjk->rjk", xc, wd[:, late]) / (xc @ xc)
-        values["slope_error"] = (np.linalg.norm(slope - w_svm, axis=(-2, -1))
-                                 / np.linalg.norm(w_svm))
+        values["slope_error"] = np.linalg.norm(slope - w_svm, axis=(-2, -1)) / np.sqrt(svm_sq)
         norms = np.linalg.norm(wd[:, late], axis=(-2, -1))
-        values["growth_ratio"] = (norms @ xc) / (xc @ xc) / np.linalg.norm(w_svm)
-        for key, value in values.items():
+        values["growth_ratio"] = (norms @ xc) / (xc @ xc) / np.sqrt(svm_sq)
+        if not np.any(w_svm):
+            for key in ("corr_svm", "misalignment", "mass_law", "slope_error", "growth_ratio"):
+                values[key] = np.full_like(values[key], np.nan)
+        for value in values.values():
             value[~finite] = np.nan
         return dyn.Chunk(values, finite=finite)

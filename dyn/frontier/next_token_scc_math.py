@@ -30,8 +30,9 @@ m_i the number of positions holding y_i (the log-loss of the attention mass on t
 softmax restricted to C_i). It is convex, invariant under adding a constant on an SCC of a
 column, and coercive on S_fin (a direction v in S_fin along which no term grows has
 v_y >= v_j on every edge y -> j inside an SCC, hence is constant on each SCC: v = 0), so
-W_fin = argmin_{S_fin} L_fin is unique; solved by scipy (trust-exact, exact Hessian) and
-projected onto S_fin.
+W_fin = argmin_{S_fin} L_fin is unique; solved by scipy (trust-exact, exact Hessian), polished
+by three Newton steps (least squares: the Hessian is singular along the constants) and projected
+onto S_fin.
 """
 from __future__ import annotations
 
@@ -47,27 +48,34 @@ def dataset(n: int, tokens: int, vocabulary: int, queries: int, levels: int, log
     """A training set drawn from designed priorities (module doc of next_token_scc):
 
     - for each last token k < `queries`, the K tokens are split at random into `levels` blocks of
-      near-equal sizes, ``level[k, j]`` the block of token j (0: the highest priority);
-    - sample i ends in k_i = i mod queries after T - 1 tokens drawn uniformly from [K];
-    - its label is a token j of the highest block present, drawn with probability proportional
-      to m_i(j) e^{theta[j, k]} (m_i(j): the positions holding j; theta = logit_scale N(0, 1)).
+      near-equal sizes, ``level[k, j]`` the block of token j (0: the highest priority), with k
+      itself in the lowest block of its own graph;
+    - sample i ends in k_i = i mod queries; its top block b_i is uniform over the levels; its
+      first two tokens are uniform in block b_i (one when T = 2), the rest before k_i uniform in
+      the blocks b_i and below;
+    - its label is a token j of block b_i present, drawn with probability proportional to
+      m_i(j) e^{theta[j, k]} (m_i(j): the positions holding j; theta = logit_scale N(0, 1)).
 
     Returns tokens (n, T) int, last (n,) int, label (n,) int, level (queries, K) int, theta."""
     level = np.zeros((queries, vocabulary), dtype=int)
+    cuts = np.linspace(0, vocabulary, levels + 1).round().astype(int)
     for k in range(queries):
-        order = rng.permutation(vocabulary)
-        cuts = np.linspace(0, vocabulary, levels + 1).round().astype(int)
+        others = rng.permutation(np.delete(np.arange(vocabulary), k))
+        order = np.append(others, k)  # k last: in the lowest block
         for b in range(levels):
             level[k, order[cuts[b]:cuts[b + 1]]] = b
     theta = logit_scale * rng.standard_normal((vocabulary, vocabulary))
     last = np.arange(n) % queries
-    body = rng.integers(0, vocabulary, (n, tokens - 1))
-    seq = np.concatenate([body, last[:, None]], axis=1)
+    seq = np.empty((n, tokens), dtype=int)
     label = np.empty(n, dtype=int)
     for i in range(n):
         k = last[i]
-        lv = level[k, seq[i]]
-        top = seq[i][lv == lv.min()]  # positions of the highest block present (with repeats)
+        b = rng.integers(levels)
+        head = min(2, tokens - 1)
+        seq[i, :head] = rng.choice(np.flatnonzero(level[k] == b), head)
+        seq[i, head:-1] = rng.choice(np.flatnonzero(level[k] >= b), tokens - 1 - head)
+        seq[i, -1] = k
+        top = seq[i][level[k, seq[i]] == b]  # positions of block b (with repeats)
         w = np.exp(theta[top, k] - theta[top, k].max())
         label[i] = top[rng.choice(len(top), p=w / w.sum())]
     return {"tokens": seq, "last": last, "label": label, "level": level, "theta": theta}
@@ -275,10 +283,13 @@ def finite_part(tokens, last, label, found: dict, vocabulary: int) -> tuple[np.n
         return h / n
 
     res = minimize(fun, np.zeros(len(entries[0])), jac=jac, hess=hess, method="trust-exact",
-                   options={"gtol": 1e-13, "maxiter": 500})
+                   options={"gtol": 1e-12, "maxiter": 500})
+    v = res.x
+    for _ in range(3):  # Newton steps to rounding (the Hessian is singular along constants)
+        v = v - np.linalg.lstsq(hess(v), jac(v), rcond=1e-12)[0]
     f = np.zeros((k_size, k_size))
-    f[entries] = res.x
-    return project_fin(f, found), float(np.linalg.norm(jac(res.x)))
+    f[entries] = v
+    return project_fin(f, found), float(np.linalg.norm(jac(v)))
 
 
 def _fin_mask(found: dict, vocabulary: int) -> np.ndarray:
@@ -317,6 +328,7 @@ def token_weights(s: np.ndarray, tokens, vocabulary: int) -> np.ndarray:
 
 
 def correlation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """<a, b> / (|a| |b|) over the last two axes."""
+    """<a, b> / (|a| |b|) over the last two axes (0 where either is 0)."""
     num = np.einsum("...jk,jk->...", a, b)
-    return num / (np.linalg.norm(a, axis=(-2, -1)) * np.linalg.norm(b))
+    den = np.linalg.norm(a, axis=(-2, -1)) * np.linalg.norm(b)
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
