@@ -149,7 +149,7 @@ class NextTokenSCC(_Flow):
     name = "next_token_scc"
     description = ("next-token prediction by one attention layer: retrieval of the top SCC, "
                    "soft composition, graph SVM and finite part")
-    default_plot = "fin_error"
+    default_plot = "mass_law"
 
     def validate(self, spec) -> None:
         for key in ("queries", "levels"):
@@ -233,6 +233,13 @@ class NextTokenSCC(_Flow):
             point("cyclic_sccs", "SCCs with two or more tokens, over all token graphs"),
             point("sccs_agree", "1 if the data's SCCs are the designed priority blocks"),
         ]
+
+    def references(self, setup) -> list:
+        ones = np.ones(len(setup.times))
+        return [dyn.Reference("mass_law_theory", "the derived constant of t mass_off / "
+                              "|W_svm|^2", ones, ("time",),
+                              draw=dyn.Draw(over=("mass_law",), color="black",
+                                            label="derived: 1"))]
 
     def point_values(self, spec) -> dict:
         law = self.law(spec)
