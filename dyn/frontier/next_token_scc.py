@@ -17,8 +17,9 @@ p_i(j) = sum_{t: x_it = j} s_it, s_i = softmax_t(W[x_it, k_i]). Gradient flow on
 (the last form: d(-log p_i(y))/dW[j, k_i] = p_i(j) - 1{j = y_i}).
 
 Data (``dyn.frontier.next_token_scc_math.dataset``): for each of ``queries`` last tokens k the
-vocabulary is split at random into ``levels`` priority blocks; a context is T - 1 uniform tokens
-and k; its label is a token of the highest block present, drawn with probability proportional to
+vocabulary is split at random into ``levels`` priority blocks (k in the lowest); a context picks
+its top block b uniformly, holds two tokens of b, T - 3 tokens of b and the blocks below, and k;
+its label is a token of block b present, drawn with probability proportional to
 m_i(j) e^{theta[j, k]} (m_i(j) the positions holding j, theta = logit_scale N(0, 1)): the model's
 own composition at W = theta. The laws read only the data's graphs, not the design: G_k has an
 edge y_i -> j for every sample ending in k and every other token j of its context; its SCCs
