@@ -44,6 +44,7 @@ TINY = {
     "implicit_regularization": {"sweep.depth": [4, 8], "params.steps": 3, "params.samples": 8,
                                 "params.width": 8},
     "mean_field_modes": {"params.n": 100, "params.grid": 96, "integrator.horizon": 0.2},
+    "next_token_scc": {"integrator.horizon": 100.0},
     "metastability": {"params.n": 8, "integrator.horizon": 10.0, "output.saves": 30},  # a band
     "metastable_counts": {"params.n": 16, "integrator.horizon": 10.0, "output.saves": 12},
     "momentum_limit": {"sweep.depth": [16, 32], "integrator.dt": 1e-3},
