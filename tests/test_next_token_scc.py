@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import dyn
-from dyn.frontier import next_token_scc as nts
-from dyn.frontier import next_token_scc_math as nm
+from dyn.frontier import next_token_scc as nts, next_token_scc_math as nm
 from dyn.presentation.cli import main
 
 # K = 4, every context ends in token 3. Edges (label -> context token): 0 <-> 1 (one SCC A),
