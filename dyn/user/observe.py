@@ -103,15 +103,16 @@ def observer(model, spec):
     return integrators.Observer(kernel(cls), q_of(cls, spec), len(cls.observed))
 
 
-def values_of(model, spec, states: np.ndarray) -> np.ndarray:
-    """(runs, times, k): ``observe_state`` applied to stored states (runs, times, n, d)."""
+def values_of(model, spec, states: np.ndarray, times=None) -> np.ndarray:
+    """(runs, times, k): ``observe_state`` applied to stored states (runs, times, n, d) at
+    `times` (default: the point's save times)."""
     cls = type(model)
     fn = plain(cls)
     q = [float(spec[k]) for k in names(cls)]
     states = np.asarray(states)
     out = np.full(states.shape[:2] + (len(cls.observed),), np.nan)
     for r in range(states.shape[0]):
-        for j, t in enumerate(spec.times):
+        for j, t in enumerate(spec.times if times is None else times):
             if np.isfinite(states[r, j]).all():
                 out[r, j] = fn(float(t), np.ascontiguousarray(states[r, j]), *q)
     return out
@@ -141,6 +142,10 @@ def simulate(model, spec, runs: range):
     out.status = solution.status
     if watch is None and model.trajectory_dims(spec.setup) is not None:
         out.states = solution.states
+    if out.carry is None:  # the runs' last states, where time averages continue them
+        from .budget import carry_of
+
+        out.carry = carry_of(model, spec, solution.states)
     return out
 
 
