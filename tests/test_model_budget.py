@@ -91,3 +91,18 @@ def test_every_model_time_averages_through_the_default_extend(here, capsys):
     text = error_report(out)
     assert "check_step = false" not in text
     assert "does not take integrator.check_step" in text
+
+
+def test_the_guides_example_declares_only_a_rate(tmp_path):
+    """examples/your_own_dynamics/kuramoto.toml: dt = "auto", check_step and a time average, from
+    the model's step_rate alone (the dt each point takes: step_tol / (2 K))."""
+    folder = Path(__file__).resolve().parent.parent / "examples" / "your_own_dynamics"
+    for name in ("noisy_kuramoto.py", "kuramoto.toml"):
+        shutil.copy(folder / name, tmp_path / name)
+    try:
+        scenario = dyn.load(tmp_path / "kuramoto.toml")
+        assert scenario.integrator["check_step"] is True
+        dts = [scenario.spec(i).dt for i in range(scenario.count)]
+    finally:
+        sys.modules.pop("noisy_kuramoto", None)
+    np.testing.assert_allclose(dts, [0.02 / (2 * k) for k in (0.5, 2.0, 3.0)], rtol=1e-14)

@@ -59,7 +59,15 @@ def carry_of(model, spec, states) -> np.ndarray | None:
 
 
 def check(model, spec, per_run_arrays: bool) -> None:
-    """Time averages need runs the engine can continue: one problem for all of them."""
+    """Time averages need runs the engine can continue: one problem for all of them; the
+    stochastic Heun steps on flat geometries and the sphere only."""
+    if spec.solver.method == "stochastic_heun":
+        from . import geometry as user_geometry
+
+        found = user_geometry.resolve(model.geometry)
+        if not (found.flat or found.name == "sphere"):
+            raise ScenarioError("integrator.method", f"stochastic_heun steps on a flat geometry "
+                                f"or the sphere, not on {found.name!r}: use euler_maruyama")
     if per_run_arrays and averaged(model, spec.setup):
         raise ScenarioError("scenario.system", f"{type(model).__name__} has time-averaged "
                             "outputs and arrays drawn per run (draw = \"run\"): the runs are "
