@@ -11,6 +11,7 @@ weak order 1 would fail it (its slope is 0.7 from 2)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _benchmark():
     spec = importlib.util.spec_from_file_location("sde_bias", ROOT / "benchmarks" / "sde_bias.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("sde_bias", module)  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
