@@ -93,3 +93,21 @@ def test_ou_stationary_variance_is_second_order():
             problem, x0, ts, rng=np.random.default_rng(2)).states
         v = (states[:, 50:] ** 2).mean()
         assert abs(v - law) < 0.015, (method, v, law)
+
+
+def test_a_shipped_sde_scenario_selects_it_by_method():
+    """integrator.method picks it for an SDE system on the numba backend; an ODE system and
+    the jax backend refuse it in one line, naming the methods they have."""
+    import pytest
+
+    import dyn
+    from dyn.core.errors import ScenarioError
+
+    small = ["sweep.beta=[1.0]", "sweep.sigma=[0.4]"]
+    scenario = dyn.load("noisy_phase", [*small, "integrator.method=stochastic_heun"])
+    assert scenario.spec(0).solver.method == "stochastic_heun"
+    with pytest.raises(ScenarioError, match="unknown ODE method 'stochastic_heun'"):
+        dyn.load("attention_clusters", ["integrator.method=stochastic_heun"])
+    with pytest.raises(ScenarioError, match="integrator.method"):
+        dyn.load("noisy_phase", [*small, "integrator.backend=jax",
+                                 "integrator.method=stochastic_heun"])
