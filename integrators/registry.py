@@ -2,10 +2,11 @@
 
 from .diffrax import sde as diffrax_sde, solvers as diffrax_solvers
 from .jax import batch as jax_batch
-from .numba import adaptive as numba_adaptive, fixed as numba_fixed, sde as numba_sde
+from .numba import adaptive as numba_adaptive, fixed as numba_fixed, sde as numba_sde, sde_heun as numba_sde_heun
 
 BACKENDS = {
-    "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **numba_sde.METHODS},
+    "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **numba_sde.METHODS,
+              **numba_sde_heun.METHODS},
     "diffrax": {**diffrax_solvers.METHODS, **diffrax_sde.METHODS},
     "jax": jax_batch.METHODS,  # also a batch of points: solve(problem, x0 (P, R, n, d), ts, rng=keys)
 }

@@ -259,7 +259,8 @@ def test_divergence_returns_nonfinite_without_raising():
 
 def test_available_and_registry():
     av = integrators.available()
-    assert av["numba"] == ["bosh3", "dopri5", "euler", "euler_maruyama", "heun", "rk4"]
+    assert av["numba"] == ["bosh3", "dopri5", "euler", "euler_maruyama", "heun", "rk4",
+                           "stochastic_heun"]
     assert set(av["diffrax"]) == {"tsit5", "dopri5", "euler", "euler_maruyama", "heun", "rk4"}
     assert integrators.options("numba", "rk4") == {"dt": 1e-2}
     with pytest.raises(ValueError, match="backend 'torch'.*allowed"):

@@ -112,7 +112,7 @@ class Setup:
                 from .errors import ScenarioError
 
                 raise ScenarioError("integrator.dt", f"system {self.system_name} does not choose "
-                                    "its step: give dt a number")
+                                    "its step: give dt a number (or declare its step_rate)")
             spec = spec.variant(dt=self.step_tol / rate)
         return spec
 

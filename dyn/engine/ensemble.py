@@ -88,6 +88,8 @@ def error_budget(system: System, setup: Setup) -> dict[str, dict[str, str]]:
         step = "deterministic dynamics: no Euler-Maruyama step error (see the solver's step or tolerances)"
     elif setup.check_step:  # on, but it reruns the runs of the time averages only
         step = f"not checked (check_step = true covers the time averages; dt = {dt})"
+    elif stepcheck.refused(system, setup):  # suggest only what the system accepts
+        step = f"not estimated ({stepcheck.refused(system, setup)}; dt = {dt})"
     else:
         step = f"not checked (integrator.check_step = false; dt = {dt})"
     budget = {}

@@ -32,6 +32,7 @@ import tomli_w
 
 from .. import systems
 from ..core import sweep
+from ..core.contract import AVERAGING_KEYS
 from ..core.errors import MissingFile, ScenarioError, did_you_mean, short_repr
 from ..core.schema import Field, check_table
 from ..core.spec import RunSpec, Setup, Solver
@@ -457,8 +458,10 @@ def _integrator_table(doc: dict, system) -> dict:
                 raise ScenarioError("integrator.check_step", "the step check reruns an SDE or "
                                     f"an ODE at dt/2; system {system.name} solves neither")
             reads = ", ".join(sorted(system.integrator)) or "nothing"
+            hint = ("; a dyn.Model reads it once it declares step_rate"
+                    if key in AVERAGING_KEYS and system.equation == "sde" else "")
             raise ScenarioError(f"integrator.{key}", f"system {system.name} does not use it "
-                                f"(it reads from [integrator]: {reads})")
+                                f"(it reads from [integrator]: {reads}){hint}")
     for key, value in ENGINE_DEFAULTS.items():
         if key in system.integrator:
             integrator.setdefault(key, value)

@@ -28,7 +28,7 @@ from ..core import stages
 from ..core.contract import INTEGRATOR_KEYS, Solve
 from ..core.errors import ScenarioError
 from ..core.system import System
-from . import arrays, geometry as user_geometry, observe as user_observe
+from . import arrays, budget, geometry as user_geometry, observe as user_observe
 from .hooks import _arguments, _call, _function
 
 GEOMETRIES = ("euclidean", "sphere")
@@ -86,6 +86,7 @@ class Model(System):
         if "jax_methods" not in cls.__dict__:
             cls.jax_methods = (SDE_JAX if sde else ODE_JAX) if cls.has_form("jax") \
                 else frozenset()
+        budget.declare(cls)  # a declared step_rate: dt = "auto", check_step (dyn.user.budget)
 
     # --- the parameter vector --------------------------------------------------------------
     @classmethod
@@ -197,9 +198,16 @@ class Model(System):
         with stages.running(f"{type(self).__module__}.observe"):
             chunk = self.observe(spec, states)
         chunk.status = status  # runs cut short by max_steps are named, not averaged
+        if chunk.carry is None:  # the runs' last states, where time averages continue them
+            chunk.carry = user_observe.carry_of(self, spec, states)
         if chunk.states is None and self.trajectory_dims(spec.setup) is not None:
             chunk.states = states  # the model declares states: they are the solved ones
         return chunk
+
+    def extend(self, spec, carry, times):
+        """Continue the runs from their last states `carry` over `times` with the point's
+        solver and stream (:func:`dyn.user.budget.extend`): time averages for every Model."""
+        return budget.extend(self, spec, carry, times)
 
     def solves(self, spec):
         import integrators
@@ -222,6 +230,7 @@ class Model(System):
         user's exception)."""
         backend = spec.solver.backend
         jax = backend in ("diffrax", "jax")
+        budget.check(self, spec, arrays.per_run(self.params, spec.values))
         if backend != "numba" and arrays.per_run(self.params, spec.values):
             raise ScenarioError("integrator.backend", "arrays drawn per run (draw = \"run\") are "
                                 "solved run by run on the numba backend: use backend numba")

@@ -103,15 +103,16 @@ def observer(model, spec):
     return integrators.Observer(kernel(cls), q_of(cls, spec), len(cls.observed))
 
 
-def values_of(model, spec, states: np.ndarray) -> np.ndarray:
-    """(runs, times, k): ``observe_state`` applied to stored states (runs, times, n, d)."""
+def values_of(model, spec, states: np.ndarray, times=None) -> np.ndarray:
+    """(runs, times, k): ``observe_state`` applied to stored states (runs, times, n, d) at
+    `times` (default: the point's save times)."""
     cls = type(model)
     fn = plain(cls)
     q = [float(spec[k]) for k in names(cls)]
     states = np.asarray(states)
     out = np.full(states.shape[:2] + (len(cls.observed),), np.nan)
     for r in range(states.shape[0]):
-        for j, t in enumerate(spec.times):
+        for j, t in enumerate(spec.times if times is None else times):
             if np.isfinite(states[r, j]).all():
                 out[r, j] = fn(float(t), np.ascontiguousarray(states[r, j]), *q)
     return out
@@ -141,6 +142,8 @@ def simulate(model, spec, runs: range):
     out.status = solution.status
     if watch is None and model.trajectory_dims(spec.setup) is not None:
         out.states = solution.states
+    if out.carry is None:  # the runs' last states, where time averages continue them
+        out.carry = carry_of(model, spec, solution.states)
     return out
 
 
@@ -214,3 +217,16 @@ def _size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} bytes"
+
+
+def averaged(model, setup) -> list[str]:
+    """The names of the model's time-averaged outputs."""
+    return [o.name for o in model.outputs(setup) if o.reduce == "time_average"]
+
+
+def carry_of(model, spec, states) -> np.ndarray | None:
+    """Each run's last state (runs, n, d), a copy, where the model has time-averaged outputs
+    (:mod:`.budget` continues them from there); None otherwise (nothing to continue)."""
+    if states is None or not averaged(model, spec.setup):
+        return None
+    return np.array(states[:, -1], dtype=np.float64)
