@@ -64,6 +64,13 @@ RECIPES: dict[str, Recipe] = {
     **{f"{name}.png": Recipe(name) for name in PLOTTED},
     **{f"{name}_compare.png": Recipe(name, "compare", tuple(args.split()))
        for name, args in COMPARED.items()},
+    # the README's pictures of these two draw one slice of the sweep against a second axis
+    "sparse_attention_clusters.png": Recipe(
+        "sparse_attention_clusters", "plot",
+        ("--var", "n_clusters", "--sel", "d=2", "--sel", "n=64", "--hue", "normalization")),
+    "next_token_scc.png": Recipe(
+        "next_token_scc", "plot",
+        ("--var", "mass_law", "--sel", "levels=3", "--sel", "logit_scale=1", "--hue", "replica")),
     "tokens_circle.png": Recipe("attention_clusters", "tokens",
                                 ("--point", "beta=4", "--time", "5"), _TOKENS),
     "tokens_circle.gif": Recipe("attention_clusters", "animate", ("--point", "beta=4"), _TOKENS),

@@ -11,15 +11,12 @@ import pytest
 
 import dyn
 from dyn.frontier import sparse_attention_clusters as sa
-from dyn.user import normalize
 
 BETAS = (0.75, 1.0, 2.0, 4.0, 8.0, 50.0, 300.0)
 
 
 def _weights(norm, s, a=0.0):
-    w = np.empty_like(s)
-    normalize.BUILTIN[norm](np.ascontiguousarray(s, dtype=float), w, a)
-    return w
+    return dyn.row_weights(norm, s, a)
 
 
 def _pair_weight(norm, beta, theta, alpha=1.5, crowd=1):

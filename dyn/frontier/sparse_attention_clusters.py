@@ -161,9 +161,9 @@ reads the one its normalization uses. The circle is the sphere with d = 2 (one c
 both). The builder's `until_decided` is not offered (a run not settled by T is censored
 instead). theta_c and the certificate are derived for Q = K = V = I: other matrices are refused.
 The built classes' own hooks are bypassed where they do not fit (:class:`Tokens` calls
-`dyn.Model.validate` and `dyn.Model.simulate`, as `positional_attention` does). No public call
-applies a named normalization to one row of scores: the needle check and the tests call the
-row functions of dyn.user.normalize (``name(s, w, a)``) directly, the code the flow runs.
+`dyn.Model.validate` and `dyn.Model.simulate`, as `positional_attention` does). The needle check
+and the tests apply a normalization to a row by ``dyn.row_weights(name, scores, a)``, the code
+the flow runs.
 """
 from __future__ import annotations
 
@@ -172,7 +172,6 @@ from scipy.optimize import brentq
 from scipy.special import betainc
 
 import dyn
-from dyn.user import normalize
 
 NORMALIZATIONS = ("softmax", "entmax", "sparsemax", "topk")
 IDENTITY = {"law": "identity", "scale": 1.0, "draw": "point"}
@@ -251,10 +250,8 @@ def needle_code(norm: str, gap: float, n: int, alpha: float = 1.5, k: int = 4) -
     """The weight the engine's normalization code gives the needle (row (gap, 0, .., 0))."""
     s = np.zeros(int(n))
     s[0] = gap
-    w = np.empty_like(s)
     a = alpha if norm == "entmax" else float(k) if norm == "topk" else 0.0
-    normalize.BUILTIN[norm](s, w, a)
-    return float(w[0])
+    return float(dyn.row_weights(norm, s, a)[0])
 
 
 def step_order(step_diff) -> np.ndarray:
