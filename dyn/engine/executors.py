@@ -32,7 +32,8 @@ from ..core import stages
 from ..core.contract import PointResult
 from ..core.errors import RunAborted, ScenarioError
 from ..core.spec import Setup
-from .worker import compute_batch, compute_point, init_worker
+from .lifetime import init_worker
+from .worker import compute_batch, compute_point
 
 EXECUTORS = ("serial", "process", "dask", "submitit")
 TASK_SECONDS = 1.0  # target work per task once point costs are known

@@ -3,10 +3,10 @@ run's calibration) or a pool worker (local processes, Dask, a job array's task).
 
 :func:`compute_point` runs one point of a sweep's :class:`dyn.core.spec.Setup` and never raises
 (a failed point is recorded as FAILED with one line); :func:`compute_batch` runs several in
-order, each with its wall time. A local pool's workers start with :func:`init_worker`: they
-share the cores (numba's thread count, set before numba is imported) and die with their driver
-(:mod:`dyn.engine.lifetime`); :func:`exit_if_orphaned` stops one whose driver is gone before
-its next point.
+order, each with its wall time. A local pool's workers start with
+:func:`dyn.engine.lifetime.init_worker` (they share the cores and die with their driver);
+:func:`~dyn.engine.lifetime.exit_if_orphaned` stops one whose driver is gone before its next
+point.
 """
 from __future__ import annotations
 
@@ -22,10 +22,7 @@ from ..core.contract import FAILED, PointResult
 from ..core.errors import one_line
 from ..core.spec import Setup
 from . import ensemble, trajectories
-from .lifetime import die_with
-
-_driver_pid: int | None = None  # set in pool workers: the process that started them
-
+from .lifetime import exit_if_orphaned
 
 _SETUPS: dict[str, Setup] = {}  # in a worker: the first copy of each sweep's Setup, by tag
 
@@ -78,16 +75,3 @@ def compute_batch(setup: Setup, indices: Sequence[int], sidecar: str | None = No
     return done
 
 
-def init_worker(threads: int, driver: int | None = None) -> None:
-    # Runs in each spawned worker before numba is imported: share the cores, do not oversubscribe.
-    os.environ["NUMBA_NUM_THREADS"] = str(threads)
-    global _driver_pid
-    _driver_pid = driver
-    if driver is not None:
-        die_with(driver)  # and exits at once where the driver died before the request
-
-
-def exit_if_orphaned() -> None:
-    """In a pool worker whose driver is gone (re-parented): stop at once, write nothing more."""
-    if _driver_pid is not None and os.getppid() != _driver_pid:
-        os._exit(1)
