@@ -27,6 +27,7 @@ import numpy as np
 from integrators.numba_abi import DRIFT_SIG
 {normalization}
 euclidean, sinkhorn = {euclidean}, {sinkhorn}
+BLOCK = {block}
 
 
 {declared}
@@ -43,6 +44,7 @@ def normalize(s, w, a):
 
 # the generated module's globals (set there, not here)
 euclidean = sinkhorn = False
+BLOCK = 16  # the rows whose sums over j go together (the generated module's constant)
 
 
 def normalize(s, w, a):
@@ -53,8 +55,14 @@ def normalize(s, w, a):
 def field(t, x, p, out, work):
     """out_i = (1/H) sum_h sum_j A^h_ij V_h x_j (sphere; the integrator projects it) or
     (1/H) sum_h sum_j A^h_ij V_h (x_j - x_i) (R^d), A^h the normalized rows of the scores
-    s^h_ij = beta <Q_h x_i, K_h x_j>; scratch: 3 n d + 2 n + d (+ n^2 with Sinkhorn). With
-    the residual x_j - x_i the sum is sum_j A_ij V x_j - (sum_j A_ij) V x_i."""
+    s^h_ij = beta <Q_h x_i, K_h x_j>; scratch: :func:`work_size`. With the residual x_j - x_i
+    the sum is sum_j A_ij V x_j - (sum_j A_ij) V x_i.
+
+    Rows go in blocks of BLOCK: each row's weights are normalized alone, then the block's sums
+    over j run a column j at a time for all its rows (independent sums, each adding j = 0 ..
+    n-1 in order, in a loop over the rows that vectorizes); the scores of a row are a loop over
+    j per coordinate of K_h x_j (stored by coordinate), each still summed over the coordinates
+    in order."""
     n, d = x.shape
     beta, a, heads = p[0], p[1], int(p[3])
     size = heads * d * d
@@ -63,11 +71,15 @@ def field(t, x, p, out, work):
     v = p[4 + 2 * size:4 + 3 * size].reshape((heads, d, d))
     nd = n * d
     qx = work[:nd].reshape((n, d))
-    kx = work[nd:2 * nd].reshape((n, d))
+    kt = work[nd:2 * nd].reshape((d, n))  # (K_h x_j)_m at [m, j]
     vx = work[2 * nd:3 * nd].reshape((n, d))
     s = work[3 * nd:3 * nd + n]
     w = work[3 * nd + n:3 * nd + 2 * n]
-    row = work[3 * nd + 2 * n:3 * nd + 2 * n + d]
+    at = 3 * nd + 2 * n
+    wb = work[at:at + n * BLOCK].reshape((n, BLOCK))  # the block's weights, [j, row]
+    total = work[at + n * BLOCK:at + n * BLOCK + BLOCK]
+    sums = work[at + n * BLOCK + BLOCK:at + n * BLOCK + BLOCK + d * BLOCK].reshape((d, BLOCK))
+    big_at = at + n * BLOCK + BLOCK + d * BLOCK
     for i in range(n):
         for m in range(d):
             out[i, m] = 0.0
@@ -79,14 +91,14 @@ def field(t, x, p, out, work):
                     aq += q[h, m, c] * x[i, c]
                     ak += k[h, m, c] * x[i, c]
                     av += v[h, m, c] * x[i, c]
-                qx[i, m], kx[i, m], vx[i, m] = aq, ak, av
+                qx[i, m], kt[m, i], vx[i, m] = aq, ak, av
         if sinkhorn:
-            big = work[3 * nd + 2 * n + d:3 * nd + 2 * n + d + n * n].reshape((n, n))
+            big = work[big_at:big_at + n * n].reshape((n, n))
             for i in range(n):
                 for j in range(n):
                     acc = 0.0
                     for m in range(d):
-                        acc += qx[i, m] * kx[j, m]
+                        acc += qx[i, m] * kt[m, j]
                     big[i, j] = np.exp(beta * acc)
             for _ in range(int(p[2])):
                 for j in range(n):  # columns, then rows: the last pass leaves rows summing to 1
@@ -101,33 +113,49 @@ def field(t, x, p, out, work):
                         r += big[i, j]
                     for j in range(n):
                         big[i, j] /= r
-        for i in range(n):
-            if sinkhorn:
+        for i0 in range(0, n, BLOCK):
+            rows = min(BLOCK, n - i0)
+            for r in range(rows):
+                i = i0 + r
+                if sinkhorn:
+                    for j in range(n):
+                        wb[j, r] = big[i, j]
+                    continue
                 for j in range(n):
-                    w[j] = big[i, j]
-            else:
-                for j in range(n):
-                    acc = 0.0
-                    for m in range(d):
-                        acc += qx[i, m] * kx[j, m]
-                    s[j] = beta * acc
-                normalize(s, w, a)
-            for m in range(d):
-                row[m] = 0.0
-            total = 0.0
-            for j in range(n):  # row by row of vx (contiguous)
-                wj = w[j]
-                total += wj
+                    s[j] = 0.0
                 for m in range(d):
-                    row[m] += wj * vx[j, m]
-            for m in range(d):
-                value = row[m] - total * vx[i, m] if euclidean else row[m]
-                out[i, m] += value / heads
+                    qm = qx[i, m]
+                    km = kt[m]
+                    for j in range(n):
+                        s[j] += qm * km[j]
+                for j in range(n):
+                    s[j] = beta * s[j]
+                normalize(s, w, a)
+                for j in range(n):
+                    wb[j, r] = w[j]
+            for r in range(rows):
+                total[r] = 0.0
+                for m in range(d):
+                    sums[m, r] = 0.0
+            for j in range(n):
+                wj = wb[j]
+                for r in range(rows):
+                    total[r] += wj[r]
+                for m in range(d):
+                    vjm = vx[j, m]
+                    sm = sums[m]
+                    for r in range(rows):
+                        sm[r] += wj[r] * vjm
+            for r in range(rows):
+                i = i0 + r
+                for m in range(d):
+                    value = sums[m, r] - total[r] * vx[i, m] if euclidean else sums[m, r]
+                    out[i, m] += value / heads
 
 
 def work_size(n: int, d: int, sinkhorn: bool) -> int:
     """The scratch floats :func:`field` needs for n tokens in dimension d."""
-    return 3 * n * d + 2 * n + d + (n * n if sinkhorn else 0)
+    return 3 * n * d + 2 * n + (n + d + 1) * BLOCK + (n * n if sinkhorn else 0)
 
 
 def drift(normalization, euclidean: bool, name: str):
@@ -144,7 +172,8 @@ def drift(normalization, euclidean: bool, name: str):
         user = jitted(normalization)
         line = USER.format(plain=decorator())
     source = DRIFT.format(name=name, normalization=line, euclidean=bool(euclidean),
-                          sinkhorn=normalization == "sinkhorn", declared=decorator("DRIFT_SIG"))
+                          sinkhorn=normalization == "sinkhorn", declared=decorator("DRIFT_SIG"),
+                           block=BLOCK)
     return cache.load("attention", source + inspect.getsource(field), user).field
 
 

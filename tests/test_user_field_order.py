@@ -1,0 +1,143 @@
+"""The generated drifts of dyn.particles and dyn.attention_particles give the numbers of the plain
+row-by-row formula bit for bit (every sum over j adds j = 0 .. n-1 in order, whatever the loop
+order of the compiled code), and dyn.particles evaluates a phi of the scores alone once per
+unordered pair (w_ij = w_ji: s_ij = s_ji exactly), a phi of the positions once per pair."""
+from __future__ import annotations
+
+import numpy as np
+
+import dyn
+from dyn.user import attention_jit, normalize
+from dyn.user.jit import jitted
+
+
+def _tallied(s, tally, beta):
+    tally[0] += 1.0  # the vector parameter is a view of the packed values: a call counter
+    return np.exp(beta * s)
+
+
+def _tallied_positions(s, i, j, tally, beta):
+    tally[0] += 1.0
+    return np.exp(beta * s) * (1.0 + 0.125 * (i - j))
+
+
+PARAMS = {"tally": dyn.Field("vector", [0.0], "calls of phi"),
+          "beta": dyn.Field("float", 1.0, "beta")}
+Tallied = dyn.particles(_tallied, name="Tallied", params=PARAMS)
+TalliedPositions = dyn.particles(_tallied_positions, name="TalliedPositions", params=PARAMS,
+                                 geometry="euclidean", normalization="USA")
+
+
+def _drift(cls, x, p):
+    out = np.empty_like(x)
+    work = np.full(cls.work_size(*x.shape, p), np.nan)  # the drift reads no float it did not write
+    cls.numba_function("drift")(0.0, x, p, out, work)
+    return out
+
+
+def _particles_reference(phi, positions, x, beta, normalization, euclidean):
+    """out_i = (sum_j w_ij r_ij) / z_i, each sum from 0.0 in the order j = 0 .. n-1 (Python
+    floats: the same roundings, no fused operations), w_ij = phi(s_ij, ...) by the compiled phi
+    (libm's exp: numpy's own differs in the last bit)."""
+    phi = jitted(phi)
+    tally = np.zeros(1)
+    n, d = x.shape
+    out = np.empty_like(x)
+    for i in range(n):
+        w = []
+        for j in range(n):
+            s = 0.0
+            for k in range(d):
+                s += float(x[i, k]) * float(x[j, k])
+            w.append(phi(s, i, j, tally, beta) if positions else phi(s, tally, beta))
+        z = 1.0
+        if normalization == "SA":
+            z = 0.0
+            for j in range(n):
+                z += w[j]
+        elif normalization == "USA":
+            z = float(n)
+        for k in range(d):
+            acc = 0.0
+            for j in range(n):
+                acc += w[j] * (float(x[j, k]) - float(x[i, k]) if euclidean else float(x[j, k]))
+            out[i, k] = acc / z
+    return out
+
+
+def test_particles_drift_is_the_row_by_row_formula_bit_for_bit():
+    rng = np.random.default_rng(5)
+    for cls, positions, normalization, euclidean in [(Tallied, False, "SA", False),
+                                                     (TalliedPositions, True, "USA", True)]:
+        for n, d in [(1, 3), (9, 3), (37, 2)]:  # 37: past one tile of pairs
+            x = rng.standard_normal((n, d))
+            if not euclidean:
+                x /= np.linalg.norm(x, axis=1, keepdims=True)
+            got = _drift(cls, x, cls.pack({"tally": [0.0], "beta": 1.7}))
+            want = _particles_reference(cls.interaction, positions, x, 1.7, normalization,
+                                        euclidean)
+            assert np.array_equal(got.view(np.int64), want.view(np.int64)), (cls.__name__, n)
+
+
+def test_a_phi_of_the_scores_runs_once_per_unordered_pair():
+    rng = np.random.default_rng(6)
+    for n in (1, 5, 40):
+        x = rng.standard_normal((n, 3))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        for cls, calls in ((Tallied, n * (n + 1) // 2), (TalliedPositions, n * n)):
+            p = cls.pack({"tally": [0.0], "beta": 1.0})
+            at = int(p[0])  # the vector's offset (its length first)
+            _drift(cls, x, p)
+            assert p[at + 1] == calls, (cls.__name__, n)
+
+
+Sparse = dyn.attention_particles(name="SparseR", normalization="sparsemax", geometry="euclidean")
+
+
+def _attention_reference(x, beta, q, k, v, row, euclidean):
+    """(1/H) sum_h sum_j A^h_ij V_h x_j (or V_h (x_j - x_i)) in Python floats, each sum in
+    order; A^h_i. = row(s^h_i.) by the compiled normalization."""
+    n, d = x.shape
+    heads = q.shape[0]
+    out = np.zeros_like(x)
+    for h in range(heads):
+        lin = [[[0.0] * d for _ in range(n)] for _ in range(3)]
+        for a, m_ in enumerate((q, k, v)):
+            for i in range(n):
+                for m in range(d):
+                    acc = 0.0
+                    for c in range(d):
+                        acc += float(m_[h, m, c]) * float(x[i, c])
+                    lin[a][i][m] = acc
+        qx, kx, vx = lin
+        for i in range(n):
+            s = np.empty(n)
+            for j in range(n):
+                acc = 0.0
+                for m in range(d):
+                    acc += qx[i][m] * kx[j][m]
+                s[j] = beta * acc
+            w = np.empty(n)
+            row(s, w, 0.0)
+            total = 0.0
+            sums = [0.0] * d
+            for j in range(n):
+                total += float(w[j])
+                for m in range(d):
+                    sums[m] += float(w[j]) * vx[j][m]
+            for m in range(d):
+                value = sums[m] - total * vx[i][m] if euclidean else sums[m]
+                out[i, m] += value / heads
+    return out
+
+
+def test_attention_drift_is_the_row_by_row_formula_bit_for_bit():
+    rng = np.random.default_rng(7)
+    for n, d, heads in [(3, 2, 1), (19, 3, 2)]:  # 19: two blocks of rows
+        x = rng.standard_normal((n, d))
+        q, k, v = rng.standard_normal((3, heads, d, d))
+        p = attention_jit.pack(2.5, 0.0, 0, q, k, v)
+        out = np.empty_like(x)
+        Sparse.numba_function("drift")(0.0, x, p, out, np.full(Sparse.work_size(n, d), np.nan))
+        want = _attention_reference(x, 2.5, q, k, v, normalize.sparsemax, True)
+        assert np.array_equal(out.view(np.int64), want.view(np.int64)), n
