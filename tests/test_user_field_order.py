@@ -4,11 +4,11 @@ order of the compiled code), and dyn.particles evaluates a phi of the scores alo
 unordered pair (w_ij = w_ji: s_ij = s_ji exactly), a phi of the positions once per pair."""
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 import dyn
 from dyn.user import attention_jit, normalize
-from dyn.user.jit import jitted
 
 
 def _tallied(s, tally, beta):
@@ -39,7 +39,7 @@ def _particles_reference(phi, positions, x, beta, normalization, euclidean):
     """out_i = (sum_j w_ij r_ij) / z_i, each sum from 0.0 in the order j = 0 .. n-1 (Python
     floats: the same roundings, no fused operations), w_ij = phi(s_ij, ...) by the compiled phi
     (libm's exp: numpy's own differs in the last bit)."""
-    phi = jitted(phi)
+    phi = numba.njit(cache=True)(phi)
     tally = np.zeros(1)
     n, d = x.shape
     out = np.empty_like(x)
