@@ -30,7 +30,6 @@ euclidean, sinkhorn = {euclidean}, {sinkhorn}
 BLOCK = {block}
 
 
-{declared}
 '''
 
 USER = '''
@@ -58,99 +57,131 @@ def field(t, x, p, out, work):
     s^h_ij = beta <Q_h x_i, K_h x_j>; scratch: :func:`work_size`. With the residual x_j - x_i
     the sum is sum_j A_ij V x_j - (sum_j A_ij) V x_i.
 
-    Rows go in blocks of BLOCK: each row's weights are normalized alone, then the block's sums
-    over j run a column j at a time for all its rows (independent sums, each adding j = 0 ..
-    n-1 in order, in a loop over the rows that vectorizes); the scores of a row are a loop over
-    j per coordinate of K_h x_j (stored by coordinate), each still summed over the coordinates
-    in order."""
+    Rows go in blocks of BLOCK: each row's weights are normalized alone (:func:`row_weights`),
+    then the block's sums over j run a column j at a time for all its rows
+    (:func:`block_sums`: independent sums, each adding j = 0 .. n-1 in order, in loops over
+    the rows that vectorize)."""
     n, d = x.shape
-    beta, a, heads = p[0], p[1], int(p[3])
-    size = heads * d * d
-    q = p[4:4 + size].reshape((heads, d, d))
-    k = p[4 + size:4 + 2 * size].reshape((heads, d, d))
-    v = p[4 + 2 * size:4 + 3 * size].reshape((heads, d, d))
+    heads = int(p[3])
     nd = n * d
-    qx = work[:nd].reshape((n, d))
-    kt = work[nd:2 * nd].reshape((d, n))  # (K_h x_j)_m at [m, j]
-    vx = work[2 * nd:3 * nd].reshape((n, d))
-    s = work[3 * nd:3 * nd + n]
-    w = work[3 * nd + n:3 * nd + 2 * n]
+    lin = work[:3 * nd].reshape((3, n, d))  # Q_h x_i, K_h x_i, V_h x_i (K's stored as [m, i])
     at = 3 * nd + 2 * n
     wb = work[at:at + n * BLOCK].reshape((n, BLOCK))  # the block's weights, [j, row]
-    total = work[at + n * BLOCK:at + n * BLOCK + BLOCK]
-    sums = work[at + n * BLOCK + BLOCK:at + n * BLOCK + BLOCK + d * BLOCK].reshape((d, BLOCK))
-    big_at = at + n * BLOCK + BLOCK + d * BLOCK
+    big = work[at + n * BLOCK + (d + 1) * BLOCK:]  # the n x n weights of Sinkhorn
     for i in range(n):
         for m in range(d):
             out[i, m] = 0.0
     for h in range(heads):
-        for i in range(n):
-            for m in range(d):
-                aq = ak = av = 0.0
-                for c in range(d):
-                    aq += q[h, m, c] * x[i, c]
-                    ak += k[h, m, c] * x[i, c]
-                    av += v[h, m, c] * x[i, c]
-                qx[i, m], kt[m, i], vx[i, m] = aq, ak, av
+        project(x, p, h, lin)
         if sinkhorn:
-            big = work[big_at:big_at + n * n].reshape((n, n))
-            for i in range(n):
-                for j in range(n):
-                    acc = 0.0
-                    for m in range(d):
-                        acc += qx[i, m] * kt[m, j]
-                    big[i, j] = np.exp(beta * acc)
-            for _ in range(int(p[2])):
-                for j in range(n):  # columns, then rows: the last pass leaves rows summing to 1
-                    s[j] = 0.0
-                for i in range(n):
-                    for j in range(n):
-                        s[j] += big[i, j]
-                for i in range(n):
-                    r = 0.0
-                    for j in range(n):
-                        big[i, j] /= s[j]
-                        r += big[i, j]
-                    for j in range(n):
-                        big[i, j] /= r
+            sinkhorn_weights(p, lin, work[3 * nd:3 * nd + n], big[:n * n].reshape((n, n)))
         for i0 in range(0, n, BLOCK):
             rows = min(BLOCK, n - i0)
             for r in range(rows):
-                i = i0 + r
                 if sinkhorn:
                     for j in range(n):
-                        wb[j, r] = big[i, j]
-                    continue
-                for j in range(n):
-                    s[j] = 0.0
-                for m in range(d):
-                    qm = qx[i, m]
-                    km = kt[m]
-                    for j in range(n):
-                        s[j] += qm * km[j]
-                for j in range(n):
-                    s[j] = beta * s[j]
-                normalize(s, w, a)
-                for j in range(n):
-                    wb[j, r] = w[j]
-            for r in range(rows):
-                total[r] = 0.0
-                for m in range(d):
-                    sums[m, r] = 0.0
+                        wb[j, r] = big[(i0 + r) * n + j]
+                else:
+                    row_weights(p, lin, i0 + r, work[3 * nd:3 * nd + 2 * n], wb[:, r])
+            block_sums(lin, wb, work[at + n * BLOCK:at + n * BLOCK + (d + 1) * BLOCK], i0, rows,
+                       heads, out)
+
+
+def project(x, p, h, lin):
+    """lin[0][i] = Q_h x_i, lin[1] = K_h x_i by coordinate ([m, i]), lin[2][i] = V_h x_i."""
+    n, d = x.shape
+    size = int(p[3]) * d * d
+    q = p[4:4 + size].reshape((-1, d, d))
+    k = p[4 + size:4 + 2 * size].reshape((-1, d, d))
+    v = p[4 + 2 * size:4 + 3 * size].reshape((-1, d, d))
+    qx, vx = lin[0], lin[2]
+    kt = lin[1].reshape(-1)
+    for i in range(n):
+        for m in range(d):
+            aq = ak = av = 0.0
+            for c in range(d):
+                aq += q[h, m, c] * x[i, c]
+                ak += k[h, m, c] * x[i, c]
+                av += v[h, m, c] * x[i, c]
+            qx[i, m], kt[m * n + i], vx[i, m] = aq, ak, av
+
+
+def row_weights(p, lin, i, scratch, weights):
+    """weights[j] = A_ij, the normalized row of s_ij = beta <Q x_i, K x_j> (a loop over j per
+    coordinate m, each score still summed over m in order)."""
+    n, d = lin.shape[1], lin.shape[2]
+    kt = lin[1].reshape(-1)
+    s = scratch[:n]
+    w = scratch[n:2 * n]
+    for j in range(n):
+        s[j] = 0.0
+    for m in range(d):
+        qm = lin[0, i, m]
+        for j in range(n):
+            s[j] += qm * kt[m * n + j]
+    for j in range(n):
+        s[j] = p[0] * s[j]
+    normalize(s, w, p[1])
+    for j in range(n):
+        weights[j] = w[j]
+
+
+def sinkhorn_weights(p, lin, col, big):
+    """big = the n x n weights e^{s_ij} scaled by p[2] column and row normalizations (rows
+    last: they sum to 1)."""
+    n, d = big.shape[0], lin.shape[2]
+    kt = lin[1].reshape(-1)
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for m in range(d):
+                acc += lin[0, i, m] * kt[m * n + j]
+            big[i, j] = np.exp(p[0] * acc)
+    sinkhorn_scale(big, col, int(p[2]))
+
+
+def sinkhorn_scale(big, col, iterations):
+    """`iterations` column then row normalizations of big in place (col: n floats)."""
+    n = big.shape[0]
+    for _ in range(iterations):
+        for j in range(n):
+            col[j] = 0.0
+        for i in range(n):
             for j in range(n):
-                wj = wb[j]
-                for r in range(rows):
-                    total[r] += wj[r]
-                for m in range(d):
-                    vjm = vx[j, m]
-                    sm = sums[m]
-                    for r in range(rows):
-                        sm[r] += wj[r] * vjm
+                col[j] += big[i, j]
+        for i in range(n):
+            r = 0.0
+            for j in range(n):
+                big[i, j] /= col[j]
+                r += big[i, j]
+            for j in range(n):
+                big[i, j] /= r
+
+
+def block_sums(lin, wb, scratch, i0, rows, heads, out):
+    """out_i += (sum_j A_ij V x_j [- (sum_j A_ij) V x_i]) / H for the rows i0 .. i0 + rows - 1,
+    their weights A_ij at wb[j, i - i0]."""
+    n, d = lin.shape[1], lin.shape[2]
+    vx = lin[2]
+    total = scratch[:BLOCK]
+    sums = scratch[BLOCK:(d + 1) * BLOCK].reshape((d, BLOCK))
+    for r in range(rows):
+        total[r] = 0.0
+        for m in range(d):
+            sums[m, r] = 0.0
+    for j in range(n):
+        wj = wb[j]
+        for r in range(rows):
+            total[r] += wj[r]
+        for m in range(d):
+            vjm = vx[j, m]
+            sm = sums[m]
             for r in range(rows):
-                i = i0 + r
-                for m in range(d):
-                    value = sums[m, r] - total[r] * vx[i, m] if euclidean else sums[m, r]
-                    out[i, m] += value / heads
+                sm[r] += wj[r] * vjm
+    for r in range(rows):
+        for m in range(d):
+            value = sums[m, r] - total[r] * vx[i0 + r, m] if euclidean else sums[m, r]
+            out[i0 + r, m] += value / heads
 
 
 def work_size(n: int, d: int, sinkhorn: bool) -> int:
@@ -172,9 +203,11 @@ def drift(normalization, euclidean: bool, name: str):
         user = jitted(normalization)
         line = USER.format(plain=decorator())
     source = DRIFT.format(name=name, normalization=line, euclidean=bool(euclidean),
-                          sinkhorn=normalization == "sinkhorn", declared=decorator("DRIFT_SIG"),
-                           block=BLOCK)
-    return cache.load("attention", source + inspect.getsource(field), user).field
+                          sinkhorn=normalization == "sinkhorn", block=BLOCK)
+    for helper in (project, row_weights, sinkhorn_scale, sinkhorn_weights, block_sums):  # compiled into field
+        source += f"{decorator()}\n{inspect.getsource(helper)}\n\n"
+    source += f"{decorator('DRIFT_SIG')}\n{inspect.getsource(field)}"
+    return cache.load("attention", source, user).field
 
 
 def pack(beta: float, a: float, iterations: int, q, k, v) -> np.ndarray:

@@ -63,66 +63,72 @@ def field(t, x, p, out, work):
         return
     c = work[:n * n].reshape((n, n))
     interactions(x, p, c)
-    z = work[n * n:n * n + n]
-    acc = work[n * n + n:n * n + n + n * d].reshape((d, n))
-    xt = work[n * n + n + n * d:n * n + n + 2 * n * d].reshape((d, n))
-    for i in range(n):
-        z[i] = 0.0
-    for k in range(d):
-        for i in range(n):
-            acc[k, i] = 0.0
-            xt[k, i] = x[i, k]
-    # column j of w at a time, every row i at once: each sum still adds j = 0 .. n-1 in order
-    # (the same numbers as row by row), and the loop over i is elementwise (it vectorizes)
-    for j in range(n):
-        cj = c[j]
-        if normalization == SA:
-            for i in range(n):
-                z[i] += cj[i]
-        for k in range(d):
-            a = acc[k]
-            xjk = x[j, k]
-            if euclidean:
-                xk = xt[k]
-                for i in range(n):
-                    a[i] += cj[i] * (xjk - xk[i])
-            else:
-                for i in range(n):
-                    a[i] += cj[i] * xjk
+    sums = work[n * n:n * n + n + n * d].reshape((d + 1, n))
+    column_sums(x, c, sums, work[n * n + n + n * d:n * n + n + 2 * n * d].reshape((d, n)))
     for i in range(n):
         zi = 1.0
         if normalization == SA:
-            zi = z[i]
+            zi = sums[0, i]
         elif normalization == USA:
             zi = float(n)
         for k in range(d):
-            out[i, k] = acc[k, i] / zi
+            out[i, k] = sums[k + 1, i] / zi
+
+
+def score(x, i, j):
+    """s_ij = <x_i, x_j>, or |x_i - x_j|^2 with `distance` (in the order k = 0 .. d-1)."""
+    s = 0.0
+    for k in range(x.shape[1]):
+        s += (x[i, k] - x[j, k]) ** 2 if distance else x[i, k] * x[j, k]
+    return s
 
 
 def interactions(x, p, c):
     """c[j, i] = w_ij = phi(s_ij[, i, j], p[at]...) (row j of c: column j of w). Without the
     positions w is symmetric (s_ij = s_ji exactly: the same products added in the same order),
     and phi runs once per pair i <= j."""
-    n, d = x.shape
+    n = x.shape[0]
     if positions:
         for j in range(n):
             for i in range(n):
-                s = 0.0
-                for k in range(d):
-                    s += (x[i, k] - x[j, k]) ** 2 if distance else x[i, k] * x[j, k]
-                c[j, i] = kernel(s, i, j, p)
-    else:
-        for j0 in range(0, n, TILE):  # in tiles, so that the mirrored writes stay in cache
-            j1 = min(j0 + TILE, n)
-            for i0 in range(0, j1, TILE):
-                for j in range(j0, j1):
-                    for i in range(i0, min(i0 + TILE, j + 1)):
-                        s = 0.0
-                        for k in range(d):
-                            s += (x[i, k] - x[j, k]) ** 2 if distance else x[i, k] * x[j, k]
-                        e = kernel(s, i, j, p)
-                        c[j, i] = e
-                        c[i, j] = e
+                c[j, i] = kernel(score(x, i, j), i, j, p)
+        return
+    for j0 in range(0, n, TILE):  # in tiles, so that the mirrored writes stay in cache
+        for i0 in range(0, min(j0 + TILE, n), TILE):
+            for j in range(j0, min(j0 + TILE, n)):
+                for i in range(i0, min(i0 + TILE, j + 1)):
+                    e = kernel(score(x, i, j), i, j, p)
+                    c[j, i] = e
+                    c[i, j] = e
+
+
+def column_sums(x, c, sums, xt):
+    """sums[0, i] = sum_j w_ij (with SA), sums[1 + k, i] = sum_j w_ij r_ijk, r_ij = x_j (or
+    x_j - x_i in R^d), from c[j, i] = w_ij: a column j of w at a time for every row i, each sum
+    still adding j = 0 .. n-1 in order (the numbers of a row-by-row loop), in loops over i that
+    vectorize. xt: scratch for x by coordinate."""
+    n, d = x.shape
+    flat = sums.reshape(-1)
+    for a in range((d + 1) * n):
+        flat[a] = 0.0
+    for a in range(d * n):
+        xt[a // n, a % n] = x[a % n, a // n]
+    for j in range(n):
+        cj = c[j]
+        if normalization == SA:
+            z = sums[0]
+            for i in range(n):
+                z[i] += cj[i]
+        for k in range(d):
+            a = sums[k + 1]
+            xjk = x[j, k]
+            xk = xt[k]
+            if euclidean:
+                for i in range(n):
+                    a[i] += cj[i] * (xjk - xk[i])
+            else:
+                for i in range(n):
+                    a[i] += cj[i] * xjk
 
 
 def sinkhorn_field(x, p, out, work):
@@ -131,14 +137,22 @@ def sinkhorn_field(x, p, out, work):
     w = work[:n * n].reshape((n, n))
     for i in range(n):
         for j in range(n):
-            s = 0.0
-            for k in range(d):
-                s += (x[i, k] - x[j, k]) ** 2 if distance else x[i, k] * x[j, k]
-            w[i, j] = kernel(s, i, j, p)
-    col = work[n * n:n * n + n]
-    for _ in range(int(p[iterations])):
-        # column sums and divisions row by row (contiguous); each column's sum still
-        # adds i = 0 .. n-1 in order: the same numbers as a column-by-column pass
+            w[i, j] = kernel(score(x, i, j), i, j, p)
+    sinkhorn_scale(w, work[n * n:n * n + n], int(p[iterations]))
+    for i in range(n):
+        for k in range(d):
+            acc = 0.0
+            for j in range(n):
+                acc += w[i, j] * (x[j, k] - x[i, k] if euclidean else x[j, k])
+            out[i, k] = acc
+
+
+def sinkhorn_scale(w, col, count):
+    """`count` column then row normalizations of w in place (col: n floats). The column sums
+    and divisions go row by row (contiguous); each column's sum still adds i = 0 .. n-1 in
+    order: the numbers of a column-by-column pass."""
+    n = w.shape[0]
+    for _ in range(count):
         col[:] = 0.0
         for i in range(n):
             for j in range(n):
@@ -152,12 +166,6 @@ def sinkhorn_field(x, p, out, work):
                 r += w[i, j]
             for j in range(n):
                 w[i, j] /= r
-    for i in range(n):
-        for k in range(d):
-            acc = 0.0
-            for j in range(n):
-                acc += w[i, j] * (x[j, k] - x[i, k] if euclidean else x[j, k])
-            out[i, k] = acc
 
 
 def work_size(n: int, d: int) -> int:
@@ -185,7 +193,7 @@ def drift(phi, positions: bool, at: tuple[int, ...], normalization: int, euclide
                           plain=decorator(), positions=bool(positions),
                           arguments=", i, j" if positions else "", args=arguments(at),
                           tile=TILE)
-    for helper in (interactions, sinkhorn_field):  # compiled into the drift below
+    for helper in (score, interactions, column_sums, sinkhorn_scale, sinkhorn_field):  # compiled into the drift below
         source += f"{decorator()}\n{inspect.getsource(helper)}\n\n"
     source += f"{decorator('DRIFT_SIG')}\n{inspect.getsource(field)}"
     return cache.load("particles", source, jitted(phi)).field
