@@ -13,6 +13,20 @@ def best_of(fn, repeat: int, warmup: bool = True) -> float:
         times.append(time.perf_counter() - start)
     return min(times)
 
+def medians_in_turns(fns: dict, rounds: int) -> dict:
+    """Median wall time of each callable over `rounds` rounds, the callables in turns within a
+    round (after one untimed call each), so that load from other processes hits them alike."""
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+
+
 SMOKE_HELP = ("tiny sizes and one repeat: checks in seconds that the script still runs (its numbers "
               "mean nothing; tests/test_benchmarks.py runs every script so)")
 

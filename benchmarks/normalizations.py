@@ -4,8 +4,9 @@
    normalization, and its ratio to softmax on the same state (sparsemax and entmax sort or
    bisect each row, top-k selects).
 2. Equal work, one field: a user model through dyn.particles (phi(s) = exp(beta s), SA), the
-   same through dyn.attention_particles (softmax, Q = K = sqrt(beta) I, V = I), and the
-   engine's own attention field (dyn.particles("exp")), n = 256.
+   same through dyn.attention_particles (softmax, Q = K = sqrt(beta) I, V = I; and sparsemax),
+   and the engine's own attention field (dyn.particles("exp")), n = 64, 256, 1024, in turns
+   (median of 21 rounds: load from other processes hits them alike).
 3. RK4's convergence order on a sparsemax flow: the error at t = 2 against a step 1/8 as small,
    for steps 0.1 .. 0.0125, and the slope of log error against log step (4 where the field is
    smooth; lower where rows' supports change during the solve).
@@ -20,7 +21,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _timing import add_smoke, best_of
+from _timing import add_smoke, best_of, medians_in_turns
 
 import dyn
 from dyn.user import attention_jit, normalize
@@ -61,32 +62,43 @@ def _exp(s, beta):
     return np.exp(beta * s)
 
 
-def equal_work(n, d, repeat):
-    print(f"\n2. equal work: one field at n = {n}, d = {d}, beta = 1.5 (seconds; ratio to the "
-          "engine's)")
-    x = _sphere(np.random.default_rng(1), n, d)
+def equal_work(sizes, d, rounds):
+    print(f"\n2. equal work: one field, d = {d}, beta = 1.5, SA (seconds, median of {rounds} "
+          "rounds in turns; ratio to the engine's; sparsemax's to softmax's)")
     beta = 1.5
     user = dyn.particles(_exp, name="bench_user", params={
         "beta": dyn.Field("float", 1.0, "beta")})
-    engine = dyn.particles("exp", name="bench_engine")
-    mine = dyn.attention_particles(name="bench_mine")
+    soft = dyn.attention_particles(name="bench_mine")
+    sparse = dyn.attention_particles(name="bench_sparse", normalization="sparsemax")
     from dyn.attention import architecture, schemes
 
     problem = schemes.scheme("post").flow.problem(
         architecture.pack_values({"d": d, "beta": beta, "normalization": "SA"}))
-    rows = [("engine (particles('exp'))", problem.drift, np.array(problem.p),
-             problem.work_size(n, d)),
-            ("dyn.particles, phi = exp", user.numba_function("drift"), user.pack({"beta": beta}),
-             user.work_size(n, d, None)),
-            ("attention_particles softmax", mine.numba_function("drift"),
-             attention_jit.pack(beta, 0, 0, np.eye(d)[None], np.eye(d)[None], np.eye(d)[None]),
-             mine.work_size(n, d))]
-    del engine
-    first = None
-    for label, drift, p, size in rows:
-        t = best_of(_timer(drift, x, p, np.empty(size)), repeat)
-        first = first or t
-        print(f"{label:>30} {t:12.3e}  ({t / first:5.2f}x)")
+    eye = np.eye(d)[None]
+    mine = attention_jit.pack(beta, 0, 0, eye, eye, eye)
+    rows = {"engine (particles('exp'))": (problem.drift, np.array(problem.p),
+                                          lambda n: problem.work_size(n, d)),
+            "dyn.particles, phi = exp": (user.numba_function("drift"),
+                                         user.pack({"beta": beta}),
+                                         lambda n: user.work_size(n, d, None)),
+            "attention_particles softmax": (soft.numba_function("drift"), mine,
+                                            lambda n: soft.work_size(n, d)),
+            "attention_particles sparsemax": (sparse.numba_function("drift"), mine,
+                                              lambda n: sparse.work_size(n, d))}
+    print(f"{'':>30}" + "".join(f"{f'n={n}':>22}" for n in sizes))
+    cells = {label: [] for label in rows}
+    for n in sizes:
+        x = _sphere(np.random.default_rng(1), n, d)
+        fns = {label: _timer(drift, x, p, np.empty(size(n)))
+               for label, (drift, p, size) in rows.items()}
+        t = medians_in_turns(fns, rounds)
+        engine = t["engine (particles('exp'))"]
+        for label in rows:
+            ratio = t[label] / (t["attention_particles softmax"] if "sparsemax" in label
+                                else engine)
+            cells[label].append(f"{t[label]:12.3e} ({ratio:5.2f}x)")
+    for label, row in cells.items():
+        print(f"{label:>30}" + "".join(f"{c:>22}" for c in row))
 
 
 def rk4_order(n, d, smoke):
@@ -124,7 +136,7 @@ def main() -> None:
     repeat = 1 if args.smoke else 7
     field_times(sizes, 8, repeat)
     for d in ([8] if args.smoke else [3, 8]):
-        equal_work(32 if args.smoke else 256, d, repeat)
+        equal_work([32] if args.smoke else [64, 256, 1024], d, 1 if args.smoke else 21)
     rk4_order(8 if args.smoke else 16, 3, args.smoke)
 
 
