@@ -92,6 +92,20 @@ def test_a_phi_of_the_scores_runs_once_per_unordered_pair():
 
 
 Sparse = dyn.attention_particles(name="SparseR", normalization="sparsemax", geometry="euclidean")
+Soft = dyn.attention_particles(name="SoftR")  # its softmax written out in the drift
+
+
+def _linear(a, x):
+    """The rows a x_i, each entry summed in order."""
+    n, d = x.shape
+    rows = [[0.0] * d for _ in range(n)]
+    for i in range(n):
+        for m in range(d):
+            acc = 0.0
+            for c in range(d):
+                acc += float(a[m, c]) * float(x[i, c])
+            rows[i][m] = acc
+    return rows
 
 
 def _attention_reference(x, beta, q, k, v, row, euclidean):
@@ -101,15 +115,7 @@ def _attention_reference(x, beta, q, k, v, row, euclidean):
     heads = q.shape[0]
     out = np.zeros_like(x)
     for h in range(heads):
-        lin = [[[0.0] * d for _ in range(n)] for _ in range(3)]
-        for a, m_ in enumerate((q, k, v)):
-            for i in range(n):
-                for m in range(d):
-                    acc = 0.0
-                    for c in range(d):
-                        acc += float(m_[h, m, c]) * float(x[i, c])
-                    lin[a][i][m] = acc
-        qx, kx, vx = lin
+        qx, kx, vx = (_linear(a[h], x) for a in (q, k, v))
         for i in range(n):
             s = np.empty(n)
             for j in range(n):
@@ -133,11 +139,14 @@ def _attention_reference(x, beta, q, k, v, row, euclidean):
 
 def test_attention_drift_is_the_row_by_row_formula_bit_for_bit():
     rng = np.random.default_rng(7)
-    for n, d, heads in [(3, 2, 1), (19, 3, 2)]:  # 19: two blocks of rows
-        x = rng.standard_normal((n, d))
-        q, k, v = rng.standard_normal((3, heads, d, d))
-        p = attention_jit.pack(2.5, 0.0, 0, q, k, v)
-        out = np.empty_like(x)
-        Sparse.numba_function("drift")(0.0, x, p, out, np.full(Sparse.work_size(n, d), np.nan))
-        want = _attention_reference(x, 2.5, q, k, v, normalize.sparsemax, True)
-        assert np.array_equal(out.view(np.int64), want.view(np.int64)), n
+    for cls, row, euclidean in ((Sparse, normalize.sparsemax, True),
+                                (Soft, normalize.softmax, False)):
+        for n, d, heads in [(3, 2, 1), (19, 3, 2)]:  # 19: two blocks of rows
+            x = rng.standard_normal((n, d))
+            q, k, v = rng.standard_normal((3, heads, d, d))
+            p = attention_jit.pack(2.5, 0.0, 0, q, k, v)
+            out = np.empty_like(x)
+            work = np.full(cls.work_size(n, d), np.nan)
+            cls.numba_function("drift")(0.0, x, p, out, work)
+            want = _attention_reference(x, 2.5, q, k, v, row, euclidean)
+            assert np.array_equal(out.view(np.int64), want.view(np.int64)), (cls.__name__, n)

@@ -24,9 +24,10 @@ dyn.user.attention_jit: see dyn.user.cache)."""
 import numba
 import numpy as np
 
+from dyn.numerics import vexp  # noqa: F401 (the built-in softmax, step by step)
 from integrators.numba_abi import DRIFT_SIG
 {normalization}
-euclidean, sinkhorn = {euclidean}, {sinkhorn}
+euclidean, sinkhorn, softmax = {euclidean}, {sinkhorn}, {softmax}
 BLOCK = {block}
 
 
@@ -42,7 +43,8 @@ def normalize(s, w, a):
 '''
 
 # the generated module's globals (set there, not here)
-euclidean = sinkhorn = False
+euclidean = sinkhorn = softmax = False
+vexp = None
 BLOCK = 16  # the rows whose sums over j go together (the generated module's constant)
 
 
@@ -108,10 +110,12 @@ def project(x, p, h, lin):
 
 def row_weights(p, lin, i, scratch, weights):
     """weights[j] = A_ij, the normalized row of s_ij = beta <Q x_i, K x_j> (a loop over j per
-    coordinate m, each score still summed over m in order)."""
+    coordinate m, each score still summed over m in order). The built-in softmax runs here
+    step by step, as :func:`dyn.user.normalize.softmax` (the same functions, the same bits),
+    with the scores made in its buffer and the division written to `weights`."""
     n, d = lin.shape[1], lin.shape[2]
     kt = lin[1].reshape(-1)
-    s = scratch[:n]
+    s = scratch[n:2 * n] if softmax else scratch[:n]
     w = scratch[n:2 * n]
     for j in range(n):
         s[j] = 0.0
@@ -121,6 +125,12 @@ def row_weights(p, lin, i, scratch, weights):
             s[j] += qm * kt[m * n + j]
     for j in range(n):
         s[j] = p[0] * s[j]
+    if softmax:
+        vexp.exp_inplace(w, vexp.row_max(w))
+        z = vexp.row_sum(w)
+        for j in range(n):
+            weights[j] = w[j] / z
+        return
     normalize(s, w, p[1])
     for j in range(n):
         weights[j] = w[j]
@@ -203,7 +213,8 @@ def drift(normalization, euclidean: bool, name: str):
         user = jitted(normalization)
         line = USER.format(plain=decorator())
     source = DRIFT.format(name=name, normalization=line, euclidean=bool(euclidean),
-                          sinkhorn=normalization == "sinkhorn", block=BLOCK)
+                          sinkhorn=normalization == "sinkhorn", block=BLOCK,
+                          softmax=normalization == "softmax")
     for helper in (project, row_weights, sinkhorn_scale, sinkhorn_weights, block_sums):  # compiled into field
         source += f"{decorator()}\n{inspect.getsource(helper)}\n\n"
     source += f"{decorator('DRIFT_SIG')}\n{inspect.getsource(field)}"
