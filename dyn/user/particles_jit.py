@@ -62,9 +62,12 @@ def field(t, x, p, out, work):
         sinkhorn_field(x, p, out, work)
         return
     c = work[:n * n].reshape((n, n))
-    interactions(x, p, c)
     sums = work[n * n:n * n + n + n * d].reshape((d + 1, n))
-    column_sums(x, c, sums, work[n * n + n + n * d:n * n + n + 2 * n * d].reshape((d, n)))
+    xt = work[n * n + n + n * d:n * n + n + 2 * n * d].reshape((d, n))
+    for a in range(d * n):
+        xt[a // n, a % n] = x[a % n, a // n]
+    interactions(x, xt, p, c, work[n * n + n + 2 * n * d:n * n + n + 2 * n * d + TILE])
+    column_sums(x, xt, c, sums)
     for i in range(n):
         zi = 1.0
         if normalization == SA:
@@ -83,36 +86,51 @@ def score(x, i, j):
     return s
 
 
-def interactions(x, p, c):
+def interactions(x, xt, p, c, scores):
     """c[j, i] = w_ij = phi(s_ij[, i, j], p[at]...) (row j of c: column j of w). Without the
     positions w is symmetric (s_ij = s_ji exactly: the same products added in the same order),
-    and phi runs once per pair i <= j."""
+    and phi runs once per pair i <= j, in tiles (the mirrored writes stay in cache) whose
+    scores are made a coordinate at a time for the tile's i (xt: x by coordinate; `scores`:
+    TILE floats), each still summed over k in order."""
     n = x.shape[0]
     if positions:
         for j in range(n):
             for i in range(n):
                 c[j, i] = kernel(score(x, i, j), i, j, p)
         return
-    for j0 in range(0, n, TILE):  # in tiles, so that the mirrored writes stay in cache
+    for j0 in range(0, n, TILE):
         for i0 in range(0, min(j0 + TILE, n), TILE):
             for j in range(j0, min(j0 + TILE, n)):
-                for i in range(i0, min(i0 + TILE, j + 1)):
-                    e = kernel(score(x, i, j), i, j, p)
-                    c[j, i] = e
-                    c[i, j] = e
+                m = min(i0 + TILE, j + 1) - i0
+                column_scores(x, xt, j, i0, scores[:m])
+                for i in range(m):
+                    e = kernel(scores[i], i0 + i, j, p)
+                    c[j, i0 + i] = e
+                    c[i0 + i, j] = e
 
 
-def column_sums(x, c, sums, xt):
+def column_scores(x, xt, j, i0, scores):
+    """scores[i] = s_(i0 + i) j for the rows of `scores` (a loop over them per coordinate,
+    each still summed over k in order; xt: x by coordinate)."""
+    m = scores.shape[0]
+    for i in range(m):
+        scores[i] = 0.0
+    for k in range(x.shape[1]):
+        xjk = x[j, k]
+        xk = xt[k, i0:i0 + m]
+        for i in range(m):
+            scores[i] += (xk[i] - xjk) ** 2 if distance else xk[i] * xjk
+
+
+def column_sums(x, xt, c, sums):
     """sums[0, i] = sum_j w_ij (with SA), sums[1 + k, i] = sum_j w_ij r_ijk, r_ij = x_j (or
     x_j - x_i in R^d), from c[j, i] = w_ij: a column j of w at a time for every row i, each sum
     still adding j = 0 .. n-1 in order (the numbers of a row-by-row loop), in loops over i that
-    vectorize. xt: scratch for x by coordinate."""
+    vectorize. xt: x by coordinate."""
     n, d = x.shape
     flat = sums.reshape(-1)
     for a in range((d + 1) * n):
         flat[a] = 0.0
-    for a in range(d * n):
-        xt[a // n, a % n] = x[a % n, a // n]
     for j in range(n):
         cj = c[j]
         if normalization == SA:
@@ -170,7 +188,7 @@ def sinkhorn_scale(w, col, count):
 
 def work_size(n: int, d: int) -> int:
     """The scratch floats :func:`field` needs for n tokens in dimension d."""
-    return n * n + n + 2 * n * d
+    return n * n + n + 2 * n * d + TILE
 
 
 def noise(t, x, p, dw, out, work):
@@ -193,7 +211,8 @@ def drift(phi, positions: bool, at: tuple[int, ...], normalization: int, euclide
                           plain=decorator(), positions=bool(positions),
                           arguments=", i, j" if positions else "", args=arguments(at),
                           tile=TILE)
-    for helper in (score, interactions, column_sums, sinkhorn_scale, sinkhorn_field):  # compiled into the drift below
+    for helper in (score, column_scores, interactions, column_sums, sinkhorn_scale,
+                   sinkhorn_field):  # compiled into the drift below
         source += f"{decorator()}\n{inspect.getsource(helper)}\n\n"
     source += f"{decorator('DRIFT_SIG')}\n{inspect.getsource(field)}"
     return cache.load("particles", source, jitted(phi)).field
