@@ -25,6 +25,7 @@ import numba
 import numpy as np
 
 from dyn.numerics import vexp  # noqa: F401 (the built-in softmax, step by step)
+from dyn.user.normalize import row_max  # noqa: F401
 from integrators.numba_abi import DRIFT_SIG
 {normalization}
 euclidean, sinkhorn, softmax = {euclidean}, {sinkhorn}, {softmax}
@@ -44,7 +45,7 @@ def normalize(s, w, a):
 
 # the generated module's globals (set there, not here)
 euclidean = sinkhorn = softmax = False
-vexp = None
+vexp = row_max = None
 BLOCK = 16  # the rows whose sums over j go together (the generated module's constant)
 
 
@@ -126,7 +127,7 @@ def row_weights(p, lin, i, scratch, weights):
     for j in range(n):
         s[j] = p[0] * s[j]
     if softmax:
-        vexp.exp_inplace(w, vexp.row_max(w))
+        vexp.exp_inplace(w, row_max(w))
         z = vexp.row_sum(w)
         for j in range(n):
             weights[j] = w[j] / z
