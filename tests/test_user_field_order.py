@@ -150,3 +150,29 @@ def test_attention_drift_is_the_row_by_row_formula_bit_for_bit():
             cls.numba_function("drift")(0.0, x, p, out, work)
             want = _attention_reference(x, 2.5, q, k, v, row, euclidean)
             assert np.array_equal(out.view(np.int64), want.view(np.int64)), (cls.__name__, n)
+
+
+def test_row_max_is_exact_and_softmax_keeps_its_bits_with_it():
+    """normalize.row_max is the maximum of the entries that are not NaN, and the softmax's
+    bits are those of e^{s_j - m} / z with the engine's row maximum (zeros of either sign,
+    ties and wide scales included)."""
+    from dyn.numerics import vexp
+
+    rng = np.random.default_rng(8)
+    for trial in range(300):
+        n = int(rng.integers(1, 80))
+        s = rng.standard_normal(n) * (1e-3, 1.0, 40.0)[trial % 3]
+        if trial % 4 == 0:
+            s[rng.integers(0, n, n // 2 + 1)] = 0.0
+            s[rng.integers(0, n, n // 3 + 1)] = -0.0
+        if trial % 5 == 0:
+            s = np.round(s)
+        assert normalize.row_max(s) == s.max()
+        w = np.empty(n)
+        normalize.softmax(s, w, 0.0)
+        e = s.copy()
+        vexp.exp_inplace(e, vexp.row_max(e))
+        want = e / vexp.row_sum(e)
+        assert np.array_equal(w.view(np.int64), want.view(np.int64))
+    s = np.array([1.0, np.nan, 3.0, -2.0])
+    assert normalize.row_max(s) == 3.0
