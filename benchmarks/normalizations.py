@@ -6,7 +6,8 @@
 2. Equal work, one field: a user model through dyn.particles (phi(s) = exp(beta s), SA), the
    same through dyn.attention_particles (softmax, Q = K = sqrt(beta) I, V = I; and sparsemax),
    and the engine's own attention field (dyn.particles("exp")), n = 64, 256, 1024, in turns
-   (median of 21 rounds: load from other processes hits them alike).
+   (the median of 21 rounds of the process's CPU time: load from other processes hits them
+   alike).
 3. RK4's convergence order on a sparsemax flow: the error at t = 2 against a step 1/8 as small,
    for steps 0.1 .. 0.0125, and the slope of log error against log step (4 where the field is
    smooth; lower where rows' supports change during the solve).
@@ -63,8 +64,8 @@ def _exp(s, beta):
 
 
 def equal_work(sizes, d, rounds):
-    print(f"\n2. equal work: one field, d = {d}, beta = 1.5, SA (seconds, median of {rounds} "
-          "rounds in turns; ratio to the engine's; sparsemax's to softmax's)")
+    print(f"\n2. equal work: one field, d = {d}, beta = 1.5, SA (CPU seconds a call, median of "
+          f"{rounds} rounds in turns; ratio to the engine's; sparsemax's to softmax's)")
     beta = 1.5
     user = dyn.particles(_exp, name="bench_user", params={
         "beta": dyn.Field("float", 1.0, "beta")})
@@ -91,7 +92,7 @@ def equal_work(sizes, d, rounds):
         x = _sphere(np.random.default_rng(1), n, d)
         fns = {label: _timer(drift, x, p, np.empty(size(n)))
                for label, (drift, p, size) in rows.items()}
-        t = medians_in_turns(fns, rounds)
+        t = medians_in_turns(fns, rounds, max(1, 10 ** 6 // n ** 2))
         engine = t["engine (particles('exp'))"]
         for label in rows:
             ratio = t[label] / (t["attention_particles softmax"] if "sparsemax" in label
