@@ -104,11 +104,13 @@ def sparsemax(s, w, a):
         total += s[j]
     tau, count = (total - 1.0) / n, n
     for _ in range(n + 1):  # the support {s_j > tau} shrinks at each pass until it stays
-        total, inside = 0.0, 0
-        for j in range(n):
-            if s[j] > tau:
-                total += s[j]
-                inside += 1
+        inside = 0
+        for j in range(n):  # its scores in order at the front of w, without a branch
+            w[inside] = s[j]
+            inside += s[j] > tau
+        total = 0.0
+        for j in range(inside):
+            total += w[j]
         tau = (total - 1.0) / inside
         if inside == count:
             break
