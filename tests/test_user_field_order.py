@@ -176,3 +176,36 @@ def test_row_max_is_exact_and_softmax_keeps_its_bits_with_it():
         assert np.array_equal(w.view(np.int64), want.view(np.int64))
     s = np.array([1.0, np.nan, 3.0, -2.0])
     assert normalize.row_max(s) == 3.0
+
+
+def _michelot(s):
+    """Sparsemax by Michelot's passes in Python floats, each support's sum in index order."""
+    n = len(s)
+    total = 0.0
+    for v in s:
+        total += v
+    tau, count = (total - 1.0) / n, n
+    for _ in range(n + 1):
+        total, inside = 0.0, 0
+        for v in s:
+            if v > tau:
+                total += v
+                inside += 1
+        tau = (total - 1.0) / inside
+        if inside == count:
+            break
+        count = inside
+    return np.array([max(v - tau, 0.0) for v in s])
+
+
+def test_sparsemax_is_michelots_passes_bit_for_bit():
+    rng = np.random.default_rng(9)
+    for trial in range(200):
+        n = int(rng.integers(1, 60))
+        s = rng.standard_normal(n) * (0.05, 1.0, 30.0)[trial % 3]
+        if trial % 4 == 0:
+            s = np.round(s * 4) / 4  # ties
+        w = np.empty(n)
+        normalize.sparsemax(s, w, 0.0)
+        want = _michelot([float(v) for v in s])
+        assert np.array_equal(w.view(np.int64), want.view(np.int64)), trial
