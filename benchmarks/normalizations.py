@@ -2,7 +2,8 @@
 
 1. One evaluation of the attention field at n = 32, 256, 1024 tokens (d = 8), per
    normalization, and its ratio to softmax on the same state (sparsemax and entmax sort or
-   bisect each row, top-k selects).
+   bisect each row, top-k selects); in turns, the median of 11 rounds of the process's CPU
+   time.
 2. Equal work, one field: a user model through dyn.particles (phi(s) = exp(beta s), SA), the
    same through dyn.attention_particles (softmax, Q = K = sqrt(beta) I, V = I; and sparsemax),
    and the engine's own attention field (dyn.particles("exp")), n = 64, 256, 1024, in turns
@@ -22,7 +23,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _timing import add_smoke, best_of, medians_in_turns
+from _timing import add_smoke, medians_in_turns
 
 import dyn
 from dyn.user import attention_jit, normalize
@@ -38,25 +39,27 @@ def _timer(drift, x, p, work):
     return lambda: drift(0.0, x, p, out, work)
 
 
-def field_times(sizes, d, repeat):
-    print(f"1. one field evaluation, d = {d}, beta = 1 (seconds; ratio to softmax)")
+def field_times(sizes, d, rounds):
+    print(f"1. one field evaluation, d = {d}, beta = 1 (CPU seconds a call, median of {rounds} "
+          "rounds in turns; ratio to softmax)")
     print(f"{'normalization':>14}" + "".join(f"{f'n={n}':>22}" for n in sizes))
     rng = np.random.default_rng(0)
     eye = np.eye(d)[None]
-    states = {n: _sphere(rng, n, d) for n in sizes}
-    base = {}
+    drifts = {}
     for name in normalize.NAMES:
         cls = dyn.attention_particles(name=f"bench_{name}", normalization=name)
-        drift = cls.numba_function("drift")
         a = 1.5 if name == "entmax" else 8 if name == "topk" else 0.0
-        cells = []
-        for n in sizes:
-            p = attention_jit.pack(1.0, a, 20, eye, eye, eye)
-            work = np.empty(cls.work_size(n, d))
-            t = best_of(_timer(drift, states[n], p, work), repeat)
-            base.setdefault(n, t)
-            cells.append(f"{t:12.3e} ({t / base[n]:5.2f}x)")
-        print(f"{name:>14}" + "".join(f"{c:>22}" for c in cells))
+        drifts[name] = (cls, attention_jit.pack(1.0, a, 20, eye, eye, eye))
+    cells = {name: [] for name in drifts}
+    for n in sizes:
+        x = _sphere(rng, n, d)
+        fns = {name: _timer(cls.numba_function("drift"), x, p, np.empty(cls.work_size(n, d)))
+               for name, (cls, p) in drifts.items()}
+        t = medians_in_turns(fns, rounds, max(1, 10 ** 5 // n ** 2))
+        for name in drifts:
+            cells[name].append(f"{t[name]:12.3e} ({t[name] / t['softmax']:5.2f}x)")
+    for name, row in cells.items():
+        print(f"{name:>14}" + "".join(f"{c:>22}" for c in row))
 
 
 def _exp(s, beta):
@@ -134,8 +137,7 @@ def main() -> None:
     add_smoke(parser)
     args = parser.parse_args()
     sizes = [32] if args.smoke else [32, 256, 1024]
-    repeat = 1 if args.smoke else 7
-    field_times(sizes, 8, repeat)
+    field_times(sizes, 8, 1 if args.smoke else 11)
     for d in ([8] if args.smoke else [3, 8]):
         equal_work([32] if args.smoke else [64, 256, 1024], d, 1 if args.smoke else 21)
     rk4_order(8 if args.smoke else 16, 3, args.smoke)
