@@ -15,7 +15,7 @@ from importlib import import_module
 __version__ = "0.1.0"
 __all__ = ["open", "run", "load", "compare", "describe", "Scenario", "ScenarioError",
            "System", "Model", "particles", "attention_particles", "Field", "Output", "Chunk",
-           "Coord", "Draw", "Reference", "Geometry", "gradient_flow"]
+           "Coord", "Draw", "Reference", "Geometry", "gradient_flow", "row_weights"]
 
 _LAZY = {"open": ".presentation.analysis", "run": ".engine.runner", "load": ".engine.scenario",
          "Scenario": ".engine.scenario", "ScenarioError": ".core.errors",
@@ -25,7 +25,8 @@ _LAZY = {"open": ".presentation.analysis", "run": ".engine.runner", "load": ".en
          "Chunk": ".core.contract", "Coord": ".core.contract", "Draw": ".core.contract",
          "Reference": ".core.contract", "Model": ".user.model",
          "particles": ".user.particles", "attention_particles": ".user.attention",
-         "Geometry": ".user.geometry", "gradient_flow": ".user.gradient_flow"}
+         "Geometry": ".user.geometry", "gradient_flow": ".user.gradient_flow",
+         "row_weights": ".user.normalize"}
 # the model packages and layers, reachable as dyn.noisy etc. after a plain `import dyn` (loaded
 # on first use); dyn.stationarity is the module dyn.engine.stationarity
 SUBPACKAGES = ("attention", "tokens_sde", "noisy", "sinkformer", "resnet", "momentum", "numerics",

@@ -1,14 +1,12 @@
 """Name -> integrator class, per backend:  get(backend, method, **options)."""
 
-from .diffrax import sde as diffrax_sde
-from .diffrax import solvers as diffrax_solvers
+from .diffrax import sde as diffrax_sde, solvers as diffrax_solvers
 from .jax import batch as jax_batch
-from .numba import adaptive as numba_adaptive
-from .numba import fixed as numba_fixed
-from .numba import sde as numba_sde
+from .numba import adaptive as numba_adaptive, fixed as numba_fixed, sde as numba_sde, sde_heun as numba_sde_heun
 
 BACKENDS = {
-    "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **numba_sde.METHODS},
+    "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **numba_sde.METHODS,
+              **numba_sde_heun.METHODS},
     "diffrax": {**diffrax_solvers.METHODS, **diffrax_sde.METHODS},
     "jax": jax_batch.METHODS,  # also a batch of points: solve(problem, x0 (P, R, n, d), ts, rng=keys)
 }

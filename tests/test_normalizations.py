@@ -92,3 +92,22 @@ def test_entmax_at_1_5_is_the_bisection_solution():
         exact = _apply(normalize.entmax, s, 1.5)
         assert abs(exact.sum() - 1) <= 1e-12 and exact.min() >= 0
         np.testing.assert_allclose(exact, _apply(normalize.entmax, s, 1.5 + 1e-13), atol=1e-9)
+
+
+def test_row_weights_applies_a_built_in_by_name_row_by_row():
+    """dyn.row_weights: the public call gives each row the built-in's own weights (sparsemax of
+    (1, 0.8, -1) is (0.6, 0.4, 0) exactly: tau = 0.4); an unknown name or a 3-D array is a
+    ValueError."""
+    import dyn
+
+    np.testing.assert_allclose(dyn.row_weights("sparsemax", [1.0, 0.8, -1.0]), [0.6, 0.4, 0.0],
+                               atol=1e-15)
+    rows = np.random.default_rng(3).standard_normal((4, 7))
+    for name, a in (("softmax", 0.0), ("entmax", 1.5), ("topk", 3.0)):
+        got = dyn.row_weights(name, rows, a)
+        for s, w in zip(rows, got, strict=True):
+            np.testing.assert_array_equal(w, _apply(normalize.BUILTIN[name], s, a))
+    with pytest.raises(ValueError, match="no row normalization 'soft'"):
+        dyn.row_weights("soft", rows[0])
+    with pytest.raises(ValueError, match="one row"):
+        dyn.row_weights("softmax", rows[None])

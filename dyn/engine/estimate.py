@@ -25,14 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from integrators.numba.events import recording_compiles
 
 from ..core.contract import FAILED
 from . import store
-from .runner import duration_text
-from .store import size_text
-from .executors import compute_point
+from .job_array import ArrayPool
+from .longrun import duration_text
 from .scenario import Scenario
+from .store import size_text
+from .worker import compute_point
 
 SAMPLES = 3  # points timed
 CALIBRATION_RUNS = 16  # runs per timed point, at most
@@ -119,10 +121,21 @@ def estimate(scenario: Scenario, out: str | Path | None = None, workers: int = 1
 
 def _fewer(setup, runs: int):
     """The sweep's setup with `runs` runs and no saved states; its own tag, so that a worker's
-    copy of the full setup (executors._shared_setup) is never mistaken for it."""
+    copy of the full setup (worker._shared_setup) is never mistaken for it."""
     return dataclasses.replace(setup, runs=runs, trajectories=False,
                                tag=f"{setup.tag}:estimate:{runs}")
 
 
 def _num(x: float) -> str:
     return f"{x:.2g}"
+
+
+def calibrated(pool: ArrayPool, scenario, out: Path) -> ArrayPool:
+    """`pool` with the seconds per point of the dry run's calibration (none when the options
+    fix the chunk size, or the calibration cannot tell)."""
+    if pool.options.points_per_task is not None:
+        return pool
+    found = estimate(scenario, out)
+    if found.serial_seconds is None or not scenario.count:
+        return pool
+    return dataclasses.replace(pool, seconds_per_point=found.serial_seconds / scenario.count)

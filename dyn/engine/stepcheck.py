@@ -10,7 +10,9 @@ h/2. Then, run by run,
     A_h - A_{h/2} = c h / 2 + O(h^2),   so   step error of A_h  ~  2 (A_h - A_{h/2}),
 
 averaged over the check runs; starting both from one state on one path keeps the difference far
-less noisy than either average. Its standard error comes from the spread of the differences.
+less noisy than either average. A method of weak order p (:data:`SDE_ORDER`: stochastic Heun, 2
+for additive noise) has A_h - A_{h/2} = c h^p (1 - 2^-p), and the factor 2 becomes
+2^p / (2^p - 1) (4/3). Its standard error comes from the spread of the differences.
 (Both start in the step-h law, so the h/2 run spends its first relaxation time getting to its
 own: the estimate is low by about that time over the window's length.)
 File variables: X_step_error (the estimate, in absolute value) and X_step_error_se. A point whose
@@ -70,7 +72,23 @@ CHECK_RUNS = 8  # runs rerun at h and h/2 (fewer when the point has fewer)
 ODE_CHECK_SHARE = 4  # an ODE point reruns 1 / ODE_CHECK_SHARE of its runs (at least CHECK_RUNS)
 CHECK_KEY = 0x5C  # spawn-key salt of the check's stream
 RICHARDSON = 2.0  # weak order one: error(h) = 2 (A_h - A_{h/2})
+# weak order p of the SDE methods: error(h) = (A_h - A_{h/2}) 2^p / (2^p - 1); stochastic_heun's
+# 2 holds for additive noise on a flat geometry or the circle (integrators.numba.sde_heun)
+SDE_ORDER = {"euler_maruyama": 1, "stochastic_heun": 2}
 ODE_ORDER = {"euler": 1, "heun": 2, "rk4": 4}  # global order p of the fixed-step ODE methods
+
+
+def refused(system: System, setup) -> str:
+    """Why ``check_step = true`` would be refused for an SDE `system` under `setup`'s solver
+    ("" where it is accepted): what ``dyn show --errors`` says instead of suggesting it."""
+    solver = setup.solver
+    if "check_step" not in system.integrator:
+        return (f"system {system.name} does not take integrator.check_step (a system takes it "
+                "by declaring step_rate; a dyn.Model by writing step_rate)")
+    if solver.backend != "numba" or not system.step_check:
+        return (f"the step check reruns runs on one Brownian path: {system.name} on backend "
+                f"{solver.backend} cannot")
+    return ""
 
 
 def point_outputs(outputs: list[Output], ode: bool = False) -> list[Output]:
@@ -102,7 +120,7 @@ def _window_means(system, spec, names, carry, t0: float, length: float, step: fl
     return {n: averaging.series_of([piece], n).mean(axis=1) for n in names}
 
 
-def step_errors(system: "System", spec: "RunSpec", names: list[str], window: averaging.Window,
+def step_errors(system: System, spec: RunSpec, names: list[str], window: averaging.Window,
                 pieces: list[averaging.Piece]) -> dict[str, float]:
     """X_step_error and X_step_error_se of each time-averaged output (see the module doc)."""
     from integrators.core.base import step_grid
@@ -116,8 +134,10 @@ def step_errors(system: "System", spec: "RunSpec", names: list[str], window: ave
     coarse = _window_means(system, spec.variant((CHECK_KEY,), dt=h, refine=2), names, *args)
     fine = _window_means(system, spec.variant((CHECK_KEY,), dt=h / 2, refine=1), names, *args)
     out = {}
+    p = SDE_ORDER.get(spec.solver.method, 1)
+    factor = RICHARDSON if p == 1 else 2.0**p / (2.0**p - 1.0)
     for n in names:
-        diff = RICHARDSON * (coarse[n] - fine[n])
+        diff = factor * (coarse[n] - fine[n])
         se = float(diff.std(ddof=1) / math.sqrt(runs)) if runs > 1 else math.nan
         out[f"{n}_step_error"] = float(abs(diff.mean()))
         out[f"{n}_step_error_se"] = se
@@ -143,7 +163,7 @@ def ode_check_runs(runs: int) -> int:
     return min(runs, max(CHECK_RUNS, -(-runs // ODE_CHECK_SHARE)))
 
 
-def ode_step_errors(system: "System", spec: "RunSpec", coarse: dict[str, np.ndarray]) -> dict:
+def ode_step_errors(system: System, spec: RunSpec, coarse: dict[str, np.ndarray]) -> dict:
     """X_step_error and X_step_error_se of each output in `coarse`: the main pass's values of
     its first runs (runs, *dims), against those runs again at half the step (the module doc)."""
     runs = len(next(iter(coarse.values())))

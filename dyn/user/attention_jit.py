@@ -26,7 +26,7 @@ import numpy as np
 
 from dyn.numerics import vexp  # noqa: F401 (the built-in softmax, step by step)
 from dyn.user.normalize import row_max  # noqa: F401
-from integrators.numba_abi import DRIFT_SIG
+from integrators.numba.abi import DRIFT_SIG
 {normalization}
 euclidean, sinkhorn, softmax = {euclidean}, {sinkhorn}, {softmax}
 BLOCK = {block}

@@ -205,6 +205,23 @@ BUILTIN = {"softmax": softmax, "usa": usa, "hardmax": hardmax, "sparsemax": spar
            "entmax": entmax, "topk": topk}
 
 
+def row_weights(name: str, scores, a: float = 0.0) -> np.ndarray:
+    """The weights the built-in row normalization `name` (one of :data:`ROW`) gives `scores`:
+    one row (n,) or each row of an (m, n) array, by the same numba code an attention flow with
+    that normalization runs; `a` is its own parameter (entmax's alpha, top-k's k). Raises
+    ValueError for another name or scores of another rank."""
+    if name not in BUILTIN:
+        raise ValueError(f"no row normalization {name!r} (built in: {', '.join(BUILTIN)})")
+    s = np.ascontiguousarray(scores, dtype=np.float64)
+    if s.ndim not in (1, 2):
+        raise ValueError(f"scores must be one row (n,) or rows (m, n), not shape {s.shape}")
+    rows = s.reshape(-1, s.shape[-1])
+    w = np.empty_like(rows)
+    for i in range(rows.shape[0]):
+        BUILTIN[name](rows[i], w[i], float(a))
+    return w.reshape(s.shape)
+
+
 def row_check(normalize, scores: np.ndarray, a: float = 0.0, tol: float = 1e-10) -> str | None:
     """None when `normalize` (a function ``f(s) -> w``) maps every row of `scores` to weights
     >= 0 summing to 1 within `tol`; else the first failure, as text."""
