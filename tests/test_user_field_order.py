@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+import pytest
 
 import dyn
 from dyn.user import attention_jit, normalize
@@ -137,6 +138,7 @@ def _attention_reference(x, beta, q, k, v, row, euclidean):
     return out
 
 
+@pytest.mark.slow  # two drifts to compile: a few seconds of CPU on a cold cache
 def test_attention_drift_is_the_row_by_row_formula_bit_for_bit():
     rng = np.random.default_rng(7)
     for cls, row, euclidean in ((Sparse, normalize.sparsemax, True),
