@@ -2,10 +2,13 @@
 
 1. One evaluation of the attention field at n = 32, 256, 1024 tokens (d = 8), per
    normalization, and its ratio to softmax on the same state (sparsemax and entmax sort or
-   bisect each row, top-k selects).
+   bisect each row, top-k selects); in turns, the median of 11 rounds of the process's CPU
+   time.
 2. Equal work, one field: a user model through dyn.particles (phi(s) = exp(beta s), SA), the
-   same through dyn.attention_particles (softmax, Q = K = sqrt(beta) I, V = I), and the
-   engine's own attention field (dyn.particles("exp")), n = 256.
+   same through dyn.attention_particles (softmax, Q = K = sqrt(beta) I, V = I; and sparsemax),
+   and the engine's own attention field (dyn.particles("exp")), n = 64, 256, 1024, in turns
+   (the median of 21 rounds of the process's CPU time: load from other processes hits them
+   alike).
 3. RK4's convergence order on a sparsemax flow: the error at t = 2 against a step 1/8 as small,
    for steps 0.1 .. 0.0125, and the slope of log error against log step (4 where the field is
    smooth; lower where rows' supports change during the solve).
@@ -22,7 +25,7 @@ import argparse
 import numpy as np
 
 import dyn
-from _timing import add_smoke, best_of
+from _timing import add_smoke, medians_in_turns
 from dyn.user import attention_jit, normalize
 
 
@@ -36,57 +39,70 @@ def _timer(drift, x, p, work):
     return lambda: drift(0.0, x, p, out, work)
 
 
-def field_times(sizes, d, repeat):
-    print(f"1. one field evaluation, d = {d}, beta = 1 (seconds; ratio to softmax)")
+def field_times(sizes, d, rounds):
+    print(f"1. one field evaluation, d = {d}, beta = 1 (CPU seconds a call, median of {rounds} "
+          "rounds in turns; ratio to softmax)")
     print(f"{'normalization':>14}" + "".join(f"{f'n={n}':>22}" for n in sizes))
     rng = np.random.default_rng(0)
     eye = np.eye(d)[None]
-    states = {n: _sphere(rng, n, d) for n in sizes}
-    base = {}
+    drifts = {}
     for name in normalize.NAMES:
         cls = dyn.attention_particles(name=f"bench_{name}", normalization=name)
-        drift = cls.numba_function("drift")
         a = 1.5 if name == "entmax" else 8 if name == "topk" else 0.0
-        cells = []
-        for n in sizes:
-            p = attention_jit.pack(1.0, a, 20, eye, eye, eye)
-            work = np.empty(cls.work_size(n, d))
-            t = best_of(_timer(drift, states[n], p, work), repeat)
-            base.setdefault(n, t)
-            cells.append(f"{t:12.3e} ({t / base[n]:5.2f}x)")
-        print(f"{name:>14}" + "".join(f"{c:>22}" for c in cells))
+        drifts[name] = (cls, attention_jit.pack(1.0, a, 20, eye, eye, eye))
+    cells = {name: [] for name in drifts}
+    for n in sizes:
+        x = _sphere(rng, n, d)
+        fns = {name: _timer(cls.numba_function("drift"), x, p, np.empty(cls.work_size(n, d)))
+               for name, (cls, p) in drifts.items()}
+        t = medians_in_turns(fns, rounds, max(1, 10 ** 5 // n ** 2))
+        for name in drifts:
+            cells[name].append(f"{t[name]:12.3e} ({t[name] / t['softmax']:5.2f}x)")
+    for name, row in cells.items():
+        print(f"{name:>14}" + "".join(f"{c:>22}" for c in row))
 
 
 def _exp(s, beta):
     return np.exp(beta * s)
 
 
-def equal_work(n, d, repeat):
-    print(f"\n2. equal work: one field at n = {n}, d = {d}, beta = 1.5 (seconds; ratio to the "
-          "engine's)")
-    x = _sphere(np.random.default_rng(1), n, d)
+def equal_work(sizes, d, rounds):
+    print(f"\n2. equal work: one field, d = {d}, beta = 1.5, SA (CPU seconds a call, median of "
+          f"{rounds} rounds in turns; ratio to the engine's; sparsemax's to softmax's)")
     beta = 1.5
     user = dyn.particles(_exp, name="bench_user", params={
         "beta": dyn.Field("float", 1.0, "beta")})
-    engine = dyn.particles("exp", name="bench_engine")
-    mine = dyn.attention_particles(name="bench_mine")
+    soft = dyn.attention_particles(name="bench_mine")
+    sparse = dyn.attention_particles(name="bench_sparse", normalization="sparsemax")
     from dyn.attention import architecture, schemes
 
     problem = schemes.scheme("post").flow.problem(
         architecture.pack_values({"d": d, "beta": beta, "normalization": "SA"}))
-    rows = [("engine (particles('exp'))", problem.drift, np.array(problem.p),
-             problem.work_size(n, d)),
-            ("dyn.particles, phi = exp", user.numba_function("drift"), user.pack({"beta": beta}),
-             user.work_size(n, d, None)),
-            ("attention_particles softmax", mine.numba_function("drift"),
-             attention_jit.pack(beta, 0, 0, np.eye(d)[None], np.eye(d)[None], np.eye(d)[None]),
-             mine.work_size(n, d))]
-    del engine
-    first = None
-    for label, drift, p, size in rows:
-        t = best_of(_timer(drift, x, p, np.empty(size)), repeat)
-        first = first or t
-        print(f"{label:>30} {t:12.3e}  ({t / first:5.2f}x)")
+    eye = np.eye(d)[None]
+    mine = attention_jit.pack(beta, 0, 0, eye, eye, eye)
+    rows = {"engine (particles('exp'))": (problem.drift, np.array(problem.p),
+                                          lambda n: problem.work_size(n, d)),
+            "dyn.particles, phi = exp": (user.numba_function("drift"),
+                                         user.pack({"beta": beta}),
+                                         lambda n: user.work_size(n, d, None)),
+            "attention_particles softmax": (soft.numba_function("drift"), mine,
+                                            lambda n: soft.work_size(n, d)),
+            "attention_particles sparsemax": (sparse.numba_function("drift"), mine,
+                                              lambda n: sparse.work_size(n, d))}
+    print(f"{'':>30}" + "".join(f"{f'n={n}':>22}" for n in sizes))
+    cells = {label: [] for label in rows}
+    for n in sizes:
+        x = _sphere(np.random.default_rng(1), n, d)
+        fns = {label: _timer(drift, x, p, np.empty(size(n)))
+               for label, (drift, p, size) in rows.items()}
+        t = medians_in_turns(fns, rounds, max(1, 10 ** 6 // n ** 2))
+        engine = t["engine (particles('exp'))"]
+        for label in rows:
+            ratio = t[label] / (t["attention_particles softmax"] if "sparsemax" in label
+                                else engine)
+            cells[label].append(f"{t[label]:12.3e} ({ratio:5.2f}x)")
+    for label, row in cells.items():
+        print(f"{label:>30}" + "".join(f"{c:>22}" for c in row))
 
 
 def rk4_order(n, d, smoke):
@@ -121,10 +137,9 @@ def main() -> None:
     add_smoke(parser)
     args = parser.parse_args()
     sizes = [32] if args.smoke else [32, 256, 1024]
-    repeat = 1 if args.smoke else 7
-    field_times(sizes, 8, repeat)
+    field_times(sizes, 8, 1 if args.smoke else 11)
     for d in ([8] if args.smoke else [3, 8]):
-        equal_work(32 if args.smoke else 256, d, repeat)
+        equal_work([32] if args.smoke else [64, 256, 1024], d, 1 if args.smoke else 21)
     rk4_order(8 if args.smoke else 16, 3, args.smoke)
 
 

@@ -24,12 +24,14 @@ dyn.user.attention_jit: see dyn.user.cache)."""
 import numba
 import numpy as np
 
+from dyn.numerics import vexp  # noqa: F401 (the built-in softmax, step by step)
+from dyn.user.normalize import row_max  # noqa: F401
 from integrators.numba.abi import DRIFT_SIG
 {normalization}
-euclidean, sinkhorn = {euclidean}, {sinkhorn}
+euclidean, sinkhorn, softmax = {euclidean}, {sinkhorn}, {softmax}
+BLOCK = {block}
 
 
-{declared}
 '''
 
 USER = '''
@@ -42,7 +44,9 @@ def normalize(s, w, a):
 '''
 
 # the generated module's globals (set there, not here)
-euclidean = sinkhorn = False
+euclidean = sinkhorn = softmax = False
+vexp = row_max = None
+BLOCK = 16  # the rows whose sums over j go together (the generated module's constant)
 
 
 def normalize(s, w, a):
@@ -50,84 +54,150 @@ def normalize(s, w, a):
     raise NotImplementedError
 
 
-def field(t, x, p, out, work):  # noqa: C901 one numba kernel, its source copied whole into the generated module
+def field(t, x, p, out, work):
     """out_i = (1/H) sum_h sum_j A^h_ij V_h x_j (sphere; the integrator projects it) or
     (1/H) sum_h sum_j A^h_ij V_h (x_j - x_i) (R^d), A^h the normalized rows of the scores
-    s^h_ij = beta <Q_h x_i, K_h x_j>; scratch: 3 n d + 2 n + d (+ n^2 with Sinkhorn). With
-    the residual x_j - x_i the sum is sum_j A_ij V x_j - (sum_j A_ij) V x_i."""
+    s^h_ij = beta <Q_h x_i, K_h x_j>; scratch: :func:`work_size`. With the residual x_j - x_i
+    the sum is sum_j A_ij V x_j - (sum_j A_ij) V x_i.
+
+    Rows go in blocks of BLOCK: each row's weights are normalized alone (:func:`row_weights`),
+    then the block's sums over j run a column j at a time for all its rows
+    (:func:`block_sums`: independent sums, each adding j = 0 .. n-1 in order, in loops over
+    the rows that vectorize)."""
     n, d = x.shape
-    beta, a, heads = p[0], p[1], int(p[3])
-    size = heads * d * d
-    q = p[4:4 + size].reshape((heads, d, d))
-    k = p[4 + size:4 + 2 * size].reshape((heads, d, d))
-    v = p[4 + 2 * size:4 + 3 * size].reshape((heads, d, d))
+    heads = int(p[3])
     nd = n * d
-    qx = work[:nd].reshape((n, d))
-    kx = work[nd:2 * nd].reshape((n, d))
-    vx = work[2 * nd:3 * nd].reshape((n, d))
-    s = work[3 * nd:3 * nd + n]
-    w = work[3 * nd + n:3 * nd + 2 * n]
-    row = work[3 * nd + 2 * n:3 * nd + 2 * n + d]
+    lin = work[:3 * nd].reshape((3, n, d))  # Q_h x_i, K_h x_i, V_h x_i (K's stored as [m, i])
+    at = 3 * nd + 2 * n
+    wb = work[at:at + n * BLOCK].reshape((n, BLOCK))  # the block's weights, [j, row]
+    big = work[at + n * BLOCK + (d + 1) * BLOCK:]  # the n x n weights of Sinkhorn
     for i in range(n):
         for m in range(d):
             out[i, m] = 0.0
     for h in range(heads):
-        for i in range(n):
-            for m in range(d):
-                aq = ak = av = 0.0
-                for c in range(d):
-                    aq += q[h, m, c] * x[i, c]
-                    ak += k[h, m, c] * x[i, c]
-                    av += v[h, m, c] * x[i, c]
-                qx[i, m], kx[i, m], vx[i, m] = aq, ak, av
+        project(x, p, h, lin)
         if sinkhorn:
-            big = work[3 * nd + 2 * n + d:3 * nd + 2 * n + d + n * n].reshape((n, n))
-            for i in range(n):
-                for j in range(n):
-                    acc = 0.0
-                    for m in range(d):
-                        acc += qx[i, m] * kx[j, m]
-                    big[i, j] = np.exp(beta * acc)
-            for _ in range(int(p[2])):
-                for j in range(n):  # columns, then rows: the last pass leaves rows summing to 1
-                    s[j] = 0.0
-                for i in range(n):
+            sinkhorn_weights(p, lin, work[3 * nd:3 * nd + n], big[:n * n].reshape((n, n)))
+        for i0 in range(0, n, BLOCK):
+            rows = min(BLOCK, n - i0)
+            for r in range(rows):
+                if sinkhorn:
                     for j in range(n):
-                        s[j] += big[i, j]
-                for i in range(n):
-                    r = 0.0
-                    for j in range(n):
-                        big[i, j] /= s[j]
-                        r += big[i, j]
-                    for j in range(n):
-                        big[i, j] /= r
+                        wb[j, r] = big[(i0 + r) * n + j]
+                else:
+                    row_weights(p, lin, i0 + r, work[3 * nd:3 * nd + 2 * n], wb[:, r])
+            block_sums(lin, wb, work[at + n * BLOCK:at + n * BLOCK + (d + 1) * BLOCK], i0, rows,
+                       heads, out)
+
+
+def project(x, p, h, lin):
+    """lin[0][i] = Q_h x_i, lin[1] = K_h x_i by coordinate ([m, i]), lin[2][i] = V_h x_i."""
+    n, d = x.shape
+    size = int(p[3]) * d * d
+    q = p[4:4 + size].reshape((-1, d, d))
+    k = p[4 + size:4 + 2 * size].reshape((-1, d, d))
+    v = p[4 + 2 * size:4 + 3 * size].reshape((-1, d, d))
+    qx, vx = lin[0], lin[2]
+    kt = lin[1].reshape(-1)
+    for i in range(n):
+        for m in range(d):
+            aq = ak = av = 0.0
+            for c in range(d):
+                aq += q[h, m, c] * x[i, c]
+                ak += k[h, m, c] * x[i, c]
+                av += v[h, m, c] * x[i, c]
+            qx[i, m], kt[m * n + i], vx[i, m] = aq, ak, av
+
+
+def row_weights(p, lin, i, scratch, weights):
+    """weights[j] = A_ij, the normalized row of s_ij = beta <Q x_i, K x_j> (a loop over j per
+    coordinate m, each score still summed over m in order). The built-in softmax runs here
+    step by step, as :func:`dyn.user.normalize.softmax` (the same functions, the same bits),
+    with the scores made in its buffer and the division written to `weights`."""
+    n, d = lin.shape[1], lin.shape[2]
+    kt = lin[1].reshape(-1)
+    s = scratch[n:2 * n] if softmax else scratch[:n]
+    w = scratch[n:2 * n]
+    for j in range(n):
+        s[j] = 0.0
+    for m in range(d):
+        qm = lin[0, i, m]
+        for j in range(n):
+            s[j] += qm * kt[m * n + j]
+    for j in range(n):
+        s[j] = p[0] * s[j]
+    if softmax:
+        vexp.exp_inplace(w, row_max(w))
+        z = vexp.row_sum(w)
+        for j in range(n):
+            weights[j] = w[j] / z
+        return
+    normalize(s, w, p[1])
+    for j in range(n):
+        weights[j] = w[j]
+
+
+def sinkhorn_weights(p, lin, col, big):
+    """big = the n x n weights e^{s_ij} scaled by p[2] column and row normalizations (rows
+    last: they sum to 1)."""
+    n, d = big.shape[0], lin.shape[2]
+    kt = lin[1].reshape(-1)
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for m in range(d):
+                acc += lin[0, i, m] * kt[m * n + j]
+            big[i, j] = np.exp(p[0] * acc)
+    sinkhorn_scale(big, col, int(p[2]))
+
+
+def sinkhorn_scale(big, col, iterations):
+    """`iterations` column then row normalizations of big in place (col: n floats)."""
+    n = big.shape[0]
+    for _ in range(iterations):
+        for j in range(n):
+            col[j] = 0.0
         for i in range(n):
-            if sinkhorn:
-                for j in range(n):
-                    w[j] = big[i, j]
-            else:
-                for j in range(n):
-                    acc = 0.0
-                    for m in range(d):
-                        acc += qx[i, m] * kx[j, m]
-                    s[j] = beta * acc
-                normalize(s, w, a)
-            for m in range(d):
-                row[m] = 0.0
-            total = 0.0
-            for j in range(n):  # row by row of vx (contiguous)
-                wj = w[j]
-                total += wj
-                for m in range(d):
-                    row[m] += wj * vx[j, m]
-            for m in range(d):
-                value = row[m] - total * vx[i, m] if euclidean else row[m]
-                out[i, m] += value / heads
+            for j in range(n):
+                col[j] += big[i, j]
+        for i in range(n):
+            r = 0.0
+            for j in range(n):
+                big[i, j] /= col[j]
+                r += big[i, j]
+            for j in range(n):
+                big[i, j] /= r
+
+
+def block_sums(lin, wb, scratch, i0, rows, heads, out):
+    """out_i += (sum_j A_ij V x_j [- (sum_j A_ij) V x_i]) / H for the rows i0 .. i0 + rows - 1,
+    their weights A_ij at wb[j, i - i0]."""
+    n, d = lin.shape[1], lin.shape[2]
+    vx = lin[2]
+    total = scratch[:BLOCK]
+    sums = scratch[BLOCK:(d + 1) * BLOCK].reshape((d, BLOCK))
+    for r in range(rows):
+        total[r] = 0.0
+        for m in range(d):
+            sums[m, r] = 0.0
+    for j in range(n):
+        wj = wb[j]
+        for r in range(rows):
+            total[r] += wj[r]
+        for m in range(d):
+            vjm = vx[j, m]
+            sm = sums[m]
+            for r in range(rows):
+                sm[r] += wj[r] * vjm
+    for r in range(rows):
+        for m in range(d):
+            value = sums[m, r] - total[r] * vx[i0 + r, m] if euclidean else sums[m, r]
+            out[i0 + r, m] += value / heads
 
 
 def work_size(n: int, d: int, sinkhorn: bool) -> int:
     """The scratch floats :func:`field` needs for n tokens in dimension d."""
-    return 3 * n * d + 2 * n + d + (n * n if sinkhorn else 0)
+    return 3 * n * d + 2 * n + (n + d + 1) * BLOCK + (n * n if sinkhorn else 0)
 
 
 def drift(normalization, euclidean: bool, name: str):
@@ -144,8 +214,12 @@ def drift(normalization, euclidean: bool, name: str):
         user = jitted(normalization)
         line = USER.format(plain=decorator())
     source = DRIFT.format(name=name, normalization=line, euclidean=bool(euclidean),
-                          sinkhorn=normalization == "sinkhorn", declared=decorator("DRIFT_SIG"))
-    return cache.load("attention", source + inspect.getsource(field), user).field
+                          sinkhorn=normalization == "sinkhorn", block=BLOCK,
+                          softmax=normalization == "softmax")
+    for helper in (project, row_weights, sinkhorn_scale, sinkhorn_weights, block_sums):  # compiled into field
+        source += f"{decorator()}\n{inspect.getsource(helper)}\n\n"
+    source += f"{decorator('DRIFT_SIG')}\n{inspect.getsource(field)}"
+    return cache.load("attention", source, user).field
 
 
 def pack(beta: float, a: float, iterations: int, q, k, v) -> np.ndarray:

@@ -13,7 +13,7 @@ whose name carries a sha256 of
   from, its code, the constants it reads),
 - the package's generator files (dyn/user/jit.py, dyn/user/particles_jit.py,
   dyn/user/attention_jit.py) and the package's functions they call (dyn/user/normalize.py,
-  dyn/user/arrays.py), numba's and
+  dyn/user/arrays.py, dyn/numerics/vexp.py), numba's and
   Python's versions,
 
 and the module is executed from there with ``cache=True``: a later process with the same model
@@ -47,7 +47,8 @@ from . import identity
 # so two processes writing the same file at once leave one stamp (its name fixes its bytes)
 STAMP = 1_000_000_000
 HERE = Path(__file__).resolve().parent
-GENERATORS = ("jit.py", "particles_jit.py", "attention_jit.py", "normalize.py", "arrays.py")
+GENERATORS = ("jit.py", "particles_jit.py", "attention_jit.py", "normalize.py", "arrays.py",
+              "../numerics/vexp.py")
 _LOADED: dict = {}  # key -> module, once per process
 _UNCACHED = itertools.count()  # numbers the modules run from memory (each its own name)
 _NOTED: list[str] = []  # the note on a cache that failed, once per process

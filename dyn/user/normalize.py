@@ -4,7 +4,7 @@ normalization's own parameter, entmax's alpha or top-k's k; unused by the others
 
 - softmax:   w_j = e^{s_j - m} / sum_k e^{s_k - m},  m = max_k s_k (the same weights as
   e^{s_j} / sum_k e^{s_k}, without overflow; the exponentials by the engine's vectorized exp,
-  :mod:`dyn.numerics.vexp`);
+  :mod:`dyn.numerics.vexp`, the maximum by :func:`row_max`);
 - usa:       w_j = e^{s_j} / n (unnormalized: rows do not sum to 1);
 - hardmax:   the uniform weights on the maximizers, w_j = 1 / |{k: s_k = m}| where s_j = m
   exactly (ties share equally; scores equal to the maximum only up to rounding are not ties);
@@ -31,6 +31,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from ..numerics import vexp
 
@@ -40,12 +43,33 @@ ROW = ("softmax", "usa", "hardmax", "sparsemax", "entmax", "topk")  # the row-by
 SPARSE = ("hardmax", "sparsemax", "entmax", "topk")
 
 
+@intrinsic
+def _maxnum(typingctx, a, b):
+    """max(a, b), a NaN ignored (llvm.maxnum): a max-reduction loop of it vectorizes."""
+    def codegen(context, builder, signature, args):
+        double = ir.DoubleType()
+        fn = builder.module.declare_intrinsic("llvm.maxnum", [double],
+                                              ir.FunctionType(double, [double, double]))
+        return builder.call(fn, args)
+    return types.float64(types.float64, types.float64), codegen
+
+
+@numba.njit(types.float64(types.float64[::1]), **OPTIONS)
+def row_max(w):
+    """max_j w[j] over the entries that are not NaN (-inf for none). Exact in any order; where
+    the maximum is 0 its sign may be either, which changes no bit of e^{w_j - max}."""
+    m = -np.inf
+    for j in range(w.shape[0]):
+        m = _maxnum(m, w[j])
+    return m
+
+
 @numba.njit(**OPTIONS)
 def softmax(s, w, a):
     n = s.shape[0]
     for j in range(n):
         w[j] = s[j]
-    m = vexp.row_max(w)
+    m = row_max(w)
     vexp.exp_inplace(w, m)  # e^{s_j - m}, vectorized (dyn.numerics.vexp)
     z = vexp.row_sum(w)
     for j in range(n):
@@ -80,11 +104,13 @@ def sparsemax(s, w, a):
         total += s[j]
     tau, count = (total - 1.0) / n, n
     for _ in range(n + 1):  # the support {s_j > tau} shrinks at each pass until it stays
-        total, inside = 0.0, 0
-        for j in range(n):
-            if s[j] > tau:
-                total += s[j]
-                inside += 1
+        inside = 0
+        for j in range(n):  # its scores in order at the front of w, without a branch
+            w[inside] = s[j]
+            inside += s[j] > tau
+        total = 0.0
+        for j in range(inside):
+            total += w[j]
         tau = (total - 1.0) / inside
         if inside == count:
             break

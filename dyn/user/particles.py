@@ -192,7 +192,9 @@ class Particles(Model):
 
     @staticmethod
     def work_size(n: int, d: int, p) -> int:
-        return n * n + 2 * n  # the weights w (n x n); room for the normalization
+        from . import particles_jit
+
+        return particles_jit.work_size(n, d)  # the weights w (n x n) and the row sums
 
     @classmethod
     def _probe_numba(cls, x, p):
