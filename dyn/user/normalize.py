@@ -206,10 +206,12 @@ BUILTIN = {"softmax": softmax, "usa": usa, "hardmax": hardmax, "sparsemax": spar
 
 
 def row_weights(name: str, scores, a: float = 0.0) -> np.ndarray:
-    """The weights the built-in row normalization `name` (one of :data:`ROW`) gives `scores`:
+    """The weights the built-in row normalization `name` (one of :data:`ROW`) gives `scores`,
     one row (n,) or each row of an (m, n) array, by the same numba code an attention flow with
-    that normalization runs; `a` is its own parameter (entmax's alpha, top-k's k). Raises
-    ValueError for another name or scores of another rank."""
+    that normalization runs; `a` is its own parameter (entmax's alpha, top-k's k).
+
+    Returns an array of the shape of `scores`. Raises ValueError for another name, or scores
+    of another rank."""
     if name not in BUILTIN:
         raise ValueError(f"no row normalization {name!r} (built in: {', '.join(BUILTIN)})")
     s = np.ascontiguousarray(scores, dtype=np.float64)
