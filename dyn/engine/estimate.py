@@ -108,12 +108,13 @@ def estimate(scenario: Scenario, out: str | Path | None = None, workers: int = 1
     """The cost of running `scenario` into `out` (see the module doc); runs a few points with a
     few runs, leaves nothing behind. `command_line`: this process is `dyn run --dry-run`, whose
     age so far is the start the run pays too."""
-    start = process_age() if command_line else None
     path = Path(out) if out is not None else scenario.default_output_path()
     setup = scenario.setup
+    size, size_words = store.output_text(scenario)  # the system's references, as the run's check
     common = dict(name=scenario.name, system=setup.system_name, points=scenario.count,
-                  runs=setup.runs, file=path, file_bytes=store.output_text(scenario)[0],
-                  file_text=store.output_text(scenario)[1], workers=workers)
+                  runs=setup.runs, file=path, file_bytes=size, file_text=size_words,
+                  workers=workers)
+    start = process_age() if command_line else None  # the run's start, up to its file's size
     indices = sample_points(scenario.count)
     try:
         cal = calibrate(scenario, indices, path, start)
