@@ -18,7 +18,10 @@ def test_sampled_points_spread_over_the_sweep_ends_included():
     assert sample_points(2) == [0, 1] and sample_points(1) == [0]
 
 
-def test_estimate_spreads_the_sampled_cost_over_every_point(small_scenario, tmp_path):
+def test_estimate_spreads_the_sampled_cost_over_every_point(small_scenario, tmp_path, monkeypatch):
+    from dyn.engine import calibrate
+
+    monkeypatch.setattr(calibrate, "BUDGET", 1e9)  # three points sampled however loaded the machine
     sc = dyn.load(small_scenario)
     out = tmp_path / "never.h5"
     found = estimate(sc, out, workers=2)

@@ -42,6 +42,7 @@ from ..core.contract import DIVERGED, FAILED, PointResult
 from . import store
 
 BUDGET = 2.0  # seconds of timed passes aimed at (beyond the first, compiling pass)
+COSTLY = 10.0  # seconds of a first pass that is the point's time (its loading small beside it)
 MAX_RUNS = 16  # runs per timed point, at most
 WRITES = 4  # point writes timed
 MAX_FILE_BYTES = 256 * 2**20  # a larger sweep file is not made for timing its writes
@@ -97,6 +98,7 @@ def calibrate(scenario, indices: list[int], out: Path, start: float | None = Non
     began = time.perf_counter()
     setup = scenario.setup
     batched = scenario.integrator.get("backend") == "jax"
+    traced = batched or scenario.integrator.get("backend") == "diffrax"  # JAX compiles at first use
     keep_states = bool(scenario.output.get("trajectories"))
     with _scratch(out) as folder:
         timer = (_JaxTimer if batched else _PointTimer)(scenario, folder if keep_states else None)
@@ -107,11 +109,14 @@ def calibrate(scenario, indices: list[int], out: Path, start: float | None = Non
         first_pass = time.perf_counter() - clock
         compile_seconds = compiling_seconds(compiles.buffer)
         compiled = sum(e.is_start for _, e in compiles.buffer)
-        one = timer.time(indices[:1], shape) if not first.failed else first
-        if compiled and not batched:  # what this process compiled, the run loads from the cache
-            load = _fresh_first_pass(timer, indices[0], shape) - one.seconds
+        if first.failed or (not compiled and not traced and first_pass > COSTLY):  # timed once
+            one, load = _Timed(first_pass, first.failed), 0.0
         else:
+            one = timer.time(indices[:1], shape)
             load = first_pass - one.seconds
+        if compiled and not batched and not first.failed:  # what this process compiled, the run loads from the cache:
+            # a fresh process times that, unless the point is costly beside its loading
+            load = 0.0 if one.seconds > BUDGET else _fresh_first_pass(timer, indices[0], shape) - one.seconds
         if first.failed or one.failed:
             per_point, fixed, runs, failed = {}, 0.0, shape, first.failed or one.failed
         elif shape > 1 or one.seconds > BUDGET or setup.runs == 1:  # runs shaped, costly or one
