@@ -270,10 +270,10 @@ class _JaxTimer:
 @contextlib.contextmanager
 def _scratch(out: Path):
     """A temporary folder beside `out` (the same disk), or in the system's temporary folder
-    where that folder does not exist yet; removed after."""
+    where that folder does not exist yet or is not writable; removed after."""
     parent = Path(out).parent
-    with tempfile.TemporaryDirectory(prefix=".dyn-dry-run-",
-                                     dir=parent if parent.is_dir() else None) as folder:
+    here = parent.is_dir() and os.access(parent, os.W_OK)
+    with tempfile.TemporaryDirectory(prefix=".dyn-dry-run-", dir=parent if here else None) as folder:
         yield Path(folder)
 
 
