@@ -7,7 +7,7 @@ machine) and the run that follows it in the same test, both on the same machine 
 load, as a user would compare them (`dyn run ... --dry-run`, then `time dyn run ...`). The
 claim is a ratio within 2x. A burst of load that hits one of the two measurements and not the
 other can break it; each scenario is measured again once before it fails, so the test fails on
-a load burst only if the burst hits both tries (on a machine at rest the ratios are 0.7 to 1.3).
+a load burst only if bursts hit both tries. Run with `-s` to see the ratios and the load.
 """
 import os
 import re
