@@ -33,13 +33,11 @@ import numpy as np
 from numba import njit, prange, types
 
 import integrators
-from dyn import attention as att
-from dyn.attention import architecture as arch
-from dyn.attention import schemes
-from dyn.numerics.vexp import exp_shifted_inplace
-from integrators.numba_abi import DRIFT_FN, F1, F2, F3, NJIT_PARALLEL
-
 from _timing import add_smoke, best_of
+from dyn import attention as att
+from dyn.attention import architecture as arch, schemes
+from dyn.numerics.vexp import exp_shifted_inplace
+from integrators.numba.abi import DRIFT_FN, F1, F2, F3, NJIT_PARALLEL
 
 BETA = 1.0
 # the sizes of each section; --smoke makes them tiny (seconds: the script runs, nothing measured)
@@ -114,7 +112,7 @@ def numpy_field(x, beta, causal, M, V):
     n = x.shape[-2]
     allowed = np.tril(np.ones((n, n), dtype=bool)) if causal else None
     out = 0.0
-    for Mh, Vh in zip(M, V):
+    for Mh, Vh in zip(M, V, strict=True):
         a = _softmax_rows(beta * (x @ Mh) @ np.swapaxes(x, -1, -2), allowed)
         out = out + a @ (x @ Vh.T)
     return out / len(M)
@@ -155,9 +153,9 @@ def large_drift(repeat):
         assert np.abs(out - want).max() < 1e-10, "numba and numpy disagree"
         # two rounds, the best: the first calls after numpy's GEMM run slow while its OpenBLAS
         # threads still spin (numba's np.dot uses another pool)
-        t = min(best_of(lambda: schemes.layer_output(0.0, x, p, out, work), repeat)
+        t = min(best_of(lambda: schemes.layer_output(0.0, x, p, out, work), repeat)  # noqa: B023 timed within this iteration
                 for _ in range(2))
-        t_np = best_of(lambda: numpy_field(x, BETA, causal, M, Vs), max(3, repeat // 2))
+        t_np = best_of(lambda: numpy_field(x, BETA, causal, M, Vs), max(3, repeat // 2))  # noqa: B023 timed within this iteration
         flops = 4 * H * n * n * d + (4 * H * n * d * d if H > 1 else 0)
         heads_products = flops - 4 * H * n * n * d
         useful = (2 * H * n * (n + 1) * d if causal else 4 * H * n * n * d) + heads_products
@@ -200,8 +198,8 @@ def small_ensemble(repeat):
         problem = record.problem(p)
         work = np.empty((E, problem.work_size(n, d)))
         pw = np.array(problem.p)
-        fns[name] = (lambda pw=pw, work=work, drift=record.drift.compiled():
-                     ensemble_drift(x, pw, out, work, drift))
+        drift = record.drift.compiled()
+        fns[name] = lambda pw=pw, work=work, drift=drift: ensemble_drift(x, pw, out, work, drift)
     fns["numpy"] = lambda: numpy_drift(x, BETA)
     ensemble_drift(x, np.array(new), out, np.empty((E, schemes.work_size(n, d, new))),
                    schemes.POST.drift.compiled())

@@ -33,14 +33,11 @@ import numpy as np
 from numba import njit, prange, types
 
 import integrators
-from dyn import attention as att
-from dyn.attention import architecture as arch
-from dyn.attention import schemes
-from dyn.numerics import _field_gemm, _field_small, _field_symmetric
-from dyn.numerics import attention_field as af
-from integrators.numba_abi import DRIFT_FN, F1, F2, F3, NJIT, NJIT_PARALLEL
-
 from _timing import add_smoke, best_of
+from dyn import attention as att
+from dyn.attention import architecture as arch, schemes
+from dyn.numerics import _field_gemm, _field_small, _field_symmetric, attention_field as af
+from integrators.numba.abi import DRIFT_FN, F1, F2, F3, NJIT, NJIT_PARALLEL
 
 CASES = [(2048, 32, 2), (1, 1024, 64)]
 BETA = 1.0
@@ -104,6 +101,7 @@ def _hot_ensemble(x, p, out, work, drift):
 def small_drift(repeat, E=2048, n=32, d=2):
     """Section 2: the small-n drift's fraction of the exp ceiling, measured in turns."""
     from numba import get_num_threads
+
     from attention_architectures import _exp_call, ensemble_drift
 
     x = att.uniform_sphere(np.random.default_rng(3), E, n, d)
@@ -203,7 +201,7 @@ def crossover(repeat, ds=CROSSOVER_D, ns=CROSSOVER_N):
         for path, column in (("symmetric", 0), ("columns", 1)):
             first = af.CROSSOVER[2][column]
             later = [n for n in ns if n >= 64]
-            rises = [chosen[2, b, path] / chosen[2, a, path] for a, b in zip(later, later[1:])]
+            rises = [chosen[2, b, path] / chosen[2, a, path] for a, b in zip(later, later[1:], strict=False)]
             text = (f"d = 2, {path} path: time per pair of the chosen regime, largest rise from one "
                     f"n to the next for n >= 64: {max(rises):.2f}x" if rises else "")
             if first in ns and ns.index(first) > 0:
@@ -271,14 +269,14 @@ def main():
         xj = jax.numpy.array(x, copy=True)  # asarray may alias and freeze x / p (read-only for numba)
         pj = jax.numpy.array(p, copy=True)
         rows = [
-            ("rhs numpy", 1, lambda: numpy_rhs(x, BETA)),
+            ("rhs numpy", 1, lambda: numpy_rhs(x, BETA)),  # noqa: B023 timed within this iteration
             # one member: on the calling thread, as the integrators do (BLAS keeps its threads)
-            ("rhs numba", 1, (lambda: att.attention_drift(0.0, x[0], p, out[0], work[0])) if E == 1
-             else (lambda: numba_ensemble_rhs(x, p, out, work))),
-            ("rhs jax jit+vmap", 1, lambda: jrhs(0.0, xj, pj).block_until_ready()),
-            ("rk4 step numpy", 4, lambda: numpy_rk4_step(x, BETA, h)),
-            ("rk4 step numba", 4, lambda: rk4.solve(prob, x, ts).states),
-            ("postnorm layer numba", 1, lambda: att.postnorm_layers(x, 1, h, BETA, p=p)),
+            ("rhs numba", 1, (lambda: att.attention_drift(0.0, x[0], p, out[0], work[0])) if E == 1  # noqa: B023 timed within this iteration
+             else (lambda: numba_ensemble_rhs(x, p, out, work))),  # noqa: B023 timed within this iteration
+            ("rhs jax jit+vmap", 1, lambda: jrhs(0.0, xj, pj).block_until_ready()),  # noqa: B023 timed within this iteration
+            ("rk4 step numpy", 4, lambda: numpy_rk4_step(x, BETA, h)),  # noqa: B023 timed within this iteration
+            ("rk4 step numba", 4, lambda: rk4.solve(prob, x, ts).states),  # noqa: B023 timed within this iteration
+            ("postnorm layer numba", 1, lambda: att.postnorm_layers(x, 1, h, BETA, p=p)),  # noqa: B023 timed within this iteration
         ]
         base = {}
         for name, n_rhs, fn in rows:

@@ -69,7 +69,7 @@ def compare(trees: list[str], scenario: str, sets: list[str], rounds: int) -> No
     """Cold and warm runs of two checkouts, interleaved; the table of their medians."""
     names = ("before", "after")
     found = {name: {"cold": [], "warm": []} for name in names}
-    order = [(name, tree) for _ in range(rounds) for name, tree in reversed(list(zip(names, trees)))]
+    order = [(name, tree) for _ in range(rounds) for name, tree in reversed(list(zip(names, trees, strict=True)))]
     for name, tree in order:
         tree = Path(tree).resolve()
         with tempfile.TemporaryDirectory() as tmp:

@@ -57,10 +57,9 @@ def previous_observer():
     else close_rows then join_rows), for the A/B of the per member-layer section."""
     import math
 
-    from integrators.jit import njit
-    from integrators.numba_abi import NJIT, OBSERVE_SIG
-    from dyn.attention import observables as ob
-    from dyn.attention import observer as new
+    from dyn.attention import observables as ob, observer as new
+    from integrators.numba.abi import NJIT, OBSERVE_SIG
+    from integrators.numba.jit import njit
 
     @njit(OBSERVE_SIG, **NJIT)
     def previous_row(t, x, q, row, drift_work, work):
@@ -106,14 +105,14 @@ def member_layer(runs: int, layers: int, repeats: int, beta: float = 4.0) -> Non
     import numba
     from numba import types
 
-    from integrators.core.base import step_grid
-    from integrators.core.tableau import TABLEAUS
-    from integrators.jit import njit
-    from integrators.numba import fixed
-    from integrators.numba_abi import DRIFT_FN, F1, F3, NJIT
     from dyn.attention import architecture, schemes
     from dyn.attention.init import uniform_sphere
     from dyn.attention.observer import pair_observer
+    from integrators.core.base import step_grid
+    from integrators.core.tableau import TABLEAUS
+    from integrators.numba import fixed
+    from integrators.numba.abi import DRIFT_FN, F1, F3, NJIT
+    from integrators.numba.jit import njit
 
     @njit(types.void(F3, F1, DRIFT_FN, types.int64, types.int64), **NJIT)
     def drift_alone(x, p, drift, work_size, layers):

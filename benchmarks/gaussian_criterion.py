@@ -19,9 +19,8 @@ import tempfile
 from pathlib import Path
 
 import dyn
-from dyn.frontier import gaussian_criterion as gc
-
 from _timing import add_smoke
+from dyn.frontier import gaussian_criterion as gc
 
 ALPHA = 0.05
 

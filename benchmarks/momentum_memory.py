@@ -46,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import add_smoke  # noqa: E402
+
 D, HIDDEN, BATCH, GAMMA = 500, 8, 500, 0.9
 SAMPLE_S = 5e-4
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -128,7 +129,7 @@ def rel_err(grads, ref) -> float:
 
     with np.errstate(invalid="ignore"):
         errs = [float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b))) / np.max(np.abs(np.asarray(b))))
-                for a, b in zip(grads, ref)]
+                for a, b in zip(grads, ref, strict=True)]
     return float("nan") if any(e != e for e in errs) else max(errs)
 
 

@@ -24,12 +24,11 @@ import numpy as np
 from numba import njit
 
 import integrators
+from _timing import add_smoke, best_of
 from dyn import noisy
 from dyn.attention import FLOW, attention_drift, pack_params
 from dyn.numerics.vexp import exp_shifted_inplace
-from integrators.numba_abi import FASTMATH, NJIT
-
-from _timing import add_smoke, best_of
+from integrators.numba.abi import FASTMATH, NJIT
 
 
 def exp_ceilings():

@@ -20,9 +20,9 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _timing import add_smoke, best_of
 
 import dyn
+from _timing import add_smoke, best_of
 from dyn.user import attention_jit, normalize
 
 
@@ -110,7 +110,7 @@ def rk4_order(n, d, smoke):
     steps = [0.1, 0.05] if smoke else [0.1, 0.05, 0.025, 0.0125]
     ref = end(steps[-1] / 8)
     errors = [np.abs(end(h) - ref).max() for h in steps]
-    for h, e in zip(steps, errors):
+    for h, e in zip(steps, errors, strict=True):
         print(f"   dt = {h:<8g} error {e:.3e}")
     slope = np.polyfit(np.log(steps), np.log(errors), 1)[0]
     print(f"   slope of log error against log dt: {slope:.2f}")

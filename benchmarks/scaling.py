@@ -27,15 +27,14 @@ import time
 
 import numpy as np
 
+from _timing import add_smoke, best_of
+from attention_rhs import gemm_rate
 from dyn.engine.executors import compute_point
 from dyn.engine.scenario import load
 from dyn.engine.store import size_text
 from dyn.noisy.fourier import fourier_drift, work_size as fourier_work
 from dyn.noisy.params import pack_fourier
 from dyn.numerics import attention_field as af
-
-from _timing import add_smoke, best_of
-from attention_rhs import gemm_rate
 
 BETA = 4.0
 RK4_STATES = 6  # x, four stages, the stage point: what an RK4 member holds besides the scratch
@@ -60,7 +59,7 @@ def field_rows(d: int, sizes, rng) -> list[tuple]:
         work = np.empty(af.work_size(n, d, 1))
 
         def call():
-            af.field(x, BETA, False, False, 0.0, 1, eye, True, eye, True, out, work)
+            af.field(x, BETA, False, False, 0.0, 1, eye, True, eye, True, out, work)  # noqa: B023 timed within this iteration
 
         start = time.perf_counter()
         call()  # compile or load, and a first estimate
@@ -79,7 +78,7 @@ def fourier_rows(sizes, rng) -> list[tuple]:
         x = _unit_rows(n, 2, rng)
         out = np.empty_like(x)
         work = np.empty(fourier_work(n, 2, p))
-        seconds = best_of(lambda: fourier_drift(0.0, x, p, out, work), 5)
+        seconds = best_of(lambda: fourier_drift(0.0, x, p, out, work), 5)  # noqa: B023 timed within this iteration
         rows.append((n, seconds, 8 * (work.size + RK4_STATES * n * 2)))
     return rows
 
@@ -91,7 +90,7 @@ def runs_rows(counts) -> list[tuple]:
     for runs in counts:
         small = dataclasses.replace(setup, runs=runs, tag=f"scaling:{runs}")
         compute_point(small, 22)  # compile or load
-        seconds = best_of(lambda: compute_point(small, 22), 3, warmup=False)
+        seconds = best_of(lambda: compute_point(small, 22), 3, warmup=False)  # noqa: B023 timed within this iteration
         rows.append((runs, seconds, seconds / runs))
     return rows
 
@@ -126,7 +125,7 @@ def main():
         for regime in ("small", "gemm"):
             part = [(n, s) for n, r, s, _, _ in rows if r == regime]
             if len(part) >= 2:
-                print(f"  {regime}: cost ~ n^{exponent(*zip(*part)):.2f} over n = "
+                print(f"  {regime}: cost ~ n^{exponent(*zip(*part, strict=True)):.2f} over n = "
                       f"{part[0][0]}..{part[-1][0]}")
         print()
 

@@ -15,11 +15,10 @@ import argparse
 import numpy as np
 
 import integrators
+from _timing import add_smoke, best_of
 from dyn import sinkformer as sf
 from dyn.numerics.vexp import exp_shifted_inplace
 from dyn.sinkformer import reference
-
-from _timing import add_smoke, best_of
 
 ALPHA, TAU = 0.5, 0.1
 
@@ -58,7 +57,7 @@ def main():
     ts = np.array([0.0, steps * dt])
     prob = sf.flow_problem(p)
     numba_euler = integrators.get("numba", "euler", dt=dt)
-    numba_euler.solve(prob, x0[None], ts).states  # compile / load cache
+    numba_euler.solve(prob, x0[None], ts)  # compile / load cache
 
     rate_np, rate_vexp = exp_ceilings(n)
     t_ref = best_of(lambda: reference.heat_flow_euler(x0, ALPHA, TAU, it, dt, steps), 3)
@@ -68,7 +67,7 @@ def main():
     rows = [("numpy reference", t_ref), ("numba drift", t_nb)]
     if a.jax:
         jax_euler = integrators.get("diffrax", "euler", dt=dt)
-        jax_euler.solve(prob, x0[None], ts).states  # compile
+        jax_euler.solve(prob, x0[None], ts)  # compile
         rows.append(("jax/diffrax", best_of(lambda: jax_euler.solve(prob, x0[None], ts).states, 3)))
 
     S = sf.score_matrix(x0, p)

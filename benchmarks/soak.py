@@ -85,8 +85,8 @@ def counting_batch(setup, indices, sidecar=None):
 
 def _driver(argv: list[str]) -> int:
     """`dyn` itself, with point counting (and, with DYN_SOAK_FULL_AT=k, ENOSPC from point k on)."""
-    from dyn.presentation import cli
     from dyn.engine import executors, trajectories
+    from dyn.presentation import cli
 
     executors._real_compute_batch = executors.compute_batch
     executors.compute_batch = counting_batch

@@ -23,12 +23,12 @@ The fixed-step methods' default step is integrators.core.base.DEFAULT_DT (the on
 """
 
 from .core.base import AbstractIntegrator
+from .core.brownian import brownian_increments, coarsen, dyadic_increments
 from .core.geometry import EUCLIDEAN, SPHERE, Geometry
 from .core.observer import Observer
 from .core.problem import Problem
-from .registry import SDE_METHODS, available, get, options
-from .core.brownian import brownian_increments, coarsen, dyadic_increments
 from .core.solution import MAX_STEPS, NONFINITE, OK, STATUS_NAMES, Solution
+from .registry import SDE_METHODS, available, get, options
 
 __all__ = [
     "configure_jax",

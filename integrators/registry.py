@@ -1,11 +1,8 @@
 """Name -> integrator class, per backend:  get(backend, method, **options)."""
 
-from .diffrax import sde as diffrax_sde
-from .diffrax import solvers as diffrax_solvers
+from .diffrax import sde as diffrax_sde, solvers as diffrax_solvers
 from .jax import batch as jax_batch
-from .numba import adaptive as numba_adaptive
-from .numba import fixed as numba_fixed
-from .numba import sde as numba_sde
+from .numba import adaptive as numba_adaptive, fixed as numba_fixed, sde as numba_sde
 
 BACKENDS = {
     "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **numba_sde.METHODS},

@@ -7,8 +7,8 @@ sees one identity per problem.
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from integrators.jit import njit
-from integrators.numba_abi import DRIFT_SIG, NJIT
+from integrators.numba.abi import DRIFT_SIG, NJIT
+from integrators.numba.jit import njit
 
 # --- Euclidean: logistic x cos-growth, closed form ------------------------------------------
 # x1' = r x1 (1 - x1),  x2' = w cos(t) x2;   p = (r, w);  state (n=1, d=2).

@@ -6,8 +6,7 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 def empty_sweep_file(tmp_path: Path, name: str, **values) -> Path:
     """The empty sweep file of a shipped scenario (every point pending): what creation writes."""
-    from dyn.engine import scenario as scenario_mod
-    from dyn.engine import store
+    from dyn.engine import scenario as scenario_mod, store
 
     doc = scenario_mod.apply_values(scenario_mod.read_file(SCENARIOS / f"{name}.toml"), values)
     path = tmp_path / f"{name}.h5"

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from _scenarios import SMALL_SCENARIO
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -23,7 +24,7 @@ def pytest_configure(config):
     first test (dyn.engine.warmup): on a cold cache two workers otherwise compile the same kernel
     families side by side, and later tests and the processes they start load every kernel from
     the cache. Then run ensembles on one thread per worker: the workers already fill the cores,
-    and two threads each cost the session ~12% more CPU (262 s against 231 s, warm). Tests of
+    and a second thread per worker only adds contention. Tests of
     thread counts set theirs and restore this one."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))

@@ -30,8 +30,14 @@ def first_row(theta):
     return jnp.sum(theta["W"][0])
 
 
+def weighted(theta, data, scale):
+    """scale tr(W^T A W) = 2 L: an observable reading the point's data and a parameter."""
+    return scale * jnp.trace(theta["W"].T @ data["A"] @ theta["W"])
+
+
 Quadratic = dyn.gradient_flow(quadratic, name="quadratic_flow", weights={"W": (3, 2)}, data=spd,
-                              params=PARAMS, observables={"row_sum": first_row})
+                              params=PARAMS, observables={"row_sum": first_row,
+                                                          "twice_loss": weighted})
 Ball = dyn.gradient_flow(quadratic, name="quadratic_ball", weights={"W": (3, 2)}, data=spd,
                          params=PARAMS, momentum=True)
 

@@ -8,7 +8,6 @@ from dyn.attention.flow import _project_rows
 from dyn.numerics import _field_gemm, _field_small, _field_symmetric
 from dyn.numerics.vexp import exp_shifted_inplace
 
-
 # ---------------------------------------------------------------- oracles (slow and obvious)
 
 def ref_velocity(x, beta, norm="SA", Q=None, K=None, V=None):

@@ -5,9 +5,7 @@ import pytest
 
 import integrators
 from dyn import attention as att
-from dyn.attention import architecture as arch
-from dyn.attention import equiangular as eq
-from dyn.attention import schemes
+from dyn.attention import architecture as arch, equiangular as eq, schemes
 from integrators.core.geometry import SPHERE
 
 RK4 = integrators.get("numba", "rk4", dt=0.01)

@@ -3,9 +3,7 @@ numpy oracle, in both numba regimes, and its exact properties."""
 import numpy as np
 import pytest
 
-from dyn.numerics import _field_gemm, _field_small, _field_symmetric
-from dyn.numerics import attention_field as af
-from dyn.numerics import mean_field as mf
+from dyn.numerics import _field_gemm, _field_small, _field_symmetric, attention_field as af, mean_field as mf
 
 KERNELS = {"columns": _field_small.columns, "symmetric": _field_symmetric.symmetric,
            "gemm": _field_gemm.gemm, "field": af.field}
@@ -166,7 +164,7 @@ def numpy_field(x, beta, usa, causal, slope, M, V):
     bias = -slope * np.abs(idx[:, None] - idx[None, :])
     allowed = idx[None, :] <= idx[:, None] if causal else np.ones((n, n), bool)
     out = np.zeros_like(x)
-    for Mh, Vh in zip(M, V):
+    for Mh, Vh in zip(M, V, strict=True):
         s = np.where(allowed, beta * x @ Mh @ x.T + bias, -np.inf)
         if usa:
             a = np.exp(s) / n

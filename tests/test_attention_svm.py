@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import dyn
-from dyn.frontier import attention_svm as svm
-from dyn.frontier import attention_svm_math as sm
+from dyn.frontier import attention_svm as svm, attention_svm_math as sm
 from dyn.presentation.cli import main
 
 SMALL = """

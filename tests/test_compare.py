@@ -34,7 +34,7 @@ def test_common_axes_share_starts_and_nothing_else_changes(small_scenario, tmp_p
     with dyn.open(apart) as ds:
         x0 = ds["trajectory"].isel(trajectory_time=0)
         assert not np.array_equal(x0.sel(form="flow"), x0.sel(form="network"))
-        # the default keeps every point on its own stream, as before common axes existed
+        # by default every point draws from its own stream: no axis is common
         first = dyn.load(small_scenario, FORMS).spec(1)
         np.testing.assert_array_equal(x0.isel(beta=0, normalization=0, form=1).values,
                                       dyn.attention.uniform_sphere(first.rng, 6, 5, 3))
@@ -49,7 +49,7 @@ def test_common_numbers_are_the_same_across_executors_and_after_a_kill(small_sce
     for executor in ("process", "dask"):
         other = _states(dyn.run(small_scenario, tmp_path / f"{executor}.h5", executor=executor,
                                 workers=2, progress=False, overrides=sets))
-        for a, b in zip(serial, other):
+        for a, b in zip(serial, other, strict=True):
             np.testing.assert_array_equal(a, b)
     script = tmp_path / "die.py"
     script.write_text(DIE_MID_WRITE)
@@ -58,7 +58,7 @@ def test_common_numbers_are_the_same_across_executors_and_after_a_kill(small_sce
     proc = subprocess.run([sys.executable, str(script), *cmd[3:]], capture_output=True)
     assert proc.returncode == -signal.SIGKILL
     dyn.run(small_scenario, out, progress=False, overrides=sets)  # resume
-    for a, b in zip(serial, _states(out)):
+    for a, b in zip(serial, _states(out), strict=True):
         np.testing.assert_array_equal(a, b)
 
 

@@ -11,9 +11,9 @@ import dyn
 import integrators
 from dyn.engine import stationarity
 from dyn.engine.verdicts import NONSTATIONARY, unresolved
+from dyn.noisy import sigma_critical
 from dyn.presentation.analysis import marks_for
 from dyn.presentation.cli import main
-from dyn.noisy import sigma_critical
 from dyn.systems.ornstein_uhlenbeck import ou_problem
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"

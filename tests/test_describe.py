@@ -135,3 +135,12 @@ def test_misspelt_keys_get_the_nearest_names(small_scenario):
         load(small_scenario, ["sweep.delt=[0.1]"])
     with pytest.raises(ScenarioError, match=r"integrator.methd: unknown key \(did you mean 'method'"):
         load(small_scenario, ["integrator.methd=rk4"])
+
+
+def test_a_model_with_one_form_of_field_lists_only_the_backends_that_run_it(capsys):
+    """A gradient flow's field is JAX's gradient of its loss: `dyn list` offers diffrax and jax,
+    and not numba, which the scenario check refuses for it."""
+    info = describe("dyn.frontier.attention_svm:AttentionSVM")
+    assert set(info.backends) == {"diffrax", "jax"}
+    assert main(["run", "attention_svm", "--set", "integrator.backend=numba", "--dry-run"]) == 2
+    assert "use backend diffrax or jax" in capsys.readouterr().err

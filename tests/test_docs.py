@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -93,7 +92,8 @@ def _markdown_links(path: Path) -> list[str]:
     text = path.read_text()
     text = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks hold no links: fenced,
     text = re.sub(r"^(?: {4}|\t)(?!\s*(?:[-*+]|\d+\.) ).*$", "", text, flags=re.M)  # indented,
-    text = re.sub(r"`[^`\n]*`", "", text)  # and inline
+    text = re.sub(r"`[^`\n]*`", "", text)  # and inline; nor does math: `v[rho](x)` is none
+    text = re.sub(r"\$\$.*?\$\$|\$[^$\n]+\$", "", text, flags=re.S)
     return MD_LINK.findall(text) + HTML_LINK.findall(text)
 
 
@@ -173,7 +173,7 @@ def test_the_parameter_reference_holds_every_systems_schema():
 
     text = _parameter_reference().markdown()
     sections = dict(zip(re.findall(r"^## `([^`]+)`", text, flags=re.M),
-                        re.split(r"^## `[^`]+`", text, flags=re.M)[1:]))
+                        re.split(r"^## `[^`]+`", text, flags=re.M)[1:], strict=True))
     # the registry's systems, and those the shipped scenarios name by import path (module:Class)
     assert list(sections) == listed_systems() and set(systems.names()) < set(sections)
     assert "dyn.frontier.resnet_width:ResNetWidth" in sections
@@ -200,8 +200,8 @@ def test_the_parameter_reference_holds_every_systems_schema():
     assert "`euler_maruyama`" in noisy and "`rk4`" not in noisy.split("**Solver**")[1]
     assert "- `jax`: `euler`, `heun`, `rk4`" in sections["attention_sphere"]
     # a parameter's bounds and default are the schema's
-    assert re.search(r"^\| `n` \| int \| `32` \| >= 1, <= 10000 \|", sections["attention_sphere"],
-                     flags=re.M)
+    assert re.search(r"^\| `n` \| int \| `32` \| &gt;= 1, &lt;= 10000 \|",
+                     sections["attention_sphere"], flags=re.M)  # escaped: no tag to a browser
     assert "`attention_clusters`" in sections["attention_sphere"]  # the scenarios that use it
     assert "| `rho` (in equiangular) |" in sections["attention_sphere"]  # outputs of other settings
 
@@ -217,16 +217,25 @@ class _Links(HTMLParser):
                 self.links.append(value)
 
 
-# slow tier: a whole build (9 s); .ci/run builds the site strict on every run by itself, so the
-# default tier would only add the check that the links stay inside
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
-                    reason="the docs extra is not installed (pip install -e '.[docs]')")
-def test_the_site_builds_strict_and_its_links_stay_inside(tmp_path):
-    site = tmp_path / "site"
+_NO_DOCS = any(importlib.util.find_spec(m) is None for m in ("mkdocs", "pymdownx", "latex2mathml"))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site, built once for the tests below: `mkdocs build --strict` (30 s on 2 busy cores,
+    most of it the parameter reference of every system)."""
+    site = tmp_path_factory.mktemp("docs") / "site"
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
-                           str(site)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                           str(site)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    return site
+
+
+# slow tier: a whole build; .ci/run builds the site strict on every run by itself, and
+# tests/test_docs_math.py renders every page through the same Markdown pipeline in the default tier
+@pytest.mark.slow
+@pytest.mark.skipif(_NO_DOCS, reason="the docs extra is not installed (pip install -e '.[docs]')")
+def test_the_site_builds_strict_and_its_links_stay_inside(site):
     pages = sorted(site.rglob("*.html"))
     assert {"index.html", "physics.html"} <= {p.name for p in pages}
     parameters = (site / "reference" / "parameters.html").read_text()
@@ -245,3 +254,32 @@ def test_the_site_builds_strict_and_its_links_stay_inside(tmp_path):
             if problem and "no heading" not in problem:
                 problems.append(f"{page.relative_to(site)}: {problem}")
     assert not problems, "\n".join(problems[:20])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_NO_DOCS, reason="the docs extra is not installed (pip install -e '.[docs]')")
+def test_the_built_site_has_no_raw_tag_and_its_math_is_mathml(site):
+    """No page of the built site holds text a browser would take for a tag and drop (outside
+    code it is escaped, inside math it is MathML), the generated reference included."""
+    from _docs_pages import raw_tags
+
+    problems = [f"{page.relative_to(site)}:{tag}" for page in sorted(site.rglob("*.html"))
+                for tag in raw_tags(page.read_text())]
+    assert not problems, "\n".join(problems[:30])
+    physics = (site / "physics.html").read_text()
+    assert physics.count("<math ") > 50 and 'class="arithmatex">\\(' not in physics
+    parameters = (site / "reference" / "parameters.html").read_text()
+    assert "clustering threshold delta" in parameters and "&lt;x_i,x_j&gt;" in parameters
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_NO_DOCS, reason="the docs extra is not installed (pip install -e '.[docs]')")
+def test_the_built_page_renders_its_formulas_in_a_real_browser(site):
+    """The built physics page, with the site's theme, opened headless in Chromium."""
+    from _docs_pages import chromium, probe_in_browser
+    from test_docs_math import _check_the_rendered_formula
+
+    browser = chromium()
+    if browser is None:
+        pytest.skip("no Chromium (chromium, chromium-browser, google-chrome) on PATH")
+    _check_the_rendered_formula(probe_in_browser(site / "physics.html", browser))

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import dyn
+from dyn.core.system import DIVERGED, FAILED, OK
 from dyn.engine import store
 from dyn.presentation.cli import main
-from dyn.core.system import DIVERGED, FAILED, OK
 
 VARIABLES = ("pair_fraction", "p_one_cluster", "n_clusters", "min_inner", "energy")
 
@@ -298,7 +298,7 @@ def test_kills_at_chosen_moments_then_resume_gives_the_same_numbers(small_scenar
     being created, while a point is computed, right after a point is written. After each kill the
     file must open; the resumed file must equal an uninterrupted run bit for bit. The kills are
     placed by hooks, not timers, so the test means the same on any machine."""
-    # the uninterrupted run, in this process: integrators.jit loads a kernel's callees before
+    # the uninterrupted run, in this process: integrators.numba.jit loads a kernel's callees before
     # it, so this worker runs the same code as the fresh processes killed below, cold or warm
     # (before that, USA points differed from theirs by 1-2 ulp)
     reference = dyn.run(small_scenario, tmp_path / "ref.h5", progress=False,

@@ -3,10 +3,10 @@ reduction is the statistic it names."""
 import numpy as np
 import pytest
 
-from dyn.engine.ensemble import chunks
-from dyn.engine.reductions import Reductions, companions
 from dyn.core.stats import wilson
 from dyn.core.system import Output
+from dyn.engine.ensemble import chunks
+from dyn.engine.reductions import Reductions, companions
 
 OUTPUTS = [Output("m", "m", dims=("time",)), Output("p_hit", "fraction of runs hitting", "1",
                                                      reduce="proportion"),

@@ -66,9 +66,9 @@ def test_the_command_line_counts_its_own_start(small_scenario, tmp_path, capsys)
 
 def test_a_point_that_fails_leaves_the_time_uncalibrated(small_scenario, tmp_path, monkeypatch):
     from dyn.core.contract import FAILED, PointResult
-    from dyn.engine import executors
+    from dyn.engine import worker
 
-    monkeypatch.setattr(executors, "compute_point", lambda *a, **k: PointResult({}, FAILED, "boom"))
+    monkeypatch.setattr(worker, "compute_point", lambda *a, **k: PointResult({}, FAILED, "boom"))
     found = estimate(dyn.load(small_scenario), tmp_path / "never.h5")
     assert found.serial_seconds is None and found.total_seconds is None
     assert "time: uncalibrated (point 0 failed: boom)" in str(found)

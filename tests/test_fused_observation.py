@@ -10,13 +10,21 @@ import numpy as np
 import pytest
 
 import integrators
+from _scenarios import SCENARIOS
 from dyn.attention import architecture, events, observables, schemes
 from dyn.attention.init import uniform_sphere
-from dyn.attention.observer import (MASK_TOKENS, PAD, close_fraction_paired, close_rows_counted,
-                                   close_rows_joined, pair_observer, pair_row, split_rows)
+from dyn.attention.observer import (
+    MASK_TOKENS,
+    PAD,
+    close_fraction_paired,
+    close_rows_counted,
+    close_rows_joined,
+    pair_observer,
+    pair_row,
+    split_rows,
+)
 from dyn.engine import scenario as scenario_mod
 from dyn.systems import attention_sphere
-from _scenarios import SCENARIOS
 
 EPS = np.finfo(float).eps
 
@@ -76,7 +84,7 @@ def test_pair_statistics_are_numpys_bit_for_bit(d):
         want, want_labels = _reference_pairs(x, delta)
         xt, g, near = np.empty((2, n)), np.empty(n * n), np.empty(n)
         parent = np.empty(n, dtype=np.int64)
-        for c, stats, labels in zip(x, want, want_labels):
+        for c, stats, labels in zip(x, want, want_labels, strict=True):
             assert observables.close_fraction(c, 1.0 - delta, xt) == stats[0]
             assert observables.close_rows(c, 1.0 - delta, xt, g, near) == tuple(stats)
             observables.join_rows(g, n, 1.0 - delta, stats[0] == 1.0, near, parent)
@@ -181,7 +189,7 @@ def test_the_observed_counts_are_the_labels_counts(n, d):
     def observed(observer):
         rows = np.empty((len(x), observer.columns))
         work = np.empty(observer.work)
-        for c, row in zip(x, rows):
+        for c, row in zip(x, rows, strict=True):
             pair_row(0.0, c, observer.q, row, drift_work, work)
         return rows
 

@@ -421,7 +421,7 @@ def test_general_qkv_moment_ode():
     beta = 0.7
     root = np.sqrt(beta) * np.eye(2)
     for got, want in zip(ga.qkv_field(root, root, np.eye(2), 1.0, MEAN, COV),
-                         ga.moment_field("softmax", beta, MEAN, COV)):
+                         ga.moment_field("softmax", beta, MEAN, COV), strict=True):
         assert np.abs(got - want).max() < 1e-15
     times = np.linspace(0.0, 2.0, 5)
     m, s = ga.moments_qkv(np.eye(2), np.eye(2), -np.eye(2), 0.0, np.zeros(2), COV, times)

@@ -69,7 +69,8 @@ def test_a_quadratic_loss_follows_its_matrix_exponential(flows):
     out = dyn.run(path, flows / "q.h5", progress=False, log=io.StringIO())
     with dyn.open(out) as ds:
         states = ds["trajectory"].values  # (scale, run, time, row, entry)
-        loss, norm, row_sum = (ds[k].values for k in ("loss", "norm_W", "row_sum"))
+        loss, norm, row_sum, twice = (ds[k].values for k in ("loss", "norm_W", "row_sum",
+                                                              "twice_loss"))
         times, scales = ds["time"].values, ds["scale"].values
         assert (ds["status"].values == 1).all()
     worst = 0.0
@@ -82,6 +83,7 @@ def test_a_quadratic_loss_follows_its_matrix_exponential(flows):
         np.testing.assert_allclose(loss[i], want_loss, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(norm[i], np.sqrt((exact ** 2).sum((2, 3))).mean(0), rtol=1e-10)
         np.testing.assert_allclose(row_sum[i], exact[:, :, 0, :].sum(-1).mean(0), atol=1e-10)
+        np.testing.assert_allclose(twice[i], 2 * want_loss, rtol=1e-10, atol=1e-12)
     assert worst <= 1e-10, worst
 
 
@@ -169,3 +171,20 @@ def test_the_jax_batch_agrees_with_diffrax_and_a_rerun_repeats_its_bits(flows):
             assert np.array_equal(found[backend], values)
         found[backend] = values
     np.testing.assert_allclose(found["jax"], found["diffrax"], rtol=1e-12, atol=1e-14)
+
+
+def test_an_observable_reads_only_declared_parameters():
+    """An observable (theta, data, <params>) names parameters of `params`, as the loss does;
+    one taking theta alone reads nothing else; an unknown name is a ScenarioError."""
+    from dyn.core.errors import ScenarioError
+
+    params = {"scale": dyn.Field("float", 1.0, "loss scale", gt=0.0)}
+    flow = dyn.gradient_flow(lambda theta, data, scale: scale, name="probe", weights={"w": (2,)},
+                             params=params, observables={"alone": lambda theta: 0.0,
+                                                         "scaled": lambda theta, data, scale: scale,
+                                                         "bad": lambda theta, data, nope: nope})
+    model = flow()
+    assert model.observable_parameters("alone") is None
+    assert model.observable_parameters("scaled") == ("scale",)
+    with pytest.raises(ScenarioError, match="observable bad takes 'nope'"):
+        model.observable_parameters("bad")

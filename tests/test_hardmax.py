@@ -6,12 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import integrators
 import numpy as np
 import pytest
 from scipy.spatial import ConvexHull
 
 import dyn
+import integrators
 from dyn.frontier import hardmax as H
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "hardmax_limit.toml"

@@ -9,16 +9,14 @@ import math
 from pathlib import Path
 
 import pytest
-
 import tomli_w
-from _scenarios import SMALL_SCENARIO
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import dyn
-from dyn.presentation.cli import main
+from _scenarios import SMALL_SCENARIO
 from dyn.core.errors import ScenarioError
 from dyn.engine.scenario import TABLES, apply_overrides, parse_toml, resolve
+from dyn.presentation.cli import main
 
 BASE = parse_toml(SMALL_SCENARIO)
 KEYS = sorted({(t, k) for t, table in BASE.items() for k in table} |

@@ -8,13 +8,13 @@ import io
 import subprocess
 import sys
 
-import integrators
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import dyn
+import integrators
 from dyn.frontier import icl_autoregressive as icl
 from dyn.presentation import comparison
 from dyn.presentation.cli import main

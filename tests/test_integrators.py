@@ -10,10 +10,6 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators.core.base import step_grid, step_times
-from integrators.core.geometry import EUCLIDEAN, SPHERE
-from integrators.core.tableau import TABLEAUS
-
 from _problems import (
     LOGISTIC_P,
     LOGISTIC_X0,
@@ -28,6 +24,9 @@ from _problems import (
     sphere_project_np,
     sphere_reference,
 )
+from integrators.core.base import step_grid, step_times
+from integrators.core.geometry import EUCLIDEAN, SPHERE
+from integrators.core.tableau import TABLEAUS
 
 ORDER_TOL = 0.25
 # dt ranges per method: small enough to be asymptotic, large enough to stay above round-off.
@@ -204,7 +203,7 @@ def test_kernel_matches_numpy_oracle(method):
     def retract(y):
         return y / np.linalg.norm(y, axis=-1, keepdims=True)
 
-    for xe, x0 in zip(x, SPHERE_X0):
+    for xe, x0 in zip(x, SPHERE_X0, strict=True):
         ref = rk_oracle(f, sphere_project_np, retract, tab, x0, 0.0, 1.0, 10)
         np.testing.assert_allclose(xe, ref, rtol=0, atol=1e-13)
 
@@ -227,7 +226,7 @@ def test_projection_variants_orders(sphere_ref):
             max(
                 np.abs(rk_oracle(f, sphere_project_np, retract, tab, x0, 0.0, 1.0,
                                  int(round(1 / h)), mode) - r).max()
-                for x0, r in zip(SPHERE_X0, sphere_ref)
+                for x0, r in zip(SPHERE_X0, sphere_ref, strict=True)
             )
             for h in dts
         ]
@@ -281,16 +280,16 @@ def test_bad_inputs():
     integ = integrators.get("numba", "rk4", dt=0.1)
     ts = np.linspace(0, 1, 3)
     with pytest.raises(ValueError, match=r"x0 must have shape \(E, n, d\)"):
-        integ.solve(LOGISTIC, LOGISTIC_X0[0], ts).states
+        integ.solve(LOGISTIC, LOGISTIC_X0[0], ts)
     with pytest.raises(ValueError, match="non-finite"):
-        integ.solve(LOGISTIC, np.full((1, 1, 2), np.nan), ts).states
+        integ.solve(LOGISTIC, np.full((1, 1, 2), np.nan), ts)
     with pytest.raises(ValueError, match="increasing"):
-        integ.solve(LOGISTIC, LOGISTIC_X0, ts[::-1]).states
+        integ.solve(LOGISTIC, LOGISTIC_X0, ts[::-1])
     with pytest.raises(ValueError, match="1-D"):
-        integ.solve(LOGISTIC, LOGISTIC_X0, ts[:, None]).states
+        integ.solve(LOGISTIC, LOGISTIC_X0, ts[:, None])
     with pytest.raises(ValueError, match="drift"):
-        integ.solve(integrators.Problem(p=LOGISTIC_P), LOGISTIC_X0, ts).states
+        integ.solve(integrators.Problem(p=LOGISTIC_P), LOGISTIC_X0, ts)
     with pytest.raises(ValueError, match="flat"):
         integrators.Problem(drift=logistic_drift, p=np.zeros((2, 2, 2)))
     with pytest.raises(ValueError, match="flat"):  # a batch of points (P, m) is the jax backend's
-        integ.solve(integrators.Problem(logistic_drift, p=np.zeros((2, 2))), LOGISTIC_X0, ts).states
+        integ.solve(integrators.Problem(logistic_drift, p=np.zeros((2, 2))), LOGISTIC_X0, ts)

@@ -4,8 +4,6 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators.core.geometry import SPHERE
-
 from _problems import (
     LOGISTIC_P,
     LOGISTIC_X0,
@@ -19,6 +17,7 @@ from _problems import (
     sphere_drift_jax,
     sphere_reference,
 )
+from integrators.core.geometry import SPHERE
 
 TS = np.linspace(0.0, 1.0, 6)
 LOGISTIC = integrators.Problem(logistic_drift, logistic_drift_jax, LOGISTIC_P)
@@ -96,7 +95,7 @@ def test_failed_member_is_nan_not_raised():
 def test_diffrax_validation():
     with pytest.raises(ValueError, match="drift_jax"):
         integrators.get("diffrax", "rk4").solve(
-            integrators.Problem(logistic_drift), LOGISTIC_X0, TS).states
+            integrators.Problem(logistic_drift), LOGISTIC_X0, TS)
     with pytest.raises(ValueError, match="rtol"):
         integrators.get("diffrax", "tsit5", rtol=-1.0)
     with pytest.raises(ValueError, match="max_steps"):

@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators import SPHERE, Problem
-from integrators.jit import njit
-from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
-
 from _problems import SPHERE_P, SPHERE_X0, sphere_drift, sphere_drift_jax
+from integrators import SPHERE, Problem
+from integrators.numba.abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.jit import njit
 
 pytest.importorskip("jax")
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from numba import types
 
-from integrators import jit
-from integrators.jit import callees, njit
-from integrators.numba_abi import F1, NJIT
+from integrators.numba import jit
+from integrators.numba.abi import F1, NJIT
+from integrators.numba.jit import callees, njit
 from integrators.numba.threads import block_bounds, over_members
 
 
@@ -54,7 +54,7 @@ def _top(v):
 
 def test_callees_are_read_from_the_source_and_loaded_before_their_caller():
     """A caller loaded from numba's cache binds its calls to whichever callees the process
-    already holds (integrators.jit, "Same code, cold or warm"): so every declared callee is
+    already holds (integrators.numba.jit, "Same code, cold or warm"): so every declared callee is
     compiled or loaded before its caller, on a warm cache as on a cold one."""
     from dyn.attention import schemes
     from dyn.numerics import _field_small, _field_symmetric, attention_field, vexp
@@ -70,8 +70,8 @@ def test_callees_are_read_from_the_source_and_loaded_before_their_caller():
 
 STALE_LEAF = """
 from numba import types
-from integrators.jit import njit
-from integrators.numba_abi import F1, NJIT
+from integrators.numba.abi import F1, NJIT
+from integrators.numba.jit import njit
 
 @njit(types.float64(F1), **NJIT)
 def leaf(v):
@@ -83,8 +83,8 @@ def leaf(v):
 
 STALE_TOP = """
 from numba import types
-from integrators.jit import njit
-from integrators.numba_abi import F1, NJIT
+from integrators.numba.abi import F1, NJIT
+from integrators.numba.jit import njit
 import stale_leaf
 
 @njit(types.float64(F1), **NJIT)
@@ -163,7 +163,7 @@ def test_the_attention_field_gives_the_same_bits_on_a_cold_and_a_warm_cache(tmp_
 IMPORT_ALL = """
 import importlib, pkgutil, sys
 import dyn, integrators
-from integrators.jit import declared
+from integrators.numba.jit import declared
 for package in (dyn, integrators):
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         if not info.name.endswith(("__main__", "jax", "jax_batch")) and not info.name.startswith(
@@ -220,15 +220,15 @@ def test_kernel_families_are_dealt_whole_and_every_kernel_once():
     share its share (unless they are shared leaves, called from several modules): so no two
     processes compile one family side by side. The deal is the same in every process."""
     from dyn.engine import warmup
-    from integrators.jit import declared_kernels
+    from integrators.numba.jit import declared_kernels
 
     warmup.import_kernel_modules()
     everything = {id(k) for k in declared_kernels()}
     groups, costs = warmup.families(declared_kernels())
     assert costs == sorted(costs, reverse=True) and sum(map(len, groups)) == len(everything)
     home = {id(k): i for i, group in enumerate(groups) for k in group}
-    from dyn.numerics import _field_small, _field_symmetric, attention_field
     from dyn.attention import schemes
+    from dyn.numerics import _field_small, _field_symmetric, attention_field
 
     field_family = {home[id(k)] for k in (attention_field.field, _field_symmetric.symmetric,
                                           _field_small.columns, schemes.layer_output)}
@@ -236,7 +236,7 @@ def test_kernel_families_are_dealt_whole_and_every_kernel_once():
     for shares in (1, 2, 3):
         dealt = [{id(k) for k in warmup.share_of(i, shares)} for i in range(shares)]
         assert set().union(*dealt) == everything and sum(map(len, dealt)) == len(everything)
-        for i, share in enumerate(dealt):  # whole families only
+        for share in dealt:  # whole families only
             assert all(any(id(k) in share for k in groups[home[j]]) for j in share)
             assert all({id(k) for k in groups[home[j]]} <= share for j in share)
     with pytest.raises(ValueError, match="share index"):
@@ -255,8 +255,8 @@ def test_dyn_compile_fills_an_empty_cache_in_two_processes(tmp_path):
 
 CACHED_KERNELS = """
 from numba import types
-from integrators import jit
-from integrators.numba_abi import F1, NJIT
+from integrators.numba import jit
+from integrators.numba.abi import F1, NJIT
 
 @jit.njit(types.float64(types.float64, F1), **NJIT)
 def scaled_sum(c, v):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
-from scipy.special import factorial
+from scipy.special import factorial, ive
 
 import dyn
 import integrators
@@ -146,7 +146,7 @@ def test_t_crit_is_where_the_right_end_slope_changes_sign():
     h = 1e-5
     for beta, lam in ((1.0, 1.0), (2.0, 0.5), (0.7, 3.0)):
         def slope(t):
-            ends = cc.soft_profile(np.array([1.0 - h, 1.0]), beta, t, lam)
+            ends = cc.soft_profile(np.array([1.0 - h, 1.0]), beta, t, lam)  # noqa: B023 brentq calls it at once
             return (ends[1] - ends[0]) / h
         want = cc.t_crit(beta, lam)
         root = brentq(slope, 0.2 * want, 5 * want, xtol=1e-12)
@@ -155,6 +155,20 @@ def test_t_crit_is_where_the_right_end_slope_changes_sign():
     # keeps its sign for all t > 0 and there is no threshold (NaN), not a positive time
     for beta in (-0.1, -1.0, -5.0):
         assert cc.soft_weights() @ cc.growth_rates(beta) < 0
+        assert math.isnan(cc.t_crit(beta, 1.0))
+
+
+def test_t_crit_is_the_rate_ratio_on_both_sides_of_the_rates_overflow():
+    """t_crit = 2 (1 - e^{-lambda}) sum_m omega_m a_m / sum_m omega_m a_m^2 with a_m = m^2 I_m(beta).
+    Past |beta| ~ 358 the squares a_m^2 overflow and t_crit takes the scaled rates
+    s_m = m^2 I_m(beta) e^{-beta}: then t_crit e^beta = 2 (1 - e^{-lambda}) sum omega s / sum omega s^2,
+    on both sides of the switch; a repulsive beta past it still has no threshold."""
+    m, w = np.arange(1, cc.MODES + 1), cc.soft_weights()
+    for beta in (3.0, 357.0, 359.0, 500.0, 700.0):
+        s = m**2 * ive(m, beta)
+        want = 2.0 * (-math.expm1(-1.0)) * (w @ s) / (w @ s**2)
+        assert cc.t_crit(beta, 1.0) * math.exp(beta) == pytest.approx(want, rel=1e-12)
+    for beta in (-359.0, -500.0):
         assert math.isnan(cc.t_crit(beta, 1.0))
 
 

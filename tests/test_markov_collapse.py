@@ -108,7 +108,7 @@ def test_batched_rk4_prediction_agrees_with_scipy():
     p = mc.transition(mc.key_query("random", 2.0, 5, rng))
     starts = rng.dirichlet(np.ones(5), size=3)
     fine = mc.urn_ode_batch(p, starts, 3.0, 0.01)
-    for s0, got in zip(starts, fine):
+    for s0, got in zip(starts, fine, strict=True):
         assert np.abs(got - mc.urn_ode(p, s0, [0.0, 3.0])[-1]).max() < 1e-7
 
 

@@ -11,9 +11,8 @@ from scipy.special import ive
 
 import dyn
 from dyn.attention import plateaus
-from dyn.engine import scenario as scenario_mod
-from dyn.engine import store
 from dyn.core.contract import REFERENCE, ROLE_ATTR
+from dyn.engine import scenario as scenario_mod, store
 from dyn.presentation.plot import figure
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
@@ -113,7 +112,7 @@ def test_most_unstable_mode_sits_next_to_the_large_beta_maximizer():
     from scipy.optimize import minimize_scalar
 
     for beta in (8.0, 10.0, 20.0, 40.0, 100.0, 300.0, 700.0):
-        found = minimize_scalar(lambda k: -2 * np.log(k) - np.log(ive(k, beta)),
+        found = minimize_scalar(lambda k: -2 * np.log(k) - np.log(ive(k, beta)),  # noqa: B023 minimize_scalar calls it at once
                                 bounds=(0.5, 3 * np.sqrt(2 * beta)), method="bounded",
                                 options={"xatol": 1e-12}).x
         kc = plateaus.mode_asymptote(beta)
@@ -369,7 +368,7 @@ def test_continuous_mode_against_the_growth_rates():
                                    k * k * ive(k, beta) / (beta * ive(0, beta)), rtol=1e-12)
         np.testing.assert_allclose(plateaus.circle_rates(beta, k, "USA"),
                                    k * k * ive(k, beta) * np.exp(beta) / beta, rtol=1e-12)
-        found = minimize_scalar(lambda q: -q * q * ive(q, beta), bounds=(0.5, 3 * np.sqrt(2 * beta)),
+        found = minimize_scalar(lambda q: -q * q * ive(q, beta), bounds=(0.5, 3 * np.sqrt(2 * beta)),  # noqa: B023 minimize_scalar calls it at once
                                 method="bounded", options={"xatol": 1e-12}).x
         assert abs(found - plateaus.mode_asymptote(beta)) < 0.01 * (8.0 / beta) ** 1.5
     for beta in (5.0, 9.0, 16.0, 40.0, 100.0):

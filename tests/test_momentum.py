@@ -61,7 +61,7 @@ def test_float_inversion_error_grows_as_gamma_decreases():
             errors.append(M.inversion_error(x0, 0 * x0, gamma, residual, depth))
         print(f"gamma = {gamma}: float inversion error after {depth} layers = {errors[-1]:.3g}")
     assert errors[0] < 1e-12                      # gamma^-N = 1.8: a few ulps
-    assert all(b > a for a, b in zip(errors, errors[1:]))
+    assert all(b > a for a, b in zip(errors, errors[1:], strict=False))
     assert errors[-1] > 1e3                       # 2^60 amplification: the input is lost
 
 
@@ -238,7 +238,7 @@ def test_memory_free_backprop_matches_ordinary_backprop(shared):
     # The rebuilt activations carry float64 rounding amplified by gamma^-40 ~ 70 and by the
     # chain of VJPs: entries agree to ~1e-11 of the largest gradient of their leaf (measured
     # 6e-13 relative to it), entries near zero included.
-    for a, b in zip(jax.tree_util.tree_leaves(grads[0]), jax.tree_util.tree_leaves(grads[1])):
+    for a, b in zip(jax.tree_util.tree_leaves(grads[0]), jax.tree_util.tree_leaves(grads[1]), strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-10 * float(jnp.max(jnp.abs(b))))
 
 
@@ -273,8 +273,8 @@ def test_exact_jax_backprop_matches_ordinary_backprop():
     grads = []
     for kw in ({"exact": True}, {"memory_free": False}):
         net = M.momentum_net(f, 0.6, 60, **kw)
-        grads.append(jax.grad(lambda t: jnp.sum(jnp.sin(net(t, x0, 0 * x0)[0])))(th))
+        grads.append(jax.grad(lambda t: jnp.sum(jnp.sin(net(t, x0, 0 * x0)[0])))(th))  # noqa: B023 jax.grad calls it at once
     # The exact network uses gamma = num/2^20 (|dgamma| <= 2^-21, i.e. 1.2e-6 of 1 - gamma) and
     # 2^-52 fixed point; 0.6^-60 = 2e13 would wreck a float inverse, not this one.
-    for a, b in zip(grads[0], grads[1]):
+    for a, b in zip(grads[0], grads[1], strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * float(jnp.max(jnp.abs(b))))

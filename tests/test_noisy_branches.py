@@ -130,7 +130,7 @@ def test_the_circle_reproduces_the_code_it_replaced():
     assert abs(fold - OLD_FOLD_5[40]) < 1e-5 * fold
     got = noisy.fold(list(OLD_FOLD_GRID))
     np.testing.assert_allclose(got, list(OLD_FOLD_GRID.values()), rtol=1e-5)
-    assert np.isnan(noisy.fold([2.0, 2.4])).all()  # supercritical: no fold, as before
+    assert np.isnan(noisy.fold([2.0, 2.4])).all()  # supercritical: no fold
 
 
 def test_the_dataset_and_its_validation():

@@ -14,7 +14,7 @@ def test_phi_functions():
     z = np.array([-0.999999, -1.000001, -0.3, 0.0, -50.0])
     p1, p2, p3 = noisy.phi_functions(z)
     closed = lambda z: (np.expm1(z) / z, (np.expm1(z) - z) / z**2, (np.expm1(z) - z - z**2 / 2) / z**3)
-    for got, want in zip((p1, p2, p3), closed(z[[0, 1, 2, 4]])):
+    for got, want in zip((p1, p2, p3), closed(z[[0, 1, 2, 4]]), strict=True):
         np.testing.assert_allclose(got[[0, 1, 2, 4]], want, rtol=1e-12)
     np.testing.assert_allclose([p1[3], p2[3], p3[3]], [1, 0.5, 1 / 6], rtol=1e-15)
 

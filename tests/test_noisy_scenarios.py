@@ -65,7 +65,7 @@ def test_hysteresis_sphere_and_modes_scenarios_run(tmp_path):
     assert plot(out, tmp_path / "hysteresis.png").stat().st_size > 0
     ax = figure(out).axes[0]  # one curve per start, each with its standard errors as bars
     with dyn.open(out) as ds:
-        for bars, init in zip(ax.containers, ds["init"].values):
+        for bars, init in zip(ax.containers, ds["init"].values, strict=True):
             np.testing.assert_array_equal(bars.lines[0].get_ydata(),
                                           ds["r_stationary"].sel(init=init).values)
             assert bars.has_yerr

@@ -11,8 +11,7 @@ import pytest
 
 import dyn
 from dyn import noisy
-from dyn.engine import scenario as scenario_mod
-from dyn.engine import store
+from dyn.engine import scenario as scenario_mod, store
 from dyn.presentation.cli import main
 from dyn.presentation.plot import figure
 from dyn.systems.noisy_attention import clustered_r, noise_of
@@ -73,7 +72,7 @@ def test_scenarios_load_and_give_the_noise_in_units_of_sigma_c():
         assert noise_of(spec.values) == pytest.approx(spec["sigma_over_sigma_c"] * sc, rel=1e-15)
         p = hys.system.problem(spec).p
         assert noisy.LAYOUT.unpack(p)["sigma"] == pytest.approx(noise_of(spec.values), rel=1e-15)
-    plain = _load("noisy_hysteresis").setup.spec(0)  # the sigma axis as before
+    plain = _load("noisy_hysteresis").setup.spec(0)  # a plain sigma axis
     assert noise_of(plain.values) == plain["sigma"]
 
 
@@ -147,7 +146,7 @@ def test_hysteresis_references_are_the_branch_and_are_drawn_per_panel(tmp_path):
                                           ds["r_branch_stable"].sel(d=3, beta=beta).values)
             np.testing.assert_array_equal(line.get_xdata(), x)
             assert [c.get_label() for c in ax.containers] == ["init = uniform", "init = cluster"]
-            for bars, init in zip(ax.containers, ("uniform", "cluster")):
+            for bars, init in zip(ax.containers, ("uniform", "cluster"), strict=True):
                 np.testing.assert_array_equal(
                     bars.lines[0].get_ydata(),
                     ds["r_stationary"].sel(d=3, beta=beta, init=init).values)

@@ -12,10 +12,6 @@ import numpy as np
 import pytest
 
 import integrators
-from integrators.numba import adaptive as na
-from integrators.core.geometry import SPHERE
-from integrators.core.tableau import ButcherTableau
-
 from _problems import (
     LOGISTIC_P,
     LOGISTIC_X0,
@@ -27,6 +23,9 @@ from _problems import (
     sphere_drift,
     sphere_reference,
 )
+from integrators.core.geometry import SPHERE
+from integrators.core.tableau import ButcherTableau
+from integrators.numba import adaptive as na
 
 LOGISTIC = integrators.Problem(drift=logistic_drift, p=LOGISTIC_P)
 SPHERE_PROBLEM = integrators.Problem(drift=sphere_drift, p=SPHERE_P, geometry=SPHERE)

@@ -11,17 +11,16 @@ import math
 import numpy as np
 import pytest
 
-from integrators.core.base import step_grid
-from integrators.core.geometry import EUCLIDEAN, POSTNORM, SPHERE
-from integrators.core.tableau import TABLEAUS
-from integrators.jit import njit
-from integrators.numba import fixed
-from integrators.numba_abi import DRIFT_SIG, NJIT, OBSERVE_SIG
+from _problems import SPHERE_P, SPHERE_X0, sphere_drift
 from dyn.attention import architecture, schemes
 from dyn.attention.init import uniform_sphere
 from dyn.attention.observer import pair_observer
-
-from _problems import SPHERE_P, SPHERE_X0, sphere_drift
+from integrators.core.base import step_grid
+from integrators.core.geometry import EUCLIDEAN, POSTNORM, SPHERE
+from integrators.core.tableau import TABLEAUS
+from integrators.numba import fixed
+from integrators.numba.abi import DRIFT_SIG, NJIT, OBSERVE_SIG
+from integrators.numba.jit import njit
 
 
 @njit(DRIFT_SIG, **NJIT)
@@ -111,7 +110,7 @@ def test_one_stage_loops_are_the_rk_loops_bit_for_bit(case):
         general, one = _both(problem, geometry, x0, ts, 0.1, b, c)
         assert _same_bits(general, one)
         general, one = _both(problem, geometry, x0, ts, 0.1, b, c, observer)
-        for g, o in zip(general, one):
+        for g, o in zip(general, one, strict=True):
             assert _same_bits(g, o)
         finite = general[2]
         if case == "attention":

@@ -10,8 +10,8 @@ import pytest
 
 import dyn
 from dyn.core.errors import ScenarioError
-from dyn.presentation.cli import main
 from dyn.presentation.analysis import scenario_of
+from dyn.presentation.cli import main
 from dyn.presentation.plot import figure
 from dyn.presentation.words import value_text
 
@@ -37,7 +37,7 @@ def test_one_curve_per_value_of_the_hue_axis_on_one_panel(swept):
     lines = _lines(panels[0])
     assert [label for label, _ in lines] == ["n = 6", "n = 12"]
     with dyn.open(swept) as ds:
-        for (_, line), n in zip(lines, (6, 12)):
+        for (_, line), n in zip(lines, (6, 12), strict=True):
             want = ds["pair_fraction"].sel(n=n, time=3.0).values
             np.testing.assert_array_equal(line.get_xdata(), ds["beta"].values)
             np.testing.assert_array_equal(line.get_ydata(), want)

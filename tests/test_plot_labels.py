@@ -44,6 +44,7 @@ TINY = {
     "implicit_regularization": {"sweep.depth": [4, 8], "params.steps": 3, "params.samples": 8,
                                 "params.width": 8},
     "mean_field_modes": {"params.n": 100, "params.grid": 96, "integrator.horizon": 0.2},
+    "next_token_scc": {"integrator.horizon": 100.0},
     "metastability": {"params.n": 8, "integrator.horizon": 10.0, "output.saves": 30},  # a band
     "metastable_counts": {"params.n": 16, "integrator.horizon": 10.0, "output.saves": 12},
     "momentum_limit": {"sweep.depth": [16, 32], "integrator.dt": 1e-3},
@@ -244,8 +245,8 @@ def test_heat_map_dots_the_cells_whose_error_exceeds_its_share_of_the_colours(cl
     span = 1.0 if clim is None else clim[1] - clim[0]
     with np.errstate(invalid="ignore"):
         i, j = np.nonzero(spread > 0.05 * span)
-    expected = sorted(zip(np.asarray(coords["beta"])[i], np.asarray(coords["time"])[j]))
-    drawn = sorted((x, y) for line in dots for x, y in zip(line.get_xdata(), line.get_ydata()))
+    expected = sorted(zip(np.asarray(coords["beta"])[i], np.asarray(coords["time"])[j], strict=True))
+    drawn = sorted((x, y) for line in dots for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True))
     assert len(expected) == (6 if clim is None else 3)
     assert drawn == expected, (drawn, expected)
 

@@ -20,16 +20,14 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
-from _scenarios import empty_sweep_file
 from scipy.special import iv
 
+from _scenarios import empty_sweep_file
 from dyn.core.contract import CLIM_ATTR, SIGNED_ATTR
 from dyn.core.errors import ScenarioError
 from dyn.presentation import comparison
 from dyn.presentation.cli import main
 from dyn.presentation.plot import figure, plot
-
-
 
 
 def _fill(path, values: dict, attrs: dict | None = None) -> None:

@@ -54,7 +54,6 @@ def _payload(folder: Path, module: str, marker: Path) -> Path:
 def made(tmp_path_factory) -> Path:
     """A finished small sweep with saved states along `form` (what every reader can read)."""
     from _scenarios import SMALL_SCENARIO
-
     from dyn.engine.scenario import apply_overrides, parse_toml
 
     folder = tmp_path_factory.mktemp("made")

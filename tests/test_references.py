@@ -6,14 +6,12 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
-from _scenarios import empty_sweep_file
 from scipy.special import iv
 
+from _scenarios import empty_sweep_file
 from dyn.core.contract import REFERENCE, ROLE_ATTR, theory_grid
 from dyn.presentation.marks import slope_lines
 from dyn.presentation.plot import figure
-
-
 
 
 def _fill(path, name, values) -> None:
@@ -98,7 +96,7 @@ def test_mean_field_zero_crossings_are_roots_and_ticks(tmp_path):
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         zero = ds["beta_zero"]
         assert zero.dims == ("mode", "crossing")
-        roots = [(k, b) for k, row in zip(ds["mode"].values, zero.values) for b in row
+        roots = [(k, b) for k, row in zip(ds["mode"].values, zero.values, strict=True) for b in row
                  if np.isfinite(b)]
         rates = np.zeros((5, 6))
         rates[:, :3] = 1.0  # the first three modes grow

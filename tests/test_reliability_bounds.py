@@ -304,8 +304,8 @@ def test_causal_t_crit_past_the_overflow_of_a_m_squared():
 
 @pytest.mark.parametrize("beta", [0.5, 5.0, -3.0, 300.0, 700.0])
 def test_moderate_beta_keeps_its_bits(beta):
-    """Up to the switch (|beta| <= 700) every closed form is computed as before the scaled
-    forms: the same floats, bit for bit."""
+    """Up to the switch (|beta| <= 700) every closed form is computed by its unscaled
+    formula: the same floats as that formula, bit for bit."""
     from scipy.special import hyp0f1, iv
 
     for d in (2, 3):

@@ -13,11 +13,10 @@ import sys
 import pytest
 
 import dyn
+from _files import assert_same, read_vars
+from dyn.core.system import FAILED, OK
 from dyn.engine import store, trajectories
 from dyn.presentation.cli import main
-from dyn.core.system import FAILED, OK
-
-from _files import assert_same, read_vars
 
 # 6 points; each point file holds 400 runs x 41 saves x 5 tokens x 3 coordinates (~2 MB raw)
 TRAJ = ["output.trajectories=true", "ensemble.runs=400", "output.saves=40"]

@@ -252,9 +252,9 @@ def bases(tmp_path_factory) -> dict:
     """Each base scenario as a TOML file (its overrides written in, so that `dyn run FILE` resumes
     a copy) and its finished sweep file, with the file's metadata ranges."""
     import tomli_w
-    from _scenarios import SMALL_SCENARIO
 
     import dyn
+    from _scenarios import SMALL_SCENARIO
     from dyn.engine.scenario import apply_overrides, parse_toml
 
     folder = tmp_path_factory.mktemp("fuzz_bases")
@@ -365,7 +365,7 @@ if __name__ != "__main__":
     test_damaged_files_resumed_thoroughly = pytest.mark.slow(_property(
         _resume_refuses_or_computes, SLOW_EXAMPLES))
 else:
-    from integrators.lifetime import die_with
+    from dyn.engine.lifetime import die_with
 
     # a worker busy with a request when pytest is killed would run on: it dies with pytest
     die_with(int(os.environ["DYN_FUZZ_PARENT"]))

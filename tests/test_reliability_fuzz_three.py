@@ -247,9 +247,9 @@ def damage(data: bytes, metadata: list[tuple[int, int]], rng: random.Random) -> 
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory) -> dict:
     import tomli_w
-    from _scenarios import SCENARIOS, SMALL_SCENARIO
 
     import dyn
+    from _scenarios import SCENARIOS, SMALL_SCENARIO
     from dyn.engine.scenario import apply_overrides, parse_toml, read_file
 
     folder = tmp_path_factory.mktemp("fuzz3")
@@ -355,7 +355,7 @@ def test_damaged_files_of_three_scenarios(bases, tmp_path):
 
 
 if __name__ == "__main__":
-    from integrators.lifetime import die_with
+    from dyn.engine.lifetime import die_with
 
     die_with(int(os.environ["DYN_FUZZ_PARENT"]))
     with contextlib.suppress(KeyboardInterrupt):

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import dyn
-from dyn.engine import store
-from dyn.presentation.cli import main
 from dyn.core.errors import ScenarioError
+from dyn.engine import store
 from dyn.engine.scenario import apply_values
+from dyn.presentation.cli import main
 
 FORMS = ["sweep.form=['flow', 'network']", "params.depth=4", "output.trajectories=true",
          "sweep.beta=[1.0, 2.0]", "sweep.normalization=['SA']", "ensemble.common=['form']",

@@ -7,7 +7,6 @@ import pytest
 
 import dyn
 import integrators
-
 from _problems import LOGISTIC_P, LOGISTIC_X0, logistic_drift, logistic_drift_jax
 from _scenarios import SCENARIOS, SMALL_SCENARIO
 

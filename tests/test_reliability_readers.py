@@ -23,9 +23,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from _scenarios import SMALL_SCENARIO
 
 import dyn
+from _scenarios import SMALL_SCENARIO
 from dyn.core.errors import ScenarioError
 from dyn.engine import scenario as scenario_module
 from dyn.presentation import plot, tokens

@@ -314,9 +314,9 @@ def _interrupt(scenario, out, signum, delay) -> tuple[int, str]:
     proc.send_signal(signum)
     try:
         _, err = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as exc:
         proc.kill()
-        raise AssertionError(f"{signal.Signals(signum).name} at {delay:.2f} s did not stop the run")
+        raise AssertionError(f"{signal.Signals(signum).name} at {delay:.2f} s did not stop the run") from exc
     return proc.returncode, err
 
 

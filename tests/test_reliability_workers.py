@@ -12,10 +12,9 @@ import psutil
 import pytest
 
 import dyn
-from dyn.engine import trajectories
-from integrators.lifetime import die_with_parent
-
 from _files import assert_same, read_vars
+from dyn.engine import trajectories
+from dyn.engine.lifetime import die_with_parent
 
 TRAJ = ["output.trajectories=true", "ensemble.runs=3", "sweep.beta=[0.5, 1.0, 2.0]"]
 

@@ -16,8 +16,7 @@ from dyn.attention import circle
 from dyn.attention.architecture import pack_architecture
 from dyn.attention.schemes import POST
 from dyn.core.contract import PROBABILITY, REFERENCE, ROLE_ATTR, UNDECIDED
-from dyn.engine import scenario as scenario_mod
-from dyn.engine import store
+from dyn.engine import scenario as scenario_mod, store
 from dyn.engine.verdicts import HORIZON_LIMITED, count_unresolved
 from dyn.presentation.plot import figure
 

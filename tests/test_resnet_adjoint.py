@@ -6,6 +6,7 @@ import pytest
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)  # differences down to 1e-10 must be resolved
 import jax.numpy as jnp  # noqa: E402
+
 import integrators  # noqa: E402
 
 integrators.configure_jax()  # the project's persistent XLA cache: each depth compiles once, ever

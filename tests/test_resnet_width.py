@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import dyn
+from dyn.frontier import random_features as rf
 from dyn.presentation import comparison
 from dyn.presentation.cli import main
-from dyn.frontier import random_features as rf
 
 SCENARIO = "scenarios/depth_width_limit.toml"
 

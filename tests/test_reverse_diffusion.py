@@ -58,7 +58,7 @@ def test_the_drift_is_the_lyapunov_equation():
         args = _args(T, noise, eps, error)
         mu0, c0 = rd.start_moments(start, 3, T, LAW["var"], LAW["kappa"], LAW["angle"], LAW["mean"])
         y0 = np.vstack([mu0, c0])
-        sol = solve_ivp(lambda s, y: rd.moment_field(s, y.reshape(4, 3), *args).ravel(),
+        sol = solve_ivp(lambda s, y: rd.moment_field(s, y.reshape(4, 3), *args).ravel(),  # noqa: B023 solve_ivp calls it at once
                         (0.0, T), y0.ravel(), method="DOP853", rtol=1e-12, atol=1e-14,
                         t_eval=times)
         mu, cov = rd.lyapunov(times, start, *args)

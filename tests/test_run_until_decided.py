@@ -11,8 +11,8 @@ import pytest
 
 import dyn
 from dyn import tokens_sde as ts
-from dyn.engine.verdicts import HORIZON_LIMITED_SHARE, horizon_limited
 from dyn.attention import uniform_sphere
+from dyn.engine.verdicts import HORIZON_LIMITED_SHARE, horizon_limited
 from dyn.presentation.plot import _edges, _index_map, _scale
 
 PHASE = "scenarios/two_token_phase.toml"

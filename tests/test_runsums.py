@@ -3,9 +3,9 @@ bit for bit (NaN payloads and signs, inf, -0.0 included), wherever the chunks ar
 import numpy as np
 import pytest
 
+from dyn.core.system import Output
 from dyn.engine.reductions import Mean, Proportion, Reductions, Rms
 from dyn.engine.runsums import add_runs, add_shifted_runs
-from dyn.core.system import Output
 
 
 def cumulative(acc, v):
@@ -47,7 +47,7 @@ def test_sums_are_the_cumulative_sums_last_row_bit_for_bit_wherever_chunks_are_c
         where = cuts(rng, shape[0])
         want = [None, None, None]
         total, sums = None, None
-        for start, stop in zip(where[:-1], where[1:]):
+        for start, stop in zip(where[:-1], where[1:], strict=True):
             part = v[start:stop]
             with np.errstate(invalid="ignore", over="ignore"):
                 u = part - shift
@@ -55,7 +55,7 @@ def test_sums_are_the_cumulative_sums_last_row_bit_for_bit_wherever_chunks_are_c
                         cumulative(want[2], u * u)]
             total = add_runs(total, part)
             sums = add_shifted_runs(sums, shift, part)
-        for got, expected in zip((total, *sums), (want[0], *want)):
+        for got, expected in zip((total, *sums), (want[0], *want), strict=True):
             assert got.shape == shape[1:]
             np.testing.assert_array_equal(bits(got), bits(expected))
 
@@ -81,7 +81,7 @@ def test_squares_are_rounded_before_they_are_added():
 
 def test_the_reductions_keep_their_numbers_with_the_kernels():
     """Mean, Rms and Proportion as computed from the cumulative sums, bit for bit: integer and
-    boolean values are summed as float64, as before."""
+    boolean values are summed as float64."""
     rng = np.random.default_rng(7)
     runs = 29
     outs = [Output("m", "m", dims=("time",)), Output("k", "k", dims=("time",)),

@@ -4,15 +4,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 import pytest
 
 import dyn
+from _scenarios import SMALL_SCENARIO
 from dyn.core import sweep
 from dyn.core.errors import ScenarioError
 from dyn.engine.scenario import apply_overrides, parse_toml, resolve
-
-from _scenarios import SMALL_SCENARIO
 
 
 def doc(**changes):
@@ -51,7 +49,7 @@ def test_point_seeds_depend_on_index_only():
     sc = resolve(doc())
     a = [sc.spec(i).rng.standard_normal(3) for i in range(sc.count)]
     b = [sc.spec(i).rng.standard_normal(3) for i in reversed(range(sc.count))][::-1]
-    assert all((x == y).all() for x, y in zip(a, b))
+    assert all((x == y).all() for x, y in zip(a, b, strict=True))
     assert len({tuple(x) for x in a}) == len(a)  # distinct streams
 
 

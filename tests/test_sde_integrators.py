@@ -8,8 +8,8 @@ from scipy import stats
 
 import integrators
 from integrators.numba import sde_rng
-from integrators.jit import njit
-from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.jit import njit
 
 MU, SIG = 0.5, 0.8  # geometric Brownian motion dX = MU X dt + SIG X dW
 
@@ -51,10 +51,10 @@ def test_sde_methods_registered():
     assert "euler_maruyama" in integrators.available()["diffrax"]
     assert integrators.options("numba", "euler_maruyama") == {"dt": 1e-2, "refine": 1}
     with pytest.raises(ValueError, match="rng"):
-        integrators.get("numba", "euler_maruyama").solve(GBM, np.ones((2, 1, 1)), [0.0, 1.0]).states
+        integrators.get("numba", "euler_maruyama").solve(GBM, np.ones((2, 1, 1)), [0.0, 1.0])
     with pytest.raises(ValueError, match="increments must have shape"):
         integrators.get("numba", "euler_maruyama", dt=0.5).solve(
-            GBM, np.ones((2, 1, 1)), [0.0, 1.0], increments=np.zeros((2, 3, 1, 1))).states
+            GBM, np.ones((2, 1, 1)), [0.0, 1.0], increments=np.zeros((2, 3, 1, 1)))
 
 
 def test_euler_maruyama_strong_order_half_on_gbm():

@@ -27,7 +27,7 @@ import gc, json, runpy, sys
 from dyn.presentation import cli
 
 def said(code, left):
-    from integrators import jit
+    from integrators.numba import jit
     loaded = [jit.qualified(k) for k in jit.declared_kernels() if not jit.pending(k)]
     print(json.dumps({"code": code, "modules": sorted(sys.modules), "collecting": gc.isenabled(),
                       "frozen": gc.get_freeze_count(), "left": left, "kernels": loaded}),

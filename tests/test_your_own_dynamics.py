@@ -97,7 +97,7 @@ def _sigmoid_sa_rk4(x0, beta, b, times, dt):
         return u - (u * x).sum(axis=1, keepdims=True) / (x * x).sum(axis=1, keepdims=True) * x
 
     x, out = x0.copy(), [x0.copy()]
-    for t0, t1 in zip(times[:-1], times[1:]):
+    for t0, t1 in zip(times[:-1], times[1:], strict=True):
         steps = max(int(np.ceil((t1 - t0) / dt * (1 - 1e-9))), 1)
         h = (t1 - t0) / steps
         for _ in range(steps):

@@ -21,6 +21,18 @@ def _cell(text) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+# what Markdown or the site would read as markup in the registry's plain text: a tag (`<x_i, x_j>`
+# would vanish in the browser), an entity, emphasis (`k*`, `W_*`), a link (`[0, T](x)`), code, math
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "$": "&#36;"}
+_BACKSLASHED = "\\`*_[]"
+
+
+def _text(text) -> str:
+    """Plain text (a doc string, a long name, bounds) as a table cell that shows exactly it."""
+    out = "".join(_ENTITIES.get(c, "\\" + c if c in _BACKSLASHED else c) for c in str(text))
+    return _cell(out)
+
+
 def _default(value) -> str:
     if isinstance(value, str) and value == "required":
         return "required"
@@ -37,9 +49,9 @@ def _outputs_table(outputs) -> list[str]:
     lines = ["| name | long name | units | own dims | reduction | file variables |",
              "|---|---|---|---|---|---|"]
     for o in outputs:
-        where = f" (in {', '.join(o.scenarios)})" if o.scenarios else ""
-        lines.append(f"| `{o.name}`{where} | {_cell(o.long_name)} | {_cell(o.units)} | "
-                     f"{_cell(', '.join(o.dims))} | {o.reduce} | "
+        where = f" (in {_text(', '.join(o.scenarios))})" if o.scenarios else ""
+        lines.append(f"| `{o.name}`{where} | {_text(o.long_name)} | {_text(o.units)} | "
+                     f"{_text(', '.join(o.dims))} | {_text(o.reduce)} | "
                      f"{_cell(', '.join(f'`{v}`' for v in o.variables))} |")
     return lines
 
@@ -48,15 +60,15 @@ def system_section(name: str) -> str:
     from dyn.presentation.describe import describe
 
     d = describe(name)
-    lines = [f"## `{d.name}`", "", _cell(d.description) + ".", ""]
+    lines = [f"## `{d.name}`", "", _text(d.description) + ".", ""]
     if d.scenarios:
         lines += ["Shipped scenarios: " + ", ".join(f"`{s}`" for s in d.scenarios) + ".", ""]
     lines += ["**Parameters** (`[params]`, or a `[sweep]` axis where sweepable)", "",
               "| key | kind | default | admissible | sweepable | meaning |",
               "|---|---|---|---|---|---|"]
     for p in d.parameters:
-        lines.append(f"| `{p.name}` | {p.kind} | {_cell(_default(p.default))} | {_cell(p.bounds)} | "
-                     f"{'yes' if p.sweepable else 'no'} | {_cell(p.doc)} |")
+        lines.append(f"| `{p.name}` | {p.kind} | {_cell(_default(p.default))} | {_text(p.bounds)} | "
+                     f"{'yes' if p.sweepable else 'no'} | {_text(p.doc)} |")
     lines += ["", "**Outputs** at the system's defaults", ""] + _outputs_table(d.outputs)
     if d.other_outputs:
         lines += ["", "**Outputs at other settings** (those of the shipped scenarios named)", ""]

@@ -30,8 +30,7 @@ import numpy as np
 
 from ..core.layout import Layout
 from ..core.schema import Field
-from .params import FIELDS as ATTENTION_FIELDS
-from .params import _matrix, check_common, real
+from .params import FIELDS as ATTENTION_FIELDS, _matrix, check_common, real
 
 MASKS = ("none", "causal")
 SCHEMES = ("post", "pre", "peri", "ngpt")
@@ -103,7 +102,7 @@ def pack_architecture(beta: float, d: int, normalization: str = "SA", Q=None, K=
     stacks = [_stack(name, a, d, None if heads is None else int(heads))
               for name, a in (("Q", Q), ("K", K), ("V", V))]
     H = int(heads) if heads is not None else max(s.shape[0] for s in stacks)
-    for name, s in zip("QKV", stacks):
+    for name, s in zip("QKV", stacks, strict=True):
         if s.shape[0] not in (1, H):
             raise ValueError(f"{name} has {s.shape[0]} heads, expected {H}")
     q, k, v = (np.broadcast_to(s, (H, d, d)) for s in stacks)

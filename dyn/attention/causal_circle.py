@@ -59,8 +59,8 @@ import numpy as np
 
 import integrators
 from integrators.core.geometry import EUCLIDEAN
-from integrators.jit import njit
-from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT
+from integrators.numba.abi import DRIFT_SIG, FASTMATH, NJIT
+from integrators.numba.jit import njit
 
 from ..core.dynamics import Dynamics, register, tangent_drift_jax
 from ..core.layout import Layout

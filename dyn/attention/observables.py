@@ -14,8 +14,8 @@ import math
 import numpy as np
 from numba import types
 
-from integrators.jit import njit
-from integrators.numba_abi import F1, F2, F3, NJIT
+from integrators.numba.abi import F1, F2, F3, NJIT
+from integrators.numba.jit import njit
 from integrators.numba.threads import over_members
 
 from ..numerics.vexp import exp_shifted_inplace, row_sum

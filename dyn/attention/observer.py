@@ -33,15 +33,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-import integrators
 from numba import types
 
-from integrators.jit import njit
-from integrators.numba_abi import F1, F2, NJIT, OBSERVE_SIG
+import integrators
+from integrators.numba.abi import F1, F2, NJIT, OBSERVE_SIG
+from integrators.numba.jit import njit
 
-from .observables import (N_PAIR_STATS, _delta, _least_lanes, _pair_pass, close_rows,
-                          join_rows)
+from .observables import N_PAIR_STATS, _delta, _least_lanes, _pair_pass, close_rows, join_rows
 
 THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST, EARLY = range(7)  # the observer's vector q
 # the counts a row holds in place of the labels: clusters (the tokens labelling their own

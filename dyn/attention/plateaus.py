@@ -230,7 +230,7 @@ def _one_plateau(counts: np.ndarray, times: np.ndarray, ratio: float) -> tuple[f
     stops = np.concatenate([change, [s]])  # one past the last save of each stretch
     # the highest count at or after each save, to check "never exceeded afterwards"
     ahead = np.maximum.accumulate(counts[::-1])[::-1]
-    for a, b in zip(starts[1:], stops[1:]):
+    for a, b in zip(starts[1:], stops[1:], strict=True):
         c = counts[a]
         if times[b - 1] < ratio * times[a]:
             continue

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from integrators.numba.arrays import copy2
 from integrators.core.geometry import EUCLIDEAN, POSTNORM, SPHERE
-from integrators.jit import njit
-from integrators.numba_abi import DRIFT_SIG, NJIT
+from integrators.numba.abi import DRIFT_SIG, NJIT
+from integrators.numba.arrays import copy2
+from integrators.numba.jit import njit
 
 from ..core.dynamics import Dynamics, register
 from ..core.layout import block

@@ -14,9 +14,10 @@ without being listed anywhere.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from integrators.core.geometry import Geometry
 from .layout import Layout
 
 NOT_MODELS = ("core", "engine", "presentation", "numerics", "systems", "user")  # layers: no model
-_REGISTRY: dict[str, "Dynamics"] = {}
+_REGISTRY: dict[str, Dynamics] = {}
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,7 +35,7 @@ class Dynamics:
     """dx = P_x f(t, x; p) dt (+ P_x g(t, x; p)[dW]) on `geometry`, p laid out by `layout`.
 
     - ``drift`` / ``diffusion``: numba functions of the integrators' ABI
-      (``integrators.numba_abi.DRIFT_SIG`` / ``DIFFUSION_SIG``);
+      (``integrators.numba.abi.DRIFT_SIG`` / ``DIFFUSION_SIG``);
     - ``drift_jax`` / ``diffusion_jax``: their JAX twins on one member; when the twin needs static
       sizes that only the vector knows (e.g. the ResNet's width), ``jax_static(p)`` returns them
       and ``drift_jax(*jax_static(p))`` builds the twin;
@@ -106,10 +107,10 @@ def register(record: Dynamics) -> Dynamics:
 
 
 def registered() -> dict[str, Dynamics]:
-    """Every record of every model module, by name."""
-    import dyn
-
-    for package in pkgutil.iter_modules(dyn.__path__):
+    """Every record of every model module, by name: the packages beside dyn/core are found in
+    its folder and imported by name (a plugin lookup: core imports no package above it)."""
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dyn/
+    for package in pkgutil.iter_modules([folder]):
         if not package.ispkg or package.name in NOT_MODELS:
             continue
         found = importlib.import_module(f"dyn.{package.name}")

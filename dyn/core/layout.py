@@ -30,13 +30,13 @@ its dimensions. Both raise ValueError.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 
-from integrators.jit import njit
-from integrators.numba_abi import NJIT
+from integrators.numba.abi import NJIT
+from integrators.numba.jit import njit
 
 
 @njit(**NJIT)
@@ -122,7 +122,7 @@ class Layout:
             if a.ndim != len(names):
                 raise ValueError(f"layout {self.name}: block {b} must have {len(names)} "
                                  f"dimensions {names}, got shape {a.shape}")
-            for d, n in zip(names, a.shape):
+            for d, n in zip(names, a.shape, strict=True):
                 if dims.setdefault(d, n) != n:
                     raise ValueError(f"layout {self.name}: block {b} has shape {a.shape}, "
                                      f"but {d} = {dims[d]}")
@@ -172,7 +172,7 @@ class Layout:
             if wrong:
                 raise ValueError(f"layout {self.name}: packed with {wrong}, expected {dims}")
         out = {k: p[i] for i, k in enumerate(self.scalars)}
-        for b, start, end in zip(self.blocks, offsets, offsets[1:]):
+        for b, start, end in zip(self.blocks, offsets[:-1], offsets[1:], strict=True):
             if b in present:
                 out[b] = p[start:end].reshape(self.shape(b, dims))
         return out
@@ -194,7 +194,7 @@ class Layout:
         at = p[len(self.scalars):self.header]
         sound = at[0] == self.header and at[-1] == p.shape[0] and np.all(np.diff(at) >= 0)
         dims = {d: p[self.index(d)] for d in self.dims if d in self.scalars}
-        for b, size in zip(self.blocks, np.diff(at)):
+        for b, size in zip(self.blocks, np.diff(at), strict=True):
             if all(d in dims for d in self.blocks[b]):
                 want = math.prod(dims[d] for d in self.blocks[b])
                 sound = sound and (size == want or (b in self.optional and size == 0))

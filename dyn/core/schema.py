@@ -7,8 +7,9 @@ small and the messages matter more than generality.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from . import laws
 from .errors import ScenarioError, did_you_mean

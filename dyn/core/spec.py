@@ -9,10 +9,11 @@ The engine builds them (:meth:`dyn.engine.scenario.Scenario.setup`,
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,7 @@ class Setup:
         """Number of sweep points."""
         return sweep.count(self.axes)
 
-    def spec(self, index: int, system=None) -> "RunSpec":
+    def spec(self, index: int, system=None) -> RunSpec:
         """The run specification of point `index` (its values, its random stream and, with
         dt = "auto", its step: step_tol / system.step_rate). `system` is the System these points
         run (the engine looks it up by `system_name`); only dt = "auto" needs it."""
@@ -182,7 +183,7 @@ class RunSpec:
             return sweep.common_rng(self.setup.seed, self.stream, *self.salt)
         return sweep.rng(self.setup.seed, self.stream)
 
-    def variant(self, salt: tuple[int, ...] = (), **solver_options) -> "RunSpec":
+    def variant(self, salt: tuple[int, ...] = (), **solver_options) -> RunSpec:
         """The same point with other solver options and, with a salt, its own fresh stream."""
         return RunSpec(self.setup, self.index, self.values, self.stream,
                        {**self.solver_options, **solver_options}, tuple(salt))

@@ -10,7 +10,7 @@ Every function takes the axes (`{name: [values...]}`, in file order), not a scen
 from __future__ import annotations
 
 import math
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -40,7 +40,7 @@ def grid_index(axes: Mapping[str, list], index: int) -> tuple[int, ...]:
 
 def axis_values(axes: Mapping[str, list], index: int) -> dict:
     """The sweep-axis values of point `index` (empty for a sweep without axes)."""
-    return {axis: values[i] for (axis, values), i in zip(axes.items(), grid_index(axes, index))}
+    return {axis: values[i] for (axis, values), i in zip(axes.items(), grid_index(axes, index), strict=True)}
 
 
 def point(params: Mapping, axes: Mapping[str, list], index: int) -> dict:
@@ -60,7 +60,7 @@ def stream_index(axes: Mapping[str, list], index: int, common: tuple[str, ...] =
     if not common:
         return index
     where = grid_index(axes, index)
-    rest = [(i, len(v)) for (axis, v), i in zip(axes.items(), where) if axis not in common]
+    rest = [(i, len(v)) for (axis, v), i in zip(axes.items(), where, strict=True) if axis not in common]
     return int(np.ravel_multi_index([i for i, _ in rest], [n for _, n in rest])) if rest else 0
 
 

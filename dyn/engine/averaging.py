@@ -142,7 +142,7 @@ def assess(pieces: list[Piece], names: list[str], times: np.ndarray, burn_in: fl
     return {name: stationarity.window_stats(y, start) for name, y in series.items()}
 
 
-def extend(system: "System", spec: "RunSpec", pieces: list[Piece], names: list[str],
+def extend(system: System, spec: RunSpec, pieces: list[Piece], names: list[str],
            t_end: float, step: float, samples: int) -> tuple[float, int]:
     """Continue every chunk's runs by `samples` samples of spacing `step` (in chunk order);
     returns the new end time and the number of runs that became non-finite."""
@@ -163,7 +163,7 @@ def extend(system: "System", spec: "RunSpec", pieces: list[Piece], names: list[s
     return float(block[-1]), bad
 
 
-def extend_to(system: "System", spec: "RunSpec", pieces: list[Piece], names: list[str],
+def extend_to(system: System, spec: RunSpec, pieces: list[Piece], names: list[str],
               t_end: float, end: float, step: float, per_block: int) -> tuple[float, int]:
     """Continue the runs from t_end to `end` in blocks of at most `per_block` samples; returns the
     time reached and the number of runs that became non-finite."""
@@ -175,7 +175,7 @@ def extend_to(system: "System", spec: "RunSpec", pieces: list[Piece], names: lis
     return t_end, bad
 
 
-def until_stationary(system: "System", spec: "RunSpec", pieces: list[Piece],
+def until_stationary(system: System, spec: RunSpec, pieces: list[Piece],
                      names: list[str]) -> Window:
     """Extend the runs block by block until every output's window is stationary or the horizon
     reaches the cap (see the module doc)."""

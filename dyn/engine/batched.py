@@ -16,10 +16,10 @@ law, not bit for bit (other generators, other rounding).
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from itertools import groupby
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -121,7 +121,7 @@ def iter_results(scenario, indices: Sequence[int], sidecar: str | None = None
             for spec in batch:
                 yield spec.index, PointResult({}, FAILED, message)
             continue
-        for spec, chunk in zip(batch, chunks):
+        for spec, chunk in zip(batch, chunks, strict=True):
             sink = None
             try:  # a full disk fails the point (its file reserves its space first), not the run
                 if layout is not None:

@@ -155,7 +155,7 @@ def _fresh_first_pass(timer, index: int, runs: int) -> float:
     import sys
 
     setup = timer.small_setup(runs)
-    code = ("import pickle, sys, time; from dyn.engine.executors import compute_point; "
+    code = ("import pickle, sys, time; from dyn.engine.worker import compute_point; "
             "setup, index = pickle.load(sys.stdin.buffer); t = time.perf_counter(); "
             "compute_point(setup, index); print(time.perf_counter() - t)")
     done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps((setup, index)),
@@ -173,10 +173,10 @@ class _Timed:
 
 
 class _PointTimer:
-    """Whole points through the executors' own path (compute_point), with fewer runs."""
+    """Whole points through the workers' own path (compute_point), with fewer runs."""
 
     def __init__(self, scenario, folder: Path | None):
-        from .executors import compute_point
+        from .worker import compute_point
 
         self.compute, self.setup = compute_point, scenario.setup
         self.folder = folder

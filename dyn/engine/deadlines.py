@@ -26,10 +26,10 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from ..core.contract import FAILED, PointResult
 from ..core.errors import ScenarioError

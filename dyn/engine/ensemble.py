@@ -46,13 +46,13 @@ class OutputMismatch(RuntimeError):
 RUN = "run"  # the dimension of per-run outputs
 
 
-def declared_outputs(system: "System", setup: "Setup") -> list[Output]:
+def declared_outputs(system: System, setup: Setup) -> list[Output]:
     """The system's outputs this sweep keeps: all of them, or those its [output] observables
     names (:meth:`Setup.keeps`)."""
     return [out for out in system.outputs(setup) if setup.keeps(out.name)]
 
 
-def file_outputs(system: "System", setup: "Setup") -> list[Output]:
+def file_outputs(system: System, setup: Setup) -> list[Output]:
     """Every variable written per point, in file order (per-run outputs lead with `run`; the
     time averages and their error budget after the system's own outputs)."""
     outs = []
@@ -78,7 +78,7 @@ def file_outputs(system: "System", setup: "Setup") -> list[Output]:
 MC_ERROR, STEP_ERROR_ATTR, HORIZON_ATTR = "dyn_mc_error", "dyn_step_error", "dyn_horizon"
 
 
-def error_budget(system: "System", setup: "Setup") -> dict[str, dict[str, str]]:
+def error_budget(system: System, setup: Setup) -> dict[str, dict[str, str]]:
     """Per declared output: where its Monte Carlo error, its step error and its horizon status
     are found in the file (variable names), or why they are not."""
     declared = declared_outputs(system, setup)
@@ -123,7 +123,7 @@ def error_budget(system: "System", setup: "Setup") -> dict[str, dict[str, str]]:
     return budget
 
 
-def coords(system: "System", setup: "Setup") -> dict[str, Coord]:
+def coords(system: System, setup: Setup) -> dict[str, Coord]:
     """The system's own dimensions: `time` (the save times) when an output or the saved states
     use it, `run` when an output is kept per run, and the system's other coordinates."""
     found = {}
@@ -137,14 +137,14 @@ def coords(system: "System", setup: "Setup") -> dict[str, Coord]:
     return found
 
 
-def references(system: "System", setup: "Setup") -> list[Reference]:
+def references(system: System, setup: Setup) -> list[Reference]:
     """The system's references (computed once per setup), checked against the file's layout:
     each dim a sweep axis, a system dimension or one of its own coords (equal wherever two
     references bring the same), values of that shape, names unused by any other variable."""
     return setup.shared(("references",), lambda: _checked_references(system, setup))
 
 
-def _checked_references(system: "System", setup: "Setup") -> list[Reference]:
+def _checked_references(system: System, setup: Setup) -> list[Reference]:
     sizes = {a: len(v) for a, v in setup.axes.items()}
     sizes.update({d: len(c.values) for d, c in coords(system, setup).items()})
     taken = set(sizes) | {o.name for o in file_outputs(system, setup)}
@@ -213,7 +213,7 @@ def _bad_runs(chunk, n: int, censored=()) -> int:
     return int(n - finite.sum())
 
 
-def run_point(system: "System", spec: "RunSpec", sink=None) -> PointResult:
+def run_point(system: System, spec: RunSpec, sink=None) -> PointResult:
     """Simulate every run of one point, chunk by chunk, and reduce to the file variables.
     `sink` (a :class:`dyn.engine.trajectories.TrajectoryFile`) receives the states when given."""
     from integrators import MAX_STEPS
@@ -237,7 +237,7 @@ def run_point(system: "System", spec: "RunSpec", sink=None) -> PointResult:
     return result
 
 
-def reduce_point(system: "System", spec: "RunSpec", simulated, sink=None) -> PointResult:
+def reduce_point(system: System, spec: RunSpec, simulated, sink=None) -> PointResult:
     """The file variables of one point from its simulated chunks, pairs (runs: range, Chunk)
     covering every run in order (the numba path simulates them chunk by chunk; the batched
     JAX path, :mod:`dyn.engine.batched`, hands over one chunk of all runs)."""

@@ -21,6 +21,7 @@ folder, removed after).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,8 @@ import numpy as np
 from ..core.errors import one_line
 from . import store
 from .calibrate import calibrate, process_age
-from .runner import duration_text
+from .job_array import ArrayPool
+from .longrun import duration_text
 from .scenario import Scenario
 from .store import size_text
 
@@ -170,3 +172,14 @@ def _secs(x: float) -> str:
 
 def _num(x: float) -> str:
     return f"{x:.2g}"
+
+
+def calibrated(pool: ArrayPool, scenario, out: Path) -> ArrayPool:
+    """`pool` with the seconds per point of the dry run's calibration (none when the options
+    fix the chunk size, or the calibration cannot tell)."""
+    if pool.options.points_per_task is not None:
+        return pool
+    found = estimate(scenario, out)
+    if found.serial_seconds is None or not scenario.count:
+        return pool
+    return dataclasses.replace(pool, seconds_per_point=found.serial_seconds / scenario.count)

@@ -23,94 +23,22 @@ import math
 import multiprocessing
 import os
 import sys
-import time
-import traceback
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
-from typing import Iterator, Sequence
 
-from .. import systems
-from ..core.contract import FAILED, PointResult
-from ..core.errors import RunAborted, ScenarioError, one_line
+from ..core import stages
+from ..core.contract import PointResult
+from ..core.errors import RunAborted, ScenarioError
 from ..core.spec import Setup
-from . import ensemble, stages, trajectories
+from .worker import compute_batch, compute_point, init_worker
 
 EXECUTORS = ("serial", "process", "dask", "submitit")
 TASK_SECONDS = 1.0  # target work per task once point costs are known
 MAX_BATCH = 256
 IN_FLIGHT_PER_WORKER = 2  # queued tasks per worker: keeps workers busy without a huge queue
 SCHEDULER_TIMEOUT = "10s"  # how long to try reaching a Dask scheduler before giving up
-_driver_pid: int | None = None  # set in pool workers: the process that started them
-
-
-_SETUPS: dict[str, Setup] = {}  # in a worker: the first copy of each sweep's Setup, by tag
-
-
-def _shared_setup(setup: Setup) -> Setup:
-    """The worker's one copy of this sweep's Setup, so that its cache (Setup.shared) lives
-    across tasks instead of being unpickled afresh with each."""
-    if len(_SETUPS) > 4:
-        _SETUPS.clear()
-    return _SETUPS.setdefault(setup.tag, setup)
-
-
-def compute_point(setup: Setup, index: int, sidecar: str | None = None) -> PointResult:
-    """Run point `index` of the sweep `setup`; never raises."""
-    setup = _shared_setup(setup)
-    module, _, _ = setup.system_name.rpartition(":")  # a system named by import path: its module
-    with stages.running(f"{module or 'dyn'} (import)"):
-        system = systems.get(setup.system_name, file=setup.system_file)
-    sink = None
-    try:
-        if sidecar is not None:
-            layout = trajectories.spec(system, setup, ensemble.coords(system, setup))
-            sink = trajectories.TrajectoryFile(Path(sidecar), index, layout, setup.tag)
-        with stages.running(f"{type(system).__module__}.simulate"):
-            result = ensemble.run_point(system, setup.spec(index, system), sink)
-        if sink is not None:
-            sink.close()
-        return result
-    except stages.UserExit:  # user code asked the process to end: the run stops, one line
-        if sink is not None:
-            sink.discard()
-        raise
-    except Exception as exc:  # one bad point must not kill the sweep: record it
-        if sink is not None:
-            sink.discard()
-        last = traceback.extract_tb(exc.__traceback__)[-1]
-        return PointResult({}, FAILED, one_line(f"{type(exc).__name__}: {exc} "  # one line, even
-                           f"({os.path.basename(last.filename)}:{last.lineno})"))  # for HDF5 texts
-
-
-def compute_batch(setup: Setup, indices: Sequence[int], sidecar: str | None = None
-                  ) -> list[tuple[int, PointResult, float]]:
-    """Points in order, each with its wall time (seconds) for the batch-size estimate."""
-    done = []
-    for index in indices:
-        _exit_if_orphaned()
-        start = time.perf_counter()
-        result = compute_point(setup, int(index), sidecar)
-        done.append((int(index), result, time.perf_counter() - start))
-    return done
-
-
-def _init_worker(threads: int, driver: int | None = None) -> None:
-    # Runs in each spawned worker before numba is imported: share the cores, do not oversubscribe.
-    os.environ["NUMBA_NUM_THREADS"] = str(threads)
-    global _driver_pid
-    _driver_pid = driver
-    if driver is not None:
-        from integrators.lifetime import die_with  # imports numba: after the variables above
-
-        die_with(driver)  # and exits at once where the driver died before the request
-
-
-def _exit_if_orphaned() -> None:
-    """In a pool worker whose driver is gone (re-parented): stop at once, write nothing more."""
-    if _driver_pid is not None and os.getppid() != _driver_pid:
-        os._exit(1)
 
 
 def iter_serial(setup: Setup, indices: Sequence[int], sidecar: str | None
@@ -168,7 +96,7 @@ def _lost_worker() -> tuple[type[BaseException], ...]:
 
 
 def _worker_died(points: int) -> RunAborted:
-    """The one line of a worker process that ended: the hook it ran (engine.stages), the
+    """The one line of a worker process that ended: the hook it ran (core.stages), the
     missing `__main__` guard where a worker says it stopped for that, else a kill."""
     folder = os.environ.get(stages.ENV)
     found = stages.read(folder) if folder else []
@@ -207,7 +135,7 @@ def new_process_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of `workers` spawned processes sharing the cores (its workers start on demand)."""
     threads = max(1, _cores() // workers)
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(threads, os.getpid()))
+                               initializer=init_worker, initargs=(threads, os.getpid()))
 
 
 @contextmanager
@@ -222,7 +150,7 @@ def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
 
 @contextmanager
 def stage_folder() -> Iterator[str]:
-    """A fresh folder where the pool's workers mark the hook they run (engine.stages), named
+    """A fresh folder where the pool's workers mark the hook they run (core.stages), named
     in this process's environment (its spawned workers inherit it) while the pool lives."""
     import shutil
     import tempfile

@@ -17,8 +17,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RETRY_SECONDS = 0.2

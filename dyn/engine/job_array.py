@@ -32,10 +32,11 @@ submitit installs.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ..core.contract import FAILED, PointResult
 from ..core.errors import ScenarioError, one_line
@@ -122,7 +123,7 @@ def _task_class():
             import numba
 
             numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-            from .executors import compute_batch
+            from .worker import compute_batch
 
             return compute_batch(setup, indices, sidecar)
 
@@ -199,7 +200,7 @@ def iter_array(pool: ArrayPool, setup: Setup, indices: Sequence[int], sidecar: s
     task = point_task()()
     jobs = pool.executor.map_array(task, [setup] * len(chunks), chunks, [sidecar] * len(chunks),
                                    [pool.options.cpus_per_task] * len(chunks))
-    points = {job.job_id: part for job, part in zip(jobs, chunks)}
+    points = {job.job_id: part for job, part in zip(jobs, chunks, strict=True)}
     finished = set()
     try:
         poll = POLL_SECONDS.get(pool.cluster, 10.0)
@@ -245,19 +246,6 @@ def _failure(job, exc: BaseException) -> str:
     if tail:
         text += f"; log: {tail}"
     return one_line(text)
-
-
-def calibrated(pool: ArrayPool, scenario, out: Path) -> ArrayPool:
-    """`pool` with the seconds per point of the dry run's calibration (none when the options
-    fix the chunk size, or the calibration cannot tell)."""
-    if pool.options.points_per_task is not None:
-        return pool
-    from .estimate import estimate
-
-    found = estimate(scenario, out)
-    if found.serial_seconds is None or not scenario.count:
-        return pool
-    return replace(pool, seconds_per_point=found.serial_seconds / scenario.count)
 
 
 def folder_for(path: Path) -> Path:

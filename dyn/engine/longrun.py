@@ -17,7 +17,7 @@ MEASURED = 2  # points after the first that make the rate
 
 class LongRunNote:
     """Fed each finished point (:meth:`done`); says the estimate once when it passes
-    NOTE_SECONDS. `words`: seconds in words (the runner's duration_text)."""
+    NOTE_SECONDS. `words`: seconds in words (:func:`duration_text`)."""
 
     def __init__(self, total: int, log, words=lambda s: f"{s:.0f} s", clock=time.monotonic):
         self.total, self.log, self.words, self.clock = total, log, words, clock
@@ -39,3 +39,10 @@ class LongRunNote:
                   f"({self.total - self.finished} points left at {per_point:.3g} s each, as "
                   "measured); Ctrl-C stops it and the same command resumes it",
                   file=self.log, flush=True)
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds for people: 45 s, 12 min, 2.5 h."""
+    seconds = int(round(seconds))
+    return (f"{seconds} s" if seconds < 120 else f"{seconds // 60} min" if seconds < 7200
+            else f"{seconds / 3600:.1f} h")

@@ -79,7 +79,7 @@ def _git_commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def attributes(scenario: "Scenario", command: str) -> dict[str, str]:
+def attributes(scenario: Scenario, command: str) -> dict[str, str]:
     return {
         "title": f"dyn sweep: {scenario.name}",
         "system": scenario.data["scenario"]["system"],
@@ -88,6 +88,6 @@ def attributes(scenario: "Scenario", command: str) -> dict[str, str]:
         "versions": json.dumps(versions(), sort_keys=True),
         "git_commit": git_commit(),
         "command": command,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "Conventions": "CF-1.8",
     }

@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from integrators.numba.events import CompileListener, listening_to_compiles
 
-from ..core import sweep
+from ..core import stages, sweep
 from ..core.contract import DIVERGED, FAILED, STATUS_NAMES
 from ..core.errors import OutputError, ScenarioError
-from . import deadlines, provenance, stages, store, trajectories
+from . import deadlines, provenance, store, trajectories
 from .batched import iter_results as batched_results
 from .executors import EXECUTORS, in_spawned_import, iter_results, open_pool
-from .longrun import LongRunNote
+from .longrun import LongRunNote, duration_text
 from .scenario import Scenario, apply_overrides, apply_values, read_file, resolve, scenario_file
 from .verdicts import WHY, count_unresolved
 
@@ -29,7 +30,7 @@ MAX_WORKERS = 1024
 LOG_SECONDS = 10.0  # progress lines in a log (stderr not a terminal): one per interval
 
 
-def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,
+def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,  # noqa: C901 the run's steps in order, each branch one refusal of an option or one choice of executor
         executor: str = "serial", scheduler: str | None = None, array: dict | None = None,
         overrides: dict[str, Any] | list[str] | None = None, unset: list[str] | None = None,
         progress: bool | None = None, command: str | None = None, log=None,
@@ -140,7 +141,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
             if done:
                 print(f"resuming {path}: {done} of {len(statuses)} points already done", file=log)
             if arrayed is not None and len(todo):  # chunks of minutes: the dry run's calibration
-                from .job_array import calibrated
+                from .estimate import calibrated
 
                 pool = (calibrated(pool[0], scenario, path), pool[1])
             if batched:
@@ -363,13 +364,6 @@ class LogProgress:
 
     def close(self) -> None:
         pass
-
-
-def duration_text(seconds: float) -> str:
-    """Seconds for people: 45 s, 12 min, 2.5 h."""
-    seconds = int(round(seconds))
-    return (f"{seconds} s" if seconds < 120 else f"{seconds // 60} min" if seconds < 7200
-            else f"{seconds / 3600:.1f} h")
 
 
 def _with_overrides(scenario, overrides, unset=None, notes=None) -> Scenario:

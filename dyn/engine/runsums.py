@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import types
 
-from integrators.jit import njit
-from integrators.numba_abi import F1, F2, NJIT
+from integrators.numba.abi import F1, F2, NJIT
+from integrators.numba.jit import njit
 
 
 @njit(inline="always", **NJIT)

@@ -442,6 +442,31 @@ def _outside_system(doc: Any) -> str:
     return name if locate.is_import_path(name) or name in locate.entry_points() else ""
 
 
+def _integrator_table(doc: dict, system) -> dict:
+    """The scenario's [integrator] table, checked against what `system` reads: a setting the
+    system would ignore is refused, not dropped; the engine's defaults fill the keys it reads."""
+    raw_integrator = _table(doc, "integrator")
+    integrator = check_table("integrator", raw_integrator, INTEGRATOR_FIELDS)
+    for key in raw_integrator:
+        if key not in system.integrator and integrator[key] != INTEGRATOR_FIELDS[key].default:
+            if key == "check_step" and system.equation == "ode":  # checked in _check_averaging
+                if not integrator[key]:
+                    del integrator[key]  # false, the default: the resolved text stays as it was
+                continue
+            if key == "check_step" and system.equation != "sde":
+                raise ScenarioError("integrator.check_step", "the step check reruns an SDE or "
+                                    f"an ODE at dt/2; system {system.name} solves neither")
+            reads = ", ".join(sorted(system.integrator)) or "nothing"
+            raise ScenarioError(f"integrator.{key}", f"system {system.name} does not use it "
+                                f"(it reads from [integrator]: {reads})")
+    for key, value in ENGINE_DEFAULTS.items():
+        if key in system.integrator:
+            integrator.setdefault(key, value)
+    if system.integrator:
+        _check_integrator(integrator, system)
+    return integrator
+
+
 def _resolve(doc: Any, source: str) -> Scenario:
     if not isinstance(doc, dict):
         raise ScenarioError("", "a scenario must be a TOML document of tables")
@@ -466,26 +491,7 @@ def _resolve(doc: Any, source: str) -> Scenario:
                                 "it and --set sweep.KEY sweeps it)")
     params_fields = {k: f for k, f in system.params.items() if k not in sweep_axes}
     params = check_table("params", raw_params, params_fields)
-
-    raw_integrator = _table(doc, "integrator")
-    integrator = check_table("integrator", raw_integrator, INTEGRATOR_FIELDS)
-    for key in raw_integrator:  # a setting the system would ignore is refused, not dropped
-        if key not in system.integrator and integrator[key] != INTEGRATOR_FIELDS[key].default:
-            if key == "check_step" and system.equation == "ode":  # checked in _check_averaging
-                if not integrator[key]:
-                    del integrator[key]  # false, the default: the resolved text stays as it was
-                continue
-            if key == "check_step" and system.equation != "sde":
-                raise ScenarioError("integrator.check_step", "the step check reruns an SDE or "
-                                    f"an ODE at dt/2; system {system.name} solves neither")
-            reads = ", ".join(sorted(system.integrator)) or "nothing"
-            raise ScenarioError(f"integrator.{key}", f"system {system.name} does not use it "
-                                f"(it reads from [integrator]: {reads})")
-    for key, value in ENGINE_DEFAULTS.items():
-        if key in system.integrator:
-            integrator.setdefault(key, value)
-    if system.integrator:
-        _check_integrator(integrator, system)
+    integrator = _integrator_table(doc, system)
     output = check_table("output", _table(doc, "output"), OUTPUT_FIELDS)
     _check_output(output, integrator)
     ensemble = check_table("ensemble", _table(doc, "ensemble"), ENSEMBLE_FIELDS)

@@ -102,7 +102,7 @@ def _window_means(system, spec, names, carry, t0: float, length: float, step: fl
     return {n: averaging.series_of([piece], n).mean(axis=1) for n in names}
 
 
-def step_errors(system: "System", spec: "RunSpec", names: list[str], window: averaging.Window,
+def step_errors(system: System, spec: RunSpec, names: list[str], window: averaging.Window,
                 pieces: list[averaging.Piece]) -> dict[str, float]:
     """X_step_error and X_step_error_se of each time-averaged output (see the module doc)."""
     from integrators.core.base import step_grid
@@ -143,7 +143,7 @@ def ode_check_runs(runs: int) -> int:
     return min(runs, max(CHECK_RUNS, -(-runs // ODE_CHECK_SHARE)))
 
 
-def ode_step_errors(system: "System", spec: "RunSpec", coarse: dict[str, np.ndarray]) -> dict:
+def ode_step_errors(system: System, spec: RunSpec, coarse: dict[str, np.ndarray]) -> dict:
     """X_step_error and X_step_error_se of each output in `coarse`: the main pass's values of
     its first runs (runs, *dims), against those runs again at half the step (the module doc)."""
     runs = len(next(iter(coarse.values())))

@@ -55,13 +55,21 @@ import h5py
 import numpy as np
 
 from ..core import sweep
-from ..core.contract import (DIVERGED, FAILED, NAN_MEANS_ATTR, OK, PENDING, REFERENCE, ROLE_ATTR,
-                             STATUS_NAMES, PointResult)
+from ..core.contract import (
+    DIVERGED,
+    FAILED,
+    NAN_MEANS_ATTR,
+    OK,
+    PENDING,
+    REFERENCE,
+    ROLE_ATTR,
+    STATUS_NAMES,
+    PointResult,
+)
 from ..core.errors import MissingFile, OutputError, ScenarioError
 from . import labels, model_facts, provenance, theory, trajectories
 from .disk import file_kind, free_bytes, reserve, trim
-from .ensemble import coords as system_coords
-from .ensemble import error_budget, file_outputs, references
+from .ensemble import coords as system_coords, error_budget, file_outputs, references
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -190,7 +198,7 @@ class WriterLock:
             self._fd = None
 
 
-def estimated_bytes(scenario: "Scenario") -> int:
+def estimated_bytes(scenario: Scenario) -> int:
     """An upper bound of the sweep file's size: its contiguous datasets, the virtual mapping of
     saved states, the attributes, and SLACK_BYTES of metadata."""
     system, setup = scenario.system, scenario.setup
@@ -209,7 +217,7 @@ def estimated_bytes(scenario: "Scenario") -> int:
     return int(total)
 
 
-def states_bytes(scenario: "Scenario") -> int:
+def states_bytes(scenario: Scenario) -> int:
     """An upper bound of the saved states' folder NAME.h5.d/: each point file's reservation
     (its states uncompressed, see trajectories.reservation); 0 without saved states."""
     system, setup = scenario.system, scenario.setup
@@ -217,7 +225,7 @@ def states_bytes(scenario: "Scenario") -> int:
     return 0 if spec is None else scenario.count * trajectories.reservation(spec)
 
 
-def output_text(scenario: "Scenario") -> tuple[int, str]:
+def output_text(scenario: Scenario) -> tuple[int, str]:
     """Bytes of the sweep file and its saved states together, and the same in words."""
     need, states = estimated_bytes(scenario), states_bytes(scenario)
     if not states:
@@ -226,7 +234,7 @@ def output_text(scenario: "Scenario") -> tuple[int, str]:
                            f"saved states in its folder NAME.h5.d/ at most {size_text(states)})")
 
 
-def check_size(path: Path, scenario: "Scenario", force: bool = False) -> int:
+def check_size(path: Path, scenario: Scenario, force: bool = False) -> int:
     """Refuse a sweep whose file and saved states would take past MAX_FILE_BYTES (unless
     `force`) or past the free space; returns the file's estimate, reserved when it is made."""
     need = estimated_bytes(scenario)
@@ -320,7 +328,7 @@ def bounded_read(path: Path) -> None:
         raise ScenarioError("", f"{path} is damaged: {problem}")
 
 
-def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | None = None) -> None:
+def create(path: Path, scenario: Scenario, command: str, reserve_bytes: int | None = None) -> None:
     """Write the whole empty layout under a temporary name, then rename it into place.
     `reserve_bytes` (default: the estimate) of disk are held first, so HDF5 never meets a full
     disk mid-write (see the module doc)."""
@@ -398,7 +406,7 @@ def create(path: Path, scenario: "Scenario", command: str, reserve_bytes: int | 
     os.replace(tmp, path)
 
 
-def step_attributes(scenario: "Scenario") -> dict[str, float]:
+def step_attributes(scenario: Scenario) -> dict[str, float]:
     """The steps a fixed-step solver takes, as root attributes: each save interval is cut into
     equal steps no longer than dt (integrators.core.base.step_grid), so where dt exceeds a save
     interval the step used is that interval. Absent for adaptive methods and dt = "auto" (the
@@ -470,7 +478,7 @@ def _axis_long_name(system, axis: str) -> str:
     return (spec.doc if spec is not None and spec.doc else axis)
 
 
-def other_scenario(path: Path, scenario: "Scenario") -> dict | None:
+def other_scenario(path: Path, scenario: Scenario) -> dict | None:
     """When `path` is a readable sweep file of another scenario: its name, hash and command (what
     `--overwrite` replaces); else None (this scenario's file, or not a sweep file at all, which
     --overwrite never deletes)."""
@@ -489,7 +497,7 @@ def other_scenario(path: Path, scenario: "Scenario") -> dict | None:
     return {"name": name, "hash": attrs["scenario_hash"], "command": attrs["command"] or "?"}
 
 
-def replaceable(path: Path, scenario: "Scenario") -> str | None:
+def replaceable(path: Path, scenario: Scenario) -> str | None:
     """What `--overwrite` replaces at `path`, in words: a sweep file of another scenario, or one
     of this scenario whose layout is damaged; None for this scenario's intact file and for
     anything that is not a readable sweep file (never deleted)."""
@@ -519,7 +527,7 @@ class Verified:
     repaired: tuple[str, ...] = ()  # references and coordinates written back (dyn.engine.theory)
 
 
-def read_verified(path: Path, scenario: "Scenario") -> Verified:
+def read_verified(path: Path, scenario: Scenario) -> Verified:
     """Open an existing sweep file for a resume: refuse another scenario's file and a file whose
     layout is damaged (one line each); check every done point's checksum."""
     problem = read_problem(path)  # before HDF5 reads it here: it could loop for ever
@@ -580,13 +588,13 @@ def metadata_problem(f: h5py.File) -> str:
 
     def attributes(obj) -> None:
         for key in list(obj.attrs.keys()):
-            obj.attrs[key]
+            _ = obj.attrs[key]  # read for its checksum
 
     def visit(name, obj) -> None:
         where[0] = name
         attributes(obj)
         if isinstance(obj, h5py.Dataset):
-            obj.shape, obj.dtype
+            _ = obj.shape, obj.dtype  # read for the header's checksum
 
     try:
         attributes(f)
@@ -596,7 +604,7 @@ def metadata_problem(f: h5py.File) -> str:
     return ""
 
 
-def _module_changed(f: h5py.File, scenario: "Scenario") -> str:
+def _module_changed(f: h5py.File, scenario: Scenario) -> str:
     """", the system's code changed since: FILES" naming the files of a system from outside
     the package whose bytes differ from those the file's scenario records; else ""."""
     text = _text(f.attrs.get("scenario"))
@@ -611,7 +619,7 @@ def _module_changed(f: h5py.File, scenario: "Scenario") -> str:
     return changed(head, scenario.data["scenario"])
 
 
-def layout_problem(f: h5py.File, scenario: "Scenario") -> str:
+def layout_problem(f: h5py.File, scenario: Scenario) -> str:
     """What differs between an open sweep file and the layout `create` makes for this scenario
     (attributes, variables, shapes, types, sweep coordinates); "" when nothing does."""
     text = _text(f.attrs.get("scenario"))
@@ -653,7 +661,7 @@ def _same_values(stored: np.ndarray, values) -> bool:
         return False
 
 
-def _point_checksums(f: h5py.File, scenario: "Scenario", points: np.ndarray,
+def _point_checksums(f: h5py.File, scenario: Scenario, points: np.ndarray,
                      statuses: np.ndarray, versions: np.ndarray) -> np.ndarray:
     """CRC-32 of each listed point as stored (values in file order, message, versions, status),
     the sum `Writer.write` recorded; 0 for the others. One variable in memory at a time."""
@@ -720,7 +728,7 @@ class Writer:
     """The single writer of one sweep file: one call to `write` per finished point."""
 
     path: Path
-    scenario: "Scenario"
+    scenario: Scenario
 
     def __post_init__(self):
         self._file = h5py.File(self.path, "r+", locking=False)

@@ -17,15 +17,14 @@ from typing import TYPE_CHECKING
 import h5py
 import numpy as np
 
-from .ensemble import coords as system_coords
-from .ensemble import references
+from .ensemble import coords as system_coords, references
 from .model_facts import CHECKSUM_ATTR, values_checksum
 
 if TYPE_CHECKING:
     from .scenario import Scenario
 
 
-def expected_coords(scenario: "Scenario") -> dict[str, np.ndarray]:
+def expected_coords(scenario: Scenario) -> dict[str, np.ndarray]:
     """The values of every coordinate of the file that is not a sweep axis, as made."""
     system, setup = scenario.system, scenario.setup
     found = {dim: np.asarray(c.values) for dim, c in system_coords(system, setup).items()}
@@ -40,7 +39,7 @@ def grids(dims, coords: dict[str, np.ndarray], axes) -> list[np.ndarray]:
     return [coords[d] for d in dims if d not in axes and d in coords]
 
 
-def repairs(f: h5py.File, scenario: "Scenario") -> tuple[dict[str, np.ndarray], str]:
+def repairs(f: h5py.File, scenario: Scenario) -> tuple[dict[str, np.ndarray], str]:
     """(name -> values to write back in place, problem): what of the open file's references and
     non-sweep coordinates differs from what the scenario makes, and the words of a damage that
     cannot be repaired ("" if none)."""

@@ -26,7 +26,6 @@ when the sweep file is made. Hence:
 from __future__ import annotations
 
 import functools
-
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +69,7 @@ class TrajectorySpec:
         return (self.run_dim, "trajectory_time", *self.state)
 
 
-def spec(system: "System", setup: "Setup", coords: dict) -> TrajectorySpec | None:
+def spec(system: System, setup: Setup, coords: dict) -> TrajectorySpec | None:
     """The trajectory layout of a sweep, or None when it saves none; `coords` are the
     system's coordinates, whose `time` gives the save times."""
     if not setup.trajectories:
@@ -301,14 +300,14 @@ class _StatesFolder:
             picked = tuple(slice(int(k), int(k) + 1) if isinstance(k, (int, np.integer)) else k
                            for k in key[:self.axes])
             block = self._basic(picked + key[self.axes:])
-            return block.reshape([n for k, n in zip(key[:self.axes], block.shape)
+            return block.reshape([n for k, n in zip(key[:self.axes], block.shape[:self.axes], strict=True)
                                   if not isinstance(k, (int, np.integer))] + list(block.shape[self.axes:]))
-        ranges = [range(*k.indices(n)) for k, n in zip(key[:self.axes], self.shape[:self.axes])]
+        ranges = [range(*k.indices(n)) for k, n in zip(key[:self.axes], self.shape[:self.axes], strict=True)]
         own = key[self.axes:]
         sweep_shape = self.shape[:self.axes]
         parts = []
         for where in np.ndindex(*[len(r) for r in ranges]):
-            at = tuple(r[i] for r, i in zip(ranges, where))
+            at = tuple(r[i] for r, i in zip(ranges, where, strict=True))
             index = int(np.ravel_multi_index(at, sweep_shape)) if at else 0
             parts.append(self._point(index, own))
         block = np.stack(parts) if parts else np.empty((0,) + self._own_shape(own))

@@ -2,11 +2,11 @@ r"""Compile numba's kernels ahead of use, split over processes so that none is c
 
 A kernel needs every kernel it calls compiled (or loaded) before it: numba types the calls
 against them, and numba links their code into the caller and optimizes it again
-(:mod:`integrators.jit`). Two processes that start on a cold cache and both need the attention
+(:mod:`integrators.numba.jit`). Two processes that start on a cold cache and both need the attention
 field therefore both pay for its whole tree (the field, its three regimes and their helpers), which is what a
 test session on two cores did.
 
-This module deals the declared kernels (:func:`integrators.jit.declared_kernels`) to `shares`
+This module deals the declared kernels (:func:`integrators.numba.jit.declared_kernels`) to `shares`
 processes by *family*: kernels joined by calls are one family, except that a kernel which calls
 no other and is called from several modules (a shared leaf such as the vectorised exp) joins
 none. A family costs about the sum, over its kernels, of the source each one compiles (its own,
@@ -16,7 +16,7 @@ them from numba's cache; the other processes then find them there. ``dyn compile
 share at once (:func:`compile_all`, instead of each
 sweep paying for its own on its first run); a test session runs one share in each pytest-xdist
 worker before its first test. `dyn compile`'s workers die with it
-(:func:`integrators.lifetime.die_with`): a killed command leaves none compiling.
+(:func:`dyn.engine.lifetime.die_with`): a killed command leaves none compiling.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
+from .lifetime import die_with
 
 RELINK = 0.25  # cost of re-optimizing a linked callee's code in a caller, per unit of its own
 
@@ -51,7 +52,7 @@ def import_kernel_modules() -> None:
 def families(kernels) -> tuple[list[list], list[float]]:
     """The kernels grouped into families (see the module doc), costliest first, each with its
     callers after its callees; and the cost of each family."""
-    from integrators.jit import callees
+    from integrators.numba.jit import callees
 
     known = {id(k): k for k in kernels}
     calls = {i: {id(c) for c in callees(k) if id(c) in known} for i, k in known.items()}
@@ -106,12 +107,12 @@ def share_of(index: int, shares: int) -> list:
     if not 0 <= index < shares:
         raise ValueError(f"share index must lie in [0, {shares}), got {index}")
     import_kernel_modules()
-    from integrators.jit import declared_kernels
+    from integrators.numba.jit import declared_kernels
 
     groups, costs = families(declared_kernels())
     load = [0] * shares
     mine = []
-    for group, cost in zip(groups, costs):
+    for group, cost in zip(groups, costs, strict=True):
         target = load.index(min(load))
         load[target] += cost
         if target == index:
@@ -122,7 +123,7 @@ def share_of(index: int, shares: int) -> list:
 def compile_share(index: int, shares: int) -> tuple[int, float]:
     """Compile (or load from numba's cache) the kernels of share `index` of `shares`; returns
     how many and the seconds it took."""
-    from integrators.jit import ensure
+    from integrators.numba.jit import ensure
 
     start = time.perf_counter()
     kernels = share_of(index, shares)
@@ -133,8 +134,6 @@ def compile_share(index: int, shares: int) -> tuple[int, float]:
 
 def _init_worker(driver: int) -> None:
     # in each of compile_all's workers, before its share
-    from integrators.lifetime import die_with
-
     die_with(driver)
 
 

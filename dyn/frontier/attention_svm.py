@@ -107,8 +107,7 @@ import numpy as np
 
 import dyn
 
-from .attention_svm_math import (constraints, correlation, frobenius_svm, max_margin_classifier,
-                                 nuclear_svm)
+from .attention_svm_math import constraints, correlation, frobenius_svm, max_margin_classifier, nuclear_svm
 
 FORMS = ("W", "KQ", "vW")
 DATA = ("known", "generic")
@@ -391,7 +390,7 @@ class AttentionSVM(_Flow):
         values["log_t"] = clock
         values["growth_slope"] = np.array([np.polyfit(clock[r, late], norms[r, late], 1)[0]
                                            for r in range(runs)])
-        for key, value in values.items():
+        for value in values.values():
             if np.issubdtype(value.dtype, np.floating):
                 value[~finite] = np.nan
         return dyn.Chunk(values, finite=finite)

@@ -34,7 +34,7 @@ from scipy.optimize import minimize, nnls
 def constraints(tokens: np.ndarray, queries: np.ndarray, selected: np.ndarray) -> np.ndarray:
     """The constraint matrices A_it (m, d, d) of the selection, t != selected_i, in order."""
     rows = []
-    for x, z, a in zip(tokens, queries, selected):
+    for x, z, a in zip(tokens, queries, selected, strict=True):
         for t in range(x.shape[0]):
             if t != a:
                 rows.append(np.outer(x[a] - x[t], z))

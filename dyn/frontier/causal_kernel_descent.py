@@ -325,7 +325,7 @@ class CausalKernelDescent(dyn.System):
                     c2 = ((y @ v) ** 2).sum(axis=0)
                 ln = np.log(np.abs(1.0 - eta * mu))
 
-                def sq(layer):
+                def sq(layer, c2=c2, ln=ln):
                     return np.log(np.sum(c2 * np.exp(2 * layer * ln)))
                 law = -(sq(end) - sq(end - every)) / (2 * eta * every)
             keep["error"].append(norms[depth] / norms[0])

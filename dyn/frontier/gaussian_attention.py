@@ -961,7 +961,7 @@ class GaussianAttention(dyn.System):
         biases = {}
         for index in np.ndindex(*shape):
             p = {k: setup.params.get(k) for k in finite_keys}
-            p.update({a: setup.axes[a][i] for a, i in zip(finite_dims, index)})
+            p.update({a: setup.axes[a][i] for a, i in zip(finite_dims, index, strict=True)})
             mu0, cov0 = start(int(p["d"]), float(p["mean0"]), float(p["var0"]),
                               float(p["aniso"]))
             m, s = moments(p["kind"], float(p["beta"]), mu0, cov0, times)

@@ -154,10 +154,10 @@ import hashlib
 import math
 import tomllib
 
-import integrators
 import numpy as np
 
 import dyn
+import integrators
 
 LAYOUTS = ("polygon", "sphere")
 TRAPPED_AFTER = 5.0  # the deviation fit: betas trapped for longer than this many windows
@@ -530,7 +530,7 @@ def figure(path, out) -> dict:
     off = beta * dev > top
     if off.any():
         ax[1].text(0.03, 0.97, "off the top: " + ", ".join(
-            f"{y:.1f} (beta {b:g})" for b, y in zip(beta[off], beta[off] * dev[off])),
+            f"{y:.1f} (beta {b:g})" for b, y in zip(beta[off], beta[off] * dev[off], strict=True)),
             transform=ax[1].transAxes, va="top", fontsize=7, color="C0")
     ax[1].set(xscale="log", ylim=(0.9 * law["scale"], top), xlabel="beta",
               ylabel="beta x deviation", title="finite beta -> hardmax: (c1 + c2/beta) / beta")

@@ -200,7 +200,7 @@ def hessian_min(theta):
 
     def of(x):
         parts, at = {}, 0
-        for k, s, n in zip(names, shapes, sizes):
+        for k, s, n in zip(names, shapes, sizes, strict=True):
             parts[k] = x[at:at + n].reshape(s)
             at += n
         return training_loss(parts, {})

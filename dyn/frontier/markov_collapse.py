@@ -426,7 +426,7 @@ class MarkovCollapse(dyn.System):
         stable = np.zeros(shape + (k,))
         for index in np.ndindex(*shape):
             p = {key: setup.params.get(key) for key in keys}
-            p.update({a: setup.axes[a][i] for a, i in zip(dims, index)})
+            p.update({a: setup.axes[a][i] for a, i in zip(dims, index, strict=True)})
             w = key_query(p["kind"], float(p["beta"]), k, setup.common_rng(W_KEY, k))
             base = transition(w)
             counts, _ = prompt_counts(k, int(p["prompt_copies"]))

@@ -335,7 +335,7 @@ class PositionalAttention(dyn.System):
         merge = np.full(shape, np.nan)
         for index in np.ndindex(*shape):
             p = {k: setup.params.get(k, PARAMS[k].default if k in PARAMS else None) for k in keys}
-            p.update({a: setup.axes[a][i] for a, i in zip(dims, index)})
+            p.update({a: setup.axes[a][i] for a, i in zip(dims, index, strict=True)})
             p = {k: (PARAMS[k].default if v is None and k in PARAMS else v) for k, v in p.items()}
             kernel, g = p["kernel"] or "gaussian", int(p["g"])
             if kernel == "blocks":

@@ -398,7 +398,7 @@ def euler_law(times, dt, start, d, T, var, kappa, angle, mean, noise, eps, error
         if save < len(times) and bounds[k + 1] == times[save]:
             out.append((mu, cov, phi_mat, phi))
             save += 1
-    return tuple(np.array(v) for v in zip(*out))
+    return tuple(np.array(v) for v in zip(*out, strict=True))
 
 
 class ReverseSamples(dyn.Model):

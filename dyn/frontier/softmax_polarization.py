@@ -246,7 +246,7 @@ class SoftmaxPolarization(dyn.System):
         entropies = gaps.copy()
         for index in np.ndindex(*shape):
             p = {key: setup.params.get(key) for key in keys}
-            p.update({a: setup.axes[a][i] for a, i in zip(dims, index)})
+            p.update({a: setup.axes[a][i] for a, i in zip(dims, index, strict=True)})
             eps = gap_law(int(p["n"]), float(p["b"]), times, p["objective"] or "logistic")
             gaps[index] = eps
             with np.errstate(divide="ignore", invalid="ignore"):

@@ -32,8 +32,7 @@ have a leading axis of length N.
 """
 from __future__ import annotations
 
-from typing import Callable
-
+from collections.abc import Callable
 
 # Exact mode. gamma = num / 2^k; the exact product v num / 2^k deviates from v gamma by up to num
 # units of 2^-F (dropped low bits plus the buffer digit), i.e. 2^(k-F) = 2^-32 per layer here, below
@@ -133,7 +132,7 @@ class _Exact:
             return max(1, math.ceil((n * beta + extra + self.k + 2) / LIMB_BITS))
 
         cuts = sorted({round(depth * i / MAX_SEGMENTS) for i in range(MAX_SEGMENTS + 1)})
-        self.segments = [(a, b, limbs(b)) for a, b in zip(cuts, cuts[1:]) if b > a]
+        self.segments = [(a, b, limbs(b)) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
         self.limbs = self.segments[-1][2] if self.segments else 1
 
     def residual(self, x, th, dtype):
@@ -226,7 +225,7 @@ class _Exact:
         buf = jnp.zeros((1,) + x.shape, jnp.int64)
         for a, b, limbs in self.segments:
             buf = jnp.concatenate([buf, jnp.zeros((limbs - buf.shape[0],) + x.shape, jnp.int64)])
-            seq = None if self.shared else jax.tree_util.tree_map(lambda t: t[a:b], theta)
+            seq = None if self.shared else jax.tree_util.tree_map(lambda t: t[a:b], theta)  # noqa: B023 tree_map calls it at once
 
             def body(carry, th):
                 return self.forward_layer(*carry, theta if self.shared else th, dtype), None
@@ -245,7 +244,7 @@ class _Exact:
         outs = []
         for a, b, limbs in reversed(self.segments):
             buf = buf[:limbs]  # the upper limbs are zero from here down (the bound above)
-            seq = None if self.shared else jax.tree_util.tree_map(lambda t: t[a:b], theta)
+            seq = None if self.shared else jax.tree_util.tree_map(lambda t: t[a:b], theta)  # noqa: B023 tree_map calls it at once
 
             def body(carry, th):
                 x, v, buf, ext = carry

@@ -11,7 +11,7 @@ then the blocks W1 (tanh) or M (affine) (d x d, row-major), b (d), c (d; tanh on
 
 Second-order ODE ``eps x'' + x' = g(x, t)`` as a first-order system on the (2, d) state
 ``[x; u]``, ``u = x'``:  ``x' = u``,  ``u' = (g(x, t) - u) / eps``.  First-order ODE ``x' = g`` on
-a (1, d) state. Both follow the numba ABI (``integrators.numba_abi.DRIFT_SIG``).
+a (1, d) state. Both follow the numba ABI (``integrators.numba.abi.DRIFT_SIG``).
 """
 from __future__ import annotations
 
@@ -20,10 +20,9 @@ import math
 import numpy as np
 from numba import types
 
-
 import integrators
-from integrators.jit import njit
-from integrators.numba_abi import DRIFT_SIG, F1, NJIT
+from integrators.numba.abi import DRIFT_SIG, F1, NJIT
+from integrators.numba.jit import njit
 
 from ..core.dynamics import Dynamics, register
 from ..core.layout import Layout, block

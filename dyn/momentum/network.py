@@ -22,8 +22,8 @@ inversion returns every integer (and B = 0) bit for bit at any depth.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -28,13 +28,12 @@ from __future__ import annotations
 import numpy as np
 
 from integrators.core.geometry import SPHERE
-from integrators.jit import njit
-from integrators.numba_abi import DRIFT_SIG, FASTMATH, NJIT
+from integrators.numba.abi import DRIFT_SIG, FASTMATH, NJIT
+from integrators.numba.jit import njit
 
 from ..core.dynamics import Dynamics, register
 from ..core.layout import block
-from .params import FOURIER_LAYOUT as LAYOUT
-from .params import fourier_order_of, pack_fourier
+from .params import FOURIER_LAYOUT as LAYOUT, fourier_order_of, pack_fourier
 from .sde import noise_shape, noisy_diffusion, noisy_diffusion_jax
 
 SIGMA, USA = LAYOUT.index("sigma"), LAYOUT.index("usa")

@@ -5,9 +5,18 @@ and must not import :mod:`dyn.noisy` (the arrow runs noisy -> attention only).
 """
 from __future__ import annotations
 
-from ..numerics.bessel import (CF_MARGIN, SCALED_FROM, bessel_ratios, circle_coefficients,
-                               fourier_order, funk_hecke, mean_kernel, mean_kernel_scaled,
-                               normalized_gains, tail_bound)
+from ..numerics.bessel import (
+    CF_MARGIN,
+    SCALED_FROM,
+    bessel_ratios,
+    circle_coefficients,
+    fourier_order,
+    funk_hecke,
+    mean_kernel,
+    mean_kernel_scaled,
+    normalized_gains,
+    tail_bound,
+)
 
 __all__ = ["CF_MARGIN", "SCALED_FROM", "bessel_ratios", "circle_coefficients", "fourier_order",
            "funk_hecke", "mean_kernel", "mean_kernel_scaled", "normalized_gains", "tail_bound"]

@@ -23,8 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..attention.params import FIELDS as ATTENTION_FIELDS
-from ..attention.params import pack_params
+from ..attention.params import FIELDS as ATTENTION_FIELDS, pack_params
 from ..core.layout import Layout
 from ..core.schema import Field
 from ..numerics.bessel import circle_coefficients, fourier_order

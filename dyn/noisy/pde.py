@@ -62,7 +62,7 @@ def phi_functions(z) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     zb = np.where(small, 1.0, z)
     e = np.expm1(zb)
     closed = (e / zb, (e - zb) / zb**2, (e - zb - zb**2 / 2) / zb**3)
-    return tuple(np.where(small, s, c) for s, c in zip(series, closed))
+    return tuple(np.where(small, s, c) for s, c in zip(series, closed, strict=True))
 
 
 class CircleMeanField:

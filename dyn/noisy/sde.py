@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from integrators.numba.arrays import copy2
 from integrators.core.geometry import SPHERE
-from integrators.jit import njit
-from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.arrays import copy2
+from integrators.numba.jit import njit
 
 from ..attention import FLOW, attention_drift, attention_drift_jax
 from ..core.dynamics import Dynamics, register

@@ -269,7 +269,7 @@ class ZonalMeanField:
         out[0] = c
         cache = {}
         T = self.transport
-        for i, (count, h) in enumerate(zip(counts, steps)):
+        for i, (count, h) in enumerate(zip(counts, steps, strict=True)):
             h = float(h)
             if h not in cache:
                 cache[h] = self._etd(h)
@@ -321,7 +321,7 @@ def zonal_growth_rates(beta: float, sigma: float, d: int, normalization: str = "
     h = min(float(dt), PDE_STEP_GAIN / max(gain, 1e-300))
     c = field.solve(c0, times, h)
     rates = np.empty(n)
-    for i, (l, t) in enumerate(zip(degrees, windows)):
+    for i, (l, t) in enumerate(zip(degrees, windows, strict=True)):
         at = int(np.searchsorted(times, t))
         one = 0.5 * (c[at, 0, i, l] - c[at, 1, i, l])  # eps x + eps^3 y + O(eps^5)
         two = 0.5 * (c[at, 2, i, l] - c[at, 3, i, l])  # 2 eps x + 8 eps^3 y + ...

@@ -20,9 +20,9 @@ import math
 import numpy as np
 from numba import types
 
+from integrators.numba.abi import F1, F2, FASTMATH, NJIT
 from integrators.numba.arrays import copy2
-from integrators.jit import njit
-from integrators.numba_abi import F1, F2, FASTMATH, NJIT
+from integrators.numba.jit import njit
 
 from ._field_small import SIGNATURE, matrix_bound
 from .vexp import EXP_MAX_ARG, exp_inplace, row_max, row_sum

@@ -25,8 +25,8 @@ import math
 import numpy as np
 from numba import types
 
-from integrators.jit import njit
-from integrators.numba_abi import F1, F2, FASTMATH, NJIT
+from integrators.numba.abi import F1, F2, FASTMATH, NJIT
+from integrators.numba.jit import njit
 
 from .vexp import EXP_MAX_ARG, exp_inplace
 

@@ -10,11 +10,10 @@ the path is taken while 2c <= EXP_MAX_ARG, else :func:`._field_small.columns` ru
 
 Large n at d = 2: the triangle goes in blocks of whole columns (BLOCK_ENTRIES floats at most,
 a multiple of four columns), each scored, exponentiated and summed while it is in L2; the
-column order of every sum is the triangle's. Against the unblocked code (interleaved, one
-thread, blocks of 2^16): 1.19x at n = 1024, 1.10x at 2048, 0.88x at 512 (the triangle still
-in L2: hence blocks of 2^17, from n = 512 on). A triangle that fits one block, and any d != 2,
-runs the unblocked code of before, bit for bit (at d = 3 the blocked code measured slower,
-0.7-0.85x at n = 128 and 512 with blocks of 8192).
+column order of every sum is the triangle's. Blocking pays only once the triangle leaves L2,
+hence blocks of 2^17 entries, from n = 512 on. A triangle that fits one block, and any d != 2,
+runs the unblocked code, bit for bit (at d = 3 the blocked code is slower: its rows are too
+short to amortize the block passes; benchmarks/attention_rhs.py measures both).
 
 For d = 2 four columns go together: one sweep over the rows below them makes the vertical sums
 and the 12 horizontal ones (each loop reads few distinct views, see :mod:`._field_small`).
@@ -23,7 +22,7 @@ d = 2, n a multiple of 4, no bias (the main ensembles) take vectorized passes wi
 bits: scores with the general pass's roundings written as fma (:func:`_upper_scores2`), the
 exps in 512-bit vectors where the CPU has them, the sums' small triangles in registers with
 their order written out (:func:`_upper_accumulate2`), blocks of CIRCLE_BLOCK entries beyond
-BLOCK_ENTRIES. Against the code before them (one thread, interleaved, n = 32): 1.8x per call.
+BLOCK_ENTRIES.
 The normalizers are left for the caller: the last two floats of ``work`` (reserved by
 :func:`.attention_field.work_size`) get c and sum_i Z_i of head 0, Z_i = sum_j e^{s_ij - c},
 so sum_ij e^{s_ij} = e^c sum_i Z_i (the USA energy without a second exp pass); NaN in the
@@ -37,11 +36,10 @@ import math
 
 from numba import types
 
-from integrators.jit import njit
-from integrators.numba_abi import F1, F2, FASTMATH, NJIT
+from integrators.numba.abi import F1, F2, FASTMATH, NJIT
+from integrators.numba.jit import njit
 
-from ._field_small import (SIGNATURE, I, _apply_rows, _combine, _transpose, columns,
-                           matrix_bound)
+from ._field_small import SIGNATURE, I, _apply_rows, _combine, _transpose, columns, matrix_bound
 from .vexp import EXP_MAX_ARG, add, exp_inplace, fma
 
 # entries of the triangle one column block holds at d = 2 (1 MiB: in L2 with the sums); a
@@ -440,9 +438,9 @@ def _upper_accumulate2_block(work, w, vt, sums, n, j0, j1):
     """:func:`_upper_accumulate2` for the columns j0 <= j < j1 (multiples of 4, as
     :func:`_upper_scores2` wrote them from `w`), adding to the block at `sums` (zeroed by the
     first block): the bits of :func:`_upper_accumulate_block`. A copy of
-    :func:`_upper_accumulate2`, for speed: the bits hold either way, but that one calling this
-    with (0, n) took 1.10x its time per call at n = 32, and both calling one inlined group body
-    1.25x (interleaved processes, one member, quiet machine)."""
+    :func:`_upper_accumulate2`, for speed: the bits hold either way, but a shared body (this
+    function called with (0, n), or one inlined group body for both) is slower at small n,
+    where the unblocked path runs (benchmarks/attention_rhs.py times the field)."""
     out = work[sums:sums + 3 * n]
     if j0 == 0:  # the first block starts the sums
         for a in range(3 * n):

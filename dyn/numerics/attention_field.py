@@ -42,8 +42,8 @@ import math
 import numpy as np
 from numba import types
 
-from integrators.jit import njit
-from integrators.numba_abi import NJIT
+from integrators.numba.abi import NJIT
+from integrators.numba.jit import njit
 
 from . import _field_gemm, _field_small
 from ._field_gemm import gemm

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from numba import types
 
-from integrators.jit import njit
-from integrators.numba_abi import F1, F2, NJIT
+from integrators.numba.abi import F1, F2, NJIT
+from integrators.numba.jit import njit
 
 from . import attention_field as af
 

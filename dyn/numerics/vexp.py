@@ -25,8 +25,8 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-from integrators.jit import njit
-from integrators.numba_abi import FASTMATH, FASTMATH_ORDERED, NJIT
+from integrators.numba.abi import FASTMATH, FASTMATH_ORDERED, NJIT
+from integrators.numba.jit import njit
 
 EXP_MIN = -708.0
 EXP_MAX_ARG = 700.0

@@ -19,8 +19,15 @@ from xarray.backends import BackendArray
 
 from ..core.contract import DIVERGED, OK, PENDING, REFERENCE, ROLE_ATTR, STATUS_NAMES, STEP_ERROR, TIME_AVERAGE
 from ..core.errors import ScenarioError
-from ..engine.verdicts import (HORIZON_LIMITED, MARKED_ROLES, NONSTATIONARY, WHY, undecided_variable,
-                               unresolved, with_role)
+from ..engine.verdicts import (
+    HORIZON_LIMITED,
+    MARKED_ROLES,
+    NONSTATIONARY,
+    WHY,
+    undecided_variable,
+    unresolved,
+    with_role,
+)
 from .describe import setting_text
 
 MAX_LISTED = 20  # horizon-limited points listed by `dyn show`
@@ -202,12 +209,12 @@ def clean_text(value):
         return value
     if isinstance(value, (list, tuple)):
         cleaned = [clean_text(v) for v in value]
-        same = all(a is b for a, b in zip(cleaned, value))
+        same = all(a is b for a, b in zip(cleaned, value, strict=True))
         return value if same else type(value)(cleaned)
     if isinstance(value, np.ndarray) and value.dtype.kind in "OU":
         items = value.reshape(-1).tolist()
         cleaned = [clean_text(v) for v in items]
-        if all(a is b for a, b in zip(cleaned, items)):
+        if all(a is b for a, b in zip(cleaned, items, strict=True)):
             return value
         return np.array(cleaned, dtype=value.dtype if value.dtype.kind == "O" else str).reshape(value.shape)
     return value
@@ -439,7 +446,7 @@ def _evidence(ds: xr.Dataset, reason: str, at: dict) -> str:
         err, se = ds[name].sel(at), ds[base + "_se"].sel(at).values  # over dims: the worst element
         with np.errstate(divide="ignore", invalid="ignore"):
             i = np.unravel_index(np.nanargmax(np.nan_to_num(err.values / se, nan=-1.0)), se.shape)
-        where = "".join(f", {d} = {_fmt(ds[d].values[k])}" for d, k in zip(err.dims, i))
+        where = "".join(f", {d} = {_fmt(ds[d].values[k])}" for d, k in zip(err.dims, i, strict=True))
         if err.values[i] > se[i]:  # the outputs that mark the point
             parts.append(f"{name} = {err.values[i]:.3g} > {base}_se = {se[i]:.3g}{where}")
     return ", ".join(parts)
@@ -451,7 +458,7 @@ def _marked_lines(ds: xr.Dataset, reason: str, hit: xr.DataArray) -> list[str]:
     where = np.argwhere(np.asarray(hit.values).reshape(hit.shape))
     lines = [f"  {reason} {len(where)} points ({WHY[reason]}):"]
     for index in where[:MAX_LISTED]:
-        at = {dim: ds[dim].values[i] for dim, i in zip(hit.dims, index)}
+        at = {dim: ds[dim].values[i] for dim, i in zip(hit.dims, index, strict=True)}
         lines.append("    " + ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items())
                      + f"  ({_evidence(ds, reason, at)})")
     if len(where) > MAX_LISTED:
@@ -478,7 +485,7 @@ def error_report(path: str | Path) -> str:
         lines.append("  points")
         status = ds["status"].values.reshape(ds["status"].shape)
         for index in np.ndindex(*status.shape):
-            at = {dim: ds[dim].values[i] for dim, i in zip(axes, index)}
+            at = {dim: ds[dim].values[i] for dim, i in zip(axes, index, strict=True)}
             where = ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items()) or "(the point)"
             flags = [r for r, hit in marks.items() if bool(hit.values[index])]
             state = status_name(status[index])
@@ -487,7 +494,7 @@ def error_report(path: str | Path) -> str:
                 why = str(ds["message"].values[index]) if "message" in ds and state != "pending" else ""
                 lines += [f"      why                    {why}"] if why else []
                 continue
-            point = ds.isel(dict(zip(axes, index)))
+            point = ds.isel(dict(zip(axes, index, strict=True)))
             for name in primaries:
                 lines.append(f"      {name:<22} {_budget_line(point, name)}")
     return "\n".join(lines)

@@ -256,8 +256,7 @@ def _reads_file(command):
 @_reads_file
 def _cmd_show(args) -> int:
     _check_sweep_file(args.path)
-    from .analysis import open as open_dataset
-    from .analysis import summary
+    from .analysis import open as open_dataset, summary
 
     if args.errors:
         from .analysis import error_report

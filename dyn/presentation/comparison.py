@@ -30,8 +30,7 @@ import xarray as xr
 
 from ..core.contract import DIVERGED, OK
 from ..core.errors import ScenarioError
-from .analysis import open as open_dataset
-from .analysis import scenario_of
+from .analysis import open as open_dataset, scenario_of
 
 REFERENCE_SLOPES = {-0.5: ":", -1.0: "--", -2.0: "-."}
 GUIDE_BELOW = 0.4  # reference slopes pass this factor below the fitted line, beside the data
@@ -209,8 +208,8 @@ def rates(result: xr.Dataset, against: str) -> dict[tuple, Rate]:
     others = [d for d in error.dims if d != against]
     found = {}
     for key in np.ndindex(*(error.sizes[d] for d in others)):
-        label = tuple((d, error[d].values[i].item()) for d, i in zip(others, key))
-        found[label] = fit_rate(error.isel(dict(zip(others, key))), against)
+        label = tuple((d, error[d].values[i].item()) for d, i in zip(others, key, strict=True))
+        found[label] = fit_rate(error.isel(dict(zip(others, key, strict=True))), against)
     return found
 
 

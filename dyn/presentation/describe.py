@@ -177,13 +177,18 @@ def _parameter(name: str, f: Field) -> Parameter:
 
 
 def _backends(system) -> dict[str, tuple[str, ...]]:
-    """The methods each backend offers this system, as the scenario check admits them."""
+    """The methods each backend offers this system, as the scenario check admits them: a
+    model whose field has one form (numba's `drift`, or JAX's `drift_jax` or gradient) is
+    offered the backends that run that form only."""
     if "method" not in system.integrator:
         return {}
     import integrators
 
+    has_form = getattr(system, "has_form", None)
     found = {}
     for backend, methods in integrators.available().items():
+        if has_form is not None and not has_form("numba" if backend == "numba" else "jax"):
+            continue
         if backend == "jax":
             methods = sorted(system.jax_methods)
         elif system.equation is not None:

@@ -21,8 +21,7 @@ import xarray as xr
 
 from ..core.contract import OK
 from ..core.errors import ScenarioError
-from .analysis import open as open_dataset
-from .analysis import scenario_of
+from .analysis import open as open_dataset, scenario_of
 from .comparison import TRAJECTORY, _check_states_present
 
 EXACT = "exact"
@@ -72,8 +71,8 @@ def compare_exact(path: str | Path, *, at: str = "all", trust_model: bool = Fals
     for where in np.ndindex(*distance.shape[:-1]):
         if int(status.values[where]) != OK:
             continue
-        values = fixed | {a: traj[a].values[i].item() for a, i in zip(axes, where)}
-        x = np.asarray(traj.isel(dict(zip(axes, where))).transpose(run, "trajectory_time", *state))
+        values = fixed | {a: traj[a].values[i].item() for a, i in zip(axes, where, strict=True)}
+        x = np.asarray(traj.isel(dict(zip(axes, where, strict=True))).transpose(run, "trajectory_time", *state))
         ref = reference.states(system, values, x[:, 0], times)
         if ref.shape != x.shape:
             raise ScenarioError("--reference", f"{type(system).__name__}.reference returned "

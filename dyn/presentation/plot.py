@@ -64,18 +64,37 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.contract import (ALONG_ATTR, AXIS_ATTR, CLIM_ATTR, COLOR_ATTR, LABEL_ATTR, LINESTYLE_ATTR,
-                             MARK_ABOVE_ATTR, OVER_ATTR, SIGNED_ATTR, SLOPES_ATTR)
+from ..core.contract import (
+    ALONG_ATTR,
+    AXIS_ATTR,
+    CLIM_ATTR,
+    COLOR_ATTR,
+    LABEL_ATTR,
+    LINESTYLE_ATTR,
+    MARK_ABOVE_ATTR,
+    OVER_ATTR,
+    SIGNED_ATTR,
+    SLOPES_ATTR,
+)
 from ..core.errors import ScenarioError
 from ..engine.verdicts import NONSTATIONARY
-from .analysis import UNMASKED, marks_for, point_marks, scenario_of
-from .analysis import open as open_dataset
 from . import facts, profiles, slicing
+from .analysis import UNMASKED, marks_for, open as open_dataset, point_marks, scenario_of
 from .marks import slope_lines
 from .mixture import SPLIT, split_points
 from .styles import MARK_STYLES, NO_VALUE, output_path, save, styled
-from .words import (DOT, ERROR_SHARE, axis_label, chars_in, error_legend, figure_legend,
-                    fit_height, settings, value_text, wrap_text)
+from .words import (
+    DOT,
+    ERROR_SHARE,
+    axis_label,
+    chars_in,
+    error_legend,
+    figure_legend,
+    fit_height,
+    settings,
+    value_text,
+    wrap_text,
+)
 
 MAX_PANELS = 12
 MAX_CURVES = 12
@@ -187,7 +206,7 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
             bounds = (*(_finite(b)[0] for b in bounds[:2]), bounds[2])
         bar_chars = chars_in(height / rows, "axes.labelsize")
         errors = set()  # how errors were drawn: "bars", "band"
-        for ax, selection in zip(grid.flat, selections):
+        for ax, selection in zip(grid.flat, selections, strict=False):
             sub = da.sel(selection) if selection else da
             marks = {reason: hit.sel({k: v for k, v in selection.items() if k in hit.dims})
                      for reason, hit in marked.items()}
@@ -458,7 +477,7 @@ def _over_curves(ax, ds, refs, xdim: str, selection: dict | None = None) -> bool
 
 def _combinations(da, dims: list[str]) -> list[dict]:
     """Every combination of coordinate values of `dims` (one empty selection when none)."""
-    return [dict(zip(dims, values)) for values in
+    return [dict(zip(dims, values, strict=True)) for values in
             itertools.product(*(da[d].values.tolist() for d in dims))] or [{}]
 
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.contract import ALONG_ATTR, LABEL_ATTR, OVER_ATTR, PROFILE_ATTR, STATUS_NAMES
-from .words import (axis_label, chars_in, error_legend, figure_legend, fit_height, settings,
-                    value_text, wrap_text)
+from .words import axis_label, chars_in, error_legend, figure_legend, fit_height, settings, value_text, wrap_text
 
 MAX_CURVES = 6
 FRACTIONS = (0.125, 0.25, 0.5, 1.0, 1.5)  # of the panel's threshold, where there is one
@@ -62,7 +61,7 @@ def figure(ds, name: str, look, error_bounds, selected: str = "", trust_model: b
     ds = ds.isel({d: 0 for d in single if d in ds.dims})  # an axis of one value: no panels
     da = ds[name].load()
     panel_dims = [d for d in da.dims if d not in (x, by)]
-    selections = [dict(zip(panel_dims, values)) for values in
+    selections = [dict(zip(panel_dims, values, strict=True)) for values in
                   _product([da[d].values for d in panel_dims])][:MAX_PANELS]
     at = da.isel({d: 0 for d in da.dims if d not in (x, by) and d not in panel_dims})
     zero_first = bool(np.all(np.nan_to_num(at.isel({by: 0}).values) == 0))
@@ -81,7 +80,7 @@ def figure(ds, name: str, look, error_bounds, selected: str = "", trust_model: b
     colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(picks)))
     fractions_colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(FRACTIONS)))
     status = ds["status"] if "status" in ds else None
-    for ax, selection in zip(grid.flat, selections):
+    for ax, selection in zip(grid.flat, selections, strict=False):
         sub = da.sel(selection)
         state = int(status.sel({k: v for k, v in selection.items() if k in status.dims}).values.max()
                     if status is not None and status.size else OK)
@@ -97,7 +96,7 @@ def figure(ds, name: str, look, error_bounds, selected: str = "", trust_model: b
             continue
         drawn = []
         steps = [(color, i, f"{by} = {value_text(float(da[by].values[i]))}")
-                 for color, i in zip(colors, picks)]
+                 for color, i in zip(colors, picks, strict=True)]
         if late:
             steps = _relative(da[by].values, late[0], fractions_colors)
         for color, i, label in steps:
@@ -143,7 +142,7 @@ def _relative(values: np.ndarray, mark: tuple[str, float], colors) -> list[tuple
     label, when = mark
     found, seen = [], set()
     values = np.asarray(values, dtype=float)
-    for color, fraction in zip(colors, FRACTIONS):
+    for color, fraction in zip(colors, FRACTIONS, strict=True):
         target = fraction * when
         if not values[0] < target <= values[-1] * (1 + 1e-9):
             continue

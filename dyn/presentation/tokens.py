@@ -258,7 +258,7 @@ class Picture:
         if self.hist is not None:
             counts, _ = np.histogram(np.arctan2(x[:, 1], x[:, 0]),
                                      bins=np.linspace(-np.pi, np.pi, BINS + 1))
-            for bar, count in zip(self.hist, counts):
+            for bar, count in zip(self.hist, counts, strict=True):
                 bar.set_height(count)
         lost = int((~np.isfinite(x).all(axis=-1)).sum())
         self.clock.set_text(f"t = {self.states.times[k]:.4g}"

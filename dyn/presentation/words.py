@@ -11,7 +11,6 @@ import tomllib
 
 import numpy as np
 
-
 MAX_LEGEND_COLUMNS = 4
 CHAR_WIDTH = 0.55  # a character's mean width in units of the font size (to wrap text to a width)
 MAX_SETTINGS = 8  # fixed parameters named under a title
@@ -58,7 +57,7 @@ def figure_legend(fig, axes, extra: list):
     columns as fit the figure's width. None when nothing is labelled."""
     handles, labels = [], []
     for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             if label not in labels:
                 handles.append(handle)
                 labels.append(label)

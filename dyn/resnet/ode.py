@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 import integrators
-from integrators.jit import njit
-from integrators.numba_abi import DRIFT_SIG, NJIT
+from integrators.numba.abi import DRIFT_SIG, NJIT
+from integrators.numba.jit import njit
 
 from ..core.dynamics import Dynamics, register
 from ..core.layout import Layout, block

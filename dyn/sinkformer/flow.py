@@ -15,11 +15,10 @@ from __future__ import annotations
 import numpy as np
 from numba import types
 
-
 import integrators
+from integrators.numba.abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT
 from integrators.numba.arrays import copy2
-from integrators.jit import njit
-from integrators.numba_abi import DRIFT_SIG, F1, F2, FASTMATH, NJIT
+from integrators.numba.jit import njit
 
 from ..core.dynamics import Dynamics, register
 from ..core.layout import block

@@ -23,9 +23,9 @@ import math
 import numpy as np
 from numba import types
 
+from integrators.numba.abi import F1, F2, FASTMATH, NJIT
 from integrators.numba.arrays import copy1
-from integrators.jit import njit
-from integrators.numba_abi import F1, F2, FASTMATH, NJIT
+from integrators.numba.jit import njit
 
 from ..numerics.vexp import exp_shifted_inplace, row_max, row_sum
 

@@ -33,9 +33,8 @@ import numpy as np
 from ..core.contract import bytes_of
 from ..core.lazy import lazy
 from ..core.schema import Field
+from ..core.system import INTEGRATOR_KEYS, PROBABILITY, UNDECIDED, Chunk, Draw, Output, Reference, System, over_axes
 from . import register
-from ..core.system import (INTEGRATOR_KEYS, PROBABILITY, UNDECIDED, Chunk, Draw, Output, Reference, System,
-                   over_axes)
 
 circle = lazy("dyn.attention.circle")
 

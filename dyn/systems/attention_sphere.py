@@ -43,9 +43,20 @@ from ..core.contract import bytes_of
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
+from ..core.system import (
+    INTEGRATOR_KEYS,
+    REFERENCE,
+    Chunk,
+    Coord,
+    Draw,
+    Output,
+    Reference,
+    System,
+    over_axes,
+    state_dims,
+    theory_coord,
+)
 from . import register
-from ..core.system import (INTEGRATOR_KEYS, REFERENCE, Chunk, Coord, Draw, Output, Reference, System,
-                   over_axes, state_dims, theory_coord)
 
 attention = lazy("dyn.attention")
 architecture = lazy("dyn.attention.architecture")

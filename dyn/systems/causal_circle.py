@@ -48,8 +48,8 @@ from ..core.contract import bytes_of
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
-from . import register
 from ..core.system import INTEGRATOR_KEYS, Chunk, Coord, Draw, Output, Reference, System, over_axes
+from . import register
 
 causal = lazy("dyn.attention.causal_circle")
 

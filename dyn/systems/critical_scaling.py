@@ -37,9 +37,8 @@ import numpy as np
 
 from ..core.lazy import lazy
 from ..core.schema import Field
+from ..core.system import INTEGRATOR_KEYS, Chunk, Coord, Draw, Output, Reference, System, bytes_of, over_axes
 from . import register
-from ..core.system import (INTEGRATOR_KEYS, Chunk, Coord, Draw, Output, Reference, System, bytes_of,
-                   over_axes)
 
 attention = lazy("dyn.attention")
 critical = lazy("dyn.attention.critical")

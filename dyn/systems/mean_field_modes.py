@@ -25,11 +25,10 @@ import numpy as np
 
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
-from ..noisy.params import FIELDS as NOISY_FIELDS
 from ..core.schema import Field
+from ..core.system import REFERENCE, Chunk, Coord, Draw, Output, Reference, System, over_axes, theory_grid
+from ..noisy.params import FIELDS as NOISY_FIELDS
 from . import register
-from ..core.system import (REFERENCE, Chunk, Coord, Draw, Output, Reference, System, over_axes,
-                   theory_grid)
 
 noisy = lazy("dyn.noisy")
 
@@ -116,15 +115,17 @@ class MeanFieldModes(System):
         modes = np.arange(1, MODES + 1)
         dims, cases = over_axes(setup, "sigma", "normalization")
         roots = {}
-        for index, v in cases:
-            def rate(b, k):
-                return float(noisy.growth_rates(b, v["sigma"], 2, v["normalization"], [k])[0])
 
+        def rate(b, k, sigma, normalization):
+            return float(noisy.growth_rates(b, sigma, 2, normalization, [k])[0])
+
+        for index, v in cases:
             rates = np.array([noisy.growth_rates(b, v["sigma"], 2, v["normalization"], modes)
                               for b in beta])
             for k in modes:
                 sign = np.sign(rates[:, k - 1])
-                roots[index, k] = [brentq(rate, beta[i], beta[i + 1], args=(k,), xtol=1e-12)
+                roots[index, k] = [brentq(rate, beta[i], beta[i + 1], args=(k, v["sigma"], v["normalization"]),
+                                          xtol=1e-12)
                                    for i in np.flatnonzero(sign[1:] * sign[:-1] < 0)]
         width = max(1, max(len(r) for r in roots.values()))
         values = np.full(tuple(len(setup.axes[a]) for a in dims) + (MODES, width), np.nan)

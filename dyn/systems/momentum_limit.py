@@ -14,10 +14,10 @@ import numpy as np
 
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
-from ..momentum.params import EPS_MAX, SCALE_MAX, check_second_order_gamma
 from ..core.schema import Field
-from . import register
 from ..core.system import INTEGRATOR_KEYS, Chunk, Output, System, state_dims
+from ..momentum.params import EPS_MAX, SCALE_MAX, check_second_order_gamma
+from . import register
 
 momentum = lazy("dyn.momentum")
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.lazy import lazy
-from ..momentum.params import (A_MIN, EPS_MAX, check_linear_growth,
-                               check_second_order_gamma)
 from ..core.schema import Field
-from . import register
 from ..core.system import INTEGRATOR_KEYS, REFERENCE, Draw, Output, Reference, System, theory_coord
+from ..momentum.params import A_MIN, EPS_MAX, check_linear_growth, check_second_order_gamma
+from . import register
 
 momentum = lazy("dyn.momentum")
 

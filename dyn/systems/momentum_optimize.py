@@ -9,9 +9,9 @@ import numpy as np
 
 from ..core.lazy import lazy
 from ..core.schema import Field
+from ..core.system import Chunk, Coord, Output, System
 from ..momentum.params import ETA_MAX, check_heavy_ball_growth
 from . import register
-from ..core.system import Chunk, Coord, Output, System
 
 momentum = lazy("dyn.momentum")
 

@@ -66,11 +66,21 @@ import numpy as np
 from ..core.contract import AXIS_ATTR, bytes_of
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
-from ..noisy.params import DEFAULT_TOL, DIRECT_MAX_N, FIELDS, SIGMA_MAX
 from ..core.schema import Field
+from ..core.system import (
+    AVERAGING_KEYS,
+    Chunk,
+    Coord,
+    Draw,
+    Output,
+    Reference,
+    System,
+    over_axes,
+    state_dims,
+    theory_coord,
+)
+from ..noisy.params import DEFAULT_TOL, DIRECT_MAX_N, FIELDS, SIGMA_MAX
 from . import register
-from ..core.system import (AVERAGING_KEYS, Chunk, Coord, Draw, Output, Reference, System, over_axes,
-                   state_dims, theory_coord)
 
 noisy = lazy("dyn.noisy")
 

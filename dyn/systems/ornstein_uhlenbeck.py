@@ -21,13 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 import integrators
-from integrators.jit import njit
-from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.jit import njit
 
 from ..core.layout import Layout
 from ..core.schema import Field
-from . import register
 from ..core.system import AVERAGING_KEYS, Chunk, Output, System, state_dims
+from . import register
 
 LAYOUT = Layout("ornstein_uhlenbeck", scalars=("theta", "sigma"))
 THETA, SIGMA = LAYOUT.index("theta"), LAYOUT.index("sigma")

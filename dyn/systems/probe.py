@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.schema import Field
-from . import register
 from ..core.system import Chunk, Coord, Output, System
+from . import register
 
 FIRST = 4  # leading draws recorded, so stream identity can be checked value by value
 

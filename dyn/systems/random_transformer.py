@@ -47,10 +47,21 @@ import numpy as np
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
+from ..core.system import (
+    PROBABILITY,
+    UNDECIDED,
+    Chunk,
+    Draw,
+    Output,
+    Reference,
+    Solve,
+    System,
+    over_axes,
+    state_dims,
+    theory_coord,
+)
 from ..tokens_sde.params import FIELDS
 from . import register
-from ..core.system import (PROBABILITY, UNDECIDED, Chunk, Draw, Output, Reference, Solve, System,
-                   over_axes, state_dims, theory_coord)
 
 integrators = lazy("integrators")
 ts = lazy("dyn.tokens_sde")

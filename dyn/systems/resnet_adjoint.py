@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.lazy import lazy
+from ..core.system import Chunk, Draw, Output, System
 from ..resnet.params import NETWORK_PARAMS, layers, network
 from . import register
-from ..core.system import Chunk, Draw, Output, System
 
 integrators = lazy("integrators")
 adjoint = lazy("dyn.resnet.adjoint")

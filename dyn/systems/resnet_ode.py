@@ -14,9 +14,9 @@ import numpy as np
 
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
+from ..core.system import INTEGRATOR_KEYS, Chunk, Draw, Output, System, state_dims
 from ..resnet.params import NETWORK_PARAMS, layers, network
 from . import register
-from ..core.system import INTEGRATOR_KEYS, Chunk, Draw, Output, System, state_dims
 
 resnet = lazy("dyn.resnet")
 

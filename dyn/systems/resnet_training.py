@@ -9,8 +9,8 @@ import numpy as np
 
 from ..core.lazy import lazy
 from ..core.schema import Field
-from . import register
 from ..core.system import Chunk, Draw, Output, System
+from . import register
 
 integrators = lazy("integrators")
 training = lazy("dyn.resnet.training")

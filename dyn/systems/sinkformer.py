@@ -20,9 +20,9 @@ from ..core.contract import bytes_of
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
+from ..core.system import INTEGRATOR_KEYS, Chunk, Draw, Output, Reference, System, over_axes, state_dims
 from ..sinkformer.params import ALPHA_MAX, FIELDS, MATRIX_MAX, S0_MAX
 from . import register
-from ..core.system import INTEGRATOR_KEYS, Chunk, Draw, Output, Reference, System, over_axes, state_dims
 
 sf = lazy("dyn.sinkformer")
 

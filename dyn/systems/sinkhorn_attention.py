@@ -8,9 +8,9 @@ import numpy as np
 
 from ..core.lazy import lazy
 from ..core.schema import Field
+from ..core.system import Chunk, Coord, Output, System
 from ..sinkformer.params import S0_MAX
 from . import register
-from ..core.system import Chunk, Coord, Output, System
 
 sf = lazy("dyn.sinkformer")
 

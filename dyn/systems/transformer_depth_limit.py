@@ -26,9 +26,9 @@ from ..core.contract import bytes_of
 from ..core.errors import ScenarioError
 from ..core.lazy import lazy
 from ..core.schema import Field
+from ..core.system import Chunk, Draw, Output, Solve, System, state_dims
 from ..tokens_sde.params import FIELDS
 from . import register
-from ..core.system import Chunk, Draw, Output, Solve, System, state_dims
 
 integrators = lazy("integrators")
 ts = lazy("dyn.tokens_sde")

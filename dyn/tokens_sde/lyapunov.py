@@ -110,9 +110,9 @@ import math
 import numpy as np
 from numba import types
 
+from integrators.numba.abi import NJIT
 from integrators.numba.arrays import copy1, copy2
-from integrators.jit import njit
-from integrators.numba_abi import NJIT
+from integrators.numba.jit import njit
 from integrators.numba.sde_rng import STREAMS, member_streams
 from integrators.numba.threads import over_members
 

@@ -35,9 +35,9 @@ import math
 import numpy as np
 from numba import types
 
+from integrators.numba.abi import FASTMATH, NJIT
 from integrators.numba.arrays import copy1
-from integrators.jit import njit
-from integrators.numba_abi import FASTMATH, NJIT
+from integrators.numba.jit import njit
 from integrators.numba.sde_rng import STREAMS, member_streams, normal_pair
 from integrators.numba.threads import over_members
 

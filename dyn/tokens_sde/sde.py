@@ -36,8 +36,8 @@ import math
 import numpy as np
 
 from integrators.core.geometry import SPHERE
-from integrators.jit import njit
-from integrators.numba_abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.abi import DIFFUSION_SIG, DRIFT_SIG, NJIT
+from integrators.numba.jit import njit
 
 from ..core.dynamics import Dynamics, register
 from ..core.layout import block

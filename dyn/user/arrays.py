@@ -128,7 +128,7 @@ def solve_per_run(model, spec, runs: range):
     noise = {"rng": spec.rng} if model.equation == "sde" else {}
     integ = spec.solver.get()
     states, status = [], []
-    for r, x in zip(runs, x0):
+    for r, x in zip(runs, x0, strict=True):
         solution = integ.solve(model.problem(spec, x.shape, run=r), x[None], spec.times,
                                **noise)
         states.append(solution.states)

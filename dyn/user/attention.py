@@ -58,7 +58,7 @@ def attention_particles(*, name: str, description: str = "", normalization="soft
         raise ValueError(f"attention_particles: residual must be one of {RESIDUALS}, got "
                          f"{residual!r}")
     own = {"beta": Field("float", 1.0, "factor beta of the scores beta <Q x_i, K x_j>")}
-    for m, what in zip(MATRICES, ("query", "key", "value")):
+    for m, what in zip(MATRICES, ("query", "key", "value"), strict=True):
         own[m] = Field("matrices", IDENTITY, f"{what} matrices (d x d, one per head; or a law)")
     if normalization == "entmax":
         own["alpha"] = Field("float", 1.5, "entmax's alpha (2: sparsemax)", gt=1.0, hi=10.0)
@@ -195,7 +195,7 @@ class AttentionModel(Particles):
         x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
         integ = spec.solver.get()
         states, status = [], []
-        for r, x in zip(runs, x0):
+        for r, x in zip(runs, x0, strict=True):
             solution = integ.solve(self.problem(spec, x.shape, run=r), x[None], spec.times)
             states.append(solution.states)
             status.append(solution.status)

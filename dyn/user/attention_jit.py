@@ -24,7 +24,7 @@ dyn.user.attention_jit: see dyn.user.cache)."""
 import numba
 import numpy as np
 
-from integrators.numba_abi import DRIFT_SIG
+from integrators.numba.abi import DRIFT_SIG
 {normalization}
 euclidean, sinkhorn = {euclidean}, {sinkhorn}
 
@@ -50,7 +50,7 @@ def normalize(s, w, a):
     raise NotImplementedError
 
 
-def field(t, x, p, out, work):
+def field(t, x, p, out, work):  # noqa: C901 one numba kernel, its source copied whole into the generated module
     """out_i = (1/H) sum_h sum_j A^h_ij V_h x_j (sphere; the integrator projects it) or
     (1/H) sum_h sum_j A^h_ij V_h (x_j - x_i) (R^d), A^h the normalized rows of the scores
     s^h_ij = beta <Q_h x_i, K_h x_j>; scratch: 3 n d + 2 n + d (+ n^2 with Sinkhorn). With

@@ -17,7 +17,7 @@ start that is not on it, in one line, before anything is written.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -31,7 +31,7 @@ see dyn.user.cache; the global `user` is the user's function)."""
 import numba
 
 from dyn.user.jit import store
-from integrators.numba_abi import {sig}
+from integrators.numba.abi import {sig}
 
 
 {declared}

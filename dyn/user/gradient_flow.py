@@ -28,7 +28,8 @@ before anything is written (:meth:`validate`).
 from __future__ import annotations
 
 import inspect
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 
@@ -55,7 +56,9 @@ def gradient_flow(loss: Callable, *, name: str, weights: dict, description: str 
       point ``spec -> shape``: shapes set by int parameters);
     - `data(spec, rng) -> {name: array}` (numpy; None: no data), drawn per point;
     - `params`: the scenario parameters the loss and the data read, {name: dyn.Field};
-    - `observables`: {name: fn(theta) -> scalar} (JAX), recorded at save times;
+    - `observables`: {name: fn} (JAX), each ``fn(theta) -> scalar``, or
+      ``fn(theta, data, <params>) -> scalar`` to read the point's data and parameters as the
+      loss does, recorded at save times;
     - `noise`: Langevin noise at temperature ``temperature``; `momentum`: the heavy ball with
       ``friction``; `init(spec, runs)`: the starts (default ``init_scale`` * N(0, 1)).
 
@@ -100,6 +103,11 @@ class GradientFlow(Model):
     momentum: ClassVar[bool] = False
     init_fn: ClassVar[Callable | None] = None
 
+    @classmethod
+    def has_form(cls, form: str) -> bool:
+        """The flow's field is JAX's gradient of the loss: the JAX form only."""
+        return form == "jax"
+
     # --- layout ------------------------------------------------------------------------------
     def shapes(self, spec) -> dict[str, tuple[int, ...]]:
         """{name: shape} of the parameters at this point."""
@@ -116,6 +124,28 @@ class GradientFlow(Model):
                 raise ScenarioError("scenario.system", f"{type(self).__name__}: the loss takes "
                                     f"{key!r}, which is not a parameter of params")
         return tuple(names)
+
+    def observable_parameters(self, key: str) -> tuple[str, ...] | None:
+        """The parameter names observable `key` reads after (theta, data), or None when it
+        takes theta alone."""
+        names = list(inspect.signature(self.observables[key]).parameters)
+        if len(names) == 1:
+            return None
+        for name in names[2:]:
+            if name not in self.params:
+                raise ScenarioError("scenario.system", f"{type(self).__name__}: observable "
+                                    f"{key} takes {name!r}, which is not a parameter of params")
+        return tuple(names[2:])
+
+    def _observable(self, key, spec, data, shapes):
+        """Observable `key` as a function of a flat theta, its data and parameters bound."""
+        fn, names = self.observables[key], self.observable_parameters(key)
+        if names is None:
+            return lambda th: fn(self.unflatten(th, shapes))
+        import jax.numpy as jnp
+
+        bound = ({k: jnp.asarray(v) for k, v in data.items()},) + tuple(spec[k] for k in names)
+        return lambda th: fn(self.unflatten(th, shapes), *bound)
 
     def data(self, spec) -> dict[str, np.ndarray]:
         if self.data_fn is None:
@@ -232,8 +262,8 @@ class GradientFlow(Model):
         for key in shapes:
             values[f"norm_{key}"] = jax.vmap(
                 lambda th, key=key: jnp.sqrt(jnp.sum(self.unflatten(th, shapes)[key] ** 2)))(theta)
-        for key, fn in self.observables.items():
-            values[key] = jax.vmap(lambda th, fn=fn: fn(self.unflatten(th, shapes)))(theta)
+        for key in self.observables:
+            values[key] = jax.vmap(self._observable(key, spec, data, shapes))(theta)
         values = {k: np.array(v, dtype=np.float64).reshape(runs, times) for k, v in values.items()}
         return Chunk(values, finite=np.isfinite(states).all(axis=(1, 2, 3)),
                      states=states if self.trajectory_dims(spec.setup) is not None else None)
@@ -281,8 +311,9 @@ class GradientFlow(Model):
             if key not in _GRADIENTS:  # one compiled gradient per class and shapes
                 _GRADIENTS[key] = jax.jit(jax.grad(flat_loss))
             grad = np.asarray(_GRADIENTS[key](theta0, p))
-            for key, fn in self.observables.items():
-                shape = jax.eval_shape(fn, self.unflatten(theta0, self.shapes(spec))).shape
+            for key in self.observables:
+                observable = self._observable(key, spec, data, self.shapes(spec))
+                shape = jax.eval_shape(observable, theta0).shape
                 if len(shape) != 0:
                     raise ScenarioError("scenario.system", f"observable {key} of {self.name} "
                                         "must return a scalar")

@@ -2,7 +2,7 @@
 
 A user writes a vector field as a plain function of named parameters, ``f(t, x, theta, sigma)
 -> array like x``. The numba backend calls a drift of fixed type ``drift(t, x, p, out, work)``
-(``integrators.numba_abi.DRIFT_SIG``), ``p`` the flat parameter vector the engine packs. This
+(``integrators.numba.abi.DRIFT_SIG``), ``p`` the flat parameter vector the engine packs. This
 module makes the adapter: a function of that type which reads each parameter from its place in
 ``p`` and writes the user's value into ``out``. Its source is generated (its argument list
 depends on the user's); :mod:`dyn.user.cache` writes it to a file named by a hash of the source
@@ -15,11 +15,11 @@ import numba
 from numba import types
 from numba.extending import is_jitted, overload
 
-from integrators.jit import declared
+from integrators.numba.jit import declared
 
 from . import cache
 
-# as the project's kernels (integrators.numba_abi.NJIT); the user's own function is not cached
+# as the project's kernels (integrators.numba.abi.NJIT); the user's own function is not cached
 # by itself (the adapters, which contain it, are: dyn.user.cache)
 OPTIONS = dict(nogil=True, error_model="numpy")
 DECORATE = '@numba.njit({signature}cache=CACHED, nogil=True, error_model="numpy")'
@@ -32,7 +32,7 @@ import numba
 
 from dyn.user.arrays import matrix_at, stack_at, vector_at  # noqa: F401 (array parameters)
 from dyn.user.jit import store
-from integrators.numba_abi import {sig}
+from integrators.numba.abi import {sig}
 
 
 {plain}
@@ -47,7 +47,7 @@ def {kind}{params}:
 
 
 def jitted(fn):
-    """`fn` as a numba function (already one, or a kernel of integrators.jit: unchanged)."""
+    """`fn` as a numba function (already one, or a kernel of integrators.numba.jit: unchanged)."""
     if is_jitted(fn) or declared(fn):
         return fn
     return numba.njit(**OPTIONS)(fn)
@@ -55,7 +55,7 @@ def jitted(fn):
 
 def decorator(signature: str = "") -> str:
     """The line that jits a generated function (with `signature`, a name of
-    integrators.numba_abi: compiled, or loaded from numba's cache, at once)."""
+    integrators.numba.abi: compiled, or loaded from numba's cache, at once)."""
     return DECORATE.format(signature=f"{signature}, " if signature else "")
 
 

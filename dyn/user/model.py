@@ -19,32 +19,22 @@ measure (``outputs``, ``observe``).
 from __future__ import annotations
 
 import inspect
-import re
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 
+from ..core import stages
 from ..core.contract import INTEGRATOR_KEYS, Solve
 from ..core.errors import ScenarioError
-from ..engine import stages
 from ..core.system import System
-from . import arrays
-from . import geometry as user_geometry
-from . import observe as user_observe
+from . import arrays, geometry as user_geometry, observe as user_observe
+from .hooks import _arguments, _call, _function
 
 GEOMETRIES = ("euclidean", "sphere")
 LEADING = {"drift": ("t", "x"), "diffusion": ("t", "x", "dw")}  # the arguments before the params
 ODE_JAX, SDE_JAX = frozenset({"euler", "heun", "rk4"}), frozenset({"euler_maruyama"})
 _COMPILED: dict = {}  # (class, kind) -> its numba ABI function, made once per process
-
-
-def _function(cls, attr: str):
-    fn = None
-    for base in cls.__mro__:
-        if attr in base.__dict__:
-            fn = base.__dict__[attr]
-            break
-    return fn.__func__ if isinstance(fn, staticmethod) else fn
 
 
 class Model(System):
@@ -193,7 +183,7 @@ class Model(System):
             return user_observe.simulate(self, spec, runs)
         if arrays.per_run(self.params, spec.values):  # each run its own draw of the arrays
             return self._chunk(spec, *arrays.solve_per_run(self, spec, runs))
-        module = type(self).__module__  # the hooks are named for a user's exit (engine.stages)
+        module = type(self).__module__  # the hooks are named for a user's exit (core.stages)
         with stages.running(f"{module}.initial_state"):
             x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
         noise = {"rng": spec.rng} if self.equation == "sde" else {}
@@ -311,44 +301,3 @@ class Model(System):
         got = np.asarray(cls.jax_function("drift", layout)(float(t), jnp.asarray(x),
                                                             jnp.asarray(p)))
         return float(np.abs(got - want).max())
-
-
-def _arguments(cls, attr: str, fn, leading: tuple[str, ...]) -> list[str]:
-    """The parameter names `fn` takes after its leading arguments, each declared in params."""
-    names = list(inspect.signature(getattr(fn, "py_func", fn)).parameters)
-    if names[:len(leading)] != list(leading):
-        raise ScenarioError("scenario.system", f"{cls.__name__}.{attr} must take "
-                            f"({', '.join(leading)}, <parameters>), got ({', '.join(names)})")
-    params = names[len(leading):]
-    for name in params:
-        field = cls.params.get(name)
-        if field is None or field.kind not in ("int", "float", "bool", *arrays.KINDS):
-            raise ScenarioError("scenario.system", f"{cls.__name__}.{attr} takes {name!r}, which "
-                                "is not a parameter of params of kind int, float, bool, vector, "
-                                "matrix or matrices")
-    return params
-
-
-# numba's words for a plain Python function called from compiled code
-PLAIN_HELPER = re.compile(r"Untyped global name '(\w+)': Cannot determine Numba type of <class "
-                          r"'function'>")
-
-
-def _call(name: str, probe):
-    """probe(), its failure one line naming the user's function and exception."""
-    try:
-        return probe()
-    except ScenarioError:
-        raise
-    except Exception as exc:
-        # numba's typing errors wrap the cause in lines of pipeline steps: keep the cause
-        lines = [t.strip() for t in str(exc).strip().splitlines() if t.strip()]
-        causes = [t for t in lines if not t.startswith(("Failed in", "During:", "File ", "<source missing"))]
-        text = " / ".join(dict.fromkeys(causes or lines)) or "(no message)"
-        helper = PLAIN_HELPER.search(text)
-        if helper:  # the one rule numba imposes that users meet first: say it before the trace
-            text = (f"{helper.group(1)} is a plain Python function, and numba compiles the drift "
-                    f"with every function it calls: decorate {helper.group(1)} with @numba.njit "
-                    f"(or give drift_jax and run a JAX backend) / {text}")
-        raise ScenarioError("scenario.system", f"{name} failed at the start state: "
-                            f"{type(exc).__name__}: {text}") from None

@@ -85,7 +85,8 @@ def kernels(cls) -> dict[str, str]:
     refused (validation says why)."""
     from ..core.errors import ScenarioError
     from . import jit
-    from .model import Model, _function
+    from .hooks import _function
+    from .model import Model
 
     if not (isinstance(cls, type) and issubclass(cls, Model)
             and getattr(cls.numba_function, "__func__", None) is Model.numba_function.__func__):

@@ -136,7 +136,7 @@ class AbstractIntegrator(abc.ABC):
         self.options = {**self.OPTIONS, **options}
         self._check_options()
 
-    def _check_options(self):
+    def _check_options(self):  # noqa: B027 an optional hook: by default any value of a known option passes
         pass
 
     observes = False  # takes an observer (integrators.core.observer)

@@ -9,16 +9,15 @@ EUCLIDEAN: M = R^{n x d}, P_x = I, R = id.
 SPHERE:    M = (S^{d-1})^n, each row x_i a unit vector;
            (P_x v)_i = v_i - (<x_i, v_i> / |x_i|^2) x_i,   R(x)_i = x_i / |x_i|.
 
-Each geometry carries both a numba pair (ABI in :mod:`integrators.numba_abi`) and a JAX pair
+Each geometry carries both a numba pair (ABI in :mod:`integrators.numba.abi`) and a JAX pair
 ``project_jax(x, v) -> v'``, ``retract_jax(x) -> x'`` (pure, one member).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-
-from ..numba.jit import njit
 from ..numba.abi import NJIT, PROJECT_SIG, RETRACT_SIG
+from ..numba.jit import njit
 
 
 @dataclass(frozen=True)

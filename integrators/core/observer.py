@@ -6,7 +6,7 @@
     sol.states          # None: no saved state is stored
     sol.last_state      # (E, n, d): each run's state at ts[-1]
 
-``kernel`` is a numba function of ``integrators.numba_abi.OBSERVE_SIG``::
+``kernel`` is a numba function of ``integrators.numba.abi.OBSERVE_SIG``::
 
     kernel(t, x, q, row, drift_work, work) -> None,    row <- the observations of x at time t
 
@@ -24,8 +24,8 @@ others refuse one.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

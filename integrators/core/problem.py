@@ -11,8 +11,8 @@ On the jax backend a problem may instead give its own one-step map (a network la
 sampler), x' = step(t, x; p, h, xi), and an absorbing set: stop(x; p) true ends the run.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -23,14 +23,14 @@ from .geometry import EUCLIDEAN, Geometry
 class Problem:
     """The vector field(s) of an ensemble ODE or SDE.
 
-    - ``drift``: numba ``numba_abi.DRIFT_SIG`` function (numba backend; for an SDE, the full
-      Ito drift);
+    - ``drift``: numba ``integrators.numba.abi.DRIFT_SIG`` function (numba backend; for an SDE,
+      the full Ito drift);
     - ``drift_jax``: pure ``(t, x, p) -> f`` on one member (diffrax and jax backends);
     - ``p``: flat float64 parameter vector, shared by all members; on the jax backend one row
       per point of a batch, (P, m) (:meth:`stack`);
     - ``geometry``: :class:`integrators.core.geometry.Geometry` giving P_x and the retraction;
-    - ``diffusion`` / ``diffusion_jax``: ``numba_abi.DIFFUSION_SIG`` function and its JAX twin
-      ``(t, x, p, dw) -> g[dw]``, with ``noise_shape`` = (q1, q2); None for an ODE;
+    - ``diffusion`` / ``diffusion_jax``: ``integrators.numba.abi.DIFFUSION_SIG`` function and its
+      JAX twin ``(t, x, p, dw) -> g[dw]``, with ``noise_shape`` = (q1, q2); None for an ODE;
     - ``work``: scratch floats a numba drift (or diffusion) needs per member: an int, or
       ``(n, d, p) -> int``;
     - ``step_jax``: ``(t, x, p, h, xi) -> x'``, the problem's own step on one member (the jax
@@ -41,16 +41,16 @@ class Problem:
     Either backend's functions may be None when that backend is not used.
     """
 
-    drift: Optional[Callable] = None
-    drift_jax: Optional[Callable] = None
+    drift: Callable | None = None
+    drift_jax: Callable | None = None
     p: np.ndarray = field(default_factory=lambda: np.zeros(0))
     geometry: Geometry = EUCLIDEAN
-    diffusion: Optional[Callable] = None
-    diffusion_jax: Optional[Callable] = None
-    noise_shape: Optional[tuple] = None
-    work: Union[int, Callable[[int, int, np.ndarray], int]] = 0
-    step_jax: Optional[Callable] = None
-    stop_jax: Optional[Callable] = None
+    diffusion: Callable | None = None
+    diffusion_jax: Callable | None = None
+    noise_shape: tuple | None = None
+    work: int | Callable[[int, int, np.ndarray], int] = 0
+    step_jax: Callable | None = None
+    stop_jax: Callable | None = None
 
     def __post_init__(self):
         p = np.array(self.p, dtype=np.float64, order="C")  # a copy: freezing must not touch the caller's array

@@ -20,8 +20,8 @@ counts steps and rejections today.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class Solution:
 
     @classmethod
     def of(cls, states, steps=None, rejections=None, max_steps=None, last_state=None,
-           **more) -> "Solution":
+           **more) -> Solution:
         """The solution of `states` (runs..., T, n, d): statuses read from the states, and
         MAX_STEPS where `max_steps` (a bool per run) is set; `steps`, `rejections` per run
         (scalars are broadcast; None: not counted, NaN)."""

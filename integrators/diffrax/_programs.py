@@ -17,7 +17,8 @@ process lost). "nan" matches this backend's contract anyway: failures give NaN, 
 import functools
 import os
 import sys
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 EQX_ON_ERROR_DEFAULT = "nan"
 if "equinox" not in sys.modules:

@@ -25,6 +25,8 @@ def _ensemble_sde(drift_jax, diffusion_jax, project_jax, retract_jax, flat, nois
                   from_array):
     from . import _programs as jb  # switches JAX to float64, sets up the compile cache
 
+    # the import above sets EQX_ON_ERROR, so it runs before equinox is imported
+    # isort: split
     import diffrax
     import equinox as eqx
     import jax

@@ -39,10 +39,9 @@ Importing this module imports no JAX; the first solve switches JAX to float64.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
-
-from dataclasses import replace
 
 from ..core.base import AbstractIntegrator, FixedStep, check_times, step_grid
 from ..core.problem import Problem
@@ -190,7 +189,7 @@ def _grid(ts: np.ndarray, dt: float):
     """starts, steps per interval, step sizes, first step index: (T-1,) each, or (P, T-1)."""
     if ts.ndim == 2:
         rows = [_grid(row, dt) for row in ts]
-        return tuple(np.stack(part) for part in zip(*rows))
+        return tuple(np.stack(part) for part in zip(*rows, strict=True))
     counts, hs = step_grid(ts, dt)
     first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     return ts[:-1], counts, hs, first

@@ -1,15 +1,15 @@
 """The numba kernels of :mod:`integrators.numba.adaptive` (the step, error norm and PI control
 described there) and their step-control constants. They compile, or load from numba's cache, on
-the first adaptive solve (:mod:`integrators.jit`); this module imports nothing of
+the first adaptive solve (:mod:`integrators.numba.jit`); this module imports nothing of
 :mod:`integrators.numba.adaptive`, which imports it."""
 
 import numpy as np
 from numba import types
 
-from .arrays import copy2
-from .jit import njit
 from .abi import DRIFT_FN, F1, F2, F3, F4, NJIT, PROJECT_FN, RETRACT_FN
+from .arrays import copy2
 from .fixed import stage_point
+from .jit import njit
 
 SAFETY, FAC_MIN, FAC_MAX = 0.9, 0.2, 10.0
 MIN_STEP_FRACTION = 1e-14  # a step below this fraction of max(1, |t|) fails the member

@@ -14,9 +14,9 @@ row <- the observations of x, called right after the drift was evaluated at (t, 
 Kernels take these as ``numba.types.FunctionType`` arguments and declare explicit signatures:
 that is what lets ``cache=True`` hit in a new process (a plain dispatcher argument makes numba
 recompile the kernel in every process). Declared signatures compile on first need,
-not at import (:mod:`integrators.jit`).
+not at import (:mod:`integrators.numba.jit`).
 
-Declare model functions as ``@njit(DRIFT_SIG, **NJIT)`` with ``from integrators.jit import
+Declare model functions as ``@njit(DRIFT_SIG, **NJIT)`` with ``from integrators.numba.jit import
 njit``; a kernel passed one compiles it for DRIFT_SIG (or loads it from numba's cache) then.
 """
 

@@ -42,13 +42,12 @@ from fractions import Fraction as Fr
 
 import numpy as np
 
-from . import _adaptive_kernels as kernels
-from ._adaptive_kernels import FAC_MAX, FAC_MIN, MIN_STEP_FRACTION, SAFETY  # noqa: F401 (re-exported)
-from ._adaptive_kernels import MAX_STEPS as STOPPED_MAX_STEPS
 from ..core.base import AbstractIntegrator, check_adaptive_options
-from .jit import compile_ahead
 from ..core.solution import Solution
 from ..core.tableau import TOLERANCE, ButcherTableau
+from . import _adaptive_kernels as kernels
+from ._adaptive_kernels import FAC_MAX, FAC_MIN, MAX_STEPS as STOPPED_MAX_STEPS, MIN_STEP_FRACTION, SAFETY  # noqa: F401 (re-exported)
+from .jit import compile_ahead
 from .threads import over_members
 
 RTOL = 1e-6

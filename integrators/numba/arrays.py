@@ -8,8 +8,8 @@ shape; the caller guarantees it).
 """
 from __future__ import annotations
 
-from .jit import njit
 from .abi import NJIT
+from .jit import njit
 
 
 @njit(**NJIT)

@@ -10,7 +10,7 @@ This is the standard projection method: it keeps the order of the table (4 for R
 only the summed increment at x instead caps the order at 2 (checked in the tests).
 
 The kernel is compiled once (on first use, :mod:`.jit`) for any table: the table is data (A, b, c), and drift,
-project and retract are first-class function arguments (see :mod:`integrators.numba_abi`).
+project and retract are first-class function arguments (see :mod:`integrators.numba.abi`).
 The members run in blocks across threads (:mod:`.threads`); each member allocates its scratch
 once, the drift's workspace included.
 
@@ -31,12 +31,12 @@ benchmarks/fused_observation.py times them against the general loops.
 import numpy as np
 from numba import types
 
-from .arrays import copy2
 from ..core.base import AbstractIntegrator, FixedStep, step_grid
-from .jit import compile_ahead, njit
-from .abi import DRIFT_FN, F1, F2, F3, F4, I1, NJIT, OBSERVE_FN, PROJECT_FN, RETRACT_FN
 from ..core.solution import NONFINITE, OK, Solution
 from ..core.tableau import TABLEAUS
+from .abi import DRIFT_FN, F1, F2, F3, F4, I1, NJIT, OBSERVE_FN, PROJECT_FN, RETRACT_FN
+from .arrays import copy2
+from .jit import compile_ahead, njit
 from .threads import over_members
 
 _MEMBER_SIG = types.void(

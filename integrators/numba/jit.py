@@ -286,7 +286,7 @@ def _fingerprint(code) -> str:
 
 def _filled(cell) -> bool:
     try:
-        cell.cell_contents
+        _ = cell.cell_contents
     except ValueError:  # a closure variable not yet assigned
         return False
     return True

@@ -26,11 +26,10 @@ import math
 import numpy as np
 from numba import types
 
-from .arrays import copy1, copy2
 from ..core.base import AbstractIntegrator, FixedStep, step_grid
+from .abi import DIFFUSION_FN, DRIFT_FN, F1, F3, F4, I1, NJIT, PROJECT_FN, RETRACT_FN
+from .arrays import copy1, copy2
 from .jit import compile_ahead, njit
-from .abi import (DIFFUSION_FN, DRIFT_FN, F1, F3, F4, I1, NJIT, PROJECT_FN,
-                        RETRACT_FN)
 from .sde_rng import STREAMS, fill_normals, member_streams
 from .threads import over_members
 

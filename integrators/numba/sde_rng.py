@@ -20,9 +20,9 @@ import math
 import numpy as np
 from numba import types
 
+from .abi import NJIT
 from .arrays import copy1
 from .jit import njit
-from .abi import NJIT
 
 STREAM = types.uint64[::1]  # one member's state (4,)
 STREAMS = types.uint64[:, ::1]  # (E, 4)

@@ -20,8 +20,8 @@ executors for their workers) and ``numba.set_num_threads`` keep their meaning.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 import numba
 

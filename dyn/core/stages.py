@@ -19,7 +19,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..core.errors import UserExit
+from .errors import UserExit
 
 ENV = "DYN_WORKER_STAGES"  # the folder of a pool's stage files, set by the driver
 GUARD = "<no __main__ guard>"  # the mark of a worker stopped by an unguarded script

@@ -5,8 +5,9 @@ A child asks the kernel for SIGKILL when its parent dies (Linux prctl PR_SET_PDE
 kernel sends it when the parent *thread* that started the child ends, so a parent starts such
 children from a thread that outlives them), then checks that its parent is still the one that
 started it: a parent killed before the request leaves it re-parented, and then it stops at once.
-The sweep's pool workers (:mod:`dyn.engine.executors`) use it too, imported once they have set
-their thread count (importing this package imports numba).
+The sweep's pool workers (:mod:`dyn.engine.executors`) call it from their initializer. This
+module imports only the standard library, so a worker may import it before it sets its thread
+count for numba.
 """
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Maintainers' tools, run from a checkout (not installed with dyn): `python -m tools.layers`."""
