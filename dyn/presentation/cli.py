@@ -200,7 +200,7 @@ def _cmd_run(args) -> int:
         from ..engine.scenario import load
 
         print(estimate(load(_scenario_path(args.scenario), args.overrides, args.unset), args.out,
-                       workers))
+                       workers, command_line=True))
         return 0
     path = run(_scenario_path(args.scenario), args.out, workers=workers, executor=executor,
                scheduler=args.scheduler, array=_array_flags(args),
