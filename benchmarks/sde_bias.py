@@ -30,6 +30,7 @@ Scatter over seeds (64 runs, window 400; seeds 11, 1, 2, 3): stochastic Heun's s
 largest step, 0.4, is not yet asymptotic) and 1.08 on every seed.
 
     python benchmarks/sde_bias.py            # the table, both models, both methods
+    python benchmarks/sde_bias.py --smoke    # 4 runs over a short window: that it runs
 """
 from __future__ import annotations
 
@@ -133,8 +134,16 @@ def slope(table: xr.Dataset):
 
 
 def main() -> None:
+    import argparse
+
+    from _timing import add_smoke
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_smoke(parser)
+    args = parser.parse_args()
+    size = {"runs": 4, "window": 8.0} if args.smoke else {}
     for make in (noisy_phase_case, kuramoto_case):
-        case = make()
+        case = make(**size)
         for method, table in biases(case).items():
             rate = slope(table)
             print(f"{case.name}  {method}  (reference r = {float(table['reference']):.5f} at "
