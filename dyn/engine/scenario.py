@@ -412,10 +412,14 @@ def drop_foreign_options(doc: dict, values: dict[str, Any]) -> list[str]:
             for key in dropped]
 
 
-def resolve(doc: Any, source: str = "<dict>") -> Scenario:
-    """Validate a raw TOML document and return the resolved `Scenario`."""
+def resolve(doc: Any, source: str = "<dict>", points: bool = True) -> Scenario:
+    """Validate a raw TOML document and return the resolved `Scenario`. ``points=False`` skips
+    the checks of each sweep point (the system's ``validate`` and the step-size check): for a
+    reader of the scenario's structure (its setup, axes and outputs) that runs nothing, such as
+    `dyn list`, where a model that checks each point by compiling its gradient would pay a
+    compile per point."""
     try:
-        return _resolve(doc, source)
+        return _resolve(doc, source, points)
     except ScenarioError:
         raise
     except SystemExit as exc:  # a hook of the user's system (its constructor, outputs...) exited
@@ -470,7 +474,7 @@ def _integrator_table(doc: dict, system) -> dict:
     return integrator
 
 
-def _resolve(doc: Any, source: str) -> Scenario:
+def _resolve(doc: Any, source: str, points: bool = True) -> Scenario:
     if not isinstance(doc, dict):
         raise ScenarioError("", "a scenario must be a TOML document of tables")
     check_depth("", doc)
@@ -521,7 +525,7 @@ def _resolve(doc: Any, source: str) -> Scenario:
     if n_points > MAX_POINTS:
         raise ScenarioError("sweep", f"{n_points} points exceed the limit of {MAX_POINTS}")
     _check_outputs(scenario, system)
-    for index in range(scenario.count):
+    for index in range(scenario.count if points else 0):
         spec = scenario.spec(index)
         system.validate(spec)
         check_step_size(system, spec, integrator)
@@ -625,10 +629,12 @@ def _check_per_run(names, declared: list, setup: Setup) -> None:
             raise ScenarioError("output.per_run", f"{name}_per_run is taken by another output")
 
 
-def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), unset=()) -> Scenario:
+def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), unset=(),
+         points: bool = True) -> Scenario:
     """Read, override and validate a scenario file, or a shipped scenario by its name
     (`dyn.load("attention_clusters")`); `overrides` are `--set` strings ("params.beta=2.0"),
-    `unset` the keys to remove first (`--unset`, "integrator.dt": they take their defaults).
+    `unset` the keys to remove first (`--unset`, "integrator.dt": they take their defaults);
+    ``points=False`` as in :func:`resolve`.
 
     Returns the resolved Scenario (every default written out). Raises MissingFile (a
     ScenarioError and a FileNotFoundError) when there is no such file or shipped scenario, with
@@ -637,7 +643,8 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), unset=()
 
     path = scenario_file(path)
     notes: list[str] = []
-    scenario = resolve(apply_overrides(read_file(path), overrides, unset, notes), str(path))
+    scenario = resolve(apply_overrides(read_file(path), overrides, unset, notes), str(path),
+                       points)
     for note in notes:  # once it is valid: bad input stays one line
         print(note, file=sys.stderr)
     return scenario

@@ -210,7 +210,8 @@ def _outputs(system, name: str, scenarios: tuple[str, ...]) -> tuple[tuple[Outpu
     brought: dict[str, tuple[OutputInfo, list[str]]] = {}
     for name in scenarios:
         try:
-            scenario = load(Path(SCENARIO_DIR) / f"{name}.toml")
+            # its outputs need its setup, not a check of every point of its sweep
+            scenario = load(Path(SCENARIO_DIR) / f"{name}.toml", points=False)
         except ScenarioError:
             continue
         for info in _infos(system, scenario.setup):
