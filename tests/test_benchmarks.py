@@ -4,8 +4,10 @@ runs them all, so that none can rot between the times someone measures with it (
 paid once), and each script is a case of its own. No number is checked: a benchmark measures
 the machine; what is checked is that it ends with status 0 and prints its tables.
 
-Scripts whose smoke still costs tens of seconds (JAX compiling programs of several shapes, or
-a dozen `dyn run` processes) run in the slow tier; the slow tier also runs the soak at length
+Every smoke runs in the slow tier: from a fresh clone the scripts compile their kernels and
+JAX programs, tens of seconds of the default tier's three minutes. The scripts whose smoke
+costs most run one by one (SLOW); the others share one child process. The default tier checks
+that every script is one of the two. The slow tier also runs the soak at length
 (tests/test_reliability_soak.py).
 """
 from __future__ import annotations
@@ -61,12 +63,13 @@ def fast_reports():
 
 
 def test_every_script_is_covered():
-    """A new script is a case of the default tier by itself (the glob); only the named ones
-    wait for the slow tier."""
+    """A new script is a case of the slow tier's smoke by itself (the glob): in the shared child
+    process, or one by one when it is named in SLOW."""
     assert len(SCRIPTS) >= 14 and set(SLOW) <= set(SCRIPTS)
     assert sorted(FAST + list(SLOW)) == SCRIPTS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", FAST)
 def test_benchmark_smoke(fast_reports, script):
     report = fast_reports.get(script) or fast_reports.get("(driver)")

@@ -162,7 +162,11 @@ def _parameter_reference():
 
 
 # the page's anchors come from markdown's slugify (the site's own): markdown comes with the docs
-# extra (mkdocs), which .ci/run installs; the README's `pip install -e '.[test]'` does not
+# extra (mkdocs), which .ci/run installs; the README's `pip install -e '.[test]'` does not.
+# Slow tier: it describes and resolves every system (JAX compiles the gradient-flow models'
+# checks); .ci/run builds the site strict on every run, and the build makes this page by
+# describing every system.
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("markdown") is None,
                     reason="the docs extra (markdown) is not installed")
 def test_the_parameter_reference_holds_every_systems_schema():
