@@ -217,10 +217,11 @@ def test_over_members_raises_what_a_block_raises_and_runs_every_member():
 
 def test_kernel_families_are_dealt_whole_and_every_kernel_once():
     """dyn.engine.warmup: each declared kernel goes to exactly one share, and a kernel's callees
-    share its share (unless they are shared leaves, called from several modules): so no two
-    processes compile one family side by side. The deal is the same in every process."""
+    share its share (unless they are shared leaves, called from several modules), except in a
+    family too large for one share: that one is dealt level by level, every kernel after its
+    callees in its own share's order. The deal is the same in every process."""
     from dyn.engine import warmup
-    from integrators.numba.jit import declared_kernels
+    from integrators.numba.jit import callees, declared_kernels
 
     warmup.import_kernel_modules()
     everything = {id(k) for k in declared_kernels()}
@@ -234,11 +235,20 @@ def test_kernel_families_are_dealt_whole_and_every_kernel_once():
                                           _field_small.columns, schemes.layer_output)}
     assert len(field_family) == 1  # the attention field's tree is one family
     for shares in (1, 2, 3):
-        dealt = [{id(k) for k in warmup.share_of(i, shares)} for i in range(shares)]
-        assert set().union(*dealt) == everything and sum(map(len, dealt)) == len(everything)
-        for share in dealt:  # whole families only
-            assert all(any(id(k) in share for k in groups[home[j]]) for j in share)
-            assert all({id(k) for k in groups[home[j]]} <= share for j in share)
+        dealt = [warmup.share_of(i, shares) for i in range(shares)]
+        ids = [{id(k) for k in share} for share in dealt]
+        assert set().union(*ids) == everything and sum(map(len, ids)) == len(everything)
+        fair = sum(costs) / shares
+        split = {i for i, cost in enumerate(costs) if shares > 1 and cost > fair}
+        assert split == ({0} if shares > 1 else set())  # the field's family, by far the largest
+        for share, mine in zip(dealt, ids, strict=True):
+            for j in mine:  # whole families, but for the split one
+                if home[j] not in split:
+                    assert {id(k) for k in groups[home[j]]} <= mine
+            place = {id(k): n for n, k in enumerate(share)}
+            for k in share:  # in the split family, callees first
+                assert all(place[id(c)] < place[id(k)] for c in callees(k)
+                           if id(c) in place and home[id(c)] == home[id(k)] in split)
     with pytest.raises(ValueError, match="share index"):
         warmup.share_of(2, 2)
 

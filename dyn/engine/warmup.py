@@ -11,8 +11,10 @@ processes by *family*: kernels joined by calls are one family, except that a ker
 no other and is called from several modules (a shared leaf such as the vectorised exp) joins
 none. A family costs about the sum, over its kernels, of the source each one compiles (its own,
 plus a quarter of everything below it, which it optimizes again);
-families go to the least loaded share, largest first. Share i compiles its families, or loads
-them from numba's cache; the other processes then find them there. ``dyn compile`` runs every
+families go to the least loaded share, largest first. A family that costs more than one share's
+fair part is dealt kernel by kernel, level by level up its call graph (:func:`units`), so that a
+kernel mostly finds the callees another share compiled in the cache. Share i compiles its
+pieces, or loads them from numba's cache; the other processes then find them there. ``dyn compile`` runs every
 share at once (:func:`compile_all`, instead of each
 sweep paying for its own on its first run); a test session runs one share in each pytest-xdist
 worker before its first test. `dyn compile`'s workers die with it
@@ -50,8 +52,15 @@ def import_kernel_modules() -> None:
 
 
 def families(kernels) -> tuple[list[list], list[float]]:
-    """The kernels grouped into families (see the module doc), costliest first, each with its
-    callers after its callees; and the cost of each family."""
+    """The kernels grouped into families (see the module doc), costliest first, each family's
+    kernels cheapest first (:func:`integrators.numba.jit.ensure` makes a kernel's callees before
+    it, whatever the order); and the cost of each family."""
+    groups, costs = _families(kernels)
+    return groups, [sum(costs[id(k)] for k in g) for g in groups]
+
+
+def _families(kernels) -> tuple[list[list], dict[int, float]]:
+    """The families (as :func:`families`) and the cost of each kernel, by its id."""
     from integrators.numba.jit import callees
 
     known = {id(k): k for k in kernels}
@@ -88,8 +97,47 @@ def families(kernels) -> tuple[list[list], list[float]]:
     for i in known:
         groups.setdefault(find(i), []).append(i)
     ordered = sorted(groups.values(), key=lambda g: -sum(cost[i] for i in g))
-    return [[known[i] for i in sorted(g, key=lambda i: cost[i])] for g in ordered], \
-        [sum(cost[i] for i in g) for g in ordered]
+    return [[known[i] for i in sorted(g, key=lambda i: cost[i])] for g in ordered], cost
+
+
+def units(kernels, shares: int) -> list[tuple[list, float, int]]:
+    """The pieces dealt to `shares` processes: (kernels, cost, level). A family is one piece at
+    level 0, except a family that costs more than a share's fair part (the total over
+    `shares`): its kernels then go one by one, each at its height in the family's call graph (a
+    kernel that calls none of the family is at 0, a caller one above its highest callee). Pieces
+    are dealt and compiled level by level, so a kernel compiled away from its callees mostly
+    finds them in numba's cache, made by the other share on the level below."""
+    groups, cost = _families(kernels)
+    fair = sum(cost.values()) / shares
+    found = []
+    for group in groups:
+        total = sum(cost[id(k)] for k in group)
+        if shares == 1 or total <= fair:
+            found.append((group, total, 0))
+            continue
+        height = heights(group)
+        found += [([k], cost[id(k)], height[id(k)]) for k in group]
+    return found
+
+
+def heights(group) -> dict[int, int]:
+    """Each kernel's height in `group`'s call graph, by its id: 0 for one that calls none of the
+    group, else one above its highest callee (the graph has no cycle: jit.compiled refuses
+    one)."""
+    from integrators.numba.jit import callees
+
+    members = {id(k) for k in group}
+    height: dict[int, int] = {}
+
+    def up(kernel) -> int:
+        if id(kernel) not in height:
+            below = [up(c) for c in callees(kernel) if id(c) in members]
+            height[id(kernel)] = 1 + max(below) if below else 0
+        return height[id(kernel)]
+
+    for kernel in group:
+        up(kernel)
+    return height
 
 
 def source_cost(kernel) -> int:
@@ -109,10 +157,10 @@ def share_of(index: int, shares: int) -> list:
     import_kernel_modules()
     from integrators.numba.jit import declared_kernels
 
-    groups, costs = families(declared_kernels())
-    load = [0] * shares
+    load = [0.0] * shares
     mine = []
-    for group, cost in zip(groups, costs, strict=True):
+    # level by level, largest first within a level (see units)
+    for group, cost, _ in sorted(units(declared_kernels(), shares), key=lambda u: (u[2], -u[1])):
         target = load.index(min(load))
         load[target] += cost
         if target == index:
