@@ -168,6 +168,37 @@ def test_a_mapping_heap_on_which_hdf5_loops_is_refused_in_time(files, tmp_path):
     assert heap_problem(files["states"], seconds=30.0) == ""  # the undamaged file
 
 
+def test_a_threaded_process_lists_every_file_in_one_kept_child_replaced_after_a_stop(files,
+                                                                                        tmp_path):
+    """With a second thread running (no fork then), the listing goes to one lister child kept
+    across files; a file on which HDF5 loops gets that child killed, the next file a new one;
+    and the child ends when its input closes."""
+    import threading
+
+    from dyn.engine import heaps
+
+    hold = threading.Event()
+    other = threading.Thread(target=hold.wait)
+    other.start()
+    try:
+        assert not heaps._single_threaded()
+        heaps.Lister.close()
+        assert [heaps.heap_problem(files[k]) for k in ("states", "states", "states")] == [""] * 3
+        first = heaps.Lister.mine().process
+        assert heaps.Lister.mine().process is first  # the same child answered all three
+        problem = heaps.heap_problem(_zeroed_mapping_heap(files, tmp_path), seconds=2.0)
+        assert problem.startswith("the HDF5 library did not finish listing its datasets in 2 s")
+        assert first.poll() is not None  # killed
+        assert heaps.heap_problem(files["states"]) == ""
+        second = heaps.Lister.mine().process
+        assert second is not first and second.poll() is None
+        heaps.Lister.close()
+        assert second.poll() == 0  # its input closed, it returned
+    finally:
+        hold.set()
+        other.join()
+
+
 @pytest.mark.slow  # 30 s of waiting each, the default time; the default check above is the same walk
 def test_a_mapping_heap_on_which_hdf5_loops_is_one_line_for_readers_and_resume(files, tmp_path):
     path = _zeroed_mapping_heap(files, tmp_path)

@@ -6,15 +6,18 @@ loop for ever in whatever reads the file: a reader, or a resume verifying the fi
 extend. No signal stops it, so the collections are walked here first, in Python, as HDF5 walks
 them; the engine's resume and the readers both call :func:`heap_problem`. Finding them needs
 the datasets' extents, which HDF5 reads from object headers that damage can make it loop on too:
-that listing runs in a child process, stopped after LIST_SECONDS.
+that listing runs in a child process, stopped after LIST_SECONDS: forked where this process
+runs one thread, else a lister child kept for the process's next files (:class:`Lister`).
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
 import struct
 import sys
+import threading
 from pathlib import Path
 
 GLOBAL_HEAP = b"GCOL\x01\x00\x00\x00"  # a global heap collection: signature, version 1
@@ -69,20 +72,15 @@ def _extents(path: Path) -> list | None:
 def _extents_apart(path: Path, seconds: float = LIST_SECONDS) -> list | None | str:
     """:func:`_extents` in a child process: the extents, None, or the words of what went wrong
     when HDF5 loops or crashes there. The child is forked (a few milliseconds) where this
-    process runs one thread of any kind, else started afresh (a fifth of a second): another
-    thread (h5py's user, JAX's or numba's pools) could hold a lock at the fork, and the child
-    would wait on it for ever."""
+    process runs one thread of any kind; else the request goes to this process's lister
+    (:class:`Lister`), a child started afresh once and kept for the next files: another thread
+    (h5py's user, JAX's or numba's pools) could hold a lock at a fork, and a forked child would
+    wait on it for ever."""
     if hasattr(os, "fork") and _single_threaded():
         code, text = _forked(path, seconds)
     else:
-        import subprocess
-
-        try:
-            done = subprocess.run([sys.executable, "-m", __name__, str(path)], capture_output=True,
-                                  timeout=seconds, env=dict(os.environ, PYTHONSAFEPATH="1"))
-            code, text = done.returncode, done.stdout
-        except subprocess.TimeoutExpired:
-            code, text = None, b""
+        with _LOCK:
+            code, text = Lister.mine().extents(path, seconds)
     if code is None:
         return f"the HDF5 library did not finish listing its datasets in {seconds:g} s (stopped)"
     if code < 0:
@@ -91,6 +89,96 @@ def _extents_apart(path: Path, seconds: float = LIST_SECONDS) -> list | None | s
         return json.loads(text)
     except ValueError:  # the child failed before it could answer
         return None
+
+
+class Lister:
+    """A child process (``python -m dyn.engine.heaps --serve``) that lists the extents of one
+    file per request: the path as a JSON line in, the extents as a JSON line out. A child that
+    does not answer within the request's seconds is killed, one that crashes is reaped, and
+    either is replaced at the next request. It ends when this process closes its end of the
+    pipe (at exit, or by dying), and a child stuck in HDF5 with nobody left to kill it ends by
+    its own alarm, set for each request."""
+
+    _current: Lister | None = None
+
+    def __init__(self):
+        import subprocess
+
+        self.owner = os.getpid()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", __name__, "--serve"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=dict(os.environ, PYTHONSAFEPATH="1"))
+
+    @classmethod
+    def mine(cls) -> Lister:
+        """This process's lister, started where there is none, or where the one held has ended
+        or belongs to the process this one was forked from."""
+        held = cls._current
+        if held is None or held.owner != os.getpid() or held.process.poll() is not None:
+            cls._current = held = cls()
+        return held
+
+    def extents(self, path: Path, seconds: float) -> tuple[int | None, bytes]:
+        """(0 and the child's JSON answer; or its exit status, -signal where one ended it, and
+        no answer; or None where it was stopped after `seconds`)."""
+        import select
+        import time
+
+        request = json.dumps({"path": str(path), "seconds": seconds}).encode() + b"\n"
+        try:
+            self.process.stdin.write(request)
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return self._ended()
+        out = self.process.stdout.fileno()
+        chunks, deadline = [], time.monotonic() + seconds
+        while not chunks or not chunks[-1].endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([out], [], [], left)[0]:
+                self.process.kill()
+                self.process.wait()
+                Lister._current = None
+                return None, b""
+            chunk = os.read(out, 1 << 16)
+            if not chunk:
+                return self._ended()
+            chunks.append(chunk)
+        return 0, b"".join(chunks)
+
+    def _ended(self) -> tuple[int, bytes]:
+        code = self.process.wait()
+        Lister._current = None
+        return (code if code < 0 else 1), b""
+
+    @classmethod
+    def close(cls) -> None:
+        """End this process's lister (at exit): its input closes, and it returns."""
+        held = cls._current
+        cls._current = None
+        if held is not None and held.owner == os.getpid() and held.process.poll() is None:
+            held.process.stdin.close()
+            try:
+                held.process.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - it ends by its own alarm
+                held.process.kill()
+
+
+_LOCK = threading.Lock()  # one request at a time on this process's lister
+atexit.register(Lister.close)
+
+
+def _serve() -> None:
+    """The lister's loop: one request per line of standard input, until it closes. Each request
+    arms an alarm a second past its seconds, whose default action ends this process even
+    inside HDF5, should the parent be gone."""
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        signal.alarm(int(request["seconds"]) + 2)
+        answer = json.dumps(_extents(Path(request["path"])))
+        signal.alarm(0)
+        sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
 
 
 def _single_threaded() -> bool:
@@ -156,5 +244,5 @@ def _collection_problem(f, start: int) -> str:
     return ""
 
 
-if __name__ == "__main__":  # the child of _extents_apart: the extents of one file, as JSON
-    print(json.dumps(_extents(Path(sys.argv[1]))))
+if __name__ == "__main__":  # a Lister's child
+    _serve()
