@@ -64,6 +64,13 @@ def test_entmax_is_sparsemax_at_alpha_2_and_sums_to_one():
             assert np.ptp(tau) <= 1e-7 * (1 + np.abs(s).max())
 
 
+def test_kth_largest_is_numpys_partition_value_ties_included():
+    for s in _rows(7, 400):
+        n = len(s)
+        for k in sorted({1, n, (n + 1) // 2, min(3, n)}):
+            assert normalize.kth_largest(s, k) == np.partition(s, n - k)[n - k], (s, k)
+
+
 def test_topk_keeps_the_k_largest_ties_lowest_index_first():
     s = np.array([1.0, 3.0, 2.0, 3.0, 2.0, -1.0])
     w = _apply(normalize.topk, s, 3)

@@ -19,7 +19,7 @@ normalization's own parameter, entmax's alpha or top-k's k; unused by the others
   [max - 1, max - n^{1 - alpha}] (max of (alpha - 1) s) to machine precision, then w divided by its
   sum;
 - topk:      the softmax of the k largest scores, zero elsewhere; the k-th largest score is
-  found by selection (np.partition, O(n)); scores tied with it enter in order of index, lowest
+  found by selection (:func:`kth_largest`, O(n) on average); scores tied with it enter in order of index, lowest
   first, until k are in.
 
 Sparse normalizations (hardmax, sparsemax, entmax, topk) are continuous (sparsemax, entmax) or
@@ -179,10 +179,42 @@ def entmax(s, w, a):
 
 
 @numba.njit(**OPTIONS)
+def kth_largest(s, k):
+    """The k-th largest entry of `s` (1 <= k <= n): Hoare's quickselect on a copy, the middle
+    entry of the range as pivot. After a partition of [lo, hi] the entries up to j are <= the
+    pivot, those from i on >= it, and those between equal it; the search goes on in the part
+    that holds rank n - k (ascending). On rows without NaN it is np.partition's value (numba's
+    np.partition costs seconds to compile in every process that compiles a caller); a row with
+    NaN (a state already not finite, whose run is marked so) may select other entries."""
+    v = s.copy()
+    target = v.shape[0] - k
+    lo, hi = 0, v.shape[0] - 1
+    while lo < hi:
+        pivot = v[(lo + hi) // 2]
+        i, j = lo, hi
+        while i <= j:
+            while v[i] < pivot:
+                i += 1
+            while v[j] > pivot:
+                j -= 1
+            if i <= j:
+                v[i], v[j] = v[j], v[i]
+                i += 1
+                j -= 1
+        if target <= j:
+            hi = j
+        elif target >= i:
+            lo = i
+        else:
+            break
+    return v[target]
+
+
+@numba.njit(**OPTIONS)
 def topk(s, w, a):
     n = s.shape[0]
     k = min(max(int(a), 1), n)
-    kth = np.partition(s, n - k)[n - k]  # the k-th largest score
+    kth = kth_largest(s, k)
     m = s[0]
     above = 0
     for j in range(n):
