@@ -84,6 +84,10 @@ def test_the_field_is_its_formula_with_heads_and_a_difference_residual():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+# slow tier: a field compiled for it alone; by default sparsemax is checked against its numpy
+# reference in tests/test_normalizations.py, and the field calls a row normalization row by row
+# in test_a_user_normalization_is_called_row_by_row
+@pytest.mark.slow
 def test_sparsemax_attention_is_its_numpy_reference():
     from tests.test_normalizations import sparsemax_reference
 

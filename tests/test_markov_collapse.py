@@ -32,6 +32,9 @@ def test_attention_layer_is_the_context_conditioned_markov_chain():
     assert worst < 1e-12, worst
 
 
+# slow tier: a compile of the generator of its own; by default the generator runs in
+# test_fitness_runs_collapse_onto_the_odes_winner, whose winners and shares it sets
+@pytest.mark.slow
 def test_sampler_draws_by_the_inverse_distribution_function():
     # one generated step from a prompt with uniform u: the token is the first k whose CCMC
     # cumulative probability exceeds u (exact, no statistics)

@@ -52,6 +52,9 @@ def test_hardmax_shares_equally_among_exact_ties():
     assert np.array_equal(w, [0.0, 0.5, 0.0, 0.5, 0.0])
 
 
+# slow tier: compiles entmax for its own arguments; by default entmax is checked against the
+# bisection in test_entmax_at_1_5_is_the_bisection_solution
+@pytest.mark.slow
 def test_entmax_is_sparsemax_at_alpha_2_and_sums_to_one():
     for s in _rows(2, 60):
         assert np.abs(_apply(normalize.entmax, s, 2.0) - sparsemax_reference(s)).max() <= 1e-12

@@ -27,6 +27,9 @@ def _args(T, noise, eps, error, **law):
     return (law["d"], T, law["var"], law["kappa"], law["angle"], law["mean"], noise, eps, error)
 
 
+# slow tier: compiles the score on its own; by default the score drives
+# test_the_exact_score_runs_the_marginal_backwards, which only the right score passes
+@pytest.mark.slow
 def test_the_score_is_the_ou_marginals():
     # N(m_t, S_t) solves the OU moment equations m' = -m, S' = -2 S + 2 I, and hat s with
     # eps = 0 is -S_t^{-1} (x - m_t)
