@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
@@ -194,6 +195,8 @@ def test_a_threaded_process_lists_every_file_in_one_kept_child_replaced_after_a_
         assert second is not first and second.poll() is None
         heaps.Lister.close()
         assert second.poll() == 0  # its input closed, it returned
+        code, text = heaps._started(files["states"], 30.0)  # where there is no alarm: one child
+        assert code == 0 and json.loads(text) == [list(e) for e in heaps._extents(files["states"])]
     finally:
         hold.set()
         other.join()

@@ -14,10 +14,10 @@ plus a quarter of everything below it, which it optimizes again);
 families go to the least loaded share, largest first. A family that costs more than one share's
 fair part is dealt kernel by kernel, level by level up its call graph (:func:`units`), so that a
 kernel mostly finds the callees another share compiled in the cache. Share i compiles its
-pieces, or loads them from numba's cache; the other processes then find them there. ``dyn compile`` runs every
-share at once (:func:`compile_all`, instead of each
-sweep paying for its own on its first run); a test session runs one share in each pytest-xdist
-worker before its first test. `dyn compile`'s workers die with it
+pieces, or loads them from numba's cache; the other processes then find them there.
+``dyn compile`` runs every share at once (:func:`compile_all`, instead of each sweep paying for
+its own on its first run); a test session runs one share in each pytest-xdist worker before its
+first test. `dyn compile`'s workers die with it
 (:func:`dyn.engine.lifetime.die_with`): a killed command leaves none compiling.
 """
 from __future__ import annotations

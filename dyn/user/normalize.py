@@ -19,8 +19,8 @@ normalization's own parameter, entmax's alpha or top-k's k; unused by the others
   [max - 1, max - n^{1 - alpha}] (max of (alpha - 1) s) to machine precision, then w divided by its
   sum;
 - topk:      the softmax of the k largest scores, zero elsewhere; the k-th largest score is
-  found by selection (:func:`kth_largest`, O(n) on average); scores tied with it enter in order of index, lowest
-  first, until k are in.
+  found by selection (:func:`kth_largest`, O(n) on average); scores tied with it enter in order
+  of index, lowest first, until k are in.
 
 Sparse normalizations (hardmax, sparsemax, entmax, topk) are continuous (sparsemax, entmax) or
 discontinuous (hardmax, topk) in s but not smooth where a score enters or leaves the support: the
