@@ -44,7 +44,7 @@ def pytest_configure(config):
 SLOW_CASES = {
     "test_reliability_bounds.py::test_every_float_bound_validates_to_finite_step_rates"
     "[dyn.frontier.sparse_attention_clusters:SparseAttentionClusters]":
-        "the nine other systems' bounds",
+        "the other systems' bounds",
     "test_attention_particles.py::test_bad_input_is_one_line_and_exit_2[Shifted--negative weight]":
         "test_normalizations.py::test_row_check_names_weights_that_are_not_a_distribution",
     "test_attention_particles.py::test_bad_input_is_one_line_and_exit_2[Halves--summing to]":
