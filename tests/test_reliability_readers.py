@@ -187,8 +187,8 @@ def test_a_threaded_process_lists_every_file_in_one_kept_child_replaced_after_a_
         assert [heaps.heap_problem(files[k]) for k in ("states", "states", "states")] == [""] * 3
         first = heaps.Lister.mine().process
         assert heaps.Lister.mine().process is first  # the same child answered all three
-        problem = heaps.heap_problem(_zeroed_mapping_heap(files, tmp_path), seconds=2.0)
-        assert problem.startswith("the HDF5 library did not finish listing its datasets in 2 s")
+        problem = heaps.heap_problem(_zeroed_mapping_heap(files, tmp_path), seconds=1.0)
+        assert problem.startswith("the HDF5 library did not finish listing its datasets in 1 s")
         assert first.poll() is not None  # killed
         assert heaps.heap_problem(files["states"]) == ""
         second = heaps.Lister.mine().process
