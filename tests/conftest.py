@@ -39,29 +39,6 @@ def pytest_configure(config):
         numba.set_num_threads(1)
 
 
-# Cases of parametrized tests that the default tier leaves to the slow tier: each compiles
-# seconds of kernels on a cold cache, and its siblings (named) check the same path by default.
-SLOW_CASES = {
-    "test_reliability_bounds.py::test_every_float_bound_validates_to_finite_step_rates"
-    "[dyn.frontier.sparse_attention_clusters:SparseAttentionClusters]":
-        "the other systems' bounds",
-    "test_attention_particles.py::test_bad_input_is_one_line_and_exit_2[Shifted--negative weight]":
-        "test_normalizations.py::test_row_check_names_weights_that_are_not_a_distribution",
-    "test_attention_particles.py::test_bad_input_is_one_line_and_exit_2[Halves--summing to]":
-        "test_normalizations.py::test_row_check_names_weights_that_are_not_a_distribution",
-    "test_run_until_decided.py::test_d_dimensional_forms_run_until_decided[sde]":
-        "the network form, run until decided by the same stopping rule",
-}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Mark SLOW_CASES slow before `-m 'not slow'` deselects."""
-    for item in items:
-        if item.nodeid.removeprefix("tests/") in SLOW_CASES:
-            item.add_marker(pytest.mark.slow)
-
-
 @pytest.fixture
 def small_scenario(tmp_path: Path) -> Path:
     path = tmp_path / "small.toml"

@@ -159,9 +159,12 @@ Plain = dyn.attention_particles(name="Plain")
 '''
 
 
+# Halves and Shifted each compile a field of their own: slow tier; by default
+# tests/test_normalizations.py::test_row_check_names_weights_that_are_not_a_distribution checks
+# the same refusals
 @pytest.mark.parametrize("system, extra, says", [
-    ("Halves", "", "summing to"),
-    ("Shifted", "", "negative weight"),
+    pytest.param("Halves", "", "summing to", marks=pytest.mark.slow),
+    pytest.param("Shifted", "", "negative weight", marks=pytest.mark.slow),
     ("Plain", "Q = [[1.0, 0.0], [0.0, 1.0]]", "params.Q: is 2 x 2; the state's dimension is d = 3"),
     ("Plain", 'Q = {law = "gaussian", size = 4}', "params.Q: is 4 x 4"),
     ("Plain", 'V = {law = "haar"}', "params.V: law must be one of"),

@@ -68,7 +68,8 @@ COMPILES = {"dyn.frontier.gaussian_attention:GaussianAttention", "dyn.frontier.h
             "dyn.frontier.reverse_diffusion:ReverseSamples",
             "dyn.frontier.softmax_polarization:SoftmaxPolarization",
             "dyn.frontier.attention_svm:AttentionSVM",
-            "dyn.frontier.icl_autoregressive:ICLTraining"}
+            "dyn.frontier.icl_autoregressive:ICLTraining",
+            "dyn.frontier.sparse_attention_clusters:SparseAttentionClusters"}
 COMPILED = [pytest.param(name, marks=pytest.mark.slow) if name in COMPILES else name
             for name in IMPORTED]
 

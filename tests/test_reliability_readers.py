@@ -184,8 +184,9 @@ def test_a_threaded_process_lists_every_file_in_one_kept_child_replaced_after_a_
     try:
         assert not heaps._single_threaded()
         heaps.Lister.close()
-        assert [heaps.heap_problem(files[k]) for k in ("states", "states", "states")] == [""] * 3
+        assert heaps.heap_problem(files["states"]) == ""
         first = heaps.Lister.mine().process
+        assert [heaps.heap_problem(files["states"]) for _ in range(2)] == ["", ""]
         assert heaps.Lister.mine().process is first  # the same child answered all three
         problem = heaps.heap_problem(_zeroed_mapping_heap(files, tmp_path), seconds=1.0)
         assert problem.startswith("the HDF5 library did not finish listing its datasets in 1 s")

@@ -117,7 +117,9 @@ def test_network_kernel_stops_only_decided_runs():
     assert np.all(ts.census(z[stopped]) != ts.OTHER)
 
 
-@pytest.mark.parametrize("form", ["network", "sde"])
+# the SDE form in the slow tier (a compile of its own): the network form runs until decided by
+# the same stopping rule by default
+@pytest.mark.parametrize("form", ["network", pytest.param("sde", marks=pytest.mark.slow)])
 def test_d_dimensional_forms_run_until_decided(tmp_path, form):
     # The network (exact pair sampling, in-kernel stop) and the SDE (stretches of the horizon)
     # decide every run at d = 3, beta = 2, and agree in law with the exact probability.
