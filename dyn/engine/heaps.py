@@ -153,8 +153,7 @@ class Lister:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([out], [], [], left)[0]:
                 self.process.kill()
-                self.process.wait()
-                Lister._current = None
+                self._ended()
                 return None, b""
             chunk = os.read(out, 1 << 16)
             if not chunk:
@@ -163,6 +162,8 @@ class Lister:
         return 0, b"".join(chunks)
 
     def _ended(self) -> tuple[int, bytes]:
+        """Reap the child, which no request holds any more: (its status, -signal where one
+        ended it; 1 for an exit without an answer) and no answer."""
         code = self.process.wait()
         Lister._current = None
         return (code if code < 0 else 1), b""
