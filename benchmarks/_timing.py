@@ -1,4 +1,5 @@
 """Shared by the benchmark scripts: best-of-N wall time (the least disturbed run)."""
+
 import time
 
 
@@ -12,6 +13,7 @@ def best_of(fn, repeat: int, warmup: bool = True) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return min(times)
+
 
 def medians_in_turns(fns: dict, rounds: int, calls: int = 1) -> dict:
     """Median CPU time of this process per call of each callable over `rounds` rounds of
@@ -31,8 +33,10 @@ def medians_in_turns(fns: dict, rounds: int, calls: int = 1) -> dict:
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
-SMOKE_HELP = ("tiny sizes and one repeat: checks in seconds that the script still runs (its numbers "
-              "mean nothing; tests/test_benchmarks.py runs every script so)")
+SMOKE_HELP = (
+    "tiny sizes and one repeat: checks in seconds that the script still runs (its numbers "
+    "mean nothing; tests/test_benchmarks.py runs every script so)"
+)
 
 
 def add_smoke(parser) -> None:

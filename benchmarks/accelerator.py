@@ -14,6 +14,7 @@
 `--smoke` runs every part (with --full, the full diagram's code too) at tiny sizes, in seconds on a
 CPU: that the script works before a GPU is lent, not how fast.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,15 +29,27 @@ PHASE = "scenarios/two_token_phase.toml"
 # the full diagram's settings; --smoke shrinks it to 2 x 2 points, 8 runs, T = 1
 FULL = ["ensemble.runs=4000", 'params.until="horizon"']
 FULL_SAMPLE = ["sweep.d=[8]", "sweep.beta=[0.0, 1.5, 3.0, 4.5, 6.0, 1.0, 2.0, 3.5, 5.5]"]
-SMOKE_FULL = ["ensemble.runs=8", 'params.until="horizon"', "sweep.beta=[1.0, 4.0]",
-              "sweep.d=[3, 8]", "integrator.horizon=1.0"]
+SMOKE_FULL = [
+    "ensemble.runs=8",
+    'params.until="horizon"',
+    "sweep.beta=[1.0, 4.0]",
+    "sweep.d=[3, 8]",
+    "integrator.horizon=1.0",
+]
 SMOKE_SAMPLE = ["sweep.d=[8]", "sweep.beta=[1.0]"]
 
 
 def scenario(points_beta, points_d, runs, horizon, form, backend):
-    sets = {"sweep.beta": list(points_beta), "sweep.d": list(points_d), "ensemble.runs": runs,
-            "params.until": "horizon", "integrator.horizon": horizon, "integrator.dt": 0.01,
-            "params.form": form, "integrator.backend": backend}
+    sets = {
+        "sweep.beta": list(points_beta),
+        "sweep.d": list(points_d),
+        "ensemble.runs": runs,
+        "params.until": "horizon",
+        "integrator.horizon": horizon,
+        "integrator.dt": 0.01,
+        "params.form": form,
+        "integrator.backend": backend,
+    }
     return dyn.load(PHASE, [f"{k}={v!r}".replace("'", '"') for k, v in sets.items()])
 
 
@@ -66,23 +79,31 @@ def compare(points_beta, points_d, runs, horizon, form):
     t_jax, p_jax = time_jax(jax_sc)
     t_numba, p_numba = time_numba(numba_sc)
     work = run_steps(jax_sc)
-    print(f"   {form:>8}: {jax_sc.count} points x {runs} runs x {round(horizon / 0.01)} steps "
-          f"= {work:.2e} run-steps")
-    print(f"      numba {t_numba:8.2f} s  {work / t_numba / 1e6:9.1f} M run-steps/s  "
-          f"mean P(antipodal) {p_numba:.4f}")
-    print(f"      jax   {t_jax:8.2f} s  {work / t_jax / 1e6:9.1f} M run-steps/s  "
-          f"mean P(antipodal) {p_jax:.4f}  (first call incl. compile {first:.2f} s)")
+    print(f"   {form:>8}: {jax_sc.count} points x {runs} runs x {round(horizon / 0.01)} steps = {work:.2e} run-steps")
+    print(f"      numba {t_numba:8.2f} s  {work / t_numba / 1e6:9.1f} M run-steps/s  mean P(antipodal) {p_numba:.4f}")
+    print(
+        f"      jax   {t_jax:8.2f} s  {work / t_jax / 1e6:9.1f} M run-steps/s  "
+        f"mean P(antipodal) {p_jax:.4f}  (first call incl. compile {first:.2f} s)"
+    )
     print(f"      jax / numba speed: {t_numba / t_jax:.2f}x")
 
 
 def compare_noisy(runs: int, horizon: float = 4.0):
     """noisy_phase points (n = 128 on the circle, Fourier drift), T = 4 at dt = 0.002, one
     window (burn-in T/2, no extension: every point takes the same steps on both paths)."""
+
     def load(backend, horizon):
-        sets = ["sweep.beta=[1.0, 2.0, 3.0, 4.0]", "sweep.sigma=[0.5, 1.5]", f"ensemble.runs={runs}",
-                f"integrator.horizon={horizon}", f"integrator.burn_in={horizon / 2}",
-                f"integrator.horizon_cap={horizon}", "integrator.dt=0.002", "output.saves=8",
-                f'integrator.backend="{backend}"']
+        sets = [
+            "sweep.beta=[1.0, 2.0, 3.0, 4.0]",
+            "sweep.sigma=[0.5, 1.5]",
+            f"ensemble.runs={runs}",
+            f"integrator.horizon={horizon}",
+            f"integrator.burn_in={horizon / 2}",
+            f"integrator.horizon_cap={horizon}",
+            "integrator.dt=0.002",
+            "output.saves=8",
+            f'integrator.backend="{backend}"',
+        ]
         return dyn.load("scenarios/noisy_phase.toml", sets)
 
     time_numba(load("numba", 0.1), "r_stationary")  # compile
@@ -92,12 +113,14 @@ def compare_noisy(runs: int, horizon: float = 4.0):
     t_numba, r_numba = time_numba(load("numba", horizon), "r_stationary")
     steps = round(horizon / 0.002)
     work = float(jax_sc.count) * runs * steps
-    print(f"   noisy_attention: {jax_sc.count} points x {runs} runs x {steps} steps x 128 tokens "
-          f"= {work:.2e} run-steps")
-    print(f"      numba {t_numba:8.2f} s  {work / t_numba / 1e6:9.3f} M run-steps/s  "
-          f"mean r_stationary {r_numba:.4f}")
-    print(f"      jax   {t_jax:8.2f} s  {work / t_jax / 1e6:9.3f} M run-steps/s  "
-          f"mean r_stationary {r_jax:.4f}  (first call incl. compile {first:.2f} s)")
+    print(
+        f"   noisy_attention: {jax_sc.count} points x {runs} runs x {steps} steps x 128 tokens = {work:.2e} run-steps"
+    )
+    print(f"      numba {t_numba:8.2f} s  {work / t_numba / 1e6:9.3f} M run-steps/s  mean r_stationary {r_numba:.4f}")
+    print(
+        f"      jax   {t_jax:8.2f} s  {work / t_jax / 1e6:9.3f} M run-steps/s  "
+        f"mean r_stationary {r_jax:.4f}  (first call incl. compile {first:.2f} s)"
+    )
     print(f"      jax / numba speed: {t_numba / t_jax:.2f}x")
 
 
@@ -109,32 +132,43 @@ def full_diagram(sets=FULL, sample_sets=FULL_SAMPLE):
     budget = batched.device_budget()
     plan = batched.batches(sc.system, [sc.spec(i) for i in range(sc.count)], budget)
     steps = round(sc.integrator["horizon"] / sc.integrator["dt"])
-    print(f"\n2. full two_token_phase: {sc.count} points x {sc.setup.runs} runs x {steps} layers = "
-          f"{work:.2e} run-steps on {jax.devices()[0]} ({len(plan)} batches, budget "
-          f"{budget / 2**30:.1f} GiB)")
+    print(
+        f"\n2. full two_token_phase: {sc.count} points x {sc.setup.runs} runs x {steps} layers = "
+        f"{work:.2e} run-steps on {jax.devices()[0]} ({len(plan)} batches, budget "
+        f"{budget / 2**30:.1f} GiB)"
+    )
     first, _ = time_jax(sc)
     steady, p = time_jax(sc)
-    print(f"   jax: first call {first:.2f} s (compile + run), steady {steady:.2f} s = "
-          f"{work / steady / 1e9:.2f} G run-steps/s; mean P(antipodal) {p:.4f}")
+    print(
+        f"   jax: first call {first:.2f} s (compile + run), steady {steady:.2f} s = "
+        f"{work / steady / 1e9:.2f} G run-steps/s; mean P(antipodal) {p:.4f}"
+    )
     sample = dyn.load(PHASE, [*sets, *sample_sets])
     t_numba, _ = time_numba(sample)
     scaled = t_numba * sc.count / sample.count
-    print(f"   numba on {sample.count} of the points: {t_numba:.2f} s, scaled to the diagram "
-          f"{scaled:.1f} s; steady jax / numba speed {scaled / steady:.1f}x (goal on one H200: "
-          f"steady <= 2 s)")
+    print(
+        f"   numba on {sample.count} of the points: {t_numba:.2f} s, scaled to the diagram "
+        f"{scaled:.1f} s; steady jax / numba speed {scaled / steady:.1f}x (goal on one H200: "
+        f"steady <= 2 s)"
+    )
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="the full 225-point diagram")
     ap.add_argument("--runs", type=int, default=2000)
-    ap.add_argument("--smoke", action="store_true", help="every part at tiny sizes, in seconds "
-                    "(with --full, the full diagram's code too): that the script works")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every part at tiny sizes, in seconds (with --full, the full diagram's code too): that the script works",
+    )
     args = ap.parse_args()
     import jax
 
-    print(f"JAX device: {jax.devices()[0]} ({jax.default_backend()}), batch budget "
-          f"{batched.device_budget() / 2**30:.1f} GiB")
+    print(
+        f"JAX device: {jax.devices()[0]} ({jax.default_backend()}), batch budget "
+        f"{batched.device_budget() / 2**30:.1f} GiB"
+    )
     print("1. two-token phase points, until = horizon (every run takes every step)")
     betas, ds = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [3, 8, 16]
     horizon, noisy_horizon = 30.0, 4.0

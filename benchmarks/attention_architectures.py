@@ -24,6 +24,7 @@ from other processes hits both alike; the GEMM ceiling before and after its case
    saves and tokens with x_ref from dopri5 at 1e-12. RK4's step is halved from 0.2 until its
    error is at most the adaptive run's; drift evaluations are compared (--quick: T = 1e4).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -99,6 +100,7 @@ def ensemble_drift(x, p, out, work, drift):
 
 # ------------------------------------------------------------------------ plain numpy references
 
+
 def _softmax_rows(s, allowed=None):
     if allowed is not None:
         s = np.where(allowed, s, -np.inf)
@@ -125,16 +127,21 @@ def numpy_drift(x, beta):
 
 # ------------------------------------------------------------------------------------ sections
 
+
 def large_drift(repeat):
     n, d = SIZES["large"]
     rng = np.random.default_rng(1)
     x = att.uniform_sphere(rng, 1, n, d)[0]
     ceiling = gemm_rate(repeat)
-    print(f"1. large drift, n = {n}, d = {d} (GEMM ceiling {ceiling / 1e9:.1f} GFLOP/s; not "
-          "measured in turns: numpy's GEMM and numba's np.dot use two OpenBLAS pools, whose "
-          "spinning threads slow each other)")
-    hdr = (f"{'case':>20} {'numba':>9} {'numpy':>9} {'x numpy':>8} {'GFLOP/s':>8} {'ceil%':>6} "
-           f"{'useful%':>8} {'Gexp/s':>7}")
+    print(
+        f"1. large drift, n = {n}, d = {d} (GEMM ceiling {ceiling / 1e9:.1f} GFLOP/s; not "
+        "measured in turns: numpy's GEMM and numba's np.dot use two OpenBLAS pools, whose "
+        "spinning threads slow each other)"
+    )
+    hdr = (
+        f"{'case':>20} {'numba':>9} {'numpy':>9} {'x numpy':>8} {'GFLOP/s':>8} {'ceil%':>6} "
+        f"{'useful%':>8} {'Gexp/s':>7}"
+    )
     print(hdr + "\n" + "-" * len(hdr))
     rows = []
     for H, mask in ((1, "none"), (1, "causal"), (4, "none"), (4, "causal")):
@@ -153,8 +160,10 @@ def large_drift(repeat):
         assert np.abs(out - want).max() < 1e-10, "numba and numpy disagree"
         # two rounds, the best: the first calls after numpy's GEMM run slow while its OpenBLAS
         # threads still spin (numba's np.dot uses another pool)
-        t = min(best_of(lambda: schemes.layer_output(0.0, x, p, out, work), repeat)  # noqa: B023 timed within this iteration
-                for _ in range(2))
+        t = min(
+            best_of(lambda: schemes.layer_output(0.0, x, p, out, work), repeat)  # noqa: B023 timed within this iteration
+            for _ in range(2)
+        )
         t_np = best_of(lambda: numpy_field(x, BETA, causal, M, Vs), max(3, repeat // 2))  # noqa: B023 timed within this iteration
         flops = 4 * H * n * n * d + (4 * H * n * d * d if H > 1 else 0)
         heads_products = flops - 4 * H * n * n * d
@@ -163,9 +172,11 @@ def large_drift(repeat):
         rate = flops / t
         name = f"{'causal' if causal else 'no mask'}, H = {H}"
         rows.append((name, rate / ceiling))
-        print(f"{name:>20} {t * 1e3:7.2f}ms {t_np * 1e3:7.2f}ms {t_np / t:8.2f} {rate / 1e9:8.1f} "
-              f"{100 * rate / ceiling:5.1f}% {100 * useful / t / ceiling:7.1f}% "
-              f"{exps / t / 1e9:7.3f}")
+        print(
+            f"{name:>20} {t * 1e3:7.2f}ms {t_np * 1e3:7.2f}ms {t_np / t:8.2f} {rate / 1e9:8.1f} "
+            f"{100 * rate / ceiling:5.1f}% {100 * useful / t / ceiling:7.1f}% "
+            f"{exps / t / 1e9:7.3f}"
+        )
     print(f"   GEMM ceiling re-measured after the cases: {gemm_rate(repeat) / 1e9:.1f} GFLOP/s")
     roofline_large(n, d, ceiling, exp_rate(repeat))
     return rows
@@ -176,10 +187,12 @@ def roofline_large(n, d, gemm, exp):
     the n x n weights make a round trip through the caches (8 n^2 bytes, past L2)."""
     flops, exps, weights = 4 * n * n * d, n * n, 8 * n * n
     t_gemm, t_exp = flops / gemm, exps / exp
-    print(f"   roofline (no mask, H = 1): {flops / 1e6:.0f} Mflop in GEMMs ({t_gemm * 1e3:.2f} ms at "
-          f"the ceiling) + {exps / 1e6:.2f} M exps ({t_exp * 1e3:.2f} ms at the exp ceiling), one "
-          f"after the other; the weights ({weights / 2**20:.0f} MiB) written, exponentiated in "
-          f"place, read: at best {100 * t_gemm / (t_gemm + t_exp):.0f}% of GEMM\n")
+    print(
+        f"   roofline (no mask, H = 1): {flops / 1e6:.0f} Mflop in GEMMs ({t_gemm * 1e3:.2f} ms at "
+        f"the ceiling) + {exps / 1e6:.2f} M exps ({t_exp * 1e3:.2f} ms at the exp ceiling), one "
+        f"after the other; the weights ({weights / 2**20:.0f} MiB) written, exponentiated in "
+        f"place, read: at best {100 * t_gemm / (t_gemm + t_exp):.0f}% of GEMM\n"
+    )
 
 
 def small_ensemble(repeat):
@@ -188,21 +201,24 @@ def small_ensemble(repeat):
     x = att.uniform_sphere(rng, E, n, d)
     out = np.empty_like(x)
     exp_call, exp_count = _exp_call()
-    print(f"2. small-n ensemble drift, E = {E}, n = {n}, d = {d} (exp ceiling on all cores, "
-          "measured in turns with the drifts)")
+    print(
+        f"2. small-n ensemble drift, E = {E}, n = {n}, d = {d} (exp ceiling on all cores, "
+        "measured in turns with the drifts)"
+    )
     fns = {"exp ceiling": exp_call}
     new = arch.pack_architecture(BETA, d)
     old = att.pack_params(BETA, d)
-    for name, record, p in (("post-LN (attention_field)", schemes.POST, new),
-                            ("§1.1 FLOW (shared mean_field)", att.FLOW, old)):
+    for name, record, p in (
+        ("post-LN (attention_field)", schemes.POST, new),
+        ("§1.1 FLOW (shared mean_field)", att.FLOW, old),
+    ):
         problem = record.problem(p)
         work = np.empty((E, problem.work_size(n, d)))
         pw = np.array(problem.p)
         drift = record.drift.compiled()
         fns[name] = lambda pw=pw, work=work, drift=drift: ensemble_drift(x, pw, out, work, drift)
     fns["numpy"] = lambda: numpy_drift(x, BETA)
-    ensemble_drift(x, np.array(new), out, np.empty((E, schemes.work_size(n, d, new))),
-                   schemes.POST.drift.compiled())
+    ensemble_drift(x, np.array(new), out, np.empty((E, schemes.work_size(n, d, new))), schemes.POST.drift.compiled())
     m = numpy_field(x, BETA, False, [np.eye(d)], [np.eye(d)])
     assert np.abs(out - m).max() < 1e-12, "numba and numpy disagree"
     times = interleaved(fns, repeat)
@@ -214,17 +230,20 @@ def small_ensemble(repeat):
     for name, t in times.items():
         rate = E * n * n / t
         result[name] = rate / ceiling
-        print(f"{name:>34} {t * 1e3:7.3f}ms {times['numpy'] / t:8.2f} {rate / 1e9:7.3f} "
-              f"{100 * rate / ceiling:5.1f}%")
-    print("   (rates count n^2 exps per member; the post-LN kernel computes n(n+1)/2 of them, "
-          "the symmetric weights serving both rows)")
+        print(f"{name:>34} {t * 1e3:7.3f}ms {times['numpy'] / t:8.2f} {rate / 1e9:7.3f} {100 * rate / ceiling:5.1f}%")
+    print(
+        "   (rates count n^2 exps per member; the post-LN kernel computes n(n+1)/2 of them, "
+        "the symmetric weights serving both rows)"
+    )
     pairs = n * (n + 1) // 2
     other = pairs * (6 * d + 3)  # per pair: score 2d + 1, row sums (1 + d) twice, as FMAs
     t_exp, t_flops = E * pairs / ceiling, E * other / gemm_rate(repeat)
-    print(f"   roofline per member: {pairs} exps and {other} other flops on {8 * 3 * pairs // 1024}"
-          f" KiB of weights (L1/L2): at the exp ceiling and the GEMM rate, {E * n * n / (t_exp + t_flops) / 1e9:.2f} "
-          f"n^2-exps/s = {100 * E * n * n / (t_exp + t_flops) / ceiling:.0f}% of the exp ceiling; "
-          "the rest is loop and call overhead on rows of 32\n")
+    print(
+        f"   roofline per member: {pairs} exps and {other} other flops on {8 * 3 * pairs // 1024}"
+        f" KiB of weights (L1/L2): at the exp ceiling and the GEMM rate, {E * n * n / (t_exp + t_flops) / 1e9:.2f} "
+        f"n^2-exps/s = {100 * E * n * n / (t_exp + t_flops) / ceiling:.0f}% of the exp ceiling; "
+        "the rest is loop and call overhead on rows of 32\n"
+    )
     result.pop("numpy")
     return result
 
@@ -245,9 +264,11 @@ def long_horizon(quick):
     err = np.abs(sol.states - ref).max()
     wall = time.perf_counter() - start
     evals = sol.stats["evaluations"].mean()
-    print(f"   dopri5 rtol {tol:g}: error {err:.2e}, {evals:.0f} drift evaluations per run "
-          f"({sol.stats['steps'].mean():.0f} steps, {sol.stats['rejections'].mean():.0f} "
-          f"rejected), {wall:.1f} s")
+    print(
+        f"   dopri5 rtol {tol:g}: error {err:.2e}, {evals:.0f} drift evaluations per run "
+        f"({sol.stats['steps'].mean():.0f} steps, {sol.stats['rejections'].mean():.0f} "
+        f"rejected), {wall:.1f} s"
+    )
     dt = 0.2
     while True:
         start = time.perf_counter()
@@ -255,8 +276,7 @@ def long_horizon(quick):
         wall = time.perf_counter() - start
         rk_err = np.abs(rk - ref).max()
         rk_evals = 4 * int(integrators.core.base.step_grid(ts, dt)[0].sum())
-        print(f"   rk4 dt {dt:g}: error {rk_err:.2e}, {rk_evals} drift evaluations per run, "
-              f"{wall:.1f} s")
+        print(f"   rk4 dt {dt:g}: error {rk_err:.2e}, {rk_evals} drift evaluations per run, {wall:.1f} s")
         if rk_err <= err or dt < 0.01:
             break
         dt /= 2
@@ -279,13 +299,18 @@ def main():
     small = small_ensemble(args.repeat)
     ratio = long_horizon(args.quick)
     gemm_again, exp_again = gemm_rate(args.repeat), exp_rate(args.repeat)
-    print(f"ceilings at start and end: GEMM {gemm / 1e9:.1f} and {gemm_again / 1e9:.1f} GFLOP/s, "
-          f"exp {exp / 1e9:.3f} and {exp_again / 1e9:.3f} Gexp/s; far apart: the machine was "
-          "shared (each section measured its ceiling in turns with its cases)")
-    print("goals: large drift >= 50% of GEMM: " + ", ".join(
-        f"{name} {100 * r:.0f}%" for name, r in large) + "; small ensemble >= 50% of exp: "
+    print(
+        f"ceilings at start and end: GEMM {gemm / 1e9:.1f} and {gemm_again / 1e9:.1f} GFLOP/s, "
+        f"exp {exp / 1e9:.3f} and {exp_again / 1e9:.3f} Gexp/s; far apart: the machine was "
+        "shared (each section measured its ceiling in turns with its cases)"
+    )
+    print(
+        "goals: large drift >= 50% of GEMM: "
+        + ", ".join(f"{name} {100 * r:.0f}%" for name, r in large)
+        + "; small ensemble >= 50% of exp: "
         + ", ".join(f"{name} {100 * r:.0f}%" for name, r in small.items())
-        + f"; long horizon >= 10x fewer evaluations: {ratio:.1f}x")
+        + f"; long horizon >= 10x fewer evaluations: {ratio:.1f}x"
+    )
 
 
 if __name__ == "__main__":

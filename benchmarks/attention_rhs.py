@@ -21,6 +21,9 @@ small-n drift against the exp ceiling; the crossover of the attention field's re
    (``attention_field.CROSSOVER``), and at d = 2 the rise of the chosen regime's time per pair
    from one n to the next.
 """
+
+# ruff: noqa: B023 (every timed closure runs within the loop iteration that defines it)
+
 from __future__ import annotations
 
 import argparse
@@ -112,20 +115,27 @@ def small_drift(repeat, E=2048, n=32, d=2):
     hot = np.empty((get_num_threads(), size))
     exp_call, exp_count = _exp_call()
     drift = schemes.POST.drift.compiled()  # numba takes the dispatcher as a first-class function
-    times = interleaved_medians({
-        "exp ceiling": exp_call,
-        "drift, scratch per member": lambda: ensemble_drift(x, p, out, cold, drift),
-        "drift, scratch per thread": lambda: _hot_ensemble(x, p, out, hot, drift)}, repeat)
+    times = interleaved_medians(
+        {
+            "exp ceiling": exp_call,
+            "drift, scratch per member": lambda: ensemble_drift(x, p, out, cold, drift),
+            "drift, scratch per thread": lambda: _hot_ensemble(x, p, out, hot, drift),
+        },
+        repeat,
+    )
     ceiling = exp_count / times.pop("exp ceiling")
-    print(f"small-n drift, E = {E}, n = {n}, d = {d}, post-LN (SA, no mask), "
-          f"{get_num_threads()} threads; exp ceiling {ceiling / 1e9:.3f} Gexp/s (median of "
-          f"{repeat}, in turns)")
+    print(
+        f"small-n drift, E = {E}, n = {n}, d = {d}, post-LN (SA, no mask), "
+        f"{get_num_threads()} threads; exp ceiling {ceiling / 1e9:.3f} Gexp/s (median of "
+        f"{repeat}, in turns)"
+    )
     for name, t in times.items():
         rate = E * n * n / t
-        print(f"{name:>28} {t / E * 1e9:8.0f} ns/member {rate / 1e9:7.3f} n^2-exps/s "
-              f"{100 * rate / ceiling:5.1f}% of the exp ceiling")
-    print("   (n^2 exps counted per member; the kernel computes n(n+1)/2, the weights being "
-          "symmetric)\n")
+        print(
+            f"{name:>28} {t / E * 1e9:8.0f} ns/member {rate / 1e9:7.3f} n^2-exps/s "
+            f"{100 * rate / ceiling:5.1f}% of the exp ceiling"
+        )
+    print("   (n^2 exps counted per member; the kernel computes n(n+1)/2, the weights being symmetric)\n")
 
 
 # ------------------------------------------------------------------- the regimes' crossover
@@ -140,6 +150,7 @@ def _looped(kernel):
     def loop(x, M, out, work, reps):
         for _ in range(reps):
             kernel(x, BETA, False, False, 0.0, 1, M, True, M, True, out, work)
+
     return loop
 
 
@@ -153,8 +164,7 @@ def _per_pair(loops, n, d, repeat, target=0.002):
         start = time.perf_counter()
         loop(x, M, out, work, 1)
         reps[name] = max(1, int(target / max(time.perf_counter() - start, 1e-9)))
-    fns = {name: (lambda loop=loop, r=reps[name]: loop(x, M, out, work, r))
-           for name, loop in loops.items()}
+    fns = {name: (lambda loop=loop, r=reps[name]: loop(x, M, out, work, r)) for name, loop in loops.items()}
     t = interleaved_medians(fns, repeat)
     return {name: t[name] / reps[name] / (n * n) for name in loops}
 
@@ -172,13 +182,17 @@ def _first_gemm(ns, per_pair, path):
 
 def crossover(repeat, ds=CROSSOVER_D, ns=CROSSOVER_N):
     """Section 3 (run with BLAS on one thread: see main)."""
-    loops = {"symmetric": _looped(_field_symmetric.symmetric),
-             "columns": _looped(_field_small.columns), "gemm": _looped(_field_gemm.gemm)}
-    print("crossover of the attention field's regimes: ns per pair (s per call / n^2), one "
-          f"member, one thread, BLAS on one thread, median of {repeat} in turns; chosen: the "
-          "regime the field picks for each path, its time against the faster of the path and GEMM")
-    hdr = (f"{'d':>3} {'n':>5} {'symmetric':>10} {'columns':>9} {'gemm':>8} {'chosen (sym)':>15} "
-           f"{'chosen (cols)':>15}")
+    loops = {
+        "symmetric": _looped(_field_symmetric.symmetric),
+        "columns": _looped(_field_small.columns),
+        "gemm": _looped(_field_gemm.gemm),
+    }
+    print(
+        "crossover of the attention field's regimes: ns per pair (s per call / n^2), one "
+        f"member, one thread, BLAS on one thread, median of {repeat} in turns; chosen: the "
+        "regime the field picks for each path, its time against the faster of the path and GEMM"
+    )
+    hdr = f"{'d':>3} {'n':>5} {'symmetric':>10} {'columns':>9} {'gemm':>8} {'chosen (sym)':>15} {'chosen (cols)':>15}"
     print(hdr + "\n" + "-" * len(hdr))
     chosen = {}
     for d in ds:
@@ -190,24 +204,35 @@ def crossover(repeat, ds=CROSSOVER_D, ns=CROSSOVER_N):
                 which = REGIME_NAMES[af.regime(n, d, 1, not sym, True)]
                 chosen[d, n, path] = t[which]
                 picks.append(f"{which} {t[which] / min(t[path], t['gemm']):4.2f}x")
-            print(f"{d:3d} {n:5d} {t['symmetric'] * 1e9:10.3f} {t['columns'] * 1e9:9.3f} "
-                  f"{t['gemm'] * 1e9:8.3f} {picks[0]:>15} {picks[1]:>15}", flush=True)
+            print(
+                f"{d:3d} {n:5d} {t['symmetric'] * 1e9:10.3f} {t['columns'] * 1e9:9.3f} "
+                f"{t['gemm'] * 1e9:8.3f} {picks[0]:>15} {picks[1]:>15}",
+                flush=True,
+            )
         table = af.CROSSOVER.get(d)
         shown = ["never" if v == af.NEVER else str(v) for v in table] if table else ["-", "-"]
         measured = [_first_gemm(ns, per_pair, path) or "never" for path in ("symmetric", "columns")]
-        print(f"    d = {d}: GEMM faster from n = {measured[0]} on (symmetric path), {measured[1]} "
-              f"(columns path); attention_field.CROSSOVER: {shown[0]}, {shown[1]}")
+        print(
+            f"    d = {d}: GEMM faster from n = {measured[0]} on (symmetric path), {measured[1]} "
+            f"(columns path); attention_field.CROSSOVER: {shown[0]}, {shown[1]}"
+        )
     if 2 in ds:
         for path, column in (("symmetric", 0), ("columns", 1)):
             first = af.CROSSOVER[2][column]
             later = [n for n in ns if n >= 64]
             rises = [chosen[2, b, path] / chosen[2, a, path] for a, b in zip(later, later[1:], strict=False)]
-            text = (f"d = 2, {path} path: time per pair of the chosen regime, largest rise from one "
-                    f"n to the next for n >= 64: {max(rises):.2f}x" if rises else "")
+            text = (
+                f"d = 2, {path} path: time per pair of the chosen regime, largest rise from one "
+                f"n to the next for n >= 64: {max(rises):.2f}x"
+                if rises
+                else ""
+            )
             if first in ns and ns.index(first) > 0:
                 before = ns[ns.index(first) - 1]
-                text += (f"; across the crossover (n = {before} -> {first}, small -> GEMM): "
-                         f"{chosen[2, first, path] / chosen[2, before, path]:.2f}x (goal <= 1.3x)")
+                text += (
+                    f"; across the crossover (n = {before} -> {first}, small -> GEMM): "
+                    f"{chosen[2, first, path] / chosen[2, before, path]:.2f}x (goal <= 1.3x)"
+                )
             else:
                 text += "; no crossover up to n = " + str(ns[-1])
             print(text)
@@ -218,8 +243,7 @@ def _crossover_in_child(repeat):
     """Section 3 in a child process with BLAS on one thread (numba's np.dot calls the BLAS
     that scipy links; its thread pool is sized when it loads)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    args = [sys.executable, __file__, "--only", "crossover", "--repeat", str(repeat),
-            "--in-child"]
+    args = [sys.executable, __file__, "--only", "crossover", "--repeat", str(repeat), "--in-child"]
     done = subprocess.run(args, env=env, check=True, capture_output=True, text=True)
     print(done.stdout, end="")
 
@@ -247,6 +271,7 @@ def main():
     if args.only not in (None, "rhs"):
         return
     import jax
+
     jax.config.update("jax_enable_x64", True)
     jrhs = jax.jit(jax.vmap(att.attention_drift_jax, in_axes=(None, 0, None)))
 
@@ -269,14 +294,19 @@ def main():
         xj = jax.numpy.array(x, copy=True)  # asarray may alias and freeze x / p (read-only for numba)
         pj = jax.numpy.array(p, copy=True)
         rows = [
-            ("rhs numpy", 1, lambda: numpy_rhs(x, BETA)),  # noqa: B023 timed within this iteration
+            ("rhs numpy", 1, lambda: numpy_rhs(x, BETA)),
             # one member: on the calling thread, as the integrators do (BLAS keeps its threads)
-            ("rhs numba", 1, (lambda: att.attention_drift(0.0, x[0], p, out[0], work[0])) if E == 1  # noqa: B023 timed within this iteration
-             else (lambda: numba_ensemble_rhs(x, p, out, work))),  # noqa: B023 timed within this iteration
-            ("rhs jax jit+vmap", 1, lambda: jrhs(0.0, xj, pj).block_until_ready()),  # noqa: B023 timed within this iteration
-            ("rk4 step numpy", 4, lambda: numpy_rk4_step(x, BETA, h)),  # noqa: B023 timed within this iteration
-            ("rk4 step numba", 4, lambda: rk4.solve(prob, x, ts).states),  # noqa: B023 timed within this iteration
-            ("postnorm layer numba", 1, lambda: att.postnorm_layers(x, 1, h, BETA, p=p)),  # noqa: B023 timed within this iteration
+            (
+                "rhs numba",
+                1,
+                (lambda: att.attention_drift(0.0, x[0], p, out[0], work[0]))
+                if E == 1
+                else (lambda: numba_ensemble_rhs(x, p, out, work)),
+            ),
+            ("rhs jax jit+vmap", 1, lambda: jrhs(0.0, xj, pj).block_until_ready()),
+            ("rk4 step numpy", 4, lambda: numpy_rk4_step(x, BETA, h)),
+            ("rk4 step numba", 4, lambda: rk4.solve(prob, x, ts).states),
+            ("postnorm layer numba", 1, lambda: att.postnorm_layers(x, 1, h, BETA, p=p)),
         ]
         base = {}
         for name, n_rhs, fn in rows:
@@ -284,12 +314,16 @@ def main():
             kind = name.split()[0]
             base.setdefault(kind, t)
             rate = n_rhs * flops / t
-            print(f"{f'E={E} n={n} d={d}':>16} {name:>22} {t * 1e3:8.3f}ms {base[kind] / t:8.2f} "
-                  f"{rate / 1e9:8.1f} {n_rhs * exps / t / 1e9:7.3f} {100 * rate / ceiling:5.1f}%")
+            print(
+                f"{f'E={E} n={n} d={d}':>16} {name:>22} {t * 1e3:8.3f}ms {base[kind] / t:8.2f} "
+                f"{rate / 1e9:8.1f} {n_rhs * exps / t / 1e9:7.3f} {100 * rate / ceiling:5.1f}%"
+            )
         print()
     again = gemm_rate(args.repeat, gemm_n)
-    print(f"GEMM ceiling re-measured: {again / 1e9:.1f} GFLOP/s; if far from the first, the machine "
-          "was shared and the ceil% column is unreliable")
+    print(
+        f"GEMM ceiling re-measured: {again / 1e9:.1f} GFLOP/s; if far from the first, the machine "
+        "was shared and the ceil% column is unreliable"
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Prints, measured side by side in one run:
 
     python benchmarks/executors.py [--points 200] [--big]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,8 +73,18 @@ def efficiency(folder: Path, workers: int, smoke: bool = False) -> None:
 
     def run(tag, env_threads, *extra):
         env = {**os.environ, "NUMBA_NUM_THREADS": str(env_threads)}
-        cmd = [sys.executable, "-m", "dyn", "run", scenario, "--out", str(folder / f"efficiency_{tag}.h5"),
-               "--no-progress", *sets, *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dyn",
+            "run",
+            scenario,
+            "--out",
+            str(folder / f"efficiency_{tag}.h5"),
+            "--no-progress",
+            *sets,
+            *extra,
+        ]
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
@@ -89,8 +100,10 @@ def efficiency(folder: Path, workers: int, smoke: bool = False) -> None:
     print(f"attention_clusters slice ({', '.join(EFFICIENCY_SETS)}), wall seconds incl. start-up:")
     print(f"  serial, 1 numba thread        {t_serial1:7.2f}")
     print(f"  serial, {workers} numba threads       {t_serial:7.2f}   speed-up {t_serial1 / t_serial:.2f}")
-    print(f"  process pool, {workers} workers       {t_pool:7.2f}   speed-up {t_serial1 / t_pool:.2f},"
-          f" efficiency {t_serial1 / (workers * t_pool):.0%}")
+    print(
+        f"  process pool, {workers} workers       {t_pool:7.2f}   speed-up {t_serial1 / t_pool:.2f},"
+        f" efficiency {t_serial1 / (workers * t_pool):.0%}"
+    )
 
 
 def streaming(folder: Path) -> None:

@@ -13,6 +13,7 @@ restrict the run (`python benchmarks/fingerprints.py noisy_phase two_token_phase
 `--keep DIR` keeps the files there, to measure how far differing variables moved; `--smoke`
 fingerprints one cheap scenario (SMOKE), to check in seconds that the script runs.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -55,8 +56,9 @@ def digest(path: Path) -> dict[str, str]:
     def visit(name, obj):
         if isinstance(obj, h5py.Dataset):
             data = np.ascontiguousarray(obj[()])
-            out[name] = hashlib.sha256(data.tobytes() if data.dtype != object
-                                       else repr(data.tolist()).encode()).hexdigest()[:16]
+            out[name] = hashlib.sha256(
+                data.tobytes() if data.dtype != object else repr(data.tolist()).encode()
+            ).hexdigest()[:16]
 
     with h5py.File(path, "r") as f:
         f.visititems(visit)
@@ -71,7 +73,7 @@ def main(names: list[str]) -> None:
         at = names.index("--keep")
         keep = Path(names[at + 1])
         keep.mkdir(parents=True, exist_ok=True)
-        names = names[:at] + names[at + 2:]
+        names = names[:at] + names[at + 2 :]
     files = sorted((ROOT / "scenarios").glob("*.toml"))
     for toml in files:
         if names and toml.stem not in names:

@@ -20,6 +20,7 @@ of the medians, before against after.
 
 The default is the main job (attention_clusters); `--set ensemble.runs=32` shrinks it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,7 @@ def compare(trees: list[str], scenario: str, sets: list[str], rounds: int) -> No
         tree = Path(tree).resolve()
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba"), "PYTHONPATH": str(tree)}
-            run = [sys.executable, "-m", "dyn", "run", str(tree / scenario), "--no-progress", *sets,
-                   "--out"]
+            run = [sys.executable, "-m", "dyn", "run", str(tree / scenario), "--no-progress", *sets, "--out"]
             for kind in ("cold", "warm"):
                 wall, cpu = timed_cpu(run + [str(Path(tmp) / f"{kind}.h5")], env, tree)
                 found[name][kind].append((wall, cpu))
@@ -83,22 +83,36 @@ def compare(trees: list[str], scenario: str, sets: list[str], rounds: int) -> No
     print(f"\n  median of {rounds}      before wall  after wall   ratio   before CPU  after CPU   ratio")
     for kind in ("cold", "warm"):
         b, a = (np.median(np.array(found[n][kind]), axis=0) for n in names)
-        print(f"  {kind} run        {b[0]:9.1f} s {a[0]:9.1f} s {a[0] / b[0]:7.2f}  "
-              f"{b[1]:9.1f} s {a[1]:9.1f} s {a[1] / b[1]:7.2f}")
+        print(
+            f"  {kind} run        {b[0]:9.1f} s {a[0]:9.1f} s {a[0] / b[0]:7.2f}  "
+            f"{b[1]:9.1f} s {a[1]:9.1f} s {a[1] / b[1]:7.2f}"
+        )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?", default="scenarios/attention_clusters.toml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="cold-warm pairs, one after the other (this machine's speed drifts "
-                             "by tens of percent: compare within a pair, report the median)")
-    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
-                        help="two checkouts measured side by side, interleaved (see the doc)")
-    parser.add_argument("--smoke", action="store_true", help="a one-point run of the main job, "
-                        "both times on this checkout's warm cache (a cold one compiles for a "
-                        "minute): that the script runs, not what the compile costs")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="cold-warm pairs, one after the other (this machine's speed drifts "
+        "by tens of percent: compare within a pair, report the median)",
+    )
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="two checkouts measured side by side, interleaved (see the doc)",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a one-point run of the main job, "
+        "both times on this checkout's warm cache (a cold one compiles for a "
+        "minute): that the script runs, not what the compile costs",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.set = ["sweep.beta=[1.0]", "ensemble.runs=2", "integrator.horizon=1.0"]
@@ -112,19 +126,23 @@ def main(argv=None) -> int:
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ} if args.smoke else {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba")}
-            run = [sys.executable, "-m", "dyn", "run", args.scenario, "--no-progress", *sets,
-                   "--out"]
+            run = [sys.executable, "-m", "dyn", "run", args.scenario, "--no-progress", *sets, "--out"]
             cold = timed(run + [str(Path(tmp) / "cold.h5")], env)
             warm = timed(run + [str(Path(tmp) / "warm.h5")], env)
             pairs.append((cold, warm))
-            print(f"  cold (empty numba cache) {cold:6.1f} s   warm (cache from the cold run) "
-                  f"{warm:6.1f} s   cold / warm {cold / warm:.2f}", flush=True)
+            print(
+                f"  cold (empty numba cache) {cold:6.1f} s   warm (cache from the cold run) "
+                f"{warm:6.1f} s   cold / warm {cold / warm:.2f}",
+                flush=True,
+            )
             floor = math.nan if args.smoke else timed([sys.executable, "-c", IMPORT_EVERY_KERNEL], env)
     ratios = sorted(c / w for c, w in pairs)
     cold, warm = np.median([c for c, _ in pairs]), np.median([w for _, w in pairs])
     print(f"  import every kernel module   {floor:7.1f} s (compiles nothing)")
-    print(f"  cold / warm = {np.median(ratios):.2f} (median of {len(pairs)}; target <= 1.5); "
-          f"compile share of the first run {(cold - warm) / cold:.0%}")
+    print(
+        f"  cold / warm = {np.median(ratios):.2f} (median of {len(pairs)}; target <= 1.5); "
+        f"compile share of the first run {(cold - warm) / cold:.0%}"
+    )
     return 0
 
 

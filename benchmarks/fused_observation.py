@@ -23,6 +23,7 @@ and the first alignment to rounding).
 
     python benchmarks/fused_observation.py [--betas 9] [--pairs 3] [--repeats 11]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,12 +43,24 @@ from peer import SCENARIO, our_overrides  # noqa: E402
 # ns per member-layer before the one-stage loop and the observer's passes here (quiet machine,
 # two threads): the drift alone, a hand-written Euler loop, the general RK loop, the general
 # loop observed (equal work), states stored then observed
-REFERENCE = {"drift": 787, "hand-written Euler loop": 870, "general RK loop": 1053,
-             "observed (equal work)": 1265, "stored then observed": 1425}
+REFERENCE = {
+    "drift": 787,
+    "hand-written Euler loop": 870,
+    "general RK loop": 1053,
+    "observed (equal work)": 1265,
+    "stored then observed": 1425,
+}
 N, D, STEP = 32, 2, 0.1
 
-EXACT = ("pair_fraction", "min_inner", "n_clusters", "p_one_cluster", "held_by_first",
-         "held_by_early", "time_to_one_cluster")
+EXACT = (
+    "pair_fraction",
+    "min_inner",
+    "n_clusters",
+    "p_one_cluster",
+    "held_by_first",
+    "held_by_early",
+    "time_to_one_cluster",
+)
 ROUNDED = ("energy", "first_alignment")
 
 
@@ -66,9 +79,9 @@ def previous_observer():
         n, d = x.shape
         size = n * (n + 1) // 2
         g = work[:size]
-        w = work[size:2 * size]
-        xt = work[3 * size:3 * size + d * n].reshape((d, n))
-        parent = work[3 * size + d * n:3 * size + d * n + n].view(np.int64)
+        w = work[size : 2 * size]
+        xt = work[3 * size : 3 * size + d * n].reshape((d, n))
+        parent = work[3 * size + d * n : 3 * size + d * n + n].view(np.int64)
         join = q[new.JOIN] != 0.0
         beta = q[new.BETA]
         end = drift_work.shape[0]
@@ -139,8 +152,9 @@ def member_layer(runs: int, layers: int, repeats: int, beta: float = 4.0) -> Non
             return lambda: (block(x0, *common, out), out)[1]
 
         def observed(block, kernel, every):
-            obs = pair_observer(N, D, 1e-3, beta if every else 0.0, every, from_field=True,
-                                token_sum=every, min_inner=every)
+            obs = pair_observer(
+                N, D, 1e-3, beta if every else 0.0, every, from_field=True, token_sum=every, min_inner=every
+            )
             rows = np.empty((runs, len(ts), obs.columns))
             last, finite = np.empty_like(x0), np.empty(runs, dtype=np.int64)
             return lambda: (block(x0, *common, kernel, obs.q, obs.work, rows, last, finite), rows)[1]
@@ -150,10 +164,14 @@ def member_layer(runs: int, layers: int, repeats: int, beta: float = 4.0) -> Non
         one, one_observed = fixed.kernels(tab)
         pairs = {
             "stored": (stored(fixed._rk_block), stored(one)),
-            "equal work": (observed(fixed._rk_block_observed, old_kernel, False),
-                           observed(one_observed, new_kernel, False)),
-            "all outputs": (observed(fixed._rk_block_observed, old_kernel, True),
-                            observed(one_observed, new_kernel, True)),
+            "equal work": (
+                observed(fixed._rk_block_observed, old_kernel, False),
+                observed(one_observed, new_kernel, False),
+            ),
+            "all outputs": (
+                observed(fixed._rk_block_observed, old_kernel, True),
+                observed(one_observed, new_kernel, True),
+            ),
         }
         same = {k: a().tobytes() == b().tobytes() for k, (a, b) in pairs.items()}
         alone = lambda: drift_alone(x0, p, problem.drift, work, layers)  # noqa: E731
@@ -170,18 +188,25 @@ def member_layer(runs: int, layers: int, repeats: int, beta: float = 4.0) -> Non
                     f()
                     into.append(time.thread_time() - start)
         per = 1e9 / (runs * layers)
-        print(f"per member-layer (n = {N}, d = {D}, SA, beta = {beta}, {runs} runs x {layers} layers,"
-              f" one thread, thread CPU time, median of {repeats} interleaved repeats):")
+        print(
+            f"per member-layer (n = {N}, d = {D}, SA, beta = {beta}, {runs} runs x {layers} layers,"
+            f" one thread, thread CPU time, median of {repeats} interleaved repeats):"
+        )
         print(f"  drift alone {np.median(drift_times) * per:.0f} ns")
         for k, (a, b) in times.items():
             a, b = np.array(a), np.array(b)
-            print(f"  {k}: general loop{' + previous observer' if k != 'stored' else ''}"
-                  f" {np.median(a) * per:.0f} ns, one-stage loop{' + observer' if k != 'stored' else ''}"
-                  f" {np.median(b) * per:.0f} ns, ratio {np.median(b / a):.3f}"
-                  f" [{np.percentile(b / a, 25):.3f}, {np.percentile(b / a, 75):.3f}];"
-                  f" bit for bit: {same[k]}")
-        print("  reference before (quiet machine, two threads): "
-              + ", ".join(f"{k} {v} ns" for k, v in REFERENCE.items()), flush=True)
+            print(
+                f"  {k}: general loop{' + previous observer' if k != 'stored' else ''}"
+                f" {np.median(a) * per:.0f} ns, one-stage loop{' + observer' if k != 'stored' else ''}"
+                f" {np.median(b) * per:.0f} ns, ratio {np.median(b / a):.3f}"
+                f" [{np.percentile(b / a, 25):.3f}, {np.percentile(b / a, 75):.3f}];"
+                f" bit for bit: {same[k]}"
+            )
+        print(
+            "  reference before (quiet machine, two threads): "
+            + ", ".join(f"{k} {v} ns" for k, v in REFERENCE.items()),
+            flush=True,
+        )
     finally:
         numba.set_num_threads(stock)
 
@@ -205,11 +230,12 @@ def agreement(old: Path, new: Path) -> str:
     import xarray as xr
 
     with xr.open_dataset(old, engine="h5netcdf") as a, xr.open_dataset(new, engine="h5netcdf") as b:
-        exact = [v for v in EXACT if v in a and not np.array_equal(a[v].values, b[v].values,
-                                                                    equal_nan=True)]
-        moved = {v: float(np.nanmax(np.abs(a[v].values - b[v].values) /
-                                    np.maximum(np.abs(a[v].values), 1e-300)))
-                 for v in ROUNDED if v in a}
+        exact = [v for v in EXACT if v in a and not np.array_equal(a[v].values, b[v].values, equal_nan=True)]
+        moved = {
+            v: float(np.nanmax(np.abs(a[v].values - b[v].values) / np.maximum(np.abs(a[v].values), 1e-300)))
+            for v in ROUNDED
+            if v in a
+        }
     text = "bit for bit: " + ("all" if not exact else f"NOT {exact}")
     return text + "".join(f"; {v} max rel {m:.1e}" for v, m in moved.items())
 
@@ -240,13 +266,14 @@ def main(argv=None) -> int:
             for i in range(args.pairs):
                 olds.append(timed(run / f"old{i}.h5", overrides, False))
                 news.append(timed(run / f"new{i}.h5", overrides, True))
-                print(f"  {label}: pair {i}: old {olds[-1]:.2f} s, fused {news[-1]:.2f} s",
-                      flush=True)
+                print(f"  {label}: pair {i}: old {olds[-1]:.2f} s, fused {news[-1]:.2f} s", flush=True)
             ratios = np.array(olds) / np.array(news)
-            print(f"{label}, {args.betas} betas x {peer.RUNS} runs x {peer.LAYERS} layers: old {np.median(olds):.2f}"
-                  f" s, fused {np.median(news):.2f} s, ratio old / fused {np.median(ratios):.2f}x"
-                  f" (median of {args.pairs} pairs); {agreement(run / 'old0.h5', run / 'new0.h5')}",
-                  flush=True)
+            print(
+                f"{label}, {args.betas} betas x {peer.RUNS} runs x {peer.LAYERS} layers: old {np.median(olds):.2f}"
+                f" s, fused {np.median(news):.2f} s, ratio old / fused {np.median(ratios):.2f}x"
+                f" (median of {args.pairs} pairs); {agreement(run / 'old0.h5', run / 'new0.h5')}",
+                flush=True,
+            )
     return 0
 
 

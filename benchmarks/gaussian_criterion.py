@@ -12,6 +12,7 @@ the Sinkhorn mean's conservation. The scenario is correct to the order the tests
 every failure is a false one. The whole scenario costs minutes per seed on one core; the
 n <= 512 cut about a tenth of that.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,7 @@ def run_seed(seed: int, ns, folder: Path, extra=()) -> Path:
     overrides = [f"ensemble.seed={seed}", *extra]
     if ns:
         overrides.append(f"sweep.n=[{','.join(map(str, ns))}]")
-    return dyn.run("gaussian_attention", out=folder / f"gaussian_{seed}_{cut}.h5",
-                   overrides=overrides, progress=False)
+    return dyn.run("gaussian_attention", out=folder / f"gaussian_{seed}_{cut}.h5", overrides=overrides, progress=False)
 
 
 def evaluate(path: Path) -> dict:
@@ -49,8 +49,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--first", type=int, default=1001)
     parser.add_argument("--n", type=int, nargs="*", default=None, help="cut the n axis to these")
-    parser.add_argument("--dir", default=None, help="keep the files here (default: a temporary "
-                        "folder)")
+    parser.add_argument("--dir", default=None, help="keep the files here (default: a temporary folder)")
     add_smoke(parser)
     args = parser.parse_args()
     extra = ()
@@ -61,20 +60,24 @@ def main() -> None:
         folder = Path(args.dir or scratch)
         folder.mkdir(parents=True, exist_ok=True)
         failed = {"familywise": 0, "calibration": 0}
-        print("seed  largest|z|  bound  family-wise  smallest p  level  calibration  "
-              "sinkhorn mean drift / se")
+        print("seed  largest|z|  bound  family-wise  smallest p  level  calibration  sinkhorn mean drift / se")
         for seed in range(args.first, args.first + args.seeds):
             found = evaluate(run_seed(seed, args.n, folder, extra))
             fw, cal = found["familywise"], found["calibration"]
             failed["familywise"] += not fw["passed"]
             failed["calibration"] += not cal["passed"]
-            print(f"{seed}  {fw['largest']:.2f}  {fw['bound']:.2f}  "
-                  f"{'pass' if fw['passed'] else 'FAIL'}  {cal['smallest']:.2e}  "
-                  f"{cal['level']:.1e}  {'pass' if cal['passed'] else 'FAIL'}  "
-                  f"{found['conserved']:.1e}", flush=True)
+            print(
+                f"{seed}  {fw['largest']:.2f}  {fw['bound']:.2f}  "
+                f"{'pass' if fw['passed'] else 'FAIL'}  {cal['smallest']:.2e}  "
+                f"{cal['level']:.1e}  {'pass' if cal['passed'] else 'FAIL'}  "
+                f"{found['conserved']:.1e}",
+                flush=True,
+            )
         for test, count in failed.items():
-            print(f"{test}: failed {count} of {args.seeds} seeds (nominal rate at most "
-                  f"{ALPHA}: {ALPHA * args.seeds:.1f} expected at most)")
+            print(
+                f"{test}: failed {count} of {args.seeds} seeds (nominal rate at most "
+                f"{ALPHA}: {ALPHA * args.seeds:.1f} expected at most)"
+            )
 
 
 if __name__ == "__main__":

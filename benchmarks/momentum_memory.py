@@ -31,6 +31,7 @@ Setup (momentumnet must never be a dependency of the project; it lives in its ow
 
 Our side is loaded from this checkout's dyn/momentum/backprop.py by path (it needs only JAX).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,11 +84,13 @@ def weights(seed: int = 0):
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    return (rng.uniform(-1, 1, (D, HIDDEN)).astype("float32") / D**0.5,
-            rng.uniform(-1, 1, HIDDEN).astype("float32") / D**0.5,
-            rng.uniform(-1, 1, (HIDDEN, D)).astype("float32") / HIDDEN**0.5,
-            rng.uniform(-1, 1, D).astype("float32") / HIDDEN**0.5,
-            rng.standard_normal((BATCH, D)).astype("float32"))
+    return (
+        rng.uniform(-1, 1, (D, HIDDEN)).astype("float32") / D**0.5,
+        rng.uniform(-1, 1, HIDDEN).astype("float32") / D**0.5,
+        rng.uniform(-1, 1, (HIDDEN, D)).astype("float32") / HIDDEN**0.5,
+        rng.uniform(-1, 1, D).astype("float32") / HIDDEN**0.5,
+        rng.standard_normal((BATCH, D)).astype("float32"),
+    )
 
 
 def run_torch(mode: str, depth: int, repeats: int) -> dict:
@@ -128,8 +131,10 @@ def rel_err(grads, ref) -> float:
     import numpy as np
 
     with np.errstate(invalid="ignore"):
-        errs = [float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b))) / np.max(np.abs(np.asarray(b))))
-                for a, b in zip(grads, ref, strict=True)]
+        errs = [
+            float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b))) / np.max(np.abs(np.asarray(b))))
+            for a, b in zip(grads, ref, strict=True)
+        ]
     return float("nan") if any(e != e for e in errs) else max(errs)
 
 
@@ -151,8 +156,7 @@ def run_jax(mode: str, depth: int, repeats: int) -> dict:
         return jnp.tanh(x @ W1 + b1) @ W2 + b2
 
     def make(mode, th=theta, inp=x):
-        net = backprop.momentum_net(f, GAMMA, depth, shared=True, memory_free=mode != "stored",
-                                    exact=mode == "exact")
+        net = backprop.momentum_net(f, GAMMA, depth, shared=True, memory_free=mode != "stored", exact=mode == "exact")
         loss = lambda th, x: jnp.sum(net(th, x, jnp.zeros_like(x))[0])
         return jax.jit(jax.grad(loss)).lower(th, inp).compile()
 
@@ -167,8 +171,12 @@ def run_jax(mode: str, depth: int, repeats: int) -> dict:
         times.append(time.perf_counter() - t0)
     th64, x64 = tuple(t.astype(jnp.float64) for t in theta), x.astype(jnp.float64)
     ref = make("stored", th64, x64)(th64, x64)
-    return {"time_s": min(times), "peak_mb": mem.delta_mb, "grad_rel_err": rel_err(grads, ref),
-            "xla_temp_mb": getattr(analysis, "temp_size_in_bytes", float("nan")) / 2**20}
+    return {
+        "time_s": min(times),
+        "peak_mb": mem.delta_mb,
+        "grad_rel_err": rel_err(grads, ref),
+        "xla_temp_mb": getattr(analysis, "temp_size_in_bytes", float("nan")) / 2**20,
+    }
 
 
 def smoke() -> None:
@@ -178,8 +186,10 @@ def smoke() -> None:
     D, HIDDEN, BATCH = 8, 4, 4
     for mode in MODES["dyn-jax"]:
         r = run_jax(mode, 3, 1)
-        print(f"dyn-jax      {mode:<12}     3 {r['time_s']:>8.3f} {r['peak_mb']:>9.1f} "
-              f"{r['xla_temp_mb']:>11.3f} {r['grad_rel_err']:>12.2e}")
+        print(
+            f"dyn-jax      {mode:<12}     3 {r['time_s']:>8.3f} {r['peak_mb']:>9.1f} "
+            f"{r['xla_temp_mb']:>11.3f} {r['grad_rel_err']:>12.2e}"
+        )
 
 
 WORKERS = {"momentumnet": run_torch, "dyn-jax": run_jax}
@@ -203,23 +213,31 @@ def main() -> None:
         smoke()
         return
     print(f"threads = {args.threads}, gamma = {GAMMA}, batch {BATCH} x {D}, hidden {HIDDEN}")
-    print(f"{'impl':<12} {'mode':<12} {'depth':>5} {'time_s':>8} {'peak_MB':>9} "
-          f"{'xla_temp_MB':>11} {'grad_rel_err':>12}")
+    print(
+        f"{'impl':<12} {'mode':<12} {'depth':>5} {'time_s':>8} {'peak_MB':>9} {'xla_temp_MB':>11} {'grad_rel_err':>12}"
+    )
     for depth in args.depths:
         for impl in args.impls:
             for mode in MODES[impl]:
                 cmd = [sys.executable, __file__, "--worker", impl, mode, str(depth), "--repeats", str(args.repeats)]
-                env = dict(os.environ, BENCH_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads),
-                           XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={'true' if args.threads > 1 else 'false'} "
-                                     f"intra_op_parallelism_threads={args.threads}")
+                env = dict(
+                    os.environ,
+                    BENCH_THREADS=str(args.threads),
+                    OMP_NUM_THREADS=str(args.threads),
+                    XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={'true' if args.threads > 1 else 'false'} "
+                    f"intra_op_parallelism_threads={args.threads}",
+                )
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
                 if proc.returncode:
                     print(f"{impl:<12} {mode:<12} {depth:>5} FAILED: {proc.stderr.strip().splitlines()[-1:]}")
                     continue
                 r = json.loads(proc.stdout.strip().splitlines()[-1])
-                print(f"{impl:<12} {mode:<12} {depth:>5} {r['time_s']:>8.3f} {r['peak_mb']:>9.1f} "
-                      f"{r.get('xla_temp_mb', float('nan')):>11.1f} "
-                      f"{r.get('grad_rel_err', float('nan')):>12.2e}", flush=True)
+                print(
+                    f"{impl:<12} {mode:<12} {depth:>5} {r['time_s']:>8.3f} {r['peak_mb']:>9.1f} "
+                    f"{r.get('xla_temp_mb', float('nan')):>11.1f} "
+                    f"{r.get('grad_rel_err', float('nan')):>12.2e}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

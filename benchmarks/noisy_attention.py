@@ -14,6 +14,7 @@ and the particle ensemble against a plain numpy implementation, next to the exp 
    engine (numba, Fourier drift and direct drift) against a plain numpy implementation
    vectorised over members (n x n exps per member and step), member-steps per second.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,6 +43,7 @@ def exp_ceilings():
         for _ in range(10):
             for r in rows:
                 exp_shifted_inplace(r, 0.0, bits)
+
     t_v = best_of(run, 3)
     return big.size / t_np, 10 * rows.size / t_v
 
@@ -66,10 +68,14 @@ def direct_rows(x, beta, out):
 
 
 def drift_table(sizes, beta, rate_vexp):
-    print(f"\n2. one drift evaluation, USA, beta = {beta}, tol = 1e-12 "
-          f"(K = {noisy.fourier_order_of(noisy.pack_fourier(beta, 0.0, 10, 'USA'))})")
-    print(f"{'n':>8s} {'direct':>22s} {'[s]':>9s} {'Mexp/s':>7s} {'fast [s]':>10s} "
-          f"{'speed-up':>9s} {'max|fast-direct|/e^beta':>24s}")
+    print(
+        f"\n2. one drift evaluation, USA, beta = {beta}, tol = 1e-12 "
+        f"(K = {noisy.fourier_order_of(noisy.pack_fourier(beta, 0.0, 10, 'USA'))})"
+    )
+    print(
+        f"{'n':>8s} {'direct':>22s} {'[s]':>9s} {'Mexp/s':>7s} {'fast [s]':>10s} "
+        f"{'speed-up':>9s} {'max|fast-direct|/e^beta':>24s}"
+    )
     rng = np.random.default_rng(1)
     for n in sizes:
         x = noisy.uniform_tokens(rng, 1, n, 2)[0]
@@ -92,8 +98,10 @@ def drift_table(sizes, beta, rate_vexp):
             t_direct = best_of(partial(direct_rows, x, beta, direct), 1, warmup=False)
             name = "row kernel (O(n) mem)"
         err = np.abs(fast - direct).max() / math.exp(beta)
-        print(f"{n:8d} {name:>22s} {t_direct:9.4f} {n * n / t_direct / 1e6:7.0f} "
-              f"{t_fast:10.6f} {t_direct / t_fast:9.0f} {err:24.1e}")
+        print(
+            f"{n:8d} {name:>22s} {t_direct:9.4f} {n * n / t_direct / 1e6:7.0f} "
+            f"{t_fast:10.6f} {t_direct / t_fast:9.0f} {err:24.1e}"
+        )
     print(f"(vexp ceiling {rate_vexp / 1e6:.0f} Mexp/s: the direct drift at best n^2 / ceiling)")
 
 
@@ -112,8 +120,9 @@ def numpy_em(x0, beta, sigma, h, steps, rng):
 
 
 def ensemble_table(beta, E=64, n=256, steps=200, h=0.005, sigma=1.0):
-    print(f"\n3. particle ensemble: E = {E} members x n = {n} tokens x {steps} steps, USA, "
-          f"beta = {beta}, sigma = {sigma}")
+    print(
+        f"\n3. particle ensemble: E = {E} members x n = {n} tokens x {steps} steps, USA, beta = {beta}, sigma = {sigma}"
+    )
     rng = np.random.default_rng(2)
     x0 = noisy.uniform_tokens(rng, E, n, 2)
     ts = np.array([0.0, steps * h])
@@ -126,16 +135,16 @@ def ensemble_table(beta, E=64, n=256, steps=200, h=0.005, sigma=1.0):
         ("plain numpy", best_of(lambda: numpy_em(x0, beta, sigma, h, steps, rng), 1)),
     ]
     ref = rows[-1][1]
-    print(f"{'':24s} {'total [s]':>10s} {'member-steps/s':>15s} {'n^2 exp-equiv/s [M]':>20s} "
-          f"{'vs numpy':>9s}")
+    print(f"{'':24s} {'total [s]':>10s} {'member-steps/s':>15s} {'n^2 exp-equiv/s [M]':>20s} {'vs numpy':>9s}")
     for name, t in rows:
-        print(f"{name:24s} {t:10.3f} {E * steps / t:15.0f} {E * steps * n * n / t / 1e6:20.0f} "
-              f"{ref / t:9.1f}")
+        print(f"{name:24s} {t:10.3f} {E * steps / t:15.0f} {E * steps * n * n / t / 1e6:20.0f} {ref / t:9.1f}")
     # same law: r(T) of the engine (Fourier drift) and of numpy, means over members
     a = noisy.order_parameter(em.solve(fourier, x0, ts, rng=np.random.default_rng(3)).states[:, -1])
     b = noisy.order_parameter(numpy_em(x0, beta, sigma, h, steps, np.random.default_rng(4)))
-    print(f"mean r(T): engine {a.mean():.4f} +- {a.std() / math.sqrt(E):.4f}, "
-          f"numpy {b.mean():.4f} +- {b.std() / math.sqrt(E):.4f}")
+    print(
+        f"mean r(T): engine {a.mean():.4f} +- {a.std() / math.sqrt(E):.4f}, "
+        f"numpy {b.mean():.4f} +- {b.std() / math.sqrt(E):.4f}"
+    )
 
 
 def main():
@@ -147,8 +156,7 @@ def main():
     if a.smoke:
         a.sizes = [200]
     rate_np, rate_vexp = exp_ceilings()
-    print(f"1. exp ceilings: np.exp {rate_np / 1e6:.0f} Mexp/s, vexp (numba) "
-          f"{rate_vexp / 1e6:.0f} Mexp/s")
+    print(f"1. exp ceilings: np.exp {rate_np / 1e6:.0f} Mexp/s, vexp (numba) {rate_vexp / 1e6:.0f} Mexp/s")
     drift_table(a.sizes, a.beta, rate_vexp)
     ensemble_table(a.beta, **(dict(E=2, n=16, steps=5) if a.smoke else {}))
 

@@ -18,6 +18,7 @@
 (one BLAS thread: the engine's field calls BLAS, whose threads on a shared machine measure the
 other processes). Part 2 runs at d = 3 and d = 8.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,10 @@ def _timer(drift, x, p, work):
 
 
 def field_times(sizes, d, rounds):
-    print(f"1. one field evaluation, d = {d}, beta = 1 (CPU seconds a call, median of {rounds} "
-          "rounds in turns; ratio to softmax)")
+    print(
+        f"1. one field evaluation, d = {d}, beta = 1 (CPU seconds a call, median of {rounds} "
+        "rounds in turns; ratio to softmax)"
+    )
     print(f"{'normalization':>14}" + "".join(f"{f'n={n}':>22}" for n in sizes))
     rng = np.random.default_rng(0)
     eye = np.eye(d)[None]
@@ -53,9 +56,11 @@ def field_times(sizes, d, rounds):
     cells = {name: [] for name in drifts}
     for n in sizes:
         x = _sphere(rng, n, d)
-        fns = {name: _timer(cls.numba_function("drift"), x, p, np.empty(cls.work_size(n, d)))
-               for name, (cls, p) in drifts.items()}
-        t = medians_in_turns(fns, rounds, max(1, 10 ** 5 // n ** 2))
+        fns = {
+            name: _timer(cls.numba_function("drift"), x, p, np.empty(cls.work_size(n, d)))
+            for name, (cls, p) in drifts.items()
+        }
+        t = medians_in_turns(fns, rounds, max(1, 10**5 // n**2))
         for name in drifts:
             cells[name].append(f"{t[name]:12.3e} ({t[name] / t['softmax']:5.2f}x)")
     for name, row in cells.items():
@@ -67,47 +72,47 @@ def _exp(s, beta):
 
 
 def equal_work(sizes, d, rounds):
-    print(f"\n2. equal work: one field, d = {d}, beta = 1.5, SA (CPU seconds a call, median of "
-          f"{rounds} rounds in turns; ratio to the engine's; sparsemax's to softmax's)")
+    print(
+        f"\n2. equal work: one field, d = {d}, beta = 1.5, SA (CPU seconds a call, median of "
+        f"{rounds} rounds in turns; ratio to the engine's; sparsemax's to softmax's)"
+    )
     beta = 1.5
-    user = dyn.particles(_exp, name="bench_user", params={
-        "beta": dyn.Field("float", 1.0, "beta")})
+    user = dyn.particles(_exp, name="bench_user", params={"beta": dyn.Field("float", 1.0, "beta")})
     soft = dyn.attention_particles(name="bench_mine")
     sparse = dyn.attention_particles(name="bench_sparse", normalization="sparsemax")
     from dyn.attention import architecture, schemes
 
     problem = schemes.scheme("post").flow.problem(
-        architecture.pack_values({"d": d, "beta": beta, "normalization": "SA"}))
+        architecture.pack_values({"d": d, "beta": beta, "normalization": "SA"})
+    )
     eye = np.eye(d)[None]
     mine = attention_jit.pack(beta, 0, 0, eye, eye, eye)
-    rows = {"engine (particles('exp'))": (problem.drift, np.array(problem.p),
-                                          lambda n: problem.work_size(n, d)),
-            "dyn.particles, phi = exp": (user.numba_function("drift"),
-                                         user.pack({"beta": beta}),
-                                         lambda n: user.work_size(n, d, None)),
-            "attention_particles softmax": (soft.numba_function("drift"), mine,
-                                            lambda n: soft.work_size(n, d)),
-            "attention_particles sparsemax": (sparse.numba_function("drift"), mine,
-                                              lambda n: sparse.work_size(n, d))}
+    rows = {
+        "engine (particles('exp'))": (problem.drift, np.array(problem.p), lambda n: problem.work_size(n, d)),
+        "dyn.particles, phi = exp": (
+            user.numba_function("drift"),
+            user.pack({"beta": beta}),
+            lambda n: user.work_size(n, d, None),
+        ),
+        "attention_particles softmax": (soft.numba_function("drift"), mine, lambda n: soft.work_size(n, d)),
+        "attention_particles sparsemax": (sparse.numba_function("drift"), mine, lambda n: sparse.work_size(n, d)),
+    }
     print(f"{'':>30}" + "".join(f"{f'n={n}':>22}" for n in sizes))
     cells = {label: [] for label in rows}
     for n in sizes:
         x = _sphere(np.random.default_rng(1), n, d)
-        fns = {label: _timer(drift, x, p, np.empty(size(n)))
-               for label, (drift, p, size) in rows.items()}
-        t = medians_in_turns(fns, rounds, max(1, 10 ** 6 // n ** 2))
+        fns = {label: _timer(drift, x, p, np.empty(size(n))) for label, (drift, p, size) in rows.items()}
+        t = medians_in_turns(fns, rounds, max(1, 10**6 // n**2))
         engine = t["engine (particles('exp'))"]
         for label in rows:
-            ratio = t[label] / (t["attention_particles softmax"] if "sparsemax" in label
-                                else engine)
+            ratio = t[label] / (t["attention_particles softmax"] if "sparsemax" in label else engine)
             cells[label].append(f"{t[label]:12.3e} ({ratio:5.2f}x)")
     for label, row in cells.items():
         print(f"{label:>30}" + "".join(f"{c:>22}" for c in row))
 
 
 def rk4_order(n, d, smoke):
-    print(f"\n3. RK4 on a sparsemax flow: n = {n}, d = {d}, beta = 4, random Q, K (one draw), "
-          "V = I, t = 2")
+    print(f"\n3. RK4 on a sparsemax flow: n = {n}, d = {d}, beta = 4, random Q, K (one draw), V = I, t = 2")
     import integrators
 
     cls = dyn.attention_particles(name="bench_order", normalization="sparsemax")
@@ -115,8 +120,7 @@ def rk4_order(n, d, smoke):
     q, k = rng.standard_normal((2, 1, d, d))
     p = attention_jit.pack(4.0, 0.0, 0, q, k, np.eye(d)[None])
     x0 = _sphere(rng, n, d)[None]
-    problem = integrators.Problem(cls.numba_function("drift"), None, p, integrators.SPHERE,
-                                  work=cls.work_size)
+    problem = integrators.Problem(cls.numba_function("drift"), None, p, integrators.SPHERE, work=cls.work_size)
     times = np.array([0.0, 2.0])
 
     def end(dt):
@@ -138,7 +142,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [32] if args.smoke else [32, 256, 1024]
     field_times(sizes, 8, 1 if args.smoke else 11)
-    for d in ([8] if args.smoke else [3, 8]):
+    for d in [8] if args.smoke else [3, 8]:
         equal_work([32] if args.smoke else [64, 256, 1024], d, 1 if args.smoke else 21)
     rk4_order(8 if args.smoke else 16, 3, args.smoke)
 

@@ -37,6 +37,7 @@ time) at the peer's checkpoints beside what two independent ensembles of this si
 (from the file's standard error over runs). Without ``--peer`` only this project's side is
 timed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,11 +81,9 @@ print(json.dumps({"wall": wall, "threads": torch.get_num_threads(), "torch": tor
 
 
 def run_peer(peer: Path, python: str, tmp: Path) -> tuple[float, dict, dict]:
-    driver = PEER_DRIVER % {"d": D, "n": N, "runs": RUNS, "betas": BETAS,
-                            "horizon": LAYERS * STEP, "step": STEP}
+    driver = PEER_DRIVER % {"d": D, "n": N, "runs": RUNS, "betas": BETAS, "horizon": LAYERS * STEP, "step": STEP}
     out = tmp / "peer.npz"
-    done = subprocess.run([python, "-c", driver, str(peer), str(out)], capture_output=True,
-                          text=True, cwd=tmp)
+    done = subprocess.run([python, "-c", driver, str(peer), str(out)], capture_output=True, text=True, cwd=tmp)
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise PeerError(f"the peer failed under {python} (exit {done.returncode}): {last}")
@@ -101,18 +100,26 @@ def check_peer(peer: Path | None, python: str) -> None:
     if peer is None:
         return
     if not peer.is_file():
-        raise PeerError(f"--peer {peer}: no such file; fetch the peer's phase-diagrams.py first "
-                        "(this script's header says how)")
+        raise PeerError(
+            f"--peer {peer}: no such file; fetch the peer's phase-diagrams.py first (this script's header says how)"
+        )
     if shutil.which(python) is None:
-        raise PeerError(f"--peer-python {python}: no such interpreter; give one with torch "
-                        "installed (this script's header says how)")
+        raise PeerError(
+            f"--peer-python {python}: no such interpreter; give one with torch "
+            "installed (this script's header says how)"
+        )
 
 
 def our_overrides(saves: int, every_output: bool) -> dict:
-    overrides = {"params.form": "network", "params.depth": LAYERS, "output.saves": saves,
-                 "sweep.beta": {"start": 0.1, "stop": 9.0, "num": BETAS},
-                 "ensemble.runs": RUNS, "integrator.horizon": LAYERS * STEP,
-                 "params.delta": 1e-3}
+    overrides = {
+        "params.form": "network",
+        "params.depth": LAYERS,
+        "output.saves": saves,
+        "sweep.beta": {"start": 0.1, "stop": 9.0, "num": BETAS},
+        "ensemble.runs": RUNS,
+        "integrator.horizon": LAYERS * STEP,
+        "params.delta": 1e-3,
+    }
     if not every_output:
         overrides["output.observables"] = ["pair_fraction"]
     return overrides
@@ -140,8 +147,18 @@ def run_cli(path: Path, overrides: dict) -> float:
     """Wall time of the command line a user types: ``python -m dyn run SCENARIO --set ...`` in a
     fresh process (interpreter start, imports, numba's cache loads, the sweep, the file)."""
     sets = [arg for key, value in overrides.items() for arg in ("--set", f"{key}={toml_value(value)}")]
-    command = [sys.executable, "-m", "dyn", "run", str(SCENARIO), "--out", str(path),
-               "--no-progress", "--overwrite", *sets]
+    command = [
+        sys.executable,
+        "-m",
+        "dyn",
+        "run",
+        str(SCENARIO),
+        "--out",
+        str(path),
+        "--no-progress",
+        "--overwrite",
+        *sets,
+    ]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - start
@@ -164,8 +181,11 @@ class MachineLoad:
         busy0, own0, wall0 = self.start
         busy1, own1, wall1 = _busy_seconds(), _own_cpu_seconds(), time.perf_counter()
         cores = os.cpu_count() or 1
-        self.others = (None if busy0 is None or busy1 is None else
-                       max(0.0, (busy1 - busy0) - (own1 - own0)) / (cores * (wall1 - wall0)))
+        self.others = (
+            None
+            if busy0 is None or busy1 is None
+            else max(0.0, (busy1 - busy0) - (own1 - own0)) / (cores * (wall1 - wall0))
+        )
         return False
 
 
@@ -182,8 +202,7 @@ def _busy_seconds() -> float | None:
 def _own_cpu_seconds() -> float:
     import resource
 
-    me, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
-                                                          resource.RUSAGE_CHILDREN))
+    me, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
@@ -192,6 +211,7 @@ def exp_ceiling(repeat: int = 7) -> float:
     row of n^2 floats per thread), the bound of the small-n field."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from attention_architectures import exp_rate  # noqa: E402
+
     return exp_rate(repeat)
 
 
@@ -220,17 +240,32 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peer", type=Path, help="path of the peer's phase-diagrams.py")
     ap.add_argument("--peer-python", default=sys.executable, help="an interpreter with torch")
-    ap.add_argument("--saves", type=int, default=LAYERS,
-                    help=f"layers this project records (a divisor of {LAYERS}; the peer records "
-                         "200 checkpoints)")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="sandwiched pairs: each peer run sits between two of this project's "
-                         "(the median ratio of the pairs is printed)")
-    ap.add_argument("--max-load", type=float, default=0.10,
-                    help="the largest share of the machine's CPU other processes may use during "
-                         "the runs; above it nothing is reported (default 0.10)")
-    ap.add_argument("--smoke", action="store_true", help="2 betas x 4 runs x 10 layers (and the "
-                    "peer, if given, as it is): that the script runs, in seconds; no refusal")
+    ap.add_argument(
+        "--saves",
+        type=int,
+        default=LAYERS,
+        help=f"layers this project records (a divisor of {LAYERS}; the peer records 200 checkpoints)",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="sandwiched pairs: each peer run sits between two of this project's "
+        "(the median ratio of the pairs is printed)",
+    )
+    ap.add_argument(
+        "--max-load",
+        type=float,
+        default=0.10,
+        help="the largest share of the machine's CPU other processes may use during "
+        "the runs; above it nothing is reported (default 0.10)",
+    )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="2 betas x 4 runs x 10 layers (and the "
+        "peer, if given, as it is): that the script runs, in seconds; no refusal",
+    )
     args = ap.parse_args(argv)
     if args.smoke:
         BETAS, RUNS, LAYERS = 2, 4, 10
@@ -250,23 +285,29 @@ def compare(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for _, every in MODES:  # fills numba's cache (and this process's kernels) for both
-            run_ours(tmp / f"warm{every}.h5", {**our_overrides(args.saves, every),
-                                               "sweep.beta": {"start": 0.1, "stop": 9.0, "num": 2}})
+            run_ours(
+                tmp / f"warm{every}.h5",
+                {**our_overrides(args.saves, every), "sweep.beta": {"start": 0.1, "stop": 9.0, "num": 2}},
+            )
         ceiling = exp_ceiling(1 if args.smoke else 7)
         exps = BETAS * RUNS * LAYERS * N * (N + 1) / 2  # the symmetric field: n(n+1)/2 per layer
-        print(f"work: {BETAS} betas x {RUNS} runs x {LAYERS} post-norm layers, n = {N}, d = {D}; "
-              f"this project observes {args.saves} layers (equal work: the pair fraction; all "
-              f"outputs: all nine), the peer the pair fraction at 200 checkpoints; "
-              f"exp ceiling {ceiling / 1e9:.2f} Gexp/s on all cores")
+        print(
+            f"work: {BETAS} betas x {RUNS} runs x {LAYERS} post-norm layers, n = {N}, d = {D}; "
+            f"this project observes {args.saves} layers (equal work: the pair fraction; all "
+            f"outputs: all nine), the peer the pair fraction at 200 checkpoints; "
+            f"exp ceiling {ceiling / 1e9:.2f} Gexp/s on all cores"
+        )
         cli = {mode: [] for mode, _ in MODES}
         inproc = {mode: [] for mode, _ in MODES}
         peer_walls, ratios, peer, info = [], {mode: [] for mode, _ in MODES}, None, {}
         with MachineLoad() as load:
+
             def ours_once(i):  # one command line run of each mode, one in-process run beside it
                 for mode, every in MODES:
                     overrides = our_overrides(args.saves, every)
                     cli[mode].append(run_cli(tmp / f"cli{every}{i}.h5", overrides))
                     inproc[mode].append(run_ours(tmp / f"in{every}{i}.h5", overrides))
+
             ours_once(0)
             for i in range(1, 1 + (args.repeat if args.peer or not args.smoke else 0)):
                 if args.peer:
@@ -278,26 +319,34 @@ def compare(args) -> int:
                         ratios[mode].append(2 * wall / (cli[mode][-2] + cli[mode][-1]))
         others = load.others
         loaded = others is not None and others > args.max_load
-        print(f"other processes used {'an unknown share' if others is None else f'{100 * others:.0f}%'}"
-              f" of the machine's CPU during the runs (at most {100 * args.max_load:.0f}% to report)")
+        print(
+            f"other processes used {'an unknown share' if others is None else f'{100 * others:.0f}%'}"
+            f" of the machine's CPU during the runs (at most {100 * args.max_load:.0f}% to report)"
+        )
         if loaded and not args.smoke:
-            print("peer.py: the machine was busy: no ratio is reported; run again on a quiet "
-                  "machine", file=sys.stderr)
+            print("peer.py: the machine was busy: no ratio is reported; run again on a quiet machine", file=sys.stderr)
             return 3
-        print(f"  {'':12s} {'dyn run (CLI)':>14s} {'in-process':>11s} {'Gexp/s':>7s} "
-              f"{'of ceiling':>10s} {'peer / ours':>12s}")
+        print(
+            f"  {'':12s} {'dyn run (CLI)':>14s} {'in-process':>11s} {'Gexp/s':>7s} "
+            f"{'of ceiling':>10s} {'peer / ours':>12s}"
+        )
         for mode, _ in MODES:
             t = float(np.median(cli[mode]))
             ratio = f"{np.median(ratios[mode]):.1f}x" if ratios[mode] else "-"
-            print(f"  {mode:12s} {t:12.2f} s {np.median(inproc[mode]):9.2f} s "
-                  f"{exps / t / 1e9:7.2f} {100 * exps / t / ceiling:9.0f}% {ratio:>12s}")
-        print(f"  (medians of {len(cli['equal work'])} runs of each; a ratio: the median over "
-              f"{len(peer_walls)} peer runs, each between two command line runs of each mode)")
+            print(
+                f"  {mode:12s} {t:12.2f} s {np.median(inproc[mode]):9.2f} s "
+                f"{exps / t / 1e9:7.2f} {100 * exps / t / ceiling:9.0f}% {ratio:>12s}"
+            )
+        print(
+            f"  (medians of {len(cli['equal work'])} runs of each; a ratio: the median over "
+            f"{len(peer_walls)} peer runs, each between two command line runs of each mode)"
+        )
         if args.peer is None:
             print("  (no --peer: the peer's side is not run)")
             return 0
-        print(f"  peer (torch {info['torch']}, {info['threads']} threads): "
-              + ", ".join(f"{w:.2f} s" for w in peer_walls))
+        print(
+            f"  peer (torch {info['torch']}, {info['threads']} threads): " + ", ".join(f"{w:.2f} s" for w in peer_walls)
+        )
         diff, se = picture_difference(peer, tmp / "cliFalse0.h5")
         print(f"  pictures: mean |difference| {diff:.4f}; two independent ensembles: {se:.4f}")
     return 0

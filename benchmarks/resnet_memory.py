@@ -15,6 +15,7 @@ Each (depth, method) runs in a fresh subprocess, so nothing is shared between me
   compiling, so compile-time peaks do not count);
 - ``time``: best of ``--repeat`` executions.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,13 @@ def measure(depth: int, method: str, batch: int, repeat: int) -> dict:
         t0 = time.perf_counter()
         jax.block_until_ready(compiled(*args))
         times.append(time.perf_counter() - t0)
-    return {"depth": depth, "method": method, "xla_temp_mib": mem.temp_size_in_bytes / 2**20,
-            "rss_peak_mib": rss_peak / 1024, "time_s": min(times)}
+    return {
+        "depth": depth,
+        "method": method,
+        "xla_temp_mib": mem.temp_size_in_bytes / 2**20,
+        "rss_peak_mib": rss_peak / 1024,
+        "time_s": min(times),
+    }
 
 
 def main() -> None:
@@ -92,23 +98,39 @@ def main() -> None:
             if a.smoke:
                 rows[depth, method] = measure(depth, method, a.batch, a.repeat)
                 continue
-            out = subprocess.run([sys.executable, __file__, "--child", str(depth), method,
-                                  "--batch", str(a.batch), "--repeat", str(a.repeat)],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    str(depth),
+                    method,
+                    "--batch",
+                    str(a.batch),
+                    "--repeat",
+                    str(a.repeat),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             rows[depth, method] = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"d={D} width={WIDTH} modes={MODES} batch={a.batch} euler float64; memory in MiB")
-    print(f"{'depth':>6} | {'adjoint: xla_temp rss_peak time':>32} | "
-          f"{'backprop: xla_temp rss_peak time':>33} | time ratio")
+    print(
+        f"{'depth':>6} | {'adjoint: xla_temp rss_peak time':>32} | "
+        f"{'backprop: xla_temp rss_peak time':>33} | time ratio"
+    )
     for depth in a.depths:
         ad, bp = rows[depth, "adjoint"], rows[depth, "backprop"]
-        print(f"{depth:>6} | {ad['xla_temp_mib']:>10.2f} {ad['rss_peak_mib']:>9.2f} "
-              f"{ad['time_s']:>9.4f}s | {bp['xla_temp_mib']:>10.2f} {bp['rss_peak_mib']:>9.2f} "
-              f"{bp['time_s']:>9.4f}s | {ad['time_s'] / bp['time_s']:>6.2f}")
+        print(
+            f"{depth:>6} | {ad['xla_temp_mib']:>10.2f} {ad['rss_peak_mib']:>9.2f} "
+            f"{ad['time_s']:>9.4f}s | {bp['xla_temp_mib']:>10.2f} {bp['rss_peak_mib']:>9.2f} "
+            f"{bp['time_s']:>9.4f}s | {ad['time_s'] / bp['time_s']:>6.2f}"
+        )
     lo, hi = min(a.depths), max(a.depths)
     for key in ("xla_temp_mib", "rss_peak_mib"):
         ratio = {m: rows[hi, m][key] / max(rows[lo, m][key], 1e-9) for m in ("adjoint", "backprop")}
-        print(f"{key}: L={hi} / L={lo}: adjoint {ratio['adjoint']:.2f}x, "
-              f"backprop {ratio['backprop']:.2f}x")
+        print(f"{key}: L={hi} / L={lo}: adjoint {ratio['adjoint']:.2f}x, backprop {ratio['backprop']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ Beside them, this machine's float64 GEMM rate (numpy, 2048^3) as the ceiling of 
 `dyn run --dry-run` measures a sweep's own points instead (dyn.engine.estimate); these tables
 say how that cost will move when n or the runs change.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -111,7 +112,7 @@ def main():
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     top = 7 if args.smoke else 11 if args.quick else 15
-    sizes = [n for n in (2 ** k for k in range(5, top)) if n <= args.max_n]
+    sizes = [n for n in (2**k for k in range(5, top)) if n <= args.max_n]
     ceiling = gemm_rate(1, 64) if args.smoke else gemm_rate(3)
     print(f"float64 GEMM ceiling (numpy, 2048^3): {ceiling / 1e9:.1f} GFLOP/s\n")
 
@@ -120,16 +121,17 @@ def main():
         print(f"attention field, d = {d} (SA, one head; flops: 4 n^2 d per call)")
         print(f"{'n':>7} {'regime':>6} {'s/call':>10} {'GFLOP/s':>8} {'of GEMM':>8} {'memory/member':>14}")
         for n, regime, s, rate, mem in rows:
-            print(f"{n:7d} {regime:>6} {s:10.3e} {rate / 1e9:8.2f} {100 * rate / ceiling:7.1f}% "
-                  f"{size_text(mem):>14}")
+            print(f"{n:7d} {regime:>6} {s:10.3e} {rate / 1e9:8.2f} {100 * rate / ceiling:7.1f}% {size_text(mem):>14}")
         for regime in ("small", "gemm"):
             part = [(n, s) for n, r, s, _, _ in rows if r == regime]
             if len(part) >= 2:
-                print(f"  {regime}: cost ~ n^{exponent(*zip(*part, strict=True)):.2f} over n = "
-                      f"{part[0][0]}..{part[-1][0]}")
+                print(
+                    f"  {regime}: cost ~ n^{exponent(*zip(*part, strict=True)):.2f} over n = "
+                    f"{part[0][0]}..{part[-1][0]}"
+                )
         print()
 
-    fsizes = [10 ** k for k in range(2, 4 if args.smoke else 6 if args.quick else 7)]
+    fsizes = [10**k for k in range(2, 4 if args.smoke else 6 if args.quick else 7)]
     rows = fourier_rows(fsizes, rng)
     print(f"Fourier drift on the circle (beta = {BETA}, K = 18; O(nK))")
     print(f"{'n':>8} {'s/call':>10} {'ns/token':>9} {'memory/member':>14}")
@@ -143,8 +145,9 @@ def main():
     print(f"{'runs':>6} {'s/point':>9} {'ms/run':>8}")
     for runs, s, per in rows:
         print(f"{runs:6d} {s:9.3f} {1e3 * per:8.2f}")
-    print(f"  cost ~ runs^{exponent([r[0] for r in rows], [r[1] for r in rows]):.2f} "
-          f"(1 once every thread has runs to do)")
+    print(
+        f"  cost ~ runs^{exponent([r[0] for r in rows], [r[1] for r in rows]):.2f} (1 once every thread has runs to do)"
+    )
 
 
 if __name__ == "__main__":

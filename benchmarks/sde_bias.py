@@ -32,6 +32,7 @@ largest step, 0.4, is not yet asymptotic) and 1.08 on every seed.
     python benchmarks/sde_bias.py            # the table, both models, both methods
     python benchmarks/sde_bias.py --smoke    # 4 runs over a short window: that it runs
 """
+
 from __future__ import annotations
 
 import math
@@ -63,38 +64,66 @@ class Case:
     save: float  # spacing of the averaged samples (a multiple of the largest step)
 
 
-def noisy_phase_case(runs: int = 64, n: int = 16, beta: float = 1.0, sigma: float = 0.4,
-                     window: float = 400.0) -> Case:
+def noisy_phase_case(runs: int = 64, n: int = 16, beta: float = 1.0, sigma: float = 0.4, window: float = 400.0) -> Case:
     """The noisy_phase system (noisy_attention, USA on the circle) at (beta, sigma)."""
     import dyn
     from dyn.noisy.observables import order_parameter
 
-    scenario = dyn.load("noisy_phase", [f"sweep.beta=[{beta}]", f"sweep.sigma=[{sigma}]",
-                                        f"params.n={n}", f"ensemble.runs={runs}",
-                                        "integrator.dt=0.01"])
+    scenario = dyn.load(
+        "noisy_phase",
+        [
+            f"sweep.beta=[{beta}]",
+            f"sweep.sigma=[{sigma}]",
+            f"params.n={n}",
+            f"ensemble.runs={runs}",
+            "integrator.dt=0.01",
+        ],
+    )
     system, spec = scenario.system, scenario.spec(0)
     x0 = system.initial_state(spec, runs)
-    return Case("noisy_phase", system.problem(spec), np.ascontiguousarray(x0), order_parameter,
-                (0.4, 0.2, 0.1, 0.05), burn=20.0, window=window, save=0.4)
+    return Case(
+        "noisy_phase",
+        system.problem(spec),
+        np.ascontiguousarray(x0),
+        order_parameter,
+        (0.4, 0.2, 0.1, 0.05),
+        burn=20.0,
+        window=window,
+        save=0.4,
+    )
 
 
-def kuramoto_case(runs: int = 64, n: int = 16, K: float = 2.0, sigma: float = 0.7,
-                  window: float = 400.0) -> Case:
+def kuramoto_case(runs: int = 64, n: int = 16, K: float = 2.0, sigma: float = 0.7, window: float = 400.0) -> Case:
     """The user's noisy Kuramoto model (examples/your_own_dynamics) at (K, sigma)."""
     import dyn
 
     folder = ROOT / "examples" / "your_own_dynamics"
-    scenario = dyn.load(folder / "kuramoto.toml", [f"sweep.K=[{K}]", f"params.sigma={sigma}",
-                                                   f"params.n={n}", f"ensemble.runs={runs}",
-                                                   "integrator.check_step=false"])
+    scenario = dyn.load(
+        folder / "kuramoto.toml",
+        [
+            f"sweep.K=[{K}]",
+            f"params.sigma={sigma}",
+            f"params.n={n}",
+            f"ensemble.runs={runs}",
+            "integrator.check_step=false",
+        ],
+    )
     model, spec = scenario.system, scenario.spec(0)
     x0 = model.initial_state(spec, runs)
 
     def r(states):
         return np.abs(np.exp(1j * states[..., 0]).mean(axis=-1))
 
-    return Case("kuramoto", model.problem(spec, x0.shape[1:]), np.ascontiguousarray(x0), r,
-                (0.2, 0.1, 0.05, 0.025), burn=20.0, window=window, save=0.2)
+    return Case(
+        "kuramoto",
+        model.problem(spec, x0.shape[1:]),
+        np.ascontiguousarray(x0),
+        r,
+        (0.2, 0.1, 0.05, 0.025),
+        burn=20.0,
+        window=window,
+        save=0.2,
+    )
 
 
 def biases(case: Case, seed: int = 0) -> dict[str, xr.Dataset]:
@@ -102,16 +131,22 @@ def biases(case: Case, seed: int = 0) -> dict[str, xr.Dataset]:
     doc); the reference A_ref: stochastic Heun at the step min(dts) / RATIO."""
     ref = min(case.dts) / RATIO
     rng = np.random.default_rng(seed)
-    warm = integrators.get("numba", REFERENCE, dt=ref).solve(
-        case.problem, case.x0, np.array([0.0, case.burn]), rng=rng).states[:, -1]
+    warm = (
+        integrators.get("numba", REFERENCE, dt=ref)
+        .solve(case.problem, case.x0, np.array([0.0, case.burn]), rng=rng)
+        .states[:, -1]
+    )
     ts = np.arange(0.0, case.window + case.save / 2, case.save)
     state = rng.bit_generator.state  # each step size: the same path from here on
 
     def average(method: str, dt: float) -> np.ndarray:
         rng.bit_generator.state = state
         refine = int(round(dt / ref))
-        solved = integrators.get("numba", method, dt=dt, refine=refine).solve(
-            case.problem, np.ascontiguousarray(warm), ts, rng=rng).states
+        solved = (
+            integrators.get("numba", method, dt=dt, refine=refine)
+            .solve(case.problem, np.ascontiguousarray(warm), ts, rng=rng)
+            .states
+        )
         return case.observable(solved)[:, 1:].mean(axis=1)
 
     base = average(REFERENCE, ref)
@@ -120,9 +155,13 @@ def biases(case: Case, seed: int = 0) -> dict[str, xr.Dataset]:
         diffs = np.array([average(method, dt) - base for dt in case.dts])  # (dts, runs)
         runs = diffs.shape[1]
         found[method] = xr.Dataset(
-            {"bias": ("dt", diffs.mean(axis=1)),
-             "bias_se": ("dt", diffs.std(axis=1, ddof=1) / math.sqrt(runs)),
-             "reference": ((), float(base.mean()))}, coords={"dt": np.array(case.dts)})
+            {
+                "bias": ("dt", diffs.mean(axis=1)),
+                "bias_se": ("dt", diffs.std(axis=1, ddof=1) / math.sqrt(runs)),
+                "reference": ((), float(base.mean())),
+            },
+            coords={"dt": np.array(case.dts)},
+        )
     return found
 
 
@@ -146,10 +185,11 @@ def main() -> None:
         case = make(**size)
         for method, table in biases(case).items():
             rate = slope(table)
-            print(f"{case.name}  {method}  (reference r = {float(table['reference']):.5f} at "
-                  f"dt = {min(case.dts) / RATIO:g})")
-            for dt, b, se in zip(table["dt"].values, table["bias"].values,
-                                 table["bias_se"].values, strict=True):
+            print(
+                f"{case.name}  {method}  (reference r = {float(table['reference']):.5f} at "
+                f"dt = {min(case.dts) / RATIO:g})"
+            )
+            for dt, b, se in zip(table["dt"].values, table["bias"].values, table["bias_se"].values, strict=True):
                 print(f"    dt = {dt:<8g} bias = {b:+.3e} +- {se:.1e}")
             print(f"    slope {rate}")
 

@@ -8,6 +8,7 @@ Reports time per Sinkhorn iteration (one normalization = n^2 exponentials) and e
 second, next to the machine's exp ceilings measured in the same run (np.exp on an array, and the
 numba vexp on cache-resident rows).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ def exp_ceilings(n):
         for _ in range(20):
             for r in rows:
                 exp_shifted_inplace(r, 0.0, bits)  # stays in [-700, 0]: 1 -> shrinking values
+
     run_vexp()
     t_v = best_of(run_vexp, 3)
     return big.size / t_np, 20 * rows.size / t_v
@@ -80,9 +82,11 @@ def main():
     for name, t in rows:
         per = t / (steps * it)
         print(f"{name:18s} {t:10.3f} {per * 1e3:19.3f} {n * n / per / 1e6:8.0f} {t_ref / t:9.2f}")
-    print(f"Sinkhorn alone: numpy {t_it_ref * 1e3:.3f} ms/iteration ({n * n / t_it_ref / 1e6:.0f} Mexp/s), "
-          f"numba {t_it_nb * 1e3:.3f} ms/iteration ({n * n / t_it_nb / 1e6:.0f} Mexp/s), "
-          f"ratio {t_it_ref / t_it_nb:.2f}")
+    print(
+        f"Sinkhorn alone: numpy {t_it_ref * 1e3:.3f} ms/iteration ({n * n / t_it_ref / 1e6:.0f} Mexp/s), "
+        f"numba {t_it_nb * 1e3:.3f} ms/iteration ({n * n / t_it_nb / 1e6:.0f} Mexp/s), "
+        f"ratio {t_it_ref / t_it_nb:.2f}"
+    )
     print(f"max |x_numba - x_numpy| after {steps} steps: {np.abs(x_nb - x_ref).max():.2e}")
 
 

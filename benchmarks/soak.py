@@ -19,6 +19,7 @@ Points computed are counted by a driver wrapper (this file run with --driver): i
 executors' batch function for one that logs each point index to a file before computing it; the
 pool workers, spawned from this file, log through it too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -116,12 +117,26 @@ class Soak:
         self.differences = 0
 
     def command(self, scenario: Path, out: Path, *extra: str) -> list[str]:
-        return [sys.executable, str(Path(__file__).resolve()), "--driver", "run", str(scenario),
-                "--out", str(out), "--no-progress", *extra]
+        return [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--driver",
+            "run",
+            str(scenario),
+            "--out",
+            str(out),
+            "--no-progress",
+            *extra,
+        ]
 
     def launch(self, cmd: list[str], env: dict | None = None) -> subprocess.Popen:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, LOG_ENV: str(self.log), **(env or {})})
+        return subprocess.Popen(
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, LOG_ENV: str(self.log), **(env or {})},
+        )
 
     def watch(self, proc: subprocess.Popen, seconds: float) -> list:
         """Sample memory for `seconds` (or until the driver ends); the descendants last seen."""
@@ -171,8 +186,10 @@ class Soak:
         import dyn
 
         with dyn.open(a) as x, dyn.open(b) as y:
-            bad = sum(0 if np.array_equal(x[n].values, y[n].values, equal_nan=x[n].dtype.kind == "f")
-                      else 1 for n in y.data_vars)
+            bad = sum(
+                0 if np.array_equal(x[n].values, y[n].values, equal_nan=x[n].dtype.kind == "f") else 1
+                for n in y.data_vars
+            )
         self.differences += bad
         return bad
 
@@ -185,8 +202,11 @@ def main(argv=None) -> int:
     args.add_argument("--samples", type=int, default=20_000, help="normals drawn per point (its cost)")
     args.add_argument("--seed", type=int, default=0, help="seeds the kill moments")
     args.add_argument("--folder", help="work folder (default: a temporary one)")
-    args.add_argument("--smoke", action="store_true", help="8 points, one kill, one worker: every "
-                      "phase once, in seconds (its numbers mean nothing)")
+    args.add_argument(
+        "--smoke",
+        action="store_true",
+        help="8 points, one kill, one worker: every phase once, in seconds (its numbers mean nothing)",
+    )
     opts = args.parse_args(argv)
     if opts.smoke:
         opts.points, opts.kills, opts.workers, opts.samples = 8, 1, 1, 10
@@ -221,8 +241,7 @@ def _soak(folder: Path, opts) -> int:
         # late in start-up or somewhere in the work; on average 60% of the work is spread
         # over the kills, so that every kill lands before the sweep is done
         work = max(full - startup, 1.0)
-        seen = soak.watch(proc, startup * soak.rng.uniform(0.7, 1.0)
-                          + soak.rng.uniform(0.0, 1.2) * work / opts.kills)
+        seen = soak.watch(proc, startup * soak.rng.uniform(0.7, 1.0) + soak.rng.uniform(0.0, 1.2) * work / opts.kills)
         if proc.poll() is not None:
             break  # it finished before this kill
         soak.kill(proc, seen)
@@ -251,20 +270,30 @@ def _soak(folder: Path, opts) -> int:
     # 3. a full disk halfway through a run with trajectories, then the resume once space is freed
     disk_diff, disk_how = _full_disk(soak, folder)
 
-    print(f"soak: {opts.points} points (probe, {opts.samples} normals each), "
-          f"--executor process --workers {opts.workers}, uninterrupted run {full:.1f} s "
-          f"(start-up {startup:.1f} s)")
-    print(f"  driver kills survived      {survived} of {opts.kills} asked "
-          f"({soak.kills} SIGKILLs in all, resumes after each)")
-    print(f"  points computed            {computed} for {opts.points} "
-          f"(recomputed after kills: {computed - baseline}; uninterrupted run: {baseline})")
-    print(f"  peak RSS                   driver {soak.peak_driver / 2**20:.0f} MiB, "
-          f"worker {soak.peak_worker / 2**20:.0f} MiB")
+    print(
+        f"soak: {opts.points} points (probe, {opts.samples} normals each), "
+        f"--executor process --workers {opts.workers}, uninterrupted run {full:.1f} s "
+        f"(start-up {startup:.1f} s)"
+    )
+    print(
+        f"  driver kills survived      {survived} of {opts.kills} asked "
+        f"({soak.kills} SIGKILLs in all, resumes after each)"
+    )
+    print(
+        f"  points computed            {computed} for {opts.points} "
+        f"(recomputed after kills: {computed - baseline}; uninterrupted run: {baseline})"
+    )
+    print(
+        f"  peak RSS                   driver {soak.peak_driver / 2**20:.0f} MiB, "
+        f"worker {soak.peak_worker / 2**20:.0f} MiB"
+    )
     print(f"  worker killed              exit {worker_status}: {worker_line or '(no worker seen)'}")
     print(f"  full disk halfway          {disk_how}")
-    print(f"  differences                {killed_diff} after driver kills, {worker_diff} after the "
-          f"worker kill, {disk_diff} after the full disk (variables differing from the "
-          "uninterrupted run)")
+    print(
+        f"  differences                {killed_diff} after driver kills, {worker_diff} after the "
+        f"worker kill, {disk_diff} after the full disk (variables differing from the "
+        "uninterrupted run)"
+    )
     print(f"  orphans                    {soak.orphans}")
     return 1 if soak.differences or soak.orphans or worker_status != 2 else 0
 
@@ -296,6 +325,7 @@ def _full_disk(soak: Soak, folder: Path) -> tuple[int, str]:
     if partial:
         how += f"; {len(partial)} .partial files were left"
     return soak.compare(out, reference), how
+
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--driver":

@@ -13,6 +13,9 @@
    - numpy: the network vectorized over runs with exact 2d-normal sampling;
    with P(antipodal) and its Wilson interval for each (same statistical answer), and ratios.
 """
+
+# ruff: noqa: B023 (every timed closure runs within the loop iteration that defines it)
+
 from __future__ import annotations
 
 import argparse
@@ -50,6 +53,7 @@ def normal_rate(repeat=5, n=10_000_000):
 
 # ----------------------------------------------------------------------------- 2. SDE step
 
+
 def numpy_em_step(z, beta, sigma, h, rng):
     E, n, d = z.shape
     s = beta * z @ np.swapaxes(z, 1, 2)
@@ -57,7 +61,7 @@ def numpy_em_step(z, beta, sigma, h, rng):
     m = (a / a.sum(-1, keepdims=True)) @ z
     dw = rng.standard_normal((E, d, d)) * math.sqrt(h) * sigma / math.sqrt(d)
     g = m @ np.swapaxes(dw, 1, 2)
-    f = -sigma**2 * (d - 1) / (2 * d) * np.sum(m * m, -1, keepdims=True) * z
+    f = -(sigma**2) * (d - 1) / (2 * d) * np.sum(m * m, -1, keepdims=True) * z
     v = h * f + g
     v -= np.sum(z * v, -1, keepdims=True) * z
     y = z + v
@@ -85,18 +89,21 @@ def bench_step(steps=50, E=4096, diffrax=True):
     rows.append(("numpy EM", timed(np_run, 2)[0]))
     if diffrax:  # (--smoke leaves it out: its compile alone takes seconds)
         dx = integrators.get("diffrax", "euler_maruyama", dt=h)
-        rows.append(("diffrax EM", timed(lambda: dx.solve(ts.problem(p), x0, tt,
-                                                          rng=np.random.default_rng(4)).states,
-                                         2)[0]))
+        rows.append(
+            ("diffrax EM", timed(lambda: dx.solve(ts.problem(p), x0, tt, rng=np.random.default_rng(4)).states, 2)[0])
+        )
     print(f"\n2. ensemble SDE step, E={E}, n={n}, d={d}, {steps} steps ({d * d} normals/step/member)")
     base = rows[1][1]
     for name, t in rows:
         rate = E * steps / t
-        print(f"   {name:<12} {t * 1e3:9.1f} ms  {rate / 1e6:7.2f} M member-steps/s  "
-              f"{rate * d * d / 1e6:8.1f} M normals/s  x numpy {base / t:6.1f}")
+        print(
+            f"   {name:<12} {t * 1e3:9.1f} ms  {rate / 1e6:7.2f} M member-steps/s  "
+            f"{rate * d * d / 1e6:8.1f} M normals/s  x numpy {base / t:6.1f}"
+        )
 
 
 # ------------------------------------------------------------------------ 3. phase points
+
 
 @njit(cache=True)
 def reference_point(x0, layers, h, beta, sigma, threshold, seed):
@@ -146,8 +153,9 @@ def numpy_point(x0, layers, h, beta, sigma, rng):
 def bench_phase(runs, horizon):
     layers = int(horizon * LAYERS_PER_UNIT)
     h = horizon / layers
-    print(f"\n3. two-token phase points: {runs} runs, T = {horizon}, {layers} layers "
-          f"(h = {h}); P(antipodal) [95% Wilson]")
+    print(
+        f"\n3. two-token phase points: {runs} runs, T = {horizon}, {layers} layers (h = {h}); P(antipodal) [95% Wilson]"
+    )
     uc, ua = ts.u_thresholds(ts.THRESHOLD)
     totals = {}
     for beta, d in POINTS:
@@ -163,17 +171,30 @@ def bench_phase(runs, horizon):
         res["reference numba"] = (time.perf_counter() - t0, k, runs * layers * d * d)
 
         def net():
-            z, taken = ts.network(x0, layers, horizon, p, rng=np.random.default_rng(5),  # noqa: B023 timed within this iteration
-                                  stop_minus=float(ts.log_gaps_u(lo)[0]),  # noqa: B023 timed within this iteration
-                                  stop_plus=float(ts.log_gaps_u(hi)[1]))  # noqa: B023 timed within this iteration
-            return int(np.sum(ts.classify_pair(z) == ts.ANTIPODAL)), int(taken.sum()) * 2 * d  # noqa: B023 timed within this iteration
+            z, taken = ts.network(
+                x0,
+                layers,
+                horizon,
+                p,
+                rng=np.random.default_rng(5),
+                stop_minus=float(ts.log_gaps_u(lo)[0]),
+                stop_plus=float(ts.log_gaps_u(hi)[1]),
+            )
+            return int(np.sum(ts.classify_pair(z) == ts.ANTIPODAL)), int(taken.sum()) * 2 * d
 
         t, (k, nn) = timed(net)
         res["engine network"] = (t, k, nn)
 
         def rho_form():
-            u, taken = ts.two_token_u(ts.rho_to_u(np.sum(x0[:, 0] * x0[:, 1], -1)), horizon,  # noqa: B023 timed within this iteration
-                                      h, p, np.random.default_rng(6), lo, hi)  # noqa: B023 timed within this iteration
+            u, taken = ts.two_token_u(
+                ts.rho_to_u(np.sum(x0[:, 0] * x0[:, 1], -1)),
+                horizon,
+                h,
+                p,
+                np.random.default_rng(6),
+                lo,
+                hi,
+            )
             return int(np.sum(u > ua)), int(taken.sum())
 
         t, (k, nn) = timed(rho_form)
@@ -187,11 +208,15 @@ def bench_phase(runs, horizon):
         ref_t = res["reference numba"][0]
         for name, (t, k, nn) in res.items():
             lo_w, hi_w = ts.wilson(k, runs)
-            print(f"     {name:<17} {t:8.2f} s  x ref {ref_t / t:7.1f}  "
-                  f"{nn / t / 1e6:8.1f} M normals/s  p = {k / runs:.3f} [{lo_w:.3f}, {hi_w:.3f}]")
+            print(
+                f"     {name:<17} {t:8.2f} s  x ref {ref_t / t:7.1f}  "
+                f"{nn / t / 1e6:8.1f} M normals/s  p = {k / runs:.3f} [{lo_w:.3f}, {hi_w:.3f}]"
+            )
             totals[name] = totals.get(name, 0.0) + t
-    print("   all points: " + ", ".join(f"{k} {v:.2f} s (x ref {totals['reference numba'] / v:.1f})"
-                                       for k, v in totals.items()))
+    print(
+        "   all points: "
+        + ", ".join(f"{k} {v:.2f} s (x ref {totals['reference numba'] / v:.1f})" for k, v in totals.items())
+    )
 
 
 def main():

@@ -13,6 +13,7 @@ written to docs/images/labels.json, beside the picture. tests/test_docs_images.p
 recorded picture's labels against those of a fresh, cut-down run of the same scenario (two runs
 per point, two values per swept axis): a picture older than the code that labels it fails there.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ RUNS = ROOT / "outputs" / "docs_images"
 class Recipe(NamedTuple):
     """How a picture is made: run `scenario` (with `sets`, `--set KEY=VALUE` each), then draw
     the file with the command `draw` ("plot", "compare", "tokens" or "animate") and `args`."""
+
     scenario: str
     draw: str = "plot"
     args: tuple[str, ...] = ()
@@ -62,22 +64,24 @@ _TOKENS = ("output.trajectories=true", "ensemble.runs=2", "sweep.beta=[4.0]")
 
 RECIPES: dict[str, Recipe] = {
     **{f"{name}.png": Recipe(name) for name in PLOTTED},
-    **{f"{name}_compare.png": Recipe(name, "compare", tuple(args.split()))
-       for name, args in COMPARED.items()},
+    **{f"{name}_compare.png": Recipe(name, "compare", tuple(args.split())) for name, args in COMPARED.items()},
     # the README's pictures of these two draw one slice of the sweep against a second axis
     "sparse_attention_clusters.png": Recipe(
-        "sparse_attention_clusters", "plot",
-        ("--var", "n_clusters", "--sel", "d=2", "--sel", "n=64", "--hue", "normalization")),
+        "sparse_attention_clusters",
+        "plot",
+        ("--var", "n_clusters", "--sel", "d=2", "--sel", "n=64", "--hue", "normalization"),
+    ),
     "next_token_scc.png": Recipe(
-        "next_token_scc", "plot",
-        ("--var", "mass_law", "--sel", "levels=3", "--sel", "logit_scale=1", "--hue", "replica")),
-    "tokens_circle.png": Recipe("attention_clusters", "tokens",
-                                ("--point", "beta=4", "--time", "5"), _TOKENS),
+        "next_token_scc",
+        "plot",
+        ("--var", "mass_law", "--sel", "levels=3", "--sel", "logit_scale=1", "--hue", "replica"),
+    ),
+    "tokens_circle.png": Recipe("attention_clusters", "tokens", ("--point", "beta=4", "--time", "5"), _TOKENS),
     "tokens_circle.gif": Recipe("attention_clusters", "animate", ("--point", "beta=4"), _TOKENS),
-    "tokens_sphere.png": Recipe("attention_clusters", "tokens", ("--point", "beta=4", "--time", "5"),
-                                (*_TOKENS, "params.d=3")),
-    "tokens_sphere.gif": Recipe("attention_clusters", "animate", ("--point", "beta=4"),
-                                (*_TOKENS, "params.d=3")),
+    "tokens_sphere.png": Recipe(
+        "attention_clusters", "tokens", ("--point", "beta=4", "--time", "5"), (*_TOKENS, "params.d=3")
+    ),
+    "tokens_sphere.gif": Recipe("attention_clusters", "animate", ("--point", "beta=4"), (*_TOKENS, "params.d=3")),
 }
 
 
@@ -122,8 +126,7 @@ def labels(result: Path) -> dict:
     fig = figure(result)
     try:
         title = re.sub(r"\b\d+ runs? per point", "N runs per point", _words(fig.get_suptitle()))
-        axes = sorted({(_words(ax.get_xlabel()), _words(ax.get_ylabel()))
-                       for ax in fig.axes if ax.get_visible()})
+        axes = sorted({(_words(ax.get_xlabel()), _words(ax.get_ylabel())) for ax in fig.axes if ax.get_visible()})
     finally:
         plt.close(fig)
     return {"title": title, "axes": [list(pair) for pair in axes]}
@@ -139,8 +142,7 @@ def quick_sets(scenario: str) -> tuple[str, ...]:
         if isinstance(values, list) and len(values) > 2:
             sets.append(f"sweep.{axis}={json.dumps([values[0], values[-1]])}")
         elif isinstance(values, dict) and values.get("num", 0) > 2:
-            spec = ", ".join(f"{k} = {json.dumps(2 if k == 'num' else v)}"
-                             for k, v in values.items())
+            spec = ", ".join(f"{k} = {json.dumps(2 if k == 'num' else v)}" for k, v in values.items())
             sets.append(f"sweep.{axis}={{{spec}}}")
     return tuple(sets)
 

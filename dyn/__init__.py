@@ -10,27 +10,71 @@ The layers: `dyn.core` (the contract everything imports), `dyn.systems` (what a 
 `dyn.engine` (running sweeps), `dyn.presentation` (the command line, plots, summaries).
 Attributes are imported on first use, so `import dyn` (and every spawned worker) stays light.
 """
+
 from importlib import import_module
 
 __version__ = "0.1.0"
-__all__ = ["open", "run", "load", "compare", "describe", "Scenario", "ScenarioError",
-           "System", "Model", "particles", "attention_particles", "Field", "Output", "Chunk",
-           "Coord", "Draw", "Reference", "Geometry", "gradient_flow", "row_weights"]
+__all__ = [
+    "open",
+    "run",
+    "load",
+    "compare",
+    "describe",
+    "Scenario",
+    "ScenarioError",
+    "System",
+    "Model",
+    "particles",
+    "attention_particles",
+    "Field",
+    "Output",
+    "Chunk",
+    "Coord",
+    "Draw",
+    "Reference",
+    "Geometry",
+    "gradient_flow",
+    "row_weights",
+]
 
-_LAZY = {"open": ".presentation.analysis", "run": ".engine.runner", "load": ".engine.scenario",
-         "Scenario": ".engine.scenario", "ScenarioError": ".core.errors",
-         "compare": ".presentation.comparison", "describe": ".presentation.describe",
-         # writing your own system (docs/your_own_system.md)
-         "System": ".core.system", "Field": ".core.schema", "Output": ".core.contract",
-         "Chunk": ".core.contract", "Coord": ".core.contract", "Draw": ".core.contract",
-         "Reference": ".core.contract", "Model": ".user.model",
-         "particles": ".user.particles", "attention_particles": ".user.attention",
-         "Geometry": ".user.geometry", "gradient_flow": ".user.gradient_flow",
-         "row_weights": ".user.normalize"}
+_LAZY = {
+    "open": ".presentation.analysis",
+    "run": ".engine.runner",
+    "load": ".engine.scenario",
+    "Scenario": ".engine.scenario",
+    "ScenarioError": ".core.errors",
+    "compare": ".presentation.comparison",
+    "describe": ".presentation.describe",
+    # writing your own system (docs/your_own_system.md)
+    "System": ".core.system",
+    "Field": ".core.schema",
+    "Output": ".core.contract",
+    "Chunk": ".core.contract",
+    "Coord": ".core.contract",
+    "Draw": ".core.contract",
+    "Reference": ".core.contract",
+    "Model": ".user.model",
+    "particles": ".user.particles",
+    "attention_particles": ".user.attention",
+    "Geometry": ".user.geometry",
+    "gradient_flow": ".user.gradient_flow",
+    "row_weights": ".user.normalize",
+}
 # the model packages and layers, reachable as dyn.noisy etc. after a plain `import dyn` (loaded
 # on first use); dyn.stationarity is the module dyn.engine.stationarity
-SUBPACKAGES = ("attention", "tokens_sde", "noisy", "sinkformer", "resnet", "momentum", "numerics",
-               "core", "engine", "presentation", "systems")
+SUBPACKAGES = (
+    "attention",
+    "tokens_sde",
+    "noisy",
+    "sinkformer",
+    "resnet",
+    "momentum",
+    "numerics",
+    "core",
+    "engine",
+    "presentation",
+    "systems",
+)
 _MODULES = {"stationarity": ".engine.stationarity"}
 
 

@@ -5,15 +5,13 @@ from .jax import batch as jax_batch
 from .numba import adaptive as numba_adaptive, fixed as numba_fixed, sde as numba_sde, sde_heun as numba_sde_heun
 
 BACKENDS = {
-    "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **numba_sde.METHODS,
-              **numba_sde_heun.METHODS},
+    "numba": {**numba_fixed.METHODS, **numba_adaptive.METHODS, **numba_sde.METHODS, **numba_sde_heun.METHODS},
     "diffrax": {**diffrax_solvers.METHODS, **diffrax_sde.METHODS},
     "jax": jax_batch.METHODS,  # also a batch of points: solve(problem, x0 (P, R, n, d), ts, rng=keys)
 }
 # Methods that solve SDEs (their solve() takes rng= or increments=; on the jax backend rng is a
 # JAX key; see integrators.core.base and integrators.jax.batch).
-SDE_METHODS = frozenset(m for methods in BACKENDS.values() for m, cls in methods.items()
-                        if cls.stochastic)
+SDE_METHODS = frozenset(m for methods in BACKENDS.values() for m, cls in methods.items() if cls.stochastic)
 
 
 def available() -> dict[str, list[str]]:
@@ -31,9 +29,7 @@ def _lookup(backend: str, method: str):
         raise ValueError(f"unknown integrator backend {backend!r}; allowed: {sorted(BACKENDS)}")
     methods = BACKENDS[backend]
     if method not in methods:
-        raise ValueError(
-            f"unknown method {method!r} for backend {backend!r}; allowed: {sorted(methods)}"
-        )
+        raise ValueError(f"unknown method {method!r} for backend {backend!r}; allowed: {sorted(methods)}")
     return methods[method]
 
 

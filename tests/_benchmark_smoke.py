@@ -5,6 +5,7 @@ it ended well (exit status 0), its seconds, and the tail of its output.
 
     python tests/_benchmark_smoke.py benchmarks/attention_rhs.py benchmarks/sinkformer.py ...
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,8 +38,13 @@ def smoke(script: Path) -> dict:
     finally:
         sys.argv, sys.path[:] = argv, path
     text = out.getvalue()
-    return {"script": script.name, "status": status, "seconds": time.perf_counter() - start,
-            "lines": len(text.splitlines()), "tail": text[-TAIL:]}
+    return {
+        "script": script.name,
+        "status": status,
+        "seconds": time.perf_counter() - start,
+        "lines": len(text.splitlines()),
+        "tail": text[-TAIL:],
+    }
 
 
 if __name__ == "__main__":

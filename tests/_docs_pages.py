@@ -1,6 +1,7 @@
 """Helpers of the documentation tests: the site's Markdown pipeline (mkdocs.yml's extensions and
 the math hook) without a whole build, a finder of raw tags in HTML, and a headless Chromium that
 reports where the browser laid out a page's first formula."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -14,23 +15,31 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # the elements the site's pages are made of: HTML (Markdown's output, the readthedocs theme,
 # mkdocstrings), MathML (docs/hooks/math.py), and SVG
-HTML = set("""a abbr address area article aside audio b base bdi bdo blockquote body br button
+HTML = set(
+    """a abbr address area article aside audio b base bdi bdo blockquote body br button
 canvas caption cite code col colgroup data datalist dd del details dfn dialog div dl dt em embed
 fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 head header hgroup hr html i iframe img
 input ins kbd label legend li link main map mark menu meta meter nav noscript object ol optgroup
 option output p picture pre progress q rp rt ruby s samp script search section select slot small
 source span strong style sub summary sup table tbody td template textarea tfoot th thead time
-title tr track u ul var video wbr""".split())
-MATHML = set("""math semantics annotation annotation-xml mrow mi mo mn ms mtext mspace msub msup
+title tr track u ul var video wbr""".split()
+)
+MATHML = set(
+    """math semantics annotation annotation-xml mrow mi mo mn ms mtext mspace msub msup
 msubsup mfrac msqrt mroot mstyle mtable mtr mtd mlabeledtr mover munder munderover mpadded
-mphantom menclose merror mmultiscripts mprescripts none maction mfenced""".split())
-SVG = set("""svg g path circle ellipse rect line polyline polygon text tspan defs use symbol
-clippath lineargradient radialgradient stop title desc""".split())
+mphantom menclose merror mmultiscripts mprescripts none maction mfenced""".split()
+)
+SVG = set(
+    """svg g path circle ellipse rect line polyline polygon text tspan defs use symbol
+clippath lineargradient radialgradient stop title desc""".split()
+)
 # attributes HTML allows without a value; any other attribute without one (`<Q x_i, K x_j>` reads
 # as tag q with attributes "x_i,", "k", "x_j") marks text a browser took for a tag
-BOOLEAN = set("""allowfullscreen async autofocus autoplay checked controls default defer disabled
+BOOLEAN = set(
+    """allowfullscreen async autofocus autoplay checked controls default defer disabled
 formnovalidate hidden inert ismap itemscope loop multiple muted nomodule novalidate open
-playsinline readonly required reversed selected""".split())
+playsinline readonly required reversed selected""".split()
+)
 
 
 class _Tags(HTMLParser):
@@ -69,8 +78,7 @@ def raw_tags(html: str) -> list[str]:
 
 def load_hook(name: str):
     """docs/hooks/NAME.py as a module (mkdocs loads it by path, so does this)."""
-    spec = importlib.util.spec_from_file_location(f"docs_{name}", ROOT / "docs" / "hooks" /
-                                                  f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"docs_{name}", ROOT / "docs" / "hooks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -130,9 +138,20 @@ def probe_in_browser(page: Path, browser: str) -> dict:
     script, and return what the probe found (see _PROBE) once the page and its scripts ran."""
     copy = page.with_name(f"_probe_{page.name}")
     copy.write_text(page.read_text().replace("</body>", _PROBE + "</body>"))
-    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
-                           "--window-size=1200,2000", "--dump-dom", copy.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1200,2000",
+            "--dump-dom",
+            copy.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     copy.unlink()
     assert done.returncode == 0, done.stderr[-2000:]
 

@@ -1,4 +1,5 @@
 """Reading sweep files back in the tests: variables as arrays, compared bit for bit."""
+
 import numpy as np
 
 import dyn

@@ -90,8 +90,7 @@ def sphere_reference(x0, p, ts, rtol=1e-13, atol=1e-13):
 
     out = []
     for x in x0:
-        sol = solve_ivp(rhs, (ts[0], ts[-1]), x.ravel(), method="DOP853", t_eval=ts,
-                        rtol=rtol, atol=atol)
+        sol = solve_ivp(rhs, (ts[0], ts[-1]), x.ravel(), method="DOP853", t_eval=ts, rtol=rtol, atol=atol)
         out.append(sol.y.T.reshape((len(ts),) + shape))
     return np.array(out)
 

@@ -1,4 +1,5 @@
 """Scenario texts and files shared by the tests."""
+
 from pathlib import Path
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
@@ -12,6 +13,7 @@ def empty_sweep_file(tmp_path: Path, name: str, **values) -> Path:
     path = tmp_path / f"{name}.h5"
     store.create(path, scenario_mod.resolve(doc, name), "test")
     return path
+
 
 SMALL_SCENARIO = """
 [scenario]

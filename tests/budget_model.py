@@ -6,6 +6,7 @@ a time average of |X|^2 / d, whose stationary value sigma^2 / (2 theta) is known
 - ``PlainOU`` declares none: those stay refused, and its time average still runs.
 Not imported by the package: tests/test_model_budget.py names them by import path.
 """
+
 import numpy as np
 
 import dyn
@@ -13,9 +14,11 @@ import dyn
 
 class PlainOU(dyn.Model):
     name, description, default_plot = "plain_ou", "OU process, time-averaged", "x2"
-    params = {"theta": dyn.Field("float", 1.0, "mean-reversion rate theta", gt=0.0, hi=1e3),
-              "sigma": dyn.Field("float", 1.0, "noise sigma", gt=0.0, hi=1e3),
-              "d": dyn.Field("int", 2, "dimension", lo=1, hi=64)}
+    params = {
+        "theta": dyn.Field("float", 1.0, "mean-reversion rate theta", gt=0.0, hi=1e3),
+        "sigma": dyn.Field("float", 1.0, "noise sigma", gt=0.0, hi=1e3),
+        "d": dyn.Field("int", 2, "dimension", lo=1, hi=64),
+    }
 
     def drift(t, x, theta):
         return -theta * x
@@ -24,8 +27,10 @@ class PlainOU(dyn.Model):
         return sigma * dw
 
     def outputs(self, setup):
-        return [dyn.Output("x2", "time average of |X|^2 / d", reduce="time_average"),
-                dyn.Output("x2_exact", "sigma^2 / (2 theta)", reduce="point")]
+        return [
+            dyn.Output("x2", "time average of |X|^2 / d", reduce="time_average"),
+            dyn.Output("x2_exact", "sigma^2 / (2 theta)", reduce="point"),
+        ]
 
     def point_values(self, spec):
         return {"x2_exact": spec["sigma"] ** 2 / (2.0 * spec["theta"])}

@@ -1,4 +1,5 @@
 """Shared fixtures: a small, fast attention scenario written to a temporary directory."""
+
 from __future__ import annotations
 
 import os

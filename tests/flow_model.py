@@ -8,6 +8,7 @@ path from scenarios in tests/test_gradient_flow.py:
   have variance T / a + (w0^2 - T / a) e^{-2 a t};
 - Kinked: a loss that leaves JAX for numpy, which JAX cannot differentiate.
 """
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -35,19 +36,26 @@ def weighted(theta, data, scale):
     return scale * jnp.trace(theta["W"].T @ data["A"] @ theta["W"])
 
 
-Quadratic = dyn.gradient_flow(quadratic, name="quadratic_flow", weights={"W": (3, 2)}, data=spd,
-                              params=PARAMS, observables={"row_sum": first_row,
-                                                          "twice_loss": weighted})
-Ball = dyn.gradient_flow(quadratic, name="quadratic_ball", weights={"W": (3, 2)}, data=spd,
-                         params=PARAMS, momentum=True)
+Quadratic = dyn.gradient_flow(
+    quadratic,
+    name="quadratic_flow",
+    weights={"W": (3, 2)},
+    data=spd,
+    params=PARAMS,
+    observables={"row_sum": first_row, "twice_loss": weighted},
+)
+Ball = dyn.gradient_flow(
+    quadratic, name="quadratic_ball", weights={"W": (3, 2)}, data=spd, params=PARAMS, momentum=True
+)
 
 
 def bowl(theta, data, a):
     return 0.5 * a * jnp.sum(theta["w"] ** 2)
 
 
-Hot = dyn.gradient_flow(bowl, name="hot_bowl", weights={"w": (4,)}, noise=True,
-                        params={"a": dyn.Field("float", 2.0, "curvature", gt=0.0)})
+Hot = dyn.gradient_flow(
+    bowl, name="hot_bowl", weights={"w": (4,)}, noise=True, params={"a": dyn.Field("float", 2.0, "curvature", gt=0.0)}
+)
 
 
 def kinked(theta, data):

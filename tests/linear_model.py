@@ -6,6 +6,7 @@ exact` (tests/test_exact_reference.py):
 so a run's distance to its reference is 0 at eps = 0 (up to the solver's error) and first
 order in eps otherwise: the rate against eps is 1.
 """
+
 import numpy as np
 import scipy.linalg
 
@@ -17,8 +18,10 @@ B = np.array([[0.0, 1.0], [-1.0, 0.0]])
 
 class Linear(dyn.Model):
     name, description, default_plot = "linear", "x' = -(A + eps B) x on R^2", "x2"
-    params = {"eps": dyn.Field("float", 0.0, "perturbation of the matrix"),
-              "n": dyn.Field("int", 3, "rows", lo=1, hi=64)}
+    params = {
+        "eps": dyn.Field("float", 0.0, "perturbation of the matrix"),
+        "n": dyn.Field("int", 3, "rows", lo=1, hi=64),
+    }
 
     def drift(t, x, eps):
         return -(x @ (A + eps * B).T)
@@ -37,4 +40,4 @@ class Linear(dyn.Model):
 
     def observe(self, spec, states):
         s = np.asarray(states)
-        return dyn.Chunk({"x2": (s ** 2).sum(axis=(2, 3))}, states=s)
+        return dyn.Chunk({"x2": (s**2).sum(axis=(2, 3))}, states=s)

@@ -6,6 +6,7 @@ observed at every save time by observe_state(t, x, scale) -> (scale * mean |x_i|
 max_i |x_i - mean|), so no state need be stored. Stored is the same model without
 observe_state, measuring the same from stored states.
 """
+
 import numpy as np
 
 import dyn
@@ -13,9 +14,11 @@ import dyn
 
 class Watched(dyn.Model):
     name, description, default_plot = "watched", "tokens contracting to their mean", "x2"
-    params = {"n": dyn.Field("int", 16, "tokens", lo=1, hi=4096),
-              "d": dyn.Field("int", 2, "dimension", lo=1, hi=64),
-              "scale": dyn.Field("float", 1.0, "factor of x2")}
+    params = {
+        "n": dyn.Field("int", 16, "tokens", lo=1, hi=4096),
+        "d": dyn.Field("int", 2, "dimension", lo=1, hi=64),
+        "scale": dyn.Field("float", 1.0, "factor of x2"),
+    }
     observed = ("x2", "radius")
 
     def drift(t, x):
@@ -41,8 +44,10 @@ class Watched(dyn.Model):
         return np.array([scale * total / n, radius])
 
     def outputs(self, setup):
-        return [dyn.Output("x2", "scale * mean |x_i|^2", dims=("time",)),
-                dyn.Output("radius", "largest |x_i - mean|", dims=("time",))]
+        return [
+            dyn.Output("x2", "scale * mean |x_i|^2", dims=("time",)),
+            dyn.Output("radius", "largest |x_i - mean|", dims=("time",)),
+        ]
 
     def initial_state(self, spec, runs):
         return spec.rng.standard_normal((runs, spec["n"], spec["d"]))
@@ -55,5 +60,6 @@ class Stored(Watched):
     def observe(self, spec, states):
         s = np.asarray(states)
         centred = s - s.mean(axis=2, keepdims=True)
-        return dyn.Chunk({"x2": spec["scale"] * (s ** 2).sum(-1).mean(-1),
-                          "radius": np.sqrt((centred ** 2).sum(-1)).max(-1)})
+        return dyn.Chunk(
+            {"x2": spec["scale"] * (s**2).sum(-1).mean(-1), "radius": np.sqrt((centred**2).sum(-1)).max(-1)}
+        )

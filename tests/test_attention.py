@@ -1,4 +1,5 @@
 """The attention flow on the sphere against slow numpy oracles and its physical laws."""
+
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -9,6 +10,7 @@ from dyn.numerics import _field_gemm, _field_small, _field_symmetric
 from dyn.numerics.vexp import exp_shifted_inplace
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
+
 
 def ref_velocity(x, beta, norm="SA", Q=None, K=None, V=None):
     n, d = x.shape
@@ -44,8 +46,7 @@ def sphere(rng, *shape):
 
 # The regimes of the attention field the mean field calls (dyn.numerics.attention_field); the
 # half-exp one needs a symmetric M, which Q^T K is not.
-REGIMES = {"columns": _field_small.columns, "gemm": _field_gemm.gemm,
-           "symmetric": _field_symmetric.symmetric}
+REGIMES = {"columns": _field_small.columns, "gemm": _field_gemm.gemm, "symmetric": _field_symmetric.symmetric}
 
 
 def _kernel(regime, x, p):
@@ -54,8 +55,20 @@ def _kernel(regime, x, p):
     u = att.unpack_params(p)
     out = np.empty_like(x)
     work = np.empty(max(_field_small.work_size(n, d), _field_gemm.work_size(n, d, 1)))
-    REGIMES[regime](x, u["beta"], u["normalization"] == "USA", False, 0.0, 1, u["M"].ravel(),
-                    u["M_identity"], u["V"].ravel(), u["V_identity"], out, work)
+    REGIMES[regime](
+        x,
+        u["beta"],
+        u["normalization"] == "USA",
+        False,
+        0.0,
+        1,
+        u["M"].ravel(),
+        u["M_identity"],
+        u["V"].ravel(),
+        u["V_identity"],
+        out,
+        work,
+    )
     return out
 
 
@@ -65,8 +78,7 @@ def _kernel(regime, x, p):
 def test_drift_matches_oracle_both_branches(norm, mats, n, d):
     rng = np.random.default_rng(n * d)
     x = sphere(rng, n, d)
-    Q, K, V = ([np.eye(d) + 0.3 * rng.standard_normal((d, d)) for _ in range(3)] if mats
-               else [None] * 3)
+    Q, K, V = [np.eye(d) + 0.3 * rng.standard_normal((d, d)) for _ in range(3)] if mats else [None] * 3
     beta = 1.7
     want = ref_velocity(x, beta, norm, Q, K, V)
     p = att.pack_params(beta, d, norm, Q, K, V)
@@ -108,6 +120,7 @@ def test_mean_field_is_unprojected():
 
 def test_jax_twin_matches_numba():
     import jax
+
     jax.config.update("jax_enable_x64", True)
     rng = np.random.default_rng(4)
     for norm in ("SA", "USA"):
@@ -138,12 +151,14 @@ def test_params_validation_and_layout():
     np.testing.assert_array_equal(u["V"], 2 * np.eye(3))
     Q = np.arange(9.0).reshape(3, 3)
     np.testing.assert_array_equal(att.unpack_params(att.pack_params(1, 3, Q=Q))["M"], Q.T)
-    for bad, words in ((dict(beta=np.inf), "beta must be finite"),
-                       (dict(beta="x"), "beta must be a real number"),
-                       (dict(d=1), "d must be an integer >= 2"),
-                       (dict(normalization="XA"), "normalization must be one of"),
-                       (dict(Q=np.eye(2)), r"Q must have shape \(3, 3\)"),
-                       (dict(V=np.full((3, 3), np.nan)), "V has non-finite entries")):
+    for bad, words in (
+        (dict(beta=np.inf), "beta must be finite"),
+        (dict(beta="x"), "beta must be a real number"),
+        (dict(d=1), "d must be an integer >= 2"),
+        (dict(normalization="XA"), "normalization must be one of"),
+        (dict(Q=np.eye(2)), r"Q must have shape \(3, 3\)"),
+        (dict(V=np.full((3, 3), np.nan)), "V has non-finite entries"),
+    ):
         kw = dict(beta=1.0, d=3) | bad
         with pytest.raises(ValueError, match=words):
             att.pack_params(**kw)
@@ -153,11 +168,18 @@ def test_params_validation_and_layout():
 
 # ---------------------------------------------------------------- laws of the flow
 
+
 def _solve(x0, beta, norm, t_eval, rtol=1e-12):
     shape = x0.shape
-    sol = solve_ivp(lambda t, y: att.velocity(y.reshape(shape), beta, norm).ravel(),
-                    (t_eval[0], t_eval[-1]), x0.ravel(), t_eval=t_eval, rtol=rtol, atol=1e-13,
-                    method="DOP853")
+    sol = solve_ivp(
+        lambda t, y: att.velocity(y.reshape(shape), beta, norm).ravel(),
+        (t_eval[0], t_eval[-1]),
+        x0.ravel(),
+        t_eval=t_eval,
+        rtol=rtol,
+        atol=1e-13,
+        method="DOP853",
+    )
     return sol.y.T.reshape((len(t_eval),) + shape)
 
 
@@ -214,6 +236,7 @@ def test_postnorm_network_stays_on_sphere_and_clusters():
 
 
 # ---------------------------------------------------------------- observables
+
 
 def test_observables_against_brute_force():
     rng = np.random.default_rng(8)

@@ -1,5 +1,6 @@
 """Laws of the attention architectures (physics.md §1.4): masks, heads, normalization schemes,
 equiangular starts, and the system that sweeps them."""
+
 import numpy as np
 import pytest
 
@@ -22,6 +23,7 @@ def unit(rng, E, n, d):
 
 
 # ------------------------------------------------------------------------------ causal masks
+
 
 @pytest.mark.parametrize("how", ["rk4", "dopri5", "network"])
 def test_causal_value_identity_keeps_the_first_token_fixed_exactly(how):
@@ -50,11 +52,11 @@ def test_pre_ln_causal_first_token_keeps_its_direction():
     p = arch.pack_architecture(2.0, 3, mask="causal")
     zs = RK4.solve(schemes.PRE.problem(p), z0, np.linspace(0.0, 3.0, 4)).states
     direction = zs[:, :, 0] / np.linalg.norm(zs[:, :, 0], axis=-1, keepdims=True)
-    np.testing.assert_allclose(direction, np.broadcast_to(z0[:, None, 0], direction.shape),
-                               atol=1e-15)
+    np.testing.assert_allclose(direction, np.broadcast_to(z0[:, None, 0], direction.shape), atol=1e-15)
     # dz_1/dt = u_1 = x_1: the stream of token 1 grows at unit speed, r_1(t) = 1 + t
-    np.testing.assert_allclose(np.linalg.norm(zs[:, :, 0], axis=-1),
-                               np.broadcast_to(1.0 + np.linspace(0, 3, 4), (2, 4)), atol=1e-13)
+    np.testing.assert_allclose(
+        np.linalg.norm(zs[:, :, 0], axis=-1), np.broadcast_to(1.0 + np.linspace(0, 3, 4), (2, 4)), atol=1e-13
+    )
 
 
 @pytest.mark.parametrize("name", ["post", "pre", "peri", "ngpt"])
@@ -77,21 +79,22 @@ def test_causal_first_tokens_ignore_the_later_ones(name):
 
 # ------------------------------------------------------------------------ post-LN = §1.1 flow
 
+
 @pytest.mark.parametrize("norm", ["SA", "USA"])
 @pytest.mark.parametrize("mats", [False, True])
 def test_post_ln_is_the_attention_flow(norm, mats):
     rng = np.random.default_rng(4)
     d = 3
-    Q, K, V = ([np.eye(d) + 0.3 * rng.standard_normal((d, d)) for _ in range(3)] if mats
-               else [None] * 3)
+    Q, K, V = [np.eye(d) + 0.3 * rng.standard_normal((d, d)) for _ in range(3)] if mats else [None] * 3
     x0 = att.uniform_sphere(rng, 3, 9, d)
     ts = np.linspace(0.0, 2.0, 5)
     old = RK4.solve(att.flow_problem(att.pack_params(1.8, d, norm, Q, K, V)), x0, ts).states
     new = RK4.solve(schemes.POST.problem(arch.pack_architecture(1.8, d, norm, Q, K, V)), x0, ts).states
     np.testing.assert_allclose(new, old, rtol=0, atol=1e-12)
     old = att.postnorm_layers(x0, 50, 2.0, 1.8, norm, Q, K, V, save_every=10)
-    new = att.network_layers(schemes.POST_NETWORK.problem(arch.pack_architecture(
-        1.8, d, norm, Q, K, V)), x0, 50, 2.0, save_every=10)
+    new = att.network_layers(
+        schemes.POST_NETWORK.problem(arch.pack_architecture(1.8, d, norm, Q, K, V)), x0, 50, 2.0, save_every=10
+    )
     np.testing.assert_allclose(new, old, rtol=0, atol=1e-12)
 
 
@@ -116,7 +119,8 @@ def test_attention_sphere_with_post_ln_is_the_plain_flow(tmp_path):
     its default) against the §1.1 flow (dyn.attention.FLOW) from the same saved starts."""
     import dyn
 
-    text = """
+    text = (
+        """
 [scenario]
 name = "post"
 system = "attention_sphere"
@@ -128,7 +132,9 @@ mask = "none"
 heads = 1
 [sweep]
 beta = [0.5, 3.0]
-""" + RK4_RUNS
+"""
+        + RK4_RUNS
+    )
     path = tmp_path / "post.toml"
     path.write_text(text)
     out = dyn.run(path, tmp_path / "post.h5", progress=False)
@@ -136,15 +142,18 @@ beta = [0.5, 3.0]
         states = ds["trajectory"].values  # (beta, run, trajectory_time, token, coordinate)
         times = ds["time"].values
         for b, beta in enumerate(ds["beta"].values):
-            want = integrators.get("numba", "rk4", dt=0.05).solve(
-                att.flow_problem(att.pack_params(beta, 3)), states[b, :, 0], times).states
+            want = (
+                integrators.get("numba", "rk4", dt=0.05)
+                .solve(att.flow_problem(att.pack_params(beta, 3)), states[b, :, 0], times)
+                .states
+            )
             np.testing.assert_allclose(states[b], want, rtol=0, atol=1e-12)
             pairs = att.pair_statistics(want, 1e-3, beta)
-            np.testing.assert_allclose(ds["pair_fraction"].values[b], pairs[..., 0].mean(0),
-                                       atol=1e-12)
+            np.testing.assert_allclose(ds["pair_fraction"].values[b], pairs[..., 0].mean(0), atol=1e-12)
 
 
-HEADS_TOML = """
+HEADS_TOML = (
+    """
 [scenario]
 name = "heads"
 system = "attention_sphere"
@@ -158,7 +167,9 @@ V = [[[1.0, 0.0], [0.0, 1.0]], [[0.5, -0.4], [0.4, 0.5]]]
 mask = "causal"
 [sweep]
 beta = [1.0, 3.0]
-""" + RK4_RUNS
+"""
+    + RK4_RUNS
+)
 
 
 @pytest.mark.parametrize("backend", ["numba", "jax"])
@@ -171,17 +182,18 @@ def test_per_head_matrices_from_a_scenario_file(tmp_path, backend):
 
     path = tmp_path / "heads.toml"
     path.write_text(HEADS_TOML)
-    out = dyn.run(path, tmp_path / "heads.h5", progress=False,
-                  overrides={"integrator.backend": backend})
+    out = dyn.run(path, tmp_path / "heads.h5", progress=False, overrides={"integrator.backend": backend})
     given = tomllib.loads(HEADS_TOML)["params"]
     with dyn.open(out) as ds:
         states = ds["trajectory"].values
         for b, beta in enumerate(ds["beta"].values):
-            p = arch.pack_architecture(beta, 2, "SA", given["Q"], given["K"], given["V"],
-                                       mask="causal")
+            p = arch.pack_architecture(beta, 2, "SA", given["Q"], given["K"], given["V"], mask="causal")
             assert arch.unpack_architecture(p)["heads"] == 2
-            want = integrators.get("numba", "rk4", dt=0.05).solve(
-                schemes.POST.problem(p), states[b, :, 0], ds["time"].values).states
+            want = (
+                integrators.get("numba", "rk4", dt=0.05)
+                .solve(schemes.POST.problem(p), states[b, :, 0], ds["time"].values)
+                .states
+            )
             np.testing.assert_allclose(states[b], want, rtol=0, atol=1e-12)
     assert np.abs(states[:, :, -1] - states[:, :, 0]).max() > 0.05  # the tokens moved
     with pytest.raises(dyn.ScenarioError, match="one per head"):
@@ -194,6 +206,7 @@ def test_per_head_matrices_from_a_scenario_file(tmp_path, backend):
 
 # --------------------------------------------------------------------------------- heads
 
+
 @pytest.mark.parametrize("name", ["post", "peri"])
 def test_identical_heads_equal_one_head(name):
     rng = np.random.default_rng(5)
@@ -202,8 +215,7 @@ def test_identical_heads_equal_one_head(name):
     x0 = att.uniform_sphere(rng, 2, 10, d)
     ts = np.linspace(0.0, 3.0, 4)
     one = arch.pack_architecture(2.0, d, "SA", Q, K, V, heads=1, bias_slope=0.1)
-    three = arch.pack_architecture(2.0, d, "SA", *(np.stack([a] * 3) for a in (Q, K, V)),
-                                   bias_slope=0.1)
+    three = arch.pack_architecture(2.0, d, "SA", *(np.stack([a] * 3) for a in (Q, K, V)), bias_slope=0.1)
     assert arch.heads_of(len(three), d) == 3
     flow = schemes.scheme(name).flow
     a = RK4.solve(flow.problem(one), x0, ts).states
@@ -216,6 +228,7 @@ def test_identical_heads_equal_one_head(name):
 
 
 # -------------------------------------------------------------------- normalization schemes
+
 
 def _two_tokens(beta, rho0):
     a = np.array([1.0, 0.0, 0.0])
@@ -231,8 +244,11 @@ def test_schemes_are_speed_regulations_of_post_ln(name):
     beta, rho0, alpha = 1.5, -0.3, 0.7
     p = arch.pack_architecture(beta, 3, alpha=alpha)
     ts = np.linspace(0.0, 6.0, 3001)
-    xs = integrators.get("numba", "dopri5", rtol=1e-11, atol=1e-12).solve(
-        schemes.scheme(name).flow.problem(p), _two_tokens(beta, rho0), ts).states[0]
+    xs = (
+        integrators.get("numba", "dopri5", rtol=1e-11, atol=1e-12)
+        .solve(schemes.scheme(name).flow.problem(p), _two_tokens(beta, rho0), ts)
+        .states[0]
+    )
     r = np.linalg.norm(xs[:, 0], axis=-1)
     x = xs / np.linalg.norm(xs, axis=-1, keepdims=True)
     u = np.array([_layer(xt, p) for xt in x])
@@ -247,8 +263,7 @@ def test_schemes_are_speed_regulations_of_post_ln(name):
 
 def _layer(x, p):
     out = np.empty_like(x)
-    schemes.layer_output(0.0, np.ascontiguousarray(x), p, out,
-                         np.empty(schemes.work_size(*x.shape, p)))
+    schemes.layer_output(0.0, np.ascontiguousarray(x), p, out, np.empty(schemes.work_size(*x.shape, p)))
     return out
 
 
@@ -278,10 +293,11 @@ def test_one_layer_of_each_network_by_hand():
     h = 0.1
     x = x0[0]
     u = _layer(x, p)
+
     def ln(y):
         return y / np.linalg.norm(y, axis=-1, keepdims=True)
-    want = {"post": ln(x + h * u), "pre": x + h * u, "peri": x + h * ln(u),
-            "ngpt": ln(x + 0.5 * h * (ln(u) - x))}
+
+    want = {"post": ln(x + h * u), "pre": x + h * u, "peri": x + h * ln(u), "ngpt": ln(x + 0.5 * h * (ln(u) - x))}
     for name, layer in want.items():
         got = att.network_layers(schemes.scheme(name).network.problem(p), x0, 1, h)[0, -1]
         np.testing.assert_allclose(got, layer, atol=1e-15, err_msg=name)
@@ -293,11 +309,9 @@ def test_network_converges_to_its_flow_at_order_one(name):
     x0 = att.uniform_sphere(rng, 3, 8, 3)
     p = arch.pack_architecture(1.0, 3, mask="causal", bias_slope=0.2)
     scheme = schemes.scheme(name)
-    ref = integrators.get("numba", "rk4", dt=1e-3).solve(scheme.flow.problem(p), x0,
-                                                         np.array([0.0, 2.0])).states[:, -1]
+    ref = integrators.get("numba", "rk4", dt=1e-3).solve(scheme.flow.problem(p), x0, np.array([0.0, 2.0])).states[:, -1]
     depths = np.array([16, 32, 64, 128])
-    err = [np.abs(att.network_layers(scheme.network.problem(p), x0, L, 2.0)[:, -1] - ref).max()
-           for L in depths]
+    err = [np.abs(att.network_layers(scheme.network.problem(p), x0, L, 2.0)[:, -1] - ref).max() for L in depths]
     slope = np.polyfit(np.log(depths), np.log(err), 1)[0]
     assert -1.15 < slope < -0.85, (slope, err)
 
@@ -311,8 +325,7 @@ def test_numba_and_diffrax_solves_agree(name):
     rng = np.random.default_rng(9)
     x0 = att.uniform_sphere(rng, 2, 7, 3)
     Q, K, V = (np.eye(3) + 0.3 * rng.standard_normal((2, 3, 3)) for _ in range(3))
-    p = arch.pack_architecture(1.5, 3, "SA", Q, K, V, mask="causal", bias_slope=0.3,
-                               feedforward=0.5, alpha=1.3)
+    p = arch.pack_architecture(1.5, 3, "SA", Q, K, V, mask="causal", bias_slope=0.3, feedforward=0.5, alpha=1.3)
     problem = schemes.scheme(name).flow.problem(p)
     ts = np.linspace(0.0, 2.0, 3)
     a = integrators.get("numba", "dopri5", rtol=1e-11, atol=1e-12).solve(problem, x0, ts).states
@@ -321,6 +334,7 @@ def test_numba_and_diffrax_solves_agree(name):
 
 
 # ----------------------------------------------------------------------- equiangular starts
+
 
 @pytest.mark.parametrize("norm", ["SA", "USA"])
 def test_equiangular_starts_follow_the_scalar_ode(norm):
@@ -333,8 +347,11 @@ def test_equiangular_starts_follow_the_scalar_ode(norm):
         np.testing.assert_allclose(g, np.broadcast_to(want, g.shape), atol=1e-14)
         ts = np.linspace(0.0, 5.0, 11)
         tol = 1e-10
-        xs = integrators.get("numba", "dopri5", rtol=tol, atol=tol).solve(
-            schemes.POST.problem(arch.pack_architecture(beta, d, norm)), x0, ts).states
+        xs = (
+            integrators.get("numba", "dopri5", rtol=tol, atol=tol)
+            .solve(schemes.POST.problem(arch.pack_architecture(beta, d, norm)), x0, ts)
+            .states
+        )
         gram = np.einsum("etid,etjd->etij", xs, xs)[..., ~np.eye(n, dtype=bool)]
         want = eq.equiangular_rho(ts, rho0, beta, n, norm == "USA")
         assert np.abs(gram - want[None, :, None]).max() < 100 * tol
@@ -344,8 +361,7 @@ def test_equiangular_starts_follow_the_scalar_ode(norm):
 
 def test_equiangular_input_is_checked():
     rng = np.random.default_rng(0)
-    for n, d, rho, words in ((4, 4, 0.0, "need d >= 5"), (4, 5, -0.5, r"rho0 must lie"),
-                             (1, 3, 0.0, "n >= 2")):
+    for n, d, rho, words in ((4, 4, 0.0, "need d >= 5"), (4, 5, -0.5, r"rho0 must lie"), (1, 3, 0.0, "n >= 2")):
         with pytest.raises(ValueError, match=words):
             eq.equiangular_start(rng, 1, n, d, rho)
     x = eq.equiangular_start(rng, 1, 4, 4, -1 / 3)  # the regular simplex fits in d = n
@@ -354,26 +370,37 @@ def test_equiangular_input_is_checked():
 
 # ------------------------------------------------------------------------------- parameters
 
+
 def test_pack_architecture_layout_and_checks():
     d, H = 3, 2
     rng = np.random.default_rng(11)
     Q, K = rng.standard_normal((2, H, d, d))
-    p = arch.pack_architecture(2.0, d, "USA", Q, K, None, mask="causal", bias_slope=0.5,
-                               feedforward=0.3, alpha=2.0)
+    p = arch.pack_architecture(2.0, d, "USA", Q, K, None, mask="causal", bias_slope=0.5, feedforward=0.3, alpha=2.0)
     u = arch.unpack_architecture(p)
-    assert (u["heads"], u["mask"], u["normalization"], u["slope"], u["ff"], u["alpha"]) == \
-        (H, "causal", "USA", 0.5, 0.3, 2.0)
+    assert (u["heads"], u["mask"], u["normalization"], u["slope"], u["ff"], u["alpha"]) == (
+        H,
+        "causal",
+        "USA",
+        0.5,
+        0.3,
+        2.0,
+    )
     np.testing.assert_allclose(u["M"], np.einsum("hlk,hlm->hkm", Q, K))
     assert u["v_identity"] == 1.0 and u["m_identity"] == 0.0
-    for bad, words in ((dict(mask="future"), "mask must be"), (dict(bias_slope=-1), "bias_slope"),
-                       (dict(heads=0), "heads must be"), (dict(alpha=0.0), "alpha must be > 0"),
-                       (dict(Q=np.ones((2, 3, 3)), heads=3), "Q must have shape"),
-                       (dict(Q=np.ones((2, 3, 3)), K=np.ones((3, 3, 3))), "heads, expected")):
+    for bad, words in (
+        (dict(mask="future"), "mask must be"),
+        (dict(bias_slope=-1), "bias_slope"),
+        (dict(heads=0), "heads must be"),
+        (dict(alpha=0.0), "alpha must be > 0"),
+        (dict(Q=np.ones((2, 3, 3)), heads=3), "Q must have shape"),
+        (dict(Q=np.ones((2, 3, 3)), K=np.ones((3, 3, 3))), "heads, expected"),
+    ):
         with pytest.raises(ValueError, match=words):
             arch.pack_architecture(1.0, 3, **bad)
 
 
 # ------------------------------------------------------------------------- the field's regime
+
 
 def _regime_cases(rng):
     """(name, vector, the regime it fixes or None) over masks, matrices, heads and d."""
@@ -382,14 +409,22 @@ def _regime_cases(rng):
     W = rng.standard_normal((2, 3, 3))
     return [
         ("d=2 plain", arch.pack_architecture(2.0, 2), schemes.af.SYMMETRIC),
-        ("d=2 plain, beta past the symmetric path's exp bound", arch.pack_architecture(400.0, 2),
-         schemes.af.SYMMETRIC),  # 2 |beta| R^2 > EXP_MAX_ARG: the path falls back to columns
-        ("d=2 causal, biased", arch.pack_architecture(3.0, 2, "USA", mask="causal",
-                                                      bias_slope=0.2), schemes.af.COLUMNS),
+        (
+            "d=2 plain, beta past the symmetric path's exp bound",
+            arch.pack_architecture(400.0, 2),
+            schemes.af.SYMMETRIC,
+        ),  # 2 |beta| R^2 > EXP_MAX_ARG: the path falls back to columns
+        (
+            "d=2 causal, biased",
+            arch.pack_architecture(3.0, 2, "USA", mask="causal", bias_slope=0.2),
+            schemes.af.COLUMNS,
+        ),
         ("d=2 asymmetric M", arch.pack_architecture(1.5, 2, Q=skew), schemes.af.COLUMNS),
-        ("d=3 two symmetric heads, feed-forward", arch.pack_architecture(
-            1.0, 3, Q=np.stack([sym3, np.eye(3)]), feedforward=0.7, W1=W[0], W2=W[1],
-            alpha=1.5), schemes.af.SYMMETRIC),
+        (
+            "d=3 two symmetric heads, feed-forward",
+            arch.pack_architecture(1.0, 3, Q=np.stack([sym3, np.eye(3)]), feedforward=0.7, W1=W[0], W2=W[1], alpha=1.5),
+            schemes.af.SYMMETRIC,
+        ),
         ("d=3 causal", arch.pack_architecture(2.0, 3, mask="causal"), None),
         ("d=4 plain", arch.pack_architecture(2.0, 4), None),
     ]
@@ -409,7 +444,7 @@ def test_each_scheme_drift_takes_the_regime_its_vector_fixes_with_the_same_numbe
             drift = record.problem(p).drift
             assert drift is schemes.DRIFTS[name][regime], (case, record.name)
             d = int(p[schemes.DIM])
-            for n in ((127, 128) if d == 4 else (9, 40)):
+            for n in (127, 128) if d == 4 else (9, 40):
                 x = unit(rng, 1, n, d)[0] * (rng.uniform(0.5, 3.0, (n, 1)) if scheme.stream else 1)
                 work = np.full(schemes.work_size(n, d, p), np.nan)
                 want, got = np.empty_like(x), np.empty_like(x)

@@ -1,5 +1,6 @@
 """The attention flow through the generic integrators: numba vs diffrax, sphere invariance, and the
 post-norm network's convergence to the flow as depth grows."""
+
 import numpy as np
 import pytest
 

@@ -1,5 +1,6 @@
 """Merge events and early-token shares (dyn.attention.events): hand-made clusterings, and the
 law that every recorded merge is a fall of the cluster count, on runs of the system."""
+
 import numpy as np
 import pytest
 
@@ -12,11 +13,9 @@ TIMES = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
 
 def test_merges_of_hand_made_clusterings():
     # 6 tokens: {0,1} {2} {3} {4,5} -> {0,1,2} {3} {4,5} -> same -> {0,1,2,3,4,5} -> same
-    labels = np.array([[0, 0, 2, 3, 4, 4],
-                       [0, 0, 0, 3, 4, 4],
-                       [0, 0, 0, 3, 4, 4],
-                       [0, 0, 0, 0, 0, 0],
-                       [0, 0, 0, 0, 0, 0]])
+    labels = np.array(
+        [[0, 0, 2, 3, 4, 4], [0, 0, 0, 3, 4, 4], [0, 0, 0, 3, 4, 4], [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]]
+    )
     t, a, b = events.merges(labels, TIMES)
     assert t.shape == (5,)
     np.testing.assert_array_equal(t[:3], [1.0, 3.0, 3.0])
@@ -102,6 +101,5 @@ def test_every_recorded_merge_is_a_fall_of_the_cluster_count(tmp_path):
                 recorded += len(seen)
         assert recorded > 20  # the runs did merge (metastable clusters at beta = 9 too)
         # the energy at each save, per run, averages to the reported mean energy
-        np.testing.assert_allclose(ds["run_energy"].values.mean(axis=1), ds["energy"].values,
-                                   rtol=1e-12)
+        np.testing.assert_allclose(ds["run_energy"].values.mean(axis=1), ds["energy"].values, rtol=1e-12)
         assert (ds["held_by_early"].values >= ds["held_by_first"].values - 1e-15).all()

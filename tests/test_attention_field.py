@@ -1,12 +1,17 @@
 """The masked, biased, multi-head attention field (dyn.numerics.attention_field) against a slow
 numpy oracle, in both numba regimes, and its exact properties."""
+
 import numpy as np
 import pytest
 
 from dyn.numerics import _field_gemm, _field_small, _field_symmetric, attention_field as af, mean_field as mf
 
-KERNELS = {"columns": _field_small.columns, "symmetric": _field_symmetric.symmetric,
-           "gemm": _field_gemm.gemm, "field": af.field}
+KERNELS = {
+    "columns": _field_small.columns,
+    "symmetric": _field_symmetric.symmetric,
+    "gemm": _field_gemm.gemm,
+    "field": af.field,
+}
 
 
 def oracle(x, beta, usa, causal, slope, M, V):
@@ -33,8 +38,20 @@ def run(kernel, x, beta, usa, causal, slope, M, V, identity=False):
     size = max(_field_small.work_size(n, d), _field_gemm.work_size(n, d, H))
     work = np.full(size + 16, np.nan)
     out = np.empty_like(x)
-    KERNELS[kernel](x, beta, usa, causal, slope, H, np.ascontiguousarray(M).ravel(), identity,
-                    np.ascontiguousarray(V).ravel(), identity, out, work)
+    KERNELS[kernel](
+        x,
+        beta,
+        usa,
+        causal,
+        slope,
+        H,
+        np.ascontiguousarray(M).ravel(),
+        identity,
+        np.ascontiguousarray(V).ravel(),
+        identity,
+        out,
+        work,
+    )
     return out
 
 
@@ -47,15 +64,18 @@ def test_matches_oracle(kernel, n, d, H):
         for causal in (False, True) if kernel != "symmetric" else (False,):
             for slope in (0.0, 0.4):
                 for identity in (False, True):
-                    M, V = (np.eye(d) + (0 if identity else 0.4) * rng.standard_normal((H, d, d))
-                            for _ in range(2))
+                    M, V = (np.eye(d) + (0 if identity else 0.4) * rng.standard_normal((H, d, d)) for _ in range(2))
                     if kernel == "symmetric" or not causal:  # symmetric M_h: that path's input
                         M = M if identity else 0.5 * (M + np.swapaxes(M, 1, 2))
                     want = oracle(x, 1.7, usa, causal, slope, M, V)
                     got = run(kernel, x, 1.7, usa, causal, slope, M, V, identity)
-                    np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max(),
-                                               err_msg=f"usa={usa} causal={causal} "
-                                               f"slope={slope} identity={identity}")
+                    np.testing.assert_allclose(
+                        got,
+                        want,
+                        rtol=0,
+                        atol=1e-13 * np.abs(want).max(),
+                        err_msg=f"usa={usa} causal={causal} slope={slope} identity={identity}",
+                    )
 
 
 @pytest.mark.parametrize("kernel", ["columns", "symmetric", "gemm"])
@@ -86,11 +106,19 @@ def test_the_shared_mean_field_is_the_one_head_field(n, d):
             m, v = (x, x) if ident else (M, V)
             got = np.empty_like(x)
             mf.mean_field(x, 2.3, usa, m, ident, v, ident, got, np.empty(mf.work_size(n, d)))
-            want = oracle(x, 2.3, usa, False, 0.0, [np.eye(d) if ident else M],
-                          [np.eye(d) if ident else V])
+            want = oracle(x, 2.3, usa, False, 0.0, [np.eye(d) if ident else M], [np.eye(d) if ident else V])
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
-            field = run("field", x, 2.3, usa, False, 0.0, (np.eye(d) if ident else M)[None],
-                        (np.eye(d) if ident else V)[None], ident)
+            field = run(
+                "field",
+                x,
+                2.3,
+                usa,
+                False,
+                0.0,
+                (np.eye(d) if ident else M)[None],
+                (np.eye(d) if ident else V)[None],
+                ident,
+            )
             np.testing.assert_array_equal(got, field)
 
 
@@ -157,6 +185,7 @@ def test_jax_twin():
 
 # ------------------------------------------------------------------ regimes and their crossover
 
+
 def numpy_field(x, beta, usa, causal, slope, M, V):
     """The field by whole-array numpy (the oracle's formula, fast enough for n in the hundreds)."""
     n = x.shape[0]
@@ -200,8 +229,9 @@ def test_every_regime_matches_numpy_on_both_sides_of_the_crossover(n, d):
         want = numpy_field(x, 1.3, False, causal, 0.05, M, V)
         for kernel in ("columns", "gemm", "field") + (() if causal else ("symmetric",)):
             got = run(kernel, x, 1.3, False, causal, 0.05, M, V)
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max(),
-                                       err_msg=f"{kernel} causal={causal}")
+            np.testing.assert_allclose(
+                got, want, rtol=0, atol=1e-13 * np.abs(want).max(), err_msg=f"{kernel} causal={causal}"
+            )
 
 
 @pytest.mark.parametrize("d", sorted(af.CROSSOVER))
@@ -212,8 +242,7 @@ def test_the_field_takes_the_regime_of_the_table(d):
     for path, column, causal in ((af.SYMMETRIC, 0, False), (af.COLUMNS, 1, True)):
         first = af.CROSSOVER[d][column]
         assert af.regime(first - 1, d, 1, causal, True) == path
-        assert af.regime(min(first, 1 << 20), d, 1, causal, True) == (
-            af.GEMM if first != af.NEVER else path)
+        assert af.regime(min(first, 1 << 20), d, 1, causal, True) == (af.GEMM if first != af.NEVER else path)
         for n in (first - 1, first) if first <= 64 else (17,):
             which = af.regime(n, d, 1, causal, True)
             name = {af.GEMM: "gemm", af.SYMMETRIC: "symmetric", af.COLUMNS: "columns"}[which]
@@ -257,10 +286,10 @@ def test_vectorized_circle_scores_are_the_general_ones(n):
         work = np.zeros(_field_small.work_size(n, d))
         c = abs(beta) * _field_small._transpose(x, work, 0, w - n)
         assert _field_symmetric._upper_scores(work, w, 0, 0, beta, n, d, 0.0, c, 0, n) == entries
-        general = work[w:w + entries].copy()
-        work[w:w + entries] = np.nan
+        general = work[w : w + entries].copy()
+        work[w : w + entries] = np.nan
         assert _field_symmetric._upper_scores2(work, w, 0, 0, n, beta, c, 0, n) == entries
-        assert np.array_equal(work[w:w + entries].view(np.int64), general.view(np.int64))
+        assert np.array_equal(work[w : w + entries].view(np.int64), general.view(np.int64))
         # c bounds every score: s - c in [-2c, 0] up to the rounding at the largest norm
         assert np.all((general >= -2 * c * (1 + 1e-14)) & (general <= 1e-14 * c))
 
@@ -276,7 +305,7 @@ def test_vectorized_exp_is_its_scalar_form():
     exp_inplace(vector, 0.0)
     scalar = y.copy()
     for i in range(y.size):
-        exp_inplace(scalar[i:i + 1], 0.0)
+        exp_inplace(scalar[i : i + 1], 0.0)
     assert np.array_equal(vector.view(np.int64), scalar.view(np.int64))
     inside = y >= -708.0  # below EXP_MIN the argument is clamped (documented)
     assert np.allclose(vector[inside], np.exp(y[inside]), rtol=4e-16, atol=0)
@@ -295,7 +324,7 @@ def test_circle_transpose_and_normalization_are_the_general_ones():
         r2 = _field_small._transpose(x, general, 0, 2 * n)
         assert _transpose2(x, special, 0) == r2  # bit for bit
         assert r2 == pytest.approx(np.max(np.sum(x * x, axis=1)), rel=1e-15)  # (fma vs numpy)
-        assert np.array_equal(special[:2 * n], general[:2 * n])
+        assert np.array_equal(special[: 2 * n], general[: 2 * n])
         sums = rng.uniform(0.5, 3.0, 3 * n)
         for usa, weight in ((False, 0.0), (True, 0.37)):
             work = np.concatenate([sums, np.zeros(2 * n)])
@@ -328,14 +357,14 @@ def test_circle_sums_are_the_general_ones(n):
         work = np.zeros(_field_small.work_size(n, d))
         c = abs(beta) * _field_small._transpose(x, work, 0, w - n)
         entries = _field_symmetric._upper_scores(work, w, 0, 0, beta, n, d, 0.0, c, 0, n)
-        exp_inplace(work[w:w + entries], 0.0)
+        exp_inplace(work[w : w + entries], 0.0)
         values = 0 if trial % 2 else 2 * nd
-        work[2 * nd:3 * nd] = rng.standard_normal(nd)
+        work[2 * nd : 3 * nd] = rng.standard_normal(nd)
         _field_symmetric._upper_accumulate(work, w, values, sums, n, d)
-        general = work[sums:sums + 3 * n].copy()
-        work[sums:sums + 3 * n] = np.nan
+        general = work[sums : sums + 3 * n].copy()
+        work[sums : sums + 3 * n] = np.nan
         _field_symmetric._upper_accumulate2(work, w, values, sums, n)
-        assert np.array_equal(work[sums:sums + 3 * n].view(np.int64), general.view(np.int64))
+        assert np.array_equal(work[sums : sums + 3 * n].view(np.int64), general.view(np.int64))
         # the row sums Z_i = sum_j e_ij against numpy (weights e_ij = exp(s_ij - c))
         e = np.exp(beta * x @ x.T - c)
         assert np.allclose(general[:n], e.sum(axis=1), rtol=1e-13)
@@ -355,7 +384,7 @@ def test_circle_blocks_are_the_general_blocks():
     x *= rng.uniform(0.5, 1.5, (n, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
     work = np.zeros(_field_small.work_size(n, d))
     c = 3.0 * _field_small._transpose(x, work, 0, w - n)
-    work[2 * nd:3 * nd] = rng.standard_normal(nd)
+    work[2 * nd : 3 * nd] = rng.standard_normal(nd)
     special = work.copy()
     j0, blocks = 0, 0
     while j0 < n:  # the general blocks, each in the circle's smaller blocks (the same sums)
@@ -363,21 +392,20 @@ def test_circle_blocks_are_the_general_blocks():
         entries = _field_symmetric._upper_scores(work, w, 0, 0, 3.0, n, d, 0.0, c, j0, j1)
         scores = special.copy()
         assert _field_symmetric._upper_scores2(scores, w, 0, 0, n, 3.0, c, j0, j1) == entries
-        exp_inplace(work[w:w + entries], 0.0)
-        exp_inplace(scores[w:w + entries], 0.0)
-        assert np.array_equal(scores[w:w + entries], work[w:w + entries])
+        exp_inplace(work[w : w + entries], 0.0)
+        exp_inplace(scores[w : w + entries], 0.0)
+        assert np.array_equal(scores[w : w + entries], work[w : w + entries])
         _field_symmetric._upper_accumulate_block(work, w, 2 * nd, sums, n, d, j0, j1)
         k0 = j0
         while k0 < j1:
             k1 = min(_block_end(k0, n, CIRCLE_BLOCK), j1)
             count = _field_symmetric._upper_scores2(special, w, 0, 0, n, 3.0, c, k0, k1)
-            exp_inplace(special[w:w + count], 0.0)
+            exp_inplace(special[w : w + count], 0.0)
             _field_symmetric._upper_accumulate2_block(special, w, 2 * nd, sums, n, k0, k1)
             k0, blocks = k1, blocks + 1
         j0 = j1
     assert blocks > 2
-    assert np.array_equal(special[sums:sums + 3 * n].view(np.int64),
-                          work[sums:sums + 3 * n].view(np.int64))
+    assert np.array_equal(special[sums : sums + 3 * n].view(np.int64), work[sums : sums + 3 * n].view(np.int64))
 
 
 def test_the_python_regime_is_the_kernels_and_a_fixed_regime_holds_for_every_n():
@@ -389,8 +417,9 @@ def test_the_python_regime_is_the_kernels_and_a_fixed_regime_holds_for_every_n()
         for causal in (False, True):
             for symmetric_m in (False, True):
                 picks = {af.regime_of(n, d, 1, causal, symmetric_m) for n in ns}
-                assert all(af.regime_of(n, d, 2, causal, symmetric_m)
-                           == af.regime(n, d, 2, causal, symmetric_m) for n in ns)
+                assert all(
+                    af.regime_of(n, d, 2, causal, symmetric_m) == af.regime(n, d, 2, causal, symmetric_m) for n in ns
+                )
                 fixed = af.fixed_regime(d, causal, symmetric_m)
                 path = af.SYMMETRIC if symmetric_m and not causal else af.COLUMNS
                 if fixed is None:

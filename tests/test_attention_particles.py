@@ -4,6 +4,7 @@ the point's (or the run's) own stream, the same on every executor; a matrix of t
 and a normalization whose weights are not a distribution are refused in one line, exit 2. The
 example examples/your_own_transformer runs outside the repository with the same numbers
 serial, in a process pool, on a Dask cluster and after a kill and a resume."""
+
 from __future__ import annotations
 
 import io
@@ -48,11 +49,11 @@ def test_identity_matrices_give_the_engines_attention_field():
     for n, d, beta in [(7, 3, 1.0), (16, 5, 4.5), (33, 2, 0.3)]:
         x = _sphere(rng, n, d)
         eye = np.eye(d)[None]
-        mine = _field(Softmax, x, attention_jit.pack(1.0, 0, 0, np.sqrt(beta) * eye,
-                                                     np.sqrt(beta) * eye, eye))
+        mine = _field(Softmax, x, attention_jit.pack(1.0, 0, 0, np.sqrt(beta) * eye, np.sqrt(beta) * eye, eye))
         swept = _field(Softmax, x, attention_jit.pack(beta, 0, 0, eye, eye, eye))
         problem = schemes.scheme("post").flow.problem(
-            architecture.pack_values({"d": d, "beta": beta, "normalization": "SA"}))
+            architecture.pack_values({"d": d, "beta": beta, "normalization": "SA"})
+        )
         want = _field_of(problem, x)
         for got in (mine, swept):
             integrators.SPHERE.project(x, got)
@@ -140,7 +141,7 @@ def folder(tmp_path, monkeypatch):
         del sys.modules[name]
 
 
-BAD = '''
+BAD = """
 import numpy as np
 import dyn
 
@@ -156,26 +157,35 @@ def shifted(s):
 Halves = dyn.attention_particles(name="Halves", normalization=halves)
 Shifted = dyn.attention_particles(name="Shifted", normalization=shifted)
 Plain = dyn.attention_particles(name="Plain")
-'''
+"""
 
 
 # Halves and Shifted each compile a field of their own: slow tier; by default
 # tests/test_normalizations.py::test_row_check_names_weights_that_are_not_a_distribution checks
 # the same refusals
-@pytest.mark.parametrize("system, extra, says", [
-    pytest.param("Halves", "", "summing to", marks=pytest.mark.slow),
-    pytest.param("Shifted", "", "negative weight", marks=pytest.mark.slow),
-    ("Plain", "Q = [[1.0, 0.0], [0.0, 1.0]]", "params.Q: is 2 x 2; the state's dimension is d = 3"),
-    ("Plain", 'Q = {law = "gaussian", size = 4}', "params.Q: is 4 x 4"),
-    ("Plain", 'V = {law = "haar"}', "params.V: law must be one of"),
-    ("Plain", "d = 2\nK = [[[1.0, 0.0], [0.0, 1.0]]] \nQ = [[[1.0, 0.0], [0.0, 1.0]], [[2.0, 0.0], [0.0, 1.0]]]\n"
-     "V = [[[1.0, 0.0], [0.0, 1.0]], [[2.0, 0.0], [0.0, 1.0]], [[3.0, 0.0], [0.0, 1.0]]]", "heads"),
-])
+@pytest.mark.parametrize(
+    "system, extra, says",
+    [
+        pytest.param("Halves", "", "summing to", marks=pytest.mark.slow),
+        pytest.param("Shifted", "", "negative weight", marks=pytest.mark.slow),
+        ("Plain", "Q = [[1.0, 0.0], [0.0, 1.0]]", "params.Q: is 2 x 2; the state's dimension is d = 3"),
+        ("Plain", 'Q = {law = "gaussian", size = 4}', "params.Q: is 4 x 4"),
+        ("Plain", 'V = {law = "haar"}', "params.V: law must be one of"),
+        (
+            "Plain",
+            "d = 2\nK = [[[1.0, 0.0], [0.0, 1.0]]] \nQ = [[[1.0, 0.0], [0.0, 1.0]], [[2.0, 0.0], [0.0, 1.0]]]\n"
+            "V = [[[1.0, 0.0], [0.0, 1.0]], [[2.0, 0.0], [0.0, 1.0]], [[3.0, 0.0], [0.0, 1.0]]]",
+            "heads",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(folder, system, extra, says):
     (folder / "bad_attention.py").write_text(BAD)
-    (folder / "bad.toml").write_text(f'[scenario]\nname = "bad"\nsystem = "bad_attention:{system}"'
-                                     f'\n[params]\nn = 5\n{extra}\n[integrator]\ndt = 0.1\n'
-                                     'horizon = 0.2\n[output]\nsaves = 2\n')
+    (folder / "bad.toml").write_text(
+        f'[scenario]\nname = "bad"\nsystem = "bad_attention:{system}"'
+        f"\n[params]\nn = 5\n{extra}\n[integrator]\ndt = 0.1\n"
+        "horizon = 0.2\n[output]\nsaves = 2\n"
+    )
     code, err = _cli("run", "bad.toml", "--no-progress")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith("dyn: ") and says in err, err
@@ -205,8 +215,17 @@ def test_the_example_runs_outside_the_repository_serial_process_and_dask_alike(f
     serial = _values(folder / "outputs" / "transformer.h5")
     assert (serial["n_clusters"][:, 0] > 11).all() and (serial["n_clusters"][:, -1] < 8).all()
     for executor in ("process", "dask"):
-        code, err = _cli("run", "transformer.toml", "--no-progress", "--out", f"{executor}.h5",
-                         "--executor", executor, "--workers", "2")
+        code, err = _cli(
+            "run",
+            "transformer.toml",
+            "--no-progress",
+            "--out",
+            f"{executor}.h5",
+            "--executor",
+            executor,
+            "--workers",
+            "2",
+        )
         assert code == 0, err
         _same(serial, _values(folder / f"{executor}.h5"))
 
@@ -232,9 +251,12 @@ def test_the_example_killed_then_resumed_gives_the_same_numbers(folder):
     assert code == 0, err
     (folder / "kill.py").write_text(KILL_AFTER_WRITE)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "kill.py", "1", "run", "transformer.toml",
-                           "--no-progress", "--out", "killed.h5"], capture_output=True, env=env,
-                          cwd=folder)
+    proc = subprocess.run(
+        [sys.executable, "kill.py", "1", "run", "transformer.toml", "--no-progress", "--out", "killed.h5"],
+        capture_output=True,
+        env=env,
+        cwd=folder,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     code, err = _cli("run", "transformer.toml", "--no-progress", "--out", "killed.h5")
     assert code == 0, err

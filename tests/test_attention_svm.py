@@ -3,6 +3,7 @@ forms and their own certificates, the stable attention output against the plain 
 derived sign of the gradient on data with equal non-optimal scores, the clocked loss's flow, bad
 values refused in one line; slow tier: the flow's direction against the SVMs, its norm growth
 against ||W_F|| log t, and the regularization path."""
+
 import io
 
 import numpy as np
@@ -45,6 +46,7 @@ def _jax():
     integrators.configure_jax()
     import jax
     import jax.numpy as jnp
+
     return jax, jnp
 
 
@@ -115,8 +117,7 @@ def test_on_known_data_the_flow_climbs_the_svm_direction_everywhere():
     wf, _ = sm.frobenius_svm(sm.constraints(data["x"], data["z"], opt))
     jdata = {k: jnp.asarray(a) for k, a in data.items()}
     grad = jax.jit(jax.grad(lambda w: svm.risk(jdata["v"], w, jdata)))
-    inner = [float(-jnp.sum(grad(jnp.asarray(3.0 * rng.standard_normal((4, 4)))) * wf))
-             for _ in range(20)]
+    inner = [float(-jnp.sum(grad(jnp.asarray(3.0 * rng.standard_normal((4, 4)))) * wf)) for _ in range(20)]
     assert min(inner) > 0
 
 
@@ -136,8 +137,7 @@ def test_the_clocked_loss_flows_at_the_speed_m_with_clock_log_t():
 @pytest.mark.parametrize("line", ['form = "QK"', "d = 1", "T = 1", "n = 0", 'data = "mixed"'])
 def test_bad_values_exit_2_in_one_line(tmp_path, capsys, line):
     key = line.split(" = ")[0]
-    text = SMALL.format(line=line, forms='["W"]', sweep="", runs=1, horizon=1.0,
-                        path=tmp_path / "bad.h5")
+    text = SMALL.format(line=line, forms='["W"]', sweep="", runs=1, horizon=1.0, path=tmp_path / "bad.h5")
     if key == "form":
         text = text.replace('form = ["W"]', "")
     text = "\n".join(t for t in text.splitlines() if not t.startswith(f"{key} = ") or t == line)
@@ -152,8 +152,11 @@ def test_bad_values_exit_2_in_one_line(tmp_path, capsys, line):
 @pytest.mark.slow  # diffrax compiles four programs and runs them to u = 160
 def test_the_flows_go_to_their_svm_directions(tmp_path):
     toml = tmp_path / "small.toml"
-    toml.write_text(SMALL.format(line="", forms='["W", "KQ"]', sweep="n = [1, 2]", runs=3,
-                                 horizon=160.0, path=tmp_path / "small.h5"))
+    toml.write_text(
+        SMALL.format(
+            line="", forms='["W", "KQ"]', sweep="n = [1, 2]", runs=3, horizon=160.0, path=tmp_path / "small.h5"
+        )
+    )
     out = dyn.run(toml, progress=False, log=io.StringIO())
     with dyn.open(out) as ds:
         assert (ds["status"].values == 1).all()

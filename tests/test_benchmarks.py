@@ -10,6 +10,7 @@ costs most run one by one (SLOW); the others share one child process. The defaul
 that every script is one of the two. The slow tier also runs the soak at length
 (tests/test_reliability_soak.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,19 +35,23 @@ SLOW = {
     "momentum_memory.py": "JAX compiles two backprop programs, ~2 s",
     "gaussian_criterion.py": "two gaussian_attention runs cut to n = 128, ~5 s of CPU",
     "attention_rhs.py": "compiles the field's four paths at eight sizes and times them, ~10 s of "
-                        "CPU (the fields' values are checked by tests/test_attention_field.py)",
+    "CPU (the fields' values are checked by tests/test_attention_field.py)",
     "attention_architectures.py": "compiles the field of every architecture and regime, ~8 s of "
-                                  "one worker warm, ~13 s cold",
+    "one worker warm, ~13 s cold",
 }
 FAST = [s for s in SCRIPTS if s not in SLOW]
 
 
 def _run(scripts: list[str], timeout: float) -> dict[str, dict]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "_benchmark_smoke.py"),
-                           *(str(BENCHMARKS / s) for s in scripts)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "_benchmark_smoke.py"), *(str(BENCHMARKS / s) for s in scripts)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     found = {}
     for line in done.stdout.splitlines():
         if line.startswith("{"):

@@ -2,6 +2,7 @@
 the batch layer's error law E^(l+1) = E^(l) (I - eta X X^T), its depth limit in closed form,
 the network's O(1/L) distance to it, the decay rate against lambda_min, periodic interpolation
 and the Kaczmarz sweep."""
+
 from __future__ import annotations
 
 import io
@@ -61,14 +62,13 @@ def test_depth_limit_is_the_integral_of_the_kernel_flow(kernel, kind):
     tau = 2.0
     want = np.zeros((8, 3))
     for i in range(1, 8):
-        keys, y = x[:i], x[1:i + 1].T
+        keys, y = x[:i], x[1 : i + 1].T
         k = ckd.gram(keys, keys, kernel, 1.0)
         block = np.zeros((2 * i, 2 * i))
         block[:i, :i], block[:i, i:] = -k, np.eye(i)
-        want[i] = y @ scipy.linalg.expm(tau * block)[:i, i:] @ ckd.gram(keys, x[i:i + 1], kernel, 1.0)[:, 0]
+        want[i] = y @ scipy.linalg.expm(tau * block)[:i, i:] @ ckd.gram(keys, x[i : i + 1], kernel, 1.0)[:, 0]
     assert np.abs(ckd.limit(x, kernel, 1.0, tau) - want).max() < 1e-12
-    gaps = [np.abs(ckd.descend(x, kernel, 1.0, n, tau / n, "batch", n)[0][-1] - want).max()
-            for n in (64, 128)]
+    gaps = [np.abs(ckd.descend(x, kernel, 1.0, n, tau / n, "batch", n)[0][-1] - want).max() for n in (64, 128)]
     assert 1.8 < gaps[0] / gaps[1] < 2.2
 
 
@@ -137,12 +137,11 @@ def test_scenario_slope_against_its_own_limit(tmp_path):
 def test_bad_values_exit_2_in_one_line(tmp_path, line):
     key = "saves" if line.startswith("depth") else line.split(" = ")[0]
     text = SMALL.format(path=tmp_path / "bad.h5").replace("depth = [64, 128, 256]", "")
-    text = text.replace("common = [\"depth\"]", "")
+    text = text.replace('common = ["depth"]', "")
     text = text.replace("[params]", f"[params]\n{line}")
     toml = tmp_path / "bad.toml"
     toml.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and key in done.stderr
     assert not (tmp_path / "bad.h5").exists()
@@ -160,8 +159,7 @@ def test_cyclic_order_is_not_bounded_by_the_randomized_kaczmarz_rate():
         mu = np.linalg.eigvalsh(x[:11].T @ x[:11])
         bound.append((1 - mu[0] / 11) ** (11 / 2))
         for update, out in (("cyclic", cyclic), ("random", randomized)):
-            _, n = ckd.descend(x, "linear", 1.0, 40, 1.0, update, 40,
-                               np.random.default_rng(r), w)
+            _, n = ckd.descend(x, "linear", 1.0, 40, 1.0, update, 40, np.random.default_rng(r), w)
             last = np.flatnonzero(n > ckd.FLOOR * n[0])[-1]
             out.append((n[last] / n[0]) ** (1 / last))
     cyclic, randomized, bound = map(np.array, (cyclic, randomized, bound))

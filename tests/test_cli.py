@@ -1,4 +1,5 @@
 """The `dyn` command as a user meets it: exit codes, one-line errors, no stray files, plots."""
+
 from __future__ import annotations
 
 import io
@@ -13,18 +14,21 @@ from dyn.engine.scenario import load
 from dyn.presentation.cli import main
 
 
-@pytest.mark.parametrize("text, sets, fragment", [
-    ("[scenario\nname = 'x'", [], "malformed TOML"),
-    ("", [], "missing required table [scenario]"),
-    (None, ["params.bogus=1"], "params.bogus: unknown key"),
-    (None, ["nosuch.key=1"], "nosuch.key: --set names no key"),
-    (None, ["scenario.system=nope"], "scenario.system: unknown system"),
-    (None, ["integrator.method=rk45"], "integrator.method: unknown ODE method"),
-    (None, ["params.d=1", "sweep.d=[1]"], "sweep.d[0]: must be >= 2"),
-    (None, ["ensemble.runs=-3"], "ensemble.runs: must be >= 1"),
-    (None, ["sweep.beta=[1.0, inf]"], "sweep.beta[1]: must be finite"),
-    (None, ["params.n='many'"], "params.n: expected an integer"),
-])
+@pytest.mark.parametrize(
+    "text, sets, fragment",
+    [
+        ("[scenario\nname = 'x'", [], "malformed TOML"),
+        ("", [], "missing required table [scenario]"),
+        (None, ["params.bogus=1"], "params.bogus: unknown key"),
+        (None, ["nosuch.key=1"], "nosuch.key: --set names no key"),
+        (None, ["scenario.system=nope"], "scenario.system: unknown system"),
+        (None, ["integrator.method=rk45"], "integrator.method: unknown ODE method"),
+        (None, ["params.d=1", "sweep.d=[1]"], "sweep.d[0]: must be >= 2"),
+        (None, ["ensemble.runs=-3"], "ensemble.runs: must be >= 1"),
+        (None, ["sweep.beta=[1.0, inf]"], "sweep.beta[1]: must be finite"),
+        (None, ["params.n='many'"], "params.n: expected an integer"),
+    ],
+)
 def test_bad_input_one_line_exit_2_no_file(tmp_path, capsys, small_scenario, text, sets, fragment):
     scenario = small_scenario
     if text is not None:
@@ -51,8 +55,11 @@ def test_run_show_plot_list_end_to_end(tmp_path, small_scenario, capsys):
     line, the picture); then show, plot and list through the same `main` in this process (each
     fresh interpreter costs ~3 s of imports and proves nothing more)."""
     out = tmp_path / "cli.h5"
-    run = subprocess.run([sys.executable, "-m", "dyn", "run", str(small_scenario), "--out",
-                          str(out), "--plot"], capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "dyn", "run", str(small_scenario), "--out", str(out), "--plot"],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert out.exists() and out.with_suffix(".png").stat().st_size > 10_000
     assert main(["show", str(out)]) == 0
@@ -66,8 +73,7 @@ def test_run_show_plot_list_end_to_end(tmp_path, small_scenario, capsys):
     assert "attention_sphere" in listing and "attention_clusters" in listing
 
 
-def test_unreachable_scheduler_is_one_line_and_leaves_no_output(tmp_path, capsys, small_scenario,
-                                                                monkeypatch):
+def test_unreachable_scheduler_is_one_line_and_leaves_no_output(tmp_path, capsys, small_scenario, monkeypatch):
     out = tmp_path / "never.h5"
     # port 1 on loopback: nothing listens there; the client gives up after its timeout (10 s by
     # default; 1 s here, the refusal is the same)
@@ -111,12 +117,14 @@ def test_without_a_terminal_progress_is_a_line_per_interval(tmp_path, small_scen
         dyn.run(small_scenario, tmp_path / "p.h5", log=stream)
     lines = [line for line in log.read_text().splitlines() if " points" in line]
     total = load(small_scenario).count
-    assert [line.split(":")[1].split(",")[0].split(" in ")[0].strip() for line in lines] == \
-        [f"{k}/{total} points" for k in range(1, total + 1)]
+    assert [line.split(":")[1].split(",")[0].split(" in ")[0].strip() for line in lines] == [
+        f"{k}/{total} points" for k in range(1, total + 1)
+    ]
     # the rate is measured from the first point on (before it: the compile), over a second at least
     assert "measuring the rate" in lines[0]
-    assert all(line.startswith("small: ") and (line.endswith(" left") or "measuring the rate" in line)
-               for line in lines)
+    assert all(
+        line.startswith("small: ") and (line.endswith(" left") or "measuring the rate" in line) for line in lines
+    )
 
 
 def test_pictures_say_what_they_show_and_at_which_settings(tmp_path, small_scenario):

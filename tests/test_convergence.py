@@ -1,6 +1,7 @@
 """A number is only an answer when it has converged: time averages until stationary (window,
 effective sample size, stationarity tests), the step check against a known Euler-Maruyama bias,
 dt = "auto", and the error budget in the file, in `dyn show --errors`, in plots and in `dyn run`."""
+
 import math
 from pathlib import Path
 
@@ -105,13 +106,20 @@ def test_refined_increments_follow_the_same_brownian_path():
     problem = ou_problem(0.0, 1.0, 3)
     x0 = np.zeros((5, 1, 3))
     ts = np.linspace(0.0, 1.0, 5)
-    coarse = integrators.get("numba", "euler_maruyama", dt=0.01, refine=2).solve(
-        problem, x0, ts, rng=np.random.default_rng(9)).states
-    fine = integrators.get("numba", "euler_maruyama", dt=0.005).solve(
-        problem, x0, ts, rng=np.random.default_rng(9)).states
+    coarse = (
+        integrators.get("numba", "euler_maruyama", dt=0.01, refine=2)
+        .solve(problem, x0, ts, rng=np.random.default_rng(9))
+        .states
+    )
+    fine = (
+        integrators.get("numba", "euler_maruyama", dt=0.005).solve(problem, x0, ts, rng=np.random.default_rng(9)).states
+    )
     np.testing.assert_allclose(coarse, fine, atol=1e-12)
-    other = integrators.get("numba", "euler_maruyama", dt=0.005).solve(
-        problem, x0, ts, rng=np.random.default_rng(10)).states
+    other = (
+        integrators.get("numba", "euler_maruyama", dt=0.005)
+        .solve(problem, x0, ts, rng=np.random.default_rng(10))
+        .states
+    )
     assert np.abs(other - fine).max() > 0.1
 
 
@@ -140,8 +148,15 @@ def test_dt_auto_is_step_tol_over_the_rate(tmp_path):
 
 def test_a_drifting_point_is_extended_to_the_cap_then_marked_everywhere(tmp_path, capsys):
     # theta = 0.01 from x0 = 10: x^2 decays over ~50 time units, far beyond the cap 8
-    out = _ou(tmp_path, "sweep.theta=[0.01, 2.0]", "params.x0=10.0", "integrator.horizon=4.0",
-              "integrator.horizon_cap=8.0", "output.saves=40", "integrator.dt=0.01")
+    out = _ou(
+        tmp_path,
+        "sweep.theta=[0.01, 2.0]",
+        "params.x0=10.0",
+        "integrator.horizon=4.0",
+        "integrator.horizon_cap=8.0",
+        "output.saves=40",
+        "integrator.dt=0.01",
+    )
     log = capsys.readouterr().err
     with dyn.open(out) as ds:
         slow, fast = ds.sel(theta=0.01), ds.sel(theta=2.0)
@@ -166,9 +181,14 @@ def test_a_drifting_point_is_extended_to_the_cap_then_marked_everywhere(tmp_path
 @pytest.mark.slow  # a process pool; pools keep the numbers in the default tier's test_engine executors test
 def test_same_numbers_through_every_executor(tmp_path):
     serial = _ou(tmp_path, "integrator.horizon=5.0", "output.saves=50", "integrator.dt=0.05")
-    pooled = dyn.run(tmp_path / "ou.toml", tmp_path / "pooled.h5", progress=False,
-                     executor="process", workers=2,
-                     overrides=["integrator.horizon=5.0", "output.saves=50", "integrator.dt=0.05"])
+    pooled = dyn.run(
+        tmp_path / "ou.toml",
+        tmp_path / "pooled.h5",
+        progress=False,
+        executor="process",
+        workers=2,
+        overrides=["integrator.horizon=5.0", "output.saves=50", "integrator.dt=0.05"],
+    )
     with dyn.open(serial) as a, dyn.open(pooled) as b:
         assert float(a["horizon_used"].max()) > 5.0  # the runs were extended
         for name in ("x2", "x2_se", "burn_in_used", "horizon_used", "stationary"):
@@ -193,11 +213,13 @@ def test_noisy_phase_as_shipped_agrees_with_a_run_five_times_longer(tmp_path, be
     point = {"sweep.beta": [beta], "sweep.sigma": [sigma]}
     sc = dyn.load(SCENARIOS / "noisy_phase.toml")
     horizon, cap = sc.integrator["horizon"], sc.integrator["horizon_cap"]
-    shipped = dyn.run(SCENARIOS / "noisy_phase.toml", tmp_path / "a.h5", progress=False,
-                      overrides=point)
-    longer = dyn.run(SCENARIOS / "noisy_phase.toml", tmp_path / "b.h5", progress=False,
-                     overrides={**point, "integrator.horizon": 5 * horizon,
-                                "integrator.horizon_cap": 5 * cap})
+    shipped = dyn.run(SCENARIOS / "noisy_phase.toml", tmp_path / "a.h5", progress=False, overrides=point)
+    longer = dyn.run(
+        SCENARIOS / "noisy_phase.toml",
+        tmp_path / "b.h5",
+        progress=False,
+        overrides={**point, "integrator.horizon": 5 * horizon, "integrator.horizon_cap": 5 * cap},
+    )
     with dyn.open(shipped) as a, dyn.open(longer) as b:
         a, b = a.squeeze(), b.squeeze()
         assert float(a["stationary"]) == 1

@@ -1,6 +1,7 @@
 """Critical attention scaling (dyn.attention.critical, system critical_scaling): the one-layer
 self weight, gamma_c = 1/(1 - rho), the equiangular reduction against particles, and the
 crossover gamma_1/2(n) converging to gamma_c with its derived finite-n law."""
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,7 @@ def test_self_weight_crosses_one_half_at_gamma_c(rho):
     gamma_c = critical.critical_gamma(rho)
     assert gamma_c == pytest.approx(1.0 / (1.0 - rho), rel=1e-15)
     for n in (10.0, 1e3, 1e6):
-        assert critical.self_weight(critical.half_weight_gamma(n, rho), n, rho) == \
-            pytest.approx(0.5, abs=1e-12)
+        assert critical.self_weight(critical.half_weight_gamma(n, rho), n, rho) == pytest.approx(0.5, abs=1e-12)
     # the phase transition: (n - 1) n^{-gamma(1 - rho)} ~ n^{1 - gamma/gamma_c} -> infinity or 0
     assert critical.self_weight(0.5 * gamma_c, 1e12, rho) < 1e-5
     assert critical.self_weight(1.5 * gamma_c, 1e12, rho) > 1 - 1e-5
@@ -50,8 +50,7 @@ def test_equiangular_displacement_is_the_particles_displacement():
     moved = np.linalg.norm(states[:, -1] - states[:, 0], axis=-1)
     np.testing.assert_allclose(moved, critical.displacement(gamma, n, rho, T), rtol=1e-8)
     path = critical.rho_path(gamma, n, rho, np.linspace(0, T, 5))
-    np.testing.assert_allclose(path, attention.equiangular_rho(np.linspace(0, T, 5), rho, beta, n),
-                               rtol=1e-9)
+    np.testing.assert_allclose(path, attention.equiangular_rho(np.linspace(0, T, 5), rho, beta, n), rtol=1e-9)
 
 
 @pytest.mark.parametrize("rho", [0.0, 0.5, 0.9])
@@ -77,8 +76,7 @@ def test_crossover_converges_to_gamma_c_and_extrapolates_within_5_percent(rho):
     g_inf, _ = critical.extrapolate(NS, crossings, rho)
     assert abs(g_inf / gamma_c - 1.0) < 0.05  # measured: 0.9914, 0.9838, 0.9906
     if rho == 0.0:  # the closed form of the rho = 0 crossover, to first order in 1/n
-        np.testing.assert_allclose(crossings[2:], critical.rho_zero_crossover(NS[2:], 1.0),
-                                   rtol=1e-3)
+        np.testing.assert_allclose(crossings[2:], critical.rho_zero_crossover(NS[2:], 1.0), rtol=1e-3)
 
 
 def test_bad_rho_is_one_line_and_exit_2(tmp_path, capsys):
@@ -91,12 +89,12 @@ def test_bad_rho_is_one_line_and_exit_2(tmp_path, capsys):
 
 @pytest.mark.slow  # ~40 s: particles at n = 100 and 316 for one rho
 def test_scenario_crossovers_agree_with_the_reduction(tmp_path):
-    path = dyn.run(SCENARIO, tmp_path / "c.h5", progress=False,
-                   overrides=["sweep.rho=[0.5]", "sweep.n=[100, 316, 10000]"])
+    path = dyn.run(
+        SCENARIO, tmp_path / "c.h5", progress=False, overrides=["sweep.rho=[0.5]", "sweep.n=[100, 316, 10000]"]
+    )
     with dyn.open(path) as ds:
         half = ds["gamma_half"].sel(rho=0.5).values
-        np.testing.assert_allclose(half, [critical.crossover(n, 0.5, 1.0) for n in
-                                          (100, 316, 10000)], rtol=1e-8)
+        np.testing.assert_allclose(half, [critical.crossover(n, 0.5, 1.0) for n in (100, 316, 10000)], rtol=1e-8)
         np.testing.assert_array_equal(ds["gamma_c"].values, 2.0)
         near = ds["near_gamma_half"].sel(rho=0.5).values
         assert np.isnan(near[-1])  # above particles_max

@@ -1,6 +1,7 @@
 """Discovery and the Python API as the command line: `dyn list SYSTEM` / `dyn describe` and
 `dyn.describe` say what a system takes and gives, from its declaration; `dyn.run` takes a
 shipped scenario's name; a missing file is a FileNotFoundError; near-misses get suggestions."""
+
 from __future__ import annotations
 
 import inspect
@@ -39,8 +40,7 @@ def test_dyn_list_system_prints_its_parameters_outputs_methods_and_scenarios(cap
     assert "rk4" in info.backends["numba"] and "euler_maruyama" not in info.backends["numba"]
     assert info.backends["jax"] == tuple(sorted(system.jax_methods))
     for method in info.backends["diffrax"]:
-        load(SCENARIO_DIR / "attention_clusters.toml", ["integrator.backend=diffrax",
-                                                        f"integrator.method={method}"])
+        load(SCENARIO_DIR / "attention_clusters.toml", ["integrator.backend=diffrax", f"integrator.method={method}"])
     assert {"attention_clusters", "normalization_speed"} <= set(info.scenarios)
     assert "shipped scenarios: attention_clusters" in text
     # describe is an alias, and a scenario's name describes its system
@@ -93,9 +93,12 @@ def test_a_system_named_by_import_path_is_described_with_its_scenarios(capsys):
 def test_run_takes_a_shipped_scenario_name_as_the_command_line_does(tmp_path):
     assert scenario_file("attention_clusters") == SCENARIO_DIR / "attention_clusters.toml"
     assert load("attention_clusters").name == "attention_clusters"
-    out = dyn.run("attention_clusters", tmp_path / "a.h5", progress=False,
-                  overrides=["sweep.beta=[1.0]", "sweep.n=[4]", "ensemble.runs=2",
-                             "output.saves=4", "integrator.horizon=1.0"])
+    out = dyn.run(
+        "attention_clusters",
+        tmp_path / "a.h5",
+        progress=False,
+        overrides=["sweep.beta=[1.0]", "sweep.n=[4]", "ensemble.runs=2", "output.saves=4", "integrator.horizon=1.0"],
+    )
     with dyn.open(out) as ds:
         assert ds.attrs["title"].endswith("attention_clusters") and int(ds["status"].values.min()) == 1
 

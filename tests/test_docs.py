@@ -3,6 +3,7 @@ citation names a section docs/physics.md has, every link of the README and of th
 to a file of the repository (and an anchor to a heading of it), the parameter reference holds every
 system's schema, and the site builds with warnings as errors into pages whose links all resolve
 inside the site (the build test runs where the `docs` extra is installed)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -27,8 +28,7 @@ GENERATED = {ROOT / "docs" / "reference" / "parameters.md"}
 
 
 def _headings(path: Path) -> list[str]:
-    return [line.lstrip("#").strip() for line in path.read_text().splitlines()
-            if line.startswith("#")]
+    return [line.lstrip("#").strip() for line in path.read_text().splitlines() if line.startswith("#")]
 
 
 def _slug(heading: str) -> str:
@@ -81,8 +81,12 @@ def test_physics_md_is_the_one_in_the_repository_and_has_the_cited_sections():
 
 
 def test_nothing_cites_a_file_outside_the_repository():
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
-             *sorted((ROOT / "dyn").rglob("*.py")), *sorted((ROOT / "scenarios").glob("*.toml"))]
+    pages = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "dyn").rglob("*.py")),
+        *sorted((ROOT / "scenarios").glob("*.toml")),
+    ]
     for path in pages:
         text = path.read_text()
         assert "../shared" not in text and "/work/" not in text, path
@@ -137,16 +141,16 @@ def test_every_link_of_the_readme_and_the_pages_resolves_inside_the_repository()
 
 def test_the_readme_links_to_the_documentation():
     targets = set(_markdown_links(ROOT / "README.md"))
-    assert {"docs/index.md", "docs/physics.md", "docs/reference/api.md"} <= {
-        t.split("#")[0] for t in targets}
+    assert {"docs/index.md", "docs/physics.md", "docs/reference/api.md"} <= {t.split("#")[0] for t in targets}
 
 
 def test_a_link_outside_the_repository_is_caught(tmp_path):
     page = tmp_path / "docs" / "page.md"
     page.parent.mkdir()
     (tmp_path / "docs" / "other.md").write_text("# Other page\n")
-    page.write_text("[a](other.md#other-page) [b](../../shared/docs/design.md) "
-                    "[c](https://example.org) [d](other.md#missing)\n")
+    page.write_text(
+        "[a](other.md#other-page) [b](../../shared/docs/design.md) [c](https://example.org) [d](other.md#missing)\n"
+    )
     found = [_check_target(page, t, tmp_path) for t in _markdown_links(page)]
     assert found[0] is None
     assert "leaves the repository" in found[1] and "outside" in found[2]
@@ -154,8 +158,7 @@ def test_a_link_outside_the_repository_is_caught(tmp_path):
 
 
 def _parameter_reference():
-    spec = importlib.util.spec_from_file_location("docs_parameters",
-                                                  ROOT / "docs" / "hooks" / "parameters.py")
+    spec = importlib.util.spec_from_file_location("docs_parameters", ROOT / "docs" / "hooks" / "parameters.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -167,8 +170,7 @@ def _parameter_reference():
 # checks); .ci/run builds the site strict on every run, and the build makes this page by
 # describing every system.
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("markdown") is None,
-                    reason="the docs extra (markdown) is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("markdown") is None, reason="the docs extra (markdown) is not installed")
 def test_the_parameter_reference_holds_every_systems_schema():
     from dyn import systems
     from dyn.core.errors import ScenarioError
@@ -176,16 +178,16 @@ def test_the_parameter_reference_holds_every_systems_schema():
     from dyn.presentation.describe import describe, listed_systems
 
     text = _parameter_reference().markdown()
-    sections = dict(zip(re.findall(r"^## `([^`]+)`", text, flags=re.M),
-                        re.split(r"^## `[^`]+`", text, flags=re.M)[1:], strict=True))
+    sections = dict(
+        zip(re.findall(r"^## `([^`]+)`", text, flags=re.M), re.split(r"^## `[^`]+`", text, flags=re.M)[1:], strict=True)
+    )
     # the registry's systems, and those the shipped scenarios name by import path (module:Class)
     assert list(sections) == listed_systems() and set(systems.names()) < set(sections)
     assert "dyn.frontier.resnet_width:ResNetWidth" in sections
     for name, section in sections.items():
         system = systems.get(name)
         for key, field in system.params.items():  # the schema itself, not only describe's words
-            assert re.search(rf"^\| `{re.escape(key)}` \| {field.kind} \|", section, flags=re.M), \
-                (name, key)
+            assert re.search(rf"^\| `{re.escape(key)}` \| {field.kind} \|", section, flags=re.M), (name, key)
         doc = {"scenario": {"name": "x", "system": name}}
         if system.equation == "sde":
             doc["integrator"] = {"method": "euler_maruyama"}
@@ -204,8 +206,9 @@ def test_the_parameter_reference_holds_every_systems_schema():
     assert "`euler_maruyama`" in noisy and "`rk4`" not in noisy.split("**Solver**")[1]
     assert "- `jax`: `euler`, `heun`, `rk4`" in sections["attention_sphere"]
     # a parameter's bounds and default are the schema's
-    assert re.search(r"^\| `n` \| int \| `32` \| &gt;= 1, &lt;= 10000 \|",
-                     sections["attention_sphere"], flags=re.M)  # escaped: no tag to a browser
+    assert re.search(
+        r"^\| `n` \| int \| `32` \| &gt;= 1, &lt;= 10000 \|", sections["attention_sphere"], flags=re.M
+    )  # escaped: no tag to a browser
     assert "`attention_clusters`" in sections["attention_sphere"]  # the scenarios that use it
     assert "| `rho` (in equiangular) |" in sections["attention_sphere"]  # outputs of other settings
 
@@ -229,8 +232,13 @@ def site(tmp_path_factory):
     """The site, built once for the tests below: `mkdocs build --strict` (30 s on 2 busy cores,
     most of it the parameter reference of every system)."""
     site = tmp_path_factory.mktemp("docs") / "site"
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
-                           str(site)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return site
 
@@ -252,8 +260,7 @@ def test_the_site_builds_strict_and_its_links_stay_inside(site):
         for target in parser.links:
             target = target.split("?")[0]
             if target.startswith("/") and not target.startswith("//"):  # 404.html: from the root
-                target = str(Path(*[".."] * len(page.relative_to(site).parts[:-1]) or ["."],
-                                  target.lstrip("/")))
+                target = str(Path(*[".."] * len(page.relative_to(site).parts[:-1]) or ["."], target.lstrip("/")))
             problem = _check_target(page, target, site)
             if problem and "no heading" not in problem:
                 problems.append(f"{page.relative_to(site)}: {problem}")
@@ -267,8 +274,9 @@ def test_the_built_site_has_no_raw_tag_and_its_math_is_mathml(site):
     code it is escaped, inside math it is MathML), the generated reference included."""
     from _docs_pages import raw_tags
 
-    problems = [f"{page.relative_to(site)}:{tag}" for page in sorted(site.rglob("*.html"))
-                for tag in raw_tags(page.read_text())]
+    problems = [
+        f"{page.relative_to(site)}:{tag}" for page in sorted(site.rglob("*.html")) for tag in raw_tags(page.read_text())
+    ]
     assert not problems, "\n".join(problems[:30])
     physics = (site / "physics.html").read_text()
     assert physics.count("<math ") > 50 and 'class="arithmatex">\\(' not in physics

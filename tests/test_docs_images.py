@@ -2,6 +2,7 @@
 what a fresh run would: every picture has its recipe (a shipped scenario and the `dyn` command
 that draws it), and the labels each `dyn plot` picture was drawn with (docs/images/labels.json,
 written by the same command) are those a fresh, cut-down run of its scenario gets now."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -15,8 +16,7 @@ IMAGES = ROOT / "docs" / "images"
 
 
 def _make_images():
-    spec = importlib.util.spec_from_file_location("docs_make_images",
-                                                  ROOT / "docs" / "make_images.py")
+    spec = importlib.util.spec_from_file_location("docs_make_images", ROOT / "docs" / "make_images.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -50,11 +50,9 @@ def test_the_recorded_labels_are_of_plot_pictures_and_hold_the_docs_front_pictur
 
 def test_the_cut_down_run_keeps_every_axis_at_two_values():
     make = _make_images()
-    assert make.quick_sets("attention_clusters") == (
-        "ensemble.runs=2", 'sweep.beta={start = 0.1, stop = 9.0, num = 2}')
+    assert make.quick_sets("attention_clusters") == ("ensemble.runs=2", "sweep.beta={start = 0.1, stop = 9.0, num = 2}")
     sets = make.quick_sets("normalization_speed")
-    assert sets[0] == "ensemble.runs=2" and all(
-        s.count(",") == 1 or "num = 2" in s for s in sets[1:])
+    assert sets[0] == "ensemble.runs=2" and all(s.count(",") == 1 or "num = 2" in s for s in sets[1:])
 
 
 # slow tier: a run per recorded picture (seconds each once numba's cache holds the kernels,
@@ -66,5 +64,5 @@ def test_a_recorded_picture_has_the_labels_of_a_fresh_run(name, tmp_path):
     recorded.pop("scenario")
     fresh = _make_images().fresh_labels(name, tmp_path)
     assert fresh == recorded, (
-        f"docs/images/{name} is older than the code that labels it: "
-        f"run `python docs/make_images.py {name}`")
+        f"docs/images/{name} is older than the code that labels it: run `python docs/make_images.py {name}`"
+    )

@@ -7,6 +7,7 @@ help strings) must be escaped, or the browser takes it for an unknown element an
 These tests run each page through the site's own Markdown pipeline (mkdocs.yml's extensions and
 the hook) without a whole build; the whole build, with the reference of every system and the
 real-browser check of the built page, is in tests/test_docs.py (slow tier)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,19 +21,22 @@ from _docs_pages import ROOT, chromium, load_hook, markdown_pipeline, probe_in_b
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("mkdocs", "pymdownx", "latex2mathml")),
-    reason="the docs extra is not installed (pip install -e '.[docs]')")
+    reason="the docs extra is not installed (pip install -e '.[docs]')",
+)
 
-PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md")
-               if not {"hooks", "theme"} & set(p.relative_to(ROOT / "docs").parts))
+PAGES = sorted(
+    p for p in (ROOT / "docs").rglob("*.md") if not {"hooks", "theme"} & set(p.relative_to(ROOT / "docs").parts)
+)
 
 
 def test_the_raw_tag_finder_finds_what_a_browser_would_drop():
-    html = ("<p>a <x_i, x_j> b <Q x_i, K x_j> c <W, W_F(opt)> <code>&lt;x_i&gt;</code>"
-            '<img alt="i" src="a.png"/> <input hidden> <math display="inline"><semantics><mrow>'
-            "<mi>x</mi></mrow></semantics></math> <mi>y</mi></p>")
+    html = (
+        "<p>a <x_i, x_j> b <Q x_i, K x_j> c <W, W_F(opt)> <code>&lt;x_i&gt;</code>"
+        '<img alt="i" src="a.png"/> <input hidden> <math display="inline"><semantics><mrow>'
+        "<mi>x</mi></mrow></semantics></math> <mi>y</mi></p>"
+    )
     found = raw_tags(html)
-    assert [f.split(": ", 1)[1] for f in found] == ["<x_i, x_j>", "<Q x_i, K x_j>",
-                                                    "<W, W_F(opt)>", "<mi>"]
+    assert [f.split(": ", 1)[1] for f in found] == ["<x_i, x_j>", "<Q x_i, K x_j>", "<W, W_F(opt)>", "<mi>"]
 
 
 def test_a_formula_becomes_mathml_with_its_tex():
@@ -40,8 +44,7 @@ def test_a_formula_becomes_mathml_with_its_tex():
     out = math.mathml(r"\langle x_i, x_j \rangle > 1 - \delta", "inline")
     assert out.startswith('<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline">')
     assert out.count("<msub>") == 2 and "&#x027E8;" in out and "&#x003B4;" in out  # angle, delta
-    assert '<annotation encoding="application/x-tex">\\langle x_i, x_j \\rangle &gt; 1 - \\delta' \
-        in out
+    assert '<annotation encoding="application/x-tex">\\langle x_i, x_j \\rangle &gt; 1 - \\delta' in out
     assert not raw_tags(out)
     assert 'display="block"' in math.mathml(r"\frac{a}{b}", "block")
 
@@ -83,8 +86,7 @@ def test_the_readme_has_no_raw_tag():
 
 
 def test_math_is_found_outside_code_only():
-    html = markdown_pipeline()("a $\\beta < 0$ b `$x$` c\n\n$$\n\\frac{1}{2}\n$$\n\n"
-                               "    $$ y $$\n")
+    html = markdown_pipeline()("a $\\beta < 0$ b `$x$` c\n\n$$\n\\frac{1}{2}\n$$\n\n    $$ y $$\n")
     assert html.count("<math ") == 2 and 'display="block"' in html
     assert "<code>$x$</code>" in html and "$$ y $$" in html
 
@@ -108,11 +110,21 @@ class _Cells(HTMLParser):
             self.cells[-1] += data
 
 
-HELP = ["clustering threshold delta: > 1 - delta", "s = <x_i, x_j> in [-1, 1]",
-        "|<x_i,x_j> - rho_theory|", "its law: ||W_F(alpha)||_F (W), ||W_*(opt)||_* (KQ)",
-        "|x_K - x*| / |x_0 - x*| at the last iteration", "layers of the network over [0, T](x)",
-        "a & b &lt; c", "costs $5 and $6", "`code` and \\ backslash", "_under_ and *star*",
-        ">= 1, <= 10000", "<W, W_F(opt)>", "<m - m_own(t), u>"]
+HELP = [
+    "clustering threshold delta: > 1 - delta",
+    "s = <x_i, x_j> in [-1, 1]",
+    "|<x_i,x_j> - rho_theory|",
+    "its law: ||W_F(alpha)||_F (W), ||W_*(opt)||_* (KQ)",
+    "|x_K - x*| / |x_0 - x*| at the last iteration",
+    "layers of the network over [0, T](x)",
+    "a & b &lt; c",
+    "costs $5 and $6",
+    "`code` and \\ backslash",
+    "_under_ and *star*",
+    ">= 1, <= 10000",
+    "<W, W_F(opt)>",
+    "<m - m_own(t), u>",
+]
 
 
 def test_the_parameter_reference_shows_help_text_exactly_as_written():
@@ -149,8 +161,7 @@ def test_the_formulas_render_in_a_real_browser(tmp_path):
         pytest.skip("no Chromium (chromium, chromium-browser, google-chrome) on PATH")
     html = markdown_pipeline()((ROOT / "docs" / "physics.md").read_text(), "physics.md")
     page = tmp_path / "physics.html"
-    page.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{html}'
-                    "</body></html>")
+    page.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{html}</body></html>')
     found = probe_in_browser(page, browser)
     _check_the_rendered_formula(found)
 

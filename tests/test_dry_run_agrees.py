@@ -9,6 +9,7 @@ claim is a ratio within 2x. A burst of load that hits one of the two measurement
 other can break it; each scenario is measured again once before it fails, so the test fails on
 a load burst only if bursts hit both tries. Run with `-s` to see the ratios and the load.
 """
+
 import os
 import re
 import subprocess
@@ -23,11 +24,21 @@ CASES = {
     "attention_clusters": ["sweep.beta=[1.0,4.0,8.0]", "ensemble.runs=64", "integrator.horizon=10.0"],
     "noisy_phase": ["sweep.beta=[1.0,3.0]", "sweep.sigma=[0.5,2.0]", "integrator.horizon_cap=24"],
     "gaussian_attention": ['sweep.kind=["softmax","l2"]', "sweep.d=[2]", "sweep.n=[128,256]"],
-    "linear_icl_flow": ["sweep.kappa=[1.0,4.0]", "sweep.N=[10]", "sweep.d=[2]", "sweep.angle=[0.0]",
-                        'sweep.start=["paper"]', "integrator.horizon=30.0"],
-    "transformer_depth_limit": ["sweep.depth=[4,16,64]", "ensemble.runs=30",
-                                "params.reference_depth=256", "output.trajectories=false",
-                                'integrator.backend="jax"'],
+    "linear_icl_flow": [
+        "sweep.kappa=[1.0,4.0]",
+        "sweep.N=[10]",
+        "sweep.d=[2]",
+        "sweep.angle=[0.0]",
+        'sweep.start=["paper"]',
+        "integrator.horizon=30.0",
+    ],
+    "transformer_depth_limit": [
+        "sweep.depth=[4,16,64]",
+        "ensemble.runs=30",
+        "params.reference_depth=256",
+        "output.trajectories=false",
+        'integrator.backend="jax"',
+    ],
 }
 TRIES = 2
 
@@ -36,8 +47,9 @@ def _dyn(*args: str) -> tuple[str, float]:
     """stdout of `dyn ARGS` in a new process, and its wall seconds."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "dyn", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "dyn", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+    )
     seconds = time.perf_counter() - start
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout, seconds
@@ -62,8 +74,10 @@ def test_the_dry_run_estimate_is_within_2x_of_the_run(name, tmp_path):
     for _ in range(TRIES):
         estimated, wall, text = estimate_and_run(name, tmp_path)
         ratio = wall / estimated
-        print(f"{name}: estimate {estimated:.3g} s, run {wall:.3g} s, run / estimate {ratio:.2f}, "
-              f"load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"{name}: estimate {estimated:.3g} s, run {wall:.3g} s, run / estimate {ratio:.2f}, "
+            f"load average {os.getloadavg()[0]:.1f}"
+        )
         if 0.5 <= ratio <= 2.0:
             break
     assert 0.5 <= ratio <= 2.0, text

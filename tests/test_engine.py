@@ -1,4 +1,5 @@
 """Engine: HDF5 round trip, executor equivalence, resume after kills, divergence, refusals."""
+
 from __future__ import annotations
 
 import json
@@ -51,37 +52,44 @@ def test_round_trip_through_xarray(small_scenario, tmp_path):
         assert (e0 >= np.exp(-ds["beta"].values)[:, None] / (2 * ds["beta"].values[:, None])).all()
 
 
-@pytest.mark.parametrize("kept", [("pair_fraction",), ("energy", "n_clusters"),
-                                  ("time_to_one_cluster", "first_alignment")])
-def test_kept_observables_are_the_same_numbers_and_only_they_are_written(small_scenario, tmp_path,
-                                                                          kept):
+@pytest.mark.parametrize(
+    "kept", [("pair_fraction",), ("energy", "n_clusters"), ("time_to_one_cluster", "first_alignment")]
+)
+def test_kept_observables_are_the_same_numbers_and_only_they_are_written(small_scenario, tmp_path, kept):
     """[output] observables drops outputs (and their companions) from the file, and the system
     skips their work (energy's exps, the union-find): what is kept is bit for bit the same."""
     every = dyn.run(small_scenario, tmp_path / "all.h5", progress=False)
-    some = dyn.run(small_scenario, tmp_path / "some.h5", progress=False,
-                   overrides={"output.observables": list(kept), "output.plot": kept[0]})
+    some = dyn.run(
+        small_scenario,
+        tmp_path / "some.h5",
+        progress=False,
+        overrides={"output.observables": list(kept), "output.plot": kept[0]},
+    )
     with dyn.open(every) as full, dyn.open(some) as part:
         written = {v for v in part.data_vars if v not in store.BOOKKEEPING}
         censored = ("", "_se", "_censored", "_median", "_median_lower", "_median_upper")
-        assert written == {f"{k}{tail}" for k in kept
-                           for tail in (censored if k == "time_to_one_cluster" else ("", "_se"))}
+        assert written == {
+            f"{k}{tail}" for k in kept for tail in (censored if k == "time_to_one_cluster" else ("", "_se"))
+        }
         assert (part["status"].values == OK).all()
         for name in written:
             np.testing.assert_array_equal(part[name].values, full[name].values, err_msg=name)
 
 
-@pytest.mark.parametrize("executor, workers", [
-    ("process", 2),
-    # dask starts a cluster (~6 s) and a pool of one takes the same code path as two: the
-    # default tier keeps the pool of two
-    pytest.param("dask", 2, marks=pytest.mark.slow), pytest.param("process", 1, marks=pytest.mark.slow),
-])
-def test_executors_and_worker_counts_give_identical_numbers(small_scenario, tmp_path, executor,
-                                                            workers):
+@pytest.mark.parametrize(
+    "executor, workers",
+    [
+        ("process", 2),
+        # dask starts a cluster (~6 s) and a pool of one takes the same code path as two: the
+        # default tier keeps the pool of two
+        pytest.param("dask", 2, marks=pytest.mark.slow),
+        pytest.param("process", 1, marks=pytest.mark.slow),
+    ],
+)
+def test_executors_and_worker_counts_give_identical_numbers(small_scenario, tmp_path, executor, workers):
     serial = values(dyn.run(small_scenario, tmp_path / "s.h5", progress=False))
     out = tmp_path / f"{executor}{workers}.h5"
-    assert_same(serial, values(dyn.run(small_scenario, out, executor=executor, workers=workers,
-                                       progress=False)))
+    assert_same(serial, values(dyn.run(small_scenario, out, executor=executor, workers=workers, progress=False)))
 
 
 def test_a_run_says_once_when_numba_compiles(small_scenario, tmp_path, monkeypatch, capsys):
@@ -128,13 +136,17 @@ def test_failed_point_is_isolated_recorded_and_retried(small_scenario, tmp_path,
     assert_same(values(out), values(dyn.run(small_scenario, tmp_path / "clean.h5", progress=False)))
 
 
-@pytest.mark.parametrize("break_it, problem", [
-    (lambda v: v.pop("energy"), "returned no values for energy"),
-    (lambda v: v.update(extra=v["energy"]), "undeclared extra"),
-    (lambda v: v.update(energy=v["energy"][:, :2]), "energy of shape"),
-])
+@pytest.mark.parametrize(
+    "break_it, problem",
+    [
+        (lambda v: v.pop("energy"), "returned no values for energy"),
+        (lambda v: v.update(extra=v["energy"]), "undeclared extra"),
+        (lambda v: v.update(energy=v["energy"][:, :2]), "energy of shape"),
+    ],
+)
 def test_values_that_miss_the_declared_outputs_fail_their_point_only(
-        small_scenario, tmp_path, monkeypatch, break_it, problem):
+    small_scenario, tmp_path, monkeypatch, break_it, problem
+):
     """The engine checks a point's values against the declared outputs in the worker."""
     from dyn.systems.attention_sphere import AttentionSphere
 
@@ -187,8 +199,7 @@ def test_pending_points_are_nan_and_get_filled_on_resume(small_scenario, tmp_pat
 
 def test_divergence_is_recorded_not_hidden(small_scenario, tmp_path, capsys):
     # USA weights exp(beta <x_i,x_j>) overflow to inf at beta = 1000: NaN states, status "diverged"
-    out = dyn.run(small_scenario, tmp_path / "d.h5", progress=False,
-                  overrides=["sweep.beta=[1.0, 1000.0]"])
+    out = dyn.run(small_scenario, tmp_path / "d.h5", progress=False, overrides=["sweep.beta=[1.0, 1000.0]"])
     with dyn.open(out) as ds:
         status = ds["status"].sel(beta=1000.0, normalization="USA").item()
         assert status == DIVERGED
@@ -216,8 +227,9 @@ def test_second_run_on_a_file_being_written_is_refused(small_scenario, tmp_path)
     out = tmp_path / "busy.h5"
     script = tmp_path / "hold.py"
     script.write_text(HOLD_LOCK)
-    holder = subprocess.Popen([sys.executable, str(script), str(out)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, str(script), str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         second = subprocess.run(_run_cmd(small_scenario, out, ()), capture_output=True, text=True)
@@ -244,9 +256,14 @@ def test_concurrent_writer_is_refused(small_scenario, tmp_path, capsys):
 
 
 # 32 small points; the kills are placed by hooks (KILL_AT), so the points' cost does not matter.
-KILL_SCENARIO_SETS = ["ensemble.runs=32", "params.n=8", "integrator.dt=0.02",
-                      "sweep.beta=[0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]",
-                      "sweep.normalization=['SA', 'USA']", "sweep.d=[2, 3]"]
+KILL_SCENARIO_SETS = [
+    "ensemble.runs=32",
+    "params.n=8",
+    "integrator.dt=0.02",
+    "sweep.beta=[0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]",
+    "sweep.normalization=['SA', 'USA']",
+    "sweep.d=[2, 3]",
+]
 
 
 def _run_cmd(scenario: Path, out: Path, overrides=tuple(KILL_SCENARIO_SETS)) -> list[str]:
@@ -288,12 +305,14 @@ sys.exit(cli.main(sys.argv[3:]))
 """
 
 
-@pytest.mark.parametrize("kills", [
-    3,  # one of each kind (each kill is a fresh process: ~5 s of start-up)
-    pytest.param(10, marks=pytest.mark.slow),
-])
-def test_kills_at_chosen_moments_then_resume_gives_the_same_numbers(small_scenario, tmp_path,
-                                                                    kills):
+@pytest.mark.parametrize(
+    "kills",
+    [
+        3,  # one of each kind (each kill is a fresh process: ~5 s of start-up)
+        pytest.param(10, marks=pytest.mark.slow),
+    ],
+)
+def test_kills_at_chosen_moments_then_resume_gives_the_same_numbers(small_scenario, tmp_path, kills):
     """SIGKILL a sweep `kills` times, at moments drawn from a seeded generator: while the file is
     being created, while a point is computed, right after a point is written. After each kill the
     file must open; the resumed file must equal an uninterrupted run bit for bit. The kills are
@@ -301,19 +320,16 @@ def test_kills_at_chosen_moments_then_resume_gives_the_same_numbers(small_scenar
     # the uninterrupted run, in this process: integrators.numba.jit loads a kernel's callees before
     # it, so this worker runs the same code as the fresh processes killed below, cold or warm
     # (before that, USA points differed from theirs by 1-2 ulp)
-    reference = dyn.run(small_scenario, tmp_path / "ref.h5", progress=False,
-                        overrides=KILL_SCENARIO_SETS)
+    reference = dyn.run(small_scenario, tmp_path / "ref.h5", progress=False, overrides=KILL_SCENARIO_SETS)
     script = tmp_path / "kill.py"
     script.write_text(KILL_AT)
     out = tmp_path / "killed.h5"
     rng = np.random.default_rng(20261201)
     moments = [("create", 1), ("compute", 2), ("write", 1)]
-    moments += [(str(rng.choice(["compute", "write"])), int(rng.integers(1, 4)))
-                for _ in range(kills - len(moments))]
+    moments += [(str(rng.choice(["compute", "write"])), int(rng.integers(1, 4))) for _ in range(kills - len(moments))]
     for where, count in moments:  # at most 27 of the 32 points get done before the last kill
         cmd = _run_cmd(small_scenario, out)
-        proc = subprocess.run([sys.executable, str(script), where, str(count), *cmd[3:]],
-                              capture_output=True)
+        proc = subprocess.run([sys.executable, str(script), where, str(count), *cmd[3:]], capture_output=True)
         assert proc.returncode == -signal.SIGKILL, proc.stderr
         if out.exists():
             with dyn.open(out) as ds:  # readable after every kill
@@ -375,6 +391,7 @@ def test_batched_pool_tasks_keep_every_point_on_its_own_stream(tmp_path):
         np.testing.assert_array_equal(a["mean"].values, b["mean"].values)
         assert len(np.unique(a["first"].values[:, 0])) == 300  # distinct streams per point
         # each point's first draw is the first normal of SeedSequence(seed, spawn_key=(index,))
-        first = [np.random.default_rng(np.random.SeedSequence(11, spawn_key=(k,))).standard_normal()
-                 for k in (0, 150, 299)]
+        first = [
+            np.random.default_rng(np.random.SeedSequence(11, spawn_key=(k,))).standard_normal() for k in (0, 150, 299)
+        ]
         np.testing.assert_array_equal(a["first"].values[[0, 150, 299], 0], first)

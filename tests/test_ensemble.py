@@ -1,5 +1,6 @@
 """The engine's ensemble reductions (dyn.engine.ensemble): chunking never changes a number, and each
 reduction is the statistic it names."""
+
 import numpy as np
 import pytest
 
@@ -8,10 +9,13 @@ from dyn.core.system import Output
 from dyn.engine.ensemble import chunks
 from dyn.engine.reductions import Reductions, companions
 
-OUTPUTS = [Output("m", "m", dims=("time",)), Output("p_hit", "fraction of runs hitting", "1",
-                                                     reduce="proportion"),
-           Output("top", "top", reduce="max"), Output("err", "err", reduce="rms"),
-           Output("s", "s", reduce="mean_se")]
+OUTPUTS = [
+    Output("m", "m", dims=("time",)),
+    Output("p_hit", "fraction of runs hitting", "1", reduce="proportion"),
+    Output("top", "top", reduce="max"),
+    Output("err", "err", reduce="rms"),
+    Output("s", "s", reduce="mean_se"),
+]
 
 
 def _reduce(values, splits):
@@ -24,9 +28,13 @@ def _reduce(values, splits):
 def test_reductions_are_their_statistics_and_do_not_depend_on_chunks():
     rng = np.random.default_rng(0)
     runs = 37
-    values = {"m": rng.standard_normal((runs, 5)), "p_hit": rng.random(runs) < 0.3,
-              "top": rng.standard_normal(runs), "err": rng.standard_normal(runs),
-              "s": rng.standard_normal(runs)}
+    values = {
+        "m": rng.standard_normal((runs, 5)),
+        "p_hit": rng.random(runs) < 0.3,
+        "top": rng.standard_normal(runs),
+        "err": rng.standard_normal(runs),
+        "s": rng.standard_normal(runs),
+    }
     one = _reduce(values, [])
     for splits in ([5], [1, 2, 30], list(range(1, runs))):
         many = _reduce(values, splits)
@@ -49,9 +57,13 @@ def test_standard_error_holds_for_runs_that_nearly_agree(offset, spread):
     E[v^2] - E[v]^2 leaves, and it does not depend on where the chunks are cut."""
     rng = np.random.default_rng(1)
     runs = 16
-    values = {"m": rng.standard_normal((runs, 5)), "p_hit": rng.random(runs) < 0.3,
-              "top": rng.standard_normal(runs), "err": rng.standard_normal(runs),
-              "s": offset + spread * rng.standard_normal(runs)}
+    values = {
+        "m": rng.standard_normal((runs, 5)),
+        "p_hit": rng.random(runs) < 0.3,
+        "top": rng.standard_normal(runs),
+        "err": rng.standard_normal(runs),
+        "s": offset + spread * rng.standard_normal(runs),
+    }
     want = values["s"].std(ddof=1) / np.sqrt(runs)
     for splits in ([], [3, 9]):
         got = _reduce(values, splits)["s_se"]

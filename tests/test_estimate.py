@@ -1,6 +1,7 @@
 """`dyn run --dry-run`: the file size is the run's own bound; the time is the run's wall time as
 calibrated on this machine (its start, the kernels' first use, the file's writes, the sampled
 points' seconds spread over the sweep); nothing is left behind."""
+
 import time
 
 import numpy as np
@@ -39,8 +40,7 @@ def test_estimate_spreads_the_sampled_cost_over_every_point(small_scenario, tmp_
 
 def test_dry_run_from_the_command_line_writes_nothing(small_scenario, tmp_path, capsys):
     out = tmp_path / "never.h5"
-    assert main(["run", str(small_scenario), "--out", str(out), "--dry-run",
-                 "--set", "ensemble.runs=3"]) == 0
+    assert main(["run", str(small_scenario), "--out", str(out), "--dry-run", "--set", "ensemble.runs=3"]) == 0
     printed = capsys.readouterr().out
     assert "6 points x 3 runs = 18 runs" in printed and f"file: {out}, about" in printed
     assert list(tmp_path.iterdir()) == [small_scenario]
@@ -50,8 +50,7 @@ def test_the_printed_time_is_the_runs_wall_time_with_its_calibration(small_scena
     found = estimate(dyn.load(small_scenario), tmp_path / "never.h5")
     # start (unknown from Python) + the kernels' first use + the file + the points
     assert found.start_seconds is None and found.file_seconds > 0 and found.load_seconds >= 0
-    assert np.isclose(found.total_seconds,
-                      found.load_seconds + found.file_seconds + found.serial_seconds)
+    assert np.isclose(found.total_seconds, found.load_seconds + found.file_seconds + found.serial_seconds)
     assert 0 < found.calibration_seconds
     text = str(found)
     assert "calibrated on this machine in " in text and " cores" in text
@@ -95,8 +94,14 @@ def test_compiling_time_is_the_union_of_nested_compiles():
         return SimpleNamespace(is_start=start)
 
     # an outer compile 0..10 holding a nested one 2..3, then another 12..13
-    buffer = [(0.0, ev(True)), (2.0, ev(True)), (3.0, ev(False)), (10.0, ev(False)),
-              (12.0, ev(True)), (13.0, ev(False))]
+    buffer = [
+        (0.0, ev(True)),
+        (2.0, ev(True)),
+        (3.0, ev(False)),
+        (10.0, ev(False)),
+        (12.0, ev(True)),
+        (13.0, ev(False)),
+    ]
     assert compiling_seconds(buffer) == 11.0 and compiling_seconds([]) == 0.0
 
 

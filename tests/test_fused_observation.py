@@ -2,6 +2,7 @@
 the observed rows equal the observables of the stored states, pair fraction, min inner product
 and cluster labels bit for bit, the energy read off the field's normalizers to rounding; a run
 whose outputs need the states still stores them."""
+
 from __future__ import annotations
 
 import itertools
@@ -59,7 +60,7 @@ def _configurations(rng, m, n, d):
     x = uniform_sphere(rng, m, n, d)
     centres = uniform_sphere(rng, m, 3, d)
     tight = centres[:, rng.integers(0, 3, n)] + 0.03 * rng.standard_normal((m, n, d))
-    x[m // 2:] = tight[m // 2:] / np.linalg.norm(tight[m // 2:], axis=-1, keepdims=True)
+    x[m // 2 :] = tight[m // 2 :] / np.linalg.norm(tight[m // 2 :], axis=-1, keepdims=True)
     return x
 
 
@@ -157,8 +158,7 @@ def test_the_masked_clusters_are_the_union_finds(n):
         for early in (1, 2, n, n + 1, 10**4):
             counted = close_rows_counted(c, threshold, padded, lows, tags, float(early))
             assert np.array(counted[:2]).tobytes() == np.array(want).tobytes()
-            assert counted[2:] == (len(set(want_labels)), (want_labels < 1).sum(),
-                                   (want_labels < early).sum())
+            assert counted[2:] == (len(set(want_labels)), (want_labels < 1).sum(), (want_labels < early).sum())
         clusters.add(len(set(got_labels)))
     if n >= 4:  # the quadrant's min is a G of exactly +0 (-0.0 x 1.0 + 1.0 x 0.0 and the like)
         assert close_rows_joined(x[5], 1.0 - 1e-3, padded, lows, tags, got_labels)[1] == 0.0
@@ -166,8 +166,7 @@ def test_the_masked_clusters_are_the_union_finds(n):
         assert len(clusters) >= 3  # one, a few and many clusters among the cases
 
 
-@pytest.mark.parametrize("n, d", [(5, 2), (17, 2), (32, 2), (MASK_TOKENS, 2),
-                                  (MASK_TOKENS + 3, 2), (17, 3)])
+@pytest.mark.parametrize("n, d", [(5, 2), (17, 2), (32, 2), (MASK_TOKENS, 2), (MASK_TOKENS + 3, 2), (17, 3)])
 def test_the_observed_counts_are_the_labels_counts(n, d):
     """An observer given `early` writes in place of the n labels their three counts, and
     nothing else moves: the clusters are count_clusters of the labels, and the tokens labelled
@@ -194,8 +193,7 @@ def test_the_observed_counts_are_the_labels_counts(n, d):
         return rows
 
     for beta in (0.0, 2.5):
-        stats, found, sums = split_rows(observed(pair_observer(n, d, delta, beta, token_sum=True)),
-                                        n, beta)
+        stats, found, sums = split_rows(observed(pair_observer(n, d, delta, beta, token_sum=True)), n, beta)
         assert np.array_equal(found, labels)
         assert np.array_equal(stats[:, :2], want_stats[:, :2], equal_nan=True)
         for early in (1, 3, n + 4):
@@ -222,8 +220,7 @@ def _problem(form, beta, normalization):
     return (scheme.network if form == "network" else scheme.flow).problem(p)
 
 
-@pytest.mark.parametrize("form, method, normalization",
-                         [("network", "euler", "SA"), ("flow", "rk4", "USA")])
+@pytest.mark.parametrize("form, method, normalization", [("network", "euler", "SA"), ("flow", "rk4", "USA")])
 def test_observed_rows_equal_the_stored_states_observables(form, method, normalization):
     """A small ensemble solved twice, states stored then observed, and observed in the loop:
     pairs and labels bit for bit; the energy from the field's normalizers e^c sum_i Z_i to
@@ -240,8 +237,7 @@ def test_observed_rows_equal_the_stored_states_observables(form, method, normali
     want, labels = observables.pairs_and_clusters(states, 1e-3, beta)
     assert 0 < want[..., 0].mean() < 1
     for from_field in (True, False):
-        sol = integ.solve(problem, x0, ts,
-                          observer=pair_observer(n, d, 1e-3, beta, from_field=from_field))
+        sol = integ.solve(problem, x0, ts, observer=pair_observer(n, d, 1e-3, beta, from_field=from_field))
         assert sol.states is None and sol.observations.shape == (runs, len(ts), 3 + n)
         assert np.array_equal(sol.last_state, states[:, -1]) and sol.ok.all()
         got, got_labels, _ = split_rows(sol.observations, n, beta)
@@ -274,23 +270,33 @@ def test_an_observer_needs_a_fixed_step_numba_method():
     problem = _problem("flow", 1.0, "SA")
     x0 = uniform_sphere(np.random.default_rng(0), 2, 4, 2)
     with pytest.raises(ValueError, match="takes no observer"):
-        integrators.get("numba", "dopri5").solve(problem, x0, [0.0, 1.0],
-                                                 observer=pair_observer(4, 2, 1e-3))
+        integrators.get("numba", "dopri5").solve(problem, x0, [0.0, 1.0], observer=pair_observer(4, 2, 1e-3))
 
 
 def _spec(**values):
     doc = scenario_mod.read_file(SCENARIOS / "attention_clusters.toml")
-    base = {"params.form": "network", "params.depth": 40, "output.saves": 20,
-            "integrator.horizon": 8.0, "sweep.beta": [3.0], "ensemble.runs": 5}
-    sc = scenario_mod.resolve(scenario_mod.apply_values(doc, {**base, **values}),
-                              "attention_clusters")
+    base = {
+        "params.form": "network",
+        "params.depth": 40,
+        "output.saves": 20,
+        "integrator.horizon": 8.0,
+        "sweep.beta": [3.0],
+        "ensemble.runs": 5,
+    }
+    sc = scenario_mod.resolve(scenario_mod.apply_values(doc, {**base, **values}), "attention_clusters")
     return sc.system, sc.spec(0)
 
 
-@pytest.mark.parametrize("form, kept, more", [
-    ("network", None, {}), ("flow", None, {}), ("network", ["pair_fraction"], {}),
-    ("network", None, {"params.n": 17, "params.early": 3}),
-    ("network", ["held_by_early", "time_to_one_cluster"], {"params.early": 2, "output.plot": "held_by_early"})])
+@pytest.mark.parametrize(
+    "form, kept, more",
+    [
+        ("network", None, {}),
+        ("flow", None, {}),
+        ("network", ["pair_fraction"], {}),
+        ("network", None, {"params.n": 17, "params.early": 3}),
+        ("network", ["held_by_early", "time_to_one_cluster"], {"params.early": 2, "output.plot": "held_by_early"}),
+    ],
+)
 def test_the_system_observes_in_the_loop_as_it_did_from_states(form, kept, more, monkeypatch):
     """attention_sphere: every kept output of the fused run equals the stored-states run's, bit
     for bit but the energy and the first alignment (<sum_i x_i, x_1(0)> / n instead of a sum
@@ -321,9 +327,11 @@ def test_the_system_observes_in_the_loop_as_it_did_from_states(form, kept, more,
 
 def test_outputs_that_need_the_states_still_get_them():
     """Trajectories, events and equiangular starts keep the stored states."""
-    for values in ({"output.trajectories": True}, {"params.events": True},
-                   {"params.init": "equiangular", "params.rho0": 0.3, "params.n": 3,
-                    "params.d": 4}):
+    for values in (
+        {"output.trajectories": True},
+        {"params.events": True},
+        {"params.init": "equiangular", "params.rho0": 0.3, "params.n": 3, "params.d": 4},
+    ):
         system, spec = _spec(**values)
         assert not attention_sphere._fusable(spec)
         assert system.simulate(spec, range(spec.runs)).states is not None

@@ -2,6 +2,7 @@
 Gaussian law is the affine map the moment ODE is built from (quadrature), the moment ODE against
 softmax's closed form, the particles against the moment ODE in Monte Carlo standard errors, and
 their error's n^{-1/2} rate (slow tier: the shipped scenario)."""
+
 import subprocess
 import sys
 
@@ -127,17 +128,16 @@ def test_particles_follow_the_moment_ode(tmp_path):
     assert float(ds.step_floor.max()) < 1e-3 * float(ds.cov_error.isel(time=-1).min())
 
 
-@pytest.mark.parametrize("line", ["aniso = 0.5", 'kind = "hardmax"', "n = 1", "beta = 0.0",
-                                  'start = "sobol"'])
+@pytest.mark.parametrize("line", ["aniso = 0.5", 'kind = "hardmax"', "n = 1", "beta = 0.0", 'start = "sobol"'])
 def test_bad_values_exit_2_in_one_line(tmp_path, line):
     key = line.split(" = ")[0]
     text = SMALL.format(path=tmp_path / "bad.h5").replace('kind = ["softmax", "sinkhorn", "l2"]', "")
-    text = "\n".join(t for t in text.splitlines() if not t.startswith(f"{key} =")
-                     ).replace("[params]", f"[params]\n{line}")
+    text = "\n".join(t for t in text.splitlines() if not t.startswith(f"{key} =")).replace(
+        "[params]", f"[params]\n{line}"
+    )
     toml = tmp_path / "bad.toml"
     toml.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True, text=True)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and key in done.stderr
     assert not (tmp_path / "bad.h5").exists()
@@ -199,8 +199,7 @@ def test_finite_n_drift_against_monte_carlo():
     # nor over time: at beta = 0 the curvature of the moment field and the drift bias vanish
     times = np.linspace(0.0, 1.0, 3)
     for kind in ga.FINITE_N_KINDS:
-        assert max(np.abs(b).max() for b in ga.finite_n_moments(kind, 0.0, MEAN, COV, times)) \
-            < 1e-12
+        assert max(np.abs(b).max() for b in ga.finite_n_moments(kind, 0.0, MEAN, COV, times)) < 1e-12
     rng = np.random.default_rng(3)
     x = MEAN + rng.standard_normal((runs, n, 2)) @ np.linalg.cholesky(COV).T
     m_n = x.mean(axis=1)
@@ -236,9 +235,13 @@ def test_sigmoid_attention_is_not_gaussian_closed():
     def sigmoid(s, beta):
         return 1.0 / (1.0 + np.exp(-beta * s))
 
-    built = dyn.particles(sigmoid, name="sigmoid_probe", geometry="euclidean",
-                          normalization="USA",
-                          params={"beta": dyn.Field("float", 1.0, "beta", gt=0.0)})
+    built = dyn.particles(
+        sigmoid,
+        name="sigmoid_probe",
+        geometry="euclidean",
+        normalization="USA",
+        params={"beta": dyn.Field("float", 1.0, "beta", gt=0.0)},
+    )
     assert built.normalization == "USA"
     y, w, _ = _gauss_hermite(MEAN, COV, 40)
     line = np.array([[a, 0.5 * a] for a in (-1.0, 0.0, 1.0)])
@@ -254,22 +257,26 @@ def test_masked_drift_is_softmax_over_the_past():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((12, 3)) * 0.6
     out = np.empty_like(x)
-    ga.Masked.numba_function("drift")(0.0, x, np.array([BETA]), out,
-                                       np.empty(ga.Masked.work_size(12, 3, None)))
+    ga.Masked.numba_function("drift")(0.0, x, np.array([BETA]), out, np.empty(ga.Masked.work_size(12, 3, None)))
     for i in range(12):
-        assert np.abs(out[i] - _softmax_drift(x[None, :i + 1], BETA)[0, i]).max() < 1e-12
+        assert np.abs(out[i] - _softmax_drift(x[None, : i + 1], BETA)[0, i]).max() < 1e-12
     assert np.abs(out[0]).max() == 0.0
 
 
 def _one_kind_over_n(tmp_path, name, kind, ns, runs, dt=0.1):
     """SMALL with one kind (its `kind` lines) swept over n = `ns`, at d = 8, `runs` runs, step
     `dt`, to t = 1 with 5 saves; the opened file."""
-    text = SMALL.format(path=tmp_path / f"{name}.h5").replace(
-        'kind = ["softmax", "sinkhorn", "l2"]', f"n = {ns}").replace(
-        "n = 256\n", kind).replace("d = 2\n", "d = 8\n").replace(
-        "runs = 16", f"runs = {runs}").replace("dt = 0.1", f"dt = {dt}").replace(
-        "horizon = 0.4", "horizon = 1.0").replace("saves = 4", "saves = 5").replace(
-        'common = ["kind"]\n', "")
+    text = (
+        SMALL.format(path=tmp_path / f"{name}.h5")
+        .replace('kind = ["softmax", "sinkhorn", "l2"]', f"n = {ns}")
+        .replace("n = 256\n", kind)
+        .replace("d = 2\n", "d = 8\n")
+        .replace("runs = 16", f"runs = {runs}")
+        .replace("dt = 0.1", f"dt = {dt}")
+        .replace("horizon = 0.4", "horizon = 1.0")
+        .replace("saves = 4", "saves = 5")
+        .replace('common = ["kind"]\n', "")
+    )
     toml = tmp_path / f"{name}.toml"
     toml.write_text(text)
     return dyn.open(dyn.run(str(toml)))
@@ -298,9 +305,12 @@ def test_matched_start_has_the_exact_moments_and_a_smaller_spread(tmp_path):
     centred = z - z.mean(axis=1, keepdims=True)
     assert np.abs(z.mean(axis=1)).max() < 1e-14
     assert np.abs(np.einsum("ria,rib->rab", centred, centred) / 39 - np.eye(4)).max() < 1e-13
-    text = SMALL.format(path=tmp_path / "matched.h5").replace(
-        'kind = ["softmax", "sinkhorn", "l2"]', 'start = ["iid", "matched"]').replace(
-        "[params]\n", '[params]\nkind = "softmax"\n').replace('common = ["kind"]', 'common = ["start"]')
+    text = (
+        SMALL.format(path=tmp_path / "matched.h5")
+        .replace('kind = ["softmax", "sinkhorn", "l2"]', 'start = ["iid", "matched"]')
+        .replace("[params]\n", '[params]\nkind = "softmax"\n')
+        .replace('common = ["kind"]', 'common = ["start"]')
+    )
     toml = tmp_path / "matched.toml"
     toml.write_text(text)
     ds = dyn.open(dyn.run(str(toml)))
@@ -310,18 +320,19 @@ def test_matched_start_has_the_exact_moments_and_a_smaller_spread(tmp_path):
         ratio = ds[f"{k}_se"].sel(start="iid") / ds[f"{k}_se"].sel(start="matched")
         assert float(ratio.isel(time=-1)) > 1.5, (k, ratio.values)
     # its finite-n reference starts at the ODE (no spread of the moments at t = 0)
-    dm, ds_ = ga.finite_n_moments("softmax", 1.0, *ga.start(2, 1.0, 0.5, 16.0), [0.0, 0.2],
-                                  start="matched")
+    dm, ds_ = ga.finite_n_moments("softmax", 1.0, *ga.start(2, 1.0, 0.5, 16.0), [0.0, 0.2], start="matched")
     assert np.abs(dm[0]).max() == 0 and np.abs(ds_[0]).max() == 0 and np.abs(ds_[1]).max() > 0
 
 
 def test_matched_start_needs_more_tokens_than_dimensions(tmp_path):
-    text = SMALL.format(path=tmp_path / "few.h5").replace("n = 256", "n = 2").replace(
-        "[params]\n", '[params]\nstart = "matched"\n')
+    text = (
+        SMALL.format(path=tmp_path / "few.h5")
+        .replace("n = 256", "n = 2")
+        .replace("[params]\n", '[params]\nstart = "matched"\n')
+    )
     toml = tmp_path / "few.toml"
     toml.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True, text=True)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "n > d" in done.stderr
     assert not (tmp_path / "few.h5").exists()
@@ -334,14 +345,13 @@ def _plan_bias_by_direct_sums(beta, lam):
     rho = c / lam
     ranges = [np.arange(int(np.log(1e-17) / np.log(r)) + 2) for r in rho]
     alpha = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, len(lam))
-    u = np.prod(rho ** alpha, axis=1)
+    u = np.prod(rho**alpha, axis=1)
     off = alpha.sum(1) > 0
     q = u / (1 + u)
-    q2 = np.where(off, q ** 2, 0.0)
+    q2 = np.where(off, q**2, 0.0)
     wide = rho * (alpha + 1) + alpha / rho  # sum_beta rho^beta <z_a phi_alpha, phi_beta>^2 / u
     self_term = lam * (1 + rho) / (1 - rho) ** 2 * np.prod(1 / (1 - rho)) * (1 - rho) - c
-    shift = lam * rho * (2 * (rho ** 2 * (q @ alpha) + q2 @ alpha) / (1 + rho ** 2)
-                         + (q[off].sum() + q2.sum()) / 2)
+    shift = lam * rho * (2 * (rho**2 * (q @ alpha) + q2 @ alpha) / (1 + rho**2) + (q[off].sum() + q2.sum()) / 2)
     atoms = -lam * rho * (q @ (2 * alpha + 1)) + c / 2
     field = -lam * ((q * u) @ wide) + c / 2
     pairs = lam * ((q2 * u) @ wide)
@@ -363,8 +373,7 @@ def test_sinkhorn_finite_n_bias_at_small_beta():
     # and T = beta S^2 (1 - 1/n)^2 exactly, so n E[dS_n/dt] - n dS/dt = -2 beta S^2 + O(beta^2):
     # the derived source (i.i.d. drift bias less the moments' spread) at t = 0 must give it
     beta, h = 1e-3, 1e-7
-    _, ds = ga.finite_n_moments("sinkhorn", beta, MEAN, COV, [0.0, h], rtol=1e-12,
-                                start="matched")
+    _, ds = ga.finite_n_moments("sinkhorn", beta, MEAN, COV, [0.0, h], rtol=1e-12, start="matched")
     expected = -2 * beta * COV @ COV
     assert np.abs(ds[1] / h - expected).max() < 5e-3 * np.abs(expected).max()
     dm, _ = ga.finite_n_moments("sinkhorn", 1.0, MEAN, COV, [0.0, 0.5])
@@ -388,7 +397,7 @@ def test_sinkhorn_moment_field_derivatives_against_differences():
     tangent = ga._tangent("sinkhorn", BETA, np.zeros(3), s, np.zeros(3), e)[1]
     assert np.abs(tangent - central).max() < 1e-8
     eps = 1e-4
-    second = (field(s + eps * e) - 2 * field(s) + field(s - eps * e)) / eps ** 2 / 2
+    second = (field(s + eps * e) - 2 * field(s) + field(s - eps * e)) / eps**2 / 2
     v = np.concatenate([np.zeros(3), e.ravel()])
     curvature = ga._curvature("sinkhorn", BETA, s, np.outer(v, v))[3:].reshape(3, 3)
     assert np.abs(curvature - second).max() < 1e-5 * np.abs(second).max()
@@ -402,12 +411,11 @@ def test_sinkhorn_particles_carry_the_derived_finite_n_bias(tmp_path):
     # 1.4 standard errors of 20 runs at n = 512 (module doc), so it is asserted to shrink with n;
     # from t = 0.4 on the reference holds within 3 standard errors of these 200 runs at n = 512
     # (the residual there was at most 2.0 standard errors of 400 runs, seed 424242)
-    ds = _one_kind_over_n(tmp_path, "sk", 'kind = "sinkhorn"\nstart = "matched"\n', "[256, 512]",
-                          runs=200, dt=0.2)
+    ds = _one_kind_over_n(tmp_path, "sk", 'kind = "sinkhorn"\nstart = "matched"\n', "[256, 512]", runs=200, dt=0.2)
     later = slice(2, None)
     for k in ("cov_trace", "cov_top", "cov_bottom"):
         se = ds[f"{k}_se"]
-        gap = (ds[k] - ds[f"{k}_ode"])
+        gap = ds[k] - ds[f"{k}_ode"]
         assert float((gap / se).sel(n=512).isel(time=2)) > 10, k  # the bias is resolved
         residual = np.abs(ds[k] - ds[f"{k}_finite_n"]) / se
         assert float(residual.sel(n=512).isel(time=later).max()) <= 3.0, (k, residual.values)
@@ -420,8 +428,9 @@ def test_general_qkv_moment_ode():
     # Q = K = I, V = -I, c = 0 from m0 = 0 has S(t) = S0 (I + 2 t S0)^{-1} (S' = -2 S^2)
     beta = 0.7
     root = np.sqrt(beta) * np.eye(2)
-    for got, want in zip(ga.qkv_field(root, root, np.eye(2), 1.0, MEAN, COV),
-                         ga.moment_field("softmax", beta, MEAN, COV), strict=True):
+    for got, want in zip(
+        ga.qkv_field(root, root, np.eye(2), 1.0, MEAN, COV), ga.moment_field("softmax", beta, MEAN, COV), strict=True
+    ):
         assert np.abs(got - want).max() < 1e-15
     times = np.linspace(0.0, 2.0, 5)
     m, s = ga.moments_qkv(np.eye(2), np.eye(2), -np.eye(2), 0.0, np.zeros(2), COV, times)
@@ -444,10 +453,16 @@ def _family(rng, runs=20, shift=0.0, scale=1.0, times=6):
     from dyn.frontier import gaussian_criterion as gc
 
     dims = ("kind", "d", "n", "time")
-    coords = {"kind": ["softmax", "sinkhorn", "l2"], "d": [2, 8], "n": [128, 256, 512, 1024, 2048],
-              "time": np.linspace(0, 1, times)}
-    return {k: xr.DataArray(shift + scale * rng.standard_t(runs - 1, (3, 2, 5, times)), coords,
-                            dims) for k in gc.COVARIANCES + ("mean",)}
+    coords = {
+        "kind": ["softmax", "sinkhorn", "l2"],
+        "d": [2, 8],
+        "n": [128, 256, 512, 1024, 2048],
+        "time": np.linspace(0, 1, times),
+    }
+    return {
+        k: xr.DataArray(shift + scale * rng.standard_t(runs - 1, (3, 2, 5, times)), coords, dims)
+        for k in gc.COVARIANCES + ("mean",)
+    }
 
 
 def test_familywise_and_calibration_tests_reject_what_they_should():
@@ -504,7 +519,7 @@ method = "rk4"
 dt = 0.1
 horizon = 1.0
 [output]
-path = "{tmp_path / 'few.h5'}"
+path = "{tmp_path / "few.h5"}"
 saves = 2
 """)
     ds = dyn.open(dyn.run(str(toml)))

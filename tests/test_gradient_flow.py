@@ -1,6 +1,7 @@
 """dyn.gradient_flow: a loss written in JAX over named array parameters becomes a system whose
 runs follow the gradient flow (plain, heavy ball, Langevin), checked against closed forms; a loss
 JAX cannot differentiate is refused in one line with exit 2. The models: tests/flow_model.py."""
+
 from __future__ import annotations
 
 import io
@@ -33,7 +34,7 @@ horizon = {horizon}
 saves = 4
 trajectories = {trajectories}
 """
-ADAPTIVE = 'rtol = 1e-12\natol = 1e-12'
+ADAPTIVE = "rtol = 1e-12\natol = 1e-12"
 
 
 @pytest.fixture
@@ -46,12 +47,30 @@ def flows(tmp_path):
     sys.modules.pop("flow_model", None)
 
 
-def _scenario(folder, model, sweep="scale = [0.5, 2.0]", runs=3, backend="diffrax",
-              method="dopri5", step=ADAPTIVE, horizon=1.0, trajectories="true"):
+def _scenario(
+    folder,
+    model,
+    sweep="scale = [0.5, 2.0]",
+    runs=3,
+    backend="diffrax",
+    method="dopri5",
+    step=ADAPTIVE,
+    horizon=1.0,
+    trajectories="true",
+):
     path = folder / f"{model}.toml"
-    path.write_text(SCENARIO.format(model=model, sweep=sweep, runs=runs, backend=backend,
-                                    method=method, step=step, horizon=horizon,
-                                    trajectories=trajectories))
+    path.write_text(
+        SCENARIO.format(
+            model=model,
+            sweep=sweep,
+            runs=runs,
+            backend=backend,
+            method=method,
+            step=step,
+            horizon=horizon,
+            trajectories=trajectories,
+        )
+    )
     return path
 
 
@@ -69,8 +88,7 @@ def test_a_quadratic_loss_follows_its_matrix_exponential(flows):
     out = dyn.run(path, flows / "q.h5", progress=False, log=io.StringIO())
     with dyn.open(out) as ds:
         states = ds["trajectory"].values  # (scale, run, time, row, entry)
-        loss, norm, row_sum, twice = (ds[k].values for k in ("loss", "norm_W", "row_sum",
-                                                              "twice_loss"))
+        loss, norm, row_sum, twice = (ds[k].values for k in ("loss", "norm_W", "row_sum", "twice_loss"))
         times, scales = ds["time"].values, ds["scale"].values
         assert (ds["status"].values == 1).all()
     worst = 0.0
@@ -81,7 +99,7 @@ def test_a_quadratic_loss_follows_its_matrix_exponential(flows):
         worst = max(worst, np.abs(states[i, :, :, 0, :] - exact.reshape(3, len(times), 6)).max())
         want_loss = 0.5 * scale * np.einsum("rtjk,ij,rtik->rt", exact, a, exact).mean(0)
         np.testing.assert_allclose(loss[i], want_loss, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(norm[i], np.sqrt((exact ** 2).sum((2, 3))).mean(0), rtol=1e-10)
+        np.testing.assert_allclose(norm[i], np.sqrt((exact**2).sum((2, 3))).mean(0), rtol=1e-10)
         np.testing.assert_allclose(row_sum[i], exact[:, :, 0, :].sum(-1).mean(0), atol=1e-10)
         np.testing.assert_allclose(twice[i], 2 * want_loss, rtol=1e-10, atol=1e-12)
     assert worst <= 1e-10, worst
@@ -101,8 +119,7 @@ def test_the_heavy_ball_follows_its_matrix_exponential(flows):
         start = np.concatenate([x0[:, 0, :].reshape(3, 3, 2), np.zeros((3, 3, 2))], axis=1)
         for j, t in enumerate(times):
             exact = np.einsum("ij,rjk->rik", sl.expm(block * t), start)
-            got = np.concatenate([states[i, :, j, 0].reshape(3, 3, 2),
-                                  states[i, :, j, 1].reshape(3, 3, 2)], axis=1)
+            got = np.concatenate([states[i, :, j, 0].reshape(3, 3, 2), states[i, :, j, 1].reshape(3, 3, 2)], axis=1)
             assert np.abs(got - exact).max() <= 1e-10
 
 
@@ -111,9 +128,16 @@ def test_langevin_noise_reaches_its_gaussian_law(flows):
     """dw = -a w dt + sqrt(2T) dB: E w^2 = T/a + (w0^2 - T/a) e^{-2at}. Mean of |w|^2 / 4 over
     400 runs within 5 standard errors plus Euler-Maruyama's bias O(a dt) relative (a
     false-failure rate below 1e-6 per point, two points)."""
-    path = _scenario(flows, "Hot", sweep="temperature = [0.1, 0.5]", runs=400,
-                     method="euler_maruyama", step="dt = 0.005", horizon=2.0,
-                     trajectories="false")
+    path = _scenario(
+        flows,
+        "Hot",
+        sweep="temperature = [0.1, 0.5]",
+        runs=400,
+        method="euler_maruyama",
+        step="dt = 0.005",
+        horizon=2.0,
+        trajectories="false",
+    )
     out = dyn.run(path, flows / "h.h5", progress=False, log=io.StringIO())
     with dyn.open(out) as ds:
         loss, se, times = ds["loss"].values, ds["loss_se"].values, ds["time"].values
@@ -161,10 +185,8 @@ def test_the_jax_batch_agrees_with_diffrax_and_a_rerun_repeats_its_bits(flows):
     diffrax, both RK4 at dt = 1e-3: equal to rounding; the same seed again: the same bits."""
     found = {}
     for backend in ("jax", "diffrax", "jax"):
-        path = _scenario(flows, "Quadratic", backend=backend, method="rk4", step="dt = 0.001",
-                         trajectories="false")
-        out = dyn.run(path, flows / f"{backend}.h5", progress=False, log=io.StringIO(),
-                      overwrite=True)
+        path = _scenario(flows, "Quadratic", backend=backend, method="rk4", step="dt = 0.001", trajectories="false")
+        out = dyn.run(path, flows / f"{backend}.h5", progress=False, log=io.StringIO(), overwrite=True)
         with dyn.open(out) as ds:
             values = np.stack([ds[k].values for k in ("loss", "norm_W", "row_sum")])
         if backend in found:
@@ -179,10 +201,17 @@ def test_an_observable_reads_only_declared_parameters():
     from dyn.core.errors import ScenarioError
 
     params = {"scale": dyn.Field("float", 1.0, "loss scale", gt=0.0)}
-    flow = dyn.gradient_flow(lambda theta, data, scale: scale, name="probe", weights={"w": (2,)},
-                             params=params, observables={"alone": lambda theta: 0.0,
-                                                         "scaled": lambda theta, data, scale: scale,
-                                                         "bad": lambda theta, data, nope: nope})
+    flow = dyn.gradient_flow(
+        lambda theta, data, scale: scale,
+        name="probe",
+        weights={"w": (2,)},
+        params=params,
+        observables={
+            "alone": lambda theta: 0.0,
+            "scaled": lambda theta, data, scale: scale,
+            "bad": lambda theta, data, nope: nope,
+        },
+    )
     model = flow()
     assert model.observable_parameters("alone") is None
     assert model.observable_parameters("scaled") == ("scale",)

@@ -2,6 +2,7 @@
 against a construction written here (scipy's convex hull, then brute-force argmax), the ties,
 the parameter bounds, the finite-beta deviation's derived law (c1 + c2/beta)/beta and the
 tokens that cross to another vertex; the scenario's fits over beta in the slow tier."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -19,15 +20,14 @@ VALUES = dict(beta=16.0, kq_ratio=1.0, tie_tol=1e-12, hardmax=True)
 
 
 def hardmax_paths(x0, kq_ratio, times):
-    problem = integrators.Problem(H.Hardmax.numba_function("drift"), None,
-                                  H.Hardmax.pack({**VALUES, "kq_ratio": kq_ratio}),
-                                  integrators.EUCLIDEAN)
+    problem = integrators.Problem(
+        H.Hardmax.numba_function("drift"), None, H.Hardmax.pack({**VALUES, "kq_ratio": kq_ratio}), integrators.EUCLIDEAN
+    )
     solved = integrators.get("numba", "rk4", dt=0.25).solve(problem, x0, times)
     return np.asarray(getattr(solved, "states", solved))  # an array, or a Solution's states
 
 
-@pytest.mark.parametrize("layout, d, m, kq", [("polygon", 2, 7, 1.0), ("sphere", 3, 9, 2.5),
-                                               ("sphere", 2, 6, 0.4)])
+@pytest.mark.parametrize("layout, d, m, kq", [("polygon", 2, 7, 1.0), ("sphere", 3, 9, 2.5), ("sphere", 2, 6, 0.4)])
 def test_paths_are_straight_to_the_vertex_of_the_cell(layout, d, m, kq):
     rng = np.random.default_rng(5)
     runs, n = 3, 30
@@ -111,14 +111,18 @@ def test_deviation_is_c1_over_beta_plus_c2_over_beta_squared():
     hard = hardmax_paths(x0, 1.0, times)
     deviation = []
     for beta in betas:
-        problem = integrators.Problem(H.Hardmax.numba_function("drift"), None,
-                                      H.Hardmax.pack({**VALUES, "beta": beta, "hardmax": False}),
-                                      integrators.EUCLIDEAN)
+        problem = integrators.Problem(
+            H.Hardmax.numba_function("drift"),
+            None,
+            H.Hardmax.pack({**VALUES, "beta": beta, "hardmax": False}),
+            integrators.EUCLIDEAN,
+        )
         solved = integrators.get("numba", "dopri5", rtol=1e-10, atol=1e-12).solve(problem, x0, times)
         flow = np.asarray(getattr(solved, "states", solved))
         ends = np.argmin(np.linalg.norm(flow[:, -1, :, None] - x0[:, None, :m], axis=-1), axis=-1)
-        assert np.array_equal(ends, np.argmin(np.linalg.norm(hard[:, -1, :, None] - x0[:, None, :m],
-                                                             axis=-1), axis=-1))  # no crossing
+        assert np.array_equal(
+            ends, np.argmin(np.linalg.norm(hard[:, -1, :, None] - x0[:, None, :m], axis=-1), axis=-1)
+        )  # no crossing
         deviation.append(np.linalg.norm(flow - hard, axis=-1).mean(axis=-1).max(axis=1).mean())
     deviation = np.array(deviation)
     excess = np.diff(np.log(deviation)) / np.diff(np.log(betas)) + 1.0  # measured -1.8e-3 .. -2.3e-4
@@ -150,19 +154,22 @@ def test_crossed_counts_tokens_ending_at_another_vertex():
     assert same["crossed"][0] == 0.0 and same["deviation"][0] == 0.0
 
 
-@pytest.mark.parametrize("setting", ["params.hardmax_dt=2.0", "params.escape=0.0",
-                                     "params.layout=cube", "params.kq_ratio=0.01"])
+@pytest.mark.parametrize(
+    "setting", ["params.hardmax_dt=2.0", "params.escape=0.0", "params.layout=cube", "params.kq_ratio=0.01"]
+)
 def test_every_new_parameter_is_bounded(setting):
     with pytest.raises(dyn.ScenarioError, match=setting.split("=")[0]):
         dyn.load(SCENARIO, [setting])
 
 
-@pytest.mark.parametrize("setting, key", [("params.tie_tol=-1.0", "tie_tol"),
-                                          ("params.vertices=40", "vertices")])
+@pytest.mark.parametrize("setting, key", [("params.tie_tol=-1.0", "tie_tol"), ("params.vertices=40", "vertices")])
 def test_bad_values_get_one_line_and_exit_2(setting, key, tmp_path):
     out = tmp_path / "x.h5"
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", "hardmax_limit", "--set", setting,
-                           "--out", str(out)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "dyn", "run", "hardmax_limit", "--set", setting, "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and key in done.stderr
     assert not out.exists()
@@ -179,8 +186,7 @@ def test_trapping_rate_and_convergence_in_beta(tmp_path):
     conv, law, trap = found["convergence"], found["law"], found["trapping"]
     # the regular betas: from 192 up no token of the sample crosses to another vertex; below,
     # a few do (4 of 320 at beta = 64), which made a fit over 64 .. 256 read -1.15
-    assert found["convergence_beta"].tolist() == [192.0, 256.0, 384.0, 512.0, 768.0, 1024.0,
-                                                  1536.0, 2048.0]
+    assert found["convergence_beta"].tolist() == [192.0, 256.0, 384.0, 512.0, 768.0, 1024.0, 1536.0, 2048.0]
     assert float(ds["crossed"].sel(beta=64.0)) > 0.0
     # the derived law beta^p (c1 + c2/beta) holds p = -1 (measured -0.99954 [-1.00024, -0.99884])
     assert law["lo"] <= -1.0 <= law["hi"] and law["hi"] - law["lo"] < 2e-3

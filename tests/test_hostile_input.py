@@ -1,6 +1,7 @@
 """Hostile input, property-based: whatever a scenario file or `--set` holds, `dyn run` either
 accepts it (and computes it into a fresh file) or prints one clear line and exits with status 2 —
 never a traceback, never a new, partial or modified output file."""
+
 from __future__ import annotations
 
 import copy
@@ -19,23 +20,34 @@ from dyn.engine.scenario import TABLES, apply_overrides, parse_toml, resolve
 from dyn.presentation.cli import main
 
 BASE = parse_toml(SMALL_SCENARIO)
-KEYS = sorted({(t, k) for t, table in BASE.items() for k in table} |
-              {("params", k) for k in ("n", "d", "beta", "Q", "V", "form", "depth", "delta", "init")} |
-              {("integrator", k) for k in ("rtol", "atol", "max_steps")} | {("output", "plot")})
+KEYS = sorted(
+    {(t, k) for t, table in BASE.items() for k in table}
+    | {("params", k) for k in ("n", "d", "beta", "Q", "V", "form", "depth", "delta", "init")}
+    | {("integrator", k) for k in ("rtol", "atol", "max_steps")}
+    | {("output", "plot")}
+)
 FAST_EXAMPLES = 8  # each accepted document is a run; the slow tier draws 150
-SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 scalars = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
     st.sampled_from([0, -1, 1, 2**40, -(2**40), 10**12]),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([math.nan, math.inf, -math.inf, 1e308, -0.0, 1e-320]),
-    st.text(max_size=12), st.sampled_from(["", "é", "名前", "SA", "USA", "rk4", "tsit5", "\x00"]),
+    st.text(max_size=12),
+    st.sampled_from(["", "é", "名前", "SA", "USA", "rk4", "tsit5", "\x00"]),
     st.booleans(),
 )
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=3)), max_leaves=8)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8,
+)
 
 
 def _table(doc: dict, name: str) -> dict:
@@ -67,8 +79,7 @@ def valid_documents(draw):
     doc = copy.deepcopy(BASE)
     finite = st.floats(-5.0, 5.0, allow_nan=False)
     doc["sweep"]["beta"] = draw(st.lists(finite, min_size=1, max_size=3, unique=True))
-    doc["sweep"]["normalization"] = draw(st.lists(st.sampled_from(["SA", "USA"]), min_size=1,
-                                                  max_size=2, unique=True))
+    doc["sweep"]["normalization"] = draw(st.lists(st.sampled_from(["SA", "USA"]), min_size=1, max_size=2, unique=True))
     doc["params"]["delta"] = draw(st.floats(0.0, 2.0))
     doc["params"]["init"] = draw(st.sampled_from(["uniform", "hemisphere"]))
     doc["ensemble"]["runs"] = draw(st.integers(1, 4))
@@ -79,9 +90,13 @@ def valid_documents(draw):
 def _cheap(scenario) -> bool:
     """Small enough to run inside a property test (a valid mutation may ask for a huge sweep)."""
     setup, cfg = scenario.setup, scenario.integrator
-    return (scenario.count * setup.runs <= 64 and setup.saves <= 16 and
-            cfg["horizon"] / (cfg.get("dt") or 0.1) <= 200 and
-            scenario.params.get("n", 5) <= 16 and scenario.params.get("d", 3) <= 4)
+    return (
+        scenario.count * setup.runs <= 64
+        and setup.saves <= 16
+        and cfg["horizon"] / (cfg.get("dt") or 0.1) <= 200
+        and scenario.params.get("n", 5) <= 16
+        and scenario.params.get("d", 3) <= 4
+    )
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +105,7 @@ def existing(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("existing")
     scenario = folder / "ok.toml"
     scenario.write_text(SMALL_SCENARIO)
-    out = dyn.run(scenario, folder / "existing.h5", overrides=["sweep.beta=[1.0]"], progress=False,
-                  log=io.StringIO())
+    out = dyn.run(scenario, folder / "existing.h5", overrides=["sweep.beta=[1.0]"], progress=False, log=io.StringIO())
     scenario.unlink()
     return out
 
@@ -141,26 +155,45 @@ def _mutated_scenario_is_accepted_or_refused_cleanly(existing, tmp_path_factory,
 # of them, the slow tier the full SETTINGS (same strategy, same derandomized order).
 DOCUMENTS = st.one_of(mutated_documents(), valid_documents())
 test_mutated_scenarios_are_accepted_or_refused_cleanly = settings(SETTINGS, max_examples=FAST_EXAMPLES)(
-    given(doc=DOCUMENTS)(_mutated_scenario_is_accepted_or_refused_cleanly))
-test_mutated_scenarios_thoroughly = pytest.mark.slow(SETTINGS(
-    given(doc=DOCUMENTS)(_mutated_scenario_is_accepted_or_refused_cleanly)))
+    given(doc=DOCUMENTS)(_mutated_scenario_is_accepted_or_refused_cleanly)
+)
+test_mutated_scenarios_thoroughly = pytest.mark.slow(
+    SETTINGS(given(doc=DOCUMENTS)(_mutated_scenario_is_accepted_or_refused_cleanly))
+)
 
 
 @SETTINGS
-@given(text=st.one_of(st.text(max_size=200), st.binary(max_size=64).map(lambda b: b.decode("latin-1")),
-                      st.sampled_from(["", "\n", "[scenario]", "[[scenario]]\nname=1", "a = [1,",
-                                       SMALL_SCENARIO[: len(SMALL_SCENARIO) // 2]])))
+@given(
+    text=st.one_of(
+        st.text(max_size=200),
+        st.binary(max_size=64).map(lambda b: b.decode("latin-1")),
+        st.sampled_from(
+            ["", "\n", "[scenario]", "[[scenario]]\nname=1", "a = [1,", SMALL_SCENARIO[: len(SMALL_SCENARIO) // 2]]
+        ),
+    )
+)
 def test_arbitrary_text_is_refused_cleanly(existing, tmp_path_factory, capsys, text):
     _expect_refusal(existing, tmp_path_factory.mktemp("text"), capsys, text, [])
 
 
 @SETTINGS
-@given(sets=st.lists(st.one_of(
-    st.text(max_size=30),
-    st.builds(lambda k, v: f"{k[0]}.{k[1]}={v}", st.sampled_from(KEYS),
-              st.one_of(st.text(max_size=10), values.map(lambda v: tomli_w.dumps({"v": v})[4:].strip()
-                                                          if not isinstance(v, dict) else "{}"))),
-), min_size=1, max_size=3))
+@given(
+    sets=st.lists(
+        st.one_of(
+            st.text(max_size=30),
+            st.builds(
+                lambda k, v: f"{k[0]}.{k[1]}={v}",
+                st.sampled_from(KEYS),
+                st.one_of(
+                    st.text(max_size=10),
+                    values.map(lambda v: tomli_w.dumps({"v": v})[4:].strip() if not isinstance(v, dict) else "{}"),
+                ),
+            ),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
 @example(sets=["sweep.beta=[1.0]"])  # the existing file's scenario: the accepting branch
 def test_arbitrary_overrides_are_applied_or_refused_cleanly(existing, tmp_path_factory, capsys, sets):
     try:

@@ -2,6 +2,7 @@
 public API): the closed-form training loss and its family of minima C = c I + e M, the Hessian's
 closed-form spectrum on the e = 0 branch, the gradient flow to loss 0, and the one gradient step
 Gamma_T against the context length through `dyn compare --reference exact --statistic`."""
+
 from __future__ import annotations
 
 import io
@@ -71,8 +72,10 @@ def test_the_loss_vanishes_on_the_whole_family(e):
         assert float(icl.training_loss(shaken, {})) > 0
 
 
-@pytest.mark.parametrize("d, t, c", [(2, 5, 1.3), pytest.param(4, 8, 0.7, marks=pytest.mark.slow),
-                                     pytest.param(4, 6, -1.1, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "d, t, c",
+    [(2, 5, 1.3), pytest.param(4, 8, 0.7, marks=pytest.mark.slow), pytest.param(4, 6, -1.1, marks=pytest.mark.slow)],
+)
 def test_hessian_spectrum_on_the_e0_branch_is_the_closed_form(d, t, c):
     """At a balanced minimum with e = 0 the Hessian's nonzero eigenvalues are 4 (T - 1)/|c|,
     2 d c^2 and their sum; hessian_min is the smallest, hessian_law = 2 d c^2."""
@@ -81,8 +84,10 @@ def test_hessian_spectrum_on_the_e0_branch_is_the_closed_form(d, t, c):
     flat = jnp.concatenate([theta[k].reshape(-1) for k in names])
 
     def of(x):
-        return icl.training_loss({"A": x[:d * d].reshape(d, d), "B": x[d * d:2 * d * d]
-                                  .reshape(d, d), "P": x[2 * d * d:].reshape(t, t)}, {})
+        return icl.training_loss(
+            {"A": x[: d * d].reshape(d, d), "B": x[d * d : 2 * d * d].reshape(d, d), "P": x[2 * d * d :].reshape(t, t)},
+            {},
+        )
 
     ev = np.linalg.eigvalsh(np.asarray(jax.jit(jax.hessian(of))(flat)))
     found = np.unique(np.round(ev[ev > 1e-8], 8))
@@ -114,8 +119,9 @@ def test_statistic_selects_the_curve_that_rates_fit():
     t = np.array([8.0, 16.0, 32.0, 64.0])
     tail = np.array([1.0, 1.0, 1.0, 50.0, 0.5])
     d = xr.DataArray(tail[None, :] / t[:, None], dims=("context", "run"), coords={"context": t})
-    result = xr.Dataset({"distance": d, "error": np.sqrt((d ** 2).mean("run")),
-                         "mean": d.mean("run"), "median": d.median("run")})
+    result = xr.Dataset(
+        {"distance": d, "error": np.sqrt((d**2).mean("run")), "mean": d.mean("run"), "median": d.median("run")}
+    )
     for statistic in ("error", "mean", "median"):
         chosen = comparison.select(result, statistic)
         rate = comparison.rates(chosen, "context")[()]
@@ -141,8 +147,23 @@ def test_compare_fits_median_and_mean_against_the_context_length(tmp_path, capsy
     mean = comparison.rates(comparison.select(result, "mean"), "context")[()]
     assert -1.25 < median.slope < -0.8 and mean.slope > median.slope
     png = tmp_path / "m.png"
-    assert main(["compare", str(out), "--reference", "exact", "--against", "context",
-                 "--statistic", "median", "--out", str(png)]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(out),
+                "--reference",
+                "exact",
+                "--against",
+                "context",
+                "--statistic",
+                "median",
+                "--out",
+                str(png),
+            ]
+        )
+        == 0
+    )
     assert "rate of the median against context" in capsys.readouterr().out and png.exists()
 
 
@@ -185,14 +206,12 @@ per_run = ["loss", "hessian_min"]
 
 @pytest.mark.parametrize("line, key", [("d = 3", "d"), ("heads = -1", "heads")])
 def test_bad_values_exit_2_in_one_line(tmp_path, line, key):
-    text = CONTEXT.format(path=tmp_path / "bad.h5").replace(
-        "ICLContext", "ICLTraining").replace("d = 4", line)
+    text = CONTEXT.format(path=tmp_path / "bad.h5").replace("ICLContext", "ICLTraining").replace("d = 4", line)
     text = text.replace("context = [16, 32, 64, 128, 256]", "").replace('common = ["context"]', "")
     text = text.replace("horizon = 1.0", 'horizon = 1.0\nbackend = "jax"\nmethod = "rk4"\ndt = 0.1')
     toml = tmp_path / "bad.toml"
     toml.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and key in done.stderr
     assert not (tmp_path / "bad.h5").exists()

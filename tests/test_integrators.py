@@ -140,8 +140,7 @@ def test_sphere_geometry_at_d2_is_the_general_loop_bit_for_bit():
     v = rng.normal(size=(64, 2))
     x[:6] = [[-0.0, 1.0], [0.0, -0.0], [np.inf, 1.0], [np.nan, 2.0], [1e-300, -1e-300], [3.0, 4.0]]
     v[:6] = [[-0.0, 0.0], [1.0, -0.0], [2.0, np.nan], [1.0, 1.0], [-0.0, -0.0], [-4.0, 3.0]]
-    for fast, loop, args in ((SPHERE.project, project_loop, (x, v)),
-                             (SPHERE.retract, retract_loop, (x,))):
+    for fast, loop, args in ((SPHERE.project, project_loop, (x, v)), (SPHERE.retract, retract_loop, (x,))):
         got, want = [a.copy() for a in args], [a.copy() for a in args]
         fast(*got)
         loop(*want)
@@ -172,8 +171,7 @@ def test_step_grid_uniform_and_nonuniform():
 def test_order_euclidean(method):
     exact = logistic_exact(LOGISTIC_X0, LOGISTIC_P, 1.0)
     errors = [
-        np.abs(integrators.get("numba", method, dt=h).solve(LOGISTIC, LOGISTIC_X0, T01).states[:, -1]
-               - exact).max()
+        np.abs(integrators.get("numba", method, dt=h).solve(LOGISTIC, LOGISTIC_X0, T01).states[:, -1] - exact).max()
         for h in DTS[method]
     ]
     order = TABLEAUS[method].order
@@ -224,8 +222,7 @@ def test_projection_variants_orders(sphere_ref):
     for mode, order in [("stages", 4), ("increment", 2), ("increment_only", 1)]:
         errors = [
             max(
-                np.abs(rk_oracle(f, sphere_project_np, retract, tab, x0, 0.0, 1.0,
-                                 int(round(1 / h)), mode) - r).max()
+                np.abs(rk_oracle(f, sphere_project_np, retract, tab, x0, 0.0, 1.0, int(round(1 / h)), mode) - r).max()
                 for x0, r in zip(SPHERE_X0, sphere_ref, strict=True)
             )
             for h in dts
@@ -259,8 +256,7 @@ def test_divergence_returns_nonfinite_without_raising():
 
 def test_available_and_registry():
     av = integrators.available()
-    assert av["numba"] == ["bosh3", "dopri5", "euler", "euler_maruyama", "heun", "rk4",
-                           "stochastic_heun"]
+    assert av["numba"] == ["bosh3", "dopri5", "euler", "euler_maruyama", "heun", "rk4", "stochastic_heun"]
     assert set(av["diffrax"]) == {"tsit5", "dopri5", "euler", "euler_maruyama", "heun", "rk4"}
     assert integrators.options("numba", "rk4") == {"dt": 1e-2}
     with pytest.raises(ValueError, match="backend 'torch'.*allowed"):

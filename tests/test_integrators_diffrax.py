@@ -30,10 +30,10 @@ def _unit_error(x):
 
 # one diffrax compile each: rk4 on R^d in the default tier, the lower orders and the sphere (whose
 # retracting wrapper test_attention_backends runs in the default tier) in the slow one
-@pytest.mark.parametrize("method", ["rk4", *(pytest.param(m, marks=pytest.mark.slow)
-                                            for m in ("euler", "heun"))])
-@pytest.mark.parametrize("problem", [LOGISTIC, pytest.param(SPHERE_PROBLEM, marks=pytest.mark.slow)],
-                         ids=["euclidean", "sphere"])
+@pytest.mark.parametrize("method", ["rk4", *(pytest.param(m, marks=pytest.mark.slow) for m in ("euler", "heun"))])
+@pytest.mark.parametrize(
+    "problem", [LOGISTIC, pytest.param(SPHERE_PROBLEM, marks=pytest.mark.slow)], ids=["euclidean", "sphere"]
+)
 def test_fixed_step_matches_numba(method, problem):
     """Same table, same step grid, same projection/retraction: equal to rounding."""
     x0 = LOGISTIC_X0 if problem is LOGISTIC else SPHERE_X0
@@ -53,8 +53,7 @@ def test_adaptive_sphere(method):
     """Tight adaptive solve = RK4 at a small step = DOP853 reference, and stays on the sphere."""
     ref = sphere_reference(SPHERE_X0, SPHERE_P, TS)
     rk4 = integrators.get("numba", "rk4", dt=2.0**-8).solve(SPHERE_PROBLEM, SPHERE_X0, TS).states
-    x = integrators.get("diffrax", method, rtol=1e-12, atol=1e-12).solve(
-        SPHERE_PROBLEM, SPHERE_X0, TS).states
+    x = integrators.get("diffrax", method, rtol=1e-12, atol=1e-12).solve(SPHERE_PROBLEM, SPHERE_X0, TS).states
     assert _unit_error(x) < 1e-12
     np.testing.assert_allclose(x, rk4, rtol=0, atol=1e-8)
     np.testing.assert_allclose(x, ref, rtol=0, atol=1e-9)
@@ -75,8 +74,11 @@ def test_new_parameters_do_not_recompile():
     n = program.traces
     assert n >= 1
     p2 = LOGISTIC_P * np.array([0.5, 2.0])
-    b = integrators.get("diffrax", "tsit5", rtol=1e-8, atol=1e-10).solve(
-        integrators.Problem(None, logistic_drift_jax, p2), LOGISTIC_X0 + 0.01, TS + 0.5).states
+    b = (
+        integrators.get("diffrax", "tsit5", rtol=1e-8, atol=1e-10)
+        .solve(integrators.Problem(None, logistic_drift_jax, p2), LOGISTIC_X0 + 0.01, TS + 0.5)
+        .states
+    )
     assert program.traces == n, "a new p, x0 or ts of the same shapes must not retrace"
     assert not np.allclose(a, b)
     exact = np.stack([logistic_exact(LOGISTIC_X0 + 0.01, p2, t, 0.5) for t in TS + 0.5], axis=1)
@@ -94,8 +96,7 @@ def test_failed_member_is_nan_not_raised():
 
 def test_diffrax_validation():
     with pytest.raises(ValueError, match="drift_jax"):
-        integrators.get("diffrax", "rk4").solve(
-            integrators.Problem(logistic_drift), LOGISTIC_X0, TS)
+        integrators.get("diffrax", "rk4").solve(integrators.Problem(logistic_drift), LOGISTIC_X0, TS)
     with pytest.raises(ValueError, match="rtol"):
         integrators.get("diffrax", "tsit5", rtol=-1.0)
     with pytest.raises(ValueError, match="max_steps"):

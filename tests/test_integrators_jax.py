@@ -1,6 +1,7 @@
 """The jax backend of integrators: a batch of points in one solve (points x runs), the numba
 backend's schemes on its step grid, noise from one key per point, the problem's own step map,
 absorbing stops, and the refusals."""
+
 import numpy as np
 import pytest
 
@@ -63,8 +64,14 @@ def _ou_diffusion_jax(t, x, p, dw):
 
 
 def _ou(theta, sigma):
-    return Problem(_ou_drift, _ou_drift_jax, [theta, sigma], diffusion=_ou_diffusion,
-                   diffusion_jax=_ou_diffusion_jax, noise_shape=(1, 2))
+    return Problem(
+        _ou_drift,
+        _ou_drift_jax,
+        [theta, sigma],
+        diffusion=_ou_diffusion,
+        diffusion_jax=_ou_diffusion_jax,
+        noise_shape=(1, 2),
+    )
 
 
 def test_euler_maruyama_on_given_increments_is_the_numba_path():
@@ -73,11 +80,11 @@ def test_euler_maruyama_on_given_increments_is_the_numba_path():
     x0 = rng.normal(size=(2, 5, 1, 2))
     steps = int(integrators.core.base.step_grid(TS, 0.01)[0].sum())
     dw = rng.normal(scale=0.1, size=(2, 5, steps, 1, 2))
-    states = integrators.get("jax", "euler_maruyama", dt=0.01).solve(
-        Problem.stack(problems), x0, TS, increments=dw).states
+    states = (
+        integrators.get("jax", "euler_maruyama", dt=0.01).solve(Problem.stack(problems), x0, TS, increments=dw).states
+    )
     for i, problem in enumerate(problems):
-        want = integrators.get("numba", "euler_maruyama", dt=0.01).solve(
-            problem, x0[i], TS, increments=dw[i]).states
+        want = integrators.get("numba", "euler_maruyama", dt=0.01).solve(problem, x0[i], TS, increments=dw[i]).states
         np.testing.assert_allclose(states[i], want, rtol=1e-13, atol=1e-14)
 
 
@@ -103,8 +110,11 @@ def test_rows_of_save_times_are_each_points_own_grid():
     rows = np.array([TS, 2.0 * TS])  # the second point over [0, 2]
     states = integrators.get("jax", "rk4", dt=0.05).solve(Problem.stack(problems), x0, rows).states
     for i in range(2):
-        want = integrators.get("jax", "rk4", dt=0.05).solve(
-            Problem.stack(problems[i:i + 1]), x0[i:i + 1], rows[i]).states
+        want = (
+            integrators.get("jax", "rk4", dt=0.05)
+            .solve(Problem.stack(problems[i : i + 1]), x0[i : i + 1], rows[i])
+            .states
+        )
         np.testing.assert_allclose(states[i], want[0], rtol=0, atol=1e-14)
 
 
@@ -120,8 +130,10 @@ def test_absorbing_runs_stop_where_the_free_path_first_leaves():
     # a random walk x' = x + s xi stopped at |x| > a: the absorbing solve ends each run at the
     # first step the free walk (same keys, same noise) leaves, and keeps it there
     h, steps = 0.1, 60
-    problems = [Problem(p=[a, s], noise_shape=(1, 1), step_jax=_walk_step, stop_jax=_walk_stop)
-                for a, s in ((1.0, 0.3), (2.0, 0.2), (50.0, 0.1))]
+    problems = [
+        Problem(p=[a, s], noise_shape=(1, 1), step_jax=_walk_step, stop_jax=_walk_stop)
+        for a, s in ((1.0, 0.3), (2.0, 0.2), (50.0, 0.1))
+    ]
     batch = Problem.stack(problems)
     x0 = np.zeros((3, 16, 1, 1))
     keys = np.random.default_rng(2).integers(0, 2**32, (3, 2), dtype=np.uint32)
@@ -129,7 +141,8 @@ def test_absorbing_runs_stop_where_the_free_path_first_leaves():
     grid = np.arange(steps + 1) * h
     free = walk.solve(batch, x0, grid, rng=keys).states[..., 0, 0]  # every step saved
     stopped = integrators.get("jax", "step_map", dt=h, absorbing=True).solve(
-        batch, x0, np.array([0.0, steps * h]), rng=keys)
+        batch, x0, np.array([0.0, steps * h]), rng=keys
+    )
     states, taken = stopped.states, stopped.stats["steps"]
     assert states.shape == (3, 16, 2, 1, 1) and taken.shape == (3, 16)
     for i, (a, _) in enumerate(((1.0, 0.3), (2.0, 0.2), (50.0, 0.1))):
@@ -154,30 +167,49 @@ def test_absorbing_keeps_the_stopped_state_at_later_saves():
     # never for a = 5 (all 10 steps); saves at t = 0, 0.5, 1
     problems = [Problem(drift_jax=_unit_speed, p=[a], stop_jax=_past) for a in (0.25, 0.55, 5.0)]
     sol = integrators.get("jax", "euler", dt=0.1, absorbing=True).solve(
-        Problem.stack(problems), np.zeros((3, 2, 1, 1)), np.linspace(0.0, 1.0, 3))
+        Problem.stack(problems), np.zeros((3, 2, 1, 1)), np.linspace(0.0, 1.0, 3)
+    )
     states, taken = sol.states, sol.stats["steps"]
     np.testing.assert_array_equal(taken, [[3, 3], [6, 6], [10, 10]])
-    np.testing.assert_allclose(states[:, 0, :, 0, 0], [[0.0, 0.3, 0.3], [0.0, 0.5, 0.6],
-                                                       [0.0, 0.5, 1.0]], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(
+        states[:, 0, :, 0, 0], [[0.0, 0.3, 0.3], [0.0, 0.5, 0.6], [0.0, 0.5, 1.0]], rtol=0, atol=1e-14
+    )
 
 
 def test_problem_stack_pads_and_refuses_mixed_fields():
-    a, b = _ou(1.0, 0.5), Problem(_ou_drift, _ou_drift_jax, [1.0, 0.5, 7.0],
-                                  diffusion=_ou_diffusion, diffusion_jax=_ou_diffusion_jax,
-                                  noise_shape=(1, 2))
+    a, b = (
+        _ou(1.0, 0.5),
+        Problem(
+            _ou_drift,
+            _ou_drift_jax,
+            [1.0, 0.5, 7.0],
+            diffusion=_ou_diffusion,
+            diffusion_jax=_ou_diffusion_jax,
+            noise_shape=(1, 2),
+        ),
+    )
     np.testing.assert_array_equal(Problem.stack([a, b]).p, [[1.0, 0.5, 0.0], [1.0, 0.5, 7.0]])
     with pytest.raises(ValueError, match="noise_shape differs"):
-        Problem.stack([a, Problem(_ou_drift, _ou_drift_jax, [1.0, 0.5], diffusion=_ou_diffusion,
-                                  diffusion_jax=_ou_diffusion_jax, noise_shape=(1, 3))])
+        Problem.stack(
+            [
+                a,
+                Problem(
+                    _ou_drift,
+                    _ou_drift_jax,
+                    [1.0, 0.5],
+                    diffusion=_ou_diffusion,
+                    diffusion_jax=_ou_diffusion_jax,
+                    noise_shape=(1, 3),
+                ),
+            ]
+        )
     with pytest.raises(ValueError, match="single points"):
         Problem.stack([Problem.stack([a])])
 
 
 def test_jax_backend_registered_and_refusals():
-    assert integrators.available()["jax"] == ["euler", "euler_maruyama", "heun", "rk4",
-                                              "step_map"]
-    assert integrators.options("jax", "rk4") == {"dt": integrators.core.base.DEFAULT_DT,
-                                                 "absorbing": False}
+    assert integrators.available()["jax"] == ["euler", "euler_maruyama", "heun", "rk4", "step_map"]
+    assert integrators.options("jax", "rk4") == {"dt": integrators.core.base.DEFAULT_DT, "absorbing": False}
     ode, sde = integrators.get("jax", "rk4"), integrators.get("jax", "euler_maruyama")
     flow = Problem.stack(_sphere_points())
     x0 = np.stack([SPHERE_X0, SPHERE_X0])
@@ -196,10 +228,10 @@ def test_jax_backend_registered_and_refusals():
         sde.solve(noisy, np.zeros((1, 2, 1, 2)), TS, increments=np.zeros((1, 2, 3, 1, 2)))
     with pytest.raises(ValueError, match="stop_jax"):
         integrators.get("jax", "euler_maruyama", absorbing=True).solve(
-            noisy, np.zeros((1, 2, 1, 2)), TS, rng=np.zeros((1, 2)))
+            noisy, np.zeros((1, 2, 1, 2)), TS, rng=np.zeros((1, 2))
+        )
     with pytest.raises(ValueError, match="step_jax"):
-        integrators.get("jax", "step_map").solve(noisy, np.zeros((1, 2, 1, 2)), TS,
-                                                 rng=np.zeros((1, 2)))
+        integrators.get("jax", "step_map").solve(noisy, np.zeros((1, 2, 1, 2)), TS, rng=np.zeros((1, 2)))
     with pytest.raises(ValueError, match="'absorbing' must be true or false"):
         integrators.get("jax", "euler", absorbing="yes")
     with pytest.raises(ValueError, match="strictly increasing"):

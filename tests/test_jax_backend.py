@@ -2,6 +2,7 @@
 here. It must give the numba backend's answers (in law where the noise differs, to rounding
 where the two share starts and paths) and the same numbers for the same seed and point,
 whatever batch a point runs in."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,14 @@ import dyn
 from dyn.engine import batched
 
 PHASE = "scenarios/two_token_phase.toml"
-GRID = {"sweep.beta": [1.0, 3.0, 6.0], "sweep.d": [3, 16], "ensemble.runs": 1500,
-        "params.until": "horizon", "integrator.horizon": 60.0, "integrator.dt": 0.02}
+GRID = {
+    "sweep.beta": [1.0, 3.0, 6.0],
+    "sweep.d": [3, 16],
+    "ensemble.runs": 1500,
+    "params.until": "horizon",
+    "integrator.horizon": 60.0,
+    "integrator.dt": 0.02,
+}
 
 
 SMALLER = {"sweep.d": [3], "ensemble.runs": 800, "integrator.horizon": 40.0}  # the network:
@@ -23,8 +30,12 @@ SMALLER = {"sweep.d": [3], "ensemble.runs": 800, "integrator.horizon": 40.0}  # 
 
 def _probabilities(tmp_path, backend, form):
     grid = {**GRID, **(SMALLER if form == "network" else {})}
-    path = dyn.run(PHASE, out=tmp_path / f"{backend}_{form}.h5", progress=False,
-                   overrides={**grid, "integrator.backend": backend, "params.form": form})
+    path = dyn.run(
+        PHASE,
+        out=tmp_path / f"{backend}_{form}.h5",
+        progress=False,
+        overrides={**grid, "integrator.backend": backend, "params.form": form},
+    )
     with dyn.open(path) as ds:
         return {k: ds[k].values.copy() for k in ("p_antipodal", "p_cluster", "p_undecided")}
 
@@ -50,8 +61,7 @@ def test_two_token_probabilities_match_numba_in_law(tmp_path, form):
 @pytest.mark.slow  # JAX compiles two batch shapes; test_integrators_jax's batch-independence check stays default
 def test_a_point_gives_the_same_numbers_in_any_batch():
     # what resuming relies on: a point's numbers depend on its key, not on its batch-mates
-    sc = dyn.load(PHASE, [f"{k}={v}" for k, v in {**GRID, "ensemble.runs": 200}.items()]
-                  + ['integrator.backend="jax"'])
+    sc = dyn.load(PHASE, [f"{k}={v}" for k, v in {**GRID, "ensemble.runs": 200}.items()] + ['integrator.backend="jax"'])
     full = dict(batched.iter_results(sc, list(range(sc.count))))
     alone = dict(batched.iter_results(sc, [4]))
     for name, value in full[4].values.items():
@@ -63,11 +73,18 @@ def test_depth_limit_matches_numba_to_rounding(tmp_path):
     # the same strong-error rate
     errors = {}
     for backend in ("numba", "jax"):
-        path = dyn.run("scenarios/transformer_depth_limit.toml", out=tmp_path / f"{backend}.h5",
-                       progress=False, overrides={"sweep.depth": [4, 16, 64], "ensemble.runs": 30,
-                                                  "params.reference_depth": 256,
-                                                  "output.trajectories": False,
-                                                  "integrator.backend": backend})
+        path = dyn.run(
+            "scenarios/transformer_depth_limit.toml",
+            out=tmp_path / f"{backend}.h5",
+            progress=False,
+            overrides={
+                "sweep.depth": [4, 16, 64],
+                "ensemble.runs": 30,
+                "params.reference_depth": 256,
+                "output.trajectories": False,
+                "integrator.backend": backend,
+            },
+        )
         with dyn.open(path) as ds:
             errors[backend] = ds["strong_error"].values.copy()
     np.testing.assert_allclose(errors["jax"], errors["numba"], rtol=1e-12)
@@ -82,11 +99,19 @@ def test_depth_limit_matches_numba_to_rounding(tmp_path):
 def test_attention_matches_numba_to_rounding(tmp_path, form):
     values = {}
     for backend in ("numba", "jax"):
-        path = dyn.run("scenarios/attention_clusters.toml", out=tmp_path / f"{backend}.h5",
-                       progress=False, overrides={"sweep.beta": [1.0, 4.0], "ensemble.runs": 8,
-                                                  "output.saves": 10, "params.depth": 100,
-                                                  "params.form": form,
-                                                  "integrator.backend": backend})
+        path = dyn.run(
+            "scenarios/attention_clusters.toml",
+            out=tmp_path / f"{backend}.h5",
+            progress=False,
+            overrides={
+                "sweep.beta": [1.0, 4.0],
+                "ensemble.runs": 8,
+                "output.saves": 10,
+                "params.depth": 100,
+                "params.form": form,
+                "integrator.backend": backend,
+            },
+        )
         with dyn.open(path) as ds:
             values[backend] = ds["min_inner"].values.copy()
     np.testing.assert_allclose(values["jax"], values["numba"], rtol=0, atol=1e-12)
@@ -101,15 +126,27 @@ def test_architectures_match_numba_to_rounding(tmp_path, form):
     feed-forward term: one JAX program per scheme gives the numba states to rounding."""
     values = {}
     for backend in ("numba", "jax"):
-        path = dyn.run("scenarios/normalization_speed.toml", out=tmp_path / f"{backend}.h5",
-                       progress=False,
-                       overrides={"sweep.beta": [1.0, 4.0], "params.mask": "causal",
-                                  "params.bias_slope": 0.3, "params.heads": 2,
-                                  "params.head_noise": 0.5, "params.feedforward": 0.5,
-                                  "ensemble.runs": 4, "output.saves": 6, "params.depth": 60,
-                                  "params.form": form, "integrator.horizon": 6.0,
-                                  "integrator.method": "rk4", "integrator.dt": 0.05,
-                                  "integrator.backend": backend})
+        path = dyn.run(
+            "scenarios/normalization_speed.toml",
+            out=tmp_path / f"{backend}.h5",
+            progress=False,
+            overrides={
+                "sweep.beta": [1.0, 4.0],
+                "params.mask": "causal",
+                "params.bias_slope": 0.3,
+                "params.heads": 2,
+                "params.head_noise": 0.5,
+                "params.feedforward": 0.5,
+                "ensemble.runs": 4,
+                "output.saves": 6,
+                "params.depth": 60,
+                "params.form": form,
+                "integrator.horizon": 6.0,
+                "integrator.method": "rk4",
+                "integrator.dt": 0.05,
+                "integrator.backend": backend,
+            },
+        )
         with dyn.open(path) as ds:
             values[backend] = np.stack([ds["min_inner"].values, ds["radius"].values])
     assert np.ptp(values["numba"]) > 0.1  # the schemes and betas differ: nothing trivial
@@ -117,21 +154,30 @@ def test_architectures_match_numba_to_rounding(tmp_path, form):
 
 
 def test_jax_backend_refusals():
-    for sets, words in ((['integrator.backend="jax"', 'params.form="sde"'], "two-token forms"),
-                        (['integrator.backend="jax"', 'integrator.method="heun"'], "methods: euler_maruyama")):
+    for sets, words in (
+        (['integrator.backend="jax"', 'params.form="sde"'], "two-token forms"),
+        (['integrator.backend="jax"', 'integrator.method="heun"'], "methods: euler_maruyama"),
+    ):
         with pytest.raises(dyn.ScenarioError, match=words):
             dyn.load(PHASE, sets)
     with pytest.raises(dyn.ScenarioError, match="has no batched JAX path"):
         dyn.load("scenarios/sinkformer_heat.toml", ['integrator.backend="jax"'])
     with pytest.raises(dyn.ScenarioError, match="drop --executor"):
-        dyn.run(PHASE, out="/nonexistent/x.h5", executor="process", workers=2,
-                overrides={"integrator.backend": "jax"})
+        dyn.run(PHASE, out="/nonexistent/x.h5", executor="process", workers=2, overrides={"integrator.backend": "jax"})
     assert math.isfinite(batched.device_budget())
 
 
 def test_batches_group_by_key_and_fit_the_budget():
-    sc = dyn.load(PHASE, ['integrator.backend="jax"', "sweep.d=[3, 8]", "sweep.beta=[1.0, 2.0, 3.0]",
-                          'params.form="network"', "ensemble.runs=100"])
+    sc = dyn.load(
+        PHASE,
+        [
+            'integrator.backend="jax"',
+            "sweep.d=[3, 8]",
+            "sweep.beta=[1.0, 2.0, 3.0]",
+            'params.form="network"',
+            "ensemble.runs=100",
+        ],
+    )
     specs = [sc.spec(i) for i in range(sc.count)]
     size = sc.system.batch_bytes(specs[0])
     plan = batched.batches(sc.system, specs, budget=2 * size)
@@ -142,10 +188,18 @@ def test_batches_group_by_key_and_fit_the_budget():
 
 
 NOISY = "scenarios/noisy_phase.toml"
-NOISY_GRID = {"sweep.beta": [1.0, 4.0], "sweep.sigma": [0.6, 2.0], "params.n": 32,
-              "integrator.burn_in": 2.0, "integrator.horizon_cap": 4.0, "ensemble.runs": 40,
-              "integrator.horizon": 4.0, "integrator.dt": 0.01, "integrator.step_tol": 0.05,
-              "output.saves": 16}  # 9 samples in the window [2, 4]: enough for its error
+NOISY_GRID = {
+    "sweep.beta": [1.0, 4.0],
+    "sweep.sigma": [0.6, 2.0],
+    "params.n": 32,
+    "integrator.burn_in": 2.0,
+    "integrator.horizon_cap": 4.0,
+    "ensemble.runs": 40,
+    "integrator.horizon": 4.0,
+    "integrator.dt": 0.01,
+    "integrator.step_tol": 0.05,
+    "output.saves": 16,
+}  # 9 samples in the window [2, 4]: enough for its error
 
 
 @pytest.mark.slow  # JAX compiles; the default tier keeps the bit-level agreements
@@ -154,8 +208,12 @@ def test_noisy_attention_matches_numba_in_law(tmp_path):
     # errors of the difference of two independent ensembles (other generators)
     out = {}
     for backend in ("numba", "jax"):
-        path = dyn.run(NOISY, out=tmp_path / f"{backend}.h5", progress=False,
-                       overrides={**NOISY_GRID, "integrator.backend": backend})
+        path = dyn.run(
+            NOISY,
+            out=tmp_path / f"{backend}.h5",
+            progress=False,
+            overrides={**NOISY_GRID, "integrator.backend": backend},
+        )
         with dyn.open(path) as ds:
             out[backend] = ds["r_stationary"].values.copy(), ds["r_stationary_se"].values.copy()
     (r_n, se_n), (r_j, se_j) = out["numba"], out["jax"]

@@ -1,5 +1,6 @@
 """Kernels compile on first need, exactly for their declared signature, and ensembles split into
 blocks across threads give the same numbers whatever the number of threads."""
+
 import os
 import subprocess
 import sys
@@ -61,8 +62,7 @@ def test_callees_are_read_from_the_source_and_loaded_before_their_caller():
 
     assert callees(_top) == [_middle] and callees(_middle) == [_leaf] and callees(_leaf) == []
     found = set(callees(_field_symmetric.symmetric))  # by name, and through a module
-    assert {_field_symmetric._upper_scores, _field_small.columns,
-            vexp.exp_inplace} <= found
+    assert {_field_symmetric._upper_scores, _field_small.columns, vexp.exp_inplace} <= found
     assert attention_field.field in callees(schemes.layer_output)
     assert _top(np.array([3.0, 2.0])) == 14.0
     assert len(_middle.signatures) == 1 and len(_leaf.signatures) == 1  # loaded, never called
@@ -100,14 +100,21 @@ def test_a_cached_caller_of_a_callee_compiled_again_is_compiled_again(tmp_path):
     jit.callee_digest) and calls the new code (numba alone would run the stale copy: 6.0)."""
     (tmp_path / "stale_leaf.py").write_text(STALE_LEAF.format(change=""))
     (tmp_path / "stale_top.py").write_text(STALE_TOP)
-    call = ("import sys, numba, numpy as np; sys.path.insert(0, sys.argv[1]); "
-            "[numba.njit(lambda v: v + k)(1.0) for k in range(int(sys.argv[2]))]; "
-            "import stale_top; print(stale_top.top(np.arange(3.0)))")
+    call = (
+        "import sys, numba, numpy as np; sys.path.insert(0, sys.argv[1]); "
+        "[numba.njit(lambda v: v + k)(1.0) for k in range(int(sys.argv[2]))]; "
+        "import stale_top; print(stale_top.top(np.arange(3.0)))"
+    )
 
     def run(compiled_before):
         env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-        return subprocess.run([sys.executable, "-c", call, str(tmp_path), str(compiled_before)],
-                              env=env, check=True, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            [sys.executable, "-c", call, str(tmp_path), str(compiled_before)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
 
     assert run(0) == "6.0"  # 0 + 1 + 4, plus 1
     (tmp_path / "stale_leaf.py").write_text(STALE_LEAF.format(change=" + 1.0"))
@@ -130,11 +137,17 @@ def test_a_users_cached_caller_loads_before_the_kernels_it_calls(tmp_path):
     caller carries its own linked copy of the kernel, and runs."""
     (tmp_path / "stale_leaf.py").write_text(STALE_LEAF.format(change=""))
     (tmp_path / "user_caller.py").write_text(USER_CALLER)
-    call = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import user_caller; "
-            "print(user_caller.user(np.arange(3.0)), sum(user_caller.user.stats.cache_hits.values()))")
+    call = (
+        "import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import user_caller; "
+        "print(user_caller.user(np.arange(3.0)), sum(user_caller.user.stats.cache_hits.values()))"
+    )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    outs = [subprocess.run([sys.executable, "-c", call, str(tmp_path)], env=env, check=True,
-                           capture_output=True, text=True).stdout.strip() for _ in range(2)]
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", call, str(tmp_path)], env=env, check=True, capture_output=True, text=True
+        ).stdout.strip()
+        for _ in range(2)
+    ]
     assert outs == ["10.0 0", "10.0 1"]  # compiled, then loaded from the cache
 
 
@@ -155,8 +168,10 @@ def test_the_attention_field_gives_the_same_bits_on_a_cold_and_a_warm_cache(tmp_
     """The attention field compiled in the process that runs it (cold) and loaded from the cache
     it wrote (warm): the same bits. Before callees were loaded first, they differed by 1 ulp."""
     env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PATH": "/usr/bin:/bin"}
-    cold, warm = (subprocess.run([sys.executable, "-c", COLD_OR_WARM], env=env, check=True,
-                                 capture_output=True, text=True).stdout for _ in range(2))
+    cold, warm = (
+        subprocess.run([sys.executable, "-c", COLD_OR_WARM], env=env, check=True, capture_output=True, text=True).stdout
+        for _ in range(2)
+    )
     assert len(cold) == 32 * 2 * 16 and cold == warm
 
 
@@ -181,8 +196,9 @@ print(deferred, compiled)
 
 @pytest.mark.slow  # a fresh interpreter imports every module (~5 s); the deferred compile is checked above
 def test_importing_every_model_module_compiles_no_kernel():
-    out = subprocess.run([sys.executable, "-c", IMPORT_ALL], capture_output=True, text=True,
-                         check=True).stdout.split(maxsplit=1)
+    out = subprocess.run([sys.executable, "-c", IMPORT_ALL], capture_output=True, text=True, check=True).stdout.split(
+        maxsplit=1
+    )
     assert int(out[0]) > 40, out  # the kernels were found ...
     assert out[1].strip() == "[]"  # ... and none was compiled (or loaded) by an import
 
@@ -231,8 +247,10 @@ def test_kernel_families_are_dealt_whole_and_every_kernel_once():
     from dyn.attention import schemes
     from dyn.numerics import _field_small, _field_symmetric, attention_field
 
-    field_family = {home[id(k)] for k in (attention_field.field, _field_symmetric.symmetric,
-                                          _field_small.columns, schemes.layer_output)}
+    field_family = {
+        home[id(k)]
+        for k in (attention_field.field, _field_symmetric.symmetric, _field_small.columns, schemes.layer_output)
+    }
     assert len(field_family) == 1  # the attention field's tree is one family
     for shares in (1, 2, 3):
         dealt = [warmup.share_of(i, shares) for i in range(shares)]
@@ -247,8 +265,11 @@ def test_kernel_families_are_dealt_whole_and_every_kernel_once():
                     assert {id(k) for k in groups[home[j]]} <= mine
             place = {id(k): n for n, k in enumerate(share)}
             for k in share:  # in the split family, callees first
-                assert all(place[id(c)] < place[id(k)] for c in callees(k)
-                           if id(c) in place and home[id(c)] == home[id(k)] in split)
+                assert all(
+                    place[id(c)] < place[id(k)]
+                    for c in callees(k)
+                    if id(c) in place and home[id(c)] == home[id(k)] in split
+                )
     with pytest.raises(ValueError, match="share index"):
         warmup.share_of(2, 2)
 
@@ -256,8 +277,9 @@ def test_kernel_families_are_dealt_whole_and_every_kernel_once():
 @pytest.mark.slow
 def test_dyn_compile_fills_an_empty_cache_in_two_processes(tmp_path):
     env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-m", "dyn", "compile", "--workers", "2"], env=env,
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "dyn", "compile", "--workers", "2"], env=env, check=True, capture_output=True, text=True
+    ).stdout
     count = int(out.split()[0])
     assert count > 40 and "kernels compiled or loaded" in out
     assert len(list((tmp_path / "numba").rglob("*.nbi"))) >= count  # an index per kernel
@@ -297,8 +319,12 @@ def test_a_second_process_loads_declared_kernels_from_numbas_cache(tmp_path):
     cache in the next (hits), and the recorded callee digest keeps the caller's entry."""
     (tmp_path / "cached_kernels.py").write_text(CACHED_KERNELS)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    outs = [subprocess.run([sys.executable, "-c", CACHE_COUNTS, str(tmp_path)], env=env, check=True,
-                           capture_output=True, text=True).stdout.split() for _ in range(2)]
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", CACHE_COUNTS, str(tmp_path)], env=env, check=True, capture_output=True, text=True
+        ).stdout.split()
+        for _ in range(2)
+    ]
     assert outs == [["6.0", "0", "1", "0", "1"], ["6.0", "1", "0", "1", "0"]]
 
 

@@ -2,6 +2,7 @@
 array takes with local processes for nodes: the same numbers as the serial run bit for bit, a
 killed driver resumed to the same numbers, a failed task's points failed with its log, and the
 options checked in one line."""
+
 from __future__ import annotations
 
 import io
@@ -37,8 +38,15 @@ def serial(tmp_path_factory):
 
 @pytest.mark.slow  # a local submitit job array of processes
 def test_a_local_array_gives_the_serial_numbers_bit_for_bit(serial, tmp_path):
-    out = dyn.run("attention_clusters", tmp_path / "array.h5", overrides=SETS, executor="submitit",
-                  array=ARRAY, progress=False, log=io.StringIO())
+    out = dyn.run(
+        "attention_clusters",
+        tmp_path / "array.h5",
+        overrides=SETS,
+        executor="submitit",
+        array=ARRAY,
+        progress=False,
+        log=io.StringIO(),
+    )
     got = _values(out)
     assert got.keys() == serial.keys()
     for name in serial:
@@ -64,23 +72,34 @@ def test_a_killed_driver_resumes_to_the_serial_numbers(serial, tmp_path):
     script = tmp_path / "kill.py"
     script.write_text(KILL_AFTER_FIRST_WRITE)
     out = tmp_path / "killed.h5"
-    command = ["run", "attention_clusters", "--out", str(out), "--no-progress",
-               "--executor", "submitit", "--slurm-points-per-task", "1"]
+    command = [
+        "run",
+        "attention_clusters",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--executor",
+        "submitit",
+        "--slurm-points-per-task",
+        "1",
+    ]
     command += [arg for s in SETS for arg in ("--set", s)]
     env_sets = ["--set", "executor.cluster='local'"]
-    killed = subprocess.run([sys.executable, str(script), *command, *env_sets], capture_output=True,
-                            text=True, timeout=600)
+    killed = subprocess.run(
+        [sys.executable, str(script), *command, *env_sets], capture_output=True, text=True, timeout=600
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     with dyn.open(out) as ds:
         assert (ds["status"].values == 1).sum() == 1  # one point written before the kill
-    dyn.run("attention_clusters", out, overrides=SETS, executor="submitit", array=ARRAY,
-            progress=False, log=io.StringIO())
+    dyn.run(
+        "attention_clusters", out, overrides=SETS, executor="submitit", array=ARRAY, progress=False, log=io.StringIO()
+    )
     got = _values(out)
     for name in serial:
         np.testing.assert_array_equal(got[name], serial[name], err_msg=name)
 
 
-DYING_MODEL = '''
+DYING_MODEL = """
 import os
 from toy_model import ToyOU
 
@@ -91,7 +110,7 @@ class Dying(ToyOU):
             print("leaving now", flush=True)
             os._exit(7)  # the task's process ends: a node lost, as the driver sees it
         return super().observe(spec, states)
-'''
+"""
 
 DYING_SCENARIO = """
 [scenario]
@@ -120,9 +139,24 @@ def test_a_failed_task_fails_its_points_with_the_end_of_its_log(tmp_path):
     (tmp_path / "dying_model.py").write_text(textwrap.dedent(DYING_MODEL))
     scenario = tmp_path / "dying.toml"
     scenario.write_text(DYING_SCENARIO)
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(scenario), "--out",
-                           str(tmp_path / "dying.h5"), "--executor", "submitit", "--no-progress"],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dyn",
+            "run",
+            str(scenario),
+            "--out",
+            str(tmp_path / "dying.h5"),
+            "--executor",
+            "submitit",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode == 3, done.stderr  # some points failed
     with dyn.open(tmp_path / "dying.h5") as ds:
         assert ds["status"].values.tolist() == [1, 3]
@@ -142,10 +176,15 @@ def test_chunks_follow_the_calibration_or_the_fixed_size():
     assert job_array.chunk([5, 6, 7, 8, 9], 2) == [[5, 6], [7, 8], [9]]
 
 
-@pytest.mark.parametrize("table, key", [({"partiton": "gpu"}, "executor.partiton"),
-                                        ({"cpus_per_task": 0}, "executor.cpus_per_task"),
-                                        ({"mem_gb": -1.0}, "executor.mem_gb"),
-                                        ({"cluster": "pbs"}, "executor.cluster")])
+@pytest.mark.parametrize(
+    "table, key",
+    [
+        ({"partiton": "gpu"}, "executor.partiton"),
+        ({"cpus_per_task": 0}, "executor.cpus_per_task"),
+        ({"mem_gb": -1.0}, "executor.mem_gb"),
+        ({"cluster": "pbs"}, "executor.cluster"),
+    ],
+)
 def test_bad_options_are_one_line_naming_the_key(table, key):
     with pytest.raises(ScenarioError) as info:
         job_array.array_options(table)

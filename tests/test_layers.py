@@ -2,6 +2,7 @@
 import that runs up a floor, read from the source alone; and the check finds each kind of
 fault in a small tree made for it (an upward import, a circle through deferred imports, a
 facade's lazy name, a package on no floor)."""
+
 from __future__ import annotations
 
 import textwrap
@@ -39,25 +40,27 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
 
 
 def _faulty(tmp_path) -> layers.Report:
-    root = _tree(tmp_path, {
-        "integrators/__init__.py": "",
-        "dyn/__init__.py": 'from importlib import import_module\n_LAZY = {"run": ".engine.runner"}\n',
-        "dyn/core/__init__.py": "",
-        "dyn/core/spec.py": "def later():\n    from ..engine import runner\n",  # up, deferred
-        "dyn/engine/__init__.py": "",
-        "dyn/engine/runner.py": "from ..core import spec\nfrom . import store\n",
-        "dyn/engine/store.py": "def later():\n    from .runner import run\n",  # circle, deferred
-        "dyn/systems/__init__.py": "import dyn\n\ndyn.run\n",  # through the facade: up
-        "dyn/newpackage/__init__.py": "import integrators\n",  # on no floor
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "integrators/__init__.py": "",
+            "dyn/__init__.py": 'from importlib import import_module\n_LAZY = {"run": ".engine.runner"}\n',
+            "dyn/core/__init__.py": "",
+            "dyn/core/spec.py": "def later():\n    from ..engine import runner\n",  # up, deferred
+            "dyn/engine/__init__.py": "",
+            "dyn/engine/runner.py": "from ..core import spec\nfrom . import store\n",
+            "dyn/engine/store.py": "def later():\n    from .runner import run\n",  # circle, deferred
+            "dyn/systems/__init__.py": "import dyn\n\ndyn.run\n",  # through the facade: up
+            "dyn/newpackage/__init__.py": "import integrators\n",  # on no floor
+        },
+    )
     return layers.check(layers.read_graph(root))
 
 
 def test_an_upward_import_is_found_where_it_is_deferred_or_behind_the_facade(tmp_path):
     report = _faulty(tmp_path)
     upward = {(e.source, e.target, e.deferred) for e in report.upward}
-    assert upward == {("dyn.core.spec", "dyn.engine.runner", True),
-                      ("dyn.systems", "dyn.engine.runner", False)}
+    assert upward == {("dyn.core.spec", "dyn.engine.runner", True), ("dyn.systems", "dyn.engine.runner", False)}
 
 
 def test_a_circle_of_modules_and_of_units_is_found(tmp_path):

@@ -1,4 +1,5 @@
 """dyn.core.layout: offsets written by pack, read by the numba accessor, checked by unpack."""
+
 import numpy as np
 import pytest
 from numba import njit

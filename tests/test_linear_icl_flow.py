@@ -4,6 +4,7 @@ squared error, Gamma* = ((1 + 1/N) Lambda + tr(Lambda)/N I)^{-1} is its minimize
 from the paper's start reaches it with u^2 = ||U||_F^2, the isotropic flow is the logistic
 closed form, and (slow tier) the shipped scenarios: Gamma to 1e-8, gradient descent against the
 flow at rate 1 in the step."""
+
 from __future__ import annotations
 
 import io
@@ -21,8 +22,15 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def _flow(theta0, lam_cov, n, times):
-    return solve_ivp(lambda _, y: icl.field(y, lam_cov, n), (0.0, times[-1]), theta0,
-                     method="DOP853", rtol=1e-12, atol=1e-14, t_eval=times).y.T
+    return solve_ivp(
+        lambda _, y: icl.field(y, lam_cov, n),
+        (0.0, times[-1]),
+        theta0,
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-14,
+        t_eval=times,
+    ).y.T
 
 
 def _paper_start(d, sigma):
@@ -77,14 +85,12 @@ def test_from_the_papers_start_only_u_and_u_block_move():
     pv[d, d], kq[:d, :d] = 0.3, 0.3 * theta @ theta.T / np.linalg.norm(theta @ theta.T)
     h = 1e-5
     moved = []
-    for which, i, j in ([(0, d, k) for k in range(d)] + [(1, d, k) for k in range(d)]
-                        + [(0, d, d), (1, 0, 1)]):
+    for which, i, j in [(0, d, k) for k in range(d)] + [(1, d, k) for k in range(d)] + [(0, d, d), (1, 0, 1)]:
         plus, minus = [pv.copy(), kq.copy()], [pv.copy(), kq.copy()]
         plus[which][i, j] += h
         minus[which][i, j] -= h
-        moved.append((_full_layer_loss(*plus, x, xq, w) - _full_layer_loss(*minus, x, xq, w))
-                     / (2 * h))
-    assert np.abs(moved[:2 * d]).max() < 1e-9  # off the set: no force
+        moved.append((_full_layer_loss(*plus, x, xq, w) - _full_layer_loss(*minus, x, xq, w)) / (2 * h))
+    assert np.abs(moved[: 2 * d]).max() < 1e-9  # off the set: no force
     assert min(abs(moved[-2]), abs(moved[-1])) > 1e-3  # u and U do move
 
 
@@ -105,8 +111,7 @@ def test_the_population_loss_is_the_mean_squared_error():
     assert abs(half_sq.mean() - icl.loss_of_gamma(gamma, lam_cov, n)) < 5 * se
 
 
-@pytest.mark.parametrize("d, n, kappa, angle", [(2, 1, 1.0, 0.0), (4, 10, 4.0, 0.6),
-                                                (7, 3, 30.0, -1.1)])
+@pytest.mark.parametrize("d, n, kappa, angle", [(2, 1, 1.0, 0.0), (4, 10, 4.0, 0.6), (7, 3, 30.0, -1.1)])
 def test_gamma_star_minimizes_the_population_loss(d, n, kappa, angle):
     lam_cov = icl.covariance(d, 0.8, kappa, angle)
     star = icl.gamma_star(lam_cov, n)
@@ -131,11 +136,14 @@ def test_the_field_is_minus_the_jax_gradient_of_the_loss():
     rng = np.random.default_rng(4)
     d, n = 5, 7
     lam_cov = icl.padded(icl.covariance(d, 1.0, 3.0, 0.4))
-    theta = np.zeros(1 + icl.D ** 2)
+    theta = np.zeros(1 + icl.D**2)
     theta[0] = 0.4
     theta[1:] = icl.padded(rng.standard_normal((d, d))).ravel()
-    grad = jax.grad(lambda t: icl.population_loss({"u": t[:1], "U": t[1:].reshape(icl.D, icl.D)},
-                                                  {"Lam": jnp.asarray(lam_cov)}, float(n)))
+    grad = jax.grad(
+        lambda t: icl.population_loss(
+            {"u": t[:1], "U": t[1:].reshape(icl.D, icl.D)}, {"Lam": jnp.asarray(lam_cov)}, float(n)
+        )
+    )
     assert np.abs(-np.asarray(grad(jnp.asarray(theta))) - icl.field(theta, lam_cov, n)).max() < 1e-13
 
 
@@ -145,7 +153,7 @@ def test_the_flow_reaches_gamma_star_balanced(d, n, kappa, angle):
     rng = np.random.default_rng(5)
     theta = rng.standard_normal((d, d))
     block = theta @ theta.T / np.linalg.norm(theta @ theta.T)
-    x0 = np.zeros(1 + icl.D ** 2)
+    x0 = np.zeros(1 + icl.D**2)
     x0[0], x0[1:] = 0.1, (0.1 * icl.padded(block)).ravel()
     path = _flow(x0, icl.padded(lam_cov), n, np.array([0.0, 50.0, 200.0]))
     u, big = path[-1, 0], path[-1, 1:].reshape(icl.D, icl.D)
@@ -156,8 +164,7 @@ def test_the_flow_reaches_gamma_star_balanced(d, n, kappa, angle):
     assert np.abs(big[d:]).max() == 0.0 and np.abs(big[:, d:]).max() == 0.0  # padding stays 0
 
 
-@pytest.mark.parametrize("d, n, lam, sigma", [(1, 1, 1.0, 0.1), (4, 10, 0.7, 0.3),
-                                              (8, 3, 2.0, 0.05)])
+@pytest.mark.parametrize("d, n, lam, sigma", [(1, 1, 1.0, 0.1), (4, 10, 0.7, 0.3), (8, 3, 2.0, 0.05)])
 def test_the_isotropic_flow_is_logistic(d, n, lam, sigma):
     times = np.concatenate([[0.0], np.geomspace(0.01, 60.0, 40)])
     path = _flow(_paper_start(d, sigma), icl.padded(lam * np.eye(d)), n, times)
@@ -181,15 +188,20 @@ def test_the_reference_continues_the_flow_in_time():
     assert np.abs(again[0] - direct[2]).max() < 1e-10
 
 
-@pytest.mark.parametrize("setting, key", [("params.d=9", "params.d"), ("params.kappa=0.5", "params.kappa"),
-                                          ("params.start=\"ones\"", "params.start"),
-                                          ("params.steps=-1", "params.steps"),
-                                          ("params.init_scale=0", "params.init_scale"),
-                                          ("params.steps=8", "params.steps")])
+@pytest.mark.parametrize(
+    "setting, key",
+    [
+        ("params.d=9", "params.d"),
+        ("params.kappa=0.5", "params.kappa"),
+        ('params.start="ones"', "params.start"),
+        ("params.steps=-1", "params.steps"),
+        ("params.init_scale=0", "params.init_scale"),
+        ("params.steps=8", "params.steps"),
+    ],
+)
 def test_bad_values_are_one_line_and_exit_2(setting, key, tmp_path, capsys):
     # the last one: steps > 0 (gradient descent) under an adaptive method is refused
-    code = main(["run", str(SCENARIOS / "linear_icl_flow.toml"), "--out", str(tmp_path / "x.h5"),
-                 "--set", setting])
+    code = main(["run", str(SCENARIOS / "linear_icl_flow.toml"), "--out", str(tmp_path / "x.h5"), "--set", setting])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("dyn: ") and key in err[0]
     assert not (tmp_path / "x.h5").exists()
@@ -197,8 +209,7 @@ def test_bad_values_are_one_line_and_exit_2(setting, key, tmp_path, capsys):
 
 @pytest.mark.slow  # the shipped sweep, 72 points (about a minute)
 def test_the_shipped_flow_reaches_gamma_star_to_1e_8(tmp_path):
-    out = dyn.run(SCENARIOS / "linear_icl_flow.toml", tmp_path / "f.h5", progress=False,
-                  log=io.StringIO())
+    out = dyn.run(SCENARIOS / "linear_icl_flow.toml", tmp_path / "f.h5", progress=False, log=io.StringIO())
     with dyn.open(out) as ds:
         assert (ds["status"].values == 1).all()
         assert float(ds["gamma_error"].isel(time=-1).max()) < 1e-8
@@ -213,10 +224,9 @@ def test_gradient_descent_is_first_order_in_the_step(tmp_path):
     from dyn.presentation import comparison
     from dyn.presentation.exact import compare_exact
 
-    out = dyn.run(SCENARIOS / "linear_icl_gd.toml", tmp_path / "g.h5", progress=False,
-                  log=io.StringIO())
+    out = dyn.run(SCENARIOS / "linear_icl_gd.toml", tmp_path / "g.h5", progress=False, log=io.StringIO())
     result = compare_exact(out)
-    (fit, used), = comparison.asymptotic_rates(result, "steps").values()
+    ((fit, used),) = comparison.asymptotic_rates(result, "steps").values()
     assert fit.lo <= -1.0 <= fit.hi  # slope -1 in steps = slope 1 in eta = 1/steps
     (whole,) = comparison.rates(result, "steps").values()
     assert abs(whole.slope + 1.0) < 0.02

@@ -2,6 +2,7 @@
 Duerinckx, Geshkovski, Rossi (arXiv 2605.09213): the drift against a plain numpy reference,
 token 0 fixed, token 1's two-body ODE, the threshold t_crit and the linearized profile, and the
 system `causal_circle` with the shipped scenario `lost_in_the_middle` end to end."""
+
 import math
 from pathlib import Path
 
@@ -43,10 +44,8 @@ def test_numba_drift_is_the_definition(mask, scale):
         for beta in (-1.0, 0.5, 2.0, 6.0):
             for lam in (0.0, 1.0, 3.0):
                 got = cc.velocities(theta, cc.pack_causal(beta, lam, n, scale, mask))
-                want = _reference_drift(theta, beta, lam, n if scale == "1/n" else 1,
-                                        1.0 if mask == "causal" else 0.0)
-                np.testing.assert_allclose(got, want, rtol=0,
-                                           atol=1e-13 * max(1.0, np.abs(want).max()))
+                want = _reference_drift(theta, beta, lam, n if scale == "1/n" else 1, 1.0 if mask == "causal" else 0.0)
+                np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * max(1.0, np.abs(want).max()))
                 assert got[0] == 0.0
 
 
@@ -77,8 +76,15 @@ def test_token_zero_never_moves_and_token_one_follows_the_two_body_ode():
     assert np.array_equal(states[:, :, 0, 0], np.repeat(theta0[:, None, 0, 0], len(ts), axis=1))
     for r in range(theta0.shape[0]):  # u = theta_1 - theta_0: u' = -beta sin u e^{beta cos u}
         u0 = theta0[r, 1, 0] - theta0[r, 0, 0]
-        ref = solve_ivp(lambda t, u: -beta * np.sin(u) * np.exp(beta * np.cos(u)), (0, ts[-1]),
-                        [u0], t_eval=ts, method="DOP853", rtol=1e-12, atol=1e-13).y[0]
+        ref = solve_ivp(
+            lambda t, u: -beta * np.sin(u) * np.exp(beta * np.cos(u)),
+            (0, ts[-1]),
+            [u0],
+            t_eval=ts,
+            method="DOP853",
+            rtol=1e-12,
+            atol=1e-13,
+        ).y[0]
         got = states[r, :, 1, 0] - states[r, :, 0, 0]
         np.testing.assert_allclose(got, ref, rtol=0, atol=1e-8)
         assert abs(math.remainder(got[-1], 2 * np.pi)) < abs(math.remainder(u0, 2 * np.pi))
@@ -108,8 +114,11 @@ def test_trajectories_match_a_plain_rk4_of_their_particle_script(T):
         k4 = velocity(theta + dt * k3)
         theta = theta + dt / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
     problem = cc.causal_problem(cc.pack_causal(beta, lam, n))
-    got = integrators.get("numba", "rk4", dt=dt).solve(problem, theta0[None, :, None],
-                                                       np.array([0.0, T])).states[0, -1, :, 0]
+    got = (
+        integrators.get("numba", "rk4", dt=dt)
+        .solve(problem, theta0[None, :, None], np.array([0.0, T]))
+        .states[0, -1, :, 0]
+    )
     assert np.abs(got - theta).max() < 1e-9
     assert np.abs(theta - theta0).max() > 0.1  # the tokens moved: the comparison means something
 
@@ -138,16 +147,23 @@ def test_psi_closed_form_is_the_series():
 def test_t_crit_is_where_the_right_end_slope_changes_sign():
     # values printed by their script generate_u_shape_numerology_data.py (lambda = 1, M = 8,
     # m_max = 20), run here on this machine
-    theirs = {0.5: 5.911578639399512, 1.0: 2.457488980328256, 2.0: 0.6007162242766789,
-              3.0: 0.17401839386870316, 4.0: 0.05458820459612498}
+    theirs = {
+        0.5: 5.911578639399512,
+        1.0: 2.457488980328256,
+        2.0: 0.6007162242766789,
+        3.0: 0.17401839386870316,
+        4.0: 0.05458820459612498,
+    }
     for beta, value in theirs.items():
         assert cc.t_crit(beta, 1.0) == pytest.approx(value, rel=1e-12)
     # independently: the root in t of the finite-difference slope of the profile at s = 1
     h = 1e-5
     for beta, lam in ((1.0, 1.0), (2.0, 0.5), (0.7, 3.0)):
+
         def slope(t):
             ends = cc.soft_profile(np.array([1.0 - h, 1.0]), beta, t, lam)  # noqa: B023 brentq calls it at once
             return (ends[1] - ends[0]) / h
+
         want = cc.t_crit(beta, lam)
         root = brentq(slope, 0.2 * want, 5 * want, xtol=1e-12)
         assert root == pytest.approx(want, rel=1e-4)
@@ -183,9 +199,19 @@ def test_profile_is_u_shaped_before_t_crit_and_loses_its_recency_arm_after():
 
 
 def test_small_run_shows_primacy_and_writes_t_crit(tmp_path):
-    path = dyn.run(SCENARIO, out=tmp_path / "litm.h5", progress=False, overrides={
-        "params.n": 16, "params.position_bins": 4, "sweep.beta": [1.0, 3.0],
-        "ensemble.runs": 60, "integrator.horizon": 2.0, "output.saves": 4})
+    path = dyn.run(
+        SCENARIO,
+        out=tmp_path / "litm.h5",
+        progress=False,
+        overrides={
+            "params.n": 16,
+            "params.position_bins": 4,
+            "sweep.beta": [1.0, 3.0],
+            "ensemble.runs": 60,
+            "integrator.horizon": 2.0,
+            "output.saves": 4,
+        },
+    )
     with dyn.open(path) as ds:
         a = ds.alignment.isel(time=-1)
         assert np.all(a.isel(position=0) > a.isel(position=-1) + 0.1)  # early tokens join 0 first
@@ -203,19 +229,21 @@ def test_shipped_scenario_is_the_papers_model_and_bad_bins_name_the_key():
     scenario = dyn.load(SCENARIO)
     assert scenario.system.name == "causal_circle"
     params = scenario.params
-    assert (params["mask"], params["bias_scale"], params["bias_slope"]) == ("strict_causal", "1/n",
-                                                                           1.0)
+    assert (params["mask"], params["bias_scale"], params["bias_slope"]) == ("strict_causal", "1/n", 1.0)
     with pytest.raises(dyn.ScenarioError, match=r"params\.position_bins"):
-        dyn.run(SCENARIO, out="unused.h5", progress=False,
-                overrides={"params.n": 8, "params.position_bins": 8})
+        dyn.run(SCENARIO, out="unused.h5", progress=False, overrides={"params.n": 8, "params.position_bins": 8})
 
 
 @pytest.mark.slow
 def test_last_token_retrieves_the_first_tokens_best(tmp_path):
     # the primacy arm at the particle level: measured 0.078 +- 0.010 in the first bin against
     # |values| <= 0.010 elsewhere (beta = 2, t = 4, n = 64, 800 runs: the shipped scenario)
-    path = dyn.run(SCENARIO, out=tmp_path / "ret.h5", progress=False, overrides={
-        "sweep.beta": [2.0], "ensemble.runs": 800, "output.saves": 4})
+    path = dyn.run(
+        SCENARIO,
+        out=tmp_path / "ret.h5",
+        progress=False,
+        overrides={"sweep.beta": [2.0], "ensemble.runs": 800, "output.saves": 4},
+    )
     with dyn.open(path) as ds:
         r = ds.retrieval.sel(beta=2.0).isel(time=-1)
         se = float(ds.retrieval_se.sel(beta=2.0).isel(time=-1).max())
@@ -267,8 +295,7 @@ def test_the_finite_n_linear_theory_tends_to_the_continuum_profile():
 
 def _soft(tmp_path, betas, runs, horizon, saves):
     """The shipped scenario (log-spaced saves from t_min = 0.01) cut to these settings."""
-    sets = {"sweep.beta": betas, "ensemble.runs": runs, "integrator.horizon": horizon,
-            "output.saves": saves}
+    sets = {"sweep.beta": betas, "ensemble.runs": runs, "integrator.horizon": horizon, "output.saves": saves}
     path = dyn.run(SCENARIO, out=tmp_path / "soft.h5", progress=False, overrides=sets)
     return dyn.open(path)
 
@@ -315,8 +342,7 @@ def test_the_particles_show_the_recency_arm_of_the_linear_theory(tmp_path):
     assert "t_{crit}" in ax.get_title() and ax.get_xlabel().startswith("relative position")
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "linear theory (finite n)" in labels and "bands: one standard error" in labels
-    assert [x for x in labels if "t_{crit}" in x] == ["0.125 $t_{crit}(\\beta)$",
-                                                      "0.25 $t_{crit}(\\beta)$"]
+    assert [x for x in labels if "t_{crit}" in x] == ["0.125 $t_{crit}(\\beta)$", "0.25 $t_{crit}(\\beta)$"]
     # `dyn plot --sel` on a profile: the same profiles, the title says where it was cut
     fig = figure(tmp_path / "soft.h5", sel=["beta=1"])
     assert "at beta = 1" in " ".join(fig._suptitle.get_text().split())

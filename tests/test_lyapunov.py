@@ -5,6 +5,7 @@ against the closed forms of dyn.tokens_sde.rho (half of lambda_+-, the rates of 
 Statistical checks: fixed seeds, |estimate - prediction| < 3 standard errors plus the O(h) bias
 measured by halving h on the same Brownian path (coarse increments = sums of two fine ones).
 """
+
 import math
 
 import numpy as np
@@ -48,8 +49,9 @@ def coupled_ftle(kind, beta, d, h, T, E, seed, chunk=1000):
         x, v = pair(kind, e, d, rng)
         fine = rng.normal(scale=math.sqrt(h / 2), size=(e, 2 * L, d, d))
         coarse = np.ascontiguousarray(fine[:, 0::2] + fine[:, 1::2])
-        out.append(np.stack([ts.ftle(x, v, L, T, p, increments=coarse),
-                             ts.ftle(x, v, 2 * L, T, p, increments=fine)], 1))
+        out.append(
+            np.stack([ts.ftle(x, v, L, T, p, increments=coarse), ts.ftle(x, v, 2 * L, T, p, increments=fine)], 1)
+        )
     return np.concatenate(out)
 
 
@@ -66,8 +68,16 @@ def check_exponent(kind, beta, d, h, T, E, seed):
     half, se_half = mean_se(f[:, 1])
     bias, se_bias = mean_se(f[:, 0] - f[:, 1])
     rich, se_rich = mean_se(2 * f[:, 1] - f[:, 0])
-    info = {"theory": lam, "half": half, "se": se_half, "bias": bias, "se_bias": se_bias,
-            "bias_derived": c * h / 2, "richardson": rich, "se_richardson": se_rich}
+    info = {
+        "theory": lam,
+        "half": half,
+        "se": se_half,
+        "bias": bias,
+        "se_bias": se_bias,
+        "bias_derived": c * h / 2,
+        "richardson": rich,
+        "se_richardson": se_rich,
+    }
     assert abs(half - lam) < Z * se_half + abs(bias), info
     assert abs(rich - lam) < Z * se_rich, info
     assert abs(bias - c * h / 2) < Z * se_bias, info
@@ -86,7 +96,7 @@ def one_layer_law(kind, beta, d, h, rng, n=1_000_000, reps=4):
             y = xi.copy()
             y[:, 0] += 1.0
             y2 = np.sum(y * y, 1)
-            log = 0.5 * np.log1p(-xi[:, 1] ** 2 / y2) - 0.5 * np.log(y2) + xi[:, 0]
+            log = 0.5 * np.log1p(-(xi[:, 1] ** 2) / y2) - 0.5 * np.log(y2) + xi[:, 0]
         else:
             eta = rng.normal(scale=eps, size=(n, d))
             y, u = t * xi, eta.copy()
@@ -100,8 +110,10 @@ def one_layer_law(kind, beta, d, h, rng, n=1_000_000, reps=4):
 
 # ------------------------------------------------------------------------------- the tangent
 
-@pytest.mark.parametrize("noise, vbar, matrix", [("gaussian", 0.0, False), ("goe", 0.7, False),
-                                                 ("gaussian", 0.0, True)])
+
+@pytest.mark.parametrize(
+    "noise, vbar, matrix", [("gaussian", 0.0, False), ("goe", 0.7, False), ("gaussian", 0.0, True)]
+)
 @pytest.mark.parametrize("depth", [1, 3])
 def test_tangent_matches_central_differences(noise, vbar, matrix, depth):
     rng = np.random.default_rng(11)
@@ -109,8 +121,7 @@ def test_tangent_matches_central_differences(noise, vbar, matrix, depth):
     x0 = rng.normal(size=(E, n, d))
     x0 /= np.linalg.norm(x0, axis=-1, keepdims=True)
     v0 = ts.tangent_space(x0, rng.normal(size=(E, n, d)))
-    p = ts.pack(2.0, d, sigma=1.5, vbar=vbar, noise=noise,
-                Vbar=rng.normal(size=(d, d)) if matrix else None)
+    p = ts.pack(2.0, d, sigma=1.5, vbar=vbar, noise=noise, Vbar=rng.normal(size=(d, d)) if matrix else None)
     inc = rng.normal(scale=math.sqrt(h), size=(E, depth, d, d))
     growth, _, v = ts.tangent_run(x0, v0, depth, depth * h, p, increments=inc)
     norm = np.sqrt(np.sum(v0 * v0, axis=(1, 2)))[:, None, None]
@@ -127,15 +138,15 @@ def test_tokens_are_the_networks():
     rng = np.random.default_rng(3)
     x0, v0 = rng.normal(size=(6, 3, 4)), rng.normal(size=(6, 3, 4))
     p = ts.pack(1.3, 4, sigma=0.8, vbar=0.4)
-    growth, z, v = ts.tangent_run(x0, v0, 40, 2.0, p, rng=np.random.default_rng(5),
-                                  save_every=10)
+    growth, z, v = ts.tangent_run(x0, v0, 40, 2.0, p, rng=np.random.default_rng(5), save_every=10)
     net, _ = ts.network(x0, 40, 2.0, p, rng=np.random.default_rng(5), exact_pair=False)
     assert np.abs(z - net).max() < 1e-12
     assert growth.shape == (6, 5) and np.all(growth[:, 0] == 0.0)
     assert np.allclose(np.sum(v * v, axis=(1, 2)), 1.0)
     assert np.abs(np.sum(v * z, -1)).max() < 1e-12  # tangent to the spheres
-    assert np.allclose(ts.ftle(x0, v0, 40, 2.0, p, rng=np.random.default_rng(5)),
-                       growth[:, -1] / 2.0, rtol=0, atol=1e-14)
+    assert np.allclose(
+        ts.ftle(x0, v0, 40, 2.0, p, rng=np.random.default_rng(5)), growth[:, -1] / 2.0, rtol=0, atol=1e-14
+    )
 
 
 def test_invariant_sets_keep_their_tangent_direction():
@@ -159,6 +170,7 @@ def test_rejects_a_tangent_without_a_tangent_part():
 
 # ------------------------------------------------------------- the two-token exponents
 
+
 def test_cluster_exponent():
     """Separation of an exact cluster (d = 3): lambda_+/2 = -1/3, bias -h/18."""
     check_exponent("cluster", 1.0, 3, h=0.1, T=10.0, E=4000, seed=1)
@@ -173,8 +185,9 @@ def test_antipodal_exponent(beta, sign):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind, beta, d", [("cluster", 1.0, 3), ("cluster", 1.0, 5),
-                                           ("antipodal", 0.3, 4), ("antipodal", 1.5, 4)])
+@pytest.mark.parametrize(
+    "kind, beta, d", [("cluster", 1.0, 3), ("cluster", 1.0, 5), ("antipodal", 0.3, 4), ("antipodal", 1.5, 4)]
+)
 def test_exponents_sharp(kind, beta, d):
     """The checks above with 5x the runs and twice the horizon (SE ~ 1e-3), and the FTLE at
     each step against the exact-in-h one-layer law."""

@@ -3,6 +3,7 @@ next-token law is the CCMC formula (to 1e-12), the urn sampler draws by the CCMC
 distribution function, the urn's mean ODE against the closed form of the fitness urn and its
 linearization at a vertex, and small runs whose winners the ODE names (slow tier: the shipped
 scenario)."""
+
 import numpy as np
 import pytest
 
@@ -160,9 +161,17 @@ def test_fitness_runs_collapse_onto_the_odes_winner(tmp_path):
     assert ds.ode_winner_share.values[-1] > 0.8
 
 
-@pytest.mark.parametrize("setting", ["params.K=1", "params.beta=-1.0", "params.window=0",
-                                     "params.prompt_copies=0", 'params.kind="greedy"',
-                                     "integrator.horizon=10.5"])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "params.K=1",
+        "params.beta=-1.0",
+        "params.window=0",
+        "params.prompt_copies=0",
+        'params.kind="greedy"',
+        "integrator.horizon=10.5",
+    ],
+)
 def test_bad_values_exit_2_in_one_line(tmp_path, capsys, setting):
     out = tmp_path / "never.h5"
     assert main(["run", SCENARIO, "--out", str(out), "--set", setting]) == 2

@@ -3,6 +3,7 @@ on hand-made staircases (exact answers), the most unstable mode k*(beta) against
 of k^2 I_k(beta) and its large-beta form, the merge-rate fit on synthetic merge times, the
 references in the file and in the picture, and small runs of the system whose first-plateau
 count follows k*(beta)."""
+
 from pathlib import Path
 
 import numpy as np
@@ -29,21 +30,25 @@ def _steps(*levels) -> np.ndarray:
 
 # ---- the detector ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("levels, expected", [
-    # initial 40 (t = 0, 1), formation 12 (t = 2), plateau 5 over t = 4 .. 32, merges to 3, 2
-    (((40, 2), (12, 1), (5, 4), (3, 2), (2, 2)), (5.0, 4.0, 64.0)),
-    # the plateau holds to the last save: no merge seen
-    (((40, 2), (9, 1), (6, 8)), (6.0, 4.0, np.nan)),
-    # an early stretch (30 over t = 1 .. 4, a factor 4) is exceeded later (a chain splits): skipped
-    (((31, 1), (30, 3), (33, 1), (7, 4), (4, 2)), (7.0, 16.0, 256.0)),
-    # a stretch holding a factor 2 only (t = 2 .. 4) is not a plateau; the next (t = 8 ..) is
-    (((20, 2), (8, 2), (3, 7)), (3.0, 8.0, np.nan)),
-    # the initial count is never the first plateau, however long it holds
-    (((5, 8), (4, 3)), (4.0, 128.0, np.nan)),
-    # exactly a factor 3 is not reached on this grid (2 .. 4 is 2, 4 .. 8 is 2): stretches of 2
-    # saves never qualify, a stretch of 3 (factor 4) does
-    (((9, 1), (8, 2), (7, 2), (6, 3), (5, 3)), (6.0, 16.0, 128.0)),
-])
+
+@pytest.mark.parametrize(
+    "levels, expected",
+    [
+        # initial 40 (t = 0, 1), formation 12 (t = 2), plateau 5 over t = 4 .. 32, merges to 3, 2
+        (((40, 2), (12, 1), (5, 4), (3, 2), (2, 2)), (5.0, 4.0, 64.0)),
+        # the plateau holds to the last save: no merge seen
+        (((40, 2), (9, 1), (6, 8)), (6.0, 4.0, np.nan)),
+        # an early stretch (30 over t = 1 .. 4, a factor 4) is exceeded later (a chain splits): skipped
+        (((31, 1), (30, 3), (33, 1), (7, 4), (4, 2)), (7.0, 16.0, 256.0)),
+        # a stretch holding a factor 2 only (t = 2 .. 4) is not a plateau; the next (t = 8 ..) is
+        (((20, 2), (8, 2), (3, 7)), (3.0, 8.0, np.nan)),
+        # the initial count is never the first plateau, however long it holds
+        (((5, 8), (4, 3)), (4.0, 128.0, np.nan)),
+        # exactly a factor 3 is not reached on this grid (2 .. 4 is 2, 4 .. 8 is 2): stretches of 2
+        # saves never qualify, a stretch of 3 (factor 4) does
+        (((9, 1), (8, 2), (7, 2), (6, 3), (5, 3)), (6.0, 16.0, 128.0)),
+    ],
+)
 def test_first_plateau_of_hand_made_staircases(levels, expected):
     count, start, end = plateaus.first_plateau(_steps(*levels), TIMES)
     np.testing.assert_array_equal([count, start, end], expected)
@@ -58,8 +63,11 @@ def test_no_plateau_gives_nan_and_the_ratio_is_inclusive():
 
 
 def test_first_plateau_over_runs_and_points():
-    rows = [_steps((40, 2), (12, 1), (5, 4), (3, 2), (2, 2)), _steps((40, 2), (9, 1), (6, 8)),
-            _steps((9, 1), (8, 2), (9, 2), (8, 2), (9, 2), (8, 2))]
+    rows = [
+        _steps((40, 2), (12, 1), (5, 4), (3, 2), (2, 2)),
+        _steps((40, 2), (9, 1), (6, 8)),
+        _steps((9, 1), (8, 2), (9, 2), (8, 2), (9, 2), (8, 2)),
+    ]
     counts = np.stack([rows, rows[::-1]])  # (2 points, 3 runs, saves)
     count, start, end = plateaus.first_plateau(counts, TIMES)
     assert count.shape == start.shape == end.shape == (2, 3)
@@ -68,12 +76,15 @@ def test_first_plateau_over_runs_and_points():
     np.testing.assert_array_equal(end[0], [64.0, np.nan, np.nan])
 
 
-@pytest.mark.parametrize("counts, times, ratio, match", [
-    ([1, 2], [0.0, 1.0, 2.0], 3.0, "counts must be"),
-    ([1, 2, 3], [0.0, 2.0, 1.0], 3.0, "increasing"),
-    ([1, 2, 3], [-1.0, 1.0, 2.0], 3.0, "increasing"),
-    ([1, 2, 3], [0.0, 1.0, 2.0], 1.0, "ratio"),
-])
+@pytest.mark.parametrize(
+    "counts, times, ratio, match",
+    [
+        ([1, 2], [0.0, 1.0, 2.0], 3.0, "counts must be"),
+        ([1, 2, 3], [0.0, 2.0, 1.0], 3.0, "increasing"),
+        ([1, 2, 3], [-1.0, 1.0, 2.0], 3.0, "increasing"),
+        ([1, 2, 3], [0.0, 1.0, 2.0], 1.0, "ratio"),
+    ],
+)
 def test_first_plateau_refuses_bad_input(counts, times, ratio, match):
     with pytest.raises(ValueError, match=match):
         plateaus.first_plateau(counts, times, ratio)
@@ -81,13 +92,13 @@ def test_first_plateau_refuses_bad_input(counts, times, ratio, match):
 
 # ---- the most unstable mode -----------------------------------------------------------------
 
+
 def _direct_argmax(beta: float) -> int:
     k = np.arange(1, 400)
     return int(k[np.argmax(k * k * ive(k, beta))])  # e^{-beta} scales every k alike
 
 
-BETAS = np.concatenate([np.linspace(0.05, 5.0, 60), np.linspace(5.0, 40.0, 80),
-                        np.geomspace(40.0, 700.0, 30)])
+BETAS = np.concatenate([np.linspace(0.05, 5.0, 60), np.linspace(5.0, 40.0, 80), np.geomspace(40.0, 700.0, 30)])
 
 
 def test_most_unstable_mode_is_the_direct_argmax_for_both_normalizations():
@@ -100,7 +111,9 @@ def test_most_unstable_mode_is_the_direct_argmax_for_both_normalizations():
     assert plateaus.most_unstable_mode(0.5) == 1.0  # small beta: the first mode
     # past beta ~ 700 SA's rates overflow (I_0(beta)); the scaled coefficients give the argmax
     assert [plateaus.most_unstable_mode(b) for b in (1000.0, 3000.0)] == [
-        _direct_argmax(1000.0), _direct_argmax(3000.0)]
+        _direct_argmax(1000.0),
+        _direct_argmax(3000.0),
+    ]
     assert np.isnan(plateaus.most_unstable_mode(0.0)) and np.isnan(plateaus.most_unstable_mode(-3.0))
     assert plateaus.most_unstable_mode(np.ones((2, 3)) * 8.0).shape == (2, 3)
 
@@ -112,9 +125,12 @@ def test_most_unstable_mode_sits_next_to_the_large_beta_maximizer():
     from scipy.optimize import minimize_scalar
 
     for beta in (8.0, 10.0, 20.0, 40.0, 100.0, 300.0, 700.0):
-        found = minimize_scalar(lambda k: -2 * np.log(k) - np.log(ive(k, beta)),  # noqa: B023 minimize_scalar calls it at once
-                                bounds=(0.5, 3 * np.sqrt(2 * beta)), method="bounded",
-                                options={"xatol": 1e-12}).x
+        found = minimize_scalar(
+            lambda k: -2 * np.log(k) - np.log(ive(k, beta)),  # noqa: B023 minimize_scalar calls it at once
+            bounds=(0.5, 3 * np.sqrt(2 * beta)),
+            method="bounded",
+            options={"xatol": 1e-12},
+        ).x
         kc = plateaus.mode_asymptote(beta)
         assert abs(found - kc) < 0.01 * (8.0 / beta) ** 1.5
         assert abs(found - kc) < 0.2 * abs(found - np.sqrt(2 * beta))
@@ -126,12 +142,14 @@ def test_most_unstable_mode_sits_next_to_the_large_beta_maximizer():
 
 def test_count_scale():
     assert plateaus.count_scale(np.e) == pytest.approx(np.sqrt(np.e), rel=1e-15)
-    np.testing.assert_allclose(plateaus.count_scale([4.0, 40.0]),
-                               np.sqrt([4 * np.log(4.0), 40 * np.log(40.0)]), rtol=1e-15)
+    np.testing.assert_allclose(
+        plateaus.count_scale([4.0, 40.0]), np.sqrt([4 * np.log(4.0), 40 * np.log(40.0)]), rtol=1e-15
+    )
     assert np.isnan(plateaus.count_scale(1.0)) and np.isnan(plateaus.count_scale(0.5))
 
 
 # ---- the merge-rate fit ---------------------------------------------------------------------
+
 
 def test_merge_rate_recovers_an_exponential_law_and_leaves_out_censored_betas():
     beta = np.array([4.0, 8.0, 12.0, 16.0, 20.0])
@@ -140,8 +158,7 @@ def test_merge_rate_recovers_an_exponential_law_and_leaves_out_censored_betas():
     fit = plateaus.merge_rate(beta, ends, resamples=400)
     assert fit["lo"] < 0.3 < fit["hi"] and fit["hi"] - fit["lo"] < 0.1
     assert fit["rate"] == pytest.approx(0.3, abs=0.03)
-    exact = plateaus.merge_rate(beta, np.exp(1.0 + 0.3 * beta[:, None]) * np.ones((5, 9)),
-                                resamples=50)
+    exact = plateaus.merge_rate(beta, np.exp(1.0 + 0.3 * beta[:, None]) * np.ones((5, 9)), resamples=50)
     assert exact["rate"] == pytest.approx(0.3, rel=1e-10) and exact["residual"] < 1e-10
     assert exact["lo"] == pytest.approx(0.3, rel=1e-10) == exact["hi"]
     # half the runs of the last beta never merged: its median is unseen, it is left out
@@ -150,14 +167,14 @@ def test_merge_rate_recovers_an_exponential_law_and_leaves_out_censored_betas():
     np.testing.assert_array_equal(fit["used"], beta[:-1])
     assert fit["lo"] < 0.3 < fit["hi"]
     # a power law t = 2 beta^1.5 against log beta: the exponent
-    power = plateaus.merge_rate(beta, 2 * beta[:, None] ** 1.5 * np.ones((5, 7)), "log_beta",
-                                   resamples=50)
+    power = plateaus.merge_rate(beta, 2 * beta[:, None] ** 1.5 * np.ones((5, 7)), "log_beta", resamples=50)
     assert power["rate"] == pytest.approx(1.5, rel=1e-10)
     with pytest.raises(ValueError, match=">= 3 values"):
         plateaus.merge_rate(beta[:2], ends[:2])
 
 
 # ---- the system: references, outputs and runs -----------------------------------------------
+
 
 def _load(name, **values):
     doc = scenario_mod.apply_values(scenario_mod.read_file(SCENARIOS / f"{name}.toml"), values)
@@ -235,10 +252,8 @@ def test_first_plateau_count_follows_the_most_unstable_mode(tmp_path):
         np.testing.assert_array_equal(count, again[0])
         np.testing.assert_array_equal(start, again[1])
         np.testing.assert_array_equal(end, again[2])
-        np.testing.assert_allclose(ds["first_plateau_clusters"].values, count.mean(axis=1),
-                                   rtol=1e-12)
-        np.testing.assert_array_equal(ds["p_merged_after_plateau"].values,
-                                      np.isfinite(end).mean(axis=1))
+        np.testing.assert_allclose(ds["first_plateau_clusters"].values, count.mean(axis=1), rtol=1e-12)
+        np.testing.assert_array_equal(ds["p_merged_after_plateau"].values, np.isfinite(end).mean(axis=1))
         k = plateaus.most_unstable_mode(ds["beta"].values)
         assert list(k) == [3.0, 7.0]
         assert np.all((count >= k[:, None] / 2) & (count <= k[:, None] + 1)), count
@@ -251,8 +266,9 @@ def test_first_plateau_count_follows_the_most_unstable_mode(tmp_path):
 def test_first_plateau_count_tracks_k_star_at_256_tokens(tmp_path):
     """The shipped scenario at three betas: the mean first-plateau count is within [0.65, 1] k*
     (0.75-0.86 k*, near 0.8 k_c), and at beta = 32 well below sqrt(beta log beta) (10.5)."""
-    sc = _load("metastable_counts", **{"sweep.beta": [8.0, 16.0, 32.0], "ensemble.runs": 8,
-                                       "integrator.horizon": 300.0})
+    sc = _load(
+        "metastable_counts", **{"sweep.beta": [8.0, 16.0, 32.0], "ensemble.runs": 8, "integrator.horizon": 300.0}
+    )
     with dyn.open(dyn.run(sc, tmp_path / "mc.h5", progress=False)) as ds:
         mean = ds["first_plateau_clusters"].values
         k = plateaus.most_unstable_mode(ds["beta"].values)
@@ -263,6 +279,7 @@ def test_first_plateau_count_tracks_k_star_at_256_tokens(tmp_path):
 
 
 # ---- why the first plateau lies below k*: basins at the end of the linear phase --------------
+
 
 def _field_maxima(s, k, fields: int, rng, grid: int = 512) -> np.ndarray:
     """Local maxima of `fields` draws of sum_k sqrt(s_k) (a_k cos k phi + b_k sin k phi), a_k,
@@ -281,11 +298,13 @@ def test_rice_count_of_maxima_against_monte_carlo_gaussian_fields():
     rng = np.random.default_rng(36)
     assert plateaus.rice_maxima([1, 5, 9], [0.0, 2.0, 0.0]) == 5.0
     t = plateaus.linear_phase_end(9.0, 256)
-    spectra = [(np.array([1, 4]), np.array([1.0, 0.05])),
-               (np.arange(1, 21), np.exp(-np.arange(1, 21) / 4.0)),
-               plateaus.basin_weights(9.0, t)]
+    spectra = [
+        (np.array([1, 4]), np.array([1.0, 0.05])),
+        (np.arange(1, 21), np.exp(-np.arange(1, 21) / 4.0)),
+        plateaus.basin_weights(9.0, t),
+    ]
     for k, s in spectra:
-        k, s = k[: 60], s[: 60]  # the potential's weights past k = 60 are below 1e-40
+        k, s = k[:60], s[:60]  # the potential's weights past k = 60 are below 1e-40
         counts = _field_maxima(s, k, 4000, rng)
         rice = plateaus.rice_maxima(k, s)
         assert abs(counts.mean() - rice) < 4 * counts.std() / np.sqrt(counts.size), (rice, counts.mean())
@@ -314,8 +333,7 @@ def test_uniform_start_coefficients_and_the_end_of_the_linear_phase():
         for amplitude in (0.5, 1.0):
             t = plateaus.linear_phase_end(beta, 256, norm, amplitude)
             assert 2 / 16 * np.exp(rate * t) == pytest.approx(amplitude, rel=1e-12)
-        assert plateaus.linear_phase_end(beta, 256, norm) == plateaus.linear_phase_end(
-            beta, 256, norm, 0.5)
+        assert plateaus.linear_phase_end(beta, 256, norm) == plateaus.linear_phase_end(beta, 256, norm, 0.5)
     assert plateaus.linear_phase_end(16.0, 16) == 0.0 < plateaus.linear_phase_end(16.0, 17)
     with pytest.raises(ValueError, match="amplitude"):
         plateaus.linear_phase_end(16.0, 256, amplitude=0.0)
@@ -364,12 +382,18 @@ def test_continuous_mode_against_the_growth_rates():
 
     k = np.arange(1, 30)
     for beta in (2.0, 5.0, 9.0, 16.0, 40.0):
-        np.testing.assert_allclose(plateaus.circle_rates(beta, k, "SA"),
-                                   k * k * ive(k, beta) / (beta * ive(0, beta)), rtol=1e-12)
-        np.testing.assert_allclose(plateaus.circle_rates(beta, k, "USA"),
-                                   k * k * ive(k, beta) * np.exp(beta) / beta, rtol=1e-12)
-        found = minimize_scalar(lambda q: -q * q * ive(q, beta), bounds=(0.5, 3 * np.sqrt(2 * beta)),  # noqa: B023 minimize_scalar calls it at once
-                                method="bounded", options={"xatol": 1e-12}).x
+        np.testing.assert_allclose(
+            plateaus.circle_rates(beta, k, "SA"), k * k * ive(k, beta) / (beta * ive(0, beta)), rtol=1e-12
+        )
+        np.testing.assert_allclose(
+            plateaus.circle_rates(beta, k, "USA"), k * k * ive(k, beta) * np.exp(beta) / beta, rtol=1e-12
+        )
+        found = minimize_scalar(
+            lambda q: -q * q * ive(q, beta),  # noqa: B023 minimize_scalar calls it at once
+            bounds=(0.5, 3 * np.sqrt(2 * beta)),
+            method="bounded",
+            options={"xatol": 1e-12},
+        ).x
         assert abs(found - plateaus.mode_asymptote(beta)) < 0.01 * (8.0 / beta) ** 1.5
     for beta in (5.0, 9.0, 16.0, 40.0, 100.0):
         top = plateaus.most_unstable_mode(beta)
@@ -389,7 +413,8 @@ def test_expected_basins_from_the_start_to_k_star():
         t = plateaus.linear_phase_end(beta, 256)
         k, s = plateaus.basin_weights(beta, 0.0)
         assert plateaus.expected_basins(beta, 0.0) == pytest.approx(
-            np.sqrt(np.sum(k**4 * ive(k, beta) ** 2) / np.sum(k**2 * ive(k, beta) ** 2)), rel=1e-12)
+            np.sqrt(np.sum(k**4 * ive(k, beta) ** 2) / np.sum(k**2 * ive(k, beta) ** 2)), rel=1e-12
+        )
         rice = [plateaus.expected_basins(beta, x) for x in (0.0, t / 2, t, 3 * t, 300.0)]
         assert rice[0] < rice[1] < rice[2]  # (not monotone later: k* + 1 can weigh in first)
         assert rice[2] == pytest.approx(at_end, abs=2e-3)
@@ -441,9 +466,15 @@ def test_basins_in_the_file_and_how_the_plateau_moves_with_its_factor(tmp_path):
     have one)."""
     from dyn.attention import observables
 
-    doc = scenario_mod.apply_values(scenario_mod.parse_toml(SMALL), {
-        "sweep.plateau_factor": [2.0, 10.0], "ensemble.common": ["plateau_factor"],
-        "output.trajectories": True, "ensemble.runs": 8})
+    doc = scenario_mod.apply_values(
+        scenario_mod.parse_toml(SMALL),
+        {
+            "sweep.plateau_factor": [2.0, 10.0],
+            "ensemble.common": ["plateau_factor"],
+            "output.trajectories": True,
+            "ensemble.runs": 8,
+        },
+    )
     sc = scenario_mod.resolve(doc, "small")
     with dyn.open(dyn.run(sc, tmp_path / "small.h5", progress=False)) as ds:
         assert ds["beta"].values.tolist() == [4.0, 24.0]
@@ -461,15 +492,15 @@ def test_basins_in_the_file_and_how_the_plateau_moves_with_its_factor(tmp_path):
             linear, at = plateaus.linear_phase_count(x[b, 0], times, beta, 48)
             assert at == ds["linear_phase_time"].values[b] > 0
             np.testing.assert_array_equal(ds["run_linear_phase_clusters"].values[b, 0], linear)
-            assert ds["linear_phase_expected"].values[b] == pytest.approx(
-                plateaus.expected_basins(beta, at), rel=1e-14)
+            assert ds["linear_phase_expected"].values[b] == pytest.approx(plateaus.expected_basins(beta, at), rel=1e-14)
             labels = observables.pairs_and_clusters(x[b, 0], 1e-3, 0.0)[1]
             formed, when = plateaus.formed(x[b, 0], labels, times, beta, 1e-3, after=at)
             np.testing.assert_array_equal(ds["run_formed_clusters"].values[b, 0], formed)
             np.testing.assert_array_equal(ds["run_formed_time"].values[b, 0], when)
             assert np.all(np.isfinite(formed)) and np.all(when > at)
-        np.testing.assert_allclose(ds["linear_phase_clusters"].values,
-                                   ds["run_linear_phase_clusters"].values.mean(axis=-1), rtol=1e-12)
+        np.testing.assert_allclose(
+            ds["linear_phase_clusters"].values, ds["run_linear_phase_clusters"].values.mean(axis=-1), rtol=1e-12
+        )
         assert ds["linear_phase_clusters_se"].dims == ("beta", "plateau_factor")
         # the basins follow k*: more at beta = 24 (k* = 7) than at 4 (k* = 3), never above k* + 2
         lin = ds["run_linear_phase_clusters"].values[:, 0]
@@ -487,8 +518,9 @@ def test_plateau_factor_stays_out_of_the_scenario_unless_given():
     with pytest.raises(dyn.ScenarioError, match="plateau_factor"):
         _load("metastable_counts", **{"params.plateau_factor": 1.0})
     with pytest.raises(dyn.ScenarioError, match="events = true"):
-        _load("metastable_counts", **{"params.plateau_factor": 5.0, "params.events": False,
-                                      "output.plot": "n_clusters"})
+        _load(
+            "metastable_counts", **{"params.plateau_factor": 5.0, "params.events": False, "output.plot": "n_clusters"}
+        )
 
 
 def test_continuous_mode_and_linear_theory_references(tmp_path):

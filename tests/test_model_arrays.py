@@ -2,6 +2,7 @@
 an array under its name, in the numba and the JAX form alike; given literally or by a law drawn
 per point, per run or once for the sweep, with a scalar factor swept; a bad array is one line,
 exit 2."""
+
 from __future__ import annotations
 
 import io
@@ -39,7 +40,7 @@ class Linear(dyn.Model):
         return dyn.Chunk({"x2": (np.asarray(states) ** 2).mean(axis=(2, 3))})
 '''
 
-SCENARIO = '''[scenario]
+SCENARIO = """[scenario]
 name = "lin"
 system = "arrays_model:Linear"
 [params]
@@ -55,7 +56,7 @@ dt = 0.01
 horizon = 0.5
 [output]
 saves = 2
-'''
+"""
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ def _exact(theta, a, b, t=0.5):
 
     star = np.linalg.solve(a, b) / theta
     x = expm(-theta * a * t) @ (np.ones(len(b)) - star) + star
-    return (x ** 2).mean()
+    return (x**2).mean()
 
 
 def test_literal_arrays_reach_the_drift_by_name(folder):
@@ -108,18 +109,20 @@ def test_a_law_drawn_per_run_gives_each_run_its_matrix(folder):
     # the runs' own draws, solved exactly, averaged: what the per-run problems give
     law = {"law": "orthogonal", "scale": 1.0, "draw": "run"}
     for k, theta in enumerate((0.5, 1.0)):
-        each = [_exact(theta, laws.draw("A", law, "matrix", 2, 0, k, run=r), np.zeros(2))
-                for r in range(3)]
+        each = [_exact(theta, laws.draw("A", law, "matrix", 2, 0, k, run=r), np.zeros(2)) for r in range(3)]
         np.testing.assert_allclose(spread[k], np.mean(each), rtol=1e-8)
 
 
-@pytest.mark.parametrize("params, says", [
-    ("A = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]", "Linear.drift failed"),
-    ("A = [[1.0, 0.0], [0.0]]", "params.A: must be square"),
-    ('A = {law = "gaussian", draw = "always"}', "params.A: draw must be one of"),
-    ('b = {law = "orthogonal"}', "params.b: a vector's law is gaussian"),
-    ("b = [[1.0]]", "params.b: expected a vector"),
-])
+@pytest.mark.parametrize(
+    "params, says",
+    [
+        ("A = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]", "Linear.drift failed"),
+        ("A = [[1.0, 0.0], [0.0]]", "params.A: must be square"),
+        ('A = {law = "gaussian", draw = "always"}', "params.A: draw must be one of"),
+        ('b = {law = "orthogonal"}', "params.b: a vector's law is gaussian"),
+        ("b = [[1.0]]", "params.b: expected a vector"),
+    ],
+)
 def test_bad_arrays_are_one_line_and_exit_2(folder, params, says):
     code, err = _run(folder, params)
     assert code == 2 and len(err.strip().splitlines()) == 1 and says in err, err
@@ -137,8 +140,12 @@ def _biased_jax(s, i, j, beta, b):
 
 
 def test_dyn_particles_reads_a_vector_parameter_by_name():
-    cls = dyn.particles(_biased, interaction_jax=_biased_jax, name="biased", params={
-        "beta": dyn.Field("float", 1.0, "beta"), "b": dyn.Field("vector", [0.0], "key bias")})
+    cls = dyn.particles(
+        _biased,
+        interaction_jax=_biased_jax,
+        name="biased",
+        params={"beta": dyn.Field("float", 1.0, "beta"), "b": dyn.Field("vector", [0.0], "key bias")},
+    )
     rng = np.random.default_rng(9)
     x = rng.standard_normal((5, 3))
     x /= np.linalg.norm(x, axis=1, keepdims=True)

@@ -1,6 +1,7 @@
 """A dyn.Model's error budget: a declared step_rate opens dt = "auto" and check_step, a model
 without one is refused them in one line, and every model's time average runs through the
 default `extend` (tests/budget_model.py: OU processes with a known stationary law)."""
+
 from __future__ import annotations
 
 import io

@@ -1,13 +1,14 @@
 """The rules a user's model meets first, said where they bite: a plain Python helper called by
 a numba drift is named in one line with the fix, and `dyn list module:Class` finds the module
 in the current folder, as the guide says."""
+
 from __future__ import annotations
 
 import textwrap
 
 from dyn.presentation.cli import main
 
-MODEL = textwrap.dedent('''
+MODEL = textwrap.dedent("""
     import numpy as np
     import dyn
 
@@ -33,8 +34,8 @@ MODEL = textwrap.dedent('''
 
         def observe(self, spec, states):
             return dyn.Chunk({"norm": np.linalg.norm(states, axis=(-1, -2))})
-    ''')
-SCENARIO = textwrap.dedent('''
+    """)
+SCENARIO = textwrap.dedent("""
     [scenario]
     name = "plainhelp"
     system = "plainhelp_model:Plain"
@@ -44,11 +45,10 @@ SCENARIO = textwrap.dedent('''
     method = "rk4"
     [ensemble]
     runs = 2
-    ''')
+    """)
 
 
-def test_a_plain_python_helper_of_a_numba_drift_is_named_with_the_fix(tmp_path, capsys,
-                                                                        monkeypatch):
+def test_a_plain_python_helper_of_a_numba_drift_is_named_with_the_fix(tmp_path, capsys, monkeypatch):
     (tmp_path / "plainhelp_model.py").write_text(MODEL)
     (tmp_path / "s.toml").write_text(SCENARIO)
     monkeypatch.chdir(tmp_path)

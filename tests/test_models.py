@@ -1,5 +1,6 @@
 """Every registered model (dyn.core.dynamics): the numba drift and its JAX twin are one function, at
 random states and parameters; and the Runge-Kutta tables check themselves when built."""
+
 import numpy as np
 import pytest
 
@@ -18,11 +19,25 @@ def test_every_model_module_registers_its_records():
     # the whole list: a record that stops registering (and so escapes the drift-pair test below)
     # fails here, and a new one is added here on purpose
     assert set(MODELS) == {
-        "attention_flow", "attention_postnorm", "attention_post", "attention_post_network",
-        "attention_pre", "attention_peri", "attention_ngpt", "attention_ngpt_network",
-        "token_sde", "sinkformer", "resnet_ode", "momentum_first_order", "momentum_second_order",
-        "noisy_attention", "noisy_fourier", "attention_circle", "causal_circle",
-        "causal_circle_tangent"}
+        "attention_flow",
+        "attention_postnorm",
+        "attention_post",
+        "attention_post_network",
+        "attention_pre",
+        "attention_peri",
+        "attention_ngpt",
+        "attention_ngpt_network",
+        "token_sde",
+        "sinkformer",
+        "resnet_ode",
+        "momentum_first_order",
+        "momentum_second_order",
+        "noisy_attention",
+        "noisy_fourier",
+        "attention_circle",
+        "causal_circle",
+        "causal_circle_tangent",
+    }
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -69,19 +84,23 @@ def _drift_pair_agrees(name: str, trials: int, one_shape: bool = False) -> None:
             dw = rng.standard_normal(problem.noise_shape)
             want = np.empty_like(x)
             record.diffusion(t, x, np.array(p), dw, want, work)
-            got = np.asarray(jax.jit(problem.diffusion_jax)(t, jnp.asarray(x), jnp.asarray(p),
-                                                            jnp.asarray(dw)))
+            got = np.asarray(jax.jit(problem.diffusion_jax)(t, jnp.asarray(x), jnp.asarray(p), jnp.asarray(dw)))
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * max(1.0, np.abs(want).max()))
 
 
-@pytest.mark.parametrize("change, words", [
-    (dict(c=[0.0, 0.5, 0.5, 0.9]), "row sums"),                      # a wrong node
-    (dict(b=[1 / 6, 1 / 3, 1 / 3, 1 / 5]), "b.1"),                    # weights not summing to 1
-    (dict(b=[1 / 4, 1 / 4, 1 / 4, 1 / 4]), "b.c^2"),                  # consistent, order 2 only
-    (dict(A=[[0, 0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 0.9, 0]],
-          c=[0.0, 0.5, 0.5, 0.9]), "b.c ="),                          # rows fixed, order lost
-    (dict(A=[[0, 1.0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 1, 0]]), "lower triangular"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(c=[0.0, 0.5, 0.5, 0.9]), "row sums"),  # a wrong node
+        (dict(b=[1 / 6, 1 / 3, 1 / 3, 1 / 5]), "b.1"),  # weights not summing to 1
+        (dict(b=[1 / 4, 1 / 4, 1 / 4, 1 / 4]), "b.c^2"),  # consistent, order 2 only
+        (
+            dict(A=[[0, 0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 0.9, 0]], c=[0.0, 0.5, 0.5, 0.9]),
+            "b.c =",
+        ),  # rows fixed, order lost
+        (dict(A=[[0, 1.0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 1, 0]]), "lower triangular"),
+    ],
+)
 def test_a_wrong_table_fails_when_built(change, words):
     rk4 = integrators.core.tableau.RK4
     table = dict(name="bad", A=rk4.A, b=rk4.b, c=rk4.c, order=4) | change

@@ -1,5 +1,6 @@
 """Momentum ResNets: exact inversion, phase-space volume, depth limits, linear representability,
 heavy ball vs RevNet, memory-free backprop (physics.md §4)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,10 +24,10 @@ def slope(depths, errors) -> float:
 def test_exact_inversion_is_bit_for_bit_after_10k_layers():
     p, x = tanh_problem(d=3, runs=2)
     fmt = M.FixedPoint()
-    x0 = fmt.to_float(fmt.to_fixed(x))          # an input on the fixed-point grid
-    v0 = fmt.to_float(fmt.to_fixed(0.01 * x))   # and a nonzero initial velocity
+    x0 = fmt.to_float(fmt.to_fixed(x))  # an input on the fixed-point grid
+    v0 = fmt.to_float(fmt.to_fixed(0.01 * x))  # and a nonzero initial velocity
     depth, gamma = 10_000, 0.9
-    residual = M.ode_residual(p, 1.0, 100)       # f_n = h g(x, n h): any deterministic residual
+    residual = M.ode_residual(p, 1.0, 100)  # f_n = h g(x, n h): any deterministic residual
     out = M.exact_forward(x0, v0, gamma, residual, depth, fmt)
     back = M.exact_inverse(out, gamma, residual, depth, fmt)
     start = M.exact_forward(x0, v0, gamma, residual, 0, fmt)
@@ -60,9 +61,9 @@ def test_float_inversion_error_grows_as_gamma_decreases():
         with np.errstate(over="ignore", invalid="ignore"):
             errors.append(M.inversion_error(x0, 0 * x0, gamma, residual, depth))
         print(f"gamma = {gamma}: float inversion error after {depth} layers = {errors[-1]:.3g}")
-    assert errors[0] < 1e-12                      # gamma^-N = 1.8: a few ulps
+    assert errors[0] < 1e-12  # gamma^-N = 1.8: a few ulps
     assert all(b > a for a, b in zip(errors, errors[1:], strict=False))
-    assert errors[-1] > 1e3                       # 2^60 amplification: the input is lost
+    assert errors[-1] > 1e3  # 2^60 amplification: the input is lost
 
 
 @pytest.mark.slow  # JAX Jacobians compile; test_heavy_ball_layer_determinant_is_gamma_to_the_d stays default
@@ -163,13 +164,13 @@ def test_negative_values_only_below_discriminant_threshold():
         values = M.psi(A_GRID, eps)
         disc = float(M.discriminant_threshold(eps))
         first = M.negativity_threshold(eps)
-        assert np.all(values[A_GRID >= disc] > 0)       # real roots: psi > 0 (analytic, see linear.py)
-        assert np.all(values[A_GRID > first] > 0)       # in fact psi > 0 down to the first zero a*
-        assert first < disc                              # ... which lies strictly below -1/(4 eps)
+        assert np.all(values[A_GRID >= disc] > 0)  # real roots: psi > 0 (analytic, see linear.py)
+        assert np.all(values[A_GRID > first] > 0)  # in fact psi > 0 down to the first zero a*
+        assert first < disc  # ... which lies strictly below -1/(4 eps)
         assert M.psi(first, eps) == pytest.approx(0.0, abs=1e-12)
         assert M.psi(first - 1e-6, eps) < 0 < M.psi(first + 1e-6, eps)
         if first > A_GRID[0]:
-            assert np.any(values < 0)                    # negative eigenvalues are reached
+            assert np.any(values < 0)  # negative eigenvalues are reached
     # first-order flows x' = a x reach only e^a > 0 (solved by the integrators here)
     for a in A_GRID[::30]:
         p = M.pack_field("affine", 1, eps=1.0, W1=[[a]])
@@ -183,7 +184,7 @@ def test_simulated_signs_agree_with_closed_form():
         a = np.linspace(-20.0, 1.0, 43)
         sim = M.psi_simulated(a, eps, 1.0, "numba", "rk4", dt=1e-3)
         closed = M.psi(a, eps)
-        clear = np.abs(closed) > 1e-6                   # far from a zero, beyond the ODE error
+        clear = np.abs(closed) > 1e-6  # far from a zero, beyond the ODE error
         assert np.array_equal(np.sign(sim[clear]), np.sign(closed[clear]))
         assert np.all(sim[a >= M.discriminant_threshold(eps)] > 0)
 
@@ -232,9 +233,10 @@ def test_memory_free_backprop_matches_ordinary_backprop(shared):
     def loss(net):
         return lambda th, x, v: jnp.sum(jnp.sin(net(th, x, v)[0])) + jnp.sum(net(th, x, v)[1] ** 2)
 
-    grads = [jax.grad(loss(M.momentum_net(f, gamma, depth, shared=shared, memory_free=mf)),
-                      argnums=(0, 1, 2))(th, x0, v0)
-             for mf in (True, False)]
+    grads = [
+        jax.grad(loss(M.momentum_net(f, gamma, depth, shared=shared, memory_free=mf)), argnums=(0, 1, 2))(th, x0, v0)
+        for mf in (True, False)
+    ]
     # The rebuilt activations carry float64 rounding amplified by gamma^-40 ~ 70 and by the
     # chain of VJPs: entries agree to ~1e-11 of the largest gradient of their leaf (measured
     # 6e-13 relative to it), entries near zero included.

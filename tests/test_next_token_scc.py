@@ -3,6 +3,7 @@ graph SVM and the finite part on a hand-solved dataset, the loss's gradient agai
 differences and its closed form, the projections, the data's design, bad values refused in one
 line; slow tier: the flow against the four laws (retrieval, composition, directional part,
 finite part)."""
+
 import io
 
 import numpy as np
@@ -54,9 +55,13 @@ def test_sccs_top_positions_and_groups_of_a_hand_graph():
     assert labels[0] == labels[1] and len({labels[0], labels[2], labels[3]}) == 3
     assert list(found["nodes"][3]) == [0, 1, 2, 3]
     # C_i: the label's SCC; in context [0, 2, 3] only token 0 is on it, in [2, 2, 3] both 2s
-    assert found["top"].tolist() == [[True, True, False], [True, True, False],
-                                     [True, False, False], [True, True, False],
-                                     [True, True, False]]
+    assert found["top"].tolist() == [
+        [True, True, False],
+        [True, True, False],
+        [True, False, False],
+        [True, True, False],
+        [True, True, False],
+    ]
     assert sorted(len(g) for g in found["groups"].values()) == [1, 4]
 
 
@@ -100,8 +105,7 @@ def test_loss_gradient_against_finite_differences_and_its_closed_form():
         for b in range(5):
             e = np.zeros((5, 5))
             e[a, b] = h
-            fd[a, b] = (nm.loss(w + e, tokens, last, label)
-                        - nm.loss(w - e, tokens, last, label)) / (2 * h)
+            fd[a, b] = (nm.loss(w + e, tokens, last, label) - nm.loss(w - e, tokens, last, label)) / (2 * h)
     assert np.abs(fd - closed).max() < 1e-9
     # the JAX loss the engine differentiates (float64, as the engine runs it): the same value
     # and gradient
@@ -130,8 +134,13 @@ def test_projections_split_the_data_span():
     assert np.abs(nm.project_dir(svm, found) - svm).max() < 1e-9  # constant on SCCs
     # the loss reads only Pi_D W: entries off the data span change nothing
     off = w[0] - span[0]
-    assert abs(nm.loss(span[0], data["tokens"], data["last"], data["label"])
-               - nm.loss(span[0] + 5 * off, data["tokens"], data["last"], data["label"])) < 1e-12
+    assert (
+        abs(
+            nm.loss(span[0], data["tokens"], data["last"], data["label"])
+            - nm.loss(span[0] + 5 * off, data["tokens"], data["last"], data["label"])
+        )
+        < 1e-12
+    )
 
 
 def test_labels_lie_in_the_highest_block_and_enough_data_recovers_the_blocks():
@@ -146,8 +155,10 @@ def test_labels_lie_in_the_highest_block_and_enough_data_recovers_the_blocks():
     assert all(data["level"][k, k] == 2 for k in range(2))
 
 
-@pytest.mark.parametrize("line", ["K = 2", "queries = 9", "levels = 7", "T = 1", "n = 1",
-                                  "logit_scale = -1.0", "init_scale = 11.0", "replica = -1"])
+@pytest.mark.parametrize(
+    "line",
+    ["K = 2", "queries = 9", "levels = 7", "T = 1", "n = 1", "logit_scale = -1.0", "init_scale = 11.0", "replica = -1"],
+)
 def test_bad_values_exit_2_in_one_line(tmp_path, capsys, line):
     key = line.split(" = ")[0]
     text = SMALL.format(line=line, runs=1, horizon=1.0, path=tmp_path / "bad.h5")

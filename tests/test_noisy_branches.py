@@ -2,6 +2,7 @@
 branch against the Bessel-ratio rule, the Landau coefficient against its derivation (USA and SA),
 the change from supercritical to subcritical at beta_*, the fold, SA's continuous transition, the
 circle values of the code this replaced, and the Dataset API."""
+
 import math
 
 import numpy as np
@@ -79,8 +80,7 @@ def test_the_fold_is_the_maximum_of_sigma_on_the_branch():
     assert not dense.stable[0] and dense.stable[-1]
     # near beta_*: the window closes like (beta - beta_*)^2 (sigma_fold/sigma_c - 1 = -A^2/(4B))
     star = noisy.bessel_beta_star(d)
-    gaps = [noisy.sigma_fold(star + e, d) / noisy.sigma_critical(star + e, d, "USA") - 1
-            for e in (0.02, 0.04)]
+    gaps = [noisy.sigma_fold(star + e, d) / noisy.sigma_critical(star + e, d, "USA") - 1 for e in (0.02, 0.04)]
     assert 0 < gaps[0] < gaps[1] and 3.5 < gaps[1] / gaps[0] < 4.5
 
 
@@ -100,18 +100,32 @@ def test_sa_is_always_supercritical(d):
 # angles), recorded by calling it: circle_branch(beta, normalization).sigma[k] at these k, and
 # fold(betas) (the vertex of a parabola through the 3 largest of 40 samples).
 OLD_BRANCH = {
-    (5.0, "USA"): {0: 3.1202954319091964, 12: 3.1670567312886817, 24: 3.247513141763795,
-                   36: 3.2938544370182146, 37: 3.294211825485423, 48: 3.2310111744649643,
-                   59: 2.683828238029052},
-    (2.0, "SA"): {0: 0.8352933554421058, 12: 0.8290199827770615, 24: 0.8088237264480819,
-                  36: 0.7623210033429885, 59: 0.32199609511611965},
+    (5.0, "USA"): {
+        0: 3.1202954319091964,
+        12: 3.1670567312886817,
+        24: 3.247513141763795,
+        36: 3.2938544370182146,
+        37: 3.294211825485423,
+        48: 3.2310111744649643,
+        59: 2.683828238029052,
+    },
+    (2.0, "SA"): {
+        0: 0.8352933554421058,
+        12: 0.8290199827770615,
+        24: 0.8088237264480819,
+        36: 0.7623210033429885,
+        59: 0.32199609511611965,
+    },
     (1.0, "USA"): {0: 1.0631167302535813, 36: 0.9835397515406465, 59: 0.5138582157393743},
 }
 OLD_FIRST_STABLE = {(5.0, "USA"): 37, (2.0, "SA"): 0, (1.0, "USA"): 0}
 # fold(5.0) with the old code: 40 samples (its default) and 800 samples (its parabola converged)
 OLD_FOLD_5 = {40: 3.2942031198223622, 800: 3.294211854730312}
-OLD_FOLD_GRID = {2.5173913043478264: 1.4253934460197693, 3.1913043478260867: 1.7318902515791146,
-                 4.0: 2.2731177902887083}  # fold(np.linspace(2.45, 4.0, 24)) (noisy_phase)
+OLD_FOLD_GRID = {
+    2.5173913043478264: 1.4253934460197693,
+    3.1913043478260867: 1.7318902515791146,
+    4.0: 2.2731177902887083,
+}  # fold(np.linspace(2.45, 4.0, 24)) (noisy_phase)
 
 
 def test_the_circle_reproduces_the_code_it_replaced():
@@ -152,8 +166,15 @@ def test_the_dataset_and_its_validation():
     assert law[1] / math.sqrt(2) == pytest.approx(ds.r.values[i], abs=1e-10)
     with pytest.raises(ValueError, match="no stable clustered law"):
         noisy.stationary_law(5.0, 1.01 * ds.attrs["sigma_fold"], 2)
-    for bad in ({"d": 1}, {"d": 2.5}, {"d": True}, {"beta": 0.0}, {"beta": -1.0},
-                {"beta": math.nan}, {"normalization": "XA"}):
+    for bad in (
+        {"d": 1},
+        {"d": 2.5},
+        {"d": True},
+        {"beta": 0.0},
+        {"beta": -1.0},
+        {"beta": math.nan},
+        {"normalization": "XA"},
+    ):
         args = {"beta": 2.0, "d": 3, "normalization": "USA", **bad}
         with pytest.raises(ValueError):
             noisy.branch(**args)

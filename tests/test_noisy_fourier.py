@@ -1,5 +1,6 @@
 """The O(nK) attention drift on the circle against the direct O(n^2) drift of dyn.attention, and
 the observables computed by Fourier series against their pairwise definitions."""
+
 import math
 
 import numpy as np
@@ -22,7 +23,7 @@ def _configurations(rng, n):
     x = noisy.uniform_tokens(rng, 1, n, 2)[0]
     y = x.copy()
     y[: n // 2] = [1.0, 0.0] + 1e-3 * rng.standard_normal((n // 2, 2))
-    y[n // 2: 3 * n // 4] = [0.0, 1.0] + 0.2 * rng.standard_normal((n // 4, 2))
+    y[n // 2 : 3 * n // 4] = [0.0, 1.0] + 0.2 * rng.standard_normal((n // 4, 2))
     return x, y / np.linalg.norm(y, axis=1, keepdims=True)
 
 
@@ -45,11 +46,14 @@ def test_the_tolerance_is_what_is_delivered():
         scale = math.exp(beta) if normalization == "USA" else 1.0
         for x in _configurations(rng, 200):
             exact = _direct(x, beta, normalization)
-            errs = [np.abs(noisy.circle_velocity(x, beta, normalization, tol) - exact).max() / scale
-                    for tol in (1e-3, 1e-6)]
+            errs = [
+                np.abs(noisy.circle_velocity(x, beta, normalization, tol) - exact).max() / scale for tol in (1e-3, 1e-6)
+            ]
             assert errs[0] <= 1e-3 and errs[1] <= 1e-6
-        K = [noisy.fourier_order_of(noisy.pack_fourier(beta, 0.0, 200, normalization, tol))
-             for tol in (1e-3, 1e-6, 1e-12)]
+        K = [
+            noisy.fourier_order_of(noisy.pack_fourier(beta, 0.0, 200, normalization, tol))
+            for tol in (1e-3, 1e-6, 1e-12)
+        ]
         assert K[0] < K[1] < K[2]
 
 
@@ -77,8 +81,7 @@ def test_observables_against_their_definitions():
     theta = np.arctan2(x[..., 1], x[..., 0])
     modes = noisy.circle_modes(x, 6)
     for k in range(1, 7):
-        np.testing.assert_allclose(modes[..., k - 1], np.abs(np.exp(1j * k * theta).mean(-1)),
-                                   atol=1e-14)
+        np.testing.assert_allclose(modes[..., k - 1], np.abs(np.exp(1j * k * theta).mean(-1)), atol=1e-14)
     np.testing.assert_allclose(noisy.order_parameter(x), modes[..., 0], atol=1e-14)
     for delta in (1e-3, 0.01, 0.3):
         np.testing.assert_array_equal(noisy.circle_clusters(x, delta), noisy.clusters(x, delta))
@@ -88,8 +91,9 @@ def test_observables_against_their_definitions():
         np.testing.assert_allclose(noisy.interaction_energy(x, beta), want, rtol=1e-11)
         x3 = noisy.uniform_tokens(rng, 2, 9, 3)
         G3 = x3 @ np.swapaxes(x3, -1, -2)
-        np.testing.assert_allclose(noisy.interaction_energy(x3, beta),
-                                   np.exp(beta * G3).mean(axis=(-1, -2)) / (2 * beta), rtol=1e-13)
+        np.testing.assert_allclose(
+            noisy.interaction_energy(x3, beta), np.exp(beta * G3).mean(axis=(-1, -2)) / (2 * beta), rtol=1e-13
+        )
 
 
 def test_uniform_order_parameter_is_of_order_n_to_the_minus_half():
@@ -113,6 +117,8 @@ def test_perturbed_law_has_the_requested_moment():
         # the largest of 50 runs within 5 of those
         assert np.abs(S - a).max() < 5 * k * 2 * math.pi / math.sqrt(12) / 500**1.5
         theta = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * math.pi).ravel()
+
         def cdf(t, a=a, k=k):
             return t / (2 * math.pi) + a * np.sin(k * t) / (math.pi * k)
+
         assert stats.kstest(theta[::17], cdf).pvalue > 1e-3

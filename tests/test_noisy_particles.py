@@ -6,6 +6,7 @@ Setting: SA, beta = 3, sigma = 0.6 sigma_c (the uniform law unstable), tokens fr
 The particles run the O(nK) drift (agreeing with the direct one to 1e-12) by Euler-Maruyama,
 dt = 0.005; its weak error (< 1e-3, measured at n = 512) is below every deviation fitted here.
 """
+
 import math
 
 import numpy as np
@@ -65,11 +66,9 @@ def test_particle_growth_rates_match_the_closed_form():
     # the PDE started from the same amplitude measures (|rate(0.2) - rate(0)| <= 0.01 here)
     beta, sigma = 2.0, 0.5
     rng = np.random.default_rng(7)
-    rates, finite = noisy.particle_growth_rates(EM, rng, 24, 1000, beta, sigma, "SA", 1.0, K=3,
-                                                amplitude=0.2)
+    rates, finite = noisy.particle_growth_rates(EM, rng, 24, 1000, beta, sigma, "SA", 1.0, K=3, amplitude=0.2)
     assert finite.all()
     theory = noisy.growth_rates(beta, sigma, 2, "SA", np.arange(1, 4))
-    nonlinear = noisy.pde_growth_rates(noisy.CircleMeanField(beta, sigma, "SA", 128), 1.0, 3,
-                                       epsilon=0.2)
+    nonlinear = noisy.pde_growth_rates(noisy.CircleMeanField(beta, sigma, "SA", 128), 1.0, 3, epsilon=0.2)
     se = rates.std(0) / math.sqrt(len(rates))
     assert np.all(np.abs(rates.mean(0) - theory) < 4 * se + np.abs(nonlinear - theory))

@@ -1,5 +1,6 @@
 """The mean-field equation on the circle (dyn.noisy.pde): mass, positivity, the linear growth
 rates of the uniform law against the closed form, the stationary laws, and refused grids."""
+
 import math
 
 import numpy as np

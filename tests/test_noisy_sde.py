@@ -4,6 +4,7 @@
 Statistical tolerances: fixed seeds; |estimate - prediction| < 4 standard errors (a correct
 implementation fails with probability ~6e-5 per comparison with another seed).
 """
+
 import math
 
 import numpy as np
@@ -68,7 +69,7 @@ def test_free_brownian_motion_law_of_the_scheme(d):
         se = c.std() / math.sqrt(c.size)
         assert abs(c.mean() - _scheme_law(sigma, T / N, N, d)) < Z * se
     # ... and the scheme's law tends to the generator's, exp(-sigma^2 (d-1) T / 2)
-    assert abs(_scheme_law(sigma, T / 4096, 4096, d) / math.exp(-sigma**2 * (d - 1) * T / 2) - 1) < 1e-3
+    assert abs(_scheme_law(sigma, T / 4096, 4096, d) / math.exp(-(sigma**2) * (d - 1) * T / 2) - 1) < 1e-3
 
 
 def _slope(h, errors):
@@ -90,13 +91,12 @@ def test_weak_order_one(d):
     p = noisy.pack(1.0, d, sigma, n, "USA", V=np.zeros((d, d)))
     x0 = _unit(rng, E, n, d)
     dW = brownian_increments(rng, E, [0.0, T], T / fine, (n, d))
-    exact = math.exp(-sigma**2 * (d - 1) * T / 2)
+    exact = math.exp(-(sigma**2) * (d - 1) * T / 2)
     steps = np.array([16, 32, 64, 128])
     errors = []
     for N in steps:
         em = integrators.get("numba", "euler_maruyama", dt=T / N)
-        xT = em.solve(noisy.noisy_problem(p), x0, [0.0, T],
-                      increments=coarsen(dW, fine // N)).states[:, -1]
+        xT = em.solve(noisy.noisy_problem(p), x0, [0.0, T], increments=coarsen(dW, fine // N)).states[:, -1]
         errors.append(np.sum(xT * x0, -1).mean() - exact)
     errors = np.array(errors)
     assert np.all(errors[:-1] > 0)  # the scheme's law decays slower than the generator's
@@ -121,8 +121,9 @@ def test_tokens_stay_on_the_sphere(record):
         d = 2
         problem = noisy.fourier_problem(noisy.pack_fourier(3.0, 1.3, 12, "USA"))
     x0 = _unit(rng, 20, 12, d)
-    states = integrators.get("numba", "euler_maruyama", dt=0.01).solve(
-        problem, x0, np.linspace(0.0, 3.0, 4), rng=rng).states
+    states = (
+        integrators.get("numba", "euler_maruyama", dt=0.01).solve(problem, x0, np.linspace(0.0, 3.0, 4), rng=rng).states
+    )
     np.testing.assert_allclose(np.linalg.norm(states, axis=-1), 1.0, rtol=0, atol=1e-12)
 
 
@@ -157,8 +158,7 @@ def test_backends_agree_in_law():
     for backend, seed in (("numba", 5), ("diffrax", 6)):
         rng = np.random.default_rng(seed)
         x0 = _unit(rng, E, n, d)
-        xT = integrators.get(backend, "euler_maruyama", dt=0.02).solve(problem, x0, [0.0, T],
-                                                                       rng=rng).states[:, -1]
+        xT = integrators.get(backend, "euler_maruyama", dt=0.02).solve(problem, x0, [0.0, T], rng=rng).states[:, -1]
         stats_.append((noisy.order_parameter(xT), np.sum(xT * x0, -1).mean(-1)))
     for i in range(2):
         a, b = stats_[0][i], stats_[1][i]

@@ -3,6 +3,7 @@
 (they load; their references are those of dyn.noisy.branches; tiny runs keep the qualitative
 law; `dyn plot` draws the particles against the mean field with the right labels), and the
 branches and fold of the plain `sigma` axis for d >= 3."""
+
 from pathlib import Path
 
 import h5py
@@ -19,8 +20,14 @@ from dyn.systems.noisy_attention import clustered_r, noise_of
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 RATIO_LABEL = "noise in units of sigma_c(beta, d): sigma / sigma_c"
 # a fixed window (burn_in, and a cap at the horizon: no extension), n = 64, 2 runs
-TINY = {"params.n": 64, "ensemble.runs": 2, "integrator.horizon": 1.0, "integrator.burn_in": 0.5,
-        "integrator.horizon_cap": 1.0, "output.saves": 8}
+TINY = {
+    "params.n": 64,
+    "ensemble.runs": 2,
+    "integrator.horizon": 1.0,
+    "integrator.burn_in": 0.5,
+    "integrator.horizon_cap": 1.0,
+    "output.saves": 8,
+}
 
 
 def _load(name, **values):
@@ -63,8 +70,7 @@ def test_scenarios_load_and_give_the_noise_in_units_of_sigma_c():
         assert max(ratios) > noisy.sigma_fold(high, d) / noisy.sigma_critical(high, d)
     order = _load("transition_order")
     assert order.axes["d"] == [2, 3, 4] and order.params["sigma_over_sigma_c"] == 1.0
-    assert all(min(order.axes["beta"]) < noisy.bessel_beta_star(d) < max(order.axes["beta"])
-               for d in (2, 3, 4))
+    assert all(min(order.axes["beta"]) < noisy.bessel_beta_star(d) < max(order.axes["beta"]) for d in (2, 3, 4))
     setup = hys.setup
     for index in range(setup.count):  # sigma = ratio x sigma_c(beta, d) at every point
         spec = setup.spec(index, hys.system)
@@ -76,17 +82,21 @@ def test_scenarios_load_and_give_the_noise_in_units_of_sigma_c():
     assert noise_of(plain.values) == plain["sigma"]
 
 
-@pytest.mark.parametrize("overrides, key", [
-    (["sweep.sigma=[1.0,2.0]"], "sweep.sigma_over_sigma_c: gives the noise in units of sigma_c"),
-    (["params.sigma=2.0"], "sweep.sigma_over_sigma_c: gives the noise in units of sigma_c"),
-    (["sweep.d=[3]", "params.Q=[[1.0,0.0,0.0],[0.0,2.0,0.0],[0.0,0.0,1.0]]"],
-     "sigma_c(beta, d) is known for Q = K = V = I, but Q is not"),
-    (["sweep.sigma_over_sigma_c=[-0.5]"], "must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["sweep.sigma=[1.0,2.0]"], "sweep.sigma_over_sigma_c: gives the noise in units of sigma_c"),
+        (["params.sigma=2.0"], "sweep.sigma_over_sigma_c: gives the noise in units of sigma_c"),
+        (
+            ["sweep.d=[3]", "params.Q=[[1.0,0.0,0.0],[0.0,2.0,0.0],[0.0,0.0,1.0]]"],
+            "sigma_c(beta, d) is known for Q = K = V = I, but Q is not",
+        ),
+        (["sweep.sigma_over_sigma_c=[-0.5]"], "must be >= 0"),
+    ],
+)
 def test_bad_ratio_input_is_one_line_and_exit_2(tmp_path, capsys, overrides, key):
     out = tmp_path / "x.h5"
-    argv = ["run", str(SCENARIOS / "noisy_hysteresis_sphere.toml"), "--out", str(out),
-            "--no-progress"]
+    argv = ["run", str(SCENARIOS / "noisy_hysteresis_sphere.toml"), "--out", str(out), "--no-progress"]
     for item in overrides:
         argv += ["--set", item]
     assert main(argv) == 2
@@ -101,8 +111,7 @@ def test_hysteresis_references_are_the_branch_and_are_drawn_per_panel(tmp_path):
     with dyn.open(path) as ds:
         b = noisy.branch(4.0, 3)
         sc = ds["sigma_critical"].sel(d=3)
-        np.testing.assert_allclose(sc, [noisy.sigma_critical(1.0, 3), b.attrs["sigma_critical"]],
-                                   rtol=1e-14)
+        np.testing.assert_allclose(sc, [noisy.sigma_critical(1.0, 3), b.attrs["sigma_critical"]], rtol=1e-14)
         fold = ds["sigma_fold"].sel(d=3)
         assert np.isnan(fold.sel(beta=1.0))  # below beta_*: no fold
         assert float(fold.sel(beta=4.0)) == pytest.approx(noisy.sigma_fold(4.0, 3), rel=1e-12)
@@ -119,10 +128,10 @@ def test_hysteresis_references_are_the_branch_and_are_drawn_per_panel(tmp_path):
         xb, rb = b.sigma.values / b.attrs["sigma_critical"], b.r.values
         inside = (xb >= 0.9 * 0.9) & (xb <= 1.1 * 1.3)
         on = b.stable.values & inside
-        np.testing.assert_array_equal(stable[own][:xb.size][on], rb[on])
+        np.testing.assert_array_equal(stable[own][: xb.size][on], rb[on])
         off = ~b.stable.values
-        np.testing.assert_array_equal(unstable[own][:xb.size][off], rb[off])
-        np.testing.assert_array_equal(x[own][:xb.size], xb)
+        np.testing.assert_array_equal(unstable[own][: xb.size][off], rb[off])
+        np.testing.assert_array_equal(x[own][: xb.size], xb)
         assert np.nanmax(unstable) < np.nanmax(stable) and np.nanmin(stable) == 0.0
         values = np.where(ds["init"] == "cluster", 0.9, 0.1) * np.ones(ds["r_stationary"].shape)
     _fill(path, values)
@@ -142,14 +151,13 @@ def test_hysteresis_references_are_the_branch_and_are_drawn_per_panel(tmp_path):
             if folds:
                 assert folds[0].get_xdata()[0] == pytest.approx(ratio_fold, rel=1e-14)
             (line,) = _labelled(ax, "mean field: stable")
-            np.testing.assert_array_equal(line.get_ydata(),
-                                          ds["r_branch_stable"].sel(d=3, beta=beta).values)
+            np.testing.assert_array_equal(line.get_ydata(), ds["r_branch_stable"].sel(d=3, beta=beta).values)
             np.testing.assert_array_equal(line.get_xdata(), x)
             assert [c.get_label() for c in ax.containers] == ["init = uniform", "init = cluster"]
             for bars, init in zip(ax.containers, ("uniform", "cluster"), strict=True):
                 np.testing.assert_array_equal(
-                    bars.lines[0].get_ydata(),
-                    ds["r_stationary"].sel(d=3, beta=beta, init=init).values)
+                    bars.lines[0].get_ydata(), ds["r_stationary"].sel(d=3, beta=beta, init=init).values
+                )
                 assert bars.has_yerr
 
 
@@ -169,15 +177,14 @@ def test_transition_order_reference_is_the_jump_at_sigma_c(tmp_path):
             assert (above > 0).all() and np.all(np.diff(above) > 0)  # the jump grows with beta
             # the law solved at sigma_c itself; the traced branch, interpolated at sigma_c
             law = noisy.stationary_law(3.0, noisy.sigma_critical(3.0, d), d)
-            assert float(row.sel(beta_mean_field=3.0)) == pytest.approx(law[1] / np.sqrt(d),
-                                                                       rel=1e-9)
+            assert float(row.sel(beta_mean_field=3.0)) == pytest.approx(law[1] / np.sqrt(d), rel=1e-9)
             branch = noisy.branch(3.0, d)
             stable = branch.stable.values & (branch.r.values > 0.1)
             s, rr = branch.sigma.values[stable], branch.r.values[stable]
             assert float(row.sel(beta_mean_field=3.0)) == pytest.approx(
-                np.interp(branch.attrs["sigma_critical"], s[::-1], rr[::-1]), abs=2e-3)
-            assert float(ds["sigma_fold"].sel(d=d, beta=3.0)) == pytest.approx(
-                noisy.sigma_fold(3.0, d), rel=1e-12)
+                np.interp(branch.attrs["sigma_critical"], s[::-1], rr[::-1]), abs=2e-3
+            )
+            assert float(ds["sigma_fold"].sel(d=d, beta=3.0)) == pytest.approx(noisy.sigma_fold(3.0, d), rel=1e-12)
             assert np.isnan(ds["sigma_fold"].sel(d=d, beta=1.5))
     # just above beta_* the crossing of sigma_c lies next to the fold: still found, small
     star = noisy.bessel_beta_star(3)
@@ -199,9 +206,12 @@ def test_transition_order_reference_is_the_jump_at_sigma_c(tmp_path):
 def test_tiny_runs_keep_the_qualitative_law(tmp_path):
     # S^2 at beta = 4 > beta_*(3), sigma = 1.1 sigma_c, inside the bistable window (fold 1.124):
     # a cluster stays a cluster, the uniform law stays uniform (mean field: both stable)
-    out = dyn.run(SCENARIOS / "noisy_hysteresis_sphere.toml", tmp_path / "h.h5", progress=False,
-                  overrides={**TINY, "sweep.d": [3], "sweep.beta": [4.0],
-                             "sweep.sigma_over_sigma_c": [1.1]})
+    out = dyn.run(
+        SCENARIOS / "noisy_hysteresis_sphere.toml",
+        tmp_path / "h.h5",
+        progress=False,
+        overrides={**TINY, "sweep.d": [3], "sweep.beta": [4.0], "sweep.sigma_over_sigma_c": [1.1]},
+    )
     with dyn.open(out) as ds:
         assert (ds["status"] == 1).all()
         r = ds["r_stationary"].sel(d=3, beta=4.0, sigma_over_sigma_c=1.1)
@@ -209,28 +219,36 @@ def test_tiny_runs_keep_the_qualitative_law(tmp_path):
         np.testing.assert_allclose(ds["sigma_used"], 1.1 * noisy.sigma_critical(4.0, 3), rtol=1e-15)
     # cluster starts at sigma_c: above beta_*(3) they stay on the mean-field jump; below they
     # dissolve (r falls fast far below the jump at beta = 3, then critically slowly)
-    out = dyn.run(SCENARIOS / "transition_order.toml", tmp_path / "t.h5", progress=False,
-                  overrides={**TINY, "integrator.horizon": 3.0, "integrator.burn_in": 1.5,
-                             "integrator.horizon_cap": 3.0, "sweep.d": [3],
-                             "sweep.beta": [1.0, 3.0]})
+    out = dyn.run(
+        SCENARIOS / "transition_order.toml",
+        tmp_path / "t.h5",
+        progress=False,
+        overrides={
+            **TINY,
+            "integrator.horizon": 3.0,
+            "integrator.burn_in": 1.5,
+            "integrator.horizon_cap": 3.0,
+            "sweep.d": [3],
+            "sweep.beta": [1.0, 3.0],
+        },
+    )
     with dyn.open(out) as ds:
         assert (ds["status"] == 1).all()
         jump = float(ds["r_mean_field"].sel(d=3, beta_mean_field=3.0))
         assert float(ds["r_stationary"].sel(d=3, beta=3.0)) == pytest.approx(jump, abs=0.06)
         below = ds["r"].sel(d=3, beta=1.0).values
-        assert below[0] == 1.0 and below[len(below) // 2:].max() < min(0.75, jump - 0.15)
+        assert below[0] == 1.0 and below[len(below) // 2 :].max() < min(0.75, jump - 0.15)
 
 
 def test_plain_sigma_gets_the_fold_and_branches_for_any_d(tmp_path):
-    path = _made(tmp_path, "noisy_hysteresis", **{"params.d": 3, "params.beta": 4.0,
-                                                   "sweep.sigma": [1.5, 1.7, 1.9]})
+    path = _made(tmp_path, "noisy_hysteresis", **{"params.d": 3, "params.beta": 4.0, "sweep.sigma": [1.5, 1.7, 1.9]})
     b = noisy.branch(4.0, 3)
     with dyn.open(path) as ds:
         assert float(ds["sigma_critical"]) == pytest.approx(b.attrs["sigma_critical"], rel=1e-14)
         assert float(ds["sigma_fold"]) == pytest.approx(b.attrs["sigma_fold"], rel=1e-12)
         x = ds["sigma_branch"].values
-        np.testing.assert_array_equal(x[:b.sigma.size], b.sigma.values)
-        unstable = ds["r_branch_unstable"].values[:b.sigma.size]
+        np.testing.assert_array_equal(x[: b.sigma.size], b.sigma.values)
+        unstable = ds["r_branch_unstable"].values[: b.sigma.size]
         np.testing.assert_array_equal(unstable[~b.stable.values], b.r.values[~b.stable.values])
         assert "zonal laws on S^{d-1}" in ds["r_branch_stable"].attrs["long_name"]
     _fill(path, 0.5)

@@ -1,6 +1,7 @@
 """The kernel's expansions and the linear stability of the uniform law (physics.md §1.3):
 Jacobi-Anger and Funk-Hecke coefficients against independent quadrature, the Bessel tail bound,
 the closed-form growth rates and sigma_c, and the mean-field branches they predict."""
+
 import math
 
 import numpy as np
@@ -56,10 +57,8 @@ def test_growth_rates_closed_forms_on_the_circle():
         for sigma in (0.3, 1.1):
             usa = ks**2 * (special.iv(ks, beta) / beta - sigma**2 / 2)
             sa = ks**2 * (special.iv(ks, beta) / (beta * special.iv(0, beta)) - sigma**2 / 2)
-            np.testing.assert_allclose(noisy.growth_rates(beta, sigma, 2, "USA", ks), usa,
-                                       rtol=1e-13, atol=1e-13)
-            np.testing.assert_allclose(noisy.growth_rates(beta, sigma, 2, "SA", ks), sa,
-                                       rtol=1e-13, atol=1e-13)
+            np.testing.assert_allclose(noisy.growth_rates(beta, sigma, 2, "USA", ks), usa, rtol=1e-13, atol=1e-13)
+            np.testing.assert_allclose(noisy.growth_rates(beta, sigma, 2, "SA", ks), sa, rtol=1e-13, atol=1e-13)
 
 
 @pytest.mark.parametrize("d", [2, 3, 5])
@@ -69,8 +68,7 @@ def test_small_beta_limit_and_critical_noise(d):
     for normalization in ("SA", "USA"):
         rates = noisy.growth_rates(0.0, 0.5, d, normalization, [1, 2, 3])
         ll = np.array([1, 2, 3]) * (np.array([1, 2, 3]) + d - 2)
-        np.testing.assert_allclose(rates, [(d - 1) * (1 / d - 0.125), *(-0.125 * ll[1:])],
-                                   rtol=1e-14)
+        np.testing.assert_allclose(rates, [(d - 1) * (1 / d - 0.125), *(-0.125 * ll[1:])], rtol=1e-14)
         for beta in (0.5, 3.0, 8.0):
             sc = noisy.sigma_critical(beta, d, normalization)
             rates = noisy.growth_rates(beta, sc, d, normalization, range(1, 9))

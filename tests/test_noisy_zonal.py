@@ -2,6 +2,7 @@
 its Laplacian, the growth rates of the uniform law against the closed form, mass, relaxation to
 the stationary laws of the branch (also in the bistable window), and the stability of branch
 points from the operator's spectrum."""
+
 import math
 
 import numpy as np
@@ -43,8 +44,7 @@ def test_growth_rates_of_zonal_modes_match_the_closed_form(d, normalization):
     for beta, sigma in ((0.8, 0.5), (3.0, 1.2), (6.0, 2.0)):
         theory = noisy.growth_rates(beta, sigma, d, normalization, degrees)
         for method in ("operator", "pde"):
-            measured = noisy.zonal_growth_rates(beta, sigma, d, normalization, degrees,
-                                                method=method)
+            measured = noisy.zonal_growth_rates(beta, sigma, d, normalization, degrees, method=method)
             assert np.abs(measured - theory).max() < 1e-8, (beta, sigma, method)
 
 
@@ -73,8 +73,7 @@ def test_mass_is_conserved_exactly_while_the_law_clusters(d, normalization):
     assert rho.min() > -1e-12 * rho.max()  # positive up to the truncation of a tight cluster
 
 
-@pytest.mark.parametrize("beta, d, normalization, fraction",
-                         [(1.0, 3, "USA", 0.6), (3.0, 4, "SA", 0.7)])
+@pytest.mark.parametrize("beta, d, normalization, fraction", [(1.0, 3, "USA", 0.6), (3.0, 4, "SA", 0.7)])
 def test_the_pde_relaxes_to_the_stationary_law_of_the_branch(beta, d, normalization, fraction):
     # two independent computations: the time-dependent Galerkin equation from a von Mises-like
     # start, and the self-consistency continued along the branch (dyn.noisy.branches)

@@ -1,6 +1,7 @@
 """Row normalizations of attention scores (dyn.user.normalize): each built-in maps a row of
 scores to weights of its definition, checked against plain numpy references on random rows,
 rows with ties included."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -88,8 +89,9 @@ def test_topk_keeps_the_k_largest_ties_lowest_index_first():
         assert s[w > 0].min() >= s[w == 0].max(initial=-np.inf)
 
 
-@pytest.mark.parametrize("bad, says", [(lambda s: s * 0 + 0.5, "summing to"),
-                                       (lambda s: s - s.mean() + 1 / len(s), "negative")])
+@pytest.mark.parametrize(
+    "bad, says", [(lambda s: s * 0 + 0.5, "summing to"), (lambda s: s - s.mean() + 1 / len(s), "negative")]
+)
 def test_row_check_names_weights_that_are_not_a_distribution(bad, says):
     scores = np.array([[0.1, -2.0, 0.3], [1.0, 1.0, 1.0]])
     assert says in normalize.row_check(bad, scores)
@@ -110,8 +112,7 @@ def test_row_weights_applies_a_built_in_by_name_row_by_row():
     ValueError."""
     import dyn
 
-    np.testing.assert_allclose(dyn.row_weights("sparsemax", [1.0, 0.8, -1.0]), [0.6, 0.4, 0.0],
-                               atol=1e-15)
+    np.testing.assert_allclose(dyn.row_weights("sparsemax", [1.0, 0.8, -1.0]), [0.6, 0.4, 0.0], atol=1e-15)
     rows = np.random.default_rng(3).standard_normal((4, 7))
     for name, a in (("softmax", 0.0), ("entmax", 1.5), ("topk", 3.0)):
         got = dyn.row_weights(name, rows, a)

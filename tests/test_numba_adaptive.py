@@ -8,6 +8,7 @@ leading error constant is small; a wrong order is off by >= 1). With adaptation 
 must scale with the tolerance (slope 1 within 0.25: Hairer-type control keeps the global error
 proportional to tol up to a constant; the fits give 0.93-1.05).
 """
+
 import numpy as np
 import pytest
 
@@ -125,9 +126,14 @@ def test_failures_are_nan_not_raised():
 
 
 def test_options_are_checked():
-    for bad, words in ((dict(rtol=0), "rtol"), (dict(atol=-1), "atol"), (dict(dt0=np.inf), "dt0"),
-                       (dict(max_steps=0), "max_steps"), (dict(max_steps=True), "max_steps"),
-                       (dict(dt=0.1), "unknown option")):
+    for bad, words in (
+        (dict(rtol=0), "rtol"),
+        (dict(atol=-1), "atol"),
+        (dict(dt0=np.inf), "dt0"),
+        (dict(max_steps=0), "max_steps"),
+        (dict(max_steps=True), "max_steps"),
+        (dict(dt=0.1), "unknown option"),
+    ):
         with pytest.raises(ValueError, match=words):
             integrators.get("numba", "dopri5", **bad)
     assert {"dopri5", "bosh3"} <= set(integrators.available()["numba"])
@@ -139,13 +145,17 @@ def test_a_wrong_pair_fails_when_built():
     b = sol.b.copy()
     b[2], b[3] = b[2] + 1e-3, b[3] - 1e-3  # still sums to 1 (order 1), breaks the rest
     with pytest.raises(ValueError, match="order condition"):
-        na.EmbeddedPair("bad", ButcherTableau("bad", sol.A, b, sol.c, 1),
-                        pair.embedded, 5, False)
+        na.EmbeddedPair("bad", ButcherTableau("bad", sol.A, b, sol.c, 1), pair.embedded, 5, False)
     A = sol.A.copy()
     A[6, 5] += 1e-3  # row sum kept and b_7 = 0: both tables still pass, the FSAL row does not
     A[6, 4] -= 1e-3
     with pytest.raises(ValueError, match="FSAL"):
-        na.EmbeddedPair("bad", ButcherTableau("bad", A, sol.b, sol.c, 4),
-                        ButcherTableau("bad_e", A, pair.embedded.b, sol.c, 1), 5, True)
+        na.EmbeddedPair(
+            "bad",
+            ButcherTableau("bad", A, sol.b, sol.c, 4),
+            ButcherTableau("bad_e", A, pair.embedded.b, sol.c, 1),
+            5,
+            True,
+        )
     for name, value, target in na.order5_conditions(sol.A, sol.b, sol.c):
         assert abs(value - target) < 1e-14, name

@@ -3,6 +3,7 @@ the save times inside the numba solve, so a run holds its state and a row of val
 trajectory; the values equal those of the same function on stored states, and the radius
 follows its closed form. A model that would store more than the memory budget is refused with
 its size, in one line."""
+
 from __future__ import annotations
 
 import io
@@ -50,12 +51,12 @@ def watch(tmp_path):
     sys.modules.pop("observe_model", None)
 
 
-def _write(folder, model="Watched", n=16, runs=8, method="rk4", dt=0.01, saves=6,
-           trajectories="false"):
+def _write(folder, model="Watched", n=16, runs=8, method="rk4", dt=0.01, saves=6, trajectories="false"):
     path = folder / f"{model}_{n}_{method}.toml"
     step = f"dt = {dt}" if method == "rk4" else "rtol = 1e-10\natol = 1e-10"
-    path.write_text(SCENARIO.format(model=model, n=n, runs=runs, method=method, step=step,
-                                    saves=saves, trajectories=trajectories))
+    path.write_text(
+        SCENARIO.format(model=model, n=n, runs=runs, method=method, step=step, saves=saves, trajectories=trajectories)
+    )
     return path
 
 
@@ -144,8 +145,9 @@ def test_observe_state_off_the_loop_chunks_the_stored_states(watch):
 @pytest.mark.slow  # the edited model compiles afresh (seconds)
 def test_observe_state_must_match_observed(watch, capsys):
     text = Path(watch / "observe_model.py").read_text()
-    (watch / "observe_model.py").write_text(text.replace('observed = ("x2", "radius")',
-                                                         'observed = ("x2", "radius", "extra")'))
+    (watch / "observe_model.py").write_text(
+        text.replace('observed = ("x2", "radius")', 'observed = ("x2", "radius", "extra")')
+    )
     path = _write(watch)
     assert main(["run", str(path), "--out", str(watch / "never.h5")]) == 2
     err = capsys.readouterr().err.strip()

@@ -2,6 +2,7 @@
 backend (compiled by numba) and on the JAX backends (the engine's derived form), the two agreeing
 to 1e-12 on random states with no twin written; a written twin that disagrees is refused in one
 line, exit 2."""
+
 from __future__ import annotations
 
 import io
@@ -22,11 +23,15 @@ def gate(s, b):
 
 class Gated(dyn.Model):
     """x_i' = sum_j gate(beta <x_i, W x_j>, b) (x_j - x_i) / n: written once."""
+
     name, description, default_plot = "gated", "gated attention in R^d", "x2"
     one_source = True
-    params = {"beta": dyn.Field("float", 1.0, "factor"), "b": dyn.Field("float", 0.0, "bias"),
-              "W": dyn.Field("matrix", [[1.0, 0.0], [0.0, 1.0]], "bilinear form"),
-              "d": dyn.Field("int", 2, "dimension")}
+    params = {
+        "beta": dyn.Field("float", 1.0, "factor"),
+        "b": dyn.Field("float", 0.0, "bias"),
+        "W": dyn.Field("matrix", [[1.0, 0.0], [0.0, 1.0]], "bilinear form"),
+        "d": dyn.Field("int", 2, "dimension"),
+    }
 
     def drift(t, x, beta, b, W):
         w = gate(beta * (x @ (x @ W.T).T), b)
@@ -54,13 +59,11 @@ def test_a_one_source_models_two_backends_agree_on_random_states():
     assert Gated.has_form("jax") and "rk4" in Gated.jax_methods
     rng = np.random.default_rng(7)
     for n, d in [(6, 3), (2, 1)]:
-        _, layout = arrays.pack(Gated.parameters(), Gated.params, {"beta": 0, "b": 0,
-                                                                   "W": np.eye(d)})
+        _, layout = arrays.pack(Gated.parameters(), Gated.params, {"beta": 0, "b": 0, "W": np.eye(d)})
         derived = jax.jit(Gated.jax_function("drift", layout))
         for _ in range(8):
             x = rng.standard_normal((n, d)) * rng.choice([0.1, 1.0, 3.0])
-            p = Gated.pack({"beta": rng.normal(), "b": rng.normal(),
-                            "W": rng.standard_normal((d, d))})
+            p = Gated.pack({"beta": rng.normal(), "b": rng.normal(), "W": rng.standard_normal((d, d))})
             t = float(rng.uniform(0, 2))
             want = np.empty_like(x)
             Gated.numba_function("drift")(t, x, p, want, np.empty(0))
@@ -76,8 +79,7 @@ def test_the_derived_form_is_the_jax_function():
 
     from dyn.user import arrays
 
-    p, layout = arrays.pack(Gated.parameters(), Gated.params,
-                            {"beta": 0.5, "b": 0.1, "W": [[1.0, 2.0], [0.0, 1.0]]})
+    p, layout = arrays.pack(Gated.parameters(), Gated.params, {"beta": 0.5, "b": 0.1, "W": [[1.0, 2.0], [0.0, 1.0]]})
     x = np.random.default_rng(8).standard_normal((4, 2))
     got = jax.jit(Gated.jax_function("drift", layout))(0.3, x, p)
     assert isinstance(got, jax.Array)
@@ -86,7 +88,7 @@ def test_the_derived_form_is_the_jax_function():
     np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=1e-12)
 
 
-MODULE = '''
+MODULE = """
 import numpy as np
 import dyn
 
@@ -109,15 +111,17 @@ class Twin(dyn.Model):
 
     def observe(self, spec, states):
         return dyn.Chunk({"x2": (np.asarray(states) ** 2).mean(axis=(2, 3))})
-'''
+"""
 
 
 def test_a_twin_that_disagrees_is_one_line_and_exit_2(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [str(tmp_path)] + list(sys.path))
     (tmp_path / "twin_model.py").write_text(MODULE)
-    (tmp_path / "t.toml").write_text('[scenario]\nname = "t"\nsystem = "twin_model:Twin"\n'
-                                     '[integrator]\ndt = 0.1\nhorizon = 0.2\n[output]\nsaves = 2\n')
+    (tmp_path / "t.toml").write_text(
+        '[scenario]\nname = "t"\nsystem = "twin_model:Twin"\n'
+        "[integrator]\ndt = 0.1\nhorizon = 0.2\n[output]\nsaves = 2\n"
+    )
     err = io.StringIO()
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = io.StringIO(), err
@@ -129,5 +133,3 @@ def test_a_twin_that_disagrees_is_one_line_and_exit_2(tmp_path, monkeypatch):
     text = err.getvalue()
     assert code == 2 and len(text.strip().splitlines()) == 1, text
     assert "Twin.drift and its drift_jax differ by" in text
-
-

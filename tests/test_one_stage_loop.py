@@ -4,6 +4,7 @@ rows, last states and finiteness flags, bit for bit, for the attention layer (PO
 sphere's projected field, and a field that reads the sign of zero and the time (so a loop
 that evaluated the drift at x itself instead of at Y_1 = x + h * 0, or at another time,
 would differ)."""
+
 from __future__ import annotations
 
 import math
@@ -54,11 +55,12 @@ def _both(problem, geometry, x0, ts, dt, b, c, observer=None):
     A, b, c = np.zeros((1, 1)), np.array([b]), np.array([c])
     p = np.array(problem.p)
     n, d = x0.shape[1:]
-    args = (ts, counts, steps, A, b, c, p, problem.drift, geometry.project, geometry.retract,
-            problem.work_size(n, d))
+    args = (ts, counts, steps, A, b, c, p, problem.drift, geometry.project, geometry.retract, problem.work_size(n, d))
     found = []
-    for stored, observed in ((fixed._rk_block, fixed._rk_block_observed),
-                             (fixed._one_stage_block, fixed._one_stage_block_observed)):
+    for stored, observed in (
+        (fixed._rk_block, fixed._rk_block_observed),
+        (fixed._one_stage_block, fixed._one_stage_block_observed),
+    ):
         if observer is None:
             out = np.empty((x0.shape[0], len(ts), n, d))
             stored(x0, *args, out)
@@ -78,8 +80,7 @@ def _same_bits(a, b):
 
 
 def test_the_euler_table_takes_the_one_stage_loops():
-    assert fixed.kernels(TABLEAUS["euler"]) == (fixed._one_stage_block,
-                                                fixed._one_stage_block_observed)
+    assert fixed.kernels(TABLEAUS["euler"]) == (fixed._one_stage_block, fixed._one_stage_block_observed)
     for name in ("heun", "rk4"):
         assert fixed.kernels(TABLEAUS[name]) == (fixed._rk_block, fixed._rk_block_observed)
 
@@ -127,8 +128,7 @@ def test_the_drift_sees_the_stage_point_not_the_state():
     ts = np.array([0.0, 0.25])
     general, one = _both(problem, EUCLIDEAN, x0, ts, 0.25, 1.0, 0.0)
     assert one[0, 1, 0, 0] == 0.25 and general[0, 1, 0, 0] == 0.25
-    general, one = _both(problem, EUCLIDEAN, x0, ts, 0.25, 1.0, 0.0,
-                         (state_row, np.zeros(0), 3, 0))
+    general, one = _both(problem, EUCLIDEAN, x0, ts, 0.25, 1.0, 0.0, (state_row, np.zeros(0), 3, 0))
     assert math.copysign(1.0, one[0][0, 0, 0]) == -1.0  # the row at t = 0 shows x0's -0.0
     assert _same_bits(general[0], one[0])
 

@@ -1,6 +1,7 @@
 """`dyn plot --hue AXIS`: one curve per value of AXIS on a panel, each curve the file's values at
 that value (checked line by line against the data), a legend entry per value; a series is drawn
 against its time with panels per point; a threshold a title names shows its value."""
+
 from __future__ import annotations
 
 import io
@@ -15,8 +16,7 @@ from dyn.presentation.cli import main
 from dyn.presentation.plot import figure
 from dyn.presentation.words import value_text
 
-SETS = ["ensemble.runs=3", "sweep.beta=[0.5,1.0,2.0,4.0]", "sweep.n=[6,12]", "integrator.horizon=3.0",
-        "output.saves=4"]
+SETS = ["ensemble.runs=3", "sweep.beta=[0.5,1.0,2.0,4.0]", "sweep.n=[6,12]", "integrator.horizon=3.0", "output.saves=4"]
 
 
 @pytest.fixture(scope="module")
@@ -58,16 +58,32 @@ def test_a_threshold_in_the_title_shows_its_value(swept):
     assert f"delta = {value_text(delta)}" in fig.get_suptitle()
 
 
-@pytest.mark.parametrize("hue, sel, said", [("gamma", [], "is not an axis"),
-                                            ("n", ["time=3", "beta=1"], "no numeric axis besides n")])
+@pytest.mark.parametrize(
+    "hue, sel, said", [("gamma", [], "is not an axis"), ("n", ["time=3", "beta=1"], "no numeric axis besides n")]
+)
 def test_a_hue_without_curves_to_draw_is_one_line(swept, hue, sel, said):
     with pytest.raises(ScenarioError, match=said):
         figure(swept, "pair_fraction", sel=sel, hue=hue)
 
 
 def test_the_command_line_takes_hue(swept, tmp_path, capsys):
-    assert main(["plot", str(swept), "--var", "pair_fraction", "--sel", "time=3", "--hue", "n",
-                 "--out", str(tmp_path / "hue.png")]) == 0
+    assert (
+        main(
+            [
+                "plot",
+                str(swept),
+                "--var",
+                "pair_fraction",
+                "--sel",
+                "time=3",
+                "--hue",
+                "n",
+                "--out",
+                str(tmp_path / "hue.png"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "hue.png").stat().st_size > 0
     assert main(["plot", str(swept), "--hue", "gamma"]) == 2
     assert capsys.readouterr().err.count("\n") == 1

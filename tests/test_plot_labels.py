@@ -15,6 +15,7 @@ reference slopes that leave the axes alone.
 Each scenario runs with each sweep axis cut to its two ends, 2 runs per point, and the settings
 below that make it cheap; the numbers mean nothing, only the words are checked.
 """
+
 from __future__ import annotations
 
 import io
@@ -34,15 +35,19 @@ from dyn.presentation.words import REMARK, settings
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 NAMES = sorted(p.stem for p in SCENARIOS.glob("*.toml"))
 # noisy systems: a fixed window (burn_in and a cap at the horizon: no extension), few tokens
-NOISY = {"params.n": 16, "integrator.horizon": 0.5, "integrator.burn_in": 0.25,
-         "integrator.horizon_cap": 0.5, "output.saves": 4}
+NOISY = {
+    "params.n": 16,
+    "integrator.horizon": 0.5,
+    "integrator.burn_in": 0.25,
+    "integrator.horizon_cap": 0.5,
+    "output.saves": 4,
+}
 # what makes each scenario cheap, beyond the axes cut to their ends and 2 runs
 TINY = {
     "antipodal_census": {"sweep.n": [2, 4], "integrator.horizon": 20.0},
     "hardmax_limit": {"integrator.horizon": 100.0},
     "positional_attention": {"integrator.horizon": 3.0, "output.saves": 3},
-    "implicit_regularization": {"sweep.depth": [4, 8], "params.steps": 3, "params.samples": 8,
-                                "params.width": 8},
+    "implicit_regularization": {"sweep.depth": [4, 8], "params.steps": 3, "params.samples": 8, "params.width": 8},
     "mean_field_modes": {"params.n": 100, "params.grid": 96, "integrator.horizon": 0.2},
     "next_token_scc": {"integrator.horizon": 100.0},
     "metastability": {"params.n": 8, "integrator.horizon": 10.0, "output.saves": 30},  # a band
@@ -64,9 +69,16 @@ TINY = {
 # some runs stay costly even tiny: the JAX-compiled ResNet systems (2-4 s of compiling),
 # mean-field branches and folds computed when the file is made (noisy_sphere, transition_order,
 # noisy_hysteresis_sphere: 2-3 s), runs until decided (antipodal_census).
-DEFAULT_TIER = {"two_token_phase", "noisy_phase", "noisy_hysteresis", "metastability",
-                "attention_depth_limit", "sinkhorn_iterations", "sinkformer_heat",
-                "transformer_depth_limit"}
+DEFAULT_TIER = {
+    "two_token_phase",
+    "noisy_phase",
+    "noisy_hysteresis",
+    "metastability",
+    "attention_depth_limit",
+    "sinkhorn_iterations",
+    "sinkformer_heat",
+    "transformer_depth_limit",
+}
 
 
 def _tiny_overrides(name: str) -> dict:
@@ -87,9 +99,15 @@ def runs(tmp_path_factory):
 
     def get(name):
         if name not in made:
-            made[name] = dyn.run(SCENARIOS / f"{name}.toml", folder / f"{name}.h5", progress=False,
-                                 log=io.StringIO(), overrides=_tiny_overrides(name))
+            made[name] = dyn.run(
+                SCENARIOS / f"{name}.toml",
+                folder / f"{name}.h5",
+                progress=False,
+                log=io.StringIO(),
+                overrides=_tiny_overrides(name),
+            )
         return made[name]
+
     return get
 
 
@@ -115,17 +133,23 @@ class _File:
 
         with h5py.File(path, "r") as f:
             self.attrs = {k: str(v) for k, v in f.attrs.items() if isinstance(v, str)}
-            self.vars = {name: {k: v for k, v in f[name].attrs.items()
-                                if k.startswith(("long_name", "units", "dyn_"))}
-                         for name in f if isinstance(f[name], h5py.Dataset)}
+            self.vars = {
+                name: {k: v for k, v in f[name].attrs.items() if k.startswith(("long_name", "units", "dyn_"))}
+                for name in f
+                if isinstance(f[name], h5py.Dataset)
+            }
             # which variables have finite Monte Carlo errors: X_se, or X_lo and X_hi
-            self.errors = {name.removesuffix(tail): words for name in f
-                           for tail, words in (("_se", "one standard error"),
-                                               ("_lo", "95% Wilson interval"))
-                           if name.endswith(tail) and np.isfinite(f[name][()]).any()}
-            self.dims = {name: [f[name].dims[i][0].name.lstrip("/") for i in range(f[name].ndim)
-                                if len(f[name].dims[i])]
-                         for name in f if isinstance(f[name], h5py.Dataset)}
+            self.errors = {
+                name.removesuffix(tail): words
+                for name in f
+                for tail, words in (("_se", "one standard error"), ("_lo", "95% Wilson interval"))
+                if name.endswith(tail) and np.isfinite(f[name][()]).any()
+            }
+            self.dims = {
+                name: [f[name].dims[i][0].name.lstrip("/") for i in range(f[name].ndim) if len(f[name].dims[i])]
+                for name in f
+                if isinstance(f[name], h5py.Dataset)
+            }
 
     def label(self, name: str) -> str:
         """What an axis or colour bar drawing variable `name` must say (a sweep axis: its
@@ -143,10 +167,8 @@ class _File:
 
         attrs = self.vars[name]
         words = {s.label for s in MARK_STYLES.values()}
-        words |= {f"{k}: {e}" for k in ("bands", "error bars")
-                  for e in ("one standard error", "95% Wilson interval")}
-        words |= {f"dots: {e} > 5% of the colour range"
-                  for e in ("one standard error", "half the 95% Wilson interval")}
+        words |= {f"{k}: {e}" for k in ("bands", "error bars") for e in ("one standard error", "95% Wilson interval")}
+        words |= {f"dots: {e} > 5% of the colour range" for e in ("one standard error", "half the 95% Wilson interval")}
         for v, x in self.vars.items():
             if name in str(x.get(OVER_ATTR, "")).split():
                 label = str(x.get(LABEL_ATTR) or x.get("long_name", v))
@@ -170,8 +192,7 @@ def _colorbars(fig):
 LAID_OUT = {"two_token_phase", "noisy_hysteresis", "noisy_phase"}
 
 
-@pytest.mark.parametrize("name", [n if n in DEFAULT_TIER else pytest.param(n, marks=pytest.mark.slow)
-                                  for n in NAMES])
+@pytest.mark.parametrize("name", [n if n in DEFAULT_TIER else pytest.param(n, marks=pytest.mark.slow) for n in NAMES])
 def test_every_picture_labels_axes_bars_title_and_legend(runs, name):
     from types import SimpleNamespace
 
@@ -207,8 +228,9 @@ def test_every_picture_labels_axes_bars_title_and_legend(runs, name):
     if not bars and var in file.errors:  # curves with errors: the legend says which
         assert {f"error bars: {file.errors[var]}", f"bands: {file.errors[var]}"} & set(texts)
     if bars and var in file.errors:  # heat maps with errors: their dots, and what they mean
-        spread = {"one standard error": "one standard error",
-                  "95% Wilson interval": "half the 95% Wilson interval"}[file.errors[var]]
+        spread = {"one standard error": "one standard error", "95% Wilson interval": "half the 95% Wilson interval"}[
+            file.errors[var]
+        ]
         assert f"dots: {spread} > 5% of the colour range" in texts, texts
     assert {_words(b.get_ylabel()) for b in bars} <= {file.label(var)}
     assert len(bars) in (0, len(panels))
@@ -233,12 +255,15 @@ def test_heat_map_dots_the_cells_whose_error_exceeds_its_share_of_the_colours(cl
     from dyn.presentation.plot import _heatmap
 
     values = np.linspace(0.0, 1.0, 12).reshape(4, 3)  # colour range 1 from the data
-    spread = np.array([[0.01, 0.06, 0.04], [0.2, np.nan, 0.049],
-                       [0.051, 0.0, 0.11], [0.09, 0.3, 0.02]])
+    spread = np.array([[0.01, 0.06, 0.04], [0.2, np.nan, 0.049], [0.051, 0.0, 0.11], [0.09, 0.3, 0.02]])
     coords = {"beta": [1.0, 2.0, 3.0, 4.0], "time": [0.5, 1.0, 1.5]}
-    da = xr.DataArray(values, dims=("beta", "time"), coords=coords, name="r",
-                      attrs={"long_name": "order parameter"} | ({} if clim is None else
-                                                                {"dyn_clim": list(clim)}))
+    da = xr.DataArray(
+        values,
+        dims=("beta", "time"),
+        coords=coords,
+        name="r",
+        attrs={"long_name": "order parameter"} | ({} if clim is None else {"dyn_clim": list(clim)}),
+    )
     _, ax = plt.subplots()
     _heatmap(ax, da, spread=xr.DataArray(spread, dims=("beta", "time"), coords=coords))
     dots = [line for line in ax.lines if line.get_marker() == "."]
@@ -293,16 +318,19 @@ def test_runs_split_between_states_are_inferred_from_the_file():
     from dyn.presentation.mixture import SPREAD_SHARE, split_points
 
     points = dict(dims=("sigma",), coords={"sigma": [3.0, 3.1, 3.2, 3.3]})
-    scenario = '[ensemble]\nruns = 4\n'
-    ds = xr.Dataset({
-        "r_stationary": xr.DataArray([0.9, 0.6, 0.5, 0.1], attrs={"dyn_role": "time_average"}, **points),
-        # 3.1: passed drift and length, so the mixing check failed; 3.2: drifting, and its runs
-        # spread over far more than SPREAD_SHARE of the span; 3.3: drifting, a narrow spread
-        "r_stationary_drift": xr.DataArray([0.0, 1.0, 5.0, 5.0], **points),
-        "r_stationary_ess": xr.DataArray([80.0, 80.0, 80.0, 80.0], **points),
-        "r_stationary_se": xr.DataArray([0.01, 0.01, 0.2, 0.001], **points),
-        "stationary": xr.DataArray([1.0, 0.0, 0.0, 0.0], attrs={"dyn_role": "stationary"}, **points),
-    }, attrs={"scenario": scenario})
+    scenario = "[ensemble]\nruns = 4\n"
+    ds = xr.Dataset(
+        {
+            "r_stationary": xr.DataArray([0.9, 0.6, 0.5, 0.1], attrs={"dyn_role": "time_average"}, **points),
+            # 3.1: passed drift and length, so the mixing check failed; 3.2: drifting, and its runs
+            # spread over far more than SPREAD_SHARE of the span; 3.3: drifting, a narrow spread
+            "r_stationary_drift": xr.DataArray([0.0, 1.0, 5.0, 5.0], **points),
+            "r_stationary_ess": xr.DataArray([80.0, 80.0, 80.0, 80.0], **points),
+            "r_stationary_se": xr.DataArray([0.01, 0.01, 0.2, 0.001], **points),
+            "stationary": xr.DataArray([1.0, 0.0, 0.0, 0.0], attrs={"dyn_role": "stationary"}, **points),
+        },
+        attrs={"scenario": scenario},
+    )
     assert 0.2 * 2 >= SPREAD_SHARE * 0.8 > 0.001 * 2
     assert split_points(ds, "r_stationary").values.tolist() == [False, True, True, False]
     one_run = ds.assign_attrs(scenario="[ensemble]\nruns = 1\n")
@@ -321,13 +349,13 @@ def test_compare_fits_the_asymptotic_range_and_its_slopes_leave_the_axes(tmp_pat
     depth = np.array([8, 16, 32, 64, 128, 256, 512])
     rng = np.random.default_rng(0)
     # error 1/L plus a 1/L^2 correction at small L, 16 runs around it
-    error = 1.0 / depth + 4.0 / depth ** 2
+    error = 1.0 / depth + 4.0 / depth**2
     distance = error[:, None] * (1 + 0.01 * rng.standard_normal((depth.size, 16)))
-    result = xr.Dataset({"distance": (("depth", "run"), distance)},
-                        coords={"depth": ("depth", depth, {"long_name": "layers"})})
+    result = xr.Dataset(
+        {"distance": (("depth", "run"), distance)}, coords={"depth": ("depth", depth, {"long_name": "layers"})}
+    )
     result["error"] = np.sqrt((result["distance"] ** 2).mean("run")).assign_attrs(long_name="strong error")
-    result.attrs.update(along="form", reference="flow", at="all", source="x.h5",
-                        settings="n = 4; 16 runs per point")
+    result.attrs.update(along="form", reference="flow", at="all", source="x.h5", settings="n = 4; 16 runs per point")
     assert comparison.asymptotic(depth).tolist() == [False] * 3 + [True] * 4
     fit = comparison.fit_rate(result["error"].isel(depth=slice(3, None)), "depth")
     assert abs(fit.slope + 1) < abs(comparison.rates(result, "depth")[()].slope + 1)

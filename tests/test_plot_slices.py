@@ -11,6 +11,7 @@ drawn matplotlib objects of files made by the store and filled with known values
 - an axis label is its parameter's doc without the remark in parentheses;
 - `dyn compare` prints the asymptotic fit naming its points, and its title is a sentence.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -50,8 +51,11 @@ def _close_figures():
 @pytest.fixture(scope="module")
 def phase_file(tmp_path_factory):
     """noisy_phase on a 4 x 3 grid, r_stationary = (row * 3 + column) / 12."""
-    path = empty_sweep_file(tmp_path_factory.mktemp("phase"), "noisy_phase",
-                 **{"sweep.beta": [0.5, 1.0, 2.0, 4.0], "sweep.sigma": [0.5, 1.0, 1.5]})
+    path = empty_sweep_file(
+        tmp_path_factory.mktemp("phase"),
+        "noisy_phase",
+        **{"sweep.beta": [0.5, 1.0, 2.0, 4.0], "sweep.sigma": [0.5, 1.0, 1.5]},
+    )
     _fill(path, {"r_stationary": np.arange(12.0).reshape(4, 3) / 12})
     return path
 
@@ -65,8 +69,13 @@ def phase(phase_file, tmp_path):
 def _meshes(fig):
     from matplotlib.collections import QuadMesh
 
-    return [c for ax in fig.axes if ax.get_label() != "<colorbar>"  # a colour bar's own mesh
-            for c in ax.collections if isinstance(c, QuadMesh)]
+    return [
+        c
+        for ax in fig.axes
+        if ax.get_label() != "<colorbar>"  # a colour bar's own mesh
+        for c in ax.collections
+        if isinstance(c, QuadMesh)
+    ]
 
 
 def test_a_var_picture_is_named_after_the_variable_and_keeps_the_scenarios_own(phase):
@@ -121,15 +130,25 @@ def test_point_without_tokens_points_to_sel(phase, capsys):
 
 def test_panels_share_one_colour_scale_and_say_what_was_left_out(tmp_path):
     sizes = list(range(2, 16))  # 14 values of n: 14 x 2 times = 28 panels of (beta, d)
-    path = empty_sweep_file(tmp_path, "attention_clusters", **{
-        "sweep.beta": [1.0, 2.0], "sweep.d": [2, 3], "sweep.n": sizes, "output.saves": 1,
-        "output.observables": ["pair_fraction"], "ensemble.runs": 2})
+    path = empty_sweep_file(
+        tmp_path,
+        "attention_clusters",
+        **{
+            "sweep.beta": [1.0, 2.0],
+            "sweep.d": [2, 3],
+            "sweep.n": sizes,
+            "output.saves": 1,
+            "output.observables": ["pair_fraction"],
+            "ensemble.runs": 2,
+        },
+    )
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         shape = ds["pair_fraction"].shape
         assert ds["pair_fraction"].dims == ("beta", "d", "n", "time")
     # each panel (n, time) its own range: panel k holds k + [0, 0.1, 0.2, 0.3]
-    values = np.arange(shape[2] * shape[3], dtype=float).reshape(1, 1, shape[2], shape[3]) \
-        + 0.1 * np.arange(4.0).reshape(2, 2, 1, 1)
+    values = np.arange(shape[2] * shape[3], dtype=float).reshape(1, 1, shape[2], shape[3]) + 0.1 * np.arange(
+        4.0
+    ).reshape(2, 2, 1, 1)
     _fill(path, {"pair_fraction": values / values.max()}, {"pair_fraction": {CLIM_ATTR: [0.0, 1.0]}})
     # declared range: kept for every panel
     fig = figure(path, "pair_fraction")
@@ -188,8 +207,9 @@ def test_growth_rates_are_declared_signed(tmp_path):
 
 
 def test_axis_labels_leave_out_the_parameters_remarks(tmp_path):
-    path = empty_sweep_file(tmp_path, "attention_clusters", **{"sweep.beta": [1.0, 2.0, 4.0],
-                                                    "output.saves": 4, "ensemble.runs": 2})
+    path = empty_sweep_file(
+        tmp_path, "attention_clusters", **{"sweep.beta": [1.0, 2.0, 4.0], "output.saves": 4, "ensemble.runs": 2}
+    )
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         assert ds["beta"].attrs["long_name"] == "inverse temperature beta (any sign)"
         shape = ds["pair_fraction"].shape
@@ -201,10 +221,11 @@ def test_axis_labels_leave_out_the_parameters_remarks(tmp_path):
 def _depth_result():
     depth = np.array([8, 16, 32, 64, 128, 256, 512])
     rng = np.random.default_rng(1)
-    error = 1.0 / depth + 4.0 / depth ** 2  # rate -1 with a 1/L^2 correction at small depth
+    error = 1.0 / depth + 4.0 / depth**2  # rate -1 with a 1/L^2 correction at small depth
     distance = error[:, None] * (1 + 0.01 * rng.standard_normal((depth.size, 16)))
-    result = xr.Dataset({"distance": (("depth", "run"), distance)},
-                        coords={"depth": ("depth", depth, {"long_name": "layers"})})
+    result = xr.Dataset(
+        {"distance": (("depth", "run"), distance)}, coords={"depth": ("depth", depth, {"long_name": "layers"})}
+    )
     result["error"] = np.sqrt((result["distance"] ** 2).mean("run"))
     result.attrs.update(along="depth", reference="16384", at="final", source="t.h5")
     return result
@@ -226,20 +247,25 @@ def test_compare_prints_the_asymptotic_fit_and_names_its_points():
 
 def test_compare_titles_are_sentences():
     result = _depth_result()
-    assert comparison.heading(result.attrs) == ("t: distance of each depth to depth = 16384, the "
-                                              "largest over tokens and the final saved time")
+    assert comparison.heading(result.attrs) == (
+        "t: distance of each depth to depth = 16384, the largest over tokens and the final saved time"
+    )
     result.attrs.update(along="form", reference="flow", at="all")
     fig = comparison.figure(result, "depth")
-    assert fig._suptitle.get_text().startswith("t: distance of each form to form = flow, the "
-                                               "largest over tokens and all saved times")
+    assert fig._suptitle.get_text().startswith(
+        "t: distance of each form to form = flow, the largest over tokens and all saved times"
+    )
 
 
 def test_curves_cut_to_twelve_say_what_was_left_out():
     """(No shipped system has a categorical axis of more than 12 values: the words alone.)"""
     from dyn.presentation.plot import MAX_CURVES, _combinations, _left_out
 
-    da = xr.DataArray(np.zeros((14, 3)), dims=("scheme", "time"),
-                      coords={"scheme": [f"s{k}" for k in range(14)], "time": [0.0, 1.0, 2.0]})
+    da = xr.DataArray(
+        np.zeros((14, 3)),
+        dims=("scheme", "time"),
+        coords={"scheme": [f"s{k}" for k in range(14)], "time": [0.0, 1.0, 2.0]},
+    )
     every = _combinations(da, ["scheme"])
     text = _left_out(da, ["scheme"], every, every[:MAX_CURVES], "curves")
     assert text == "12 of 14 curves drawn, left out: scheme = s12, s13 (choose curves with --sel AXIS=VALUE)"

@@ -1,6 +1,7 @@
 """A wall-clock limit per point (--point-timeout, dyn/engine/deadlines.py): a point whose
 compiled drift never returns is killed in its worker and recorded failed with that reason, and
 the sweep goes on; a serial run, which cannot stop compiled code, refuses the limit."""
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ from dyn.presentation.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
-MODEL = '''
+MODEL = """
 import numpy as np
 
 import dyn
@@ -40,8 +41,8 @@ class Stuck(dyn.Model):
 
     def observe(self, spec, states):
         return dyn.Chunk({"x2": (np.asarray(states) ** 2).mean(axis=(2, 3))})
-'''
-SCENARIO = '''
+"""
+SCENARIO = """
 [scenario]
 name = "stuck"
 system = "stuck_model:Stuck"
@@ -55,15 +56,30 @@ dt = 0.1
 horizon = 1.0
 [output]
 saves = 2
-'''
+"""
 
 
 def _dyn(folder: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), HOME=str(folder / "home"))
     env.pop("NUMBA_CACHE_DIR", None)
-    return subprocess.run([sys.executable, "-m", "dyn", "run", str(folder / "stuck.toml"),
-                           "--out", str(folder / "stuck.h5"), "--no-progress", *args],
-                          capture_output=True, text=True, env=env, cwd=folder, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dyn",
+            "run",
+            str(folder / "stuck.toml"),
+            "--out",
+            str(folder / "stuck.h5"),
+            "--no-progress",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=folder,
+        timeout=600,
+    )
 
 
 @pytest.fixture
@@ -87,13 +103,19 @@ def test_a_point_past_the_limit_is_killed_and_the_sweep_goes_on(stuck):
     assert np.isfinite(x2[[0, 2]]).all()
 
 
-@pytest.mark.parametrize("value, says", [("5", "serial run cannot stop compiled code"),
-                                         ("0", "positive number of seconds"),
-                                         ("nan", "positive number of seconds")])
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("5", "serial run cannot stop compiled code"),
+        ("0", "positive number of seconds"),
+        ("nan", "positive number of seconds"),
+    ],
+)
 def test_a_limit_the_run_cannot_keep_is_refused_in_one_line(stuck, capsys, value, says):
     """Refused before the model is imported (its drift is never probed)."""
-    code = main(["run", str(stuck / "stuck.toml"), "--out", str(stuck / "stuck.h5"),
-                 "--no-progress", "--point-timeout", value])
+    code = main(
+        ["run", str(stuck / "stuck.toml"), "--out", str(stuck / "stuck.h5"), "--no-progress", "--point-timeout", value]
+    )
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("dyn: ") and says in err

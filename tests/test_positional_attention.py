@@ -2,6 +2,7 @@
 positional kernel against its closed-form spectrum, the engine's drift as (A - I) x, the
 measured mode rates against the closed form to 1e-10, the two time scales of patch groups,
 and the limits of mixed attention (beta -> 0: linear; rho -> 0: the softmax flow)."""
+
 import subprocess
 import sys
 
@@ -54,7 +55,7 @@ def test_gaussian_coefficients_tend_to_the_heat_kernels():
     a = np.arange(0, g // 2 + 1, 16)
     for sigma, low, high in ((6.0, 0.0, 1e-13), (2.0, 1e-10, 1e-7), (0.7, 1e-2, 1.0)):
         mu = pa.gaussian_coefficients(g, sigma)[a]
-        gap = np.abs(mu - np.exp(-2 * np.pi ** 2 * sigma ** 2 * a ** 2 / g ** 2)).max()
+        gap = np.abs(mu - np.exp(-2 * np.pi**2 * sigma**2 * a**2 / g**2)).max()
         assert low <= gap < high, (sigma, gap)
 
 
@@ -124,7 +125,7 @@ def test_measured_rates_match_the_closed_form(tmp_path):
     for kernel in ("gaussian", "mixed"):
         r = ds.mode_rate_exact.sel(kernel=kernel).values
         z = -r * h
-        rk4 = -np.log(1 + z + z ** 2 / 2 + z ** 3 / 6 + z ** 4 / 24) / h
+        rk4 = -np.log(1 + z + z**2 / 2 + z**3 / 6 + z**4 / 24) / h
         assert np.abs(ds.mode_rate.sel(kernel=kernel).values - rk4).max() < 1e-12
         assert float(ds.mode_rate_se.sel(kernel=kernel).max()) < 1e-12  # every run alike
         assert abs(float(ds.mode_rate.sel(kernel=kernel, mode=0))) < 1e-13  # the mean stays
@@ -140,8 +141,7 @@ def test_mixed_attention_limits():
     x = rng.standard_normal((G * G, 3)) * 0.7
     linear = (pa.attention_matrix("mixed", **LAW) - np.eye(G * G)) @ x
     assert np.abs(_drift(pa.Mixed, x, **LAW) - linear).max() < 1e-14
-    gaps = [np.abs(_drift(pa.Mixed, x, **{**LAW, "beta": b}) - linear).max()
-            for b in (1e-3, 1e-4)]
+    gaps = [np.abs(_drift(pa.Mixed, x, **{**LAW, "beta": b}) - linear).max() for b in (1e-3, 1e-4)]
     assert 9 < gaps[0] / gaps[1] < 11  # O(beta)
     beta = 1.5
     s = beta * x @ x.T
@@ -159,7 +159,8 @@ def test_mixed_flow_leaves_the_linear_rates_at_order_beta(tmp_path):
     errors = []
     for beta in (1e-3, 1e-4):
         text = SMALL.replace('kernel = ["gaussian", "blocks", "mixed"]', "").replace(
-            "[params]\n", f'[params]\nkernel = "mixed"\nbeta = {beta}\n')
+            "[params]\n", f'[params]\nkernel = "mixed"\nbeta = {beta}\n'
+        )
         toml = tmp_path / f"b{beta}.toml"
         toml.write_text(text.format(path=tmp_path / f"b{beta}.h5"))
         ds = dyn.open(dyn.run(str(toml)))
@@ -171,14 +172,13 @@ def test_mixed_flow_leaves_the_linear_rates_at_order_beta(tmp_path):
 @pytest.mark.parametrize("line", ["n = 30", "block = 4", 'kernel = "fourier"', "sigma = 0.0"])
 def test_bad_values_exit_2_in_one_line(tmp_path, line):
     key = line.split(" = ")[0]
-    text = SMALL.format(path=tmp_path / "bad.h5").replace(
-        'kernel = ["gaussian", "blocks", "mixed"]', "")
-    text = "\n".join(t for t in text.splitlines() if not t.startswith(f"{key} =")
-                     ).replace("[params]", f"[params]\n{line}")
+    text = SMALL.format(path=tmp_path / "bad.h5").replace('kernel = ["gaussian", "blocks", "mixed"]', "")
+    text = "\n".join(t for t in text.splitlines() if not t.startswith(f"{key} =")).replace(
+        "[params]", f"[params]\n{line}"
+    )
     toml = tmp_path / "bad.toml"
     toml.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and key in done.stderr, done.stderr
     assert not (tmp_path / "bad.h5").exists()

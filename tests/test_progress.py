@@ -2,6 +2,7 @@
 mostly numba compiling its kernels (or JAX its programs), and a rate that counts it makes the first
 estimates many times too long (issue 39: "about 23 min left" for a 75 s run). Checked with a fake
 clock: a 60 s compile, then a point a second."""
+
 from __future__ import annotations
 
 import io
@@ -34,7 +35,8 @@ def test_the_log_line_measures_the_rate_after_the_first_point(clock):
     progress.update()
     assert log.getvalue().splitlines()[-1] == (
         "x: 1/100 points in 60 s, measuring the rate (the first point's time is mostly start-up: "
-        "compiling kernels on first use)")
+        "compiling kernels on first use)"
+    )
     for _ in range(20):  # then a point a second
         clock.now += 1.0
         progress.update()
@@ -58,8 +60,7 @@ def test_the_bar_restarts_its_clock_at_the_first_point():
         bar.update()
     rate = bar.format_dict["rate"]
     assert rate == pytest.approx(1.0, rel=1e-9)  # the compile's minute is not in it
-    assert "00:01:19" in bar.format_meter(**bar.format_dict) or "01:19" in bar.format_meter(
-        **bar.format_dict)
+    assert "00:01:19" in bar.format_meter(**bar.format_dict) or "01:19" in bar.format_meter(**bar.format_dict)
     bar.close()
 
 
@@ -69,8 +70,9 @@ def test_a_run_without_a_terminal_says_it_is_starting_then_the_rate(tmp_path, mo
 
     monkeypatch.setattr(runner, "LOG_SECONDS", 0.0)  # a line per point
     scenario = tmp_path / "probe.toml"
-    scenario.write_text('[scenario]\nname = "probe"\nsystem = "probe"\n[params]\nsamples = 10\n'
-                        '[sweep]\nlabel = [1.0, 2.0, 3.0]\n')
+    scenario.write_text(
+        '[scenario]\nname = "probe"\nsystem = "probe"\n[params]\nsamples = 10\n[sweep]\nlabel = [1.0, 2.0, 3.0]\n'
+    )
     log = io.StringIO()
     dyn.run(scenario, tmp_path / "p.h5", log=log)
     lines = [line for line in log.getvalue().splitlines() if line.startswith("probe: ")]

@@ -12,6 +12,7 @@ integrators/ is read (its syntax tree and its text) for:
 The checker is also run on snippets that break each rule, so that a checker which finds
 nothing cannot pass.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,20 +26,21 @@ LIBRARIES = ("numba", "llvmlite")
 # numba.core modules numba documents as public, with what the engine uses them for
 DOCUMENTED_CORE = {
     "numba.core.event": "numba's event API (documented in numba's reference, 'Event API'): the "
-                        "compile events behind dyn run's compile notice and dyn estimate's count "
-                        "(integrators/numba/events.py)",
+    "compile events behind dyn run's compile notice and dyn estimate's count "
+    "(integrators/numba/events.py)",
     "numba.core.errors": "the home of numba's exception classes, which numba's user manual "
-                         "names there (the troubleshooting guide's TypingError, the deprecation "
-                         "notices' warning filters): a user's model that does not compile is "
-                         "told from a cache failure (dyn/user/cache.py)",
+    "names there (the troubleshooting guide's TypingError, the deprecation "
+    "notices' warning filters): a user's model that does not compile is "
+    "told from a cache failure (dyn/user/cache.py)",
 }
 SWAPPED_CLASS = re.compile(r"\.__class__\s*=(?!=)")
 BYPASSED_ADD = re.compile(r"\bset\.add\(")
 
 
 def _private(dotted: str) -> bool:
-    return any(part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
-               for part in dotted.split("."))
+    return any(
+        part.startswith("_") and not (part.startswith("__") and part.endswith("__")) for part in dotted.split(".")
+    )
 
 
 def _dotted(node) -> str | None:
@@ -54,7 +56,8 @@ def _dotted(node) -> str | None:
 
 def _core_allowed(dotted: str) -> bool:
     return not dotted.startswith("numba.core") or any(
-        dotted == allowed or dotted.startswith(allowed + ".") for allowed in DOCUMENTED_CORE)
+        dotted == allowed or dotted.startswith(allowed + ".") for allowed in DOCUMENTED_CORE
+    )
 
 
 def violations(text: str, where: str = "<text>") -> list[str]:
@@ -75,9 +78,14 @@ def violations(text: str, where: str = "<text>") -> list[str]:
                 if alias.name.split(".")[0] in LIBRARIES:
                     check(alias.name, node.lineno)
                     bound[alias.asname or alias.name.split(".")[0]] = (
-                        alias.name if alias.asname else alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                and node.module.split(".")[0] in LIBRARIES:
+                        alias.name if alias.asname else alias.name.split(".")[0]
+                    )
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.split(".")[0] in LIBRARIES
+        ):
             for alias in node.names:
                 dotted = f"{node.module}.{alias.name}"
                 check(dotted, node.lineno)
@@ -89,11 +97,19 @@ def violations(text: str, where: str = "<text>") -> list[str]:
                 root, _, rest = dotted.partition(".")
                 if root in bound:
                     check(f"{bound[root]}.{rest}", node.lineno)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id in ("getattr", "setattr", "delattr") and len(node.args) >= 2:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "delattr")
+            and len(node.args) >= 2
+        ):
             target, name = _dotted(node.args[0]), node.args[1]
-            if target is not None and target.split(".")[0] in bound and \
-                    isinstance(name, ast.Constant) and isinstance(name.value, str):
+            if (
+                target is not None
+                and target.split(".")[0] in bound
+                and isinstance(name, ast.Constant)
+                and isinstance(name.value, str)
+            ):
                 root, _, rest = target.partition(".")
                 check(".".join(filter(None, [bound[root], rest, name.value])), node.lineno)
     for number, line in enumerate(text.splitlines(), 1):
@@ -116,32 +132,37 @@ def test_the_engine_names_no_private_numba_or_llvmlite_attribute():
     assert not found, "\n".join(found)
 
 
-@pytest.mark.parametrize("snippet", [
-    "import numba\nnumba.core.registry.CPUDispatcher._compile_for_args = None",
-    "from numba.core.registry import CPUDispatcher",
-    "from numba import _helperlib",
-    "import llvmlite.binding as ll\nhooks = ll.ffi.lib._lock",
-    "from llvmlite import binding\nx = binding.ffi._lib",
-    "import numba\ngetattr(numba.core.caching.Cache, '_index_key')",
-    "from numba.core import caching\nx = caching.Cache",
-    "kernel.__class__ = Other",
-    "set.add(attributes, 'x')",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "import numba\nnumba.core.registry.CPUDispatcher._compile_for_args = None",
+        "from numba.core.registry import CPUDispatcher",
+        "from numba import _helperlib",
+        "import llvmlite.binding as ll\nhooks = ll.ffi.lib._lock",
+        "from llvmlite import binding\nx = binding.ffi._lib",
+        "import numba\ngetattr(numba.core.caching.Cache, '_index_key')",
+        "from numba.core import caching\nx = caching.Cache",
+        "kernel.__class__ = Other",
+        "set.add(attributes, 'x')",
+    ],
+)
 def test_the_checker_finds_each_kind_of_use(snippet):
     assert violations(snippet)
 
 
-@pytest.mark.parametrize("snippet", [
-    "import numba\nv = numba.__version__",
-    "from numba.core import event\nevent.install_recorder('numba:compile')",
-    "from numba.extending import intrinsic, typeof_impl",
-    "import numba\nnumba.njit(cache=True)",
-    "x = self._private_of_our_own\ncls.__class__ == Other",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "import numba\nv = numba.__version__",
+        "from numba.core import event\nevent.install_recorder('numba:compile')",
+        "from numba.extending import intrinsic, typeof_impl",
+        "import numba\nnumba.njit(cache=True)",
+        "x = self._private_of_our_own\ncls.__class__ == Other",
+    ],
+)
 def test_the_checker_passes_public_uses(snippet):
     assert violations(snippet) == []
 
 
 def test_every_allowed_core_module_has_a_reason():
-    assert all(name.startswith("numba.core.") and len(reason) > 20
-               for name, reason in DOCUMENTED_CORE.items())
+    assert all(name.startswith("numba.core.") and len(reason) > 20 for name, reason in DOCUMENTED_CORE.items())

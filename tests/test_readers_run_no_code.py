@@ -14,6 +14,7 @@ files, so the readers' fallbacks for files written without them are exercised to
 The explicit opt-in (`--trust-model`) loads a model only when its file's sha256 is the one
 recorded, and refuses a mismatch in one line.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,19 +35,27 @@ from dyn.engine.model_facts import DEFAULT_PLOT_ATTR, DEFAULTS_ATTR
 from dyn.presentation.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
-STATES = ["sweep.beta=[1.0, 2.0]", "sweep.form=['flow', 'network']", "params.depth=4",
-          "ensemble.runs=2", "output.trajectories=true", "ensemble.common=['form']"]
+STATES = [
+    "sweep.beta=[1.0, 2.0]",
+    "sweep.form=['flow', 'network']",
+    "params.depth=4",
+    "ensemble.runs=2",
+    "output.trajectories=true",
+    "ensemble.common=['form']",
+]
 
 
 def _payload(folder: Path, module: str, marker: Path) -> Path:
     """A module that writes `marker` when imported (and defines a class X)."""
     path = folder / f"{module}.py"
-    path.write_text(textwrap.dedent(f"""
+    path.write_text(
+        textwrap.dedent(f"""
         from pathlib import Path
         Path({str(marker)!r}).write_text("ran")
         class X:
             pass
-        """))
+        """)
+    )
     return path
 
 
@@ -94,37 +103,56 @@ def _read_all(path: Path, folder: Path, every: bool = True) -> list[int]:
             ds[name].load()
     if not every:
         return codes
-    return codes + [main(["show", str(path), "--errors"]),
-             main(["show", str(path), "--scenario"]),
-             main(["plot", str(path), "--var", "energy", "--out", str(out / "b.png")]),
-             main(["plot", str(path), "--tokens", "--out", str(out / "c.png")]),
-             main(["compare", str(path), "--along", "form", "--reference", "flow",
-                   "--against", "beta", "--out", str(out / "d.png")]),
-             main(["animate", str(path), "--out", str(out / "e.gif")])]
+    return codes + [
+        main(["show", str(path), "--errors"]),
+        main(["show", str(path), "--scenario"]),
+        main(["plot", str(path), "--var", "energy", "--out", str(out / "b.png")]),
+        main(["plot", str(path), "--tokens", "--out", str(out / "c.png")]),
+        main(
+            [
+                "compare",
+                str(path),
+                "--along",
+                "form",
+                "--reference",
+                "flow",
+                "--against",
+                "beta",
+                "--out",
+                str(out / "d.png"),
+            ]
+        ),
+        main(["animate", str(path), "--out", str(out / "e.gif")]),
+    ]
 
 
-@pytest.mark.parametrize("where, every", [
-    ("absolute", False),
-    pytest.param("absolute", True, marks=pytest.mark.slow),
-    pytest.param("relative", True, marks=pytest.mark.slow)])
-def test_no_reader_imports_the_module_a_file_names(made, tmp_path, monkeypatch, where, every,
-                                                   capsys):
+@pytest.mark.parametrize(
+    "where, every",
+    [
+        ("absolute", False),
+        pytest.param("absolute", True, marks=pytest.mark.slow),
+        pytest.param("relative", True, marks=pytest.mark.slow),
+    ],
+)
+def test_no_reader_imports_the_module_a_file_names(made, tmp_path, monkeypatch, where, every, capsys):
     elsewhere = tmp_path / "sender"
     elsewhere.mkdir()
     marker = tmp_path / "payload_ran"
     payload = _payload(elsewhere, f"payload_{where}", marker)
     monkeypatch.chdir(elsewhere)
     file = str(payload) if where == "absolute" else payload.name
-    path = _crafted(made, tmp_path, f"{payload.stem}:X", file,
-                    hashlib.sha256(payload.read_bytes()).hexdigest())
+    path = _crafted(made, tmp_path, f"{payload.stem}:X", file, hashlib.sha256(payload.read_bytes()).hexdigest())
     path_before = list(sys.path)
     codes = _read_all(path, tmp_path, every)
     assert codes == [0] * len(codes), capsys.readouterr().err
     assert not marker.exists(), "a reader ran the module the file names"
     assert sys.path == path_before
     assert payload.stem not in sys.modules
-    assert not [m for m, module in sys.modules.items()
-                if str(getattr(module, "__file__", None) or "").startswith(str(elsewhere))]
+    assert not [
+        m
+        for m, module in sys.modules.items()
+        if str(getattr(module, "__file__", None) or "").startswith(str(elsewhere))
+    ]
     shown = capsys.readouterr().out
     assert f"system {payload.stem}:X" in shown  # `dyn show` shows what the file says
 
@@ -162,8 +190,9 @@ def test_python_m_dyn_does_not_import_a_bare_module_name_from_the_cwd(made, tmp_
     path = _crafted(made, tmp_path, "payload_bare:X")
     env = dict(os.environ, PYTHONPATH=str(REPO), MPLBACKEND="Agg")
     for argv in (["plot", path.name, "--out", "p.png"], ["show", path.name]):
-        done = subprocess.run([sys.executable, "-m", "dyn", *argv], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "dyn", *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr
         assert not marker.exists(), argv
 
@@ -179,8 +208,9 @@ def test_trust_model_loads_only_the_recorded_module(made, tmp_path, capsys):
     assert code == 2 and len(err) == 1 and "--trust-model" in err[0] and "sha256" in err[0], err
     assert not marker.exists()
     (tmp_path / "again").mkdir()
-    path = _crafted(made, tmp_path / "again", "payload_trusted:X", str(payload),
-                    hashlib.sha256(payload.read_bytes()).hexdigest())
+    path = _crafted(
+        made, tmp_path / "again", "payload_trusted:X", str(payload), hashlib.sha256(payload.read_bytes()).hexdigest()
+    )
     code = main(["plot", str(path), "--trust-model", "--out", str(tmp_path / "t.png")])
     assert marker.exists()  # the opt-in loads it (X is no dyn.System: refused in one line)
     err = capsys.readouterr().err.strip().splitlines()
@@ -196,8 +226,10 @@ def test_trust_model_checks_every_file_the_model_reached(made, tmp_path, capsys)
     payload = _payload(tmp_path, "payload_listed", marker)
     helper = tmp_path / "helper_listed.py"
     helper.write_text("SCALE = 1.0\n")
-    files = {"helper_listed.py": hashlib.sha256(b"SCALE = 2.0\n").hexdigest(),
-             "payload_listed.py": hashlib.sha256(payload.read_bytes()).hexdigest()}
+    files = {
+        "helper_listed.py": hashlib.sha256(b"SCALE = 2.0\n").hexdigest(),
+        "payload_listed.py": hashlib.sha256(payload.read_bytes()).hexdigest(),
+    }
     path = _crafted(made, tmp_path, "payload_listed:X", str(payload), combined(files))
     with h5py.File(path, "r+") as f:
         doc = tomllib.loads(f.attrs["scenario"])
@@ -218,20 +250,36 @@ def test_trust_model_checks_every_file_the_model_reached(made, tmp_path, capsys)
 ALLOWED = {
     "dyn": "the engine's own modules",
     "integrators": "dyn's own solvers package (the engine's contract names its options)",
-    "numpy": "arrays", "h5py": "the HDF5 files",
+    "numpy": "arrays",
+    "h5py": "the HDF5 files",
     "cython_runtime": "the module Cython's extensions (h5py) register",
-    "h5netcdf": "xarray's engine for the sweep file", "xarray": "dyn.open returns a Dataset",
-    "pandas": "xarray's indexes", "dateutil": "pandas", "packaging": "xarray, h5netcdf",
-    "matplotlib": "dyn plot, compare and animate draw", "mpl_toolkits": "matplotlib",
-    "PIL": "matplotlib writes PNG and GIF", "kiwisolver": "matplotlib's layout",
-    "cycler": "matplotlib", "pyparsing": "matplotlib", "fontTools": "matplotlib's fonts",
+    "h5netcdf": "xarray's engine for the sweep file",
+    "xarray": "dyn.open returns a Dataset",
+    "pandas": "xarray's indexes",
+    "dateutil": "pandas",
+    "packaging": "xarray, h5netcdf",
+    "matplotlib": "dyn plot, compare and animate draw",
+    "mpl_toolkits": "matplotlib",
+    "PIL": "matplotlib writes PNG and GIF",
+    "kiwisolver": "matplotlib's layout",
+    "cycler": "matplotlib",
+    "pyparsing": "matplotlib",
+    "fontTools": "matplotlib's fonts",
     "scipy": "dyn's statistics (intervals, fits)",
-    "dask": "dyn.open reads the saved states lazily", "cloudpickle": "dask", "toolz": "dask",
-    "tlz": "dask", "yaml": "dask's configuration", "psutil": "dask",
-    "importlib_metadata": "dask", "zipp": "importlib_metadata",
-    "lazy_importer": "importlib_metadata", "tblib": "dask.multiprocessing",
-    "jinja2": "dask.widgets", "markupsafe": "jinja2",
-    "numba": "dyn's kernels the engine modules name", "llvmlite": "numba",
+    "dask": "dyn.open reads the saved states lazily",
+    "cloudpickle": "dask",
+    "toolz": "dask",
+    "tlz": "dask",
+    "yaml": "dask's configuration",
+    "psutil": "dask",
+    "importlib_metadata": "dask",
+    "zipp": "importlib_metadata",
+    "lazy_importer": "importlib_metadata",
+    "tblib": "dask.multiprocessing",
+    "jinja2": "dask.widgets",
+    "markupsafe": "jinja2",
+    "numba": "dyn's kernels the engine modules name",
+    "llvmlite": "numba",
 }
 HOOK = """
 import importlib.util
@@ -279,9 +327,14 @@ def test_readers_import_only_dyn_and_its_dependencies(made, tmp_path):
     _payload(tmp_path, "payload_hooked", marker)
     path = _crafted(made, tmp_path, "payload_hooked:X", str(tmp_path / "payload_hooked.py"))
     env = dict(os.environ, PYTHONPATH=str(REPO), MPLBACKEND="Agg")
-    done = subprocess.run([sys.executable, "-c", HOOK, ",".join(ALLOWED), str(path),
-                           str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", HOOK, ",".join(ALLOWED), str(path), str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     line = [t for t in done.stdout.splitlines() if t.startswith("CODES")][-1]
     assert line == "CODES [0, 0, 0, 0, 0, 0] MET []", (line, done.stderr[-3000:])

@@ -13,6 +13,7 @@ Every ```bash and ```python block of README.md is taken in order.
 A block right after the line `<!-- readme-test: skip REASON -->` is not run (the set-up commands,
 which `.ci/run` runs, a SLURM cluster, the benchmarks); it still parses in the default tier.
 """
+
 from __future__ import annotations
 
 import ast
@@ -43,8 +44,14 @@ def blocks(text: str) -> list[dict]:
         if match:
             end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
             skip = SKIP.match(lines[i - 1]) if i else None
-            found.append({"lang": match[1], "line": i + 1, "code": "\n".join(lines[i + 1:end]),
-                          "skip": skip[1] if skip else None})
+            found.append(
+                {
+                    "lang": match[1],
+                    "line": i + 1,
+                    "code": "\n".join(lines[i + 1 : end]),
+                    "skip": skip[1] if skip else None,
+                }
+            )
             i = end
         i += 1
     return found
@@ -59,11 +66,11 @@ def _dyn_commands(code: str) -> list[list[str]]:
     for line in code.splitlines():
         words = shlex.split(line, comments=True)
         for start in range(len(words)):  # after `&&` or a venv path: .venv/bin/dyn
-            head = words[start:start + 3]
+            head = words[start : start + 3]
             if head[:1] and Path(head[0]).name == "dyn":
-                commands.append(words[start + 1:])
+                commands.append(words[start + 1 :])
             elif head[:3] in (["python", "-m", "dyn"], ["python3", "-m", "dyn"]):
-                commands.append(words[start + 3:])
+                commands.append(words[start + 3 :])
     return [argv for argv in commands if argv and argv != ["..."]]
 
 
@@ -105,9 +112,11 @@ def _attribute_chains(code: str) -> set[str]:
 def test_what_the_python_blocks_call_exists_after_a_plain_import_dyn():
     chains = set().union(*(_attribute_chains(b["code"]) for b in BLOCKS if b["lang"] == "python"))
     assert {"open", "run", "noisy.sigma_critical"} <= chains  # the extraction itself works
-    script = ("import dyn, functools\n"
-              f"for chain in {sorted(chains)!r}:\n"
-              "    functools.reduce(getattr, chain.split('.'), dyn)\n")
+    script = (
+        "import dyn, functools\n"
+        f"for chain in {sorted(chains)!r}:\n"
+        "    functools.reduce(getattr, chain.split('.'), dyn)\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr  # a fresh process: nothing imported beforehand
 
@@ -135,9 +144,13 @@ def test_every_block_runs_as_written(tmp_path):
         (tmp_path / name).symlink_to(ROOT / name)
     (tmp_path / "outputs").mkdir()
     (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = dict(os.environ, DYN_README_TINY="1", MPLBACKEND="Agg",
-               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
-               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    env = dict(
+        os.environ,
+        DYN_README_TINY="1",
+        MPLBACKEND="Agg",
+        PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+    )
     ran = 0
     for block in BLOCKS:
         if block["skip"]:

@@ -36,8 +36,7 @@ def test_theory_grid_spans_the_cells():
 
 
 def test_noisy_sigma_c_is_in_the_file_and_drawn_on_the_heat_map(tmp_path):
-    path = empty_sweep_file(tmp_path, "noisy_phase", **{"sweep.beta": [0.5, 1.0, 2.0],
-                                             "sweep.sigma": [0.5, 1.0, 1.5]})
+    path = empty_sweep_file(tmp_path, "noisy_phase", **{"sweep.beta": [0.5, 1.0, 2.0], "sweep.sigma": [0.5, 1.0, 1.5]})
     with xr.open_dataset(path, engine="h5netcdf") as ds:  # a plain xarray user gets it
         sc = ds["sigma_critical"]
         assert sc.attrs[ROLE_ATTR] == REFERENCE and sc.dims == ("beta_theory",)
@@ -96,8 +95,7 @@ def test_mean_field_zero_crossings_are_roots_and_ticks(tmp_path):
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         zero = ds["beta_zero"]
         assert zero.dims == ("mode", "crossing")
-        roots = [(k, b) for k, row in zip(ds["mode"].values, zero.values, strict=True) for b in row
-                 if np.isfinite(b)]
+        roots = [(k, b) for k, row in zip(ds["mode"].values, zero.values, strict=True) for b in row if np.isfinite(b)]
         rates = np.zeros((5, 6))
         rates[:, :3] = 1.0  # the first three modes grow
     assert roots
@@ -107,19 +105,20 @@ def test_mean_field_zero_crossings_are_roots_and_ticks(tmp_path):
     fig = figure(path, "growth_rate")
     (ticks,) = _lines(fig, "closed form")
     x, y = ticks.get_xdata(), ticks.get_ydata()
-    segments = [(x[i], x[i + 1], y[i], y[i + 1]) for i in range(len(x) - 1)
-                if np.isfinite([x[i], x[i + 1], y[i], y[i + 1]]).all()]
+    segments = [
+        (x[i], x[i + 1], y[i], y[i + 1])
+        for i in range(len(x) - 1)
+        if np.isfinite([x[i], x[i + 1], y[i], y[i + 1]]).all()
+    ]
     # a tick across its mode's cell (k -+ 1/2, beta across) at each root
     assert all(x0 == x1 and y1 - y0 == 1.0 for x0, x1, y0, y1 in segments)
-    np.testing.assert_array_equal(sorted((y0 + 0.5, x0) for x0, _, y0, _ in segments),
-                                  sorted(roots))
+    np.testing.assert_array_equal(sorted((y0 + 0.5, x0) for x0, _, y0, _ in segments), sorted(roots))
     (plus,) = _lines(fig, "growth_rate > 0")
     assert len(plus.get_xdata()) == 15 and set(plus.get_ydata()) == {1, 2, 3}
 
 
 def test_momentum_thresholds_are_vertical_lines_on_curves(tmp_path):
-    path = empty_sweep_file(tmp_path, "momentum_linear", **{"sweep.a": [-8.0, -4.0, 0.0],
-                                                 "params.eps": 0.5})
+    path = empty_sweep_file(tmp_path, "momentum_linear", **{"sweep.a": [-8.0, -4.0, 0.0], "params.eps": 0.5})
     from dyn import momentum
 
     with xr.open_dataset(path, engine="h5netcdf") as ds:

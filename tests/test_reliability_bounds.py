@@ -11,6 +11,7 @@ closed forms (issues 35.2, 35.7, 36.6).
 - A short run at the largest beta attention_sphere admits is finite (its energy where float64
   holds it), and noisy_attention runs at its largest |beta|.
 """
+
 from __future__ import annotations
 
 import copy
@@ -37,9 +38,12 @@ from dyn.presentation.cli import main
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 # systems without a shipped scenario: a small one of their own
 OWN = {
-    "ornstein_uhlenbeck": {"scenario": {"name": "ou", "system": "ornstein_uhlenbeck"},
-                           "integrator": {"method": "euler_maruyama", "dt": 0.01, "horizon": 1.0},
-                           "ensemble": {"runs": 2}, "output": {"saves": 10}},
+    "ornstein_uhlenbeck": {
+        "scenario": {"name": "ou", "system": "ornstein_uhlenbeck"},
+        "integrator": {"method": "euler_maruyama", "dt": 0.01, "horizon": 1.0},
+        "ensemble": {"runs": 2},
+        "output": {"saves": 10},
+    },
     "probe": {"scenario": {"name": "probe", "system": "probe"}},
 }
 # huge values: past every bound a field declares (a value inside the bounds may still be refused
@@ -62,16 +66,18 @@ BASES = _bases()
 IMPORTED = sorted(name for name in BASES if ":" in name)
 # validating these compiles their numba drift (about 4 s each on 2 cores), or takes a JAX
 # gradient at every point of their sweep: the slow tier
-COMPILES = {"dyn.frontier.gaussian_attention:GaussianAttention", "dyn.frontier.hardmax:Hardmax",
-            "dyn.frontier.linear_icl_flow:LinearICLFlow",
-            "dyn.frontier.reverse_diffusion:ReverseDiffusion",
-            "dyn.frontier.reverse_diffusion:ReverseSamples",
-            "dyn.frontier.softmax_polarization:SoftmaxPolarization",
-            "dyn.frontier.attention_svm:AttentionSVM",
-            "dyn.frontier.icl_autoregressive:ICLTraining",
-            "dyn.frontier.sparse_attention_clusters:SparseAttentionClusters"}
-COMPILED = [pytest.param(name, marks=pytest.mark.slow) if name in COMPILES else name
-            for name in IMPORTED]
+COMPILES = {
+    "dyn.frontier.gaussian_attention:GaussianAttention",
+    "dyn.frontier.hardmax:Hardmax",
+    "dyn.frontier.linear_icl_flow:LinearICLFlow",
+    "dyn.frontier.reverse_diffusion:ReverseDiffusion",
+    "dyn.frontier.reverse_diffusion:ReverseSamples",
+    "dyn.frontier.softmax_polarization:SoftmaxPolarization",
+    "dyn.frontier.attention_svm:AttentionSVM",
+    "dyn.frontier.icl_autoregressive:ICLTraining",
+    "dyn.frontier.sparse_attention_clusters:SparseAttentionClusters",
+}
+COMPILED = [pytest.param(name, marks=pytest.mark.slow) if name in COMPILES else name for name in IMPORTED]
 
 
 def _huge(field: Field) -> list:
@@ -81,8 +87,7 @@ def _huge(field: Field) -> list:
 
 
 def _numeric(system) -> list[tuple[str, Field]]:
-    return [(k, f) for k, f in system.params.items() if f.kind in ("int", "float", "matrix",
-                                                                   "matrices")]
+    return [(k, f) for k, f in system.params.items() if f.kind in ("int", "float", "matrix", "matrices")]
 
 
 def _with(base: dict, key: str, value) -> dict:
@@ -157,11 +162,20 @@ def test_every_float_bound_validates_to_finite_step_rates(name):
                 assert rate is None or math.isfinite(rate), (key, value, rate)
 
 
-@pytest.mark.parametrize("name, key", [
-    ("attention_sphere", "beta"), ("noisy_attention", "beta"), ("noisy_attention", "V"),
-    ("mean_field_modes", "beta"), ("random_transformer", "vbar"), ("sinkformer", "alpha"),
-    ("transformer_depth_limit", "sigma"), ("ornstein_uhlenbeck", "x0"), ("momentum_linear", "a"),
-])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("attention_sphere", "beta"),
+        ("noisy_attention", "beta"),
+        ("noisy_attention", "V"),
+        ("mean_field_modes", "beta"),
+        ("random_transformer", "vbar"),
+        ("sinkformer", "alpha"),
+        ("transformer_depth_limit", "sigma"),
+        ("ornstein_uhlenbeck", "x0"),
+        ("momentum_linear", "a"),
+    ],
+)
 def test_fields_admitting_negatives_refuse_huge_negatives(name, key):
     field = systems.get(name).params[key]
     value = -1e300 if field.kind == "float" else _matrix_with(field, 2, -1e300)
@@ -185,35 +199,53 @@ def _scenario_file(tmp_path: Path, name: str) -> Path:
         path = tmp_path / f"{name}.toml"
         path.write_text(tomli_w.dumps(OWN[name]))
         return path
-    shipped = {"noisy_attention": "noisy_phase", "attention_sphere": "attention_clusters",
-               "sinkformer": "sinkformer_heat", "mean_field_modes": "mean_field_modes",
-               "momentum_linear": "momentum_linear", "momentum_optimize": "momentum_optimize",
-               "random_transformer": "two_token_phase"}
+    shipped = {
+        "noisy_attention": "noisy_phase",
+        "attention_sphere": "attention_clusters",
+        "sinkformer": "sinkformer_heat",
+        "mean_field_modes": "mean_field_modes",
+        "momentum_linear": "momentum_linear",
+        "momentum_optimize": "momentum_optimize",
+        "random_transformer": "two_token_phase",
+    }
     return SCENARIOS / f"{shipped[name]}.toml"
 
 
 @pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "run"])
-@pytest.mark.parametrize("name, setting, key", [
-    ("noisy_attention", "params.beta=1000.0", "params.beta: must be <= 100.0"),
-    ("noisy_attention", "params.beta=-1e300", "params.beta: must be >= -100.0"),
-    ("noisy_attention", "params.sigma=1e300", "params.sigma: must be <= 1000000.0"),
-    ("attention_sphere", "params.beta=1e300", "params.beta: must be <= 1000.0"),
-    ("sinkformer", "params.s0=1e300", "params.s0: must be <= 1000.0"),
-    ("ornstein_uhlenbeck", "params.sigma=1e300", "params.sigma: must be <= 1000000.0"),
-    ("mean_field_modes", "params.sigma=1000.0", "params.sigma: mode 1 moves by e^"),
-    ("momentum_linear", "params.eps=1e300", "params.eps: must be <= 1000000.0"),
-    ("momentum_linear", "params.a=1000.0", "params.a: a T = 1000 x 1 = 1000 > 700"),
-    ("momentum_optimize", "params.eta=1000.0", "params.eta: the heavy ball diverges"),
-    ("random_transformer", "params.threshold=-1e300", "params.threshold: must be >= -700.0"),
-    # inside every bound, but the cap of until = "decided" would take 6e10 steps of dt = 0.01
-    ("random_transformer", "params.absorb_tol=1e-300 params.sigma=50.0 params.vbar=-833.3333 "
-     "sweep.d=[3]", "params.until: undecided runs go on"),
-])
+@pytest.mark.parametrize(
+    "name, setting, key",
+    [
+        ("noisy_attention", "params.beta=1000.0", "params.beta: must be <= 100.0"),
+        ("noisy_attention", "params.beta=-1e300", "params.beta: must be >= -100.0"),
+        ("noisy_attention", "params.sigma=1e300", "params.sigma: must be <= 1000000.0"),
+        ("attention_sphere", "params.beta=1e300", "params.beta: must be <= 1000.0"),
+        ("sinkformer", "params.s0=1e300", "params.s0: must be <= 1000.0"),
+        ("ornstein_uhlenbeck", "params.sigma=1e300", "params.sigma: must be <= 1000000.0"),
+        ("mean_field_modes", "params.sigma=1000.0", "params.sigma: mode 1 moves by e^"),
+        ("momentum_linear", "params.eps=1e300", "params.eps: must be <= 1000000.0"),
+        ("momentum_linear", "params.a=1000.0", "params.a: a T = 1000 x 1 = 1000 > 700"),
+        ("momentum_optimize", "params.eta=1000.0", "params.eta: the heavy ball diverges"),
+        ("random_transformer", "params.threshold=-1e300", "params.threshold: must be >= -700.0"),
+        # inside every bound, but the cap of until = "decided" would take 6e10 steps of dt = 0.01
+        (
+            "random_transformer",
+            "params.absorb_tol=1e-300 params.sigma=50.0 params.vbar=-833.3333 sweep.d=[3]",
+            "params.until: undecided runs go on",
+        ),
+    ],
+)
 def test_cli_refuses_in_one_line(tmp_path, capsys, dry, name, setting, key):
     out = tmp_path / "out" / "x.h5"
     sets = [a for item in setting.split() for a in ("--set", item)]
-    argv = ["run", str(_scenario_file(tmp_path, name)), "--out", str(out), "--no-progress",
-            *sets, *(["--dry-run"] if dry else [])]
+    argv = [
+        "run",
+        str(_scenario_file(tmp_path, name)),
+        "--out",
+        str(out),
+        "--no-progress",
+        *sets,
+        *(["--dry-run"] if dry else []),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"dyn: error: {key}") and err.count("\n") == 1, err
@@ -325,8 +357,9 @@ def test_moderate_beta_keeps_its_bits(beta):
         w = causal_circle.soft_weights()
         value = 2.0 * (-math.expm1(-1.0)) * (w @ a) / (w @ a**2)
         want = value if value > 0 else math.nan
-        assert causal_circle.t_crit(beta, 1.0) == want or (math.isnan(want) and math.isnan(
-            causal_circle.t_crit(beta, 1.0)))
+        assert causal_circle.t_crit(beta, 1.0) == want or (
+            math.isnan(want) and math.isnan(causal_circle.t_crit(beta, 1.0))
+        )
 
 
 def test_the_scaled_mean_kernel_joins_hyp0f1_at_the_switch():
@@ -343,12 +376,17 @@ def test_the_scaled_mean_kernel_joins_hyp0f1_at_the_switch():
 # ------------------------------------------------------------------ runs at the largest beta
 def _run(tmp_path, scenario: str, sets: list[str]) -> Path:
     out = tmp_path / f"run{len(list(tmp_path.glob('run*.h5')))}.h5"
-    return dyn.run(SCENARIOS / f"{scenario}.toml", out, overrides=sets, progress=False,
-                   log=io.StringIO())
+    return dyn.run(SCENARIOS / f"{scenario}.toml", out, overrides=sets, progress=False, log=io.StringIO())
 
 
-SMALL_SPHERE = ["ensemble.runs=2", "params.n=6", "params.d=3", "integrator.horizon=0.5",
-                "output.saves=2", "sweep.normalization=['SA']"]
+SMALL_SPHERE = [
+    "ensemble.runs=2",
+    "params.n=6",
+    "params.d=3",
+    "integrator.horizon=0.5",
+    "output.saves=2",
+    "sweep.normalization=['SA']",
+]
 
 
 def test_attention_sphere_at_its_largest_beta_is_finite(tmp_path):
@@ -356,22 +394,35 @@ def test_attention_sphere_at_its_largest_beta_is_finite(tmp_path):
     ~e^|beta|, is past float64 there: dropped with [output] observables); at ENERGY_BETA_MAX the
     energy and its standard error are finite too."""
     keep = "output.observables=['pair_fraction', 'min_inner', 'n_clusters', 'first_alignment']"
-    with dyn.open(_run(tmp_path, "attention_clusters",
-                       [*SMALL_SPHERE, f"sweep.beta=[{-BETA_MAX}, {BETA_MAX}]", keep])) as ds:
+    with dyn.open(
+        _run(tmp_path, "attention_clusters", [*SMALL_SPHERE, f"sweep.beta=[{-BETA_MAX}, {BETA_MAX}]", keep])
+    ) as ds:
         assert (ds["status"] == 1).all()
         assert all(np.isfinite(ds[v]).all() for v in ("pair_fraction", "min_inner", "n_clusters"))
-    with dyn.open(_run(tmp_path, "attention_clusters",
-                       [*SMALL_SPHERE, f"sweep.beta=[{-ENERGY_BETA_MAX}, {ENERGY_BETA_MAX}]"],
-                       )) as ds:
+    with dyn.open(
+        _run(
+            tmp_path,
+            "attention_clusters",
+            [*SMALL_SPHERE, f"sweep.beta=[{-ENERGY_BETA_MAX}, {ENERGY_BETA_MAX}]"],
+        )
+    ) as ds:
         assert (ds["status"] == 1).all()
         assert np.isfinite(ds["energy"]).all() and np.isfinite(ds["energy_se"]).all()
         assert float(ds["energy"].max()) > 1e100  # e^350 / 700 where the tokens gather
 
 
 def test_noisy_attention_runs_at_its_largest_beta(tmp_path):
-    sets = ["sweep.sigma=[3.0]", "sweep.init=['uniform']", "ensemble.runs=2", "params.n=12",
-            "params.normalization='SA'", "integrator.horizon=0.1", "integrator.horizon_cap=0.2",
-            "output.saves=8", "integrator.dt='auto'"]
+    sets = [
+        "sweep.sigma=[3.0]",
+        "sweep.init=['uniform']",
+        "ensemble.runs=2",
+        "params.n=12",
+        "params.normalization='SA'",
+        "integrator.horizon=0.1",
+        "integrator.horizon_cap=0.2",
+        "output.saves=8",
+        "integrator.dt='auto'",
+    ]
     for beta in (-NOISY_BETA_MAX, NOISY_BETA_MAX):
         with dyn.open(_run(tmp_path, "noisy_hysteresis", [*sets, f"params.beta={beta}"])) as ds:
             assert (ds["status"] == 1).all()
@@ -383,33 +434,32 @@ def test_noisy_attention_runs_at_its_largest_beta(tmp_path):
 # a small sweep per system: one point, few runs, a short horizon
 TINY = {
     "attention_sphere": ("attention_clusters", ["sweep.beta=[1.0]", "params.n=8"]),
-    "attention_circle": ("repulsive_sync", ["sweep.beta=[-0.5]", "sweep.n=[8]",
-                                            "integrator.horizon_cap=2.0"]),
-    "causal_circle": ("lost_in_the_middle", ["sweep.beta=[1.0]", "params.n=8",
-                                             "params.position_bins=2"]),
-    "mean_field_modes": ("mean_field_modes", ["sweep.beta=[1.0]", "params.n=50",
-                                              "integrator.horizon=0.1"]),
-    "momentum_limit": ("momentum_limit", ["sweep.depth=[64]", "sweep.eps=[0.5]",
-                                          "sweep.arithmetic=['float']", "integrator.dt=0.01"]),
+    "attention_circle": ("repulsive_sync", ["sweep.beta=[-0.5]", "sweep.n=[8]", "integrator.horizon_cap=2.0"]),
+    "causal_circle": ("lost_in_the_middle", ["sweep.beta=[1.0]", "params.n=8", "params.position_bins=2"]),
+    "mean_field_modes": ("mean_field_modes", ["sweep.beta=[1.0]", "params.n=50", "integrator.horizon=0.1"]),
+    "momentum_limit": (
+        "momentum_limit",
+        ["sweep.depth=[64]", "sweep.eps=[0.5]", "sweep.arithmetic=['float']", "integrator.dt=0.01"],
+    ),
     "momentum_linear": ("momentum_linear", ["sweep.a=[-5.0]", "sweep.eps=[0.5]"]),
     "momentum_optimize": ("momentum_optimize", ["sweep.gamma=[0.9]"]),
-    "noisy_attention": ("noisy_hysteresis", ["sweep.sigma=[3.0]", "sweep.init=['uniform']",
-                                             "params.n=16", "integrator.horizon_cap=0.2",
-                                             "output.saves=8"]),
-    "random_transformer": ("two_token_phase", ["sweep.beta=[1.0]", "sweep.d=[3]",
-                                               "params.until='horizon'"]),
-    "transformer_depth_limit": ("transformer_depth_limit", ["sweep.depth=[4]",
-                                                            "params.reference_depth=64",
-                                                            "output.trajectories=false"]),
+    "noisy_attention": (
+        "noisy_hysteresis",
+        ["sweep.sigma=[3.0]", "sweep.init=['uniform']", "params.n=16", "integrator.horizon_cap=0.2", "output.saves=8"],
+    ),
+    "random_transformer": ("two_token_phase", ["sweep.beta=[1.0]", "sweep.d=[3]", "params.until='horizon'"]),
+    "transformer_depth_limit": (
+        "transformer_depth_limit",
+        ["sweep.depth=[4]", "params.reference_depth=64", "output.trajectories=false"],
+    ),
     "sinkformer": ("sinkformer_heat", ["sweep.normalization=['softmax']", "params.n=20"]),
-    "sinkhorn_attention": ("sinkhorn_iterations", ["sweep.tau=[0.1]", "sweep.scores=['sqdist']",
-                                                   "params.n=20", "params.iterations=10"]),
-    "resnet_ode": ("resnet_ode_limit", ["sweep.depth=[16]", "sweep.scheme=['euler']",
-                                        "sweep.weights=['smooth']"]),
-    "resnet_adjoint": ("resnet_adjoint", ["sweep.depth=[16]", "sweep.scheme=['euler']",
-                                          "sweep.weights=['smooth']"]),
-    "resnet_training": ("implicit_regularization", ["sweep.depth=[4]", "sweep.init=['smooth']",
-                                                    "params.steps=5"]),
+    "sinkhorn_attention": (
+        "sinkhorn_iterations",
+        ["sweep.tau=[0.1]", "sweep.scores=['sqdist']", "params.n=20", "params.iterations=10"],
+    ),
+    "resnet_ode": ("resnet_ode_limit", ["sweep.depth=[16]", "sweep.scheme=['euler']", "sweep.weights=['smooth']"]),
+    "resnet_adjoint": ("resnet_adjoint", ["sweep.depth=[16]", "sweep.scheme=['euler']", "sweep.weights=['smooth']"]),
+    "resnet_training": ("implicit_regularization", ["sweep.depth=[4]", "sweep.init=['smooth']", "params.steps=5"]),
     "ornstein_uhlenbeck": (None, []),
     "probe": (None, []),
 }
@@ -420,9 +470,9 @@ KNOWN = {
     ("attention_sphere", "beta", BETA_MAX): "the energy e^|beta| exceeds float64 (diverged)",
     ("mean_field_modes", "amplitude", 1e-6): "the particles' moment is below their noise (NaN)",
     ("causal_circle", "beta", -20.0): "RK4 at the shipped dt = 0.05 is unstable at |beta| = 20 "
-                                      "(the drift's rate ~ beta^2 e^|beta|; no step_rate refuses it)",
+    "(the drift's rate ~ beta^2 e^|beta|; no step_rate refuses it)",
     ("causal_circle", "beta", 20.0): "RK4 at the shipped dt = 0.05 is unstable at |beta| = 20 "
-                                     "(the drift's rate ~ beta^2 e^|beta|; no step_rate refuses it)",
+    "(the drift's rate ~ beta^2 e^|beta|; no step_rate refuses it)",
 }
 SLOW_ONLY = {("mean_field_modes", "pde_dt", 1e-9): "1e8 PDE steps"}
 

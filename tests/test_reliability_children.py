@@ -1,6 +1,7 @@
 """Reliability, issue 35: every child dies with its parent. A killed `dyn compile` leaves no
 pool worker compiling, even on a cold cache, where it would otherwise go on for tens of
 seconds."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 GRACE = 120.0  # seconds the killed children get to exit (wait_procs returns once all have)
 START = 120.0  # seconds to wait for the children (a cold start on two busy cores)
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="PR_SET_PDEATHSIG is Linux's")
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+
 
 def _cold_env(tmp_path: Path) -> dict:
     """This environment on an empty numba cache of its own."""
@@ -45,8 +46,7 @@ def _survivors_of_killed(args: list[str], env: dict, ready, cwd: Path, log: Path
     descendants, SIGKILL it and return the command lines of the descendants still alive GRACE
     seconds later (each then killed, so that no failed run leaves a compile burning a core)."""
     with open(log, "wb") as err:
-        driver = subprocess.Popen([sys.executable, *args], env=env, cwd=cwd,
-                                  stdout=subprocess.DEVNULL, stderr=err)
+        driver = subprocess.Popen([sys.executable, *args], env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
     children: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + START
@@ -58,8 +58,7 @@ def _survivors_of_killed(args: list[str], env: dict, ready, cwd: Path, log: Path
             if ready(children):
                 break
             time.sleep(0.05)
-        assert driver.poll() is None and ready(children), \
-            f"the children did not start: {log.read_text()[-2000:]}"
+        assert driver.poll() is None and ready(children), f"the children did not start: {log.read_text()[-2000:]}"
         driver.kill()
         driver.wait()
         psutil.wait_procs(children, timeout=GRACE)
@@ -87,7 +86,7 @@ def test_dyn_compile_workers_die_with_the_killed_command(tmp_path):
         workers = [p for p in children if "multiprocessing.spawn" in _command_line(p)]
         return len(workers) == 2 and any(cache.rglob("*.nbi"))
 
-    survivors = _survivors_of_killed(["-m", "dyn", "compile", "--workers", "2"],
-                                     _cold_env(tmp_path), compiling, tmp_path,
-                                     tmp_path / "err.txt")
+    survivors = _survivors_of_killed(
+        ["-m", "dyn", "compile", "--workers", "2"], _cold_env(tmp_path), compiling, tmp_path, tmp_path / "err.txt"
+    )
     assert not survivors, survivors

@@ -3,6 +3,7 @@ gets status 3 (failed) with the OS error as its message, the run goes on and exi
 `.partial` file stays, the file stays readable, and a resume once space is freed gives the
 numbers of an uninterrupted run. Before, HDF5 met the full disk mid-write and the process
 segfaulted (serial) or the pool broke (process)."""
+
 from __future__ import annotations
 
 import errno
@@ -32,12 +33,12 @@ def reference(small_scenario, tmp_path):
 
 
 def _args(scenario, out, *extra):
-    return ["run", str(scenario), "--out", str(out), "--no-progress",
-            *[a for s in TRAJ for a in ("--set", s)], *extra]
+    return ["run", str(scenario), "--out", str(out), "--no-progress", *[a for s in TRAJ for a in ("--set", s)], *extra]
 
 
 def test_enospc_in_the_writer_fails_points_cleanly_and_resume_completes(
-        small_scenario, tmp_path, capsys, monkeypatch, reference):
+    small_scenario, tmp_path, capsys, monkeypatch, reference
+):
     real = trajectories.reserve
 
     def full_from_point_3(path, nbytes):  # the disk fills up halfway through the sweep
@@ -63,13 +64,14 @@ def test_enospc_in_the_writer_fails_points_cleanly_and_resume_completes(
 
 
 @pytest.mark.parametrize("where", ["free space", "reservation"])
-def test_no_space_for_the_sweep_file_is_one_line_and_no_file(small_scenario, tmp_path, capsys,
-                                                            monkeypatch, where):
+def test_no_space_for_the_sweep_file_is_one_line_and_no_file(small_scenario, tmp_path, capsys, monkeypatch, where):
     if where == "free space":
         monkeypatch.setattr(store, "free_bytes", lambda folder: 1000)
     else:  # the free space was there when checked, and gone when reserved
+
         def no_room(path, nbytes):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
         monkeypatch.setattr(store, "reserve", no_room)
     out = tmp_path / "none.h5"
     assert main(_args(small_scenario, out)) == 2
@@ -80,23 +82,29 @@ def test_no_space_for_the_sweep_file_is_one_line_and_no_file(small_scenario, tmp
 
 def _tmpfs(folder, megabytes):
     folder.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(folder)],
-                          capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(folder)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip("cannot mount a small tmpfs here (needs root)")
 
 
 @pytest.mark.slow  # two subprocess runs each (10-20 s); the injected ENOSPC above is the fast check
-@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
-                    reason="a real full disk needs a tmpfs, which needs root")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.geteuid() != 0, reason="a real full disk needs a tmpfs, which needs root"
+)
 @pytest.mark.parametrize("executor", ["serial", "process"])
 def test_a_real_full_disk_then_resume(small_scenario, tmp_path, reference, executor):
     disk = tmp_path / "disk"
     _tmpfs(disk, 5)  # room for the sweep file and two point files of ~1.7 MB
     try:
         out = disk / "full.h5"
-        cmd = [sys.executable, "-m", "dyn", *_args(small_scenario, out, "--executor", executor,
-                                                   "--workers", "1" if executor == "serial" else "2")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dyn",
+            *_args(small_scenario, out, "--executor", executor, "--workers", "1" if executor == "serial" else "2"),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 3, done.stderr
         assert "No space left on device" in done.stderr and "Traceback" not in done.stderr

@@ -21,6 +21,7 @@ metadata; text attributes that are no longer UTF-8 (lone surrogates that neither
 draw); a dimension-scale reference naming another dimension of the same length; and a global
 heap on which HDF5 loops for ever.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,19 +48,27 @@ SLOW_EXAMPLES = 500
 REQUEST_SECONDS = 120  # a reader (or a resume) taking longer is taken to hang
 # beta = 1000 with USA weights overflows: a diverged point in each base file
 BASES = {
-    "states": ["sweep.beta=[1.0, 1000.0]", "sweep.normalization=['USA']", "ensemble.runs=2",
-               "sweep.form=['flow', 'network']", "params.depth=4", "output.trajectories=true",
-               "ensemble.common=['form']"],
-    "plain": ["sweep.beta=[1.0, 2.0, 1000.0]", "sweep.normalization=['SA', 'USA']",
-              "ensemble.runs=2"],
+    "states": [
+        "sweep.beta=[1.0, 1000.0]",
+        "sweep.normalization=['USA']",
+        "ensemble.runs=2",
+        "sweep.form=['flow', 'network']",
+        "params.depth=4",
+        "output.trajectories=true",
+        "ensemble.common=['form']",
+    ],
+    "plain": ["sweep.beta=[1.0, 2.0, 1000.0]", "sweep.normalization=['SA', 'USA']", "ensemble.runs=2"],
 }
 READERS = [["show"], ["show", "--errors"], ["show", "--scenario"], ["plot"]]
-STATE_READERS = [["plot", "--tokens"],
-                 ["compare", "--along", "form", "--reference", "flow", "--against", "beta"],
-                 ["animate"]]
+STATE_READERS = [
+    ["plot", "--tokens"],
+    ["compare", "--along", "form", "--reference", "flow", "--against", "beta"],
+    ["animate"],
+]
 
 
 # -- the worker (this file run as a script) ----------------------------------------------------------
+
 
 def _serve() -> None:
     """Answer one JSON request per line on stdin with one JSON line on the original stdout."""
@@ -138,9 +147,14 @@ def _after_resume(path: str) -> dict:
         for name, var in f.items():
             role = var.attrs.get("dyn_role", b"")
             role = role.decode() if isinstance(role, bytes) else role
-            if (not isinstance(var, h5py.Dataset) or var.dtype.kind != "f" or name == "trajectory"
-                    or role == "reference" or "dyn_nan_means" in var.attrs
-                    or var.shape[:ok.ndim] != ok.shape):
+            if (
+                not isinstance(var, h5py.Dataset)
+                or var.dtype.kind != "f"
+                or name == "trajectory"
+                or role == "reference"
+                or "dyn_nan_means" in var.attrs
+                or var.shape[: ok.ndim] != ok.shape
+            ):
                 continue
             values = var[...].reshape(ok.shape + (-1,))
             if np.isnan(values[ok]).any():
@@ -150,6 +164,7 @@ def _after_resume(path: str) -> dict:
 
 # -- the pytest side -------------------------------------------------------------------------------
 
+
 class Worker:
     """The worker process, started again after it crashed or hung."""
 
@@ -157,11 +172,16 @@ class Worker:
         self.process = None
 
     def _start(self) -> None:
-        env = dict(os.environ, NUMBA_NUM_THREADS="1", MPLBACKEND="Agg",
-                   DYN_FUZZ_PARENT=str(os.getpid()))
-        self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        text=True, env=env, cwd=Path(__file__).parent)
+        env = dict(os.environ, NUMBA_NUM_THREADS="1", MPLBACKEND="Agg", DYN_FUZZ_PARENT=str(os.getpid()))
+        self.process = subprocess.Popen(
+            [sys.executable, __file__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=Path(__file__).parent,
+        )
 
     def ask(self, request: dict) -> dict:
         if self.process is None or self.process.poll() is not None:
@@ -214,15 +234,16 @@ class Damage:
 
         data = bytearray(data)
         if self.kind == "truncate":
-            return bytes(data[:offset(self.spots[0])])
+            return bytes(data[: offset(self.spots[0])])
         for fraction in self.spots:
             at = offset(fraction)
             if self.kind == "flip":
                 data[at] ^= rng.randrange(1, 256)
             else:
                 end = min(len(data), at + self.length)
-                data[at:end] = (bytes(end - at) if rng.random() < 0.3
-                                else bytes(rng.randrange(256) for _ in range(end - at)))
+                data[at:end] = (
+                    bytes(end - at) if rng.random() < 0.3 else bytes(rng.randrange(256) for _ in range(end - at))
+                )
         return bytes(data)
 
 
@@ -329,41 +350,47 @@ def _resume_refuses_or_computes(bases, worker, tmp_path_factory, damage):
         assert code in (0, 3), (damage, code, answer.get("err", "")[-2000:])
         after = worker.ask({"resumed": str(path)})
         assert after["code"] == 0, (damage, f"exit {code} left a file that does not read", after)
-        assert not after["nan_at_ok"], (damage, f"exit {code} left ok points holding NaN in",
-                                        after["nan_at_ok"])
+        assert not after["nan_at_ok"], (damage, f"exit {code} left ok points holding NaN in", after["nan_at_ok"])
     shutil.rmtree(folder, ignore_errors=True)
 
 
 def _strategy():
     from hypothesis import strategies as st
 
-    return st.builds(Damage, base=st.sampled_from(sorted(BASES)),
-                     kind=st.sampled_from(["flip", "flip", "overwrite", "truncate"]),
-                     where=st.sampled_from(["metadata", "metadata", "metadata", "anywhere"]),
-                     spots=st.lists(st.floats(0.0, 1.0, exclude_max=True), min_size=1,
-                                    max_size=6).map(tuple),
-                     length=st.integers(1, 512), seed=st.integers(0, 2**32 - 1))
+    return st.builds(
+        Damage,
+        base=st.sampled_from(sorted(BASES)),
+        kind=st.sampled_from(["flip", "flip", "overwrite", "truncate"]),
+        where=st.sampled_from(["metadata", "metadata", "metadata", "anywhere"]),
+        spots=st.lists(st.floats(0.0, 1.0, exclude_max=True), min_size=1, max_size=6).map(tuple),
+        length=st.integers(1, 512),
+        seed=st.integers(0, 2**32 - 1),
+    )
 
 
 def _property(body, examples: int):
     from hypothesis import HealthCheck, given, settings
 
-    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                           HealthCheck.too_slow])(given(damage=_strategy())(body))
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )(given(damage=_strategy())(body))
 
 
 if __name__ != "__main__":
     # the few-example runs too are slow (each example reads or resumes a damaged copy in a
     # worker process): the default tier keeps tests/test_reliability_readers.py's damaged files
-    test_damaged_files_are_read_or_refused_in_one_line = pytest.mark.slow(_property(
-        _readers_succeed_or_refuse_in_one_line, READ_EXAMPLES))
-    test_damaged_files_thoroughly = pytest.mark.slow(_property(
-        _readers_succeed_or_refuse_in_one_line, SLOW_EXAMPLES))
-    test_damaged_files_are_resumed_or_refused = pytest.mark.slow(_property(
-        _resume_refuses_or_computes, RESUME_EXAMPLES))
-    test_damaged_files_resumed_thoroughly = pytest.mark.slow(_property(
-        _resume_refuses_or_computes, SLOW_EXAMPLES))
+    test_damaged_files_are_read_or_refused_in_one_line = pytest.mark.slow(
+        _property(_readers_succeed_or_refuse_in_one_line, READ_EXAMPLES)
+    )
+    test_damaged_files_thoroughly = pytest.mark.slow(_property(_readers_succeed_or_refuse_in_one_line, SLOW_EXAMPLES))
+    test_damaged_files_are_resumed_or_refused = pytest.mark.slow(
+        _property(_resume_refuses_or_computes, RESUME_EXAMPLES)
+    )
+    test_damaged_files_resumed_thoroughly = pytest.mark.slow(_property(_resume_refuses_or_computes, SLOW_EXAMPLES))
 else:
     from dyn.engine.lifetime import die_with
 

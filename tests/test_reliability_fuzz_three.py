@@ -21,6 +21,7 @@ Counted, and each must be 0:
 The damage is drawn from one seeded generator, so a run is reproducible; DYN_FUZZ_FILES sets the
 count (default FILES). The counts are printed at the end (`pytest -s`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,19 +43,28 @@ FILES = 510
 HANG_SECONDS = 10.0
 STOP_SECONDS = 60.0
 SEED = 51
-STATES = ["sweep.beta=[1.0, 1000.0]", "sweep.normalization=['USA']", "ensemble.runs=2",
-          "sweep.form=['flow', 'network']", "params.depth=4", "output.trajectories=true",
-          "ensemble.common=['form']"]
+STATES = [
+    "sweep.beta=[1.0, 1000.0]",
+    "sweep.normalization=['USA']",
+    "ensemble.runs=2",
+    "sweep.form=['flow', 'network']",
+    "params.depth=4",
+    "output.trajectories=true",
+    "ensemble.common=['form']",
+]
 PLAIN = ["sweep.beta=[1.0, 2.0, 1000.0]", "sweep.normalization=['SA', 'USA']", "ensemble.runs=2"]
 LINEAR = ["sweep.a=[-8.0, -4.0, 0.0]", "sweep.eps=[0.1, 1.0]", "params.depth=16"]
 READERS = [["show"], ["show", "--errors"], ["plot"]]
-STATE_READERS = [["plot", "--tokens"],
-                 ["compare", "--along", "form", "--reference", "flow", "--against", "beta"],
-                 ["animate"]]
+STATE_READERS = [
+    ["plot", "--tokens"],
+    ["compare", "--along", "form", "--reference", "flow", "--against", "beta"],
+    ["animate"],
+]
 RECORDS = {"command", "created"}  # root attributes a resume does not vouch for
 
 
 # -- the worker (this file run as a script) ---------------------------------------------------
+
 
 def _serve() -> None:
     os.environ.setdefault("MPLBACKEND", "Agg")
@@ -156,6 +166,7 @@ def _differences(resumed: str, base: str) -> list[str]:
 
 # -- the pytest side ----------------------------------------------------------------------------
 
+
 class Worker:
     def __init__(self):
         self.process = None
@@ -164,11 +175,16 @@ class Worker:
         import selectors
 
         if self.process is None or self.process.poll() is not None:
-            env = dict(os.environ, NUMBA_NUM_THREADS="1", MPLBACKEND="Agg",
-                       DYN_FUZZ_PARENT=str(os.getpid()))
-            self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                            text=True, env=env, cwd=Path(__file__).parent)
+            env = dict(os.environ, NUMBA_NUM_THREADS="1", MPLBACKEND="Agg", DYN_FUZZ_PARENT=str(os.getpid()))
+            self.process = subprocess.Popen(
+                [sys.executable, __file__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=env,
+                cwd=Path(__file__).parent,
+            )
         started = time.monotonic()
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
@@ -198,9 +214,11 @@ def _metadata(path: Path) -> list[tuple[int, int]]:
     import h5py
 
     with h5py.File(path, "r") as f:
-        extents = sorted((v.id.get_offset(), v.id.get_offset() + v.id.get_storage_size())
-                         for v in f.values() if isinstance(v, h5py.Dataset) and not v.is_virtual
-                         and v.chunks is None and v.id.get_offset() is not None)
+        extents = sorted(
+            (v.id.get_offset(), v.id.get_offset() + v.id.get_storage_size())
+            for v in f.values()
+            if isinstance(v, h5py.Dataset) and not v.is_virtual and v.chunks is None and v.id.get_offset() is not None
+        )
     size, ranges, at = path.stat().st_size, [], 0
     for a, b in extents:
         if a > at:
@@ -235,12 +253,12 @@ def damage(data: bytes, metadata: list[tuple[int, int]], rng: random.Random) -> 
     length = rng.choice([1, 2, 4, 8, 16, 64, 256])
     a = spot()
     if kind == "zero":
-        data[a:a + length] = bytes(len(data[a:a + length]))
+        data[a : a + length] = bytes(len(data[a : a + length]))
         return bytes(data), f"zero {length} at {a}"
     b = spot()
     length = max(1, min(length, len(data) - a, len(data) - b))
-    block_a, block_b = bytes(data[a:a + length]), bytes(data[b:b + length])
-    data[a:a + length], data[b:b + length] = block_b, block_a
+    block_a, block_b = bytes(data[a : a + length]), bytes(data[b : b + length])
+    data[a : a + length], data[b : b + length] = block_b, block_a
     return bytes(data), f"swap {length} at {a} and {b}"
 
 
@@ -254,8 +272,11 @@ def bases(tmp_path_factory) -> dict:
 
     folder = tmp_path_factory.mktemp("fuzz3")
     made = {}
-    for name, text, sets in (("plain", SMALL_SCENARIO, PLAIN), ("states", SMALL_SCENARIO, STATES),
-                             ("linear", None, LINEAR)):
+    for name, text, sets in (
+        ("plain", SMALL_SCENARIO, PLAIN),
+        ("states", SMALL_SCENARIO, STATES),
+        ("linear", None, LINEAR),
+    ):
         doc = parse_toml(text) if text else read_file(SCENARIOS / "momentum_linear.toml")
         scenario = folder / f"{name}.toml"
         scenario.write_text(tomli_w.dumps(apply_overrides(doc, sets)))
@@ -271,14 +292,12 @@ def _problem(answer: dict, resume: bool = False) -> str | None:
         return f"traceback (exit {code}): {err[-800:]}"
     if code == 0 or (resume and code == 3):
         return None
-    if code == 2 and lines and lines[-1].startswith("dyn: error: ") and (
-            resume or len(lines) == 1):
+    if code == 2 and lines and lines[-1].startswith("dyn: error: ") and (resume or len(lines) == 1):
         return None
     return f"exit {code}: {err[-800:]!r}"
 
 
-def _one(worker: Worker, bases: dict, name: str, data: bytes, folder: Path, counts: dict,
-         words: str) -> None:
+def _one(worker: Worker, bases: dict, name: str, data: bytes, folder: Path, counts: dict, words: str) -> None:
     scenario, base, _ = bases[name]
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -295,8 +314,7 @@ def _one(worker: Worker, bases: dict, name: str, data: bytes, folder: Path, coun
             argv += ["--out", str(folder / "movie.gif")]
         requests.append((" ".join(command), {"argv": argv}, False))
     requests.append(("dyn.open", {"open": str(path)}, False))
-    requests.append(("resume", {"argv": ["run", str(scenario), "--out", str(path),
-                                         "--no-progress"]}, True))
+    requests.append(("resume", {"argv": ["run", str(scenario), "--out", str(path), "--no-progress"]}, True))
     for label, request, resume in requests:
         answer, took = worker.ask(request)
         counts["runs"] += 1
@@ -315,8 +333,9 @@ def _one(worker: Worker, bases: dict, name: str, data: bytes, folder: Path, coun
             after, _ = worker.ask({"differ": [str(path), str(base)]})
             if after["code"] != 0 or after["differ"]:
                 counts["kept"] += 1
-                counts["found"].append(f"{name} {words}: resume kept {after.get('differ')} "
-                                       f"{after.get('err', '')[-300:]}")
+                counts["found"].append(
+                    f"{name} {words}: resume kept {after.get('differ')} {after.get('err', '')[-300:]}"
+                )
         elif resume:
             counts["refused"] += 1
 
@@ -326,12 +345,19 @@ def test_damaged_files_of_three_scenarios(bases, tmp_path):
     count = int(os.environ.get("DYN_FUZZ_FILES", FILES))
     rng = random.Random(SEED)
     worker = Worker()
-    counts = {"files": 0, "runs": 0, "tracebacks": 0, "hangs": 0, "kept": 0, "resumed": 0,
-              "refused": 0, "found": []}
+    counts = {"files": 0, "runs": 0, "tracebacks": 0, "hangs": 0, "kept": 0, "resumed": 0, "refused": 0, "found": []}
     try:
         for name in bases:  # warm: the worker's imports and kernels are not a reader's time
-            warm = {"files": 0, "runs": 0, "tracebacks": 0, "hangs": 0, "kept": 0, "resumed": 0,
-                    "refused": 0, "found": []}
+            warm = {
+                "files": 0,
+                "runs": 0,
+                "tracebacks": 0,
+                "hangs": 0,
+                "kept": 0,
+                "resumed": 0,
+                "refused": 0,
+                "found": [],
+            }
             _one(worker, bases, name, bases[name][1].read_bytes(), tmp_path / "warm", warm, "")
             # the undamaged file: read, and resumed unchanged (its times are the cold start's)
             assert warm["tracebacks"] == 0 and warm["kept"] == 0, warm
@@ -350,8 +376,7 @@ def test_damaged_files_of_three_scenarios(bases, tmp_path):
     print("\nfuzz of three scenarios:", json.dumps(summary))
     for line in counts["found"][:40]:
         print("  ", line[:1200])
-    assert counts["tracebacks"] == 0 and counts["hangs"] == 0 and counts["kept"] == 0, (
-        summary, counts["found"][:20])
+    assert counts["tracebacks"] == 0 and counts["hangs"] == 0 and counts["kept"] == 0, (summary, counts["found"][:20])
 
 
 if __name__ == "__main__":

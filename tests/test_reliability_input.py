@@ -2,6 +2,7 @@
 no file (not even a lock file); a finished run says by its exit status whether points diverged
 or failed (3); bound messages agree; long values are cut; a huge sweep is refused before any
 file is made."""
+
 from __future__ import annotations
 
 import h5py
@@ -14,9 +15,15 @@ from dyn.engine import store
 from dyn.engine.scenario import apply_values
 from dyn.presentation.cli import main
 
-FORMS = ["sweep.form=['flow', 'network']", "params.depth=4", "output.trajectories=true",
-         "sweep.beta=[1.0, 2.0]", "sweep.normalization=['SA']", "ensemble.common=['form']",
-         "ensemble.runs=2"]
+FORMS = [
+    "sweep.form=['flow', 'network']",
+    "params.depth=4",
+    "output.trajectories=true",
+    "sweep.beta=[1.0, 2.0]",
+    "sweep.normalization=['SA']",
+    "ensemble.common=['form']",
+    "ensemble.runs=2",
+]
 
 
 def _refused(capsys, args: list[str]) -> str:
@@ -67,8 +74,9 @@ def plain(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("command", [["show"], ["show", "--scenario"], ["plot"],
-                                     ["compare", "--along", "form", "--reference", "flow"]])
+@pytest.mark.parametrize(
+    "command", [["show"], ["show", "--scenario"], ["plot"], ["compare", "--along", "form", "--reference", "flow"]]
+)
 def test_a_plain_hdf5_file_is_refused_in_one_line(plain, capsys, command):
     err = _refused(capsys, [command[0], str(plain), *command[1:]])
     assert "not a dyn sweep file" in err
@@ -76,8 +84,23 @@ def test_a_plain_hdf5_file_is_refused_in_one_line(plain, capsys, command):
 
 def test_compare_without_the_states_folder_is_one_line(small_scenario, tmp_path, capsys):
     out = dyn.run(small_scenario, tmp_path / "c.h5", progress=False, overrides=FORMS)
-    assert main(["compare", str(out), "--along", "form", "--reference", "flow",
-                 "--against", "beta", "--out", str(tmp_path / "c.png")]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(out),
+                "--along",
+                "form",
+                "--reference",
+                "flow",
+                "--against",
+                "beta",
+                "--out",
+                str(tmp_path / "c.png"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     for path in (out.with_name("c.h5.d") / "point_0000000.h5", out.with_name("c.h5.d")):
         if path.is_dir():
@@ -86,20 +109,24 @@ def test_compare_without_the_states_folder_is_one_line(small_scenario, tmp_path,
             path.rmdir()
         else:
             path.unlink()
-        err = _refused(capsys, ["compare", str(out), "--along", "form", "--reference", "flow",
-                                "--against", "beta"])
+        err = _refused(capsys, ["compare", str(out), "--along", "form", "--reference", "flow", "--against", "beta"])
         assert "c.h5.d/" in err
 
 
 def test_refused_runs_leave_no_lock_file(small_scenario, tmp_path, capsys):
     text = tmp_path / "notes.txt"
     text.write_text("not a sweep file\n")
-    other = dyn.run(small_scenario, tmp_path / "other.h5", progress=False,
-                    overrides=["sweep.beta=[1.0]", "ensemble.runs=1"])
+    other = dyn.run(
+        small_scenario, tmp_path / "other.h5", progress=False, overrides=["sweep.beta=[1.0]", "ensemble.runs=1"]
+    )
     capsys.readouterr()
     before = _listing(tmp_path)
-    cases = [["--out", str(text)], ["--out", str(other)], ["--out", str(small_scenario)],
-             ["--out", str(tmp_path / "new.h5"), "--executor", "dask", "--scheduler", "bogus"]]
+    cases = [
+        ["--out", str(text)],
+        ["--out", str(other)],
+        ["--out", str(small_scenario)],
+        ["--out", str(tmp_path / "new.h5"), "--executor", "dask", "--scheduler", "bogus"],
+    ]
     for extra in cases:
         _refused(capsys, ["run", str(small_scenario), "--no-progress", *extra])
         assert _listing(tmp_path) == before, extra
@@ -111,8 +138,9 @@ def test_a_finished_run_leaves_no_lock_file(small_scenario, tmp_path):
 
 
 def test_library_texts_with_newlines_stay_one_line():
-    error = ScenarioError("--out", "cannot open x.h5: file write failed: time = Tue\n, "
-                          "filename = 'x.h5'\r\n errno = 28\tmore")
+    error = ScenarioError(
+        "--out", "cannot open x.h5: file write failed: time = Tue\n, filename = 'x.h5'\r\n errno = 28\tmore"
+    )
     assert "\n" not in str(error) and "\r" not in str(error) and "errno = 28" in str(error)
 
 
@@ -126,9 +154,15 @@ def test_exit_status_3_when_points_diverged_or_failed(small_scenario, tmp_path, 
     assert "diverged" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("key, extra", [("integrator.dt", []), ("output.t_min", ["output.spacing=log"]),
-                                        ("integrator.atol", ["integrator.method=dopri5"]),
-                                        ("integrator.rtol", ["integrator.method=dopri5"])])
+@pytest.mark.parametrize(
+    "key, extra",
+    [
+        ("integrator.dt", []),
+        ("output.t_min", ["output.spacing=log"]),
+        ("integrator.atol", ["integrator.method=dopri5"]),
+        ("integrator.rtol", ["integrator.method=dopri5"]),
+    ],
+)
 def test_bound_messages_agree(small_scenario, tmp_path, capsys, key, extra):
     sets = [a for s in extra for a in ("--set", s)]
     base = ["run", str(small_scenario), "--out", str(tmp_path / "b.h5"), *sets]
@@ -141,16 +175,22 @@ def test_bound_messages_agree(small_scenario, tmp_path, capsys, key, extra):
 @pytest.mark.parametrize("value", ["x" * 100_000, "[" + "1," * 50_000 + "]]", "a=b" * 30_000])
 def test_a_100_kB_set_value_is_cut(small_scenario, tmp_path, capsys, value):
     for item in (f"params.normalization={value}", value):
-        err = _refused(capsys, ["run", str(small_scenario), "--out", str(tmp_path / "l.h5"),
-                                "--set", item])
+        err = _refused(capsys, ["run", str(small_scenario), "--out", str(tmp_path / "l.h5"), "--set", item])
         assert len(err) < 700, len(err)
 
 
 def test_a_huge_sweep_is_refused_before_any_file(small_scenario, tmp_path, capsys):
     """10^5 points of 101 saves: about 1.5 GB past the 1 GiB limit; refused in seconds."""
-    huge = ["--set", "sweep.beta={start = 0.1, stop = 9.0, num = 1000}",
-            "--set", "sweep.delta={start = 0.01, stop = 0.1, num = 100}",
-            "--set", "sweep.normalization=['SA']", "--set", "output.saves=100"]
+    huge = [
+        "--set",
+        "sweep.beta={start = 0.1, stop = 9.0, num = 1000}",
+        "--set",
+        "sweep.delta={start = 0.01, stop = 0.1, num = 100}",
+        "--set",
+        "sweep.normalization=['SA']",
+        "--set",
+        "output.saves=100",
+    ]
     err = _refused(capsys, ["run", str(small_scenario), "--out", str(tmp_path / "h.h5"), *huge])
     assert "--force" in err and "GB" in err
     assert _listing(tmp_path) == ["small.toml"]
@@ -180,8 +220,22 @@ def test_a_failed_point_message_is_one_line(small_scenario, tmp_path, capsys, mo
 
     monkeypatch.setattr(AttentionSphere, "simulate", broken)
     out = tmp_path / "f.h5"
-    assert main(["run", str(small_scenario), "--out", str(out), "--no-progress",
-                 "--set", "sweep.beta=[1.0]", "--set", "sweep.normalization=['SA']"]) == 3
+    assert (
+        main(
+            [
+                "run",
+                str(small_scenario),
+                "--out",
+                str(out),
+                "--no-progress",
+                "--set",
+                "sweep.beta=[1.0]",
+                "--set",
+                "sweep.normalization=['SA']",
+            ]
+        )
+        == 3
+    )
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and "errno = 28" in err[0]  # the point's line, then the summary
     with dyn.open(out) as ds:

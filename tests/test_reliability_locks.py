@@ -1,6 +1,7 @@
 """Reliability, issue 20, defect 3: one writer per file whatever name reaches it — a symlink
 (the lock sits beside the real path) or a hard link (the file itself is locked by device and
 inode) to a file another run is writing is refused; readers are not."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """Reliability, issue 20, defect 5 (max_steps): an adaptive member that runs out of max_steps is
 told apart from one that blew up, and keeps the last state it reached."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,9 +42,18 @@ def test_diffrax_tells_max_steps_apart_too():
 def test_a_point_that_ran_out_of_max_steps_says_so(tmp_path):
     scenario = tmp_path / "adaptive.toml"
     scenario.write_text(SMALL_SCENARIO.replace("dt = 0.1\n", ""))  # dopri5 takes no dt
-    out = dyn.run(scenario, tmp_path / "m.h5", progress=False,
-                  overrides=["integrator.method=dopri5", "integrator.max_steps=3",
-                             "sweep.beta=[1.0]", "sweep.normalization=['SA']", "ensemble.runs=2"])
+    out = dyn.run(
+        scenario,
+        tmp_path / "m.h5",
+        progress=False,
+        overrides=[
+            "integrator.method=dopri5",
+            "integrator.max_steps=3",
+            "sweep.beta=[1.0]",
+            "sweep.normalization=['SA']",
+            "ensemble.runs=2",
+        ],
+    )
     with dyn.open(out) as ds:
         message = ds["message"].values.reshape(-1)[0]
     assert "max_steps" in message and "non-finite" not in message
@@ -52,11 +62,21 @@ def test_a_point_that_ran_out_of_max_steps_says_so(tmp_path):
 def test_a_resnet_whose_reference_ran_out_of_max_steps_says_so(tmp_path):
     """resnet_ode solves its reference neural ODE inside the model: the solver's status is handed
     on, so the point names max_steps rather than a non-finite error."""
-    out = dyn.run(SCENARIOS / "resnet_ode_limit.toml", tmp_path / "r.h5", progress=False,
-                  overrides=["integrator.backend=numba", "integrator.method=dopri5",
-                             "integrator.max_steps=3", "sweep.depth=[16]",
-                             "sweep.scheme=['euler']", "sweep.weights=['smooth']",
-                             "ensemble.runs=2", "params.inputs=4"])
+    out = dyn.run(
+        SCENARIOS / "resnet_ode_limit.toml",
+        tmp_path / "r.h5",
+        progress=False,
+        overrides=[
+            "integrator.backend=numba",
+            "integrator.method=dopri5",
+            "integrator.max_steps=3",
+            "sweep.depth=[16]",
+            "sweep.scheme=['euler']",
+            "sweep.weights=['smooth']",
+            "ensemble.runs=2",
+            "params.inputs=4",
+        ],
+    )
     with dyn.open(out) as ds:
         message = str(ds["message"].values.reshape(-1)[0])
     assert "max_steps" in message and "non-finite" not in message, message

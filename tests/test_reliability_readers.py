@@ -10,6 +10,7 @@
   whatever the file holds there (older files hold the diverged runs' numbers), and every picture
   marks them, the legend saying "diverged" / "failed".
 """
+
 from __future__ import annotations
 
 import io
@@ -34,11 +35,23 @@ from dyn.presentation.cli import main
 
 # beta = 1000 with USA weights overflows: those points diverge (status 2)
 DIVERGING = ["sweep.beta=[1.0, 1000.0]", "sweep.normalization=['USA']", "ensemble.runs=2"]
-STATES = [*DIVERGING, "sweep.form=['flow', 'network']", "params.depth=4",
-          "output.trajectories=true", "ensemble.common=['form']"]
+STATES = [
+    *DIVERGING,
+    "sweep.form=['flow', 'network']",
+    "params.depth=4",
+    "output.trajectories=true",
+    "ensemble.common=['form']",
+]
 BARS = ["params.beta=1000.0", "sweep.normalization=['SA', 'USA']", "ensemble.runs=2"]
-READERS = [["show"], ["show", "--errors"], ["show", "--scenario"], ["plot"], ["plot", "--tokens"],
-           ["compare", "--along", "form", "--reference", "flow", "--against", "beta"], ["animate"]]
+READERS = [
+    ["show"],
+    ["show", "--errors"],
+    ["show", "--scenario"],
+    ["plot"],
+    ["plot", "--tokens"],
+    ["compare", "--along", "form", "--reference", "flow", "--against", "beta"],
+    ["animate"],
+]
 # HDF5 metadata blocks (object headers and their continuations, fractal heaps of attributes and
 # links, their direct and indirect blocks) all carry a checksum; xarray reads every one of them when
 # it opens a file, so a byte flipped in any of them makes the file unreadable
@@ -53,9 +66,10 @@ def files(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("readers")
     scenario = folder / "small.toml"
     scenario.write_text(SMALL_SCENARIO)
-    made = {name: dyn.run(scenario, folder / f"{name}.h5", overrides=sets, progress=False,
-                          log=io.StringIO())
-            for name, sets in (("plain", DIVERGING), ("states", STATES), ("bars", BARS))}
+    made = {
+        name: dyn.run(scenario, folder / f"{name}.h5", overrides=sets, progress=False, log=io.StringIO())
+        for name, sets in (("plain", DIVERGING), ("states", STATES), ("bars", BARS))
+    }
     scenario.unlink()
     return made
 
@@ -99,10 +113,12 @@ def _argv(command: list[str], path: Path, tmp_path: Path) -> list:
 
 # -- 7: damaged metadata, inf, text variables, unknown suffixes --------------------------------------
 
+
 # the default tier damages the object header (the block every reader opens first); the other
 # structures, ~3 s each, in the slow tier (the default tier's 3-minute budget)
-@pytest.mark.parametrize("signature", [READ_AT_OPEN[0]] + [pytest.param(s, marks=pytest.mark.slow)
-                                                         for s in READ_AT_OPEN[1:]])
+@pytest.mark.parametrize(
+    "signature", [READ_AT_OPEN[0]] + [pytest.param(s, marks=pytest.mark.slow) for s in READ_AT_OPEN[1:]]
+)
 def test_damaged_metadata_is_one_line_for_every_reader(files, tmp_path, capsys, signature):
     blocks = [m.start() for m in re.finditer(signature, files["states"].read_bytes())]
     assert blocks, signature
@@ -126,11 +142,12 @@ def test_a_global_heap_that_would_make_hdf5_loop_is_one_line(files, tmp_path, ca
     heap = data.index(b"GCOL\x01\x00\x00\x00")
     at = heap + 16
     for _ in range(4):  # past the first objects (index, refcount, reserved, size, padded data)
-        at += 16 + -(-int.from_bytes(data[at + 8:at + 16], "little") // 8) * 8
-    data[at:at + 64] = bytes(64)
+        at += 16 + -(-int.from_bytes(data[at + 8 : at + 16], "little") // 8) * 8
+    data[at : at + 64] = bytes(64)
     path.write_bytes(bytes(data))
-    done = subprocess.run([sys.executable, "-m", "dyn", "show", str(path)], capture_output=True,
-                          text=True, timeout=300)  # HDF5 looping: subprocess.TimeoutExpired
+    done = subprocess.run(
+        [sys.executable, "-m", "dyn", "show", str(path)], capture_output=True, text=True, timeout=300
+    )  # HDF5 looping: subprocess.TimeoutExpired
     _one_line(done.returncode, done.stderr)
     for command in READERS[1:]:
         line = _one_line(*_cli(capsys, _argv(command, path, tmp_path)))
@@ -140,8 +157,12 @@ def test_a_global_heap_that_would_make_hdf5_loop_is_one_line(files, tmp_path, ca
     scenario = tmp_path / "small.toml"  # a resume into it verifies the file: refused the same way
     scenario.write_text(SMALL_SCENARIO)
     sets = [arg for value in STATES for arg in ("--set", value)]
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(scenario), "--out", str(path),
-                           "--no-progress", *sets], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "dyn", "run", str(scenario), "--out", str(path), "--no-progress", *sets],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "global heap" in _one_line(done.returncode, done.stderr.splitlines()[-1])
 
 
@@ -153,8 +174,8 @@ def _zeroed_mapping_heap(files, tmp_path) -> Path:
     path = _copy(files["states"], tmp_path / "mapping")
     data = bytearray(path.read_bytes())
     name = data.index(b"states.h5.d/point_0000000.h5")
-    data[name - 17:name + 45] = bytes(62)
-    data[name + 56:name + 77] = bytes(21)
+    data[name - 17 : name + 45] = bytes(62)
+    data[name + 56 : name + 77] = bytes(21)
     path.write_bytes(bytes(data))
     return path
 
@@ -169,8 +190,7 @@ def test_a_mapping_heap_on_which_hdf5_loops_is_refused_in_time(files, tmp_path):
     assert heap_problem(files["states"], seconds=30.0) == ""  # the undamaged file
 
 
-def test_a_threaded_process_lists_every_file_in_one_kept_child_replaced_after_a_stop(files,
-                                                                                        tmp_path):
+def test_a_threaded_process_lists_every_file_in_one_kept_child_replaced_after_a_stop(files, tmp_path):
     """With a second thread running (no fork then), the listing goes to one lister child kept
     across files; a file on which HDF5 loops gets that child killed, the next file a new one;
     and the child ends when its input closes."""
@@ -206,14 +226,17 @@ def test_a_threaded_process_lists_every_file_in_one_kept_child_replaced_after_a_
 @pytest.mark.slow  # 30 s of waiting each, the default time; the default check above is the same walk
 def test_a_mapping_heap_on_which_hdf5_loops_is_one_line_for_readers_and_resume(files, tmp_path):
     path = _zeroed_mapping_heap(files, tmp_path)
-    done = subprocess.run([sys.executable, "-m", "dyn", "show", str(path)], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "dyn", "show", str(path)], capture_output=True, text=True, timeout=120)
     assert "did not finish listing" in _one_line(done.returncode, done.stderr)
     scenario = tmp_path / "small.toml"
     scenario.write_text(SMALL_SCENARIO)
     sets = [arg for value in STATES for arg in ("--set", value)]
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(scenario), "--out", str(path),
-                           "--no-progress", *sets], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "dyn", "run", str(scenario), "--out", str(path), "--no-progress", *sets],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "did not finish listing" in _one_line(done.returncode, done.stderr.splitlines()[-1])
 
 
@@ -245,11 +268,10 @@ def test_a_truncated_file_is_one_line(files, tmp_path, capsys):
 
 
 # the second case, ~2 s, in the slow tier (the default tier's 3-minute budget)
-@pytest.mark.parametrize("text, byte", [(b'mask = "none"', 10),
-                                        pytest.param(b'system = "attention_sphere"', 20,
-                                                     marks=pytest.mark.slow)])
-def test_a_damaged_byte_of_the_scenario_text_is_read_or_refused_in_one_line(files, tmp_path, capsys,
-                                                                          text, byte):
+@pytest.mark.parametrize(
+    "text, byte", [(b'mask = "none"', 10), pytest.param(b'system = "attention_sphere"', 20, marks=pytest.mark.slow)]
+)
+def test_a_damaged_byte_of_the_scenario_text_is_read_or_refused_in_one_line(files, tmp_path, capsys, text, byte):
     """HDF5 reads a string attribute whatever its bytes: one that is no longer UTF-8 reads as
     lone surrogates, which neither print nor draw (found by tests/test_reliability_fuzz.py)."""
     path = _copy(files["states"], tmp_path / "text")
@@ -293,15 +315,20 @@ def test_plot_of_infinite_values_draws_the_finite_part_and_says_so(files, tmp_pa
 
 @pytest.mark.parametrize("var", ["message", "trajectory", "status"])
 def test_plot_of_a_variable_that_is_no_number_per_point_is_one_line(files, tmp_path, capsys, var):
-    line = _one_line(*_cli(capsys, ["plot", files["states"], "--var", var,
-                                    "--out", tmp_path / "x.png"]))
+    line = _one_line(*_cli(capsys, ["plot", files["states"], "--var", var, "--out", tmp_path / "x.png"]))
     assert "--var" in line and "pair_fraction" in line, line
     assert not (tmp_path / "x.png").exists()
 
 
-@pytest.mark.parametrize("command", [["plot"], ["plot", "--tokens"], ["plot", "--style", "paper"],
-                                     ["compare", "--along", "form", "--reference", "flow",
-                                      "--against", "beta"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["plot"],
+        ["plot", "--tokens"],
+        ["plot", "--style", "paper"],
+        ["compare", "--along", "form", "--reference", "flow", "--against", "beta"],
+    ],
+)
 @pytest.mark.parametrize("name", ["x.jpgx", "x.txt", "x.h5"])
 def test_an_unsupported_out_suffix_is_one_line(files, tmp_path, capsys, command, name):
     argv = [command[0], files["states"], *command[1:], "--out", tmp_path / name]
@@ -333,8 +360,7 @@ def _returns_without_blocking(call, fifo: Path):
     that cannot block (O_NONBLOCK, to check the file) is not counted."""
     opened = fifo.with_name(fifo.name + ".opened")
     script = WATCHDOG.format(pid=os.getpid(), opened=opened, fifo=fifo, last=20 * 600)
-    watchdog = subprocess.Popen(["sh", "-c", script], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+    watchdog = subprocess.Popen(["sh", "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         value = call()
     finally:
@@ -360,8 +386,7 @@ def test_a_fifo_among_the_saved_states_is_refused_without_blocking(files, tmp_pa
     fifo = Path(f"{path}.d") / "point_0000000.h5"
     fifo.unlink()
     os.mkfifo(fifo)
-    line = _one_line(*_returns_without_blocking(lambda: _cli(capsys, _argv(command, path, tmp_path)),
-                                                fifo))
+    line = _one_line(*_returns_without_blocking(lambda: _cli(capsys, _argv(command, path, tmp_path)), fifo))
     assert "not a regular file" in line, line
 
 
@@ -383,8 +408,7 @@ def test_dyn_open_and_load_refuse_a_fifo_without_blocking(tmp_path, reader):
 
 @pytest.mark.parametrize("command", [["run"], ["show"], ["plot"]])
 def test_a_device_is_refused(tmp_path, capsys, command):
-    argv = _argv(command, Path(os.devnull), tmp_path) + (["--out", tmp_path / "o.h5"]
-                                                          if command == ["run"] else [])
+    argv = _argv(command, Path(os.devnull), tmp_path) + (["--out", tmp_path / "o.h5"] if command == ["run"] else [])
     line = _one_line(*_cli(capsys, argv))
     assert "not a regular file" in line and "device" in line, line
 
@@ -405,15 +429,21 @@ def test_a_scenario_file_past_the_size_limit_is_refused(small_scenario, tmp_path
 
 # -- 10: points not ok read as NaN and are marked --------------------------------------------------
 
+
 def _older(path: Path, folder: Path, value: float = 7.0) -> Path:
     """A copy of `path` as an older engine left it: the outputs of not-ok points hold numbers."""
     out = _copy(path, folder)
     with h5py.File(out, "r+") as f:
         bad = f["status"][...] != 1
         for name, var in f.items():
-            if (isinstance(var, h5py.Dataset) and var.dtype.kind == "f" and name != "trajectory"
-                    and var.ndim >= bad.ndim and var.shape[:bad.ndim] == bad.shape
-                    and var.attrs.get("dyn_role", b"") not in ("reference", b"reference")):
+            if (
+                isinstance(var, h5py.Dataset)
+                and var.dtype.kind == "f"
+                and name != "trajectory"
+                and var.ndim >= bad.ndim
+                and var.shape[: bad.ndim] == bad.shape
+                and var.attrs.get("dyn_role", b"") not in ("reference", b"reference")
+            ):
                 data = var[...]
                 data[bad] = value
                 var[...] = data
@@ -433,10 +463,14 @@ def test_points_not_ok_read_as_nan_in_every_output(files, tmp_path):
     bad = status != 1
     assert bad.sum() == 3 and np.isfinite(raw["pair_fraction"][bad]).all()  # numbers in the file
     with dyn.open(path) as ds:
-        outputs = [n for n, v in ds.data_vars.items() if v.dims[:3] == ds["status"].dims
-                   and v.dtype.kind == "f" and n != "trajectory"]
-        assert {"pair_fraction", "pair_fraction_se", "time_to_one_cluster", "p_one_cluster_lo",
-                "n_one_cluster"} <= set(outputs)
+        outputs = [
+            n
+            for n, v in ds.data_vars.items()
+            if v.dims[:3] == ds["status"].dims and v.dtype.kind == "f" and n != "trajectory"
+        ]
+        assert {"pair_fraction", "pair_fraction_se", "time_to_one_cluster", "p_one_cluster_lo", "n_one_cluster"} <= set(
+            outputs
+        )
         for name in outputs:
             values = ds[name].values
             assert np.isnan(values[bad]).all(), name
@@ -484,8 +518,11 @@ def test_diverged_points_are_marked_on_curves_bars_tokens_and_comparisons(files,
     path = _older(files["states"], tmp_path / "older")
     fig = plot.figure(path, "time_to_one_cluster")  # curves against beta, one per form
     assert any(t.startswith("diverged") for t in _legend(fig)), _legend(fig)
-    marked = [line for line in fig.axes[0].lines if line.get_label().startswith("_")
-              and np.asarray(line.get_xdata(), dtype=float).tolist() == [1000.0]]
+    marked = [
+        line
+        for line in fig.axes[0].lines
+        if line.get_label().startswith("_") and np.asarray(line.get_xdata(), dtype=float).tolist() == [1000.0]
+    ]
     assert len(marked) == 2  # at beta = 1000, one mark per curve (flow, network)
     for line in fig.axes[0].lines:  # the curves themselves hold no value there
         x, y = (np.asarray(v, dtype=float) for v in line.get_data())
@@ -501,6 +538,8 @@ def test_diverged_points_are_marked_on_curves_bars_tokens_and_comparisons(files,
     assert np.isnan(result["error"].sel(beta=1000.0).values).all()
     fig = comparison.figure(result, "beta")
     assert any(t.startswith("diverged") for t in _legend(fig)), _legend(fig)
-    code, err = _cli(capsys, ["compare", path, "--along", "form", "--reference", "flow",
-                              "--against", "beta", "--out", tmp_path / "c.png"])
+    code, err = _cli(
+        capsys,
+        ["compare", path, "--along", "form", "--reference", "flow", "--against", "beta", "--out", tmp_path / "c.png"],
+    )
     assert code == 0, err

@@ -2,6 +2,7 @@
 taken, files reached by another name or moved, damaged files, other library versions, signals.
 
 Each test names the defect it guards (a hostile probe found each one: the engine said "ok")."""
+
 from __future__ import annotations
 
 import random
@@ -34,8 +35,7 @@ def _statuses(path) -> np.ndarray:
 
 def _variables(path) -> dict[str, np.ndarray]:
     with dyn.open(path) as ds:
-        return {name: ds[name].values for name in ds.data_vars
-                if name not in ("versions", "checksum", "trajectory")}
+        return {name: ds[name].values for name in ds.data_vars if name not in ("versions", "checksum", "trajectory")}
 
 
 # -- non-finite outputs ---------------------------------------------------------------------
@@ -44,23 +44,21 @@ def _variables(path) -> dict[str, np.ndarray]:
 def test_an_inf_or_nan_output_marks_the_point_diverged_and_names_the_output():
     """energy = inf (the probe: attention_sphere at beta >= 710) or a NaN standard error with
     finite states was status ok; now the point is DIVERGED, with the output's name."""
-    declared = [Output("energy", "e", dims=("time",)), Output("merge_time", "m", dims=("k",),
-                                                              reduce="per_run", nan_means="no merge")]
+    declared = [
+        Output("energy", "e", dims=("time",)),
+        Output("merge_time", "m", dims=("k",), reduce="per_run", nan_means="no merge"),
+    ]
     good = {"energy": np.ones(3), "energy_se": np.ones(3), "merge_time": np.array([[1.0, np.nan]])}
     assert ensemble.nonfinite_outputs(good, declared, runs=4) == []
-    assert ensemble.nonfinite_outputs({**good, "energy": np.array([1.0, np.inf, 2.0])},
-                                      declared, 4) == ["energy"]
-    assert ensemble.nonfinite_outputs({**good, "energy_se": np.array([1.0, np.nan, 2.0])},
-                                      declared, 4) == ["energy_se"]
+    assert ensemble.nonfinite_outputs({**good, "energy": np.array([1.0, np.inf, 2.0])}, declared, 4) == ["energy"]
+    assert ensemble.nonfinite_outputs({**good, "energy_se": np.array([1.0, np.nan, 2.0])}, declared, 4) == ["energy_se"]
     # a standard error needs two runs: NaN there is what one run gives
     assert ensemble.nonfinite_outputs({**good, "energy_se": np.full(3, np.nan)}, declared, 1) == []
     # an output whose NaN means something may hold it, never inf
-    assert ensemble.nonfinite_outputs({**good, "merge_time": np.array([[np.inf, 1.0]])},
-                                      declared, 4) == ["merge_time"]
+    assert ensemble.nonfinite_outputs({**good, "merge_time": np.array([[np.inf, 1.0]])}, declared, 4) == ["merge_time"]
 
 
-def test_a_point_with_non_finite_outputs_is_diverged_in_the_file_and_holds_nan(small_scenario,
-                                                                              tmp_path, monkeypatch):
+def test_a_point_with_non_finite_outputs_is_diverged_in_the_file_and_holds_nan(small_scenario, tmp_path, monkeypatch):
     """End to end: a system whose energy overflows (states finite) gives a diverged point, NaN in
     every output of that point, exit status 3, and `dyn show` counts it."""
     from dyn.systems.attention_sphere import AttentionSphere
@@ -89,8 +87,7 @@ def test_a_point_with_non_finite_outputs_is_diverged_in_the_file_and_holds_nan(s
 
 
 @pytest.mark.parametrize("setting", ["integrator.dt=1e-20", "integrator.horizon=1e300"])
-def test_a_step_count_past_the_limit_is_refused_before_the_run(small_scenario, tmp_path, capsys,
-                                                              setting):
+def test_a_step_count_past_the_limit_is_refused_before_the_run(small_scenario, tmp_path, capsys, setting):
     """dt = 1e-20 or horizon = 1e300 overflowed the int64 step count: zero steps, status ok.
     Now refused in one line, with the estimated time, and no file."""
     out = tmp_path / "o.h5"
@@ -112,11 +109,9 @@ def test_the_step_grid_never_wraps_its_count():
     assert counts.sum() == 300 and np.allclose(steps, 0.1)
 
 
-def test_the_step_actually_used_is_recorded_when_dt_exceeds_a_save_interval(small_scenario,
-                                                                          tmp_path):
+def test_the_step_actually_used_is_recorded_when_dt_exceeds_a_save_interval(small_scenario, tmp_path):
     """dt = 0.1 over save intervals of 0.05: the solver steps 0.05, and the file says so."""
-    out = _run(small_scenario, tmp_path / "o.h5",
-               overrides={**SMALL_SETS, "output.saves": 40, "sweep.beta": [1.0]})
+    out = _run(small_scenario, tmp_path / "o.h5", overrides={**SMALL_SETS, "output.saves": 40, "sweep.beta": [1.0]})
     with h5py.File(out, "r") as f:
         assert float(np.squeeze(f.attrs["dt_requested"])) == 0.1
         assert float(np.squeeze(f.attrs["dt_used_max"])) == pytest.approx(0.05)
@@ -130,15 +125,13 @@ def states_scenario(small_scenario) -> dict:
     return {**SMALL_SETS, "output.trajectories": True, "sweep.beta": [0.5, 1.0, 2.0]}
 
 
-def test_resume_through_a_symlink_keeps_the_states_beside_the_real_file(small_scenario, tmp_path,
-                                                                        states_scenario):
+def test_resume_through_a_symlink_keeps_the_states_beside_the_real_file(small_scenario, tmp_path, states_scenario):
     """A resume with --out link.h5 (a symlink) wrote its states into link.h5.d/ while the file
     mapped out.h5.d/: 9 of 14 points read NaN under "ok". Now the real path decides."""
     whole = _run(small_scenario, tmp_path / "whole.h5", overrides=states_scenario)
     real = tmp_path / "real" / "out.h5"
     real.parent.mkdir()
-    first = dyn.run(small_scenario, real, progress=False,
-                    overrides={**states_scenario, "sweep.beta": [0.5, 1.0, 2.0]})
+    first = dyn.run(small_scenario, real, progress=False, overrides={**states_scenario, "sweep.beta": [0.5, 1.0, 2.0]})
     with h5py.File(first, "r+") as f:  # as a kill leaves it: the last points pending
         f["status"][1:] = PENDING
     link = tmp_path / "link.h5"
@@ -154,8 +147,7 @@ def test_resume_through_a_symlink_keeps_the_states_beside_the_real_file(small_sc
         assert np.isfinite(ds["trajectory"].values).all()
 
 
-def test_a_sweep_file_and_its_states_renamed_together_still_read(small_scenario, tmp_path,
-                                                                 states_scenario):
+def test_a_sweep_file_and_its_states_renamed_together_still_read(small_scenario, tmp_path, states_scenario):
     """The virtual dataset names its folder: renamed together (new.h5 + new.h5.d/), every state
     read NaN. `dyn.open` now follows the folder beside the file; moved elsewhere, HDF5 does."""
     out = _run(small_scenario, tmp_path / "out.h5", overrides=states_scenario)
@@ -173,12 +165,12 @@ def test_a_sweep_file_and_its_states_renamed_together_still_read(small_scenario,
     # and a resume of the renamed pair keeps its states (checked whole) and computes nothing
     dyn.run(small_scenario, moved, progress=False, overrides=states_scenario)
     assert (_statuses(moved) == OK).all()
-    assert sorted(p.name for p in (tmp_path / "elsewhere" / "new.h5.d").iterdir()) == \
-        [f"point_{i:07d}.h5" for i in range(6)]
+    assert sorted(p.name for p in (tmp_path / "elsewhere" / "new.h5.d").iterdir()) == [
+        f"point_{i:07d}.h5" for i in range(6)
+    ]
 
 
-def test_a_dangling_symlink_out_is_locked_on_its_target_and_stays_a_symlink(small_scenario,
-                                                                           tmp_path):
+def test_a_dangling_symlink_out_is_locked_on_its_target_and_stays_a_symlink(small_scenario, tmp_path):
     """--out naming a dangling symlink: a second writer through the target was not refused,
     and os.replace turned the symlink into a regular file."""
     target = tmp_path / "target.h5"
@@ -236,8 +228,7 @@ def test_a_resume_refuses_a_file_whose_layout_is_damaged(small_scenario, tmp_pat
     assert "replacing" in capsys.readouterr().err and (_statuses(out) == OK).all()
 
 
-def test_a_damaged_point_file_of_saved_states_is_computed_again(small_scenario, tmp_path,
-                                                                 states_scenario):
+def test_a_damaged_point_file_of_saved_states_is_computed_again(small_scenario, tmp_path, states_scenario):
     """A resume checked a point file's shape and tag only; now it reads it back whole, its
     fletcher32 checksums included, and recomputes a damaged one."""
     out = _run(small_scenario, tmp_path / "o.h5", overrides=states_scenario)
@@ -259,8 +250,7 @@ def test_a_damaged_point_file_of_saved_states_is_computed_again(small_scenario, 
 # -- versions ---------------------------------------------------------------------------------
 
 
-def test_a_resume_under_other_library_versions_refuses_unless_allowed(small_scenario, tmp_path,
-                                                                     capsys, monkeypatch):
+def test_a_resume_under_other_library_versions_refuses_unless_allowed(small_scenario, tmp_path, capsys, monkeypatch):
     """Numbers differ across numba, jax and diffrax versions at 1e-15 to 1e-9: a resume after an
     upgrade silently mixed them. Now each point records its versions; a resume under others
     refuses in one line naming them, or goes on with --allow-version-change."""
@@ -302,9 +292,23 @@ def test_the_size_guard_and_the_dry_run_count_the_saved_states(small_scenario, t
 
 
 def _start(scenario: Path, out: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "dyn", "run", str(scenario), "--out", str(out), "--no-progress",
-           "--set", "ensemble.runs=1024", "--set", "params.n=16",
-           "--set", "sweep.beta=[0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dyn",
+        "run",
+        str(scenario),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--set",
+        "ensemble.runs=1024",
+        "--set",
+        "params.n=16",
+        "--set",
+        "sweep.beta=[0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]",
+        *extra,
+    ]
     return subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
 
 
@@ -320,10 +324,14 @@ def _interrupt(scenario, out, signum, delay) -> tuple[int, str]:
     return proc.returncode, err
 
 
-@pytest.mark.parametrize("signum, status", [
-    (signal.SIGTERM, 143),
-    # the same handler as SIGTERM's (interrupts.SIGNALS): SIGTERM keeps the default check
-    pytest.param(signal.SIGHUP, 129, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "signum, status",
+    [
+        (signal.SIGTERM, 143),
+        # the same handler as SIGTERM's (interrupts.SIGNALS): SIGTERM keeps the default check
+        pytest.param(signal.SIGHUP, 129, marks=pytest.mark.slow),
+    ],
+)
 def test_sigterm_and_sighup_stop_a_run_like_ctrl_c(small_scenario, tmp_path, signum, status):
     """SIGTERM (batch schedulers) killed a run with no message; now it, and SIGHUP, give one
     line, release the lock, exit 128 + the signal, and the same command resumes."""
@@ -333,8 +341,7 @@ def test_sigterm_and_sighup_stop_a_run_like_ctrl_c(small_scenario, tmp_path, sig
         pytest.skip("the run finished before the signal (a fast machine): nothing to check")
     assert code == status, err
     lines = [line for line in err.splitlines() if line.startswith("dyn:")]
-    assert lines == [f"dyn: interrupted ({signal.Signals(signum).name}); run the same command "
-                     "again to resume"], err
+    assert lines == [f"dyn: interrupted ({signal.Signals(signum).name}); run the same command again to resume"], err
     assert not store.lock_path(out).exists()
     proc = _start(small_scenario, out)
     assert proc.wait(timeout=600) == 0 and (_statuses(out) == OK).all()

@@ -1,5 +1,6 @@
 """Reliability, issue 20, defect 2: pool workers die with their driver, and a resume never takes
 a point file it did not vouch for (a straggler's, another scenario's, a torn one)."""
+
 from __future__ import annotations
 
 import signal
@@ -39,17 +40,28 @@ def _is_zombie(process: psutil.Process) -> bool:
 
 def _pool_workers(pid: int) -> list[psutil.Process]:
     """The driver's live multiprocessing-spawn children."""
-    return [p for p in psutil.Process(pid).children()
-            if "multiprocessing.spawn" in _command_line(p)]
+    return [p for p in psutil.Process(pid).children() if "multiprocessing.spawn" in _command_line(p)]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_pool_workers_die_with_a_killed_driver(small_scenario, tmp_path):
     out = tmp_path / "orphans.h5"
     sets = ["ensemble.runs=3000", "params.n=8", "integrator.dt=0.02", "sweep.d=[2, 3]"]
-    cmd = [sys.executable, "-m", "dyn", "run", str(small_scenario), "--out", str(out),
-           "--no-progress", "--executor", "process", "--workers", "2",
-           *[a for s in sets for a in ("--set", s)]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dyn",
+        "run",
+        str(small_scenario),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--executor",
+        "process",
+        "--workers",
+        "2",
+        *[a for s in sets for a in ("--set", s)],
+    ]
     driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300  # a cold start on busy cores
@@ -122,9 +134,21 @@ def test_a_new_file_ignores_the_folder_of_a_deleted_one(small_scenario, tmp_path
 def test_a_killed_pool_worker_stops_the_run_in_one_line(small_scenario, tmp_path):
     out = tmp_path / "worker.h5"
     sets = ["ensemble.runs=3000", "params.n=8", "integrator.dt=0.02", "sweep.d=[2, 3]"]
-    cmd = [sys.executable, "-m", "dyn", "run", str(small_scenario), "--out", str(out),
-           "--no-progress", "--executor", "process", "--workers", "2",
-           *[a for s in sets for a in ("--set", s)]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dyn",
+        "run",
+        str(small_scenario),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--executor",
+        "process",
+        "--workers",
+        "2",
+        *[a for s in sets for a in ("--set", s)],
+    ]
     driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300  # a cold start on busy cores
@@ -153,14 +177,12 @@ print("finished")
 """
 
 
-def test_an_unguarded_script_with_a_process_pool_fails_in_one_line_naming_the_guard(
-        small_scenario, tmp_path):
+def test_an_unguarded_script_with_a_process_pool_fails_in_one_line_naming_the_guard(small_scenario, tmp_path):
     """Spawned workers re-import the driver's script; without `if __name__ == "__main__":` each
     would call dyn.run again. They stop quietly instead, and the driver's error says why."""
     script = tmp_path / "unguarded.py"
     script.write_text(UNGUARDED.format(scenario=str(small_scenario), out=str(tmp_path / "u.h5")))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 1 and "finished" not in proc.stdout
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("dyn.core.errors.RunAborted: --executor: ") and '__name__ == "__main__"' in last

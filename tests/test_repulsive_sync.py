@@ -2,6 +2,7 @@
 sphere kernels at beta < 0, the equilibria and their stability (splay states, the triangle's
 -2/3, three clusters), the classifier, synchronization near beta = 0, and the system
 `attention_circle` with the shipped scenario `repulsive_sync` end to end."""
+
 import math
 from pathlib import Path
 
@@ -59,21 +60,22 @@ def test_splay_states_are_equilibria_with_the_closed_form_rates():
             assert np.abs(drift).max() < 1e-14
             # SA rates = lambda_k / G, G = sum_m e^{beta cos(2 pi m / n)} (circulant H)
             G = np.exp(beta * np.cos(2 * np.pi * np.arange(n) / n)).sum()
-            np.testing.assert_allclose(circle.linear_rates(circle.splay(n), beta),
-                                       np.sort(circle.splay_rates(n, beta)) / G, atol=1e-12)
+            np.testing.assert_allclose(
+                circle.linear_rates(circle.splay(n), beta), np.sort(circle.splay_rates(n, beta)) / G, atol=1e-12
+            )
     # n = 3: lambda_1 = 3 e^{-beta/2} (1/2 + 3 beta/4), zero at beta = -2/3
     for beta in (-1.0, -2.0 / 3.0, -0.5):
         closed = 3 * math.exp(-beta / 2) * (0.5 + 0.75 * beta)
         np.testing.assert_allclose(circle.splay_rates(3, beta), [closed, closed], atol=1e-14)
-    assert circle.linear_rates(circle.splay(3), -0.67)[-1] < 0 < circle.linear_rates(
-        circle.splay(3), -0.66)[-1]
+    assert circle.linear_rates(circle.splay(3), -0.67)[-1] < 0 < circle.linear_rates(circle.splay(3), -0.66)[-1]
     # many tokens: the SA rates tend to k^2 I_k / (beta I_0), the uniform law's modes (§1.3);
     # mode 1 grows at every beta
     n, k = 256, np.arange(1, 4)
     for beta in (-1.5, -0.7, -0.2, 1.0):
         G = np.exp(beta * np.cos(2 * np.pi * np.arange(n) / n)).sum()
-        np.testing.assert_allclose(circle.splay_rates(n, beta)[:3] / G,
-                                   k**2 * iv(k, beta) / (beta * iv(0, beta)), rtol=1e-9)
+        np.testing.assert_allclose(
+            circle.splay_rates(n, beta)[:3] / G, k**2 * iv(k, beta) / (beta * iv(0, beta)), rtol=1e-9
+        )
         assert circle.splay_rates(n, beta)[0] > 0
 
 
@@ -93,8 +95,7 @@ def test_classifier_tells_equilibria_from_saddles_and_synchronized_runs():
     assert code(np.array([2 * np.pi - 0.04, 0.01, 0.05]), -1.0) == circle.SYNCHRONIZED
     assert code(np.array([-0.06, 0.01, 0.05]), -1.0) == circle.UNDECIDED
     np.testing.assert_allclose(circle.arc(np.array([6.2, 0.1, 3.0])), 2 * np.pi - 3.2)
-    assert list(circle.cluster_count(np.array([[0.0, 0.01, 2.1, 4.2], [0.0, 0.01, 0.02, 0.0]]),
-                                     0.1)) == [3, 1]
+    assert list(circle.cluster_count(np.array([[0.0, 0.01, 2.1, 4.2], [0.0, 0.01, 0.02, 0.0]]), 0.1)) == [3, 1]
 
 
 def test_three_cluster_states_reduced_and_full_stability_agree():
@@ -139,8 +140,12 @@ def test_synchronizes_at_zero_and_slightly_negative_beta_from_a_generic_start():
 
 def test_run_until_decided_end_to_end_with_the_triangle(tmp_path):
     # n = 3: the triangle is stable below -2/3 (some runs end there), a saddle above (none do)
-    path = dyn.run(SCENARIO, out=tmp_path / "tri.h5", progress=False, overrides={
-        "sweep.beta": [-1.0, -0.5], "sweep.n": [3], "ensemble.runs": 200})
+    path = dyn.run(
+        SCENARIO,
+        out=tmp_path / "tri.h5",
+        progress=False,
+        overrides={"sweep.beta": [-1.0, -0.5], "sweep.n": [3], "ensemble.runs": 200},
+    )
     with dyn.open(path) as ds:
         total = ds.p_synchronized + ds.p_equilibrium + ds.p_undecided
         np.testing.assert_allclose(total, 1.0)
@@ -157,9 +162,18 @@ def test_run_until_decided_end_to_end_with_the_triangle(tmp_path):
 
 def test_undecided_runs_are_counted_listed_and_hatched(tmp_path):
     # a cap of one short stretch: no run can be decided (the arc shrinks for longer)
-    path = dyn.run(SCENARIO, out=tmp_path / "cut.h5", progress=False, overrides={
-        "sweep.beta": [-1.0, -0.2], "sweep.n": [8, 32], "ensemble.runs": 20,
-        "integrator.horizon": 0.4, "integrator.horizon_cap": 0.4})
+    path = dyn.run(
+        SCENARIO,
+        out=tmp_path / "cut.h5",
+        progress=False,
+        overrides={
+            "sweep.beta": [-1.0, -0.2],
+            "sweep.n": [8, 32],
+            "ensemble.runs": 20,
+            "integrator.horizon": 0.4,
+            "integrator.horizon_cap": 0.4,
+        },
+    )
     with dyn.open(path) as ds:
         assert float(ds.p_undecided.min()) == 1.0
         assert float(ds.decision_time.max()) == pytest.approx(0.4)
@@ -188,11 +202,14 @@ def test_shipped_scenario_writes_the_bounds_and_draws_them(tmp_path):
     assert {r"sync proved: $\beta \geq -0.16$", r"no global sync: $\beta < -2/3$"} <= labels
 
 
-@pytest.mark.parametrize("change, key", [
-    (["sweep.beta=[-60.0]"], "sweep.beta"),
-    (["params.sync_arc=3.2"], "params.sync_arc"),
-    (["integrator.horizon_cap=5.0"], "integrator.horizon_cap"),
-])
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        (["sweep.beta=[-60.0]"], "sweep.beta"),
+        (["params.sync_arc=3.2"], "params.sync_arc"),
+        (["integrator.horizon_cap=5.0"], "integrator.horizon_cap"),
+    ],
+)
 def test_bad_input_names_the_key(change, key):
     with pytest.raises(dyn.ScenarioError, match=key.replace(".", r"\.")):
         dyn.load(SCENARIO, change)
@@ -202,8 +219,12 @@ def test_bad_input_names_the_key(change, key):
 def test_eight_tokens_stop_out_of_sync_only_below_the_three_cluster_onset(tmp_path):
     # beta_3(8) = -1.2223: (3, 3, 2) clusters are stable below it and no non-synchronized state
     # is reached above it (measured 41, 26 and 0 of 800 at -1.5, -1.3, -1.2 in repulsive_sync)
-    path = dyn.run(SCENARIO, out=tmp_path / "eight.h5", progress=False, overrides={
-        "sweep.beta": [-1.5, -1.3, -1.1, -0.6], "sweep.n": [8], "ensemble.runs": 1500})
+    path = dyn.run(
+        SCENARIO,
+        out=tmp_path / "eight.h5",
+        progress=False,
+        overrides={"sweep.beta": [-1.5, -1.3, -1.1, -0.6], "sweep.n": [8], "ensemble.runs": 1500},
+    )
     with dyn.open(path) as ds:
         p = ds.p_equilibrium.sel(n=8)
         assert float(p.sel(beta=-1.5)) > 0.03 and float(p.sel(beta=-1.3)) > 0.01

@@ -1,5 +1,6 @@
 """ResNets as discretized neural ODEs (physics.md §3): convergence orders with depth, the gap for
 rough weights, the backward reconstruction, and the two backends of the ODE's right-hand side."""
+
 import numpy as np
 import pytest
 

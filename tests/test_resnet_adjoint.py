@@ -1,5 +1,6 @@
 """The memory-free adjoint against backprop, implicit regularization under training, and the
 three resnet systems end to end (tiny sweeps)."""
+
 import numpy as np
 import pytest
 
@@ -32,6 +33,7 @@ def _flat(tree):
 def test_adjoint_equals_backprop_when_the_inverse_is_exact():
     """With an exactly invertible layer x' = e^{h a} x + h tanh(b), rebuilding loses nothing, so
     the adjoint's vector-Jacobian products (per-layer and shared parameters) must equal backprop."""
+
     def step(x, th0, th1, h):
         return jnp.exp(h * th0[0]) * x + h * jnp.tanh(th0[1] + th1[1])
 
@@ -62,8 +64,7 @@ def test_jax_forward_matches_numpy_network():
         for adj in (False, True):
             out = adjoint.resnet_output(x0, W, V, scheme=scheme, activation="gelu", adjoint=adj)
             np.testing.assert_allclose(np.asarray(out), ref, atol=1e-12)
-            out = adjoint.fourier_output(x0, wf.AW, wf.AV, depth=40, scheme=scheme,
-                                         activation="gelu", adjoint=adj)
+            out = adjoint.fourier_output(x0, wf.AW, wf.AV, depth=40, scheme=scheme, activation="gelu", adjoint=adj)
             np.testing.assert_allclose(np.asarray(out), ref, atol=1e-12)
 
 
@@ -75,8 +76,7 @@ def test_adjoint_gradients_approach_backprop_for_smooth_weights():
         errs = []
         for N in depths:
             _, x0, y, (W, V) = _net(2, int(N))
-            g = [_flat(adjoint.loss_and_grad(x0, y, W, V, scheme=scheme, adjoint=a)[1])
-                 for a in (False, True)]
+            g = [_flat(adjoint.loss_and_grad(x0, y, W, V, scheme=scheme, adjoint=a)[1]) for a in (False, True)]
             errs.append(np.linalg.norm(g[1] - g[0]) / np.linalg.norm(g[0]))
         errors[scheme] = np.array(errs)
     slope = {k: np.polyfit(np.log(depths), np.log(v), 1)[0] for k, v in errors.items()}
@@ -93,12 +93,15 @@ def test_fourier_adjoint_gradient_of_the_coefficients():
     wf, x0, y, _ = _net(3, 8)
 
     def grad(adj, N):
-        f = lambda AW, AV: adjoint.mse(adjoint.fourier_output(  # noqa: E731
-            x0, AW, AV, depth=N, scheme="heun", activation="tanh", adjoint=adj), y)
+        f = lambda AW, AV: adjoint.mse(
+            adjoint.fourier_output(  # noqa: E731
+                x0, AW, AV, depth=N, scheme="heun", activation="tanh", adjoint=adj
+            ),
+            y,
+        )
         return _flat(jax.grad(f, argnums=(0, 1))(wf.AW, wf.AV))
 
-    errs = [np.linalg.norm(grad(True, N) - grad(False, N)) / np.linalg.norm(grad(False, N))
-            for N in (16, 64)]
+    errs = [np.linalg.norm(grad(True, N) - grad(False, N)) / np.linalg.norm(grad(False, N)) for N in (16, 64)]
     # Heun's reconstruction: a factor ~4^3 per 4x depth; ask for 20 (pre-asymptotic margin).
     assert errs[1] < errs[0] / 20 and errs[1] < 1e-5, errs
 
@@ -169,8 +172,7 @@ def test_systems_run_end_to_end(system, tmp_path):
     import dyn
 
     path = tmp_path / f"{system}.toml"
-    path.write_text(f'[scenario]\nname = "t"\nsystem = "{system}"\n{SYSTEMS[system]}'
-                    "[ensemble]\nruns = 2\nseed = 3\n")
+    path.write_text(f'[scenario]\nname = "t"\nsystem = "{system}"\n{SYSTEMS[system]}[ensemble]\nruns = 2\nseed = 3\n')
     out = dyn.run(path, tmp_path / f"{system}.h5", progress=False)
     with dyn.open(out) as ds:
         assert (ds["status"].values == 1).all()

@@ -5,6 +5,7 @@ converges to the mean ODE at rate 1/L, and the scenario's rates are -1 in L (wid
 -1/2 in L M (narrow layers); one unit's covariance and the linearized fluctuation covariance are
 the variance over unit draws, and at M = 4 and 64 the slope in L is that of E^2 = a/L^2 +
 b/(L M) (1 - c/L)."""
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,7 @@ def test_gain_is_the_gaussian_mean_of_sigma_prime(activation):
     w = w / math.sqrt(2 * math.pi)
     for r in (0.1, 1.0, 3.0):
         if activation == "erf":
-            expected = (w * math.sqrt(2 / math.pi) * np.exp(-(r * z) ** 2 / 2)).sum()
+            expected = (w * math.sqrt(2 / math.pi) * np.exp(-((r * z) ** 2) / 2)).sum()
         else:
             expected = 0.5  # P(z > 0)
         assert rf.gain(r, activation) == pytest.approx(expected, rel=1e-10)
@@ -65,8 +66,9 @@ def test_unit_covariance_and_jacobian_are_the_closed_forms(activation):
     for k in range(3):
         e = np.zeros(3)
         e[k] = step
-        fd = (rf.mean_field(x + e, coeffs, 0.6, activation)
-              - rf.mean_field(x - e, coeffs, 0.6, activation)) / (2 * step)
+        fd = (rf.mean_field(x + e, coeffs, 0.6, activation) - rf.mean_field(x - e, coeffs, 0.6, activation)) / (
+            2 * step
+        )
         assert np.allclose(rf.mean_jacobian(x, coeffs, 0.6, activation)[..., k], fd, atol=1e-8)
 
 
@@ -81,8 +83,9 @@ def test_fluctuation_covariance_is_the_variance_over_unit_draws():
     x0 = rng.standard_normal((3, 4))
     L, M, alpha = 8, 64, 4.0
     mean = rf.mean_states(x0, coeffs, L, alpha, "erf")[-1]
-    square = np.array([((rf.forward_states(x0, coeffs, L, M, alpha, "erf", 0.0, rng)[-1]
-                         - mean) ** 2).sum() for _ in range(2000)])
+    square = np.array(
+        [((rf.forward_states(x0, coeffs, L, M, alpha, "erf", 0.0, rng)[-1] - mean) ** 2).sum() for _ in range(2000)]
+    )
     se = square.std() / math.sqrt(square.size)
 
     def total(depth):  # sum over inputs of tr Sigma_L
@@ -119,8 +122,12 @@ def test_common_networks_and_the_mean_ode_are_shared_across_points(tmp_path):
     networks: spec.setup.common_rng), the ODE form is its own reference (error exactly 0), its
     end state is the same at every depth and width (one solve shared per network), and the
     narrow network's error falls with depth (the alpha/sqrt(L M) fluctuations)."""
-    path = dyn.run(SCENARIO, tmp_path / "small.h5", progress=False, overrides={
-        "sweep.depth": [8, 128], "sweep.width": [1, 4], "ensemble.runs": 4})
+    path = dyn.run(
+        SCENARIO,
+        tmp_path / "small.h5",
+        progress=False,
+        overrides={"sweep.depth": [8, 128], "sweep.width": [1, 4], "ensemble.runs": 4},
+    )
     ds = dyn.open(path)
     states = ds["trajectory"]  # (form, depth, width, run, time, input, coordinate)
     first = states.isel(trajectory_time=0)
@@ -131,8 +138,7 @@ def test_common_networks_and_the_mean_ode_are_shared_across_points(tmp_path):
     net = ds["error"].sel(form="network", width=1)
     assert float(net.sel(depth=128)) < float(net.sel(depth=8))
     result = comparison.compare(path, "form", "ode")
-    fitted = {dict(label)["width"]: rate
-              for label, rate in comparison.rates(result, "depth").items()}
+    fitted = {dict(label)["width"]: rate for label, rate in comparison.rates(result, "depth").items()}
     assert set(fitted) == {1, 4} and all(np.isfinite(r.slope) for r in fitted.values())
 
 
@@ -162,8 +168,7 @@ def test_the_frontier_models_import_dyn_only_through_its_public_names():
 def test_depth_width_rates_contain_minus_one_and_minus_one_half(tmp_path):
     path = dyn.run(SCENARIO, tmp_path / "dw.h5", progress=False)
     result = comparison.compare(path, "form", "ode")
-    fitted = {dict(label)["width"]: rate
-              for label, rate in comparison.rates(result, "depth").items()}
+    fitted = {dict(label)["width"]: rate for label, rate in comparison.rates(result, "depth").items()}
     wide = fitted[max(fitted)]
     assert wide.lo <= -1.0 <= wide.hi, wide  # Euler's error dominates: slope -1 in L
     narrow = fitted[1]
@@ -178,7 +183,7 @@ def test_depth_width_rates_contain_minus_one_and_minus_one_half(tmp_path):
 def _fluctuation_law(fluctuation, width: int) -> tuple[float, float]:
     """(b, c) of the fluctuation's law E_f^2 L M = b (1 - c/L), least squares in 1/L."""
     L = fluctuation["depth"].values.astype(float)
-    slope, b = np.polyfit(1.0 / L, (fluctuation.values ** 2) * L * width, 1)
+    slope, b = np.polyfit(1.0 / L, (fluctuation.values**2) * L * width, 1)
     return float(b), float(-slope / b)
 
 
@@ -192,8 +197,12 @@ def test_narrow_slope_is_euler_bias_plus_fluctuation_with_its_one_over_L_correct
     law, fitted at one width on the bias and fluctuation alone, predicts the slope of the total
     error inside its measured 95% interval. 512 runs: the per-point error of 32 runs (top 3% of
     runs carry ~20% of E^2) moves the 5-point slope by ~0.06, too much to see a, b, c."""
-    path = dyn.run(SCENARIO, tmp_path / "law.h5", progress=False, overrides={
-        "sweep.form": ["ode", "mean", "network"], "sweep.width": [4, 64], "ensemble.runs": 512})
+    path = dyn.run(
+        SCENARIO,
+        tmp_path / "law.h5",
+        progress=False,
+        overrides={"sweep.form": ["ode", "mean", "network"], "sweep.width": [4, 64], "ensemble.runs": 512},
+    )
     total = comparison.compare(path, "form", "ode")
     fluctuation = comparison.compare(path, "form", "mean")["error"].sel(form="network")
     bias = total["error"].sel(form="mean", width=4)
@@ -201,13 +210,14 @@ def test_narrow_slope_is_euler_bias_plus_fluctuation_with_its_one_over_L_correct
     assert comparison.fit_rate(bias, "depth").slope == pytest.approx(-1.0, abs=0.05)
     L = bias["depth"].values.astype(float)
     a = float(bias.values[-1] ** 2 * L[-1] ** 2)
-    measured = {dict(label)["width"]: rate for label, rate in comparison.rates(
-        total.sel(form="network"), "depth").items()}
+    measured = {
+        dict(label)["width"]: rate for label, rate in comparison.rates(total.sel(form="network"), "depth").items()
+    }
     for width, sign in ((4, -1.0), (64, 1.0)):
         b, c = _fluctuation_law(fluctuation.sel(width=width), width)
         assert c > 0, (width, b, c)  # the discrete variance sum falls short of its integral
         assert sign * (a - b * c / width) > 0, (width, a, b, c)
-        law = np.sqrt(bias ** 2 + b / (L * width) * (1.0 - c / L))
+        law = np.sqrt(bias**2 + b / (L * width) * (1.0 - c / L))
         predicted = comparison.fit_rate(law, "depth").slope
         rate = measured[width]
         assert rate.lo <= predicted <= rate.hi, (width, predicted, rate)

@@ -5,6 +5,7 @@ file (references, and the grids they lie on) carry a checksum like the points: a
 a damaged one back from the theory, and refuses when the theory no longer gives the recorded
 numbers. `dyn show` says when the saved states' folder is missing, rather than only "8/8 ok".
 """
+
 from __future__ import annotations
 
 import shutil
@@ -17,8 +18,15 @@ import pytest
 from dyn.engine.model_facts import CHECKSUM_ATTR, values_checksum
 from dyn.presentation.cli import main
 
-LINEAR = ["--set", "sweep.a=[-8.0, -4.0, 0.0]", "--set", "sweep.eps=[0.1, 1.0]",
-          "--set", "params.depth=16", "--no-progress"]
+LINEAR = [
+    "--set",
+    "sweep.a=[-8.0, -4.0, 0.0]",
+    "--set",
+    "sweep.eps=[0.1, 1.0]",
+    "--set",
+    "params.depth=16",
+    "--no-progress",
+]
 THEORY = ("a_first_zero", "a_discriminant", "eps_theory")
 
 
@@ -77,12 +85,15 @@ def test_a_theory_curve_whose_checksum_is_damaged_too_is_refused(linear, tmp_pat
     assert code == 2 and len(err) == 1 and "a_first_zero" in err[0] and "checksum" in err[0], err
 
 
-@pytest.mark.parametrize("where, key, value", [
-    ("psi_simulated", "long_name", "a label written"),     # a variable's label
-    ("status", "flag_values", np.array([0, 2, 1, 3], "i1")),  # the flags that read the statuses
-    ("/", "dyn_default_plot", "exp_a")])                    # a record for readers
-def test_a_resume_refuses_a_file_whose_attributes_changed(linear, tmp_path, capsys, where, key,
-                                                          value):
+@pytest.mark.parametrize(
+    "where, key, value",
+    [
+        ("psi_simulated", "long_name", "a label written"),  # a variable's label
+        ("status", "flag_values", np.array([0, 2, 1, 3], "i1")),  # the flags that read the statuses
+        ("/", "dyn_default_plot", "exp_a"),
+    ],
+)  # a record for readers
+def test_a_resume_refuses_a_file_whose_attributes_changed(linear, tmp_path, capsys, where, key, value):
     """The attributes that say what the numbers are carry one checksum: a resume never keeps
     a changed one under good numbers (one line, exit 2); an unchanged file resumes."""
     path = tmp_path / "linear.h5"
@@ -148,8 +159,13 @@ def test_show_says_when_the_saved_states_folder_is_missing(tmp_path, capsys):
 
     scenario = tmp_path / "small.toml"
     scenario.write_text(SMALL_SCENARIO)
-    sets = ["sweep.beta=[1.0]", "sweep.normalization=['SA']", "ensemble.runs=2",
-            "output.trajectories=true", "params.depth=4"]
+    sets = [
+        "sweep.beta=[1.0]",
+        "sweep.normalization=['SA']",
+        "ensemble.runs=2",
+        "output.trajectories=true",
+        "params.depth=4",
+    ]
     args = [a for s in sets for a in ("--set", s)]
     made = tmp_path / "made" / "states.h5"
     assert main(["run", str(scenario), "--out", str(made), "--no-progress", *args]) == 0

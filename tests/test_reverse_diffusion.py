@@ -4,6 +4,7 @@ for every noise level, its solution against the closed forms with a score error 
 probability-flow ODE with the scale error; the shift and scale errors on isotropic data, where
 the SDE beats the ODE exactly when T > 1.594), the Gaussian W2 and KL, bad values in one line,
 and (slow tier) the shipped sweep: closed forms to 1e-8 and the sign of W2_sde - W2_ode."""
+
 from __future__ import annotations
 
 import io
@@ -56,14 +57,19 @@ def test_the_exact_score_runs_the_marginal_backwards(noise):
 def test_the_drift_is_the_lyapunov_equation():
     # the engine's drift (numba), integrated by scipy, against lyapunov's own right side
     T, times = 1.5, np.array([0.0, 0.5, 1.5])
-    for noise, eps, error, start in [(1.0, 0.3, 0, "exact"), (0.0, 0.2, 1, "stationary"),
-                                     (0.5, 0.1, 2, "exact")]:
+    for noise, eps, error, start in [(1.0, 0.3, 0, "exact"), (0.0, 0.2, 1, "stationary"), (0.5, 0.1, 2, "exact")]:
         args = _args(T, noise, eps, error)
         mu0, c0 = rd.start_moments(start, 3, T, LAW["var"], LAW["kappa"], LAW["angle"], LAW["mean"])
         y0 = np.vstack([mu0, c0])
-        sol = solve_ivp(lambda s, y: rd.moment_field(s, y.reshape(4, 3), *args).ravel(),  # noqa: B023 solve_ivp calls it at once
-                        (0.0, T), y0.ravel(), method="DOP853", rtol=1e-12, atol=1e-14,
-                        t_eval=times)
+        sol = solve_ivp(
+            lambda s, y: rd.moment_field(s, y.reshape(4, 3), *args).ravel(),  # noqa: B023 solve_ivp calls it at once
+            (0.0, T),
+            y0.ravel(),
+            method="DOP853",
+            rtol=1e-12,
+            atol=1e-14,
+            t_eval=times,
+        )
         mu, cov = rd.lyapunov(times, start, *args)
         got = sol.y.T.reshape(len(times), 4, 3)
         assert np.abs(got[:, 0] - mu).max() < 1e-9 and np.abs(got[:, 1:] - cov).max() < 1e-9
@@ -91,8 +97,7 @@ def test_on_isotropic_data_the_sde_beats_the_ode_for_a_shift_exactly_when_t_exce
     for T in (0.5, 1.0, 1.5, 1.7, 3.0):
         gaps = {}
         for noise in (0.0, 1.0):
-            mu, cov = rd.lyapunov(np.array([0.0, T]), "exact", *_args(T, noise, eps, 2, var=1.0,
-                                                                        kappa=1.0))
+            mu, cov = rd.lyapunov(np.array([0.0, T]), "exact", *_args(T, noise, eps, 2, var=1.0, kappa=1.0))
             m, s = rd.data_law(3, 1.0, 1.0, LAW["angle"], LAW["mean"])
             assert np.abs(cov[-1] - np.eye(3)).max() < 1e-10
             gaps[noise] = rd.w2(mu[-1], cov[-1], m, s)
@@ -114,25 +119,33 @@ def test_on_isotropic_data_the_scale_error_has_its_closed_variances():
 def test_gaussian_w2_and_kl():
     mu1, mu2 = np.array([1.0, 0.0]), np.array([0.0, 2.0])
     a, b = np.array([1.0, 4.0]), np.array([9.0, 0.25])
-    assert abs(rd.w2(mu1, np.diag(a), mu2, np.diag(b)) ** 2
-               - (5.0 + ((np.sqrt(a) - np.sqrt(b)) ** 2).sum())) < 1e-12
+    assert abs(rd.w2(mu1, np.diag(a), mu2, np.diag(b)) ** 2 - (5.0 + ((np.sqrt(a) - np.sqrt(b)) ** 2).sum())) < 1e-12
     want = 0.5 * ((a / b).sum() + ((mu2 - mu1) ** 2 / b).sum() - 2 + np.log(b / a).sum())
     assert abs(rd.kl(mu1, np.diag(a), mu2, np.diag(b)) - want) < 1e-12
     rot = rd.basis(2, 0.4)  # W2 is invariant under a common rotation
-    assert abs(rd.w2(rot @ mu1, rot @ np.diag(a) @ rot.T, rot @ mu2, rot @ np.diag(b) @ rot.T)
-               - rd.w2(mu1, np.diag(a), mu2, np.diag(b))) < 1e-10
+    assert (
+        abs(
+            rd.w2(rot @ mu1, rot @ np.diag(a) @ rot.T, rot @ mu2, rot @ np.diag(b) @ rot.T)
+            - rd.w2(mu1, np.diag(a), mu2, np.diag(b))
+        )
+        < 1e-10
+    )
     assert abs(rd.kl(mu1, np.diag(a), mu1, np.diag(a))) < 1e-14
 
 
-@pytest.mark.parametrize("setting, key", [("params.eps=-0.1", "params.eps"),
-                                          ("params.error=3", "params.error"),
-                                          ("params.d=9", "params.d"),
-                                          ("params.start=\"zero\"", "params.start"),
-                                          ("params.kappa=0.5", "params.kappa"),
-                                          ("integrator.horizon=3.0", "integrator.horizon")])
+@pytest.mark.parametrize(
+    "setting, key",
+    [
+        ("params.eps=-0.1", "params.eps"),
+        ("params.error=3", "params.error"),
+        ("params.d=9", "params.d"),
+        ('params.start="zero"', "params.start"),
+        ("params.kappa=0.5", "params.kappa"),
+        ("integrator.horizon=3.0", "integrator.horizon"),
+    ],
+)
 def test_bad_values_are_one_line_and_exit_2(setting, key, tmp_path, capsys):
-    code = main(["run", str(SCENARIOS / "reverse_diffusion.toml"), "--out", str(tmp_path / "x.h5"),
-                 "--set", setting])
+    code = main(["run", str(SCENARIOS / "reverse_diffusion.toml"), "--out", str(tmp_path / "x.h5"), "--set", setting])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("dyn: ") and key in err[0]
     assert not (tmp_path / "x.h5").exists()
@@ -140,8 +153,7 @@ def test_bad_values_are_one_line_and_exit_2(setting, key, tmp_path, capsys):
 
 @pytest.mark.slow  # the shipped sweep, 384 points (about a minute)
 def test_the_shipped_sweep_meets_the_closed_forms(tmp_path):
-    out = dyn.run(SCENARIOS / "reverse_diffusion.toml", tmp_path / "r.h5", progress=False,
-                  log=io.StringIO())
+    out = dyn.run(SCENARIOS / "reverse_diffusion.toml", tmp_path / "r.h5", progress=False, log=io.StringIO())
     with dyn.open(out) as ds:
         assert (ds["status"].values == 1).all()
         exact = ds.sel(eps=0.0, start="exact")
@@ -152,9 +164,9 @@ def test_the_shipped_sweep_meets_the_closed_forms(tmp_path):
         assert np.isnan(ds["w2_log_ratio"].sel(start="exact", eps=0.0)).all()  # both exact
         # the ODE carried in each point, against scipy's Lyapunov solution at nu = 0
         point = ds.sel(T=2.0, eps=0.1, error=1, start="stationary")
-        mu, cov = rd.lyapunov(np.array([0.0, 2.0]), "stationary", *_args(2.0, 0.0, 0.1, 1, var=1.0,
-                                                                         kappa=4.0, angle=0.5,
-                                                                         mean=1.0))
+        mu, cov = rd.lyapunov(
+            np.array([0.0, 2.0]), "stationary", *_args(2.0, 0.0, 0.1, 1, var=1.0, kappa=4.0, angle=0.5, mean=1.0)
+        )
         m, s = rd.data_law(3, 1.0, 4.0, 0.5, 1.0)
         assert abs(float(point["w2_ode"].isel(time=-1)) - rd.w2(mu[-1], cov[-1], m, s)) < 1e-9
 
@@ -217,8 +229,7 @@ def test_the_engines_samples_follow_the_chains_law(noise, tmp_path):
     scenario = dyn.load(path)
     spec, model = scenario.spec(0), scenario.system
     x0 = model.initial_state(spec, 6)
-    states = spec.solver.get().solve(model.problem(spec, x0.shape[1:]), x0, spec.times,
-                                     rng=spec.rng).states
+    states = spec.solver.get().solve(model.problem(spec, x0.shape[1:]), x0, spec.times, rng=spec.rng).states
     chunk = model.observe(spec, states)
     args = (3, 2.0, 1.0, 4.0, 0.5, 1.0, noise, 0.1, 2)
     mu, cov, _, _ = rd.euler_law(spec.times, spec.dt, "exact", *args)
@@ -228,5 +239,5 @@ def test_the_engines_samples_follow_the_chains_law(noise, tmp_path):
     assert np.isnan(chunk.values["map_error"]).all()
     root = np.linalg.cholesky(cov[-1])
     z = np.sqrt(3000) * np.linalg.solve(root, (states[:, -1].mean(axis=1) - mu[-1]).T)
-    total = float((z ** 2).sum())
+    total = float((z**2).sum())
     assert chi2.ppf(1e-6, 18) < total < chi2.ppf(1 - 1e-6, 18)

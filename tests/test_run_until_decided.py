@@ -4,6 +4,7 @@ the two-token diffusion, and horizon-limited points marked wherever results are 
 Statistical tolerances as in test_tokens_sde.py: |estimate - prediction| < 4 standard errors,
 fixed seeds (deterministic), plus a stated discretization allowance where a step size enters.
 """
+
 import math
 
 import numpy as np
@@ -59,8 +60,9 @@ def test_decided_probabilities_match_the_exact_law_at_large_d(tmp_path, d):
     # 4 standard errors. dt = 0.04: the Euler-Maruyama bias of this hitting probability was
     # measured below 0.003 at d = 32, beta = 6 (20000 runs at dt = 0.04, 0.01, 0.0025).
     runs = 2000
-    path = _run(tmp_path, f"exact{d}", {"sweep.beta": [3.0, 6.0], "sweep.d": [d],
-                                        "ensemble.runs": runs, "integrator.dt": 0.04})
+    path = _run(
+        tmp_path, f"exact{d}", {"sweep.beta": [3.0, 6.0], "sweep.d": [d], "ensemble.runs": runs, "integrator.dt": 0.04}
+    )
     with dyn.open(path) as ds:
         for beta in (3.0, 6.0):
             point = ds.sel(beta=beta, d=d)
@@ -76,8 +78,9 @@ def test_default_scenario_leaves_no_undecided_runs_where_the_boundary_attracts(t
     # Every point whose antipodal rate |lambda_-| >= RATE_FLOOR = 0.05 must have < 2 % of its
     # runs undecided with the shipped defaults; a reduced grid with d = 16 and 32 (where the
     # rate is smallest: -lambda_- < 2/d) and points on both sides of beta_c.
-    path = _run(tmp_path, "grid", {"sweep.beta": [0.5, 1.5, 2.5, 3.0, 4.5, 6.0],
-                                   "sweep.d": [3, 16, 32], "ensemble.runs": 300})
+    path = _run(
+        tmp_path, "grid", {"sweep.beta": [0.5, 1.5, 2.5, 3.0, 4.5, 6.0], "sweep.d": [3, 16, 32], "ensemble.runs": 300}
+    )
     with dyn.open(path) as ds:
         lam = ts.lyapunov_minus(ds.beta.values[:, None], ds.d.values[None, :])
         strong = np.abs(lam) >= ts.RATE_FLOOR
@@ -91,8 +94,17 @@ def test_default_scenario_leaves_no_undecided_runs_where_the_boundary_attracts(t
 
 def test_horizon_mode_keeps_the_fixed_time_question(tmp_path):
     # until = "horizon": every run stops at T; at d = 32 a horizon of 20 leaves most undecided.
-    path = _run(tmp_path, "fixed", {"sweep.beta": [6.0], "sweep.d": [32], "ensemble.runs": 100,
-                                    "params.until": "horizon", "integrator.horizon": 20.0})
+    path = _run(
+        tmp_path,
+        "fixed",
+        {
+            "sweep.beta": [6.0],
+            "sweep.d": [32],
+            "ensemble.runs": 100,
+            "params.until": "horizon",
+            "integrator.horizon": 20.0,
+        },
+    )
     with dyn.open(path) as ds:
         assert float(ds.horizon_used.max()) == pytest.approx(20.0)
         assert float(ds.horizon_cap.max()) == 20.0
@@ -107,8 +119,15 @@ def test_network_kernel_stops_only_decided_runs():
     lo, hi = ts.absorbing_levels(beta, d, 1.0, 0.0, ts.THRESHOLD, 1e-6)
     stop_minus, stop_plus = ts.log_gaps_u(lo)[0], ts.log_gaps_u(hi)[1]
     depth = 20000
-    z, layers = ts.network(uniform_sphere(rng, 60, 4, d), depth, 200.0, ts.pack(beta, d), rng=rng,
-                           stop_minus=float(stop_minus), stop_plus=float(stop_plus))
+    z, layers = ts.network(
+        uniform_sphere(rng, 60, 4, d),
+        depth,
+        200.0,
+        ts.pack(beta, d),
+        rng=rng,
+        stop_minus=float(stop_minus),
+        stop_plus=float(stop_plus),
+    )
     stopped = layers < depth
     assert 10 < stopped.sum() < 60
     minus, plus = ts.log_gaps(z[stopped])
@@ -124,9 +143,18 @@ def test_d_dimensional_forms_run_until_decided(tmp_path, form):
     # The network (exact pair sampling, in-kernel stop) and the SDE (stretches of the horizon)
     # decide every run at d = 3, beta = 2, and agree in law with the exact probability.
     runs = 400
-    path = _run(tmp_path, form, {"sweep.beta": [2.0], "sweep.d": [3], "ensemble.runs": runs,
-                                 "params.form": form, "integrator.dt": 0.02,
-                                 "integrator.horizon": 40.0})
+    path = _run(
+        tmp_path,
+        form,
+        {
+            "sweep.beta": [2.0],
+            "sweep.d": [3],
+            "ensemble.runs": runs,
+            "params.form": form,
+            "integrator.dt": 0.02,
+            "integrator.horizon": 40.0,
+        },
+    )
     with dyn.open(path) as ds:
         ds = ds.squeeze()
         exact = ts.p_antipodal_exact(2.0, 3)
@@ -136,9 +164,18 @@ def test_d_dimensional_forms_run_until_decided(tmp_path, form):
 
 
 def test_horizon_limited_points_are_counted_listed_and_marked(tmp_path, capsys):
-    path = dyn.run(PHASE, out=tmp_path / "short.h5", progress=False, overrides={
-        "sweep.beta": [0.5, 6.0], "sweep.d": [3, 32], "ensemble.runs": 100,
-        "params.until": "horizon", "integrator.horizon": 100.0})
+    path = dyn.run(
+        PHASE,
+        out=tmp_path / "short.h5",
+        progress=False,
+        overrides={
+            "sweep.beta": [0.5, 6.0],
+            "sweep.d": [3, 32],
+            "ensemble.runs": 100,
+            "params.until": "horizon",
+            "integrator.horizon": 100.0,
+        },
+    )
     log = capsys.readouterr().err
     with dyn.open(path) as ds:
         limited = horizon_limited(ds)

@@ -1,5 +1,6 @@
 """Sums over runs (dyn.engine.runsums) are the last row of the cumulative sum along the run axis,
 bit for bit (NaN payloads and signs, inf, -0.0 included), wherever the chunks are cut."""
+
 import numpy as np
 import pytest
 
@@ -28,8 +29,16 @@ def awkward(rng, shape) -> np.ndarray:
     """Values across 10 decades, with NaN of both signs and another payload, +-inf, values that
     overflow when squared or summed, and -0.0."""
     v = rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 5, size=shape)
-    for value, share in ((np.nan, 0.02), (-np.nan, 0.02), (NAN_PAYLOAD, 0.01), (np.inf, 0.02),
-                         (-np.inf, 0.02), (1e308, 0.02), (-1e308, 0.01), (-0.0, 0.05)):
+    for value, share in (
+        (np.nan, 0.02),
+        (-np.nan, 0.02),
+        (NAN_PAYLOAD, 0.01),
+        (np.inf, 0.02),
+        (-np.inf, 0.02),
+        (1e308, 0.02),
+        (-1e308, 0.01),
+        (-0.0, 0.05),
+    ):
         v[rng.random(shape) < share] = value
     return v
 
@@ -51,8 +60,7 @@ def test_sums_are_the_cumulative_sums_last_row_bit_for_bit_wherever_chunks_are_c
             part = v[start:stop]
             with np.errstate(invalid="ignore", over="ignore"):
                 u = part - shift
-                want = [cumulative(want[0], part), cumulative(want[1], u),
-                        cumulative(want[2], u * u)]
+                want = [cumulative(want[0], part), cumulative(want[1], u), cumulative(want[2], u * u)]
             total = add_runs(total, part)
             sums = add_shifted_runs(sums, shift, part)
         for got, expected in zip((total, *sums), (want[0], *want), strict=True):
@@ -84,11 +92,18 @@ def test_the_reductions_keep_their_numbers_with_the_kernels():
     boolean values are summed as float64."""
     rng = np.random.default_rng(7)
     runs = 29
-    outs = [Output("m", "m", dims=("time",)), Output("k", "k", dims=("time",)),
-            Output("r", "r", reduce="rms"), Output("p_hit", "fraction of runs hitting", "1",
-                                                   reduce="proportion")]
-    values = {"m": rng.standard_normal((runs, 6)) + 3.0, "k": rng.integers(0, 9, (runs, 6)),
-              "r": rng.standard_normal(runs), "p_hit": rng.random(runs) < 0.4}
+    outs = [
+        Output("m", "m", dims=("time",)),
+        Output("k", "k", dims=("time",)),
+        Output("r", "r", reduce="rms"),
+        Output("p_hit", "fraction of runs hitting", "1", reduce="proportion"),
+    ]
+    values = {
+        "m": rng.standard_normal((runs, 6)) + 3.0,
+        "k": rng.integers(0, 9, (runs, 6)),
+        "r": rng.standard_normal(runs),
+        "p_hit": rng.random(runs) < 0.4,
+    }
     reduction = Reductions(outs, runs)
     for part in np.split(np.arange(runs), [4, 5, 17]):
         reduction.add({name: v[part] for name, v in values.items()})
@@ -100,8 +115,7 @@ def test_the_reductions_keep_their_numbers_with_the_kernels():
         centre = shifted / runs
         spread = np.maximum(squares / runs - centre * centre, 0.0)
         np.testing.assert_array_equal(bits(got[name]), bits(cumulative(None, v) / runs))
-        np.testing.assert_array_equal(bits(got[f"{name}_se"]),
-                                      bits(np.sqrt(spread * runs / (runs - 1) / runs)))
+        np.testing.assert_array_equal(bits(got[f"{name}_se"]), bits(np.sqrt(spread * runs / (runs - 1) / runs)))
     r = values["r"]
     np.testing.assert_array_equal(bits(got["r"]), bits(np.sqrt(cumulative(None, r * r) / runs)))
     hits = cumulative(None, values["p_hit"])

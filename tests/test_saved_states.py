@@ -2,6 +2,7 @@
 Ornstein-Uhlenbeck model of tests/toy_model.py, states checked against the drift's exact decay);
 a `simulate` that returns none, or none finite, fails its point with that reason instead of
 writing NaN trajectories under an ok status."""
+
 from __future__ import annotations
 
 import io
@@ -38,7 +39,7 @@ saves = 5
 trajectories = true
 """
 
-MODELS = '''
+MODELS = """
 import numpy as np
 import dyn
 from toy_model import ToyOU
@@ -61,7 +62,7 @@ class Blank(Saving):
         chunk = super().simulate(spec, runs)
         chunk.states = np.full_like(chunk.states, np.nan)
         return chunk
-'''
+"""
 
 
 @pytest.fixture
@@ -89,12 +90,10 @@ def test_declared_states_are_saved_and_follow_the_drift(folder):
         # sigma ~ 0: x(t) = x0 e^{-theta t}; Euler's relative error theta^2 t dt / 2 <= 2e-3
         want = 1.5 * np.exp(-theta[:, None] * times[None, :])
         got = states[..., 0, :]  # token 0
-        np.testing.assert_allclose(got, np.broadcast_to(want[:, None, :, None], got.shape),
-                                   rtol=2.5e-3)
+        np.testing.assert_allclose(got, np.broadcast_to(want[:, None, :, None], got.shape), rtol=2.5e-3)
 
 
-@pytest.mark.parametrize("cls, reason", [("Forgetting", "returned no states"),
-                                         ("Blank", "all NaN or inf")])
+@pytest.mark.parametrize("cls, reason", [("Forgetting", "returned no states"), ("Blank", "all NaN or inf")])
 def test_a_point_without_its_declared_states_fails_with_the_reason(folder, cls, reason):
     with dyn.open(_run(folder, cls)) as ds:
         status = ds["status"].values

@@ -1,4 +1,5 @@
 """Scenario parsing: defaults, sweep expansion, overrides, hashing, and every class of bad input."""
+
 from __future__ import annotations
 
 import math
@@ -32,15 +33,23 @@ def test_defaults_filled_and_sweep_in_file_order():
     assert sweep.shape(sc.axes) == (3, 2) and sweep.count(sc.axes) == sc.count == 6
     # C order: the last axis varies fastest
     assert [(p["beta"], p["normalization"]) for p in sweep.iter_points(sc.params, sc.axes)][:3] == [
-        (0.5, "SA"), (0.5, "USA"), (1.0, "SA")]
+        (0.5, "SA"),
+        (0.5, "USA"),
+        (1.0, "SA"),
+    ]
     spec = sc.spec(2)  # what a system receives: values of point 2, no scenario
     assert (spec["beta"], spec["normalization"], spec["n"]) == (1.0, "SA", 5)
     assert spec.runs == 6 and spec.times.tolist() == [0.0, 0.5, 1.0, 1.5, 2.0]
 
 
 def test_range_axes_expand_linear_log_and_integer():
-    sc = resolve(doc(sweep__beta={"start": 0.0, "stop": 1.0, "num": 5},
-                     sweep__n={"start": 2, "stop": 32, "num": 5, "spacing": "log"}, params__n=None))
+    sc = resolve(
+        doc(
+            sweep__beta={"start": 0.0, "stop": 1.0, "num": 5},
+            sweep__n={"start": 2, "stop": 32, "num": 5, "spacing": "log"},
+            params__n=None,
+        )
+    )
     assert sc.axes["beta"] == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert sc.axes["n"] == [2, 4, 8, 16, 32]
 
@@ -78,37 +87,42 @@ def test_overrides_are_toml_values_and_bare_words():
     assert sc.params["init"] == "hemisphere"
 
 
-@pytest.mark.parametrize("changes, key, words", [
-    ({"scenario__system": "nope"}, "scenario.system", "unknown system"),
-    ({"params__bogus": 1}, "params.bogus", "unknown key"),
-    ({"integrator__method": "rk45"}, "integrator.method", "unknown ODE method"),
-    ({"integrator__method": "euler_maruyama"}, "integrator.method", "unknown ODE method"),
-    ({"integrator__backend": "cuda"}, "integrator.backend", "must be one of"),
-    ({"ensemble__runs": -5}, "ensemble.runs", ">= 1"),
-    ({"ensemble__runs": "many"}, "ensemble.runs", "expected an integer"),
-    ({"params__d": 1}, "params.d", ">= 2"),
-    ({"params__n": 2.5}, "params.n", "expected an integer"),
-    ({"params__beta": math.inf, "sweep__beta": None}, "params.beta", "finite"),
-    ({"sweep__beta": [1.0, math.nan]}, "sweep.beta[1]", "finite"),
-    ({"sweep__beta": []}, "sweep.beta", "at least one value"),
-    ({"sweep__Q": [[1.0]]}, "sweep.Q", "cannot be swept"),
-    ({"sweep__nope": [1]}, "sweep.nope", "unknown parameter"),
-    ({"params__V": [[1.0, 0.0], [0.0, 1.0]]}, "params.V", "must be 3 x 3"),
-    ({"params__V": [[1.0, 0.0], [0.0]]}, "params.V", "square"),
-    ({"integrator__dt": -0.1}, "integrator.dt", "must be > 0"),  # as for 0: one bound, one message
-    ({"integrator__dt": 0.0}, "integrator.dt", "> 0"),
-    ({"integrator__backend": "diffrax", "integrator__method": "tsit5"}, "integrator.dt", "not an option"),
-    ({"output__saves": 0}, "output.saves", ">= 1"),
-    ({"output__plot": "nothing"}, "output.plot", "unknown variable"),
-    ({"output__observables": ["pair_fraction", "nothing"]}, "output.observables",
-     "no output 'nothing'"),
-    ({"output__observables": ["energy", "energy"]}, "output.observables", "distinct"),
-    ({"output__observables": []}, "output.observables", "names no output"),
-    ({"output__observables": ["energy"], "output__plot": "pair_fraction"}, "output.plot",
-     "not among output.observables"),
-    ({"scenario__name": "../evil"}, "scenario.name", "letters"),
-    ({"scenario__system": None}, "scenario.system", "missing required key"),
-])
+@pytest.mark.parametrize(
+    "changes, key, words",
+    [
+        ({"scenario__system": "nope"}, "scenario.system", "unknown system"),
+        ({"params__bogus": 1}, "params.bogus", "unknown key"),
+        ({"integrator__method": "rk45"}, "integrator.method", "unknown ODE method"),
+        ({"integrator__method": "euler_maruyama"}, "integrator.method", "unknown ODE method"),
+        ({"integrator__backend": "cuda"}, "integrator.backend", "must be one of"),
+        ({"ensemble__runs": -5}, "ensemble.runs", ">= 1"),
+        ({"ensemble__runs": "many"}, "ensemble.runs", "expected an integer"),
+        ({"params__d": 1}, "params.d", ">= 2"),
+        ({"params__n": 2.5}, "params.n", "expected an integer"),
+        ({"params__beta": math.inf, "sweep__beta": None}, "params.beta", "finite"),
+        ({"sweep__beta": [1.0, math.nan]}, "sweep.beta[1]", "finite"),
+        ({"sweep__beta": []}, "sweep.beta", "at least one value"),
+        ({"sweep__Q": [[1.0]]}, "sweep.Q", "cannot be swept"),
+        ({"sweep__nope": [1]}, "sweep.nope", "unknown parameter"),
+        ({"params__V": [[1.0, 0.0], [0.0, 1.0]]}, "params.V", "must be 3 x 3"),
+        ({"params__V": [[1.0, 0.0], [0.0]]}, "params.V", "square"),
+        ({"integrator__dt": -0.1}, "integrator.dt", "must be > 0"),  # as for 0: one bound, one message
+        ({"integrator__dt": 0.0}, "integrator.dt", "> 0"),
+        ({"integrator__backend": "diffrax", "integrator__method": "tsit5"}, "integrator.dt", "not an option"),
+        ({"output__saves": 0}, "output.saves", ">= 1"),
+        ({"output__plot": "nothing"}, "output.plot", "unknown variable"),
+        ({"output__observables": ["pair_fraction", "nothing"]}, "output.observables", "no output 'nothing'"),
+        ({"output__observables": ["energy", "energy"]}, "output.observables", "distinct"),
+        ({"output__observables": []}, "output.observables", "names no output"),
+        (
+            {"output__observables": ["energy"], "output__plot": "pair_fraction"},
+            "output.plot",
+            "not among output.observables",
+        ),
+        ({"scenario__name": "../evil"}, "scenario.name", "letters"),
+        ({"scenario__system": None}, "scenario.system", "missing required key"),
+    ],
+)
 def test_bad_input_names_the_key(changes, key, words):
     with pytest.raises(ScenarioError) as info:
         resolve(doc(**changes))
@@ -143,12 +157,13 @@ def test_public_load(small_scenario):
 
 
 def test_log_spaced_save_times_and_their_checks():
-    sc = resolve(doc(output__spacing="log", output__t_min=0.01, output__saves=3,
-                     integrator__horizon=10.0))
+    sc = resolve(doc(output__spacing="log", output__t_min=0.01, output__saves=3, integrator__horizon=10.0))
     assert sc.setup.times.tolist() == [0.0, *np.geomspace(0.01, 10.0, 3).tolist()]
-    for changes, words in (({"output__spacing": "log"}, "needs 0 < t_min < horizon"),
-                           ({"output__spacing": "log", "output__t_min": 5.0}, "t_min < horizon"),
-                           ({"output__t_min": 0.1}, "only used with spacing")):
+    for changes, words in (
+        ({"output__spacing": "log"}, "needs 0 < t_min < horizon"),
+        ({"output__spacing": "log", "output__t_min": 5.0}, "t_min < horizon"),
+        ({"output__t_min": 0.1}, "only used with spacing"),
+    ):
         with pytest.raises(ScenarioError, match=words):
             resolve(doc(**changes))
 

@@ -8,6 +8,7 @@ standard deviation of about 0.05 around 1.94 (noisy_phase) and 2.01 (Kuramoto), 
 Euler-Maruyama's stay at 1.15 and 1.08 within 0.01: the nearest bound, 2 - 0.3, is about 5
 standard deviations away, a false-failure rate near 1e-6 for a normal scatter. A scheme of
 weak order 1 would fail it (its slope is 0.7 from 2)."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -2,6 +2,7 @@
 module doc, on the flat geometry and along great circles of the sphere; on the circle it is the
 flat scheme in the angle; and on the OU process its stationary variance is the one its linear
 recursion has, within O(h^2) of the exact law where Euler-Maruyama is O(h) off."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,10 +33,8 @@ def _f(t, x, p):
 
 
 def _solve(geometry, x0, ts, dw, dt):
-    problem = integrators.Problem(_pull, None, np.array([0.7, -0.4, 0.5]), geometry, _additive,
-                                  None, x0.shape[1:])
-    return integrators.get("numba", "stochastic_heun", dt=dt).solve(
-        problem, x0, ts, increments=dw).states
+    problem = integrators.Problem(_pull, None, np.array([0.7, -0.4, 0.5]), geometry, _additive, None, x0.shape[1:])
+    return integrators.get("numba", "stochastic_heun", dt=dt).solve(problem, x0, ts, increments=dw).states
 
 
 def test_a_flat_step_is_the_predictor_corrector():
@@ -74,8 +73,7 @@ def test_on_the_circle_it_is_the_flat_scheme_in_the_angle():
             db = p[2] * (-np.sin(th) * dw[e, k, :, 0] + np.cos(th) * dw[e, k, :, 1])
             star = th + h * b(t, th) + db
             th = th + 0.5 * h * (b(t, th) + b(t + h, star)) + db
-        np.testing.assert_allclose(got[e], np.stack([np.cos(th), np.sin(th)], axis=-1),
-                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got[e], np.stack([np.cos(th), np.sin(th)], axis=-1), rtol=0, atol=1e-12)
 
 
 def test_ou_stationary_variance_is_second_order():
@@ -87,10 +85,11 @@ def test_ou_stationary_variance_is_second_order():
     x0 = np.zeros((256, 1, 1))
     ts = np.linspace(0.0, 400.0, 2001)
     a = 0.2
-    for method, law in (("stochastic_heun", (1 - a + a * a / 4) / (2 - 2 * a + a * a - a**3 / 4)),
-                        ("euler_maruyama", 1 / (2 - a))):
-        states = integrators.get("numba", method, dt=a).solve(
-            problem, x0, ts, rng=np.random.default_rng(2)).states
+    for method, law in (
+        ("stochastic_heun", (1 - a + a * a / 4) / (2 - 2 * a + a * a - a**3 / 4)),
+        ("euler_maruyama", 1 / (2 - a)),
+    ):
+        states = integrators.get("numba", method, dt=a).solve(problem, x0, ts, rng=np.random.default_rng(2)).states
         v = (states[:, 50:] ** 2).mean()
         assert abs(v - law) < 0.015, (method, v, law)
 
@@ -109,5 +108,4 @@ def test_a_shipped_sde_scenario_selects_it_by_method():
     with pytest.raises(ScenarioError, match="unknown ODE method 'stochastic_heun'"):
         dyn.load("attention_clusters", ["integrator.method=stochastic_heun"])
     with pytest.raises(ScenarioError, match="integrator.method"):
-        dyn.load("noisy_phase", [*small, "integrator.backend=jax",
-                                 "integrator.method=stochastic_heun"])
+        dyn.load("noisy_phase", [*small, "integrator.backend=jax", "integrator.method=stochastic_heun"])

@@ -1,4 +1,5 @@
 """The generic SDE integrators: random streams, Euler-Maruyama orders, backend agreement."""
+
 import math
 
 import numba
@@ -32,8 +33,9 @@ def gbm_diffusion_jax(t, x, p, dw):
     return p[1] * x * dw[0, 0]
 
 
-GBM = integrators.Problem(gbm_drift, gbm_drift_jax, [MU, SIG], diffusion=gbm_diffusion,
-                          diffusion_jax=gbm_diffusion_jax, noise_shape=(1, 1))
+GBM = integrators.Problem(
+    gbm_drift, gbm_drift_jax, [MU, SIG], diffusion=gbm_diffusion, diffusion_jax=gbm_diffusion_jax, noise_shape=(1, 1)
+)
 
 
 def test_streams_are_normal_and_reproducible():
@@ -54,7 +56,8 @@ def test_sde_methods_registered():
         integrators.get("numba", "euler_maruyama").solve(GBM, np.ones((2, 1, 1)), [0.0, 1.0])
     with pytest.raises(ValueError, match="increments must have shape"):
         integrators.get("numba", "euler_maruyama", dt=0.5).solve(
-            GBM, np.ones((2, 1, 1)), [0.0, 1.0], increments=np.zeros((2, 3, 1, 1)))
+            GBM, np.ones((2, 1, 1)), [0.0, 1.0], increments=np.zeros((2, 3, 1, 1))
+        )
 
 
 def test_euler_maruyama_strong_order_half_on_gbm():
@@ -70,8 +73,9 @@ def test_euler_maruyama_strong_order_half_on_gbm():
     for k in range(2, 8):
         n = 2**k
         em = integrators.get("numba", "euler_maruyama", dt=1.0 / n)
-        x = em.solve(GBM, np.ones((E, 1, 1)), [0.0, 1.0],
-                     increments=integrators.coarsen(dw, fine // n)).states[:, -1, 0, 0]
+        x = em.solve(GBM, np.ones((E, 1, 1)), [0.0, 1.0], increments=integrators.coarsen(dw, fine // n)).states[
+            :, -1, 0, 0
+        ]
         steps.append(1.0 / n)
         errs.append(np.sqrt(np.mean((x - exact) ** 2)))
     order = np.polyfit(np.log(steps), np.log(errs), 1)[0]

@@ -1,5 +1,6 @@
 """Sinkformers (physics.md §2): Sinkhorn attention, the gradient-flow identity, the heat limit,
 and the discrete Sinkformer's depth limit."""
+
 import numpy as np
 import pytest
 
@@ -38,8 +39,7 @@ def test_marginals_to_tolerance(scores):
 def test_one_iteration_is_softmax():
     S = 3.0 * _gauss(2, 25, 25)
     e = np.exp(S - S.max(axis=1, keepdims=True))
-    np.testing.assert_allclose(sf.sinkhorn(S, 1)[0], e / e.sum(axis=1, keepdims=True),
-                               rtol=1e-14, atol=0)
+    np.testing.assert_allclose(sf.sinkhorn(S, 1)[0], e / e.sum(axis=1, keepdims=True), rtol=1e-14, atol=0)
 
 
 def test_small_bandwidth_does_not_overflow():
@@ -70,8 +70,7 @@ def test_energy_identity_along_sinkhorn_flow():
     p = sf.pack_params(d, "sinkhorn", 10_000, 1e-13, W=W, WV=W)
     x0 = _gauss(5, 24, d)[None]
     ts = np.linspace(0.0, 0.5, 6)
-    xs = integrators.get("numba", "rk4", dt=1e-3).solve(
-        sf.flow_problem(p), x0, ts).states[0]
+    xs = integrators.get("numba", "rk4", dt=1e-3).solve(sf.flow_problem(p), x0, ts).states[0]
     h = 1e-4
     for x in xs:
         v = sf.velocity(x, p)
@@ -105,8 +104,7 @@ def test_heat_limit_variance_slope():
     slopes = {}
     for norm in ("sinkhorn", "softmax"):
         p = sf.heat_params(1, alpha, tau, norm, iterations=1000, tol=1e-9)
-        xs = integrators.get("numba", "rk4", dt=0.01).solve(
-            sf.flow_problem(p), x0, ts).states
+        xs = integrators.get("numba", "rk4", dt=0.01).solve(sf.flow_problem(p), x0, ts).states
         slopes[norm] = np.polyfit(ts, sf.variance(xs).mean(axis=0), 1)[0]
     # 2 alpha = 1. Tolerance 10 %: finite n (kernel density of 300 points, sampling fluctuation
     # of the variance ~ sqrt(2/n) ~ 8 % on its growth over 2 runs is partly common to both ends)
@@ -122,9 +120,7 @@ def test_discrete_sinkformer_converges_to_flow_at_order_one():
     p = sf.pack_params(d, "sinkhorn", 5, W=W, WV=W)
     x0 = _gauss(7, 12, d)[None]
     T = 1.0
-    ref = integrators.get("numba", "rk4", dt=1e-3).solve(
-        sf.flow_problem(p),
-        x0, np.array([0.0, T])).states[0, -1]
+    ref = integrators.get("numba", "rk4", dt=1e-3).solve(sf.flow_problem(p), x0, np.array([0.0, T])).states[0, -1]
     depths = np.array([16, 32, 64, 128])
     err = [np.abs(sf.sinkformer_layers(x0, L, T, p)[0, -1] - ref).max() for L in depths]
     slope = np.polyfit(np.log(depths), np.log(err), 1)[0]
@@ -136,8 +132,9 @@ def test_velocity_matches_plain_numpy_heat_flow():
     x, alpha, tau = _gauss(8, 30, 2), 0.5, 0.2
     for iterations in (1, 4, 7):
         p = sf.heat_params(2, alpha, tau, "sinkhorn", iterations, tol=0.0)
-        np.testing.assert_allclose(sf.velocity(x, p), reference.heat_velocity(x, alpha, tau, iterations),
-                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(
+            sf.velocity(x, p), reference.heat_velocity(x, alpha, tau, iterations), rtol=0, atol=1e-12
+        )
 
 
 @pytest.mark.slow  # JAX compiles; the sinkformer drift twin (test_models) and diffrax's own checks stay default

@@ -1,4 +1,5 @@
 """The shipped Sinkformer scenarios: variables and dimensions (a contract), run on tiny settings."""
+
 import tomllib
 from pathlib import Path
 
@@ -10,9 +11,19 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def test_heat_scenario_contract(tmp_path):
-    out = dyn.run(SCENARIOS / "sinkformer_heat.toml", tmp_path / "h.h5", progress=False,
-                  overrides={"params.n": 40, "params.tau": 0.3, "output.saves": 4,
-                             "integrator.horizon": 0.2, "integrator.dt": 0.05, "ensemble.runs": 1})
+    out = dyn.run(
+        SCENARIOS / "sinkformer_heat.toml",
+        tmp_path / "h.h5",
+        progress=False,
+        overrides={
+            "params.n": 40,
+            "params.tau": 0.3,
+            "output.saves": 4,
+            "integrator.horizon": 0.2,
+            "integrator.dt": 0.05,
+            "ensemble.runs": 1,
+        },
+    )
     with dyn.open(out) as ds:
         params = tomllib.loads(ds.attrs["scenario"])["params"]  # the resolved scenario
         assert {"alpha", "tau", "s0", "n", "d"} <= set(params)
@@ -31,15 +42,27 @@ def test_heat_scenario_contract(tmp_path):
 
 
 def test_energy_and_iterations_scenarios_run(tmp_path):
-    out = dyn.run(SCENARIOS / "sinkformer_energy.toml", tmp_path / "e.h5", progress=False,
-                  overrides={"params.n": 10, "output.saves": 3, "integrator.horizon": 0.3,
-                             "integrator.dt": 0.05, "ensemble.runs": 1})
+    out = dyn.run(
+        SCENARIOS / "sinkformer_energy.toml",
+        tmp_path / "e.h5",
+        progress=False,
+        overrides={
+            "params.n": 10,
+            "output.saves": 3,
+            "integrator.horizon": 0.3,
+            "integrator.dt": 0.05,
+            "ensemble.runs": 1,
+        },
+    )
     with dyn.open(out) as ds:
         assert ds["energy"].dims == ("normalization", "time")
         assert np.all(np.diff(ds["energy"].sel(normalization="sinkhorn").values) < 0)
-    out = dyn.run(SCENARIOS / "sinkhorn_iterations.toml", tmp_path / "i.h5", progress=False,
-                  overrides={"params.n": 20, "params.iterations": 5, "ensemble.runs": 1,
-                             "sweep.tau": [0.1, 1.0]})
+    out = dyn.run(
+        SCENARIOS / "sinkhorn_iterations.toml",
+        tmp_path / "i.h5",
+        progress=False,
+        overrides={"params.n": 20, "params.iterations": 5, "ensemble.runs": 1, "sweep.tau": [0.1, 1.0]},
+    )
     with dyn.open(out) as ds:
         err = ds["marginal_error"]
         assert err.dims == ("scores", "tau", "iteration")

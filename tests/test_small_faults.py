@@ -3,6 +3,7 @@ never blocks a run; `dyn plot --out` a folder writes in it and a failed write is
 refusals of size print two different numbers; `dyn compare` checks every option before it
 prints; a file name with a line break is refused; the heap walk never forks a process that runs
 other threads; a run estimated past an hour says so once."""
+
 from __future__ import annotations
 
 import _thread
@@ -25,15 +26,22 @@ def sweep_file(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("faults")
     (folder / "small.toml").write_text(SMALL_SCENARIO)
-    forms = ["sweep.form=['flow', 'network']", "params.depth=8", "output.trajectories=true",
-             "sweep.beta=[1.0, 2.0]", "sweep.normalization=['SA']", "ensemble.common=['form']"]
-    return dyn.run(folder / "small.toml", folder / "small.h5", progress=False, log=io.StringIO(),
-                   overrides=forms)  # two forms sharing random numbers: `dyn compare` compares
+    forms = [
+        "sweep.form=['flow', 'network']",
+        "params.depth=8",
+        "output.trajectories=true",
+        "sweep.beta=[1.0, 2.0]",
+        "sweep.normalization=['SA']",
+        "ensemble.common=['form']",
+    ]
+    return dyn.run(
+        folder / "small.toml", folder / "small.h5", progress=False, log=io.StringIO(), overrides=forms
+    )  # two forms sharing random numbers: `dyn compare` compares
 
 
-def test_a_lock_file_that_cannot_take_the_pid_does_not_block_the_run(small_scenario, tmp_path,
-                                                                     monkeypatch):
+def test_a_lock_file_that_cannot_take_the_pid_does_not_block_the_run(small_scenario, tmp_path, monkeypatch):
     """A full disk refuses the pid's few bytes: the lock (the kernel's flock) holds anyway."""
+
     def full(fd, data, offset):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -51,8 +59,7 @@ def test_a_lock_file_that_cannot_take_the_pid_does_not_block_the_run(small_scena
     assert (dyn.open(out)["status"].values == 1).all()
 
 
-def test_plot_into_a_folder_writes_in_it_and_a_failed_write_is_one_line(sweep_file, tmp_path,
-                                                                        capsys):
+def test_plot_into_a_folder_writes_in_it_and_a_failed_write_is_one_line(sweep_file, tmp_path, capsys):
     folder = tmp_path / "pictures"
     folder.mkdir()
     assert main(["plot", str(sweep_file), "--out", str(folder)]) == 0
@@ -87,12 +94,12 @@ def test_compare_checks_every_option_before_it_prints(sweep_file, capsys, extra)
 
 
 @pytest.mark.parametrize("command", [["show"], ["plot"], ["run", "--out"]])
-def test_a_file_name_with_a_line_break_is_refused_in_one_line(sweep_file, tmp_path, capsys,
-                                                              command):
+def test_a_file_name_with_a_line_break_is_refused_in_one_line(sweep_file, tmp_path, capsys, command):
     odd = tmp_path / "new\nline.h5"
     odd.write_bytes(sweep_file.read_bytes())
-    argv = ([command[0], str(odd)] if len(command) == 1
-            else ["run", "scenarios/attention_clusters.toml", "--out", str(odd)])
+    argv = (
+        [command[0], str(odd)] if len(command) == 1 else ["run", "scenarios/attention_clusters.toml", "--out", str(odd)]
+    )
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "new\\nline.h5" in err

@@ -2,6 +2,7 @@
 gradient flow of (V, a) against the reduced flow of (u = V^T beta, a) solved by scipy, the
 limit (the token of the largest u_i(0)) and the derived rate eps z^2 (m + 1) / (2 m b^2) -> 1,
 the references, and bad values refused in one line (slow tier: the shipped sweep)."""
+
 import numpy as np
 import pytest
 
@@ -11,13 +12,13 @@ from dyn.presentation.cli import main
 
 SCENARIO = "scenarios/softmax_polarization.toml"
 
-FIXED = '''
+FIXED = """
 import dyn
 from dyn.frontier import softmax_polarization as sp
 
 Fixed = dyn.gradient_flow(sp.{loss}, name="value_softmax_fixed", weights={{"V": (4, 4), "a": (4,)}},
                           params=dict(sp.PARAMS), observables=sp.OBSERVABLES, init=sp.start)
-'''
+"""
 
 SMALL = """
 [scenario]
@@ -77,8 +78,7 @@ def test_engine_flow_is_the_reduced_flow(tmp_path, monkeypatch, loss, horizon):
     v = states[:, :, :16].reshape(*states.shape[:2], 4, 4)
     s = _softmax(states[:, :, 16:])
     assert np.allclose(ds.gap.values, (1 - s.max(axis=-1)).mean(axis=0), atol=1e-12)
-    assert np.allclose(ds.margin_unit.values, np.einsum("rtj,rtj->rt", v[:, :, 0], s).mean(0),
-                       atol=1e-12)
+    assert np.allclose(ds.margin_unit.values, np.einsum("rtj,rtj->rt", v[:, :, 0], s).mean(0), atol=1e-12)
 
 
 def test_limit_is_the_largest_u_and_the_rate_is_the_derived_law():
@@ -87,7 +87,7 @@ def test_limit_is_the_largest_u_and_the_rate_is_the_derived_law():
     rng = np.random.default_rng(12)
     for n, b in ((3, 1.0), (6, 2.0), (10, 0.7)):
         u0 = 0.3 * rng.standard_normal(n)
-        times = np.array([1.0, 10.0, 4000.0 / b ** 2])
+        times = np.array([1.0, 10.0, 4000.0 / b**2])
         u, a = sp.reduced_flow(u0, np.zeros(n), b, times, "linear")
         s = _softmax(a[-1])
         assert int(np.argmax(s)) == int(np.argmax(u0))
@@ -95,7 +95,7 @@ def test_limit_is_the_largest_u_and_the_rate_is_the_derived_law():
         spread = [np.ptp(np.log(np.delete(_softmax(x), np.argmax(u0)))) for x in a[1:]]
         assert spread[1] < spread[0]
         eps, z = 1 - s.max(), s @ u[-1]
-        assert eps * z ** 2 * n / (2 * (n - 1) * b * b) == pytest.approx(1.0, abs=0.01)
+        assert eps * z**2 * n / (2 * (n - 1) * b * b) == pytest.approx(1.0, abs=0.01)
         assert sp.gap_law(n, b, times[-1:], "linear")[0] == pytest.approx(eps, rel=0.03)
     # the logistic path's margin grows like log(b^2 t): the o(1) is slow (e^z + z = b^2 t + C)
     u, a = sp.reduced_flow(np.array([0.2, 0.0, -0.1]), np.zeros(3), 1.0, [1e6], "logistic")
@@ -124,8 +124,9 @@ def test_references_follow_the_derived_law():
     assert sp.entropy_law(8, 1e-3) == pytest.approx(1e-3 * (1 + np.log(7e3)))
 
 
-@pytest.mark.parametrize("setting", ['params.objective="square"', "params.n=1",
-                                     "params.b=0.0", "params.init_scale=-1.0"])
+@pytest.mark.parametrize(
+    "setting", ['params.objective="square"', "params.n=1", "params.b=0.0", "params.init_scale=-1.0"]
+)
 def test_bad_values_exit_2_in_one_line(tmp_path, capsys, setting):
     out = tmp_path / "never.h5"
     assert main(["run", SCENARIO, "--out", str(out), "--set", setting]) == 2

@@ -3,6 +3,7 @@ pair of tokens under sparsemax and entmax against the engine's normalization cod
 the cut in a crowd, the needle's weight against its closed forms (to 1e-10), the settled
 certificate, and, in the slow tier, cut-down runs: every sparsemax run's last change is
 finite at the default beta, and top-k leaves no final cluster of fewer than k tokens."""
+
 import subprocess
 import sys
 
@@ -94,10 +95,19 @@ def test_the_cut_holds_in_any_crowd():
     assert checked > 500
 
 
-@pytest.mark.parametrize("norm, alpha, k", [("softmax", 1.5, 4), ("topk", 1.5, 4),
-                                            ("topk", 1.5, 9), ("sparsemax", 2.0, 4),
-                                            ("entmax", 1.5, 4), ("entmax", 1.25, 4),
-                                            ("entmax", 3.0, 4), ("entmax", 2.0, 4)])
+@pytest.mark.parametrize(
+    "norm, alpha, k",
+    [
+        ("softmax", 1.5, 4),
+        ("topk", 1.5, 4),
+        ("topk", 1.5, 9),
+        ("sparsemax", 2.0, 4),
+        ("entmax", 1.5, 4),
+        ("entmax", 1.25, 4),
+        ("entmax", 3.0, 4),
+        ("entmax", 2.0, 4),
+    ],
+)
 def test_the_needle_weight_matches_its_closed_form(norm, alpha, k):
     for gap in (0.1, 0.5, 1.0, 1.7, 2.0, 2.5, 5.0):
         for n in (2, 3, 10, 100, 4096):
@@ -106,13 +116,13 @@ def test_the_needle_weight_matches_its_closed_form(norm, alpha, k):
 
 
 def test_softmax_disperses_and_entmax_does_not():
-    n = np.array([10, 10 ** 3, 10 ** 6])
+    n = np.array([10, 10**3, 10**6])
     for gap in (0.5, 1.0, 3.0):
         soft = sa.needle_exact("softmax", gap, n)
         assert np.all(np.diff(soft) < 0) and soft[-1] < 3e-5  # ~ e^gap / n -> 0
         ent = sa.needle_exact("entmax", gap, n, 1.5)
-        assert np.all(ent >= min(1.0, gap ** 2 / 4) - 1e-15)  # bounded away from 0
-        assert abs(ent[-1] - min(1.0, gap ** 2 / 4)) < 2e-3  # its limit
+        assert np.all(ent >= min(1.0, gap**2 / 4) - 1e-15)  # bounded away from 0
+        assert abs(ent[-1] - min(1.0, gap**2 / 4)) < 2e-3  # its limit
         sparse = sa.needle_exact("sparsemax", gap, n)
         assert abs(sparse[-1] - min(1.0, gap)) < 1e-5
     assert np.all(sa.needle_exact("entmax", 2.0, n, 1.5) == 1.0)
@@ -208,25 +218,31 @@ saves = {saves}
 """
 
 
-def _run(tmp_path, name, params="n = 12", sweep='normalization = ["sparsemax"]', runs=4,
-         horizon=2.0, saves=4):
+def _run(tmp_path, name, params="n = 12", sweep='normalization = ["sparsemax"]', runs=4, horizon=2.0, saves=4):
     toml = tmp_path / f"{name}.toml"
-    toml.write_text(SMALL.format(params=params, sweep=sweep, runs=runs, horizon=horizon,
-                                 saves=saves, path=tmp_path / f"{name}.h5"))
+    toml.write_text(
+        SMALL.format(params=params, sweep=sweep, runs=runs, horizon=horizon, saves=saves, path=tmp_path / f"{name}.h5")
+    )
     return dyn.open(dyn.run(str(toml)))
 
 
-@pytest.mark.parametrize("line, key", [('normalization = "hardmax"', "normalization"),
-                                       ("beta = -1.0", "beta"), ("k = 0", "k"),
-                                       ("alpha = 1.0", "alpha"), ("order_time = 3.0",
-                                                                  "order_time"),
-                                       ("delta = 0.9", "delta"), ("n = 1", "n"),
-                                       ("d = 17", "d"),
-                                       ('Q = {law = "gaussian"}', "Q")])
+@pytest.mark.parametrize(
+    "line, key",
+    [
+        ('normalization = "hardmax"', "normalization"),
+        ("beta = -1.0", "beta"),
+        ("k = 0", "k"),
+        ("alpha = 1.0", "alpha"),
+        ("order_time = 3.0", "order_time"),
+        ("delta = 0.9", "delta"),
+        ("n = 1", "n"),
+        ("d = 17", "d"),
+        ('Q = {law = "gaussian"}', "Q"),
+    ],
+)
 def test_bad_values_are_refused_by_name(tmp_path, line, key):
     toml = tmp_path / "bad.toml"
-    text = SMALL.format(params="n = 12\nd = 2", sweep="", runs=2, horizon=2.0, saves=2,
-                        path=tmp_path / "bad.h5")
+    text = SMALL.format(params="n = 12\nd = 2", sweep="", runs=2, horizon=2.0, saves=2, path=tmp_path / "bad.h5")
     text = "\n".join(t for t in text.splitlines() if not t.startswith(f"{key} ="))
     toml.write_text(text.replace("[params]", f"[params]\n{line}"))
     with pytest.raises(dyn.ScenarioError, match=f"params.{key}"):
@@ -237,10 +253,10 @@ def test_bad_values_are_refused_by_name(tmp_path, line, key):
 @pytest.mark.slow
 def test_bad_values_exit_2_in_one_line(tmp_path):
     toml = tmp_path / "bad.toml"
-    toml.write_text(SMALL.format(params="beta = 2000.0", sweep="", runs=2, horizon=2.0,
-                                 saves=2, path=tmp_path / "bad.h5"))
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True,
-                          text=True)
+    toml.write_text(
+        SMALL.format(params="beta = 2000.0", sweep="", runs=2, horizon=2.0, saves=2, path=tmp_path / "bad.h5")
+    )
+    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "beta" in done.stderr, done.stderr
 
@@ -249,8 +265,15 @@ def test_bad_values_exit_2_in_one_line(tmp_path):
 def test_every_sparsemax_run_settles_at_the_default_beta(tmp_path):
     # the default beta (4) on the circle and S^2: every run certified, its last change finite;
     # softmax on the same starts is still drifting at T (censored)
-    ds = _run(tmp_path, "settle", params="n = 24", runs=12, horizon=15.0, saves=75,
-              sweep='normalization = ["sparsemax", "softmax"]\nd = [2, 3]')
+    ds = _run(
+        tmp_path,
+        "settle",
+        params="n = 24",
+        runs=12,
+        horizon=15.0,
+        saves=75,
+        sweep='normalization = ["sparsemax", "softmax"]\nd = [2, 3]',
+    )
     assert sa.PARAMS["beta"].default == 4.0  # beta is left at its default
     sparse = ds.sel(normalization="sparsemax")
     assert np.all(sparse.p_settled.values == 1.0)
@@ -267,8 +290,15 @@ def test_topk_leaves_no_final_cluster_below_k(tmp_path):
     # every cluster to hold k tokens), no cluster holds fewer than k. A few tokens caught
     # between two clusters, each row's k kept scores pulling both ways, drift slowly (one run of
     # these 24 was still moving at t = 60): the horizon is long
-    ds = _run(tmp_path, "topk", params='normalization = "topk"\nbeta = 2.0\nn = 16\n'
-              'order_time = 0.0', sweep="k = [2, 3, 5]", runs=8, horizon=120.0, saves=60)
+    ds = _run(
+        tmp_path,
+        "topk",
+        params='normalization = "topk"\nbeta = 2.0\nn = 16\norder_time = 0.0',
+        sweep="k = [2, 3, 5]",
+        runs=8,
+        horizon=120.0,
+        saves=60,
+    )
     assert np.all(ds.p_settled.values == 1.0)
     assert np.all(ds.p_small_cluster.values == 0.0)
     assert np.all(ds.smallest_cluster.values >= ds.k.values)
@@ -285,9 +315,10 @@ def test_only_the_identity_passes_for_q_k_v():
 
 def test_a_jax_backend_is_refused_by_name(tmp_path):
     toml = tmp_path / "jax.toml"
-    toml.write_text(SMALL.format(params="n = 12", sweep="", runs=2, horizon=2.0, saves=2,
-                                 path=tmp_path / "jax.h5").replace('method = "rk4"',
-                                                                   'backend = "diffrax"\n'
-                                                                   'method = "rk4"'))
+    toml.write_text(
+        SMALL.format(params="n = 12", sweep="", runs=2, horizon=2.0, saves=2, path=tmp_path / "jax.h5").replace(
+            'method = "rk4"', 'backend = "diffrax"\nmethod = "rk4"'
+        )
+    )
     with pytest.raises(dyn.ScenarioError, match="integrator.backend"):
         dyn.run(str(toml))

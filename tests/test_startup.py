@@ -1,5 +1,6 @@
 """What `dyn run`'s own process pays before and after its sweep: the libraries a numba run never
 uses stay unimported, and the garbage collector is the process's to tune, never a caller's."""
+
 from __future__ import annotations
 
 import gc
@@ -49,8 +50,12 @@ except SystemExit as done:
 def _run_as_a_user(scenario, out) -> tuple[dict, dict]:
     """What the process held when its command left, and what it held at its very end (only
     when it was not left early)."""
-    done = subprocess.run([sys.executable, "-c", THE_COMMAND, "run", str(scenario), "--out",
-                           str(out), "--no-progress"], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", THE_COMMAND, "run", str(scenario), "--out", str(out), "--no-progress"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     lines = [json.loads(line) for line in done.stdout.strip().splitlines()]
     return lines[0], lines[-1]
 
@@ -70,14 +75,18 @@ def test_a_numba_run_imports_no_other_backend(tmp_path, small_scenario):
 # problem fixes: its run loads that regime's kernels, not the field that picks per call, nor the
 # GEMM regime's (the symmetric path's own fallback, the columns path, stays: large beta R^2)
 FIELD = "dyn.numerics.attention_field."
-NOT_LOADED = (FIELD + "field", FIELD + "regime", "dyn.numerics._field_gemm.gemm",
-              "dyn.numerics._field_gemm._rows", "dyn.numerics._field_symmetric.symmetric_blocks",
-              "dyn.attention.schemes.layer_output")
+NOT_LOADED = (
+    FIELD + "field",
+    FIELD + "regime",
+    "dyn.numerics._field_gemm.gemm",
+    "dyn.numerics._field_gemm._rows",
+    "dyn.numerics._field_symmetric.symmetric_blocks",
+    "dyn.attention.schemes.layer_output",
+)
 LOADED = ("dyn.attention.schemes.layer_output_symmetric", "dyn.numerics._field_symmetric.symmetric")
 
 
-def test_a_run_whose_problem_fixes_the_field_regime_loads_that_regime_only(tmp_path,
-                                                                           small_scenario):
+def test_a_run_whose_problem_fixes_the_field_regime_loads_that_regime_only(tmp_path, small_scenario):
     seen, _ = _run_as_a_user(small_scenario, tmp_path / "run.h5")
     assert seen["code"] == 0
     assert set(LOADED) <= set(seen["kernels"]), seen["kernels"]
@@ -91,8 +100,7 @@ def test_main_called_in_a_process_leaves_its_collector_alone(capsys):
     capsys.readouterr()
 
 
-def test_a_finished_run_leaves_early_with_its_file_whole_and_an_error_exits_as_before(
-        tmp_path, small_scenario):
+def test_a_finished_run_leaves_early_with_its_file_whole_and_an_error_exits_as_before(tmp_path, small_scenario):
     import h5py
 
     from dyn.engine.store import bad_points
@@ -104,9 +112,21 @@ def test_a_finished_run_leaves_early_with_its_file_whole_and_an_error_exits_as_b
     with h5py.File(out, "r") as f:
         assert (f["status"][()] == 1).all() and np.isfinite(f["pair_fraction"][()]).all()
 
-    done = subprocess.run([sys.executable, "-c", THE_COMMAND, "run", str(small_scenario),
-                           "--out", str(tmp_path / "bad.h5"), "--set", "ensemble.runs=0"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            THE_COMMAND,
+            "run",
+            str(small_scenario),
+            "--out",
+            str(tmp_path / "bad.h5"),
+            "--set",
+            "ensemble.runs=0",
+        ],
+        capture_output=True,
+        text=True,
+    )
     said = [json.loads(line) for line in done.stdout.strip().splitlines()]
     assert done.stderr.startswith("dyn: error: ")
     assert [s["left"] for s in said] == [False] and said[0]["code"] == 2  # the interpreter's exit

@@ -1,6 +1,7 @@
 """What a researcher reads off a file: the settings that made it (`dyn show --errors`), per-run
 values (`[output] per_run`), and censored times (the share never reached, the Kaplan-Meier
 median with its distribution-free interval)."""
+
 from __future__ import annotations
 
 import re
@@ -68,10 +69,13 @@ def test_show_errors_reports_the_settings_the_file_was_made_with(tmp_path, capsy
     assert "runs = 4, seed = 3" in settings and 'method = "euler_maruyama"' in settings
     assert "dt_requested = 0.1, dt_used_min = 0.1, dt_used_max = 0.1" in settings
     # a step larger than the save interval (0.1): the solver steps each interval, and says so
-    coarse = dyn.run(src, tmp_path / "coarse.h5", progress=False,
-                     overrides=["integrator.dt=0.2", "integrator.check_step=false"])
-    assert ("dyn: note: dt = 0.2 is longer than save intervals, which the solver steps whole "
-            "instead: its steps are 0.1 to 0.1" in capsys.readouterr().err)
+    coarse = dyn.run(
+        src, tmp_path / "coarse.h5", progress=False, overrides=["integrator.dt=0.2", "integrator.check_step=false"]
+    )
+    assert (
+        "dyn: note: dt = 0.2 is longer than save intervals, which the solver steps whole "
+        "instead: its steps are 0.1 to 0.1" in capsys.readouterr().err
+    )
     assert main(["show", str(coarse), "--errors"]) == 0
     text = capsys.readouterr().out
     assert "dt_requested = 0.2, dt_used_min = 0.1, dt_used_max = 0.1" in text
@@ -151,8 +155,9 @@ def test_censored_times_give_the_kaplan_meier_median_its_interval_and_the_censor
     part.add(np.array([0.5, np.nan, np.nan, np.nan]))
     got = part.finish()
     assert np.isnan(got["t_x_median"]) and got["t_x_censored"] == 0.75 and got["t_x"] == 0.875
-    assert all(o.nan_means for o in TimeToEvent.companions(Output("t_x", "x", "1", (), "time_to_event"))
-               if "median" in o.name)
+    assert all(
+        o.nan_means for o in TimeToEvent.companions(Output("t_x", "x", "1", (), "time_to_event")) if "median" in o.name
+    )
 
 
 def test_the_median_interval_covers_the_median_95_percent_of_the_time():
@@ -182,8 +187,7 @@ def test_the_median_interval_covers_the_median_95_percent_of_the_time():
 def test_per_run_keeps_every_runs_values_beside_the_same_statistics(small_scenario, tmp_path):
     kept = ["time_to_one_cluster", "pair_fraction", "p_one_cluster"]
     plain = dyn.run(small_scenario, tmp_path / "plain.h5", progress=False)
-    runs = dyn.run(small_scenario, tmp_path / "runs.h5", progress=False,
-                   overrides={"output.per_run": kept})
+    runs = dyn.run(small_scenario, tmp_path / "runs.h5", progress=False, overrides={"output.per_run": kept})
     with dyn.open(plain) as a, dyn.open(runs) as b:
         for name in a.data_vars:  # the statistics are the same, bit for bit
             if name not in ("versions", "checksum"):
@@ -191,8 +195,7 @@ def test_per_run_keeps_every_runs_values_beside_the_same_statistics(small_scenar
         pair = b["pair_fraction_per_run"]
         assert pair.dims == ("beta", "normalization", "run", "time") and b.sizes["run"] == 6
         np.testing.assert_allclose(pair.mean("run"), b["pair_fraction"], rtol=1e-14, atol=1e-15)
-        np.testing.assert_allclose(pair.std("run", ddof=1) / np.sqrt(6), b["pair_fraction_se"],
-                                   rtol=1e-9, atol=1e-15)
+        np.testing.assert_allclose(pair.std("run", ddof=1) / np.sqrt(6), b["pair_fraction_se"], rtol=1e-9, atol=1e-15)
         hit = b["p_one_cluster_per_run"]
         assert set(np.unique(hit.values)) <= {0.0, 1.0}
         np.testing.assert_array_equal(hit.sum("run"), b["n_one_cluster"])
@@ -204,22 +207,35 @@ def test_per_run_keeps_every_runs_values_beside_the_same_statistics(small_scenar
         assert float(b["time_to_one_cluster_censored"].max()) > 0  # some runs never merge by T = 2
     assert load(small_scenario, ['output.per_run=["time_to_one_cluster"]']).hash != load(small_scenario).hash
     # beside saved states of fewer runs: those get their own run dimension
-    both = dyn.run(small_scenario, tmp_path / "both.h5", progress=False,
-                   overrides={"output.per_run": ["n_clusters"], "output.trajectories": True,
-                              "output.trajectory_runs": 2, "sweep.beta": [1.0]})
+    both = dyn.run(
+        small_scenario,
+        tmp_path / "both.h5",
+        progress=False,
+        overrides={
+            "output.per_run": ["n_clusters"],
+            "output.trajectories": True,
+            "output.trajectory_runs": 2,
+            "sweep.beta": [1.0],
+        },
+    )
     with dyn.open(both) as c:
         assert c.sizes["run"] == 6 and c.sizes["trajectory_run"] == 2
         assert c["n_clusters_per_run"].dims == ("beta", "normalization", "run", "time")
 
 
-@pytest.mark.parametrize("value, fragment", [
-    ('["pair_fractoin"]', "has no output 'pair_fractoin' (did you mean 'pair_fraction'?)"),
-    ("[]", "names no output"),
-    ('["radius"]', "has no output 'radius'"),
-])
+@pytest.mark.parametrize(
+    "value, fragment",
+    [
+        ('["pair_fractoin"]', "has no output 'pair_fractoin' (did you mean 'pair_fraction'?)"),
+        ("[]", "names no output"),
+        ('["radius"]', "has no output 'radius'"),
+    ],
+)
 def test_per_run_names_outputs_with_per_run_values(small_scenario, value, fragment):
     with pytest.raises(ScenarioError, match=re.escape(fragment)):
         load(small_scenario, [f"output.per_run={value}"])
     with pytest.raises(ScenarioError, match="not among output.observables"):
-        load(small_scenario, ['output.per_run=["energy"]', 'output.observables=["pair_fraction"]',
-                              "output.plot=pair_fraction"])
+        load(
+            small_scenario,
+            ['output.per_run=["energy"]', 'output.observables=["pair_fraction"]', "output.plot=pair_fraction"],
+        )

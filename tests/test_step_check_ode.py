@@ -4,6 +4,7 @@ Richardson estimate of the step error of every simulated mean X, with the dims o
 step-limited where it exceeds X_se in any element (dyn/engine/verdicts.py). Against a known
 solution (equiangular tokens and their scalar ODE), on the shipped lost_in_the_middle at
 beta = 3 (RK4 past its stability limit at dt = 0.05), and where the check is refused."""
+
 from pathlib import Path
 
 import numpy as np
@@ -53,15 +54,27 @@ def _run(tmp_path, name, *overrides, text=EQUIANGULAR):
 # Richardson with the method's order p: a wrong p would be off by 2 / (16/15) = 1.9 (rk4 taken
 # for order one) or 1.9 the other way (euler for order four), and (4/3) / 2 = 0.67 (heun for
 # one); measured: within 1% (rk4, heun) and 9% (euler, where the error changes sign in time)
-@pytest.mark.parametrize("backend, method, dt", [("numba", "rk4", 0.5), ("numba", "heun", 0.1),
-                                                 ("numba", "euler", 0.1),
-                                                 pytest.param("diffrax", "rk4", 0.5,
-                                                              marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "backend, method, dt",
+    [
+        ("numba", "rk4", 0.5),
+        ("numba", "heun", 0.1),
+        ("numba", "euler", 0.1),
+        pytest.param("diffrax", "rk4", 0.5, marks=pytest.mark.slow),
+    ],
+)
 def test_the_estimate_is_the_true_step_error(tmp_path, backend, method, dt):
-    plain = _run(tmp_path, "plain", f'integrator.backend="{backend}"',
-                 f'integrator.method="{method}"', f"integrator.dt={dt}")
-    out = _run(tmp_path, "checked", f'integrator.backend="{backend}"',
-               f'integrator.method="{method}"', f"integrator.dt={dt}", "integrator.check_step=true")
+    plain = _run(
+        tmp_path, "plain", f'integrator.backend="{backend}"', f'integrator.method="{method}"', f"integrator.dt={dt}"
+    )
+    out = _run(
+        tmp_path,
+        "checked",
+        f'integrator.backend="{backend}"',
+        f'integrator.method="{method}"',
+        f"integrator.dt={dt}",
+        "integrator.check_step=true",
+    )
     with dyn.open(out) as ds, dyn.open(plain) as base:
         true = np.abs(ds["rho"] - ds["rho_theory"]).values[1:]  # t = 0: the start, no error
         ratio = ds["rho_step_error"].values[1:] / true
@@ -96,13 +109,22 @@ def test_check_runs_grow_with_the_runs():
 # past RK4's stability limit 2.8, and the sensitivities of soft_accuracy blow up there
 # (measured: step error 15 times soft_accuracy_se at its worst element; on 256 runs to t = 4,
 # 45 times); at dt = 0.01 the largest ratio is 0.02.
-LOST = ("sweep.beta=[3.0]", "ensemble.runs=32", "integrator.horizon=2.0", "integrator.check_step=true",
-        'output.observables=["alignment", "soft_accuracy"]')
+LOST = (
+    "sweep.beta=[3.0]",
+    "ensemble.runs=32",
+    "integrator.horizon=2.0",
+    "integrator.check_step=true",
+    'output.observables=["alignment", "soft_accuracy"]',
+)
 
 
 def _lost(tmp_path, dt):
-    return dyn.run(SCENARIOS / "lost_in_the_middle.toml", tmp_path / f"lost_{dt}.h5",
-                   progress=False, overrides=[*LOST, f"integrator.dt={dt}"])
+    return dyn.run(
+        SCENARIOS / "lost_in_the_middle.toml",
+        tmp_path / f"lost_{dt}.h5",
+        progress=False,
+        overrides=[*LOST, f"integrator.dt={dt}"],
+    )
 
 
 @pytest.mark.slow  # a physics check of a few seconds: the default tier's 3-minute budget
@@ -147,9 +169,11 @@ def test_adaptive_methods_are_refused(method):
 
 def test_the_batched_jax_backend_is_refused():
     with pytest.raises(ScenarioError, match="numba or diffrax"):
-        scenario_mod.resolve(scenario_mod.apply_overrides(
-            scenario_mod.parse_toml(EQUIANGULAR), ['integrator.backend="jax"',
-                                                   "integrator.check_step=true"]))
+        scenario_mod.resolve(
+            scenario_mod.apply_overrides(
+                scenario_mod.parse_toml(EQUIANGULAR), ['integrator.backend="jax"', "integrator.check_step=true"]
+            )
+        )
 
 
 def test_check_step_false_leaves_the_scenario_as_it_was():

@@ -1,5 +1,6 @@
 """A point's slab written through HDF5's own calls (dyn.engine.store.PointSlab) holds the bytes
 that h5py's ``var[where] = value`` writes, for every kind of per-point variable and sweep shape."""
+
 import h5py
 import numpy as np
 import pytest
@@ -29,8 +30,7 @@ def both(tmp_path, dtype, shape, axes, values):
         return direct[()].tobytes(), indexed[()].tobytes()
 
 
-@pytest.mark.parametrize("sweep, own", [((5,), (7,)), ((3, 4), (2, 3)), ((6,), ()), ((), (4,)),
-                                        ((2, 3), ()), ((), ())])
+@pytest.mark.parametrize("sweep, own", [((5,), (7,)), ((3, 4), (2, 3)), ((6,), ()), ((), (4,)), ((2, 3), ()), ((), ())])
 def test_float_slabs_hold_h5pys_bytes_nan_payloads_included(tmp_path, sweep, own):
     rng = np.random.default_rng(len(sweep) + len(own))
     values = []
@@ -39,15 +39,18 @@ def test_float_slabs_hold_h5pys_bytes_nan_payloads_included(tmp_path, sweep, own
         values.append((tuple(int(i) for i in where), value))
     direct, indexed = both(tmp_path, "f8", sweep + own, len(sweep), values[::-1])
     assert direct == indexed
-    words = {direct[i:i + 8] for i in range(0, len(direct), 8)}
+    words = {direct[i : i + 8] for i in range(0, len(direct), 8)}
     assert len(words) > 1 or len(direct) == 8  # not all one value
 
 
 def test_bookkeeping_slabs_hold_h5pys_bytes(tmp_path):
     """The status (int8), the checksum (uint32) and the fixed-width texts (message, versions)
     from the Python values the writer hands over: ints, bytes of any length up to the width."""
-    cases = [("i1", [3, 1, 2]), ("u4", [2**32 - 1, 0, 12345]),
-             (f"S{MESSAGE_BYTES}", [b"", "\u00e9t\u00e9 diverged".encode(), b"x" * MESSAGE_BYTES])]
+    cases = [
+        ("i1", [3, 1, 2]),
+        ("u4", [2**32 - 1, 0, 12345]),
+        (f"S{MESSAGE_BYTES}", [b"", "\u00e9t\u00e9 diverged".encode(), b"x" * MESSAGE_BYTES]),
+    ]
     for dtype, items in cases:
         values = [((i,), item) for i, item in enumerate(items)]
         direct, indexed = both(tmp_path, dtype, (len(items),), 1, values)

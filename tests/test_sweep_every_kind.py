@@ -8,6 +8,7 @@ The field of a kind is the first one (in the system's order) whose two values th
 accepts: a value refused by the scenario's checks (a choice that needs another setting) is a
 refusal in one line, tested elsewhere, not a sweep of that kind.
 """
+
 import tomllib
 from pathlib import Path
 
@@ -124,7 +125,10 @@ def test_every_field_kind_of_the_system_sweeps(name, tmp_path, capsys):
         # exit 3: a point diverged (a physical outcome of the second value, e.g. a ReLU network
         # at the scenario's learning rate); the file must still be whole, with no failed point
         assert main(["run", str(path), *args, "--out", str(out), "--no-progress"]) in (0, 3), (
-            kind, key, capsys.readouterr().err)
+            kind,
+            key,
+            capsys.readouterr().err,
+        )
         assert out.exists() and not Path(f"{out}.partial").exists()
         with dyn.open(out) as ds:
             assert not (ds["status"].values == FAILED).any(), (kind, key, ds["message"].values)

@@ -1,6 +1,7 @@
 """Every field kind sweeps: a bool axis is stored as int8 with its kind recorded (NetCDF has no
 boolean type), read back by `dyn.open` as bool, and show, plot and compare take it; the bool
 point's numbers are those of the same setting run as a fixed parameter."""
+
 from pathlib import Path
 
 import h5py
@@ -11,16 +12,38 @@ import dyn
 from dyn.presentation.cli import main
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "hardmax_limit.toml"
-SMALL = ["--set", "sweep.beta=[4.0]", "--set", "ensemble.runs=2", "--set", "integrator.horizon=5.0",
-         "--set", "output.saves=6"]
+SMALL = [
+    "--set",
+    "sweep.beta=[4.0]",
+    "--set",
+    "ensemble.runs=2",
+    "--set",
+    "integrator.horizon=5.0",
+    "--set",
+    "output.saves=6",
+]
 
 
 @pytest.fixture(scope="module")
 def switch_file(tmp_path_factory):
     """hardmax_limit swept over its bool switch, with common random numbers along it."""
     folder = tmp_path_factory.mktemp("kinds")
-    assert main(["run", str(SCENARIO), *SMALL, "--set", "sweep.hardmax=[false,true]",
-                 "--set", 'ensemble.common=["beta","hardmax"]', "--out", str(folder / "switch.h5")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(SCENARIO),
+                *SMALL,
+                "--set",
+                "sweep.hardmax=[false,true]",
+                "--set",
+                'ensemble.common=["beta","hardmax"]',
+                "--out",
+                str(folder / "switch.h5"),
+            ]
+        )
+        == 0
+    )
     assert not (folder / "switch.h5.partial").exists()
     return folder / "switch.h5"
 
@@ -38,8 +61,22 @@ def test_a_bool_axis_is_int8_on_disk_and_bool_through_dyn_open(switch_file):
 
 def test_the_swept_switch_gives_the_numbers_of_the_fixed_setting(switch_file):
     folder = switch_file.parent
-    assert main(["run", str(SCENARIO), *SMALL, "--set", "params.hardmax=true",
-                 "--set", 'ensemble.common=["beta"]', "--out", str(folder / "fixed.h5")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(SCENARIO),
+                *SMALL,
+                "--set",
+                "params.hardmax=true",
+                "--set",
+                'ensemble.common=["beta"]',
+                "--out",
+                str(folder / "fixed.h5"),
+            ]
+        )
+        == 0
+    )
     with dyn.open(switch_file) as swept, dyn.open(folder / "fixed.h5") as fixed:
         for name in ("distance", "deviation", "crossed"):
             a = swept[name].sel(hardmax=True).values

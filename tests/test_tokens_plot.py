@@ -1,4 +1,5 @@
 """Pictures of saved states (`dyn plot --tokens`, `dyn animate`), checked on the drawn objects."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,8 +43,7 @@ def files(tmp_path_factory):
     """Tiny runs with states on the circle, on S^2 and in d = 4, and one without states."""
     root = tmp_path_factory.mktemp("tokens")
     made = {}
-    for key, d, states in (("circle", 2, "true"), ("sphere", 3, "true"), ("d4", 4, "true"),
-                           ("plain", 2, "false")):
+    for key, d, states in (("circle", 2, "true"), ("sphere", 3, "true"), ("d4", 4, "true"), ("plain", 2, "false")):
         scenario = root / f"{key}.toml"
         scenario.write_text(TINY.format(d=d, states=states))
         made[key] = dyn.run(scenario, root / f"{key}.h5", progress=False)
@@ -85,8 +85,7 @@ def test_circle_points_are_the_saved_states_and_the_histogram_counts_them(files)
     # by default: the first point, said in the title, at the last time
     fig = tokens.figure(files["circle"])
     assert "beta = 1 (first point" in fig._suptitle.get_text() and fig.texts[0].get_text() == "t = 2"
-    np.testing.assert_allclose(_dots(fig.axes[0]).get_offsets(), _saved(files["circle"], 1.0, 0, 2.0),
-                               atol=1e-12)
+    np.testing.assert_allclose(_dots(fig.axes[0]).get_offsets(), _saved(files["circle"], 1.0, 0, 2.0), atol=1e-12)
 
 
 def test_sphere_is_drawn_in_3d_on_the_sphere(files):
@@ -131,17 +130,20 @@ def test_cli_draws_the_png(files, tmp_path, capsys):
     assert out.exists() and "plotted" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("key, args, words", [
-    ("plain", ["plot", "--tokens"], "has no saved states"),
-    ("circle", ["plot", "--tokens", "--point", "gamma=1"], "unknown axis 'gamma'"),
-    ("circle", ["plot", "--tokens", "--point", "beta=9"], "out of range [1, 4]"),
-    ("circle", ["plot", "--tokens", "--point", "beta"], "expected AXIS=VALUE"),
-    ("circle", ["plot", "--tokens", "--time", "-1"], "--time: -1 is out of range"),
-    ("circle", ["plot", "--tokens", "--run", "2"], "--run: 2 is out of range"),
-    ("circle", ["plot", "--point", "beta=4"], "use it with --tokens"),
-    ("plain", ["animate"], "has no saved states"),
-    ("circle", ["animate", "--out", "x.avi"], "expected a .gif or .mp4"),
-])
+@pytest.mark.parametrize(
+    "key, args, words",
+    [
+        ("plain", ["plot", "--tokens"], "has no saved states"),
+        ("circle", ["plot", "--tokens", "--point", "gamma=1"], "unknown axis 'gamma'"),
+        ("circle", ["plot", "--tokens", "--point", "beta=9"], "out of range [1, 4]"),
+        ("circle", ["plot", "--tokens", "--point", "beta"], "expected AXIS=VALUE"),
+        ("circle", ["plot", "--tokens", "--time", "-1"], "--time: -1 is out of range"),
+        ("circle", ["plot", "--tokens", "--run", "2"], "--run: 2 is out of range"),
+        ("circle", ["plot", "--point", "beta=4"], "use it with --tokens"),
+        ("plain", ["animate"], "has no saved states"),
+        ("circle", ["animate", "--out", "x.avi"], "expected a .gif or .mp4"),
+    ],
+)
 def test_bad_choices_exit_2_with_one_line(files, tmp_path, capsys, key, args, words):
     command, *rest = args
     rest = [str(tmp_path / a) if a == "x.avi" else a for a in rest]

@@ -4,6 +4,7 @@ Statistical tolerances: a KS test at level 1e-3, or |estimate - prediction| < 4 
 plus a stated discretization allowance. Each check uses a fixed seed, so it is deterministic; the
 levels say how unlucky a correct implementation would have to be to fail with another seed.
 """
+
 import math
 
 import numpy as np
@@ -37,9 +38,11 @@ def test_tokens_stay_on_the_sphere():
     rng = np.random.default_rng(0)
     p = ts.pack(2.0, 4, sigma=1.5, vbar=0.5)
     x0 = uniform_sphere(rng, 50, 5, 4)
-    runs = [EM.solve(ts.problem(p), x0, [0.0, 1.0, 3.0], rng=rng).states[:, -1],
-            ts.network(x0, 300, 3.0, p, rng=rng)[0],
-            ts.network(x0[:, :2], 300, 3.0, p, rng=rng)[0]]
+    runs = [
+        EM.solve(ts.problem(p), x0, [0.0, 1.0, 3.0], rng=rng).states[:, -1],
+        ts.network(x0, 300, 3.0, p, rng=rng)[0],
+        ts.network(x0[:, :2], 300, 3.0, p, rng=rng)[0],
+    ]
     for z in runs:
         np.testing.assert_allclose(np.linalg.norm(z, axis=-1), 1.0, atol=1e-12)
 
@@ -99,8 +102,7 @@ def test_rho_drift_and_diffusion_against_d_dim_one_step_moments():
     d, beta, h, r0 = 5, 1.5, 1e-4, 0.3
     p = ts.pack(beta, d)
     x0 = pair_at(math.tan(math.acos(r0)), d, False, 200_000)
-    z = integrators.get("numba", "euler_maruyama", dt=h).solve(ts.problem(p), x0, [0.0, h],
-                                                               rng=rng).states[:, -1]
+    z = integrators.get("numba", "euler_maruyama", dt=h).solve(ts.problem(p), x0, [0.0, h], rng=rng).states[:, -1]
     dr = rho(z) - r0
     var = ts.rho_diffusion(r0, beta, d) ** 2
     assert abs(dr.var() / h - var) < 0.02 * var
@@ -108,8 +110,7 @@ def test_rho_drift_and_diffusion_against_d_dim_one_step_moments():
     assert abs(dr.mean() - ts.rho_drift(r0, beta, d) * h) < 4 * se + 0.01 * abs(ts.rho_drift(r0, beta, d)) * h
 
 
-@pytest.mark.parametrize("antipodal,beta,d", [(False, 1.0, 3), (False, 1.0, 6),
-                                              (True, 2.0, 3), (True, 0.5, 8)])
+@pytest.mark.parametrize("antipodal,beta,d", [(False, 1.0, 3), (False, 1.0, 6), (True, 2.0, 3), (True, 0.5, 8)])
 def test_lyapunov_exponents(antipodal, beta, d):
     # log|z1 -+ z2|^2 from 1e-10 grows linearly at rate lambda_+- (the d-dim SDE by EM with
     # retraction: this checks that the scheme has the Ito normalization drift exactly once).
@@ -151,11 +152,16 @@ def test_sigma_only_rescales_time():
     x0 = uniform_sphere(rng, 20, 3, 4)
     sigma, h, steps = 2.0, 0.01, 100
     dw = integrators.brownian_increments(rng, 20, [0.0, steps * h], h, (4, 4))
-    a = integrators.get("numba", "euler_maruyama", dt=h).solve(
-        ts.problem(ts.pack(1.0, 4)), x0, [0.0, steps * h], increments=dw).states
-    b = integrators.get("numba", "euler_maruyama", dt=h / sigma**2).solve(
-        ts.problem(ts.pack(1.0, 4, sigma=sigma)), x0, [0.0, steps * h / sigma**2],
-        increments=dw / sigma).states
+    a = (
+        integrators.get("numba", "euler_maruyama", dt=h)
+        .solve(ts.problem(ts.pack(1.0, 4)), x0, [0.0, steps * h], increments=dw)
+        .states
+    )
+    b = (
+        integrators.get("numba", "euler_maruyama", dt=h / sigma**2)
+        .solve(ts.problem(ts.pack(1.0, 4, sigma=sigma)), x0, [0.0, steps * h / sigma**2], increments=dw / sigma)
+        .states
+    )
     np.testing.assert_allclose(a, b, atol=1e-12)
 
 
@@ -223,10 +229,10 @@ def test_classification_census_and_wilson():
     one = np.stack([e[0], e[0], e[0]])
     two = np.stack([e[0], -e[0], e[0]])
     other = np.stack([e[0], e[1], e[0]])
-    np.testing.assert_array_equal(ts.census(np.stack([one, two, other])),
-                                  [ts.ONE_CLUSTER, ts.TWO_ANTIPODAL, ts.OTHER])
-    np.testing.assert_array_equal(ts.classify_pair(np.stack([one[:2], two[:2], other[:2]])),
-                                  [ts.CLUSTER, ts.ANTIPODAL, ts.UNDECIDED])
+    np.testing.assert_array_equal(ts.census(np.stack([one, two, other])), [ts.ONE_CLUSTER, ts.TWO_ANTIPODAL, ts.OTHER])
+    np.testing.assert_array_equal(
+        ts.classify_pair(np.stack([one[:2], two[:2], other[:2]])), [ts.CLUSTER, ts.ANTIPODAL, ts.UNDECIDED]
+    )
     lo, hi = ts.wilson(np.array([0, 5, 10]), 10)
     assert lo[0] == 0 and 0 < hi[0] < 0.35 and lo[1] < 0.5 < hi[1] and math.isclose(hi[2], 1.0) and lo[2] > 0.65
     # u <-> log gaps
@@ -237,6 +243,7 @@ def test_classification_census_and_wilson():
 
 
 # ------------------------------------------------------------- noise law and general Vbar
+
 
 def _goe_drift(z, m, sigma, d):
     """The GOE normalization drift -(s/2)((d-1)|m|^2 + |P m|^2) z - s <z,m> P m, s = sigma^2/d."""
@@ -285,13 +292,14 @@ def test_goe_one_step_mean_matches_the_derived_drift():
     a = np.exp(s - s.max(1, keepdims=True))
     m = (a / a.sum(1, keepdims=True)) @ z0
     want = _goe_drift(z0, m, sigma, d)
-    gauss = -sigma**2 * (d - 1) / (2 * d) * (m * m).sum(-1, keepdims=True) * z0
+    gauss = -(sigma**2) * (d - 1) / (2 * d) * (m * m).sum(-1, keepdims=True) * z0
     x0 = np.repeat(z0[None], E, axis=0)
     dw = math.sqrt(h) * rng.standard_normal((E, 1, d, d))
     em = integrators.get("numba", "euler_maruyama", dt=h)
     for name, step in (
-            ("network", lambda inc: ts.network(x0, 1, h, p, increments=inc)[0]),
-            ("sde", lambda inc: em.solve(ts.problem(p), x0, [0.0, h], increments=inc).states[:, -1])):
+        ("network", lambda inc: ts.network(x0, 1, h, p, increments=inc)[0]),
+        ("sde", lambda inc: em.solve(ts.problem(p), x0, [0.0, h], increments=inc).states[:, -1]),
+    ):
         dz = (step(dw) + step(-dw)) / 2 - z0
         mean, se = dz.mean(0) / h, dz.std(0) / h / math.sqrt(E)
         assert np.all(np.abs(mean - want) < 5 * se + 3 * h), (name, mean, want, se)
@@ -302,8 +310,11 @@ def test_goe_tokens_stay_on_the_sphere():
     rng = np.random.default_rng(13)
     p = ts.pack(2.0, 4, sigma=1.5, vbar=0.5, noise="goe", Vbar=rng.standard_normal((4, 4)))
     x0 = uniform_sphere(rng, 50, 5, 4)
-    for z in (EM.solve(ts.problem(p), x0, [0.0, 1.0, 3.0], rng=rng).states[:, -1],
-              ts.network(x0, 300, 3.0, p, rng=rng)[0], ts.network(x0[:, :2], 300, 3.0, p, rng=rng)[0]):
+    for z in (
+        EM.solve(ts.problem(p), x0, [0.0, 1.0, 3.0], rng=rng).states[:, -1],
+        ts.network(x0, 300, 3.0, p, rng=rng)[0],
+        ts.network(x0[:, :2], 300, 3.0, p, rng=rng)[0],
+    ):
         np.testing.assert_allclose(np.linalg.norm(z, axis=-1), 1.0, atol=1e-12)
 
 
@@ -323,8 +334,11 @@ def _check_strong_coupling(p, runs: int, fine: int, seed: int) -> None:
     d, T = 3, 1.0
     x0 = uniform_sphere(rng, runs, 3, d)
     dw = integrators.brownian_increments(rng, runs, [0.0, T], T / fine, (d, d))
-    ref = integrators.get("numba", "euler_maruyama", dt=T / fine).solve(
-        ts.problem(p), x0, [0.0, T], increments=dw).states[:, -1]
+    ref = (
+        integrators.get("numba", "euler_maruyama", dt=T / fine)
+        .solve(ts.problem(p), x0, [0.0, T], increments=dw)
+        .states[:, -1]
+    )
     depths = [8, 16, 32, 64, 128]
     errs = []
     for L in depths:
@@ -332,8 +346,11 @@ def _check_strong_coupling(p, runs: int, fine: int, seed: int) -> None:
         errs.append(np.sqrt(np.mean(np.max(np.sum((z - ref) ** 2, -1), -1))))
     order = -np.polyfit(np.log(depths), np.log(errs), 1)[0]
     assert 0.35 < order < 0.7, (order, errs)
-    em = integrators.get("numba", "euler_maruyama", dt=T / depths[-1]).solve(
-        ts.problem(p), x0, [0.0, T], increments=integrators.coarsen(dw, fine // depths[-1])).states[:, -1]
+    em = (
+        integrators.get("numba", "euler_maruyama", dt=T / depths[-1])
+        .solve(ts.problem(p), x0, [0.0, T], increments=integrators.coarsen(dw, fine // depths[-1]))
+        .states[:, -1]
+    )
     err_em = np.sqrt(np.mean(np.max(np.sum((em - ref) ** 2, -1), -1)))
     assert errs[-1] < 1.3 * err_em, (errs[-1], err_em)
 
@@ -368,16 +385,20 @@ def test_vbar_matrix_without_noise_is_deterministic_attention():
     # vbar I as a matrix gives the scalar path's numbers
     p_scalar, p_matrix = ts.pack(beta, d, 1.0, 0.6), ts.pack(beta, d, 1.0, Vbar=0.6 * np.eye(d))
     dw = integrators.brownian_increments(rng, 3, [0.0, 1.0], 0.05, (d, d))
-    np.testing.assert_allclose(ts.network(x0, 20, 1.0, p_scalar, increments=dw)[0],
-                               ts.network(x0, 20, 1.0, p_matrix, increments=dw)[0], atol=1e-13)
+    np.testing.assert_allclose(
+        ts.network(x0, 20, 1.0, p_scalar, increments=dw)[0],
+        ts.network(x0, 20, 1.0, p_matrix, increments=dw)[0],
+        atol=1e-13,
+    )
 
 
 def test_noise_and_vbar_validation(tmp_path):
     import dyn
 
     with pytest.raises(ValueError, match="gaussian"):
-        ts.network(np.ones((2, 2, 3)), 4, 1.0, ts.pack(1.0, 3, noise="goe"),
-                   rng=np.random.default_rng(0), exact_pair=True)
+        ts.network(
+            np.ones((2, 2, 3)), 4, 1.0, ts.pack(1.0, 3, noise="goe"), rng=np.random.default_rng(0), exact_pair=True
+        )
     with pytest.raises(ValueError, match="noise"):
         ts.pack(1.0, 3, noise="wigner")
     with pytest.raises(ValueError, match="Vbar"):
@@ -388,10 +409,17 @@ def test_noise_and_vbar_validation(tmp_path):
     with pytest.raises(dyn.ScenarioError, match="params.Vbar"):
         dyn.load(phase, ["params.Vbar=[[1.0, 0.0], [0.0, 1.0]]", "sweep.d=[2]"])
     with pytest.raises(dyn.ScenarioError, match="params.Vbar"):  # not d x d
-        dyn.load(phase, ['params.form="network"', "params.Vbar=[[1.0, 0.0], [0.0, 1.0]]",
-                         'params.until="horizon"'])
-    dyn.load(phase, ['params.form="network"', 'params.noise="goe"', "sweep.d=[2]",
-                     "params.Vbar=[[1.0, 0.0], [0.0, 1.0]]", 'params.until="horizon"'])  # accepted
+        dyn.load(phase, ['params.form="network"', "params.Vbar=[[1.0, 0.0], [0.0, 1.0]]", 'params.until="horizon"'])
+    dyn.load(
+        phase,
+        [
+            'params.form="network"',
+            'params.noise="goe"',
+            "sweep.d=[2]",
+            "params.Vbar=[[1.0, 0.0], [0.0, 1.0]]",
+            'params.until="horizon"',
+        ],
+    )  # accepted
     with pytest.raises(dyn.ScenarioError, match="params.Vbar"):
         dyn.load("scenarios/transformer_depth_limit.toml", ["params.Vbar=[[1.0]]"])
     dyn.load("scenarios/transformer_depth_limit.toml", ['params.noise="goe"'])

@@ -3,6 +3,7 @@ Ornstein-Uhlenbeck process, a `dyn.Model`) and named by import path from a scena
 through every backend with no edit of the package: numba and diffrax through `Model.simulate`,
 batched JAX through the engine's `integrators.get("jax", ...)` path; each agrees with the exact
 law, and its numba drift agrees with its JAX twin to 1e-12."""
+
 from __future__ import annotations
 
 import io
@@ -48,8 +49,9 @@ def toy(tmp_path):
 
 # the JAX backends, ~2.5 s each of JAX compiling, in the slow tier (the default tier's 3-minute
 # budget); the drift pair (below) and dyn.Model's backend tests keep JAX in the default tier
-@pytest.mark.parametrize("backend", ["numba", pytest.param("diffrax", marks=pytest.mark.slow),
-                                     pytest.param("jax", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "backend", ["numba", pytest.param("diffrax", marks=pytest.mark.slow), pytest.param("jax", marks=pytest.mark.slow)]
+)
 def test_a_model_in_one_module_runs_through_every_backend(toy, tmp_path, backend):
     path = tmp_path / "toy.toml"
     path.write_text(SCENARIO.format(backend=backend))
@@ -59,8 +61,9 @@ def test_a_model_in_one_module_runs_through_every_backend(toy, tmp_path, backend
     with dyn.open(out) as ds:
         x2, se, exact = (ds[v].values for v in ("x2", "x2_se", "x2_exact"))
         assert (ds["status"].values == 1).all()
-    np.testing.assert_allclose(exact, toy_model.exact_x2(np.array([0.5, 2.0])[:, None, None], 0.7,
-                                                         1.5, np.linspace(0, 1, 5)), rtol=1e-14)
+    np.testing.assert_allclose(
+        exact, toy_model.exact_x2(np.array([0.5, 2.0])[:, None, None], 0.7, 1.5, np.linspace(0, 1, 5)), rtol=1e-14
+    )
     # Monte Carlo (4 standard errors) plus Euler-Maruyama's weak bias, O(theta dt) relative
     bias = 2.0 * 2.0 * 0.005 * exact
     assert (np.abs(x2 - exact)[..., 1:] <= 4 * se[..., 1:] + bias[..., 1:]).all(), (x2, exact, se)

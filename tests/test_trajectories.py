@@ -1,5 +1,6 @@
 """Saved trajectories: consistent with the summaries, identical across executors, pending = NaN,
 and streamed with memory that does not grow with the number of points."""
+
 from __future__ import annotations
 
 import subprocess
@@ -36,8 +37,7 @@ def test_trajectories_agree_with_summaries_and_initial_law(small_scenario, tmp_p
 def test_trajectories_identical_across_executors_and_thinned(small_scenario, tmp_path):
     sets = TRAJ + ["output.trajectory_every=2", "output.trajectory_runs=3"]
     a = dyn.run(small_scenario, tmp_path / "a.h5", overrides=sets, progress=False)
-    b = dyn.run(small_scenario, tmp_path / "b.h5", overrides=sets, executor="process", workers=2,
-                progress=False)
+    b = dyn.run(small_scenario, tmp_path / "b.h5", overrides=sets, executor="process", workers=2, progress=False)
     with dyn.open(a) as da, dyn.open(b) as db:
         assert da["trajectory"].sizes["run"] == 3
         assert da["trajectory_time"].values.tolist() == [0.0, 1.0, 2.0]
@@ -86,8 +86,12 @@ def _peak_rss_mib(tmp_path, scenario, out, sets) -> tuple[float, float]:
     script = tmp_path / "peak.py"
     script.write_text(PEAK_RSS)
     args = [a for s in sets for a in ("--set", s)]
-    proc = subprocess.run([sys.executable, str(script), "run", str(scenario), "--out", str(out),
-                           "--no-progress", *args], capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, str(script), "run", str(scenario), "--out", str(out), "--no-progress", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     peak = int(proc.stderr.split("PEAK_KIB")[1].split()[0]) / 1024
     size = sum(p.stat().st_size for p in (tmp_path / (out.name + ".d")).iterdir()) / 2**20
     return peak, size
@@ -95,9 +99,16 @@ def _peak_rss_mib(tmp_path, scenario, out, sets) -> tuple[float, float]:
 
 def _streaming_sets(points: int, runs: int) -> list[str]:
     betas = ", ".join(str(0.5 + 0.01 * k) for k in range(points))
-    return TRAJ + [f"sweep.beta=[{betas}]", "sweep.normalization=['SA']", f"ensemble.runs={runs}",
-                   "params.n=16", "params.d=2", "integrator.dt=0.05", "integrator.horizon=1.0",
-                   "output.saves=50"]
+    return TRAJ + [
+        f"sweep.beta=[{betas}]",
+        "sweep.normalization=['SA']",
+        f"ensemble.runs={runs}",
+        "params.n=16",
+        "params.d=2",
+        "integrator.dt=0.05",
+        "integrator.horizon=1.0",
+        "output.saves=50",
+    ]
 
 
 @pytest.mark.slow  # ~20 s of sweeps measured in subprocesses: a long check

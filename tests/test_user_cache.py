@@ -2,6 +2,7 @@
 second process loads the adapter instead of compiling it, and an edit of anything the user's
 drift compiles from (its own body, a constant of its module, a jitted helper in another file)
 gives the new numbers in the next process, never the cached old ones."""
+
 from __future__ import annotations
 
 import importlib
@@ -18,7 +19,7 @@ from dyn.user import cache, identity
 
 ROOT = Path(__file__).resolve().parents[1]
 
-MODEL = '''
+MODEL = """
 import numba
 import numpy as np
 
@@ -43,17 +44,17 @@ class Edited(dyn.Model):
 
     def observe(self, spec, states):
         return dyn.Chunk({{"x2": (np.asarray(states) ** 2).mean(axis=(2, 3))}})
-'''
-HELPER = '''
+"""
+HELPER = """
 import numba
 
 
 @numba.njit
 def gain(x):
     return {gain} * x
-'''
+"""
 # one process: the model's numba drift at x = 1, theta = 2, and whether it came from the cache
-PROBE = '''
+PROBE = """
 import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
@@ -62,7 +63,7 @@ drift = edited_model.Edited.numba_function("drift")
 x, out = np.ones((2, 3)), np.empty((2, 3))
 drift(0.0, x, np.array([2.0]), out, np.empty(0))
 print(json.dumps({"value": out[0, 0], "hits": sum(drift.stats.cache_hits.values())}))
-'''
+"""
 BODY = "edited_helper.gain(-theta * x) + OFFSET"
 
 
@@ -74,8 +75,9 @@ def _write(folder: Path, body=BODY, offset=0.0, gain=1.0) -> None:
 def _run(folder: Path, home: Path) -> dict:
     env = dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT))
     env.pop("NUMBA_CACHE_DIR", None)  # the adapters' folder: ~/.cache/dyn/numba of this HOME
-    done = subprocess.run([sys.executable, "-c", PROBE, str(folder)], capture_output=True,
-                          text=True, env=env, cwd=folder, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(folder)], capture_output=True, text=True, env=env, cwd=folder, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -99,10 +101,13 @@ def test_a_second_process_loads_the_adapter_and_an_edited_drift_compiles_again(m
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("edit, value", [
-    (dict(gain=5.0), -10.0),  # a jitted helper in another file: numba keys the caller only
-    (dict(offset=0.5), -1.5),  # a constant of the module, frozen into the compiled code
-])
+@pytest.mark.parametrize(
+    "edit, value",
+    [
+        (dict(gain=5.0), -10.0),  # a jitted helper in another file: numba keys the caller only
+        (dict(offset=0.5), -1.5),  # a constant of the module, frozen into the compiled code
+    ],
+)
 def test_an_edit_of_what_the_drift_calls_or_reads_compiles_again(model, edit, value):
     folder, home = model
     assert _run(folder, home)["value"] == -2.0
@@ -134,8 +139,7 @@ def test_the_key_follows_every_file_and_constant_the_drift_reads(model):
 
     base = digest()
     assert base is not None and digest() == base
-    edits = [digest(body="edited_helper.gain(theta * x) + OFFSET"), digest(offset=1.0),
-             digest(gain=2.0)]
+    edits = [digest(body="edited_helper.gain(theta * x) + OFFSET"), digest(offset=1.0), digest(gain=2.0)]
     assert len({base, *edits}) == 4
 
 
@@ -145,27 +149,33 @@ def test_a_function_without_a_file_is_compiled_uncached(tmp_path, monkeypatch):
     exec("def drift(t, x, theta):\n    return -theta * x\n", space)
     assert identity.digest(space["drift"]) is None
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    module = cache.load("drift", textwrap.dedent("""
+    module = cache.load(
+        "drift",
+        textwrap.dedent("""
         import numba
         @numba.njit(cache=CACHED)
         def twice(x):
             return user(0.0, x, 2.0)
-    """), space["drift"])
+    """),
+        space["drift"],
+    )
     assert module.CACHED is False and not (tmp_path / "dyn-user").exists()
 
 
 def test_the_key_is_the_same_in_every_process(tmp_path):
     """A set of strings among the drift's constants iterates in an order that changes with
     Python's hash seed: the key must not (else every process would miss the cache)."""
-    (tmp_path / "with_set.py").write_text(
-        "def drift(t, x, a):\n    return x if a in {'u', 'v', 'w', 'z'} else -x\n")
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); import with_set; "
-              "from dyn.user import identity; print(identity.digest(with_set.drift))")
+    (tmp_path / "with_set.py").write_text("def drift(t, x, a):\n    return x if a in {'u', 'v', 'w', 'z'} else -x\n")
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import with_set; "
+        "from dyn.user import identity; print(identity.digest(with_set.drift))"
+    )
     found = set()
     for seed in ("1", "2", "3"):
         env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(ROOT))
-        done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
-                              text=True, env=env, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, env=env, timeout=300
+        )
         assert done.returncode == 0, done.stderr
         found.add(done.stdout.strip())
     assert len(found) == 1 and None not in found and "None" not in found

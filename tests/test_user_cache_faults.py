@@ -1,6 +1,7 @@
 """The user adapters' cache degrades, never blocks (dyn/user/cache.py): a full disk under
 numba's cache compiles the adapter in memory with one note; a damaged generated file or a
 damaged numba index is written again, and the model runs."""
+
 from __future__ import annotations
 
 import errno
@@ -9,13 +10,13 @@ import textwrap
 
 from dyn.user import cache
 
-SOURCE = '''
+SOURCE = """
 import numba
 # {tag}
 @numba.njit("float64(float64)", cache=CACHED)
 def twice(x):
     return 2.0 * x + {offset}
-'''
+"""
 
 
 def _source(tmp_path, offset=1.0) -> str:
@@ -23,8 +24,7 @@ def _source(tmp_path, offset=1.0) -> str:
     return textwrap.dedent(SOURCE.format(tag=tmp_path, offset=offset))
 
 
-def test_a_full_disk_under_numbas_cache_compiles_in_memory_with_one_note(tmp_path, monkeypatch,
-                                                                         capsys):
+def test_a_full_disk_under_numbas_cache_compiles_in_memory_with_one_note(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     replace = os.replace
 

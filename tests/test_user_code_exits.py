@@ -4,6 +4,7 @@ naming the module and the hook, with exit status 2 before the points and 1 durin
 the user's status: 0 would claim success); finished points stay, the rest stay pending. A
 module that changes the working folder at import cannot move the output; a module named like a
 library never replaces the library; `dyn list` survives a package that exits while loading."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,7 +21,7 @@ import pytest
 from dyn.presentation import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-MODEL = '''
+MODEL = """
 import os
 import sys
 
@@ -47,8 +48,8 @@ class Decay(dyn.Model):
         if spec.values["theta"] > 0.75:  # the second point
             {observe}
         return dyn.Chunk({{"x2": (np.asarray(states) ** 2).mean(axis=(2, 3))}})
-'''
-SCENARIO = '''
+"""
+SCENARIO = """
 [scenario]
 name = "decay"
 system = "{system}"
@@ -63,7 +64,7 @@ horizon = 1.0
 
 [output]
 saves = 10
-'''
+"""
 OWN = ("exit_model", "json")
 
 
@@ -136,8 +137,7 @@ def test_sys_exit_in_observe_ends_the_run_with_1_keeping_the_finished_point(fold
 def test_sys_exit_in_an_overridden_simulate_names_simulate(folder):
     scenario = _write(folder)
     with open(folder / "exit_model.py", "a") as f:
-        f.write("\n\nclass Quits(Decay):\n    def simulate(self, spec, runs):\n"
-                "        sys.exit(0)\n")
+        f.write("\n\nclass Quits(Decay):\n    def simulate(self, spec, runs):\n        sys.exit(0)\n")
     scenario.write_text(SCENARIO.format(system="exit_model:Quits"))
     status, err = _cli("run", str(scenario), "--no-progress", "--out", "out.h5")
     assert status == 1
@@ -149,8 +149,9 @@ def test_sys_exit_in_an_overridden_simulate_names_simulate(folder):
 @pytest.mark.parametrize("call", ["sys.exit(0)", "os._exit(0)"])
 def test_an_exit_in_a_process_pool_worker_names_the_hook_not_the_guard(folder, call):
     scenario = _write(folder, observe=call)
-    status, err = _cli("run", str(scenario), "--no-progress", "--out", "out.h5",
-                       "--executor", "process", "--workers", "1")
+    status, err = _cli(
+        "run", str(scenario), "--no-progress", "--out", "out.h5", "--executor", "process", "--workers", "1"
+    )
     assert status == 1, err
     line = _error_line(err)
     assert "exit_model.observe" in line, err
@@ -162,8 +163,7 @@ def test_an_exit_in_a_process_pool_worker_names_the_hook_not_the_guard(folder, c
 @pytest.mark.parametrize("call", ["sys.exit(0)", "os._exit(0)"])
 def test_an_exit_in_a_dask_worker_is_one_line_not_killed_worker(folder, call):
     scenario = _write(folder, observe=call)
-    status, err = _cli("run", str(scenario), "--no-progress", "--out", "out.h5",
-                       "--executor", "dask", "--workers", "1")
+    status, err = _cli("run", str(scenario), "--no-progress", "--out", "out.h5", "--executor", "dask", "--workers", "1")
     assert status == 1, err
     assert "KilledWorker" not in err and "Traceback" not in err, err
     assert "exit_model.observe" in _error_line(err), err
@@ -192,7 +192,7 @@ def test_a_module_named_like_an_imported_library_never_replaces_it(folder):
     assert not (folder / "out.h5").exists()
 
 
-PLUGIN = '''
+PLUGIN = """
 import dyn
 import numpy as np
 
@@ -203,14 +203,17 @@ def repel(s, beta):
 
 Repel = dyn.particles(repel, name="repel", description="repulsive tokens from a plugin",
                       params={"beta": dyn.Field("float", 1.0, "strength", gt=0.0)})
-'''
+"""
 
 
 def test_dyn_list_survives_packages_that_exit_or_raise_and_names_a_hidden_one(tmp_path):
     site = tmp_path / "site"
-    for name, text in [("good_plugin", PLUGIN), ("quitting_plugin", "import os\nos._exit(0)\n"),
-                       ("exiting_plugin", "import sys\nsys.exit(0)\n"),
-                       ("raising_plugin", "raise RuntimeError('no licence')\n")]:
+    for name, text in [
+        ("good_plugin", PLUGIN),
+        ("quitting_plugin", "import os\nos._exit(0)\n"),
+        ("exiting_plugin", "import sys\nsys.exit(0)\n"),
+        ("raising_plugin", "raise RuntimeError('no licence')\n"),
+    ]:
         (site / name).mkdir(parents=True)
         (site / name / "__init__.py").write_text(text)
     info = site / "plugins-0.1.dist-info"
@@ -219,10 +222,12 @@ def test_dyn_list_survives_packages_that_exit_or_raise_and_names_a_hidden_one(tm
     (info / "entry_points.txt").write_text(
         "[dyn.systems]\na_quitting = quitting_plugin:X\nb_exiting = exiting_plugin:X\n"
         "c_raising = raising_plugin:X\nz_good = good_plugin:Repel\n"
-        "attention_sphere = good_plugin:Repel\n")
+        "attention_sphere = good_plugin:Repel\n"
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]))
-    listed = subprocess.run([sys.executable, "-m", "dyn", "list"], capture_output=True,
-                            text=True, env=env, cwd=tmp_path, timeout=600)
+    listed = subprocess.run(
+        [sys.executable, "-m", "dyn", "list"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
+    )
     assert listed.returncode == 0, listed.stderr
     lines = [line for line in listed.stdout.splitlines() if line.startswith("  ")]
     by_name = {line.split()[0]: line for line in lines}

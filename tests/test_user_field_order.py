@@ -2,6 +2,7 @@
 row-by-row formula bit for bit (every sum over j adds j = 0 .. n-1 in order, whatever the loop
 order of the compiled code), and dyn.particles evaluates a phi of the scores alone once per
 unordered pair (w_ij = w_ji: s_ij = s_ji exactly), a phi of the positions once per pair."""
+
 from __future__ import annotations
 
 import numba
@@ -22,11 +23,11 @@ def _tallied_positions(s, i, j, tally, beta):
     return np.exp(beta * s) * (1.0 + 0.125 * (i - j))
 
 
-PARAMS = {"tally": dyn.Field("vector", [0.0], "calls of phi"),
-          "beta": dyn.Field("float", 1.0, "beta")}
+PARAMS = {"tally": dyn.Field("vector", [0.0], "calls of phi"), "beta": dyn.Field("float", 1.0, "beta")}
 Tallied = dyn.particles(_tallied, name="Tallied", params=PARAMS)
-TalliedPositions = dyn.particles(_tallied_positions, name="TalliedPositions", params=PARAMS,
-                                 geometry="euclidean", normalization="USA")
+TalliedPositions = dyn.particles(
+    _tallied_positions, name="TalliedPositions", params=PARAMS, geometry="euclidean", normalization="USA"
+)
 
 
 def _drift(cls, x, p):
@@ -68,15 +69,16 @@ def _particles_reference(phi, positions, x, beta, normalization, euclidean):
 
 def test_particles_drift_is_the_row_by_row_formula_bit_for_bit():
     rng = np.random.default_rng(5)
-    for cls, positions, normalization, euclidean in [(Tallied, False, "SA", False),
-                                                     (TalliedPositions, True, "USA", True)]:
+    for cls, positions, normalization, euclidean in [
+        (Tallied, False, "SA", False),
+        (TalliedPositions, True, "USA", True),
+    ]:
         for n, d in [(1, 3), (9, 3), (37, 2)]:  # 37: past one tile of pairs
             x = rng.standard_normal((n, d))
             if not euclidean:
                 x /= np.linalg.norm(x, axis=1, keepdims=True)
             got = _drift(cls, x, cls.pack({"tally": [0.0], "beta": 1.7}))
-            want = _particles_reference(cls.interaction, positions, x, 1.7, normalization,
-                                        euclidean)
+            want = _particles_reference(cls.interaction, positions, x, 1.7, normalization, euclidean)
             assert np.array_equal(got.view(np.int64), want.view(np.int64)), (cls.__name__, n)
 
 
@@ -141,8 +143,7 @@ def _attention_reference(x, beta, q, k, v, row, euclidean):
 @pytest.mark.slow  # two drifts to compile: a few seconds of CPU on a cold cache
 def test_attention_drift_is_the_row_by_row_formula_bit_for_bit():
     rng = np.random.default_rng(7)
-    for cls, row, euclidean in ((Sparse, normalize.sparsemax, True),
-                                (Soft, normalize.softmax, False)):
+    for cls, row, euclidean in ((Sparse, normalize.sparsemax, True), (Soft, normalize.softmax, False)):
         for n, d, heads in [(3, 2, 1), (19, 3, 2)]:  # 19: two blocks of rows
             x = rng.standard_normal((n, d))
             q, k, v = rng.standard_normal((3, heads, d, d))

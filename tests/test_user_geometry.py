@@ -3,6 +3,7 @@ product of spheres S^2 x S^2 of examples/geometries/manifolds.py run through the
 keep their invariant (every block of every token a unit vector) at every saved state; a
 geometry whose retraction leaves its manifold, a start off the manifold and a projection that
 is not one are refused in one line with exit 2."""
+
 from __future__ import annotations
 
 import io
@@ -36,7 +37,7 @@ horizon = 2.0
 saves = 4
 trajectories = true
 """
-BAD = '''
+BAD = """
 import numpy as np
 import dyn
 from manifolds import TorusConsensus, _project_blocks, _retract_blocks, torus_project, torus_retract
@@ -61,7 +62,7 @@ class Sideways(TorusConsensus):
 class OffTorus(TorusConsensus):
     def initial_state(self, spec, runs):
         return 2.0 * super().initial_state(spec, runs)
-'''
+"""
 
 
 @pytest.fixture
@@ -94,13 +95,15 @@ def test_a_user_manifold_keeps_its_invariant(folder, model, k, block):
     assert moved > 0.1  # the flow moved them: the invariant is not that of a still state
 
 
-@pytest.mark.parametrize("model, fragment", [
-    ("Halfway", "its retraction leaves the manifold"),
-    ("Sideways", "project is not a projection"),
-    ("OffTorus", "the start is not on"),
-])
-def test_a_geometry_that_leaves_its_manifold_is_refused_in_one_line(folder, capsys, model,
-                                                                    fragment):
+@pytest.mark.parametrize(
+    "model, fragment",
+    [
+        ("Halfway", "its retraction leaves the manifold"),
+        ("Sideways", "project is not a projection"),
+        ("OffTorus", "the start is not on"),
+    ],
+)
+def test_a_geometry_that_leaves_its_manifold_is_refused_in_one_line(folder, capsys, model, fragment):
     path = folder / f"{model}.toml"
     path.write_text(SCENARIO.format(model=model, k=2).replace("manifolds:", "bad_manifolds:"))
     out = folder / "never.h5"

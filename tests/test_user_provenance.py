@@ -4,6 +4,7 @@ A resume against a set that differs in any byte is refused in one line naming th
 (a helper the drift calls, edited alone, would otherwise leave points of two models under one
 scenario hash); `--overwrite` starts afresh; a file in the folder the model never imports
 changes nothing."""
+
 from __future__ import annotations
 
 import io
@@ -17,7 +18,7 @@ import pytest
 from dyn.presentation import cli
 from dyn.user import reach
 
-MODEL = '''
+MODEL = """
 import numpy as np
 
 import dyn
@@ -39,16 +40,16 @@ class Decay(dyn.Model):
 
     def observe(self, spec, states):
         return dyn.Chunk({{"x2": (np.asarray(states) ** 2).mean(axis=(2, 3))}})
-'''
-HELPER = '''
+"""
+HELPER = """
 import numba
 
 
 @numba.njit
 def rate(theta):
     return -{factor} * theta
-'''
-SCENARIO = '''
+"""
+SCENARIO = """
 [scenario]
 name = "decay"
 system = "prov_model:Decay"
@@ -63,7 +64,7 @@ horizon = 1.0
 
 [output]
 saves = 4
-'''
+"""
 OWN = ("prov_model", "prov_helper", "prov_pkg", "helper", "sub")
 
 
@@ -132,8 +133,7 @@ def test_a_resume_after_an_edit_of_only_a_helper_is_refused_naming_it(folder, wh
     assert (folder / "out.h5").read_bytes() == before  # nothing written
     code, err = _cli("run", str(scenario), "--no-progress", "--out", "out.h5", "--overwrite")
     assert code == 0, err
-    assert _recorded(folder / "out.h5")["system_files"][where] == reach.listing(
-        sys.modules["prov_model"].Decay)[where]
+    assert _recorded(folder / "out.h5")["system_files"][where] == reach.listing(sys.modules["prov_model"].Decay)[where]
 
 
 def test_the_provenance_lists_the_module_its_helpers_and_its_kernel(folder):
@@ -143,8 +143,7 @@ def test_the_provenance_lists_the_module_its_helpers_and_its_kernel(folder):
     assert code == 0, err
     head = _recorded(folder / "out.h5")
     files = head["system_files"]
-    assert set(files) == {"prov_model.py", "sub/__init__.py", "sub/helper.py",
-                          "<generated drift kernel>"}
+    assert set(files) == {"prov_model.py", "sub/__init__.py", "sub/helper.py", "<generated drift kernel>"}
     assert files["sub/helper.py"] == reach.identity.file_digest(str(folder / "sub" / "helper.py"))
     assert head["system_sha256"] == reach.combined(files)
     # a file the model does not import: edited, the resume goes on
@@ -158,13 +157,13 @@ def test_the_provenance_lists_the_module_its_helpers_and_its_kernel(folder):
 def test_the_refusal_names_new_and_dropped_files_and_reads_files_of_before_the_listing():
     old = {"system_files": {"m.py": "a", "helper.py": "b"}, "system_sha256": "x"}
     now = {"system_files": {"m.py": "a", "sub/new.py": "c"}, "system_sha256": "y"}
-    assert reach.changed(old, now) == (": the system's code changed since: helper.py (no longer "
-                                       "imported), sub/new.py (new)")
+    assert reach.changed(old, now) == (
+        ": the system's code changed since: helper.py (no longer imported), sub/new.py (new)"
+    )
     assert reach.changed(now, now) == ""
     # a file that records only the module's sha256 (no listing)
     before = {"system_sha256": "x"}
-    assert reach.changed(before, dict(now, system_file="/a/m.py")) == (
-        ": the system's module /a/m.py changed since")
+    assert reach.changed(before, dict(now, system_file="/a/m.py")) == (": the system's module /a/m.py changed since")
     assert reach.changed(before, {"system_sha256": "x"}) == ""
 
 
@@ -181,11 +180,16 @@ def test_a_model_inside_a_package_lists_the_package_its_helpers_and_nothing_outs
     (folder / "prov_pkg" / "sub" / "__init__.py").write_text("")
     (folder / "prov_pkg" / "sub" / "helper.py").write_text("def rate(theta):\n    return theta\n")
     (folder / "prov_pkg" / "model.py").write_text(
-        "import json\nfrom .sub import helper\n\n\nclass System:\n    rate = helper.rate\n")
+        "import json\nfrom .sub import helper\n\n\nclass System:\n    rate = helper.rate\n"
+    )
     (folder / "prov_helper.py").write_text("X = 1\n")  # beside the package, never imported
     sys.path.insert(0, str(folder))
     import prov_pkg.model
 
     files = reach.listing(prov_pkg.model.System)
-    assert set(files) == {"prov_pkg/__init__.py", "prov_pkg/model.py",
-                          "prov_pkg/sub/__init__.py", "prov_pkg/sub/helper.py"}
+    assert set(files) == {
+        "prov_pkg/__init__.py",
+        "prov_pkg/model.py",
+        "prov_pkg/sub/__init__.py",
+        "prov_pkg/sub/helper.py",
+    }

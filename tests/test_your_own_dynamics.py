@@ -5,6 +5,7 @@ its provenance is in the file, and a resume against an edited module is refused;
 package's system is listed by `dyn list`; bad input gets one line and exit 2; the builder's
 numba drift agrees with its JAX form and, for the exponential kernel, with the engine's own
 attention flow."""
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,16 @@ from dyn.user import reach
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "your_own_dynamics"
 # a smaller sweep of the example for the default tier (the file's own runs in the slow one)
-SMALL = ["--set", "sweep.beta=[1.0, 4.0]", "--set", "ensemble.runs=3",
-         "--set", "integrator.horizon=4.0", "--set", "output.saves=8"]
+SMALL = [
+    "--set",
+    "sweep.beta=[1.0, 4.0]",
+    "--set",
+    "ensemble.runs=3",
+    "--set",
+    "integrator.horizon=4.0",
+    "--set",
+    "output.saves=8",
+]
 
 
 @pytest.fixture
@@ -71,8 +80,9 @@ def test_the_example_runs_outside_the_repository_serial_and_process_alike(folder
     assert not str(folder).startswith(str(ROOT))
     code, err = _cli("run", "sync.toml", "--no-progress", *SMALL)
     assert code == 0, err
-    code, err = _cli("run", "sync.toml", "--no-progress", "--out", "pool.h5", "--executor",
-                     "process", "--workers", "2", *SMALL)
+    code, err = _cli(
+        "run", "sync.toml", "--no-progress", "--out", "pool.h5", "--executor", "process", "--workers", "2", *SMALL
+    )
     assert code == 0, err
     serial = _values(folder / "outputs" / "sync.h5")
     _same(serial, _values(folder / "pool.h5"))
@@ -91,6 +101,7 @@ def test_the_example_runs_outside_the_repository_serial_and_process_alike(folder
 def _sigmoid_sa_rk4(x0, beta, b, times, dt):
     """The example's flow, written plainly: RK4 on the engine's step grid, each stage's drift
     projected on the tangent space, the tokens renormalized after each step."""
+
     def field(x):
         w = 1.0 / (1.0 + np.exp(-(beta * (x @ x.T) + b)))
         u = (w / w.sum(axis=1, keepdims=True)) @ x
@@ -112,11 +123,15 @@ def _sigmoid_sa_rk4(x0, beta, b, times, dt):
 
 
 def test_the_examples_trajectories_are_the_plain_reference(folder):
-    out = dyn.run(folder / "sync.toml", folder / "ref.h5", progress=False, log=io.StringIO(),
-                  overrides=[s for s in SMALL if s != "--set"])
+    out = dyn.run(
+        folder / "sync.toml",
+        folder / "ref.h5",
+        progress=False,
+        log=io.StringIO(),
+        overrides=[s for s in SMALL if s != "--set"],
+    )
     with dyn.open(out) as ds:
-        states = ds["trajectory"].transpose("beta", "run", "trajectory_time", "token",
-                                            "coordinate").values
+        states = ds["trajectory"].transpose("beta", "run", "trajectory_time", "token", "coordinate").values
         times, betas = ds["trajectory_time"].values, ds["beta"].values
     checked = 0
     for a, beta in enumerate(betas):
@@ -144,7 +159,7 @@ def test_a_resume_against_an_edited_module_is_refused_then_overwritten(folder):
     assert code == 0, err
 
 
-BAD_MODELS = '''
+BAD_MODELS = """
 import numpy as np
 import dyn
 
@@ -185,23 +200,27 @@ class StartFails(Base):
 
 def not_a_class():
     pass
-'''
+"""
 
 
-@pytest.mark.parametrize("system, says", [
-    ("nowhere:Sync", "no module 'nowhere'"),
-    ("bad_models:Missing", "has no 'Missing'"),
-    ("bad_models:not_a_class", "not a subclass of dyn.System"),
-    ("bad_models:Raises", "ValueError: theta too large for this model"),
-    ("bad_models:WrongShape", "returned shape (3,) for a state of shape (2, 3)"),
-    ("broken:Sync", "RuntimeError: broken at import"),
-    ("bad_models:StartFails", "KeyError: 'dimension'"),
-])
+@pytest.mark.parametrize(
+    "system, says",
+    [
+        ("nowhere:Sync", "no module 'nowhere'"),
+        ("bad_models:Missing", "has no 'Missing'"),
+        ("bad_models:not_a_class", "not a subclass of dyn.System"),
+        ("bad_models:Raises", "ValueError: theta too large for this model"),
+        ("bad_models:WrongShape", "returned shape (3,) for a state of shape (2, 3)"),
+        ("broken:Sync", "RuntimeError: broken at import"),
+        ("bad_models:StartFails", "KeyError: 'dimension'"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(folder, system, says):
     (folder / "bad_models.py").write_text(BAD_MODELS)
     (folder / "broken.py").write_text("raise RuntimeError('broken at import')\n")
-    (folder / "bad.toml").write_text(f'[scenario]\nname = "bad"\nsystem = "{system}"\n'
-                                     '[integrator]\ndt = 0.1\n[output]\nsaves = 2\n')
+    (folder / "bad.toml").write_text(
+        f'[scenario]\nname = "bad"\nsystem = "{system}"\n[integrator]\ndt = 0.1\n[output]\nsaves = 2\n'
+    )
     code, err = _cli("run", "bad.toml", "--no-progress", "--out", "bad.h5")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert says in err and "Traceback" not in err
@@ -209,7 +228,7 @@ def test_bad_input_is_one_line_and_exit_2(folder, system, says):
     sys.modules.pop("broken", None)
 
 
-PLUGIN = '''
+PLUGIN = """
 import numpy as np
 import dyn
 
@@ -220,7 +239,7 @@ def repel(s, beta):
 
 Repel = dyn.particles(repel, name="repel", description="repulsive tokens from a plugin",
                       params={"beta": dyn.Field("float", 1.0, "strength", gt=0.0)})
-'''
+"""
 
 
 def test_dyn_list_shows_an_installed_packages_system(tmp_path):
@@ -230,11 +249,13 @@ def test_dyn_list_shows_an_installed_packages_system(tmp_path):
     info = site / "dyn_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dyn-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[dyn.systems]\nrepel_tokens = dyn_plugin:Repel\n"
-                                           "broken_one = dyn_plugin:Missing\n")
+    (info / "entry_points.txt").write_text(
+        "[dyn.systems]\nrepel_tokens = dyn_plugin:Repel\nbroken_one = dyn_plugin:Missing\n"
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]))
-    listed = subprocess.run([sys.executable, "-m", "dyn", "list"], capture_output=True,
-                            text=True, env=env, cwd=tmp_path)
+    listed = subprocess.run(
+        [sys.executable, "-m", "dyn", "list"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
     assert listed.returncode == 0, listed.stderr
     lines = {line.split()[0]: line for line in listed.stdout.splitlines() if line.startswith("  ")}
     assert "from a plugin" in lines["repel_tokens"], listed.stdout
@@ -242,30 +263,43 @@ def test_dyn_list_shows_an_installed_packages_system(tmp_path):
     assert "attention_sphere" in lines
 
 
-@pytest.mark.parametrize("geometry, normalization, positions, of", [
-    ("sphere", "SA", False, "inner"),
-    pytest.param("sphere", "USA", True, "inner", marks=pytest.mark.slow),
-    pytest.param("euclidean", "none", False, "inner", marks=pytest.mark.slow),
-    ("euclidean", "SA", False, "distance"),
-    pytest.param("circle", "sinkhorn", True, "inner", marks=pytest.mark.slow)])
-def test_the_builders_numba_drift_agrees_with_its_jax_form(geometry, normalization, positions,
-                                                          of):
+@pytest.mark.parametrize(
+    "geometry, normalization, positions, of",
+    [
+        ("sphere", "SA", False, "inner"),
+        pytest.param("sphere", "USA", True, "inner", marks=pytest.mark.slow),
+        pytest.param("euclidean", "none", False, "inner", marks=pytest.mark.slow),
+        ("euclidean", "SA", False, "distance"),
+        pytest.param("circle", "sinkhorn", True, "inner", marks=pytest.mark.slow),
+    ],
+)
+def test_the_builders_numba_drift_agrees_with_its_jax_form(geometry, normalization, positions, of):
     if positions:
+
         def phi(s, i, j, beta):
             return np.exp(beta * s) * (j <= i)
 
         def phi_jax(s, i, j, beta):
             import jax.numpy as jnp
+
             return jnp.exp(beta * s) * (j <= i)
     else:
+
         def phi(s, beta):
             return (1.0 + s) ** 2 * beta
 
         def phi_jax(s, beta):
             return (1.0 + s) ** 2 * beta
-    cls = dyn.particles(phi, interaction_jax=phi_jax, name="pair", geometry=geometry,
-                        normalization=normalization, of=of,
-                        params={"beta": dyn.Field("float", 1.0, "beta")})
+
+    cls = dyn.particles(
+        phi,
+        interaction_jax=phi_jax,
+        name="pair",
+        geometry=geometry,
+        normalization=normalization,
+        of=of,
+        params={"beta": dyn.Field("float", 1.0, "beta")},
+    )
     rng = np.random.default_rng(7)
     d = 2 if geometry == "circle" else 3
     for _ in range(3):
@@ -289,15 +323,14 @@ def test_the_exponential_kernel_is_the_engines_attention_flow():
     rng = np.random.default_rng(11)
     system = dyn.systems.get("attention_sphere")
     for normalization in ("SA", "USA"):
-        cls = dyn.particles(exp_kernel, name="exp", normalization=normalization,
-                            params={"beta": dyn.Field("float", 1.0, "beta")})
+        cls = dyn.particles(
+            exp_kernel, name="exp", normalization=normalization, params={"beta": dyn.Field("float", 1.0, "beta")}
+        )
         values = {k: f.default for k, f in system.params.items()}
         values.update(n=6, d=3, beta=1.7, normalization=normalization)
-        setup = Setup(params=values, axes={}, runs=1, seed=0, horizon=1.0, saves=1,
-                      solver=Solver("numba", "rk4", {}))
+        setup = Setup(params=values, axes={}, runs=1, seed=0, horizon=1.0, saves=1, solver=Solver("numba", "rk4", {}))
         spec = setup.spec(0, system)
-        engine = schemes.scheme("post").flow.problem(architecture.pack_values(spec.values,
-                                                                              setup.common_rng))
+        engine = schemes.scheme("post").flow.problem(architecture.pack_values(spec.values, setup.common_rng))
         x = rng.standard_normal((6, 3))
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         want, got = np.empty_like(x), np.empty_like(x)
@@ -317,8 +350,7 @@ def test_the_example_module_is_short():
 def test_the_example_on_a_dask_cluster_gives_the_serial_numbers(folder):
     code, err = _cli("run", "sync.toml", "--no-progress")
     assert code == 0, err
-    code, err = _cli("run", "sync.toml", "--no-progress", "--out", "dask.h5", "--executor",
-                     "dask", "--workers", "2")
+    code, err = _cli("run", "sync.toml", "--no-progress", "--out", "dask.h5", "--executor", "dask", "--workers", "2")
     assert code == 0, err
     _same(_values(folder / "outputs" / "sync.h5"), _values(folder / "dask.h5"))
 
@@ -344,8 +376,12 @@ def test_the_example_killed_then_resumed_gives_the_same_numbers(folder):
     assert code == 0, err
     (folder / "kill.py").write_text(KILL_AFTER_WRITE)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "kill.py", "1", "run", "sync.toml", "--no-progress",
-                           "--out", "killed.h5"], capture_output=True, env=env, cwd=folder)
+    proc = subprocess.run(
+        [sys.executable, "kill.py", "1", "run", "sync.toml", "--no-progress", "--out", "killed.h5"],
+        capture_output=True,
+        env=env,
+        cwd=folder,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     with dyn.open(folder / "killed.h5") as ds:
         assert (ds["status"].values == 1).sum() == 1
@@ -354,7 +390,7 @@ def test_the_example_killed_then_resumed_gives_the_same_numbers(folder):
     _same(_values(folder / "whole.h5"), _values(folder / "killed.h5"))
 
 
-ATTENTION = '''
+ATTENTION = """
 [scenario]
 name = "{name}"
 system = "{system}"
@@ -373,7 +409,7 @@ dt = 0.1
 horizon = 3.0
 [output]
 saves = 6
-'''
+"""
 
 
 def test_the_exponential_kernel_runs_the_engines_attention_flow(folder):
@@ -384,12 +420,12 @@ def test_the_exponential_kernel_runs_the_engines_attention_flow(folder):
     for system in ("attention_sphere", "attn:Softmax"):
         name = system.split(":")[0]
         (folder / f"{name}.toml").write_text(ATTENTION.format(name=name, system=system))
-        outs[system] = _values(dyn.run(folder / f"{name}.toml", folder / f"{name}.h5",
-                                       progress=False, log=io.StringIO()))
+        outs[system] = _values(
+            dyn.run(folder / f"{name}.toml", folder / f"{name}.h5", progress=False, log=io.StringIO())
+        )
     mine, engine = outs["attn:Softmax"], outs["attention_sphere"]
     shared = set(mine) & set(engine)
-    assert {"pair_fraction", "min_inner", "n_clusters", "p_one_cluster", "time_to_one_cluster",
-            "energy"} <= shared
+    assert {"pair_fraction", "min_inner", "n_clusters", "p_one_cluster", "time_to_one_cluster", "energy"} <= shared
     # attention_sphere observes inside its step loop and reads the energy off the field's
     # normalizers, e^c sum_i Z_i, where the particles' observation exponentiates the pairs again:
     # the same sum in another order, so the energy (and its standard error) agree to rounding
@@ -427,7 +463,7 @@ def test_the_examples_numba_and_jax_forms_agree(folder):
         assert my_sync.Sync.twin_error(x, **values) <= 1e-12
 
 
-ONE_FORM = '''
+ONE_FORM = """
 import numpy as np
 import dyn
 
@@ -454,28 +490,27 @@ class NumbaOnly(Decay):
 class JaxOnly(Decay):
     def drift_jax(t, x, k):
         return -k * x
-'''
+"""
 
 
-@pytest.mark.parametrize("system, backend", [("NumbaOnly", "diffrax"), ("JaxOnly", "numba"),
-                                             ("JaxOnly", "jax")])
+@pytest.mark.parametrize("system, backend", [("NumbaOnly", "diffrax"), ("JaxOnly", "numba"), ("JaxOnly", "jax")])
 def test_a_model_runs_on_the_backends_of_the_forms_it_has(folder, system, backend):
     """numba alone: the numba backend; JAX alone: diffrax and jax; the others are refused in
     one line naming what is missing."""
     (folder / "one_form.py").write_text(ONE_FORM)
-    (folder / "decay.toml").write_text(f'[scenario]\nname = "decay"\nsystem = "one_form:{system}"'
-                                       f'\n[integrator]\nbackend = "{backend}"\ndt = 0.1\n'
-                                       '[output]\nsaves = 2\n')
+    (folder / "decay.toml").write_text(
+        f'[scenario]\nname = "decay"\nsystem = "one_form:{system}"'
+        f'\n[integrator]\nbackend = "{backend}"\ndt = 0.1\n'
+        "[output]\nsaves = 2\n"
+    )
     code, err = _cli("run", "decay.toml", "--no-progress", "--out", "decay.h5")
     if (system, backend) == ("JaxOnly", "jax"):
         assert code == 0, err
         with dyn.open(folder / "decay.h5") as ds:  # rk4 at dt = 0.1: error O(dt^4)
-            np.testing.assert_allclose(ds["x"].values, np.exp(-np.array([0, 0.5, 1.0])),
-                                       rtol=1e-6)
+            np.testing.assert_allclose(ds["x"].values, np.exp(-np.array([0, 0.5, 1.0])), rtol=1e-6)
     else:
         assert code == 2 and len(err.strip().splitlines()) == 1, err
-        assert "integrator.backend" in err and ("drift_jax" in err if backend != "numba"
-                                                else ".drift " in err)
+        assert "integrator.backend" in err and ("drift_jax" in err if backend != "numba" else ".drift " in err)
         assert not (folder / "decay.h5").exists()
     sys.modules.pop("one_form", None)
 
@@ -484,7 +519,7 @@ def test_the_readme_shows_the_example_module_whole():
     assert (EXAMPLE / "my_sync.py").read_text() in (ROOT / "README.md").read_text()
 
 
-GAUSSIAN = '''
+GAUSSIAN = """
 import numpy as np
 import dyn
 
@@ -495,7 +530,7 @@ def gaussian(s, width):  # s = |x_i - x_j|^2: symmetric, so sum_i dx_i/dt = 0
 
 Consensus = dyn.particles(gaussian, name="consensus", geometry="euclidean", normalization="none",
                           of="distance", params={"width": dyn.Field("float", 1.0, "width", gt=0)})
-'''
+"""
 
 
 def test_a_symmetric_kernel_in_rd_keeps_the_tokens_mean(folder):
@@ -504,15 +539,15 @@ def test_a_symmetric_kernel_in_rd_keeps_the_tokens_mean(folder):
     (folder / "consensus.py").write_text(GAUSSIAN)
     (folder / "consensus.toml").write_text(
         '[scenario]\nname = "c"\nsystem = "consensus:Consensus"\n[params]\nn = 7\nd = 2\n'
-        'width = 1.5\ndelta = 0.05\n[ensemble]\nruns = 3\n[integrator]\ndt = 0.05\n'
-        'horizon = 10.0\n[output]\nsaves = 10\ntrajectories = true\n')
+        "width = 1.5\ndelta = 0.05\n[ensemble]\nruns = 3\n[integrator]\ndt = 0.05\n"
+        "horizon = 10.0\n[output]\nsaves = 10\ntrajectories = true\n"
+    )
     out = dyn.run(folder / "consensus.toml", folder / "c.h5", progress=False, log=io.StringIO())
     with dyn.open(out) as ds:
         x = ds["trajectory"].transpose("run", "trajectory_time", "token", "coordinate").values
         spread = ds["spread"].values
     mean = x.mean(axis=2)
-    np.testing.assert_allclose(mean, np.broadcast_to(mean[:, :1], mean.shape), rtol=0,
-                               atol=1e-13)
+    np.testing.assert_allclose(mean, np.broadcast_to(mean[:, :1], mean.shape), rtol=0, atol=1e-13)
     assert spread[-1] < 0.5 * spread[0]  # and they draw together
     sys.modules.pop("consensus", None)
 
@@ -521,15 +556,22 @@ def test_run_until_decided_continues_the_runs_as_one_longer_run_would(folder):
     """until_decided: runs not in one cluster at the horizon T go on in stretches of T up to
     decide_cap T. The flow is autonomous, so each run's decision time is the first multiple of
     T at which it is one cluster in one run to decide_cap T saved every T: the same numbers."""
-    sets = ["sweep.beta=[1.0, 9.0]", "ensemble.runs=6", "output.trajectories=false",
-            "integrator.dt=0.1"]
-    decided = dyn.run(folder / "sync.toml", folder / "decided.h5", progress=False,
-                      log=io.StringIO(), overrides=sets + [
-                          "integrator.horizon=4.0", "output.saves=1",
-                          "params.until_decided=true", "params.decide_cap=5.0"])
-    longer = dyn.run(folder / "sync.toml", folder / "longer.h5", progress=False,
-                     log=io.StringIO(), overrides=sets + ["integrator.horizon=20.0",
-                                                          "output.saves=5"])
+    sets = ["sweep.beta=[1.0, 9.0]", "ensemble.runs=6", "output.trajectories=false", "integrator.dt=0.1"]
+    decided = dyn.run(
+        folder / "sync.toml",
+        folder / "decided.h5",
+        progress=False,
+        log=io.StringIO(),
+        overrides=sets
+        + ["integrator.horizon=4.0", "output.saves=1", "params.until_decided=true", "params.decide_cap=5.0"],
+    )
+    longer = dyn.run(
+        folder / "sync.toml",
+        folder / "longer.h5",
+        progress=False,
+        log=io.StringIO(),
+        overrides=sets + ["integrator.horizon=20.0", "output.saves=5"],
+    )
     with dyn.open(decided) as a, dyn.open(longer) as b:
         assert np.array_equal(a["decision_time"].values, b["time_to_one_cluster"].values)
         assert np.array_equal(a["n_undecided"].values, 6 - b["n_one_cluster"].values[:, -1])

@@ -5,6 +5,7 @@ r"""The Ornstein-Uhlenbeck process on R^d written through the public API (docs/y
 with its exact law E|X(t)|^2 / d = x0^2 e^{-2 theta t} + sigma^2 (1 - e^{-2 theta t}) / (2 theta).
 Not imported by the package: tests/test_toy_model.py names it by import path, as a user would.
 """
+
 import numpy as np
 
 import dyn
@@ -17,10 +18,12 @@ def exact_x2(theta, sigma, x0, t):
 
 class ToyOU(dyn.Model):
     name, description, default_plot = "toy_ou", "Ornstein-Uhlenbeck process on R^d", "x2"
-    params = {"theta": dyn.Field("float", 1.0, "mean-reversion rate theta", gt=0.0),
-              "sigma": dyn.Field("float", 1.0, "noise sigma", gt=0.0),
-              "d": dyn.Field("int", 2, "dimension", lo=1, hi=64),
-              "x0": dyn.Field("float", 1.0, "initial value of every coordinate")}
+    params = {
+        "theta": dyn.Field("float", 1.0, "mean-reversion rate theta", gt=0.0),
+        "sigma": dyn.Field("float", 1.0, "noise sigma", gt=0.0),
+        "d": dyn.Field("int", 2, "dimension", lo=1, hi=64),
+        "x0": dyn.Field("float", 1.0, "initial value of every coordinate"),
+    }
 
     def drift(t, x, theta):  # numba: the numba backend
         return -theta * x
@@ -34,8 +37,10 @@ class ToyOU(dyn.Model):
     diffusion_jax = diffusion  # plain arithmetic: the same code traces in JAX
 
     def outputs(self, setup):
-        return [dyn.Output("x2", "E|X(t)|^2 / d", dims=("time",)),
-                dyn.Output("x2_exact", "exact E|X(t)|^2 / d", dims=("time",), reduce="point")]
+        return [
+            dyn.Output("x2", "E|X(t)|^2 / d", dims=("time",)),
+            dyn.Output("x2_exact", "exact E|X(t)|^2 / d", dims=("time",), reduce="point"),
+        ]
 
     def point_values(self, spec):
         return {"x2_exact": exact_x2(spec["theta"], spec["sigma"], spec["x0"], spec.times)}
@@ -45,5 +50,4 @@ class ToyOU(dyn.Model):
 
     def observe(self, spec, states):
         states = np.asarray(states)
-        return dyn.Chunk({"x2": (states**2).mean(axis=(2, 3))},
-                         finite=np.isfinite(states).all(axis=(1, 2, 3)))
+        return dyn.Chunk({"x2": (states**2).mean(axis=(2, 3))}, finite=np.isfinite(states).all(axis=(1, 2, 3)))

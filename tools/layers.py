@@ -22,6 +22,7 @@ with one closed path through it; a circle of units (a -> b in one module, b -> a
 reported too. A module of `dyn/` or `integrators/` that no floor names is an error, so a new
 package must be placed before it is imported.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integrators", ("integrators",)),
     ("core", ("dyn.core",)),
     ("numerics", ("dyn.numerics",)),
-    ("models", ("dyn.attention", "dyn.noisy", "dyn.tokens_sde", "dyn.sinkformer", "dyn.resnet",
-                "dyn.momentum")),
+    ("models", ("dyn.attention", "dyn.noisy", "dyn.tokens_sde", "dyn.sinkformer", "dyn.resnet", "dyn.momentum")),
     ("systems", ("dyn.systems", "dyn.user")),
     ("engine", ("dyn.engine",)),
     ("presentation", ("dyn.presentation",)),
@@ -67,6 +67,7 @@ WHAT = {
 @dataclass(frozen=True)
 class Edge:
     """`source` imports `target` (both module names) at `line` of the source's file."""
+
     source: str
     target: str
     line: int
@@ -103,7 +104,7 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     base = module.split(".")
     if not is_package:
         base = base[:-1]
-    base = base[:len(base) - (node.level - 1)]
+    base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -133,8 +134,14 @@ def _resolve(name: str, modules: dict[str, Path]) -> str:
     return name
 
 
-def _targets(node: ast.stmt, module: str, is_package: bool, modules: dict[str, Path],
-             facades: dict[str, dict[str, str]], attributes: dict[str, set[str]]) -> list[str]:
+def _targets(
+    node: ast.stmt,
+    module: str,
+    is_package: bool,
+    modules: dict[str, Path],
+    facades: dict[str, dict[str, str]],
+    attributes: dict[str, set[str]],
+) -> list[str]:
     """The modules of the tree that one import statement names (the innermost one that exists:
     `from a.b import c` names a.b.c where c is a module, a.b where it is an attribute). A
     facade's attributes name the modules its tables load: `from dyn import run` and
@@ -172,7 +179,8 @@ def _is_lookup(node: ast.AST) -> bool:
         return False
     called = node.func
     return (isinstance(called, ast.Name) and called.id == "import_module") or (
-        isinstance(called, ast.Attribute) and called.attr == "import_module")
+        isinstance(called, ast.Attribute) and called.attr == "import_module"
+    )
 
 
 def _attributes(tree: ast.AST) -> dict[str, set[str]]:
@@ -186,12 +194,14 @@ def _attributes(tree: ast.AST) -> dict[str, set[str]]:
 
 def _imports(tree: ast.AST) -> Iterable[tuple[ast.stmt, bool]]:
     """Every import statement of a module, and whether it stands inside a function."""
+
     def walk(node: ast.AST, deferred: bool):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Import | ast.ImportFrom):
                 yield child, deferred
             inner = deferred or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
             yield from walk(child, inner)
+
     yield from walk(tree, False)
 
 
@@ -231,6 +241,8 @@ def unit_of(module: str, floors=FLOORS, package: bool = False) -> str | None:
             continue
         best = unit
     return best
+
+
 def floor_of(unit: str, floors=FLOORS) -> int:
     return next(i for i, (_, units) in enumerate(floors) if unit in units)
 
@@ -273,8 +285,8 @@ def strongly_connected(nodes: Iterable[str], edges: dict[str, set[str]]) -> list
 
 def _pop_component(stack: list[str], on_stack: set[str], root: str) -> list[str]:
     """Tarjan's step at a root: the nodes of the stack down to `root`, taken off it."""
-    component = stack[stack.index(root):]
-    del stack[len(stack) - len(component):]
+    component = stack[stack.index(root) :]
+    del stack[len(stack) - len(component) :]
     on_stack.difference_update(component)
     return component
 
@@ -335,8 +347,15 @@ def check(graph: Graph, floors=FLOORS) -> Report:
     unit_graph: dict[str, set[str]] = defaultdict(set)
     for source, target in unit_edges:
         unit_graph[source].add(target)
-    return Report(graph, unplaced, upward, strongly_connected(graph.modules, module_edges),
-                  strongly_connected(units, unit_graph), dict(unit_edges), unit)
+    return Report(
+        graph,
+        unplaced,
+        upward,
+        strongly_connected(graph.modules, module_edges),
+        strongly_connected(units, unit_graph),
+        dict(unit_edges),
+        unit,
+    )
 
 
 def _short(unit: str) -> str:
@@ -352,8 +371,7 @@ def _floors_text(report: Report, floors) -> list[str]:
     imports: dict[str, set[str]] = defaultdict(set)
     for source, target in report.unit_edges:
         imports[source].add(target)
-    lines = ["floors of dyn/ and integrators/, top down; an import may go across a floor or down",
-             ""]
+    lines = ["floors of dyn/ and integrators/, top down; an import may go across a floor or down", ""]
     for number in reversed(range(len(floors))):
         name, units = floors[number]
         lines.append(f"{number}  {name}: {WHAT.get(name, '')}")
@@ -385,10 +403,12 @@ def _faults_text(report: Report) -> list[str]:
     module_graph: dict[str, set[str]] = defaultdict(set)
     for edge in report.graph.edges:
         module_graph[edge.source].add(edge.target)
-    lines = [f"{len(report.graph.modules)} modules, {len(report.graph.edges)} imports; "
-             f"{len(report.module_circles)} module circles, {len(report.unit_circles)} unit "
-             f"circles, {len(report.upward)} upward imports, {len(report.unplaced)} modules on "
-             "no floor"]
+    lines = [
+        f"{len(report.graph.modules)} modules, {len(report.graph.edges)} imports; "
+        f"{len(report.module_circles)} module circles, {len(report.unit_circles)} unit "
+        f"circles, {len(report.upward)} upward imports, {len(report.unplaced)} modules on "
+        "no floor"
+    ]
     for component in report.module_circles:
         lines.append("  circle: " + " -> ".join(closed_path(component, module_graph)))
     for component in report.unit_circles:
@@ -418,7 +438,7 @@ def dot(report: Report, floors=FLOORS) -> str:
         lines.append(f'  subgraph "cluster_{number}" {{ label="{number} {name}"; rank=same; {members} }}')
     upward = {(report.units[e.source], report.units[e.target]) for e in report.upward}
     for (source, target), edges in sorted(report.unit_edges.items()):
-        style = ', color=red, penwidth=2' if (source, target) in upward else ""
+        style = ", color=red, penwidth=2" if (source, target) in upward else ""
         lines.append(f'  "{_short(source)}" -> "{_short(target)}" [label="{len(edges)}"{style}];')
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ Safari lay out MathML natively.
 A formula latex2mathml cannot read, or one with a command it does not know (which it would leave
 as a literal `\\name`), is a warning, so `mkdocs build --strict` fails on it.
 """
+
 from __future__ import annotations
 
 import html
@@ -44,8 +45,7 @@ def mathml(tex: str, display: str = "inline") -> str:
     if unknown:
         raise MathError(f"unknown TeX command {', '.join(unknown)} in ${tex}$")
     if STRAY.search(out):
-        raise MathError(f"an alignment & latex2mathml cannot lay out in ${tex}$ (write one "
-                        "display per line)")
+        raise MathError(f"an alignment & latex2mathml cannot lay out in ${tex}$ (write one display per line)")
     head, _, rest = out.partition(">")
     body = rest[: -len("</math>")]
     note = f'<annotation encoding="application/x-tex">{html.escape(tex.strip())}</annotation>'
@@ -64,6 +64,7 @@ def render(page_html: str, where: str = "") -> str:
             except MathError as exc:
                 log.warning("%s: %s", where or "page", exc)
                 return match.group(0)
+
         return one
 
     page_html = BLOCK.sub(replace("block", "div"), page_html)

@@ -11,6 +11,7 @@ the `[integrator]` keys it reads, its backends and methods, and the shipped scen
 `markdown()` is plain Python (the tests call it without mkdocs); `on_files` adds its text to the
 site as a generated page.
 """
+
 from __future__ import annotations
 
 PAGE = "reference/parameters.md"
@@ -46,13 +47,14 @@ def _default(value) -> str:
 
 
 def _outputs_table(outputs) -> list[str]:
-    lines = ["| name | long name | units | own dims | reduction | file variables |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| name | long name | units | own dims | reduction | file variables |", "|---|---|---|---|---|---|"]
     for o in outputs:
         where = f" (in {_text(', '.join(o.scenarios))})" if o.scenarios else ""
-        lines.append(f"| `{o.name}`{where} | {_text(o.long_name)} | {_text(o.units)} | "
-                     f"{_text(', '.join(o.dims))} | {_text(o.reduce)} | "
-                     f"{_cell(', '.join(f'`{v}`' for v in o.variables))} |")
+        lines.append(
+            f"| `{o.name}`{where} | {_text(o.long_name)} | {_text(o.units)} | "
+            f"{_text(', '.join(o.dims))} | {_text(o.reduce)} | "
+            f"{_cell(', '.join(f'`{v}`' for v in o.variables))} |"
+        )
     return lines
 
 
@@ -63,12 +65,17 @@ def system_section(name: str) -> str:
     lines = [f"## `{d.name}`", "", _text(d.description) + ".", ""]
     if d.scenarios:
         lines += ["Shipped scenarios: " + ", ".join(f"`{s}`" for s in d.scenarios) + ".", ""]
-    lines += ["**Parameters** (`[params]`, or a `[sweep]` axis where sweepable)", "",
-              "| key | kind | default | admissible | sweepable | meaning |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "**Parameters** (`[params]`, or a `[sweep]` axis where sweepable)",
+        "",
+        "| key | kind | default | admissible | sweepable | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
     for p in d.parameters:
-        lines.append(f"| `{p.name}` | {p.kind} | {_cell(_default(p.default))} | {_text(p.bounds)} | "
-                     f"{'yes' if p.sweepable else 'no'} | {_text(p.doc)} |")
+        lines.append(
+            f"| `{p.name}` | {p.kind} | {_cell(_default(p.default))} | {_text(p.bounds)} | "
+            f"{'yes' if p.sweepable else 'no'} | {_text(p.doc)} |"
+        )
     lines += ["", "**Outputs** at the system's defaults", ""] + _outputs_table(d.outputs)
     if d.other_outputs:
         lines += ["", "**Outputs at other settings** (those of the shipped scenarios named)", ""]
@@ -94,13 +101,18 @@ def markdown() -> str:
     from dyn.presentation.describe import listed_systems
 
     names = listed_systems()
-    head = ["# Parameter reference", "",
-            "Generated from dyn's registry when the site is built, by `dyn.describe`: the same as "
-            "`dyn list SYSTEM` prints. For every system, the parameters (the schema that checks "
-            "each scenario file), the outputs, and the solvers it takes. Keys are given in a "
-            "scenario's `[params]` table, or swept in `[sweep]`; `--set params.KEY=VALUE` "
-            "overrides them from the command line.", "",
-            "Systems: " + ", ".join(f"[`{n}`](#{slugify(n, '-')})" for n in names) + ".", ""]
+    head = [
+        "# Parameter reference",
+        "",
+        "Generated from dyn's registry when the site is built, by `dyn.describe`: the same as "
+        "`dyn list SYSTEM` prints. For every system, the parameters (the schema that checks "
+        "each scenario file), the outputs, and the solvers it takes. Keys are given in a "
+        "scenario's `[params]` table, or swept in `[sweep]`; `--set params.KEY=VALUE` "
+        "overrides them from the command line.",
+        "",
+        "Systems: " + ", ".join(f"[`{n}`](#{slugify(n, '-')})" for n in names) + ".",
+        "",
+    ]
     return "\n".join(head + [system_section(n) for n in names])
 
 

@@ -2,6 +2,7 @@
 laid out by hand (indented equations, `x_i`, `N[rho](x)`, `k*`), not Markdown, so each is shown
 as written, in a preformatted block, instead of being read as Markdown (which would take
 `N[rho](x)` for a link and `*` for emphasis)."""
+
 from __future__ import annotations
 
 import griffe

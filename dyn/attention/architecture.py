@@ -21,6 +21,7 @@ head), the mask, bias, heads and scheme, and `head_noise` and `feedforward`: per
 Q_h = Q + head_noise G / sqrt(d) (and K_h, V_h alike; G standard normal), W_1, W_2 with
 N(0, 1/d) entries, drawn from streams shared by every point of a sweep (common random numbers).
 """
+
 from __future__ import annotations
 
 import math
@@ -39,27 +40,40 @@ HEAD_SALT, FEEDFORWARD_SALT = 0xA77E, 0xFF0  # common_rng keys of the random hea
 
 FIELDS = {
     # the attention fields, with Q, K, V also accepted as one matrix per head
-    **{k: replace(f, kind="matrices", doc=f"{f.doc}: d x d for every head, or H x d x d")
-       if k in ("Q", "K", "V") else f for k, f in ATTENTION_FIELDS.items()},
+    **{
+        k: replace(f, kind="matrices", doc=f"{f.doc}: d x d for every head, or H x d x d")
+        if k in ("Q", "K", "V")
+        else f
+        for k, f in ATTENTION_FIELDS.items()
+    },
     "mask": Field("str", "none", "attention mask: every token, or causal (j <= i)", choices=MASKS),
-    "bias_slope": Field("float", 0.0, "distance bias lambda: b_ij = -lambda |i - j|", lo=0.0,
-                        hi=100.0),
-    "heads": Field("int", 1, "attention heads H (output averaged over heads)", lo=1,
-                   hi=MAX_HEADS),
-    "head_noise": Field("float", 0.0, "per-head matrices Q_h = Q + head_noise G / sqrt(d) (K, V "
-                        "alike), the same at every point", lo=0.0, hi=100.0),
-    "feedforward": Field("float", 0.0, "gamma of the feed-forward term gamma W2 tanh(W1 x_i) "
-                         "(0: none); W1, W2 random, the same at every point", lo=-100.0, hi=100.0),
-    "normalization_layer": Field("str", "post", "where the normalization sits (Karagodin, Ge, "
-                                 "Polyanskiy, Rigollet 2025)", choices=SCHEMES),
+    "bias_slope": Field("float", 0.0, "distance bias lambda: b_ij = -lambda |i - j|", lo=0.0, hi=100.0),
+    "heads": Field("int", 1, "attention heads H (output averaged over heads)", lo=1, hi=MAX_HEADS),
+    "head_noise": Field(
+        "float",
+        0.0,
+        "per-head matrices Q_h = Q + head_noise G / sqrt(d) (K, V alike), the same at every point",
+        lo=0.0,
+        hi=100.0,
+    ),
+    "feedforward": Field(
+        "float",
+        0.0,
+        "gamma of the feed-forward term gamma W2 tanh(W1 x_i) (0: none); W1, W2 random, the same at every point",
+        lo=-100.0,
+        hi=100.0,
+    ),
+    "normalization_layer": Field(
+        "str", "post", "where the normalization sits (Karagodin, Ge, Polyanskiy, Rigollet 2025)", choices=SCHEMES
+    ),
     "ngpt_alpha": Field("float", 1.0, "nGPT step rate alpha", lo=1e-6, hi=1e6),
 }
 
-ARCH = Layout("attention_architecture",
-              scalars=("beta", "usa", "d", "heads", "causal", "slope", "m_identity",
-                       "v_identity", "alpha", "ff"),
-              blocks={"M": ("heads", "d", "d"), "V": ("heads", "d", "d"), "W1": ("d", "d"),
-                      "W2": ("d", "d")})
+ARCH = Layout(
+    "attention_architecture",
+    scalars=("beta", "usa", "d", "heads", "causal", "slope", "m_identity", "v_identity", "alpha", "ff"),
+    blocks={"M": ("heads", "d", "d"), "V": ("heads", "d", "d"), "W1": ("d", "d"), "W2": ("d", "d")},
+)
 
 
 def heads_of(size: int, d: int) -> int:
@@ -81,9 +95,22 @@ def _stack(name: str, a, d: int, heads: int | None) -> np.ndarray:
     return _matrix(name, a, d)[None]
 
 
-def pack_architecture(beta: float, d: int, normalization: str = "SA", Q=None, K=None, V=None, *,
-                      mask: str = "none", bias_slope: float = 0.0, heads: int | None = None,
-                      feedforward: float = 0.0, W1=None, W2=None, alpha: float = 1.0) -> np.ndarray:
+def pack_architecture(
+    beta: float,
+    d: int,
+    normalization: str = "SA",
+    Q=None,
+    K=None,
+    V=None,
+    *,
+    mask: str = "none",
+    bias_slope: float = 0.0,
+    heads: int | None = None,
+    feedforward: float = 0.0,
+    W1=None,
+    W2=None,
+    alpha: float = 1.0,
+) -> np.ndarray:
     """The :data:`ARCH` vector. Q, K, V: None (identity), one (d, d) matrix for every head, or a
     stack (H, d, d) of per-head matrices; `heads` defaults to the stacks' H (else 1). W1, W2
     default to the identity (they only matter when `feedforward` != 0). ValueError on bad
@@ -96,11 +123,9 @@ def pack_architecture(beta: float, d: int, normalization: str = "SA", Q=None, K=
     if alpha <= 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
     ff = real("feedforward", feedforward)
-    if heads is not None and (isinstance(heads, bool) or int(heads) != heads
-                              or not 1 <= int(heads) <= MAX_HEADS):
+    if heads is not None and (isinstance(heads, bool) or int(heads) != heads or not 1 <= int(heads) <= MAX_HEADS):
         raise ValueError(f"heads must be an integer in [1, {MAX_HEADS}], got {heads!r}")
-    stacks = [_stack(name, a, d, None if heads is None else int(heads))
-              for name, a in (("Q", Q), ("K", K), ("V", V))]
+    stacks = [_stack(name, a, d, None if heads is None else int(heads)) for name, a in (("Q", Q), ("K", K), ("V", V))]
     H = int(heads) if heads is not None else max(s.shape[0] for s in stacks)
     for name, s in zip("QKV", stacks, strict=True):
         if s.shape[0] not in (1, H):
@@ -108,10 +133,22 @@ def pack_architecture(beta: float, d: int, normalization: str = "SA", Q=None, K=
     q, k, v = (np.broadcast_to(s, (H, d, d)) for s in stacks)
     M = np.einsum("hlk,hlm->hkm", q, k)  # M_h = Q_h^T K_h
     eye = np.eye(d)
-    return ARCH.pack(beta=beta, usa=key == "USA", d=d, heads=H, causal=mask == "causal",
-                     slope=slope, m_identity=bool(np.all(M == eye)),
-                     v_identity=bool(np.all(v == eye)), alpha=alpha, ff=ff, M=M, V=v,
-                     W1=_matrix("W1", W1, d), W2=_matrix("W2", W2, d))
+    return ARCH.pack(
+        beta=beta,
+        usa=key == "USA",
+        d=d,
+        heads=H,
+        causal=mask == "causal",
+        slope=slope,
+        m_identity=bool(np.all(M == eye)),
+        v_identity=bool(np.all(v == eye)),
+        alpha=alpha,
+        ff=ff,
+        M=M,
+        V=v,
+        W1=_matrix("W1", W1, d),
+        W2=_matrix("W2", W2, d),
+    )
 
 
 def unpack_architecture(p) -> dict:
@@ -122,14 +159,19 @@ def unpack_architecture(p) -> dict:
     out = {k: float(v[k]) for k in ARCH.scalars}
     if out["heads"] < 1:
         raise ValueError(f"p of length {p.shape[0]} is no architecture vector for d = {d}")
-    out.update(d=d, heads=int(out["heads"]), normalization="USA" if out.pop("usa") else "SA",
-               mask="causal" if out.pop("causal") else "none")
+    out.update(
+        d=d,
+        heads=int(out["heads"]),
+        normalization="USA" if out.pop("usa") else "SA",
+        mask="causal" if out.pop("causal") else "none",
+    )
     out.update({b: v[b].copy() for b in ARCH.blocks})
     return out
 
 
-def random_heads(rng: np.random.Generator, heads: int, d: int, noise: float, Q=None, K=None,
-                 V=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def random_heads(
+    rng: np.random.Generator, heads: int, d: int, noise: float, Q=None, K=None, V=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-head (H, d, d) stacks A_h = A + noise G_h / sqrt(d), A in (Q, K, V) (identity when
     None; one matrix for every head, or a stack with one per head), G_h standard normal drawn in
     the order Q, K, V, head by head."""
@@ -157,8 +199,18 @@ def pack_values(values, common_rng=None) -> np.ndarray:
     W1 = W2 = None
     if values.get("feedforward", 0.0) != 0:
         W1, W2 = random_feedforward(common_rng(FEEDFORWARD_SALT, d), d)
-    return pack_architecture(values["beta"], d, values["normalization"], Q, K, V,
-                             mask=values.get("mask", "none"),
-                             bias_slope=values.get("bias_slope", 0.0), heads=H,
-                             feedforward=values.get("feedforward", 0.0), W1=W1, W2=W2,
-                             alpha=values.get("ngpt_alpha", 1.0))
+    return pack_architecture(
+        values["beta"],
+        d,
+        values["normalization"],
+        Q,
+        K,
+        V,
+        mask=values.get("mask", "none"),
+        bias_slope=values.get("bias_slope", 0.0),
+        heads=H,
+        feedforward=values.get("feedforward", 0.0),
+        W1=W1,
+        W2=W2,
+        alpha=values.get("ngpt_alpha", 1.0),
+    )

@@ -51,6 +51,7 @@ S_t to a measured accuracy of the particle system; the particle observables of
 The vector (:data:`LAYOUT`): beta, rate (the bias per position: lambda/n or lambda, resolved at
 packing), self (1: the "causal" mask). The state of one member is (n, 1): the angles.
 """
+
 from __future__ import annotations
 
 import math
@@ -84,16 +85,16 @@ def continuum_slope(bias_slope: float, bias_scale: str, n: int) -> float:
     return bias_rate(bias_slope, bias_scale, n) * n
 
 
-def pack_causal(beta: float, bias_slope: float, n: int, bias_scale: str = "1/n",
-                mask: str = "strict_causal") -> np.ndarray:
+def pack_causal(
+    beta: float, bias_slope: float, n: int, bias_scale: str = "1/n", mask: str = "strict_causal"
+) -> np.ndarray:
     """The vector of :data:`LAYOUT` for n tokens."""
     if mask not in MASKS:
         raise ValueError(f"mask must be one of {MASKS}, got {mask!r}")
     beta = float(beta)
     if not math.isfinite(beta):
         raise ValueError(f"beta must be finite, got {beta}")
-    return LAYOUT.pack(beta=beta, rate=bias_rate(bias_slope, bias_scale, n),
-                       own=mask == "causal")
+    return LAYOUT.pack(beta=beta, rate=bias_rate(bias_slope, bias_scale, n), own=mask == "causal")
 
 
 def work_size(n: int, d: int, p=None) -> int:
@@ -109,7 +110,7 @@ def causal_drift(t, x, p, out, work):
     r = math.exp(-p[RATE])  # weight ratio per position of distance
     own = 1.0 if p[OWN] != 0.0 else 0.0
     c = work[:n]
-    s = work[n:2 * n]
+    s = work[n : 2 * n]
     for i in range(n):
         c[i] = math.cos(x[i, 0])
         s[i] = math.sin(x[i, 0])
@@ -148,12 +149,14 @@ def _example(rng):
     n = int(rng.choice([2, 5, 13]))
     x = rng.uniform(-np.pi, 3 * np.pi, (n, 1))
     beta = float(rng.choice([-1.0, 0.0, 1.0, 3.0]))
-    return x, pack_causal(beta, float(rng.choice([0.0, 1.0, 4.0])), n,
-                          str(rng.choice(BIAS_SCALES)), str(rng.choice(MASKS)))
+    return x, pack_causal(
+        beta, float(rng.choice([0.0, 1.0, 4.0])), n, str(rng.choice(BIAS_SCALES)), str(rng.choice(MASKS))
+    )
 
 
-CAUSAL = register(Dynamics("causal_circle", LAYOUT, causal_drift, causal_drift_jax, EUCLIDEAN,
-                           example=_example, work=work_size))
+CAUSAL = register(
+    Dynamics("causal_circle", LAYOUT, causal_drift, causal_drift_jax, EUCLIDEAN, example=_example, work=work_size)
+)
 
 
 def causal_problem(p) -> integrators.Problem:
@@ -163,6 +166,7 @@ def causal_problem(p) -> integrators.Problem:
 
 # ---------------------------------------------------------------------------------------------
 # the flow with its tangent: theta and J = d theta(t) / d theta(0), integrated together
+
 
 def tangent_work_size(n: int, d: int, p=None) -> int:
     """Scratch of the tangent drift: cos and sin of every angle, one row of couplings."""
@@ -183,8 +187,8 @@ def causal_tangent_drift(t, y, p, out, work):
     r = math.exp(-p[RATE])
     own = 1.0 if p[OWN] != 0.0 else 0.0
     c = work[:n]
-    s = work[n:2 * n]
-    a = work[2 * n:3 * n]
+    s = work[n : 2 * n]
+    a = work[2 * n : 3 * n]
     for i in range(n):
         c[i] = math.cos(y[i, 0])
         s[i] = math.sin(y[i, 0])
@@ -233,9 +237,17 @@ def _tangent_example(rng):
     return np.concatenate([x, np.tril(rng.standard_normal((n, n)))], axis=1), p
 
 
-CAUSAL_TANGENT = register(Dynamics("causal_circle_tangent", LAYOUT, causal_tangent_drift,
-                                   causal_tangent_drift_jax, EUCLIDEAN, example=_tangent_example,
-                                   work=tangent_work_size))
+CAUSAL_TANGENT = register(
+    Dynamics(
+        "causal_circle_tangent",
+        LAYOUT,
+        causal_tangent_drift,
+        causal_tangent_drift_jax,
+        EUCLIDEAN,
+        example=_tangent_example,
+        work=tangent_work_size,
+    )
+)
 
 
 def flow_with_tangent(theta0, times, p, solver) -> tuple[np.ndarray, np.ndarray]:
@@ -263,6 +275,7 @@ def velocities(theta, p) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------
 # the linear kinetic theory (module doc)
+
 
 def growth_rates(beta: float, modes: int = MODES) -> np.ndarray:
     """a_m = m^2 I_m(beta), m = 1 .. modes (+-inf past |beta| ~ 713, where they exceed
@@ -315,8 +328,9 @@ def weight_matrix(n: int, rate: float, own: bool = False) -> np.ndarray:
     return w / np.where(z > 0, z, 1.0)[:, None]
 
 
-def linear_response(beta: float, n: int, rate: float, times, weights=None, own: bool = False,
-                    modes: int = MODES) -> np.ndarray:
+def linear_response(
+    beta: float, n: int, rate: float, times, weights=None, own: bool = False, modes: int = MODES
+) -> np.ndarray:
     r"""The finite-n linear theory of the last token's response: n sum_m omega_m
     [exp(a_m t W)]_{n-1, j} for every save time and token j (times, n): the kinetic equation's
     discrete form, d_t r_m = a_m W r_m, before its continuum limit. `weights` (modes,): omega_m
@@ -358,8 +372,7 @@ def cos_profile(s, beta: float, t: float, lam: float) -> np.ndarray:
     return soft_profile(s, beta, t, lam, M=math.inf, modes=1)
 
 
-def soft_profile(s, beta: float, t: float, lam: float, M: float = SOFT_M,
-                 modes: int = MODES) -> np.ndarray:
+def soft_profile(s, beta: float, t: float, lam: float, M: float = SOFT_M, modes: int = MODES) -> np.ndarray:
     """S_t(s) = sum_m omega_m g_{a_m}(t, 1; s) for s in (0, 1] (beta >= 0: psi's closed form
     needs a_m t >= 0)."""
     s = np.asarray(s, dtype=float)

@@ -86,6 +86,7 @@ below `tol` (:func:`fourier_order_for`).
 The vector (:data:`LAYOUT`): beta, usa, then the block `coef` = (a_0..a_K, b_1..b_K) scaled by
 e^{-|beta|}, empty for the direct O(n^2) sum. The state of one member is (n, 1): the angles.
 """
+
 from __future__ import annotations
 
 import math
@@ -120,8 +121,7 @@ def fourier_order_for(beta: float, tol: float) -> int:
     return fourier_order(beta, tol * math.exp(-2.0 * abs(beta)) / 2.0) + 1
 
 
-def pack_circle(beta: float, normalization: str = "SA", kernel: str = "direct",
-                tol: float = 1e-12) -> np.ndarray:
+def pack_circle(beta: float, normalization: str = "SA", kernel: str = "direct", tol: float = 1e-12) -> np.ndarray:
     """The vector of :data:`LAYOUT`: direct O(n^2) sum, or the Fourier series within `tol`."""
     beta = float(beta)
     if not math.isfinite(beta):
@@ -135,8 +135,8 @@ def pack_circle(beta: float, normalization: str = "SA", kernel: str = "direct",
     if kernel == "fourier":
         K = fourier_order_for(beta, tol)
         scaled = circle_coefficients(beta, K + 1)  # I_k(beta) e^{-|beta|}, k = 0..K+1
-        b = scaled[:K] - scaled[2:K + 2]  # b_k = I_{k-1} - I_{k+1}, k = 1..K
-        coef = np.concatenate([scaled[:K + 1], b])
+        b = scaled[:K] - scaled[2 : K + 2]  # b_k = I_{k-1} - I_{k+1}, k = 1..K
+        coef = np.concatenate([scaled[: K + 1], b])
     return LAYOUT.pack(beta=beta, usa=key == "USA", coef=coef)
 
 
@@ -156,10 +156,10 @@ def circle_drift(t, x, p, out, work):
     usa = p[USA] != 0.0
     shift = abs(beta)  # every weight e^{beta cos u - |beta|} lies in [e^{-2|beta|}, 1]
     coef = block(p, COEF_AT)
-    g = work[2 * n:3 * n]
+    g = work[2 * n : 3 * n]
     if coef.shape[0] == 0:
         c = work[:n]
-        s = work[n:2 * n]
+        s = work[n : 2 * n]
         own = math.exp(beta - shift)
         for i in range(n):
             c[i] = math.cos(x[i, 0])
@@ -180,10 +180,10 @@ def circle_drift(t, x, p, out, work):
             g[i] += gi
     else:
         K = (coef.shape[0] - 1) // 2
-        z = work[:2 * n].view(np.complex128)
-        pw = work[3 * n:5 * n].view(np.complex128)
-        f = work[5 * n:6 * n]
-        C = work[6 * n:6 * n + 2 * (K + 1)].view(np.complex128)
+        z = work[: 2 * n].view(np.complex128)
+        pw = work[3 * n : 5 * n].view(np.complex128)
+        f = work[5 * n : 6 * n]
+        C = work[6 * n : 6 * n + 2 * (K + 1)].view(np.complex128)
         for j in range(n):
             z[j] = complex(math.cos(x[j, 0]), math.sin(x[j, 0]))
             pw[j] = 1.0
@@ -234,8 +234,8 @@ def circle_drift_jax(t, x, p):
         k = jnp.arange(K + 1)
         powers = jnp.exp(1j * theta[:, None] * k)  # e^{i k theta_j}
         m = jnp.conj(powers) * powers.sum(axis=0)  # e^{-ik theta_i} C_k
-        g = coef[0] * n + 2.0 * jnp.real(m[:, 1:]) @ coef[1:K + 1]
-        f = jnp.imag(m[:, 1:]) @ coef[K + 1:]
+        g = coef[0] * n + 2.0 * jnp.real(m[:, 1:]) @ coef[1 : K + 1]
+        f = jnp.imag(m[:, 1:]) @ coef[K + 1 :]
     drift = jnp.where(v["usa"] != 0.0, f * jnp.exp(shift) / n, f / g)
     return drift[:, None]
 
@@ -248,8 +248,9 @@ def _example(rng):
     return x, pack_circle(beta, str(rng.choice(NORMALIZATIONS)), str(rng.choice(KERNELS)))
 
 
-CIRCLE = register(Dynamics("attention_circle", LAYOUT, circle_drift, circle_drift_jax, EUCLIDEAN,
-                           example=_example, work=work_size))
+CIRCLE = register(
+    Dynamics("attention_circle", LAYOUT, circle_drift, circle_drift_jax, EUCLIDEAN, example=_example, work=work_size)
+)
 
 
 def circle_problem(p) -> integrators.Problem:
@@ -259,6 +260,7 @@ def circle_problem(p) -> integrators.Problem:
 
 # ---------------------------------------------------------------------------------------------
 # numpy-facing: drift, geometry of a configuration, linear stability, theory
+
 
 def _angles(theta) -> np.ndarray:
     theta = np.asarray(theta, dtype=np.float64)
@@ -399,8 +401,11 @@ def _three_cluster_state(sizes, beta: float, guess):
         if not np.all(np.isfinite(x)):
             return guess, False
     phi = np.concatenate([[0.0], x])
-    found = (np.abs(cluster_forces(phi, m, beta)).max() < NEWTON_TOL
-             and np.abs(x - guess).max() < 0.3 and circular_gaps(phi).min() > 0.05)
+    found = (
+        np.abs(cluster_forces(phi, m, beta)).max() < NEWTON_TOL
+        and np.abs(x - guess).max() < 0.3
+        and circular_gaps(phi).min() > 0.05
+    )
     if not found:
         return guess, False
     return x, cluster_top_rate(phi, sizes, beta) < 0
@@ -436,8 +441,7 @@ def three_cluster_onset(n: int) -> float:
     return lo
 
 
-def classify(theta, p, beta: float, normalization: str, sync_arc: float,
-             drift_tol: float) -> np.ndarray:
+def classify(theta, p, beta: float, normalization: str, sync_arc: float, drift_tol: float) -> np.ndarray:
     """A code per configuration theta (runs, n): SYNCHRONIZED when every token lies in an arc
     shorter than `sync_arc`; else EQUILIBRIUM when max_i |theta_i'| < `drift_tol` (drift of the
     vector p) and every linear rate off the rotation is below -RATE_FLOOR (a stable

@@ -61,6 +61,7 @@ Then ``sum_{j != i} e^{beta <x_i, x_j>} ~ (n - 1) e^{beta rho + beta^2 (1 - rho)
 crossover ``d (1 - sqrt(1 - 2 log(n - 1) / d)) / ((1 - rho) log n)`` (:func:`finite_d_crossover`),
 which tends to the equiangular one as d / log^2 n grows.
 """
+
 from __future__ import annotations
 
 import math
@@ -119,8 +120,7 @@ def rho_path(gamma: float, n: float, rho: float, times, rtol: float = 1e-11) -> 
         r = min(r[0], 1.0)
         return [2.0 * (1.0 - r) * (1.0 + (n - 1.0) * r) / (math.exp(beta * (1.0 - r)) + n - 1.0)]
 
-    sol = solve_ivp(rate, (times[0], times[-1]), [rho], t_eval=times, rtol=rtol, atol=1e-15,
-                    method="DOP853")
+    sol = solve_ivp(rate, (times[0], times[-1]), [rho], t_eval=times, rtol=rtol, atol=1e-15, method="DOP853")
     if not sol.success:
         raise RuntimeError(f"the equiangular ODE solve failed: {sol.message}")
     return sol.y[0]
@@ -147,8 +147,9 @@ def crossover(n: float, rho: float, horizon: float, xtol: float = 1e-10) -> floa
 
     _check(n, rho, horizon)
     zero = displacement(0.0, n, rho, horizon)
-    return brentq(lambda g: displacement(g, n, rho, horizon) / zero - 0.5, 0.0,
-                  4.0 * float(critical_gamma(rho)) + 4.0, xtol=xtol)
+    return brentq(
+        lambda g: displacement(g, n, rho, horizon) / zero - 0.5, 0.0, 4.0 * float(critical_gamma(rho)) + 4.0, xtol=xtol
+    )
 
 
 def rho_zero_crossover(n, horizon: float):
@@ -185,8 +186,7 @@ def extrapolate(ns, crossings, rho: float) -> tuple[float, float]:
     return float(g_inf), float(c)
 
 
-def near_equiangular_start(rng: np.random.Generator, E: int, n: int, d: int, rho: float
-                           ) -> np.ndarray:
+def near_equiangular_start(rng: np.random.Generator, E: int, n: int, d: int, rho: float) -> np.ndarray:
     """(E, n, d): sqrt(rho) e + sqrt(1 - rho) g_i, g_i uniform on the unit sphere of e^perp,
     under a uniformly random rotation per run (module doc)."""
     if not 0.0 <= rho < 1.0 or d < 2:

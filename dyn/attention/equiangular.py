@@ -14,6 +14,7 @@ The start: x_i = sqrt(1 - rho) (e_i - 1/n) + sqrt((1 + (n - 1) rho) / n) e_{n+1}
 R^n when rho = -1/(n-1)), then a uniformly random rotation of R^d, d >= n + 1 (d >= n at the
 lower end).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,7 @@ def check(n: int, d: int, rho: float) -> str | None:
     if not lowest(n) <= rho < 1.0:
         return f"rho0 must lie in [-1/(n-1), 1) = [{lowest(n):.6g}, 1) for n = {n}, got {rho}"
     if d < dimension_needed(n, rho):
-        return (f"n = {n} equiangular tokens with rho0 = {rho} need d >= "
-                f"{dimension_needed(n, rho)}, got d = {d}")
+        return f"n = {n} equiangular tokens with rho0 = {rho} need d >= {dimension_needed(n, rho)}, got d = {d}"
     return None
 
 
@@ -67,15 +67,21 @@ def equiangular_rate(rho, beta: float, n: int, usa: bool = False):
     return 2.0 * np.exp(beta * rho) * (1.0 - rho) * (1.0 + (n - 1) * rho) / z
 
 
-def equiangular_rho(times, rho0: float, beta: float, n: int, usa: bool = False,
-          rtol: float = 1e-12) -> np.ndarray:
+def equiangular_rho(times, rho0: float, beta: float, n: int, usa: bool = False, rtol: float = 1e-12) -> np.ndarray:
     """rho(t) at `times` (starting at times[0] from rho0) by an 8th-order adaptive solve of the
     scalar ODE (scipy's DOP853, atol 1e-14)."""
     from scipy.integrate import solve_ivp
 
     times = np.asarray(times, dtype=np.float64)
-    sol = solve_ivp(lambda t, r: equiangular_rate(r, beta, n, usa), (times[0], times[-1]), [rho0],
-                    t_eval=times, rtol=rtol, atol=1e-14, method="DOP853")
+    sol = solve_ivp(
+        lambda t, r: equiangular_rate(r, beta, n, usa),
+        (times[0], times[-1]),
+        [rho0],
+        t_eval=times,
+        rtol=rtol,
+        atol=1e-14,
+        method="DOP853",
+    )
     if not sol.success:
         raise RuntimeError(f"the equiangular ODE solve failed: {sol.message}")
     return sol.y[0]

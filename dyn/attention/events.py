@@ -14,6 +14,7 @@ The max(D_k, 0) candidates with the largest merged sizes are recorded, at time t
 recorded merge is one unit of a fall in the cluster count at a save time. The time resolution is
 one save interval (log-spaced saves: a fixed ratio t_k / t_{k-1}).
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -10,6 +10,7 @@ Dividing by ``|x_i|^2`` (instead of assuming unit rows) makes ``|x_i|`` an exact
 ambient flow, so an unconstrained solver drifts off the sphere only by its truncation error.
 The parameter vector is :data:`dyn.attention.params.LAYOUT`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,17 @@ def work_size(n: int, d: int, p=None) -> int:
 def attention_mean_field(t, x, p, out, work):
     """out <- m_i = sum_j A_ij V x_j (unprojected; the post-norm layer map uses it)."""
     d = x.shape[1]
-    mf.mean_field(x, p[BETA], p[USA] != 0.0, block(p, M_AT).reshape((d, d)), p[M_ID] != 0.0,
-                  block(p, V_AT).reshape((d, d)), p[V_ID] != 0.0, out, work)
+    mf.mean_field(
+        x,
+        p[BETA],
+        p[USA] != 0.0,
+        block(p, M_AT).reshape((d, d)),
+        p[M_ID] != 0.0,
+        block(p, V_AT).reshape((d, d)),
+        p[V_ID] != 0.0,
+        out,
+        work,
+    )
 
 
 # The sphere's tangent projection, v_i <- v_i - (<x_i, v_i> / |x_i|^2) x_i, written once in
@@ -55,6 +65,7 @@ def attention_drift(t, x, p, out, work):
 
 # ---------------------------------------------------------------------------------------------
 # JAX twin (one member, same flat p; flags ignored, matrices always applied)
+
 
 def attention_mean_field_jax(t, x, p):
     """m_i = sum_j A_ij V x_j for one member ``x`` of shape (n, d); differentiable in x and p."""
@@ -76,8 +87,9 @@ def _example(rng):
     return x, pack_params(rng.uniform(-3, 6), d, str(rng.choice(["SA", "USA"])), Q, K, V)
 
 
-FLOW = register(Dynamics("attention_flow", LAYOUT, attention_drift, attention_drift_jax, SPHERE,
-                         example=_example, work=work_size))
+FLOW = register(
+    Dynamics("attention_flow", LAYOUT, attention_drift, attention_drift_jax, SPHERE, example=_example, work=work_size)
+)
 
 
 def flow_problem(p) -> integrators.Problem:
@@ -87,6 +99,7 @@ def flow_problem(p) -> integrators.Problem:
 
 # ---------------------------------------------------------------------------------------------
 # numpy-facing entry points
+
 
 def _as_tokens(x) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)

@@ -1,4 +1,5 @@
 """Initial token configurations on the sphere S^{d-1}."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -9,6 +9,7 @@ sphere, so the layer-L state converges to the flow at time ``T`` with error O(h)
 exactly that: the integrators' Euler scheme on the raw mean field with the `POSTNORM` geometry
 (retraction, no projection), so it shares their ensemble kernels.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -26,9 +27,17 @@ UNIT_TOLERANCE = 1e-12  # rows closer than this to unit norm are taken as they a
 
 # Explicit Euler on the POSTNORM geometry (retraction, no projection) of the raw mean field is
 # the post-norm residual layer x_i <- normalize(x_i + h m_i).
-POSTNORM_NETWORK = register(Dynamics("attention_postnorm", LAYOUT, attention_mean_field,
-                                     attention_mean_field_jax, POSTNORM, example=_example,
-                                     work=work_size))
+POSTNORM_NETWORK = register(
+    Dynamics(
+        "attention_postnorm",
+        LAYOUT,
+        attention_mean_field,
+        attention_mean_field_jax,
+        POSTNORM,
+        example=_example,
+        work=work_size,
+    )
+)
 
 
 def save_layers(depth: int, save_every: int | None = None, save_at=None) -> np.ndarray:
@@ -46,19 +55,26 @@ def save_layers(depth: int, save_every: int | None = None, save_at=None) -> np.n
     return np.unique(np.append(np.arange(0, depth + 1, int(save_every)), depth)).astype(np.int64)
 
 
-def network_layers(problem: integrators.Problem, x0, depth: int, horizon: float, *,
-                   save_every: int | None = None, save_at=None) -> np.ndarray:
+def network_layers(
+    problem: integrators.Problem, x0, depth: int, horizon: float, *, save_every: int | None = None, save_at=None
+) -> np.ndarray:
     """``depth`` layers x <- R(x + h P_x f(x)), h = horizon / depth, of ``problem`` (explicit
     Euler on its geometry: POSTNORM gives a post-norm residual layer, EUCLIDEAN a plain residual
     layer), from x0 of shape (E, n, d). States (E, S, n, d) at the layers of
     :func:`save_layers`; layer k is at time k h."""
-    return network_solution(problem, x0, depth, horizon, save_every=save_every,
-                            save_at=save_at).states
+    return network_solution(problem, x0, depth, horizon, save_every=save_every, save_at=save_at).states
 
 
-def network_solution(problem: integrators.Problem, x0, depth: int, horizon: float, *,
-                     save_every: int | None = None, save_at=None,
-                     observer: integrators.Observer | None = None) -> integrators.Solution:
+def network_solution(
+    problem: integrators.Problem,
+    x0,
+    depth: int,
+    horizon: float,
+    *,
+    save_every: int | None = None,
+    save_at=None,
+    observer: integrators.Observer | None = None,
+) -> integrators.Solution:
     """:func:`network_layers` as the solve's :class:`integrators.Solution`; with an `observer`
     its rows (E, S, columns) at the saved layers instead of the states (none is stored)."""
     x0 = np.ascontiguousarray(x0, dtype=np.float64)
@@ -76,13 +92,24 @@ def network_solution(problem: integrators.Problem, x0, depth: int, horizon: floa
     if not start:
         return sol
     if observer is None:
-        return replace(sol, states=sol.states[:, len(start):])
-    return replace(sol, observations=sol.observations[:, len(start):])
+        return replace(sol, states=sol.states[:, len(start) :])
+    return replace(sol, observations=sol.observations[:, len(start) :])
 
 
-def postnorm_layers(x0, depth: int, horizon: float, beta: float, normalization: str = "SA",
-                    Q=None, K=None, V=None, *, save_every: int | None = None, save_at=None,
-                    p=None) -> np.ndarray:
+def postnorm_layers(
+    x0,
+    depth: int,
+    horizon: float,
+    beta: float,
+    normalization: str = "SA",
+    Q=None,
+    K=None,
+    V=None,
+    *,
+    save_every: int | None = None,
+    save_at=None,
+    p=None,
+) -> np.ndarray:
     """Run ``depth`` post-norm layers ``x_i <- normalize(x_i + h sum_j A_ij V x_j)``, ``h = horizon / depth``.
 
     ``x0``: (E, n, d) or (n, d) (rows not of unit norm are normalized first). Returns states of shape
@@ -97,6 +124,5 @@ def postnorm_layers(x0, depth: int, horizon: float, beta: float, normalization: 
     norms = np.linalg.norm(x0, axis=-1, keepdims=True)
     if np.any(np.abs(norms - 1.0) > UNIT_TOLERANCE):  # unit tokens pass through bit for bit
         x0 = x0 / norms
-    states = network_layers(POSTNORM_NETWORK.problem(p), x0, depth, horizon,
-                            save_every=save_every, save_at=save_at)
+    states = network_layers(POSTNORM_NETWORK.problem(p), x0, depth, horizon, save_every=save_every, save_at=save_at)
     return states[0] if single else states

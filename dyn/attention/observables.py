@@ -7,6 +7,7 @@ With ``G_ij = <x_i, x_j>``:
 - ``cluster_labels``: those components, each labelled by its smallest token index
 - ``min_inner``:     min_{i<j} G_ij  (-> 1 as the tokens collapse to one point)
 """
+
 from __future__ import annotations
 
 import math
@@ -74,8 +75,10 @@ def _exp_sum(g, w, bits, beta, n):
     return math.exp(shift) * (2.0 * row_sum(w) - diagonal)  # the diagonal + twice i < j
 
 
-@njit(types.void(F2, types.float64, types.float64, types.boolean, F1, F1, types.int64[::1], F2,
-                 types.int64[::1], F1), **NJIT)
+@njit(
+    types.void(F2, types.float64, types.float64, types.boolean, F1, F1, types.int64[::1], F2, types.int64[::1], F1),
+    **NJIT,
+)
 def _pair_pass(x, threshold, beta, join, g, w, bits, xt, parent, stats):
     """One configuration x (n, d): stats[:3] <- [pair fraction, min inner, sum_ij e^{beta G_ij}]
     and, if `join`, parent <- the clusters of {i ~ j : G_ij > threshold} (union-find, smallest
@@ -91,7 +94,7 @@ def _pair_pass(x, threshold, beta, join, g, w, bits, xt, parent, stats):
     at = 0
     for i in range(n):  # row i of the triangle: G_ii, G_i,i+1, ..., G_i,n-1
         length = n - i
-        row = g[at:at + length]
+        row = g[at : at + length]
         for j in range(length):
             row[j] = 0.0
         for k in range(d):
@@ -108,7 +111,7 @@ def _pair_pass(x, threshold, beta, join, g, w, bits, xt, parent, stats):
     nan = False
     at = 0
     for i in range(n - 1):  # the pairs i < j of row i: counted in branch-free loops that
-        row = g[at + 1:at + n - i]  # vectorize, joined only where a pair is close
+        row = g[at + 1 : at + n - i]  # vectorize, joined only where a pair is close
         near = 0
         for j in range(row.shape[0]):
             near += row[j] > threshold
@@ -157,8 +160,8 @@ def close_fraction(x, threshold, xt):
     for i in range(n - 1):
         a0 = x0[i]
         a1 = x1[i]
-        c0 = x0[i + 1:]
-        c1 = x1[i + 1:]
+        c0 = x0[i + 1 :]
+        c1 = x1[i + 1 :]
         near = 0
         for j in range(n - 1 - i):
             near += ((0.0 + a0 * c0[j]) + a1 * c1[j]) > threshold
@@ -184,9 +187,9 @@ def close_rows(x, threshold, xt, g, near_rows):
         length = n - 1 - i
         a0 = x0[i]
         a1 = x1[i]
-        c0 = x0[i + 1:]
-        c1 = x1[i + 1:]
-        row = g[at:at + length]
+        c0 = x0[i + 1 :]
+        c1 = x1[i + 1 :]
+        row = g[at : at + length]
         near = 0
         for j in range(length):
             v = (0.0 + a0 * c0[j]) + a1 * c1[j]
@@ -256,8 +259,7 @@ def join_rows(g, n, threshold, every, near_rows, parent):
         parent[i] = _find(parent, i)
 
 
-@njit(types.void(F3, types.float64, types.float64, F2, types.int64[:, ::1], types.boolean),
-      **NJIT)
+@njit(types.void(F3, types.float64, types.float64, F2, types.int64[:, ::1], types.boolean), **NJIT)
 def _pairs_kernel(x, threshold, beta, stats, labels, join):
     """Per configuration b: stats[b] <- [pair fraction, min inner, sum_ij e^{beta G_ij}] and,
     if `join`, labels[b] <- the clusters (:func:`_pair_pass`)."""
@@ -277,8 +279,7 @@ def _pairs(x, delta: float, beta: float, join: bool) -> tuple[np.ndarray, np.nda
     flat = np.ascontiguousarray(x.reshape((-1,) + x.shape[-2:]))
     stats = np.empty((flat.shape[0], N_PAIR_STATS))
     labels = np.empty((flat.shape[0], flat.shape[1] if join else 1), dtype=np.int64)
-    over_members(flat.shape[0], lambda a, b: _pairs_kernel(flat[a:b], 1.0 - delta, beta,
-                                                           stats[a:b], labels[a:b], join))
+    over_members(flat.shape[0], lambda a, b: _pairs_kernel(flat[a:b], 1.0 - delta, beta, stats[a:b], labels[a:b], join))
     return stats, labels
 
 

@@ -28,6 +28,7 @@ NaN; a sum outside (0, n^2] is not taken either), the observer exponentiates as 
 does. The two sums agree to rounding: the field forms e^{beta G_ij - c} with its own shift
 and summation order.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,7 +67,7 @@ def close_fraction_paired(x, threshold, xt):
     pairs = n * (n - 1) // 2
     width = n + PAD
     x0 = xt[:width]
-    x1 = xt[width:2 * width]
+    x1 = xt[width : 2 * width]
     for i in range(n):
         x0[i] = x[i, 0]
         x1[i] = x[i, 1]
@@ -80,17 +81,24 @@ def close_fraction_paired(x, threshold, xt):
         b0, b1 = x0[i + 1], x1[i + 1]
         e0, e1 = x0[i + 2], x1[i + 2]
         f0, f1 = x0[i + 3], x1[i + 3]
-        near = (((a0 * b0 + a1 * b1) > threshold) + ((a0 * e0 + a1 * e1) > threshold)
-                + ((a0 * f0 + a1 * f1) > threshold) + ((b0 * e0 + b1 * e1) > threshold)
-                + ((b0 * f0 + b1 * f1) > threshold) + ((e0 * f0 + e1 * f1) > threshold))
+        near = (
+            ((a0 * b0 + a1 * b1) > threshold)
+            + ((a0 * e0 + a1 * e1) > threshold)
+            + ((a0 * f0 + a1 * f1) > threshold)
+            + ((b0 * e0 + b1 * e1) > threshold)
+            + ((b0 * f0 + b1 * f1) > threshold)
+            + ((e0 * f0 + e1 * f1) > threshold)
+        )
         padded = (n - 4 - i + PAD - 1) // PAD * PAD
-        c0 = x0[i + 4:i + 4 + padded]
-        c1 = x1[i + 4:i + 4 + padded]
+        c0 = x0[i + 4 : i + 4 + padded]
+        c1 = x1[i + 4 : i + 4 + padded]
         for m in range(padded):
-            near += (((a0 * c0[m] + a1 * c1[m]) > threshold)
-                     + ((b0 * c0[m] + b1 * c1[m]) > threshold)
-                     + ((e0 * c0[m] + e1 * c1[m]) > threshold)
-                     + ((f0 * c0[m] + f1 * c1[m]) > threshold))
+            near += (
+                ((a0 * c0[m] + a1 * c1[m]) > threshold)
+                + ((b0 * c0[m] + b1 * c1[m]) > threshold)
+                + ((e0 * c0[m] + e1 * c1[m]) > threshold)
+                + ((f0 * c0[m] + f1 * c1[m]) > threshold)
+            )
         close += near
         i += 4
     for k in range(i, n):  # the last n % 4 rows, among themselves
@@ -133,7 +141,7 @@ def _close_masks(x, threshold, xt, lows, masks):
     n = x.shape[0]
     width = n + PAD
     x0 = xt[:width]
-    x1 = xt[width:2 * width]
+    x1 = xt[width : 2 * width]
     bounded = True
     for i in range(n):
         x0[i] = x[i, 0]
@@ -173,9 +181,9 @@ def _bounded_masks(n, threshold, x0, x1, lows, masks):
         f0, f1 = x0[i + 3], x1[i + 3]
         mask_a = mask_b = mask_e = mask_f = np.int64(0)
         padded = (n - 4 - i + PAD - 1) // PAD * PAD
-        c0 = x0[i + 4:i + 4 + padded]
-        c1 = x1[i + 4:i + 4 + padded]
-        low = lows[i + 4:i + 4 + padded]
+        c0 = x0[i + 4 : i + 4 + padded]
+        c1 = x1[i + 4 : i + 4 + padded]
+        low = lows[i + 4 : i + 4 + padded]
         for m in range(padded):
             va = (0.0 + a0 * c0[m]) + a1 * c1[m]
             vb = (0.0 + b0 * c0[m]) + b1 * c1[m]
@@ -219,8 +227,7 @@ def _pair_bit(a0, a1, c0, c1, threshold, lows, j):
     return (np.int64(1) << j) if v > threshold else np.int64(0)
 
 
-@njit(types.Tuple((types.int64, types.boolean))(types.int64, types.float64, F1, F1, F1,
-                                                types.int64[::1]), **NJIT)
+@njit(types.Tuple((types.int64, types.boolean))(types.int64, types.float64, F1, F1, F1, types.int64[::1]), **NJIT)
 def _checked_masks(n, threshold, x0, x1, lows, masks):
     """_close_masks' pass for any tokens: each NaN G_ij flagged, the rows' own lengths. A
     kernel of its own, not inlined: the main job's tokens take the bounded pass, and this
@@ -237,9 +244,9 @@ def _checked_masks(n, threshold, x0, x1, lows, masks):
         mask_a = (one << (i + 1)) if v > threshold else np.int64(0)
         mask_b = np.int64(0)
         nan |= v != v
-        c0 = x0[i + 2:n]
-        c1 = x1[i + 2:n]
-        low = lows[i + 2:n]
+        c0 = x0[i + 2 : n]
+        c1 = x1[i + 2 : n]
+        low = lows[i + 2 : n]
         for m in range(n - 2 - i):
             v = (0.0 + a0 * c0[m]) + a1 * c1[m]
             u = (0.0 + b0 * c0[m]) + b1 * c1[m]
@@ -301,8 +308,7 @@ def _component(masks, n, seed):
         seed = grown
 
 
-@njit(types.UniTuple(types.float64, 2)(F2, types.float64, F1, F1, types.int64[::1],
-                                       types.int64[::1]), **NJIT)
+@njit(types.UniTuple(types.float64, 2)(F2, types.float64, F1, F1, types.int64[::1], types.int64[::1]), **NJIT)
 def close_rows_joined(x, threshold, xt, lows, tags, parent):
     """(pair fraction, min inner product) of :func:`.observables.close_rows` and the labels
     of :func:`.observables.join_rows` (parent[i] <- the smallest token of i's cluster) for
@@ -332,8 +338,12 @@ def close_rows_joined(x, threshold, xt, lows, tags, parent):
     return close / pairs if pairs else 1.0, lowest
 
 
-@njit(types.Tuple((types.float64, types.float64, types.int64, types.int64, types.int64))(
-    F2, types.float64, F1, F1, types.int64[::1], types.float64), **NJIT)
+@njit(
+    types.Tuple((types.float64, types.float64, types.int64, types.int64, types.int64))(
+        F2, types.float64, F1, F1, types.int64[::1], types.float64
+    ),
+    **NJIT,
+)
 def close_rows_counted(x, threshold, xt, lows, tags, early):
     """(pair fraction, min inner product) of :func:`close_rows_joined` and, in place of its
     labels, their :data:`COUNTS`: the clusters, the tokens of token 1's cluster and of the
@@ -410,14 +420,15 @@ def _masked_stats(x, q, row, work):
     MASK_TOKENS): the labels' counts off the component masks, or the labels."""
     n = x.shape[0]
     at = 3 * (n * (n + 1) // 2) + 2 * n
-    tags = work[at + n:at + 4 * n].view(np.int64)
-    lows = work[at + 4 * n:at + 5 * n + PAD]
-    padded = work[at + 5 * n + PAD:at + 7 * n + 3 * PAD]
+    tags = work[at + n : at + 4 * n].view(np.int64)
+    lows = work[at + 4 * n : at + 5 * n + PAD]
+    padded = work[at + 5 * n + PAD : at + 7 * n + 3 * PAD]
     if q[EARLY] != 0.0:
-        (row[0], row[1], row[N_PAIR_STATS], row[N_PAIR_STATS + 1],
-         row[N_PAIR_STATS + 2]) = _counted(x, q[THRESHOLD], padded, lows, tags, q[EARLY])
+        (row[0], row[1], row[N_PAIR_STATS], row[N_PAIR_STATS + 1], row[N_PAIR_STATS + 2]) = _counted(
+            x, q[THRESHOLD], padded, lows, tags, q[EARLY]
+        )
     else:
-        parent = work[at:at + n].view(np.int64)
+        parent = work[at : at + n].view(np.int64)
         row[0], row[1] = close_rows_joined(x, q[THRESHOLD], padded, lows, tags, parent)
         for i in range(n):
             row[N_PAIR_STATS + i] = parent[i]
@@ -431,16 +442,16 @@ def _pair_stats(x, q, row, work, join, beta, field):
     n, d = x.shape
     size = n * (n + 1) // 2
     g = work[:size]
-    xt = work[3 * size:3 * size + d * n].reshape((d, n))
-    parent = work[3 * size + d * n:3 * size + d * n + n].view(np.int64)
-    w = work[size:2 * size]
+    xt = work[3 * size : 3 * size + d * n].reshape((d, n))
+    parent = work[3 * size + d * n : 3 * size + d * n + n].view(np.int64)
+    w = work[size : 2 * size]
     if d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
         row[0], row[1] = close_rows(x, q[THRESHOLD], xt, g, w)
         row[2] = n * n
         if join:
             join_rows(g, n, q[THRESHOLD], row[0] == 1.0, w, parent)
     else:
-        bits = work[2 * size:3 * size].view(np.int64)
+        bits = work[2 * size : 3 * size].view(np.int64)
         _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
     if join and q[EARLY] != 0.0:  # the labels' counts in place of them
         early = q[EARLY]
@@ -469,9 +480,17 @@ def work_size(n: int, d: int) -> int:
     return 3 * (n * (n + 1) // 2) + d * n + 7 * n + 3 * PAD
 
 
-def pair_observer(n: int, d: int, delta: float, beta: float = 0.0, labels: bool = True,
-                  from_field: bool = False, token_sum: bool = False,
-                  min_inner: bool = True, early: int | None = None) -> integrators.Observer:
+def pair_observer(
+    n: int,
+    d: int,
+    delta: float,
+    beta: float = 0.0,
+    labels: bool = True,
+    from_field: bool = False,
+    token_sum: bool = False,
+    min_inner: bool = True,
+    early: int | None = None,
+) -> integrators.Observer:
     """The observer of :func:`.observables.pairs_and_clusters` (``beta = 0``: no exp sum; the
     energy is then NaN, as there); `from_field`: the drift is an attention field at the state
     itself with M = I, no bias and no mask (see the module doc); `token_sum`: also sum_i x_i
@@ -486,9 +505,17 @@ def pair_observer(n: int, d: int, delta: float, beta: float = 0.0, labels: bool 
     if early is not None and (int(early) != early or early < 1):
         raise ValueError(f"early must be an integer >= 1, got {early}")
     counted = bool(labels) and early is not None
-    q = np.array([1.0 - _delta(delta), beta, float(bool(labels)), float(bool(from_field)),
-                  float(bool(token_sum)), float(bool(min_inner)),
-                  float(early) if counted else 0.0])
+    q = np.array(
+        [
+            1.0 - _delta(delta),
+            beta,
+            float(bool(labels)),
+            float(bool(from_field)),
+            float(bool(token_sum)),
+            float(bool(min_inner)),
+            float(early) if counted else 0.0,
+        ]
+    )
     clustered = (N_COUNTS if counted else n) if labels else 0
     columns = N_PAIR_STATS + clustered + (d if token_sum else 0)
     return integrators.Observer(pair_row, q, columns, work_size(n, d))

@@ -11,6 +11,7 @@ and JAX compiles once. The JAX twin ignores the flags.
 :data:`FIELDS` are the scenario fields of attention; the architecture (:mod:`.architecture`),
 noisy attention and the mean-field modes derive theirs from them.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,16 +48,14 @@ FIELDS = {
     # (a field's doc is the long name of its sweep axis: the reasons for the bounds live here)
     "beta": Field("float", 1.0, "inverse temperature beta (any sign)", lo=-BETA_MAX, hi=BETA_MAX),
     "normalization": Field("str", "SA", "attention normalization", choices=NORMALIZATIONS),
-    "Q": Field("matrix", None, "query matrix (default identity)", sweepable=False,
-               lo=-MATRIX_MAX, hi=MATRIX_MAX),
-    "K": Field("matrix", None, "key matrix (default identity)", sweepable=False,
-               lo=-MATRIX_MAX, hi=MATRIX_MAX),
-    "V": Field("matrix", None, "value matrix (default identity)", sweepable=False,
-               lo=-MATRIX_MAX, hi=MATRIX_MAX),
+    "Q": Field("matrix", None, "query matrix (default identity)", sweepable=False, lo=-MATRIX_MAX, hi=MATRIX_MAX),
+    "K": Field("matrix", None, "key matrix (default identity)", sweepable=False, lo=-MATRIX_MAX, hi=MATRIX_MAX),
+    "V": Field("matrix", None, "value matrix (default identity)", sweepable=False, lo=-MATRIX_MAX, hi=MATRIX_MAX),
 }
 
-LAYOUT = Layout("attention", scalars=("beta", "usa", "d", "m_identity", "v_identity"),
-                blocks={"M": ("d", "d"), "V": ("d", "d")})
+LAYOUT = Layout(
+    "attention", scalars=("beta", "usa", "d", "m_identity", "v_identity"), blocks={"M": ("d", "d"), "V": ("d", "d")}
+)
 
 
 def param_size(d: int) -> int:
@@ -85,8 +84,7 @@ def real(name: str, value, lo: float | None = None) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a real number, got {value!r}") from None
     if not math.isfinite(value) or (lo is not None and value < lo):
-        raise ValueError(f"{name} must be finite" + (f" and >= {lo}" if lo is not None else "")
-                         + f", got {value}")
+        raise ValueError(f"{name} must be finite" + (f" and >= {lo}" if lo is not None else "") + f", got {value}")
     return value
 
 
@@ -110,14 +108,16 @@ def pack_params(beta: float, d: int, normalization: str = "SA", Q=None, K=None, 
     m = _matrix("Q", Q, d).T @ _matrix("K", K, d)
     v = _matrix("V", V, d)
     eye = np.eye(d)
-    return LAYOUT.pack(beta=beta, usa=key == "USA", d=d, m_identity=np.array_equal(m, eye),
-                       v_identity=np.array_equal(v, eye), M=m, V=v)
+    return LAYOUT.pack(
+        beta=beta, usa=key == "USA", d=d, m_identity=np.array_equal(m, eye), v_identity=np.array_equal(v, eye), M=m, V=v
+    )
 
 
 def pack(values) -> np.ndarray:
     """The vector of a sweep point's values (the keys of :data:`FIELDS`)."""
-    return pack_params(values["beta"], values["d"], values["normalization"], values.get("Q"),
-                       values.get("K"), values.get("V"))
+    return pack_params(
+        values["beta"], values["d"], values["normalization"], values.get("Q"), values.get("K"), values.get("V")
+    )
 
 
 def unpack_params(p) -> dict:
@@ -127,6 +127,12 @@ def unpack_params(p) -> dict:
     if p.shape != (param_size(d),):
         raise ValueError(f"p has length {p.size}, expected {param_size(d)} for d = {d}")
     v = LAYOUT.unpack(p, {"d": d})
-    return {"beta": float(v["beta"]), "normalization": "USA" if v["usa"] else "SA", "d": d,
-            "M": v["M"].copy(), "V": v["V"].copy(), "M_identity": bool(v["m_identity"]),
-            "V_identity": bool(v["v_identity"])}
+    return {
+        "beta": float(v["beta"]),
+        "normalization": "USA" if v["usa"] else "SA",
+        "d": d,
+        "M": v["M"].copy(),
+        "V": v["V"].copy(),
+        "M_identity": bool(v["m_identity"]),
+        "V_identity": bool(v["v_identity"]),
+    }

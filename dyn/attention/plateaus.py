@@ -158,6 +158,7 @@ does not hold still: 0.75 at beta = 16, where k* = 6 lies above k_c = 5.63. A lo
 lowers it further (factor 5: 2.36, 3.28, 4.28; factor 10: 2.17, 3.10, 4.14, with 1 - 12% of runs
 then without a plateau by T = 1000).
 """
+
 from __future__ import annotations
 
 import math
@@ -253,13 +254,13 @@ def first_plateau(counts, times, ratio: float = PLATEAU_RATIO):
     if not (math.isfinite(ratio) and ratio > 1.0):
         raise ValueError(f"ratio must be a finite number > 1, got {ratio!r}")
     if times.ndim != 1 or counts.ndim < 1 or counts.shape[-1] != times.shape[0]:
-        raise ValueError(f"counts must be (..., saves) with saves = len(times), got counts "
-                         f"{counts.shape} and times {times.shape}")
+        raise ValueError(
+            f"counts must be (..., saves) with saves = len(times), got counts {counts.shape} and times {times.shape}"
+        )
     if np.any(np.diff(times) <= 0) or (times.size and times[0] < 0):
         raise ValueError("times must be increasing and >= 0")
     flat = counts.reshape(-1, times.shape[0])
-    out = np.array([_one_plateau(row, times, ratio) for row in flat]).reshape(
-        counts.shape[:-1] + (3,))
+    out = np.array([_one_plateau(row, times, ratio) for row in flat]).reshape(counts.shape[:-1] + (3,))
     return out[..., 0], out[..., 1], out[..., 2]
 
 
@@ -276,8 +277,9 @@ def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(slope), float(intercept)
 
 
-def merge_rate(beta, end_times, against: str = "beta", resamples: int = 2000, seed: int = 0,
-               level: float = 0.95) -> dict:
+def merge_rate(
+    beta, end_times, against: str = "beta", resamples: int = 2000, seed: int = 0, level: float = 0.95
+) -> dict:
     """Fit log t_merge = a + c X to the per-beta medians of the runs' first merge after their
     first plateau, X = beta (exponential law, c the rate) or X = log beta (power law, c the
     exponent). end_times (len(beta), runs): NaN where a run did not merge by the horizon; betas
@@ -306,9 +308,16 @@ def merge_rate(beta, end_times, against: str = "beta", resamples: int = 2000, se
         if np.all(np.isfinite(again)):
             rates.append(_line(x[used], np.log(again))[0])
     tail = (1.0 - float(level)) / 2.0
-    lo, hi = (np.quantile(rates, [tail, 1.0 - tail]) if rates else (np.nan, np.nan))
-    return {"rate": rate, "lo": float(lo), "hi": float(hi), "intercept": intercept,
-            "used": beta[used], "medians": medians, "residual": residual}
+    lo, hi = np.quantile(rates, [tail, 1.0 - tail]) if rates else (np.nan, np.nan)
+    return {
+        "rate": rate,
+        "lo": float(lo),
+        "hi": float(hi),
+        "intercept": intercept,
+        "used": beta[used],
+        "medians": medians,
+        "residual": residual,
+    }
 
 
 # ---- the count at the end of the linear phase, and when the clusters have formed -------------
@@ -330,8 +339,7 @@ def circle_rates(beta: float, modes, normalization: str = "SA") -> np.ndarray:
     return growth_rates(float(beta), 0.0, 2, normalization, modes)
 
 
-def linear_phase_end(beta: float, n: int, normalization: str = "SA",
-                     amplitude: float = LINEAR_AMPLITUDE) -> float:
+def linear_phase_end(beta: float, n: int, normalization: str = "SA", amplitude: float = LINEAR_AMPLITUDE) -> float:
     """t_lin = log(n A^2 / 4) / (2 lambda_{k*}): the time at which the fastest mode's rms
     amplitude 2 n^{-1/2} e^{lambda_{k*} t} reaches A = `amplitude` (default 1/2, where the linear
     theory is measured to hold; at A = 1 the density 1 + r cos(k* phi - alpha) touches zero:
@@ -377,8 +385,9 @@ def rice_maxima(modes, weights) -> float:
     k = np.asarray(modes, dtype=np.float64)
     s = np.asarray(weights, dtype=np.float64)
     if k.shape != s.shape or np.any(s < 0) or not np.all(np.isfinite(s)) or not np.any(s * k):
-        raise ValueError("modes and weights must have one shape, with weights finite, >= 0 and "
-                         "not all zero on the nonzero modes")
+        raise ValueError(
+            "modes and weights must have one shape, with weights finite, >= 0 and not all zero on the nonzero modes"
+        )
     k2 = k * k
     return float(math.sqrt(np.sum(k2 * k2 * s) / np.sum(k2 * s)))
 
@@ -448,8 +457,7 @@ def linear_phase_count(x, times, beta: float, n: int, normalization: str = "SA")
     return basin_count(x[:, at], beta).astype(np.float64), float(np.asarray(times)[at])
 
 
-def formed(x, labels, times, beta: float, delta: float, after: float = 0.0,
-           per_basin: bool = True):
+def formed(x, labels, times, beta: float, delta: float, after: float = 0.0, per_basin: bool = True):
     """When the clusters have formed (module doc): for each run of tokens x (runs, saves, n, 2)
     with cluster labels (runs, saves, n) (:func:`dyn.attention.cluster_labels` at this delta),
     the first save later than `after` at which every cluster is tight (every pair of its tokens

@@ -23,6 +23,7 @@ POSTNORM, i.e. retraction without projection; pre and peri are Euler on the flow
 itself). The numba drifts return the raw layer update (post: u; nGPT: alpha (u/|u| - x)); the
 geometry projects it for the flow.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,8 @@ from ..numerics import attention_field as af
 from .architecture import ARCH, SCHEMES, heads_of, pack_architecture
 
 BETA, USA, DIM, HEADS, CAUSAL, SLOPE, M_ID, V_ID, ALPHA, FF = (
-    ARCH.index(k) for k in ("beta", "usa", "d", "heads", "causal", "slope", "m_identity",
-                            "v_identity", "alpha", "ff"))
+    ARCH.index(k) for k in ("beta", "usa", "d", "heads", "causal", "slope", "m_identity", "v_identity", "alpha", "ff")
+)
 M_AT, V_AT, W1_AT, W2_AT = (ARCH.block_at(k) for k in ARCH.blocks)
 
 
@@ -66,8 +67,20 @@ UNCACHED = {k: v for k, v in NJIT.items() if k != "cache"}
 @njit(**UNCACHED)
 def _attend(x, p, out, work, field):
     """out <- the attention field of x by the kernel `field` (af.field or a regime's kernel)."""
-    field(x, p[BETA], p[USA] != 0.0, p[CAUSAL] != 0.0, p[SLOPE], int(p[HEADS]),
-          block(p, M_AT), p[M_ID] != 0.0, block(p, V_AT), p[V_ID] != 0.0, out, work)
+    field(
+        x,
+        p[BETA],
+        p[USA] != 0.0,
+        p[CAUSAL] != 0.0,
+        p[SLOPE],
+        int(p[HEADS]),
+        block(p, M_AT),
+        p[M_ID] != 0.0,
+        block(p, V_AT),
+        p[V_ID] != 0.0,
+        out,
+        work,
+    )
 
 
 @njit(**NJIT)
@@ -80,7 +93,7 @@ def _feed_forward(x, p, out, work):
         W1 = block(p, W1_AT).reshape((d, d))
         W2 = block(p, W2_AT).reshape((d, d))
         top = work.shape[0] - af.NORMALIZERS
-        hidden = work[top - d:top]
+        hidden = work[top - d : top]
         for i in range(n):
             for k in range(d):
                 s = 0.0
@@ -103,7 +116,7 @@ def _stream_tokens(z, work):
     `work` before the feed-forward's scratch."""
     n, d = z.shape
     size = work.shape[0] - af.NORMALIZERS
-    x = work[size - n * d - d:size - d].reshape((n, d))
+    x = work[size - n * d - d : size - d].reshape((n, d))
     copy2(x, z)
     _unit_rows(x)
     return x
@@ -198,11 +211,9 @@ def ngpt_drift_columns(t, x, p, out, work):
 # each scheme's drifts: whichever regime the field takes per call (None), and one per regime
 # that p can fix (af.fixed_regime)
 DRIFTS = {
-    "post": {None: layer_output, af.SYMMETRIC: layer_output_symmetric,
-             af.COLUMNS: layer_output_columns},
+    "post": {None: layer_output, af.SYMMETRIC: layer_output_symmetric, af.COLUMNS: layer_output_columns},
     "pre": {None: pre_drift, af.SYMMETRIC: pre_drift_symmetric, af.COLUMNS: pre_drift_columns},
-    "peri": {None: peri_drift, af.SYMMETRIC: peri_drift_symmetric,
-             af.COLUMNS: peri_drift_columns},
+    "peri": {None: peri_drift, af.SYMMETRIC: peri_drift_symmetric, af.COLUMNS: peri_drift_columns},
     "ngpt": {None: ngpt_drift, af.SYMMETRIC: ngpt_drift_symmetric, af.COLUMNS: ngpt_drift_columns},
 }
 
@@ -212,7 +223,7 @@ def fixed_regime(p) -> int | None:
     d, mask and matrices M_h, read as the field reads them), or None where n decides."""
     p = np.asarray(p, dtype=np.float64)
     d, heads, causal = int(p[DIM]), int(p[HEADS]), p[CAUSAL] != 0.0
-    M = p[int(p[M_AT]):int(p[M_AT + 1])]
+    M = p[int(p[M_AT]) : int(p[M_AT + 1])]
     symmetric_m = not causal and af.symmetric_matrices(heads, d, M, p[M_ID] != 0.0)
     return af.fixed_regime(d, causal, symmetric_m)
 
@@ -230,6 +241,7 @@ def _drift_for(scheme_name: str):
 
 # ---------------------------------------------------------------------------------------------
 # JAX twins (one member, the same vector; the number of heads is read from its length)
+
 
 def layer_output_jax(t, x, p):
     """JAX twin of :func:`layer_output`."""
@@ -262,6 +274,7 @@ def ngpt_drift_jax(t, x, p):
 # ---------------------------------------------------------------------------------------------
 # records
 
+
 def _example_for(stream: bool):
     """`example(rng)` of a record: a random architecture vector and a member (unit rows, or a
     residual stream of radii in [0.5, 3] when `stream`)."""
@@ -275,20 +288,38 @@ def _example_for(stream: bool):
             x *= rng.uniform(0.5, 3.0, (n, 1))
         Q, K, V = (np.eye(d) + 0.5 * rng.standard_normal((H, d, d)) for _ in range(3))
         W1, W2 = rng.standard_normal((2, d, d))
-        p = pack_architecture(rng.uniform(-3, 6), d, str(rng.choice(["SA", "USA"])), Q, K, V,
-                              mask=str(rng.choice(["none", "causal"])),
-                              bias_slope=float(rng.choice([0.0, rng.uniform(0, 2)])),
-                              feedforward=float(rng.choice([0.0, rng.normal()])), W1=W1, W2=W2,
-                              alpha=rng.uniform(0.2, 3))
+        p = pack_architecture(
+            rng.uniform(-3, 6),
+            d,
+            str(rng.choice(["SA", "USA"])),
+            Q,
+            K,
+            V,
+            mask=str(rng.choice(["none", "causal"])),
+            bias_slope=float(rng.choice([0.0, rng.uniform(0, 2)])),
+            feedforward=float(rng.choice([0.0, rng.normal()])),
+            W1=W1,
+            W2=W2,
+            alpha=rng.uniform(0.2, 3),
+        )
         return x, p
 
     return example
 
 
 def _record(name, scheme_name, drift_jax, geometry, stream=False):
-    return register(Dynamics(name, ARCH, DRIFTS[scheme_name][None], drift_jax, geometry,
-                             example=_example_for(stream), work=work_size,
-                             drift_for=_drift_for(scheme_name)))
+    return register(
+        Dynamics(
+            name,
+            ARCH,
+            DRIFTS[scheme_name][None],
+            drift_jax,
+            geometry,
+            example=_example_for(stream),
+            work=work_size,
+            drift_for=_drift_for(scheme_name),
+        )
+    )
 
 
 POST = _record("attention_post", "post", layer_output_jax, SPHERE)
@@ -310,10 +341,15 @@ class Scheme:
     stream: bool
 
 
-BY_NAME = {s.name: s for s in (Scheme("post", POST, POST_NETWORK, False),
-                               Scheme("pre", PRE, PRE, True),
-                               Scheme("peri", PERI, PERI, True),
-                               Scheme("ngpt", NGPT, NGPT_NETWORK, False))}
+BY_NAME = {
+    s.name: s
+    for s in (
+        Scheme("post", POST, POST_NETWORK, False),
+        Scheme("pre", PRE, PRE, True),
+        Scheme("peri", PERI, PERI, True),
+        Scheme("ngpt", NGPT, NGPT_NETWORK, False),
+    )
+}
 assert tuple(BY_NAME) == SCHEMES
 
 

@@ -6,6 +6,7 @@ reductions, `Solve` (what a system asks the batched JAX path to solve), and `byt
 The engine (dyn.engine.ensemble, dyn.engine.store, ...) and the systems (dyn.systems.*) both
 import this module and nothing of each other's in this direction: systems never import the engine.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,8 +67,7 @@ SIGNED_ATTR = "dyn_signed"
 #               over a window the engine chooses and extends (System.extend) until the runs are
 #               stationary (dyn.engine.averaging): stored with X_se, X_ess, X_drift and the point's
 #               burn_in_used, horizon_used, stationary, nonstationary_runs
-REDUCTIONS = ("mean", "mean_se", "proportion", "max", "rms", "point", "per_run", "time_average",
-              "time_to_event")
+REDUCTIONS = ("mean", "mean_se", "proportion", "max", "rms", "point", "per_run", "time_average", "time_to_event")
 # The [integrator] keys of the solver (every such key a system may read).
 INTEGRATOR_KEYS = frozenset({"backend", "method", "horizon", "dt", "rtol", "atol", "max_steps"})
 # ... and of the engine, for a system with time averages that integrates an SDE with a fixed step
@@ -106,8 +106,7 @@ class Draw:
 
     def attrs(self) -> dict:
         """The variable attributes that declare it (only those set)."""
-        found = {OVER_ATTR: " ".join(self.over), ALONG_ATTR: self.along, COLOR_ATTR: self.color,
-                 LABEL_ATTR: self.label}
+        found = {OVER_ATTR: " ".join(self.over), ALONG_ATTR: self.along, COLOR_ATTR: self.color, LABEL_ATTR: self.label}
         found = {k: v for k, v in found.items() if v}
         if self.over:
             found[LINESTYLE_ATTR] = self.linestyle
@@ -199,8 +198,7 @@ def theory_grid(values, points: int = 200) -> np.ndarray:
 
 def theory_coord(axis: str, values, points: int = 200) -> Coord:
     """The coordinate of a theory grid along the sweep axis `axis` (`theory_grid`)."""
-    return Coord(theory_grid(values, points), f"{axis} (fine grid of the theory)",
-                 attrs={AXIS_ATTR: axis})
+    return Coord(theory_grid(values, points), f"{axis} (fine grid of the theory)", attrs={AXIS_ATTR: axis})
 
 
 @dataclass

@@ -11,6 +11,7 @@ package, and returns them all: for the test that checks, for each, that the numb
 JAX twin agree at random states and parameters (``example``). A new model's module is found
 without being listed anywhere.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -68,11 +69,13 @@ class Dynamics:
         """The :class:`integrators.Problem` of this model with parameters `p` (ValueError when
         its offsets do not fit the layout: :meth:`dyn.core.layout.Layout.check`)."""
         p = self.layout.check(p)
-        noise = {} if self.diffusion is None else dict(
-            diffusion=self.diffusion, diffusion_jax=self.diffusion_jax, noise_shape=self.noise(p))
+        noise = (
+            {}
+            if self.diffusion is None
+            else dict(diffusion=self.diffusion, diffusion_jax=self.diffusion_jax, noise_shape=self.noise(p))
+        )
         drift = self.drift if self.drift_for is None else self.drift_for(p)
-        return integrators.Problem(drift, self.jax_drift(p), p, self.geometry, work=self.work,
-                                   **noise)
+        return integrators.Problem(drift, self.jax_drift(p), p, self.geometry, work=self.work, **noise)
 
 
 def tangent_drift_jax(drift_jax: Callable, d: int) -> Callable:

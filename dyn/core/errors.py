@@ -40,7 +40,7 @@ def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
 def short_repr(value, limit: int = 60) -> str:
     """repr(value), cut to `limit` characters: for echoing user values in messages."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 class OutputError(ScenarioError):
@@ -70,13 +70,12 @@ class MissingFile(ScenarioError, FileNotFoundError):
 
 
 def did_you_mean(name: str, known) -> str:
-    """" (did you mean 'a', 'b' or 'c'?)" for the (at most 3) names of `known` nearest `name`,
+    """ " (did you mean 'a', 'b' or 'c'?)" for the (at most 3) names of `known` nearest `name`,
     nearest first (difflib's ratio of at least 0.6, as a misspelling or a missing letter gives);
     "" when none is near."""
     import difflib
 
-    near = [repr(n) for n in difflib.get_close_matches(str(name), [str(k) for k in known], n=3,
-                                                        cutoff=0.6)]
+    near = [repr(n) for n in difflib.get_close_matches(str(name), [str(k) for k in known], n=3, cutoff=0.6)]
     if not near:
         return ""
     listed = near[0] if len(near) == 1 else f"{', '.join(near[:-1])} or {near[-1]}"

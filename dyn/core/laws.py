@@ -18,6 +18,7 @@ Each draw comes from its own stream SeedSequence(seed, spawn_key=(..., LAW_KEY, 
 [, run])), so adding a random parameter leaves the other streams, and the point's runs, as
 they were.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -65,8 +66,7 @@ def is_law(value) -> bool:
     return isinstance(value, dict) and "law" in value
 
 
-def draw(name: str, law: dict, kind: str, size: int, seed: int, stream: int,
-         run: int | None = None) -> np.ndarray:
+def draw(name: str, law: dict, kind: str, size: int, seed: int, stream: int, run: int | None = None) -> np.ndarray:
     """The array of the parameter `name` drawn by `law` (matrix (size, size), stack
     (heads, size, size) or vector (size,)); `stream`: the point's stream (ignored for draw
     "common"); `run`: the run, for draw "run"."""

@@ -27,6 +27,7 @@ inferred from the length, :meth:`Layout.infer`) and, for a numpy vector, the sto
 the scalars that name a dimension; :meth:`Layout.check` checks a vector's offsets without knowing
 its dimensions. Both raise ValueError.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,7 +44,7 @@ from integrators.numba.jit import njit
 def block(p, at):
     """The block whose start is stored at ``p[at]`` and end at ``p[at + 1]``: a view of ``p``
     (``at`` is :meth:`Layout.block_at`)."""
-    return p[int(p[at]):int(p[at + 1])]
+    return p[int(p[at]) : int(p[at + 1])]
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Layout:
         if len(set(names)) != len(names):
             raise ValueError(f"layout {self.name}: duplicate names in {names}")
         blocks = list(self.blocks)
-        if list(self.optional) != blocks[len(blocks) - len(self.optional):]:
+        if list(self.optional) != blocks[len(blocks) - len(self.optional) :]:
             raise ValueError(f"layout {self.name}: optional blocks must be the trailing ones")
 
     @property
@@ -80,8 +81,7 @@ class Layout:
     def block_at(self, name: str) -> int:
         """Position of the start offset of block `name` (its end is at the next position)."""
         if name not in self.blocks:
-            raise KeyError(f"layout {self.name} has no block {name!r} "
-                           f"(blocks: {tuple(self.blocks)})")
+            raise KeyError(f"layout {self.name} has no block {name!r} (blocks: {tuple(self.blocks)})")
         return len(self.scalars) + list(self.blocks).index(name)
 
     def shape(self, block: str, dims: Mapping[str, int]) -> tuple[int, ...]:
@@ -106,8 +106,7 @@ class Layout:
         """The vector from every scalar and every block (an optional block may be None). A
         block's shape must agree with the dimensions (those that are scalars, and those the
         blocks before it fixed)."""
-        missing = [k for k in (*self.scalars, *self.blocks)
-                   if k not in values and k not in self.optional]
+        missing = [k for k in (*self.scalars, *self.blocks) if k not in values and k not in self.optional]
         extra = sorted(set(values) - set(self.scalars) - set(self.blocks))
         if missing or extra:
             raise ValueError(f"layout {self.name}: missing {missing}, unknown {extra}")
@@ -120,12 +119,12 @@ class Layout:
                 continue
             a = np.asarray(values[b], dtype=np.float64)
             if a.ndim != len(names):
-                raise ValueError(f"layout {self.name}: block {b} must have {len(names)} "
-                                 f"dimensions {names}, got shape {a.shape}")
+                raise ValueError(
+                    f"layout {self.name}: block {b} must have {len(names)} dimensions {names}, got shape {a.shape}"
+                )
             for d, n in zip(names, a.shape, strict=True):
                 if dims.setdefault(d, n) != n:
-                    raise ValueError(f"layout {self.name}: block {b} has shape {a.shape}, "
-                                     f"but {d} = {dims[d]}")
+                    raise ValueError(f"layout {self.name}: block {b} has shape {a.shape}, but {d} = {dims[d]}")
             arrays[b] = a.ravel()
         offsets = self.offsets(dims, tuple(arrays))
         scalars = [float(values[k]) for k in self.scalars]
@@ -144,8 +143,7 @@ class Layout:
         s0, s1 = self.size({**dims, d: 0}), self.size({**dims, d: 1})
         k, r = divmod(length - s0, s1 - s0)
         if k < 0 or r:
-            raise ValueError(f"layout {self.name}: no vector has length {length} "
-                             f"(given {dims})")
+            raise ValueError(f"layout {self.name}: no vector has length {length} (given {dims})")
         return {**dims, d: k}
 
     def unpack(self, p, dims: Mapping[str, int] | None = None) -> dict:
@@ -159,16 +157,17 @@ class Layout:
         if self.size(dims, present) != length:
             present = tuple(b for b in self.blocks if b not in self.optional)
             if not self.optional or self.size(dims, present) != length:
-                raise ValueError(f"layout {self.name}: vector of length {length}, expected "
-                                 f"{self.size(dims)} for {dims}")
+                raise ValueError(
+                    f"layout {self.name}: vector of length {length}, expected {self.size(dims)} for {dims}"
+                )
         offsets = self.offsets(dims, present)
         if isinstance(p, np.ndarray):
             S = len(self.scalars)
-            if not np.array_equal(p[S:self.header], offsets):
-                raise ValueError(f"layout {self.name}: stored offsets {p[S:self.header].tolist()}"
-                                 f", expected {offsets} for {dims}")
-            wrong = {d: p[self.index(d)] for d in dims if d in self.scalars
-                     and p[self.index(d)] != dims[d]}
+            if not np.array_equal(p[S : self.header], offsets):
+                raise ValueError(
+                    f"layout {self.name}: stored offsets {p[S : self.header].tolist()}, expected {offsets} for {dims}"
+                )
+            wrong = {d: p[self.index(d)] for d in dims if d in self.scalars and p[self.index(d)] != dims[d]}
             if wrong:
                 raise ValueError(f"layout {self.name}: packed with {wrong}, expected {dims}")
         out = {k: p[i] for i, k in enumerate(self.scalars)}
@@ -184,14 +183,12 @@ class Layout:
         ValueError otherwise."""
         p = np.asarray(p, dtype=np.float64)
         if p.ndim != 1 or p.shape[0] < self.header:
-            raise ValueError(f"layout {self.name}: expected a vector of length >= {self.header}, "
-                             f"got shape {p.shape}")
+            raise ValueError(f"layout {self.name}: expected a vector of length >= {self.header}, got shape {p.shape}")
         if not self.blocks:
             if p.shape[0] != self.header:
-                raise ValueError(f"layout {self.name}: expected length {self.header}, "
-                                 f"got {p.shape[0]}")
+                raise ValueError(f"layout {self.name}: expected length {self.header}, got {p.shape[0]}")
             return p
-        at = p[len(self.scalars):self.header]
+        at = p[len(self.scalars) : self.header]
         sound = at[0] == self.header and at[-1] == p.shape[0] and np.all(np.diff(at) >= 0)
         dims = {d: p[self.index(d)] for d in self.dims if d in self.scalars}
         for b, size in zip(self.blocks, np.diff(at), strict=True):
@@ -199,6 +196,7 @@ class Layout:
                 want = math.prod(dims[d] for d in self.blocks[b])
                 sound = sound and (size == want or (b in self.optional and size == 0))
         if not sound:
-            raise ValueError(f"layout {self.name}: inconsistent offsets {at.tolist()} "
-                             f"for a vector of length {p.shape[0]}")
+            raise ValueError(
+                f"layout {self.name}: inconsistent offsets {at.tolist()} for a vector of length {p.shape[0]}"
+            )
         return p

@@ -4,6 +4,7 @@ System files name their mathematics at the top (``attention = lazy("dyn.attentio
 it only when a point is simulated: the registry, `dyn list` and scenario validation then stay
 light (loading every numba kernel of every package takes seconds).
 """
+
 from __future__ import annotations
 
 import importlib

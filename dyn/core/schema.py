@@ -4,6 +4,7 @@ A `Field` knows its type, default and admissible range; `check_table` applies a 
 a TOML table and names the dotted key in every error. Kept deliberately tiny: scenario files are
 small and the messages matter more than generality.
 """
+
 from __future__ import annotations
 
 import math
@@ -118,12 +119,17 @@ def _matrix(key, raw):
 
 def _matrices(key, raw):
     """One square matrix, or a non-empty list of square matrices of one size (a stack)."""
-    if isinstance(raw, list) and raw and all(isinstance(r, list) for r in raw) \
-            and all(isinstance(m, list) and m and isinstance(m[0], list) for m in raw):
+    if (
+        isinstance(raw, list)
+        and raw
+        and all(isinstance(r, list) for r in raw)
+        and all(isinstance(m, list) and m and isinstance(m[0], list) for m in raw)
+    ):
         stack = [_matrix(f"{key}[{h}]", m) for h, m in enumerate(raw)]
         if any(len(m) != len(stack[0]) for m in stack):
-            raise ScenarioError(key, "every matrix of the stack must have the same size, got "
-                                f"{[len(m) for m in stack]}")
+            raise ScenarioError(
+                key, f"every matrix of the stack must have the same size, got {[len(m) for m in stack]}"
+            )
         return stack
     return _matrix(key, raw)
 
@@ -142,13 +148,20 @@ def _names(key, raw):
     return list(raw)
 
 
-_PARSERS = {"int": _int, "float": _float, "str": _str, "bool": _bool, "matrix": _matrix,
-            "matrices": _matrices, "vector": _vector, "names": _names}
+_PARSERS = {
+    "int": _int,
+    "float": _float,
+    "str": _str,
+    "bool": _bool,
+    "matrix": _matrix,
+    "matrices": _matrices,
+    "vector": _vector,
+    "names": _names,
+}
 
 
 def _describe(raw: Any) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-             list: "a list", dict: "a table"}
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}
     for typ, name in names.items():
         if type(raw) is typ:
             return f"{name} ({_short(raw)})"

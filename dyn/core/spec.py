@@ -7,6 +7,7 @@
 The engine builds them (:meth:`dyn.engine.scenario.Scenario.setup`,
 :meth:`~dyn.engine.scenario.Scenario.spec`); systems read them. Neither knows TOML.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -101,18 +102,20 @@ class Setup:
         """The run specification of point `index` (its values, its random stream and, with
         dt = "auto", its step: step_tol / system.step_rate). `system` is the System these points
         run (the engine looks it up by `system_name`); only dt = "auto" needs it."""
-        spec = RunSpec(self, index, sweep.point(self.params, self.axes, index),
-                       sweep.stream_index(self.axes, index, self.common))
+        spec = RunSpec(
+            self, index, sweep.point(self.params, self.axes, index), sweep.stream_index(self.axes, index, self.common)
+        )
         if self.auto_dt:
             if system is None:
-                raise ValueError(f"dt = 'auto' needs the system ({self.system_name}) to choose "
-                                 "the step")
+                raise ValueError(f"dt = 'auto' needs the system ({self.system_name}) to choose the step")
             rate = system.step_rate(spec)
             if rate is None:
                 from .errors import ScenarioError
 
-                raise ScenarioError("integrator.dt", f"system {self.system_name} does not choose "
-                                    "its step: give dt a number (or declare its step_rate)")
+                raise ScenarioError(
+                    "integrator.dt",
+                    f"system {self.system_name} does not choose its step: give dt a number (or declare its step_rate)",
+                )
             spec = spec.variant(dt=self.step_tol / rate)
         return spec
 
@@ -185,8 +188,9 @@ class RunSpec:
 
     def variant(self, salt: tuple[int, ...] = (), **solver_options) -> RunSpec:
         """The same point with other solver options and, with a salt, its own fresh stream."""
-        return RunSpec(self.setup, self.index, self.values, self.stream,
-                       {**self.solver_options, **solver_options}, tuple(salt))
+        return RunSpec(
+            self.setup, self.index, self.values, self.stream, {**self.solver_options, **solver_options}, tuple(salt)
+        )
 
     def jax_key(self, *salt: int) -> np.ndarray:
         """The point's JAX PRNG key data (uint32[2]), from the same SeedSequence(seed,

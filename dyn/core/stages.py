@@ -13,6 +13,7 @@ driver names in the environment variable ``DYN_WORKER_STAGES``: when a worker va
 driver reads (:func:`read`) which hook it was running. A worker that a script without the
 ``__main__`` guard stops writes ``GUARD`` there, so only that case is blamed on the guard.
 """
+
 from __future__ import annotations
 
 import os
@@ -82,5 +83,8 @@ def read(folder: str | Path) -> list[str]:
 def exited(code, hook: str) -> UserExit:
     """The one line of a SystemExit raised while `hook` ran (the module's name begins it)."""
     shown = "" if code is None else repr(code)
-    return UserExit("scenario.system", f"{hook or 'the system'} called sys.exit({shown}): the run "
-                    "stops (finished points are kept: run the same command again to resume)")
+    return UserExit(
+        "scenario.system",
+        f"{hook or 'the system'} called sys.exit({shown}): the run "
+        "stops (finished points are kept: run the same command again to resume)",
+    )

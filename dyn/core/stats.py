@@ -1,4 +1,5 @@
 """Small statistics shared by the engine and the systems."""
+
 from __future__ import annotations
 
 import numpy as np

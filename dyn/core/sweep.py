@@ -7,6 +7,7 @@ of the other axes, so points that differ only along common axes draw the same nu
 a pure function of (seed, point): executor, worker count and resume history cannot change them.
 Every function takes the axes (`{name: [values...]}`, in file order), not a scenario.
 """
+
 from __future__ import annotations
 
 import math

@@ -6,6 +6,7 @@ which runs a chunk of Monte Carlo runs of one point and returns per-run values. 
 the rest (:mod:`dyn.engine.ensemble`): chunking runs to a memory budget, reducing over runs,
 divergence, checking the values against the declared outputs, trajectories.
 """
+
 from __future__ import annotations
 
 import abc
@@ -49,11 +50,37 @@ from .contract import (
 )
 
 # what a system module needs, in one import (the contract's names, re-exported)
-__all__ = ["AVERAGING_KEYS", "DIVERGED", "FAILED", "INTEGRATOR_KEYS", "NONSTATIONARY_SHARE", "OK",
-           "PENDING", "PROBABILITY", "REDUCTIONS", "REFERENCE", "ROLE_ATTR", "STATIONARY",
-           "STATUS_NAMES", "STEP_ERROR", "TIME_AVERAGE", "UNDECIDED", "Chunk", "Coord", "Draw",
-           "Output", "PointResult", "Reference", "Solve", "bytes_of", "theory_coord", "theory_grid",
-           "System", "over_axes", "state_dims"]
+__all__ = [
+    "AVERAGING_KEYS",
+    "DIVERGED",
+    "FAILED",
+    "INTEGRATOR_KEYS",
+    "NONSTATIONARY_SHARE",
+    "OK",
+    "PENDING",
+    "PROBABILITY",
+    "REDUCTIONS",
+    "REFERENCE",
+    "ROLE_ATTR",
+    "STATIONARY",
+    "STATUS_NAMES",
+    "STEP_ERROR",
+    "TIME_AVERAGE",
+    "UNDECIDED",
+    "Chunk",
+    "Coord",
+    "Draw",
+    "Output",
+    "PointResult",
+    "Reference",
+    "Solve",
+    "bytes_of",
+    "theory_coord",
+    "theory_grid",
+    "System",
+    "over_axes",
+    "state_dims",
+]
 
 
 def state_dims(setup: Setup, **dims: str) -> dict[str, int]:
@@ -63,8 +90,10 @@ def state_dims(setup: Setup, **dims: str) -> dict[str, int]:
     for dim, key in dims.items():
         sizes = set(setup.values_of(key))
         if len(sizes) != 1:
-            raise ScenarioError("output.trajectories", f"saving trajectories needs params.{key} "
-                                "fixed (every point's states must have one shape)")
+            raise ScenarioError(
+                "output.trajectories",
+                f"saving trajectories needs params.{key} fixed (every point's states must have one shape)",
+            )
         found[dim] = int(sizes.pop())
     return found
 
@@ -166,8 +195,7 @@ class System(abc.ABC):
 
         method = spec.solver.method
         key = spec.jax_key() if method in integrators.SDE_METHODS else None
-        return Solve(method, spec.dt, self.problem(spec), self.initial_state(spec, spec.runs),
-                     spec.times, key=key)
+        return Solve(method, spec.dt, self.problem(spec), self.initial_state(spec, spec.runs), spec.times, key=key)
 
     def observe(self, spec: RunSpec, solved) -> Chunk:
         """The point's Chunk from what its `solves` gave, in their structure: states

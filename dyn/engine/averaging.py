@@ -25,6 +25,7 @@ point is marked in plots and listings), nonstationary_runs (share of runs whose 
 differ by more than DRIFT_Z standard errors). Same mechanism as run-until-decided: the run goes
 on until its question is answered, up to a cap, and what the cap cut short is recorded and shown.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,23 +60,58 @@ def point_outputs(outputs: list[Output]) -> list[Output]:
         return []
     found = []
     for out in averaged:
-        found += [replace(out, reduce="point", role=out.role or TIME_AVERAGE),
-                  Output(f"{out.name}_se", f"standard error of {out.name} (from its effective "
-                         "sample size)", out.units, (), "point"),
-                  Output(f"{out.name}_ess", f"effective samples of {out.name} in all runs "
-                         "(window samples / 2 tau_int)", "1", (), "point"),
-                  Output(f"{out.name}_drift", f"second minus first half of the window of "
-                         f"{out.name}, in standard errors", "1", (), "point"),
-                  Output(f"{out.name}_mixing", f"spread of the runs' window means of {out.name} "
-                         "over what their own fluctuations allow (above 1: the runs disagree, "
-                         "e.g. split between states)", "1", (), "point")]
+        found += [
+            replace(out, reduce="point", role=out.role or TIME_AVERAGE),
+            Output(
+                f"{out.name}_se",
+                f"standard error of {out.name} (from its effective sample size)",
+                out.units,
+                (),
+                "point",
+            ),
+            Output(
+                f"{out.name}_ess",
+                f"effective samples of {out.name} in all runs (window samples / 2 tau_int)",
+                "1",
+                (),
+                "point",
+            ),
+            Output(
+                f"{out.name}_drift",
+                f"second minus first half of the window of {out.name}, in standard errors",
+                "1",
+                (),
+                "point",
+            ),
+            Output(
+                f"{out.name}_mixing",
+                f"spread of the runs' window means of {out.name} "
+                "over what their own fluctuations allow (above 1: the runs disagree, "
+                "e.g. split between states)",
+                "1",
+                (),
+                "point",
+            ),
+        ]
     return found + [
         Output("burn_in_used", "start of the averaging window", "1", (), "point"),
         Output("horizon_used", "end of the averaging window (the runs' horizon)", "1", (), "point"),
-        Output("stationary", "1 if the window passed every stationarity test, 0 if not by "
-               "the cap", "1", (), "point", STATIONARY),
-        Output("nonstationary_runs", "share of runs whose window halves differ by more than "
-               f"{stationarity.DRIFT_Z:g} standard errors", "1", (), "point", NONSTATIONARY_SHARE),
+        Output(
+            "stationary",
+            "1 if the window passed every stationarity test, 0 if not by the cap",
+            "1",
+            (),
+            "point",
+            STATIONARY,
+        ),
+        Output(
+            "nonstationary_runs",
+            f"share of runs whose window halves differ by more than {stationarity.DRIFT_Z:g} standard errors",
+            "1",
+            (),
+            "point",
+            NONSTATIONARY_SHARE,
+        ),
     ]
 
 
@@ -120,11 +156,21 @@ class Window:
     def values(self) -> dict[str, float]:
         out = {}
         for name, s in self.stats.items():
-            out.update({name: s.mean, f"{name}_se": s.se, f"{name}_ess": s.ess,
-                        f"{name}_drift": s.drift_z, f"{name}_mixing": s.mixing_ratio})
-        out.update(burn_in_used=self.start, horizon_used=self.end,
-                   stationary=float(all(s.stationary for s in self.stats.values())),
-                   nonstationary_runs=max(s.share_nonstationary for s in self.stats.values()))
+            out.update(
+                {
+                    name: s.mean,
+                    f"{name}_se": s.se,
+                    f"{name}_ess": s.ess,
+                    f"{name}_drift": s.drift_z,
+                    f"{name}_mixing": s.mixing_ratio,
+                }
+            )
+        out.update(
+            burn_in_used=self.start,
+            horizon_used=self.end,
+            stationary=float(all(s.stationary for s in self.stats.values())),
+            nonstationary_runs=max(s.share_nonstationary for s in self.stats.values()),
+        )
         return out
 
 
@@ -142,8 +188,9 @@ def assess(pieces: list[Piece], names: list[str], times: np.ndarray, burn_in: fl
     return {name: stationarity.window_stats(y, start) for name, y in series.items()}
 
 
-def extend(system: System, spec: RunSpec, pieces: list[Piece], names: list[str],
-           t_end: float, step: float, samples: int) -> tuple[float, int]:
+def extend(
+    system: System, spec: RunSpec, pieces: list[Piece], names: list[str], t_end: float, step: float, samples: int
+) -> tuple[float, int]:
     """Continue every chunk's runs by `samples` samples of spacing `step` (in chunk order);
     returns the new end time and the number of runs that became non-finite."""
     block = t_end + step * np.arange(samples + 1)
@@ -153,18 +200,26 @@ def extend(system: System, spec: RunSpec, pieces: list[Piece], names: list[str],
         for name in names:
             v = np.asarray(chunk.values[name], dtype=np.float64)
             if v.shape != (len(piece.runs), samples):
-                raise RuntimeError(f"{system.name}.extend returned {name} of shape {v.shape}, "
-                                   f"expected {(len(piece.runs), samples)}")
+                raise RuntimeError(
+                    f"{system.name}.extend returned {name} of shape {v.shape}, expected {(len(piece.runs), samples)}"
+                )
             piece.series[name].append(v)
         piece.carry = chunk.carry
-        finite = (np.ones(len(piece.runs), bool) if chunk.finite is None
-                  else np.asarray(chunk.finite, bool))
+        finite = np.ones(len(piece.runs), bool) if chunk.finite is None else np.asarray(chunk.finite, bool)
         bad += int((~finite).sum())
     return float(block[-1]), bad
 
 
-def extend_to(system: System, spec: RunSpec, pieces: list[Piece], names: list[str],
-              t_end: float, end: float, step: float, per_block: int) -> tuple[float, int]:
+def extend_to(
+    system: System,
+    spec: RunSpec,
+    pieces: list[Piece],
+    names: list[str],
+    t_end: float,
+    end: float,
+    step: float,
+    per_block: int,
+) -> tuple[float, int]:
     """Continue the runs from t_end to `end` in blocks of at most `per_block` samples; returns the
     time reached and the number of runs that became non-finite."""
     bad = 0
@@ -175,8 +230,7 @@ def extend_to(system: System, spec: RunSpec, pieces: list[Piece], names: list[st
     return t_end, bad
 
 
-def until_stationary(system: System, spec: RunSpec, pieces: list[Piece],
-                     names: list[str]) -> Window:
+def until_stationary(system: System, spec: RunSpec, pieces: list[Piece], names: list[str]) -> Window:
     """Extend the runs block by block until every output's window is stationary or the horizon
     reaches the cap (see the module doc)."""
     setup = spec.setup

@@ -13,6 +13,7 @@ from its own key (RunSpec.jax_key: the point's seed sequence), so a run is repro
 same device; across devices (CPU against GPU) and against the numba backend the numbers agree in
 law, not bit for bit (other generators, other rounding).
 """
+
 from __future__ import annotations
 
 import traceback
@@ -80,8 +81,7 @@ def _solve(solves: list[Solve]):
         for name in ("method", "dt", "absorbing"):
             if getattr(other, name) != getattr(first, name):
                 raise ValueError(f"the points of a batch must share Solve.{name}")
-        if (other.key is None) != (first.key is None) or (
-                (other.increments is None) != (first.increments is None)):
+        if (other.key is None) != (first.key is None) or ((other.increments is None) != (first.increments is None)):
             raise ValueError("the points of a batch must take their noise alike")
     # the numba drift is the numba backend's (points may pick different but equivalent ones,
     # e.g. dyn.attention.schemes' per regime): the jax backend reads drift_jax only
@@ -106,8 +106,7 @@ def _row(out, i: int):
     return tuple(a[i] for a in out) if isinstance(out, tuple) else out[i]
 
 
-def iter_results(scenario, indices: Sequence[int], sidecar: str | None = None
-                 ) -> Iterator[tuple[int, PointResult]]:
+def iter_results(scenario, indices: Sequence[int], sidecar: str | None = None) -> Iterator[tuple[int, PointResult]]:
     """(index, result) for every point of `indices`, batch after batch."""
     system, setup = scenario.system, scenario.setup
     layout = trajectories.spec(system, setup, ensemble.coords(system, setup)) if sidecar else None

@@ -26,6 +26,7 @@ point-run. The time is a measurement of this machine now: a loaded machine gives
 and points whose cost the samples miss (runs extended until stationary near a transition) make
 it a guide, not a bound.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -129,10 +130,19 @@ def calibrate(scenario, indices: list[int], out: Path, start: float | None = Non
             runs = max(2, min(setup.runs, MAX_RUNS, int(BUDGET / max(one.seconds * len(indices), 1e-9))))
             per_point, fixed, failed = timer.spread(indices, runs, one.seconds)
         create, write = _file_costs(scenario, folder)
-    return Calibration(per_point=per_point, fixed=fixed, runs=runs, load=max(load, 0.0),
-                       compile_seconds=compile_seconds, compiled=compiled, file_create=create,
-                       file_write=write, start=start, seconds=time.perf_counter() - began,
-                       failed=failed)
+    return Calibration(
+        per_point=per_point,
+        fixed=fixed,
+        runs=runs,
+        load=max(load, 0.0),
+        compile_seconds=compile_seconds,
+        compiled=compiled,
+        file_create=create,
+        file_write=write,
+        start=start,
+        seconds=time.perf_counter() - began,
+        failed=failed,
+    )
 
 
 def _shape_runs(scenario, index: int) -> int:
@@ -155,11 +165,14 @@ def _fresh_first_pass(timer, index: int, runs: int) -> float:
     import sys
 
     setup = timer.small_setup(runs)
-    code = ("import pickle, sys, time; from dyn.engine.worker import compute_point; "
-            "setup, index = pickle.load(sys.stdin.buffer); t = time.perf_counter(); "
-            "compute_point(setup, index); print(time.perf_counter() - t)")
-    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps((setup, index)),
-                          capture_output=True, timeout=600)
+    code = (
+        "import pickle, sys, time; from dyn.engine.worker import compute_point; "
+        "setup, index = pickle.load(sys.stdin.buffer); t = time.perf_counter(); "
+        "compute_point(setup, index); print(time.perf_counter() - t)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps((setup, index)), capture_output=True, timeout=600
+    )
     try:
         return float(done.stdout.decode().split()[-1])
     except (IndexError, ValueError):  # not timed: the loading counts as nothing
@@ -184,8 +197,9 @@ class _PointTimer:
     def small_setup(self, runs: int):
         """The sweep's setup with `runs` runs, states kept where the scenario keeps them, and a
         tag of its own (a worker's copy of the full setup is never mistaken for it)."""
-        return dataclasses.replace(self.setup, runs=runs, trajectories=self.folder is not None,
-                                   tag=f"{self.setup.tag}:estimate:{runs}")
+        return dataclasses.replace(
+            self.setup, runs=runs, trajectories=self.folder is not None, tag=f"{self.setup.tag}:estimate:{runs}"
+        )
 
     def time(self, indices, runs: int) -> _Timed:
         small = self.small_setup(runs)
@@ -236,11 +250,11 @@ class _JaxTimer:
         self.iter, self.scenario, self.folder = iter_results, scenario, folder
 
     def time(self, indices, runs: int) -> _Timed:
-        setup = dataclasses.replace(self.scenario.setup, runs=runs,
-                                    trajectories=self.folder is not None)
+        setup = dataclasses.replace(self.scenario.setup, runs=runs, trajectories=self.folder is not None)
         system = self.scenario.system
-        small = types.SimpleNamespace(system=system, setup=setup, hash=self.scenario.hash,
-                                      spec=lambda i: setup.spec(i, system))
+        small = types.SimpleNamespace(
+            system=system, setup=setup, hash=self.scenario.hash, spec=lambda i: setup.spec(i, system)
+        )
         sidecar = None if self.folder is None else str(self.folder / f"states{runs}")
         if sidecar is not None:
             Path(sidecar).mkdir(exist_ok=True)
@@ -296,4 +310,3 @@ def _file_costs(scenario, folder: Path) -> tuple[float | None, float | None]:
     finally:
         writer.close()
     return create, (time.perf_counter() - clock) / len(indices)
-

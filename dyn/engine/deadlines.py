@@ -18,6 +18,7 @@ timer stops it inside the process that runs it. So a point is bounded from outsi
 The clock of a point starts when its worker starts it, not when it is queued, so a pool's
 start-up (spawning, importing numba) never counts against a point.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,12 +44,14 @@ def check(seconds: float | None, executor: str) -> float | None:
     point (process, dask); None for no limit."""
     if seconds is None:
         return None
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0 \
-            or seconds == float("inf"):
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0 or seconds == float("inf"):
         raise ScenarioError("--point-timeout", f"must be a positive number of seconds, got {seconds!r}")
     if executor == "serial":
-        raise ScenarioError("--point-timeout", "a serial run cannot stop compiled code in the middle "
-                            "of a point: use --executor process (--workers 1 for one at a time)")
+        raise ScenarioError(
+            "--point-timeout",
+            "a serial run cannot stop compiled code in the middle "
+            "of a point: use --executor process (--workers 1 for one at a time)",
+        )
     return float(seconds)
 
 
@@ -65,8 +68,7 @@ def _started(folder: str, index: int) -> None:
     os.replace(final + ".tmp", final)
 
 
-def timed_point(setup: Setup, index: int, sidecar: str | None, folder: str
-                ) -> list[tuple[int, PointResult, float]]:
+def timed_point(setup: Setup, index: int, sidecar: str | None, folder: str) -> list[tuple[int, PointResult, float]]:
     """A process pool's task: point `index`, its start recorded in `folder` first."""
     from .executors import compute_batch
 
@@ -74,15 +76,17 @@ def timed_point(setup: Setup, index: int, sidecar: str | None, folder: str
     return compute_batch(setup, [index], sidecar)
 
 
-def threaded_point(setup: Setup, index: int, sidecar: str | None, seconds: float
-                   ) -> list[tuple[int, PointResult, float]]:
+def threaded_point(
+    setup: Setup, index: int, sidecar: str | None, seconds: float
+) -> list[tuple[int, PointResult, float]]:
     """A Dask task: point `index` in a thread of its own, waited for at most `seconds`; past
     them the point is returned failed (its thread runs on, a daemon, until the worker exits)."""
     from .executors import compute_batch
 
     box: list = []
-    worker = threading.Thread(target=lambda: box.append(compute_batch(setup, [index], sidecar)),
-                              daemon=True, name=f"dyn-point-{index}")
+    worker = threading.Thread(
+        target=lambda: box.append(compute_batch(setup, [index], sidecar)), daemon=True, name=f"dyn-point-{index}"
+    )
     worker.start()
     worker.join(seconds)
     if box:
@@ -90,8 +94,9 @@ def threaded_point(setup: Setup, index: int, sidecar: str | None, seconds: float
     return [(index, PointResult({}, FAILED, reason(seconds)), seconds)]
 
 
-def iter_threaded(pool: Executor, setup: Setup, indices: Sequence[int], width: int,
-                  sidecar: str | None, seconds: float) -> Iterator[tuple[int, PointResult]]:
+def iter_threaded(
+    pool: Executor, setup: Setup, indices: Sequence[int], width: int, sidecar: str | None, seconds: float
+) -> Iterator[tuple[int, PointResult]]:
     """(index, result) of every point of `indices` on a Dask executor, one point a task."""
     queue, running = deque(int(i) for i in indices), set()
     while queue or running:
@@ -112,9 +117,15 @@ def _overdue(folder: str, index: int, seconds: float, now: float) -> int | None:
     return int(pid) if now - float(start) > seconds else None
 
 
-def iter_killing(new_pool: Callable[[], Executor], setup: Setup, indices: Sequence[int],
-                 width: int, sidecar: str | None, seconds: float, died: Callable[[int], Exception]
-                 ) -> Iterator[tuple[int, PointResult]]:
+def iter_killing(
+    new_pool: Callable[[], Executor],
+    setup: Setup,
+    indices: Sequence[int],
+    width: int,
+    sidecar: str | None,
+    seconds: float,
+    died: Callable[[int], Exception],
+) -> Iterator[tuple[int, PointResult]]:
     """(index, result) of every point of `indices` on process pools made by `new_pool`, at
     most `width` points at once (one a worker: each starts as it is submitted). A point past
     `seconds` gets its worker killed and is yielded failed; the pool, broken by the kill, is
@@ -171,9 +182,15 @@ def iter_killing(new_pool: Callable[[], Executor], setup: Setup, indices: Sequen
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def iter_limited(kind: str, workers: int, pool: tuple[Executor | None, int], setup: Setup,
-                 indices: Sequence[int], sidecar: str | None, seconds: float
-                 ) -> Iterator[tuple[int, PointResult]]:
+def iter_limited(
+    kind: str,
+    workers: int,
+    pool: tuple[Executor | None, int],
+    setup: Setup,
+    indices: Sequence[int],
+    sidecar: str | None,
+    seconds: float,
+) -> Iterator[tuple[int, PointResult]]:
     """(index, result) of every point of `indices` under the limit `seconds`, on the opened
     `pool` (dask) or on process pools of `workers` made here (module doc)."""
     from . import executors
@@ -183,5 +200,12 @@ def iter_limited(kind: str, workers: int, pool: tuple[Executor | None, int], set
         yield from iter_threaded(executor, setup, indices, width, sidecar, seconds)
     else:
         with executors.stage_folder():  # a worker's exit names the user hook it ran
-            yield from iter_killing(lambda: executors.new_process_pool(workers), setup, indices,
-                                    workers, sidecar, seconds, executors._worker_died)
+            yield from iter_killing(
+                lambda: executors.new_process_pool(workers),
+                setup,
+                indices,
+                workers,
+                sidecar,
+                seconds,
+                executors._worker_died,
+            )

@@ -5,6 +5,7 @@ afterwards segfaults the process. So each writer holds the disk its file can nee
 writes a byte (`reserve`, whose failure is a clean OSError(ENOSPC) raised in Python), and cuts
 the file back to its real end once closed (`trim`).
 """
+
 from __future__ import annotations
 
 import errno
@@ -58,9 +59,17 @@ def file_kind(mode: int) -> str:
     """What a file of this st_mode is, in words, for refusing what is not a regular file."""
     import stat
 
-    return ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "not a plain file")
+    return (
+        "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a directory"
+        if stat.S_ISDIR(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a plain file"
+    )
 
 
 def no_space(path: Path, what: str) -> OSError:

@@ -23,6 +23,7 @@
   :class:`OutputMismatch`, which fails that point (status FAILED, with the message) and not the
   sweep.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -69,8 +70,7 @@ def file_outputs(system: System, setup: Setup) -> list[Output]:
     if setup.check_step:
         outs += stepcheck.point_outputs(declared, ode=system.equation == "ode")
     if setup.solver.options.get("dt") == "auto":
-        outs.append(Output("dt_used", "step of the point (dt = auto: step_tol / its fastest "
-                           "rate)", "1", (), "point"))
+        outs.append(Output("dt_used", "step of the point (dt = auto: step_tol / its fastest rate)", "1", (), "point"))
     return outs
 
 
@@ -101,16 +101,20 @@ def error_budget(system: System, setup: Setup) -> dict[str, dict[str, str]]:
         elif out.reduce == "time_average":
             mc = f"{out.name}_se (from the effective sample size {out.name}_ess)"
         elif out.reduce == "time_to_event":
-            mc = (f"{out.name}_se (over {setup.runs} runs, of the mean censored at T: biased low); "
-                  f"{out.name}_median_lower, {out.name}_median_upper (95% interval of the "
-                  f"Kaplan-Meier median); {out.name}_censored (share never reached by T)")
+            mc = (
+                f"{out.name}_se (over {setup.runs} runs, of the mean censored at T: biased low); "
+                f"{out.name}_median_lower, {out.name}_median_upper (95% interval of the "
+                f"Kaplan-Meier median); {out.name}_censored (share never reached by T)"
+            )
         elif out.reduce == "point":
             mc = "none: not a Monte Carlo estimate"
         else:
             mc = f"not estimated ({out.reduce} over runs)"
         if out.reduce == "time_average":
-            horizon = ("until stationary: see stationary, burn_in_used, horizon_used (cap "
-                       f"{averaging.cap_of(setup):g}), nonstationary_runs, {out.name}_drift")
+            horizon = (
+                "until stationary: see stationary, burn_in_used, horizon_used (cap "
+                f"{averaging.cap_of(setup):g}), nonstationary_runs, {out.name}_drift"
+            )
         elif undecided:
             horizon = f"runs classified when stopped: see {', '.join(undecided)}"
         else:
@@ -164,16 +168,17 @@ def _checked_references(system: System, setup: Setup) -> list[Reference]:
         unknown = [d for d in ref.dims if d not in sizes]
         shape = tuple(sizes.get(d, -1) for d in ref.dims)
         if unknown or np.shape(ref.values) != shape:
-            raise ValueError(f"reference {ref.name} of {system.name}: values of shape "
-                             f"{np.shape(ref.values)} for dims {ref.dims} (unknown: {unknown})")
+            raise ValueError(
+                f"reference {ref.name} of {system.name}: values of shape "
+                f"{np.shape(ref.values)} for dims {ref.dims} (unknown: {unknown})"
+            )
     return found
 
 
 def chunks(runs: int, run_bytes: int, budget: int) -> list[range]:
     """Consecutive ranges of runs whose states fit the budget (at least one run each)."""
     count = max(1, -(-runs * int(run_bytes) // int(budget)))
-    return [range(int(c[0]), int(c[-1]) + 1)
-            for c in np.array_split(np.arange(runs), min(count, runs))]
+    return [range(int(c[0]), int(c[-1]) + 1) for c in np.array_split(np.arange(runs), min(count, runs))]
 
 
 def _shape(out: Output, sizes: dict[str, int]) -> tuple[int, ...]:
@@ -185,9 +190,17 @@ def _check(values: dict, outputs: list[Output], sizes: dict[str, int], lead: tup
     missing = sorted(names - set(values))
     extra = sorted(set(values) - names)
     if missing or extra:
-        raise OutputMismatch(f"{what} returned " + "; ".join(
-            part for part in (f"no values for {', '.join(missing)}" if missing else "",
-                              f"undeclared {', '.join(extra)}" if extra else "") if part))
+        raise OutputMismatch(
+            f"{what} returned "
+            + "; ".join(
+                part
+                for part in (
+                    f"no values for {', '.join(missing)}" if missing else "",
+                    f"undeclared {', '.join(extra)}" if extra else "",
+                )
+                if part
+            )
+        )
     for out in outputs:
         want = lead + _shape(out, sizes)
         got = np.shape(values[out.name])
@@ -233,9 +246,11 @@ def run_point(system: System, spec: RunSpec, sink=None) -> PointResult:
 
     result = reduce_point(system, spec, simulated(), sink)
     if short and result.status == DIVERGED:  # not an overflow: say what stopped the runs
-        result.message = (f"{short} of {spec.runs} runs reached integrator.max_steps before the "
-                          "horizon (raise it): their states from there on are NaN"
-                          + ("" if result.message.startswith(f"{short} of") else f"; {result.message}"))
+        result.message = (
+            f"{short} of {spec.runs} runs reached integrator.max_steps before the "
+            "horizon (raise it): their states from there on are NaN"
+            + ("" if result.message.startswith(f"{short} of") else f"; {result.message}")
+        )
     return result
 
 
@@ -251,8 +266,9 @@ def reduce_point(system: System, spec: RunSpec, simulated, sink=None) -> PointRe
     sizes = {dim: len(c.values) for dim, c in coords(system, setup).items()}
     sizes[averaging.SERIES] = len(spec.times)
     # the ODE step check: the first runs' values of the means, compared with a rerun at h/2
-    ode_check = ([o.name for o in stepcheck.ode_checked(declared)]
-                 if setup.check_step and system.equation == "ode" else [])
+    ode_check = (
+        [o.name for o in stepcheck.ode_checked(declared)] if setup.check_step and system.equation == "ode" else []
+    )
     first: dict[str, list] = {name: [] for name in ode_check}
     kept_runs = 0
     # a per-run output's values from `simulate` have the output's own dims after the run axis
@@ -263,12 +279,16 @@ def reduce_point(system: System, spec: RunSpec, simulated, sink=None) -> PointRe
     unkept = {o.name for o in system.outputs(setup)} - {o.name for o in declared}
     for runs, chunk in simulated if simulated_outputs else ():
         kept = _without(chunk.values, unkept)  # a system may compute what the sweep drops
-        _check(kept, [averaging.as_series(o) for o in simulated_outputs], sizes,
-               (len(runs),), f"{system.name}.simulate")
+        _check(
+            kept, [averaging.as_series(o) for o in simulated_outputs], sizes, (len(runs),), f"{system.name}.simulate"
+        )
         reduction.add(kept)
         if averaged:
-            pieces.append(averaging.Piece(runs, chunk.carry, {n: [np.asarray(
-                chunk.values[n], dtype=np.float64)] for n in averaged}))
+            pieces.append(
+                averaging.Piece(
+                    runs, chunk.carry, {n: [np.asarray(chunk.values[n], dtype=np.float64)] for n in averaged}
+                )
+            )
         if sink is not None:
             _check_states(chunk.states, system.name)
             sink.write(runs.start, chunk.states)
@@ -280,11 +300,15 @@ def reduce_point(system: System, spec: RunSpec, simulated, sink=None) -> PointRe
             kept_runs += take
     values = reduction.finish() if per_run else {}
     if ode_check and not bad:
-        values.update(stepcheck.ode_step_errors(system, spec, {name: np.concatenate(v) for
-                                                                name, v in first.items()}))
+        values.update(stepcheck.ode_step_errors(system, spec, {name: np.concatenate(v) for name, v in first.items()}))
     elif ode_check:  # diverged: no step error to speak of (the writer stores NaN anyway)
-        values.update({f"{name}{part}": np.full(np.shape(values[name]), np.nan)
-                       for name in ode_check for part in ("_step_error", "_step_error_se")})
+        values.update(
+            {
+                f"{name}{part}": np.full(np.shape(values[name]), np.nan)
+                for name in ode_check
+                for part in ("_step_error", "_step_error_se")
+            }
+        )
     if averaged:
         window = averaging.until_stationary(system, spec, pieces, averaged)
         bad += window.bad
@@ -296,17 +320,18 @@ def reduce_point(system: System, spec: RunSpec, simulated, sink=None) -> PointRe
     if setup.solver.options.get("dt") == "auto":
         values["dt_used"] = spec.dt
     points = _without(system.point_values(spec), unkept)
-    _check(points, [o for o in declared if o.reduce == "point"], sizes, (),
-           f"{system.name}.point_values")
+    _check(points, [o for o in declared if o.reduce == "point"], sizes, (), f"{system.name}.point_values")
     values.update(points)
     values = {name: np.asarray(v, dtype=np.float64) for name, v in values.items()}
     if bad:
-        return PointResult(values, DIVERGED, f"{bad} of {spec.runs} runs became non-finite "
-                           "(overflow or NaN)")
+        return PointResult(values, DIVERGED, f"{bad} of {spec.runs} runs became non-finite (overflow or NaN)")
     broken = nonfinite_outputs(values, declared, spec.runs, setup.per_run)
     if broken:
-        return PointResult(values, DIVERGED, f"not finite: {', '.join(broken)} (overflow or NaN "
-                           "in the outputs; the states stayed finite)")
+        return PointResult(
+            values,
+            DIVERGED,
+            f"not finite: {', '.join(broken)} (overflow or NaN in the outputs; the states stayed finite)",
+        )
     return PointResult(values, OK)
 
 
@@ -315,14 +340,14 @@ def _check_states(states, name: str) -> None:
     starts from a finite state, so even a diverging run has finite ones), fails the point
     rather than writing NaN trajectories under an ok status."""
     if states is None:
-        raise OutputMismatch(f"{name}.simulate returned no states (Chunk.states), although the "
-                             "system declares trajectory_dims")
+        raise OutputMismatch(
+            f"{name}.simulate returned no states (Chunk.states), although the system declares trajectory_dims"
+        )
     if not np.isfinite(states).any():
         raise OutputMismatch(f"{name}.simulate returned states that are all NaN or inf")
 
 
-def nonfinite_outputs(values: dict[str, np.ndarray], declared: list[Output], runs: int,
-                      kept=()) -> list[str]:
+def nonfinite_outputs(values: dict[str, np.ndarray], declared: list[Output], runs: int, kept=()) -> list[str]:
     """The file variables of a point holding values that are not answers: any inf, and any NaN
     except where NaN is declared to mean something (`Output.nan_means`, a reference) - in such an
     output, and in its companions where it is NaN itself - or where a statistic needs two runs
@@ -353,12 +378,14 @@ def nonfinite_outputs(values: dict[str, np.ndarray], declared: list[Output], run
         nan = np.isnan(v)
         if np.isinf(v).any():
             found.append(name)
-        elif name in allowed and (allowed[name] == name or allowed[name] not in values
-                                  or np.array_equal(nan, nan & np.isnan(values[allowed[name]]))):
+        elif name in allowed and (
+            allowed[name] == name
+            or allowed[name] not in values
+            or np.array_equal(nan, nan & np.isnan(values[allowed[name]]))
+        ):
             continue
         elif runs < 2 and (name in derived or name not in own):
             continue
         else:
             found.append(name)
     return found
-

@@ -19,6 +19,7 @@ r"""What a sweep costs before it runs (`dyn run --dry-run`): its file, its time,
 Nothing is left behind: no sweep file, no lock, no states (the writes are timed in a temporary
 folder, removed after).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -73,28 +74,31 @@ class Estimate:
         return begin + pool + (self.file_seconds or 0.0) + self.serial_seconds / self.workers
 
     def __str__(self) -> str:
-        lines = [f"dry run: {self.name} ({self.system}): {self.points} points x {self.runs} runs "
-                 f"= {self.points * self.runs} runs",
-                 f"file: {self.file}, {self.file_text or 'about ' + size_text(self.file_bytes)}"]
+        lines = [
+            f"dry run: {self.name} ({self.system}): {self.points} points x {self.runs} runs "
+            f"= {self.points * self.runs} runs",
+            f"file: {self.file}, {self.file_text or 'about ' + size_text(self.file_bytes)}",
+        ]
         if self.serial_seconds is None:
             lines.append(f"time: uncalibrated ({self.note})")
             return "\n".join(lines)
         per_run = list(self.sampled.values())
-        spread = (f"{_num(min(per_run))} to {_num(max(per_run))} s per run at points "
-                  f"{', '.join(map(str, self.sampled))}")
+        spread = f"{_num(min(per_run))} to {_num(max(per_run))} s per run at points {', '.join(map(str, self.sampled))}"
         who = f" with {self.workers} workers" if self.workers > 1 else ""
-        parts = [f"start {_secs(self.start_seconds)}" if self.start_seconds is not None
-                 else "start not measured", f"kernels {_secs(self.load_seconds)}",
-                 f"file {_secs(self.file_seconds)}" if self.file_seconds is not None
-                 else "file writes not timed",
-                 f"points {_secs(self.serial_seconds)} serial: {spread}"]
+        parts = [
+            f"start {_secs(self.start_seconds)}" if self.start_seconds is not None else "start not measured",
+            f"kernels {_secs(self.load_seconds)}",
+            f"file {_secs(self.file_seconds)}" if self.file_seconds is not None else "file writes not timed",
+            f"points {_secs(self.serial_seconds)} serial: {spread}",
+        ]
         lines.append(f"time: about {_secs(self.total_seconds)}{who} ({'; '.join(parts)})")
-        lines.append(f"calibrated on this machine in {_secs(self.calibration_seconds)} "
-                     f"({_machine()})")
+        lines.append(f"calibrated on this machine in {_secs(self.calibration_seconds)} ({_machine()})")
         if self.compiled:
-            lines.append(f"compiling: numba compiled {self.compiled} functions not in its cache, "
-                         f"in about {_secs(self.compile_seconds)} (not counted above: the "
-                         "run loads them from the cache)")
+            lines.append(
+                f"compiling: numba compiled {self.compiled} functions not in its cache, "
+                f"in about {_secs(self.compile_seconds)} (not counted above: the "
+                "run loads them from the cache)"
+            )
         else:
             lines.append("compiling: none (every kernel loaded from numba's cache)")
         return "\n".join(lines)
@@ -105,35 +109,59 @@ def sample_points(count: int, samples: int = SAMPLES) -> list[int]:
     return sorted({int(round(i)) for i in np.linspace(0, count - 1, min(samples, count))})
 
 
-def estimate(scenario: Scenario, out: str | Path | None = None, workers: int = 1,
-             command_line: bool = False) -> Estimate:
+def estimate(
+    scenario: Scenario, out: str | Path | None = None, workers: int = 1, command_line: bool = False
+) -> Estimate:
     """The cost of running `scenario` into `out` (see the module doc); runs a few points with a
     few runs, leaves nothing behind. `command_line`: this process is `dyn run --dry-run`, whose
     age so far is the start the run pays too."""
     path = Path(out) if out is not None else scenario.default_output_path()
     setup = scenario.setup
     size, size_words = store.output_text(scenario)  # the system's references, as the run's check
-    common = dict(name=scenario.name, system=setup.system_name, points=scenario.count,
-                  runs=setup.runs, file=path, file_bytes=size, file_text=size_words,
-                  workers=workers)
+    common = dict(
+        name=scenario.name,
+        system=setup.system_name,
+        points=scenario.count,
+        runs=setup.runs,
+        file=path,
+        file_bytes=size,
+        file_text=size_words,
+        workers=workers,
+    )
     start = process_age() if command_line else None  # the run's start, up to its file's size
     indices = sample_points(scenario.count)
     try:
         cal = calibrate(scenario, indices, path, start)
     except Exception as exc:  # noqa: BLE001 - a system's own error: the estimate says it in a line
-        return Estimate(**common, sampled={}, serial_seconds=None, compile_seconds=None,
-                        note=one_line(f"the calibration stopped: {type(exc).__name__}: {exc}"))
+        return Estimate(
+            **common,
+            sampled={},
+            serial_seconds=None,
+            compile_seconds=None,
+            note=one_line(f"the calibration stopped: {type(exc).__name__}: {exc}"),
+        )
     if cal.failed:
-        return Estimate(**common, sampled={}, serial_seconds=None, compile_seconds=None,
-                        note=cal.failed, calibration_seconds=cal.seconds)
+        return Estimate(
+            **common,
+            sampled={},
+            serial_seconds=None,
+            compile_seconds=None,
+            note=cal.failed,
+            calibration_seconds=cal.seconds,
+        )
     serial = float(sum(point_costs(scenario, cal.per_point)))
-    files = (None if cal.file_write is None
-             else cal.file_create + cal.file_write * scenario.count)
-    return Estimate(**common, sampled={i: t / setup.runs for i, t in cal.per_point.items()},
-                    serial_seconds=serial, compiled=cal.compiled,
-                    compile_seconds=cal.compile_seconds, start_seconds=start,
-                    load_seconds=cal.load, file_seconds=files,
-                    calibration_seconds=cal.seconds)
+    files = None if cal.file_write is None else cal.file_create + cal.file_write * scenario.count
+    return Estimate(
+        **common,
+        sampled={i: t / setup.runs for i, t in cal.per_point.items()},
+        serial_seconds=serial,
+        compiled=cal.compiled,
+        compile_seconds=cal.compile_seconds,
+        start_seconds=start,
+        load_seconds=cal.load,
+        file_seconds=files,
+        calibration_seconds=cal.seconds,
+    )
 
 
 def point_costs(scenario: Scenario, sampled: dict[int, float]) -> np.ndarray:

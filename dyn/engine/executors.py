@@ -17,6 +17,7 @@ Pool workers die with their driver: each asks the kernel for SIGKILL when its pa
 leaves no worker writing into NAME.h5.d/ behind a resume. A worker that dies (killed, out of
 memory) stops the run with one line (RunAborted); finished points are kept for the resume.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,14 +43,14 @@ IN_FLIGHT_PER_WORKER = 2  # queued tasks per worker: keeps workers busy without 
 SCHEDULER_TIMEOUT = "10s"  # how long to try reaching a Dask scheduler before giving up
 
 
-def iter_serial(setup: Setup, indices: Sequence[int], sidecar: str | None
-                ) -> Iterator[tuple[int, PointResult]]:
+def iter_serial(setup: Setup, indices: Sequence[int], sidecar: str | None) -> Iterator[tuple[int, PointResult]]:
     for index in indices:
         yield int(index), compute_point(setup, int(index), sidecar)
 
 
-def iter_pool(pool: Executor, setup: Setup, indices: Sequence[int], width: int,
-              sidecar: str | None = None) -> Iterator[tuple[int, PointResult]]:
+def iter_pool(
+    pool: Executor, setup: Setup, indices: Sequence[int], width: int, sidecar: str | None = None
+) -> Iterator[tuple[int, PointResult]]:
     """Submit batches with at most `width` in flight; yield each point as its batch finishes."""
     queue = [int(i) for i in indices]
     position = 0
@@ -58,7 +59,7 @@ def iter_pool(pool: Executor, setup: Setup, indices: Sequence[int], width: int,
     while True:
         while position < len(queue) and len(running) < width:
             size = 1 if points == 0 else min(MAX_BATCH, max(1, math.floor(TASK_SECONDS * points / max(seconds, 1e-9))))
-            batch = queue[position:position + size]
+            batch = queue[position : position + size]
             position += len(batch)
             try:
                 running.add(pool.submit(compute_batch, setup, batch, sidecar))
@@ -103,15 +104,24 @@ def _worker_died(points: int) -> RunAborted:
     found = stages.read(folder) if folder else []
     hooks = [text for text in found if text != stages.GUARD]
     if hooks:
-        return stages.UserExit("--executor", f"a worker process exited while running {hooks[0]} "
-                               "(os._exit, a crash or a kill); finished points are kept: run the "
-                               "same command again to resume")
+        return stages.UserExit(
+            "--executor",
+            f"a worker process exited while running {hooks[0]} "
+            "(os._exit, a crash or a kill); finished points are kept: run the "
+            "same command again to resume",
+        )
     if stages.GUARD in found:
-        return RunAborted("--executor", "the pool's workers stopped before finishing a point: a "
-                          "script that calls dyn.run with a process pool must call it under "
-                          "`if __name__ == \"__main__\":` (each worker re-imports the script)")
-    return RunAborted("--executor", "a worker process died (killed, or out of memory?); "
-                      "finished points are kept: run the same command again to resume")
+        return RunAborted(
+            "--executor",
+            "the pool's workers stopped before finishing a point: a "
+            "script that calls dyn.run with a process pool must call it under "
+            '`if __name__ == "__main__":` (each worker re-imports the script)',
+        )
+    return RunAborted(
+        "--executor",
+        "a worker process died (killed, or out of memory?); "
+        "finished points are kept: run the same command again to resume",
+    )
 
 
 def in_spawned_import() -> bool:
@@ -123,9 +133,12 @@ def in_spawned_import() -> bool:
     its name is already the child's (the main process is ``MainProcess``, also while `runpy`
     runs a script there under a ``__main__`` of its own)."""
     alias = sys.modules.get("__mp_main__")
-    return (alias is not None and alias is not sys.modules.get("__main__")
-            and multiprocessing.parent_process() is None
-            and multiprocessing.current_process().name != "MainProcess")
+    return (
+        alias is not None
+        and alias is not sys.modules.get("__main__")
+        and multiprocessing.parent_process() is None
+        and multiprocessing.current_process().name != "MainProcess"
+    )
 
 
 def _cores() -> int:
@@ -135,8 +148,12 @@ def _cores() -> int:
 def new_process_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of `workers` spawned processes sharing the cores (its workers start on demand)."""
     threads = max(1, _cores() // workers)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=init_worker, initargs=(threads, os.getpid()))
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=init_worker,
+        initargs=(threads, os.getpid()),
+    )
 
 
 @contextmanager
@@ -177,13 +194,15 @@ def ship_modules(client, files: Sequence[str]) -> None:
         try:
             client.upload_file(file)
         except Exception as exc:
-            raise ScenarioError("--executor", f"a Dask worker cannot import the system's module "
-                                f"{os.path.basename(file)}: {type(exc).__name__}: {exc}") from None
+            raise ScenarioError(
+                "--executor",
+                f"a Dask worker cannot import the system's module "
+                f"{os.path.basename(file)}: {type(exc).__name__}: {exc}",
+            ) from None
 
 
 @contextmanager
-def dask_pool(workers: int, scheduler: str | None, files: Sequence[str] = ()
-              ) -> Iterator[tuple[Executor, int]]:
+def dask_pool(workers: int, scheduler: str | None, files: Sequence[str] = ()) -> Iterator[tuple[Executor, int]]:
     """A Dask executor: on `scheduler` if given, else on a LocalCluster of `workers` processes;
     the modules `files` shipped to its workers."""
     try:
@@ -200,9 +219,13 @@ def dask_pool(workers: int, scheduler: str | None, files: Sequence[str] = ()
     else:
         threads = max(1, _cores() // workers)
         folder = stack.enter_context(stage_folder())
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None,
-                               env={"NUMBA_NUM_THREADS": str(threads), stages.ENV: folder})
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            env={"NUMBA_NUM_THREADS": str(threads), stages.ENV: folder},
+        )
         client = Client(cluster)
     try:
         ship_modules(client, files)
@@ -216,8 +239,9 @@ def dask_pool(workers: int, scheduler: str | None, files: Sequence[str] = ()
 
 
 @contextmanager
-def open_pool(kind: str, workers: int, scheduler: str | None = None, files: Sequence[str] = (),
-              array=None) -> Iterator[tuple[Executor | None, int]]:
+def open_pool(
+    kind: str, workers: int, scheduler: str | None = None, files: Sequence[str] = (), array=None
+) -> Iterator[tuple[Executor | None, int]]:
     """(executor, width) for `kind`; (None, 1) for serial. Opened before the output file is
     made, so an unreachable scheduler leaves nothing behind. `files`: modules of systems from
     outside the package, shipped to Dask's workers (a process pool's import them from disk).
@@ -231,13 +255,13 @@ def open_pool(kind: str, workers: int, scheduler: str | None = None, files: Sequ
         with array_pool(*array) as pool:
             yield pool, pool.options.array_parallelism
         return
-    with (process_pool(workers) if kind == "process"
-          else dask_pool(workers, scheduler, files)) as opened:
+    with process_pool(workers) if kind == "process" else dask_pool(workers, scheduler, files) as opened:
         yield opened
 
 
-def iter_results(pool: tuple[Executor | None, int], setup: Setup, indices: Sequence[int],
-                 sidecar: str | None = None) -> Iterator[tuple[int, PointResult]]:
+def iter_results(
+    pool: tuple[Executor | None, int], setup: Setup, indices: Sequence[int], sidecar: str | None = None
+) -> Iterator[tuple[int, PointResult]]:
     """(index, result) for every point of `indices`, in completion order."""
     executor, width = pool
     if executor is None:

@@ -9,6 +9,7 @@ the datasets' extents, which HDF5 reads from object headers that damage can make
 that listing runs in a child process, stopped after LIST_SECONDS: forked where this process
 runs one thread, else a lister child kept for the process's next files (:class:`Lister`).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -62,9 +63,14 @@ def _extents(path: Path) -> list | None:
 
     try:
         with h5py.File(path, "r", locking=False) as f:
-            return sorted((v.id.get_offset(), v.id.get_storage_size()) for v in f.values()
-                          if isinstance(v, h5py.Dataset) and not v.is_virtual
-                          and v.chunks is None and v.id.get_offset() is not None)
+            return sorted(
+                (v.id.get_offset(), v.id.get_storage_size())
+                for v in f.values()
+                if isinstance(v, h5py.Dataset)
+                and not v.is_virtual
+                and v.chunks is None
+                and v.id.get_offset() is not None
+            )
     except Exception:  # noqa: BLE001 - any error of the HDF5 stack
         return None
 
@@ -99,9 +105,12 @@ def _started(path: Path, seconds: float) -> tuple[int | None, bytes]:
     import subprocess
 
     try:
-        done = subprocess.run([sys.executable, "-m", __name__, "--once", str(path)],
-                              capture_output=True, timeout=seconds,
-                              env=dict(os.environ, PYTHONSAFEPATH="1"))
+        done = subprocess.run(
+            [sys.executable, "-m", __name__, "--once", str(path)],
+            capture_output=True,
+            timeout=seconds,
+            env=dict(os.environ, PYTHONSAFEPATH="1"),
+        )
     except subprocess.TimeoutExpired:
         return None, b""
     return done.returncode, done.stdout
@@ -122,9 +131,12 @@ class Lister:
 
         self.owner = os.getpid()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", __name__, "--serve"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=dict(os.environ, PYTHONSAFEPATH="1"))
+            [sys.executable, "-m", __name__, "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=dict(os.environ, PYTHONSAFEPATH="1"),
+        )
 
     @classmethod
     def mine(cls) -> Lister:
@@ -252,11 +264,13 @@ def _collection_problem(f, start: int) -> str:
         return f"the global heap at byte {start} runs past the end of the file"
     p = 16
     while p + 16 <= size:
-        index, _, _, length = struct.unpack("<HHIQ", data[p:p + 16])
+        index, _, _, length = struct.unpack("<HHIQ", data[p : p + 16])
         need = length if index == 0 else 16 + -(-length // 8) * 8
         if (index == 0 and p + need != size) or p + need > size:
-            return (f"the global heap at byte {start} is damaged (object {index} at byte "
-                    f"{start + p} of size {length} does not fit)")
+            return (
+                f"the global heap at byte {start} is damaged (object {index} at byte "
+                f"{start + p} of size {length} does not fit)"
+            )
         p += need
     return ""
 

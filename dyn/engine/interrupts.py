@@ -12,6 +12,7 @@ signal came, a timer raises it again every RETRY_SECONDS until the exception is 
 (it is then the exception being handled, which `sys.exc_info` shows, also in `finally` blocks
 and `__exit__` methods, so cleanup is never interrupted twice).
 """
+
 from __future__ import annotations
 
 import signal

@@ -29,6 +29,7 @@ SLURM features used: job arrays with a parallelism cap (`--array=0-N%P`), `--par
 `--time`, `--cpus-per-task`, `--mem`, and the requeue on the preemption signal (USR2) that
 submitit installs.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,21 +63,22 @@ class ArrayOptions:
 
     def __post_init__(self):
         if self.cluster not in CLUSTERS:
-            raise ScenarioError("executor.cluster", f"must be one of {', '.join(CLUSTERS)}, "
-                                f"got {self.cluster!r}")
+            raise ScenarioError("executor.cluster", f"must be one of {', '.join(CLUSTERS)}, got {self.cluster!r}")
         for name in ("time_minutes", "cpus_per_task", "array_parallelism"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ScenarioError(f"executor.{name}", f"must be an integer >= 1, got {value!r}")
-        if self.points_per_task is not None and (isinstance(self.points_per_task, bool) or not
-                                                 isinstance(self.points_per_task, int)
-                                                 or self.points_per_task < 1):
-            raise ScenarioError("executor.points_per_task",
-                                f"must be an integer >= 1, got {self.points_per_task!r}")
+        if self.points_per_task is not None and (
+            isinstance(self.points_per_task, bool)
+            or not isinstance(self.points_per_task, int)
+            or self.points_per_task < 1
+        ):
+            raise ScenarioError("executor.points_per_task", f"must be an integer >= 1, got {self.points_per_task!r}")
         for name in ("mem_gb", "task_minutes"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value) or value <= 0):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
+            ):
                 raise ScenarioError(f"executor.{name}", f"must be a number > 0, got {value!r}")
         if self.partition is not None and not isinstance(self.partition, str):
             raise ScenarioError("executor.partition", f"must be a string, got {self.partition!r}")
@@ -97,7 +99,7 @@ def array_options(table: dict[str, Any] | None, flags: dict[str, Any] | None = N
 def chunk(indices: Sequence[int], size: int) -> list[list[int]]:
     """Consecutive chunks of `size` points (the last may be shorter)."""
     items = [int(i) for i in indices]
-    return [items[k:k + size] for k in range(0, len(items), size)]
+    return [items[k : k + size] for k in range(0, len(items), size)]
 
 
 def points_per_task(options: ArrayOptions, seconds_per_point: float | None, pending: int) -> int:
@@ -171,8 +173,12 @@ def array_pool(options: ArrayOptions, folder: Path) -> Iterator[ArrayPool]:
     cluster = _cluster(options)
     folder.mkdir(parents=True, exist_ok=True)
     executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=cluster)
-    params: dict[str, Any] = {"timeout_min": options.time_minutes, "cpus_per_task": options.cpus_per_task,
-                              "name": "dyn", "slurm_array_parallelism": options.array_parallelism}
+    params: dict[str, Any] = {
+        "timeout_min": options.time_minutes,
+        "cpus_per_task": options.cpus_per_task,
+        "name": "dyn",
+        "slurm_array_parallelism": options.array_parallelism,
+    }
     if options.mem_gb is not None:
         params["mem_gb"] = options.mem_gb
     if options.partition is not None:
@@ -186,8 +192,9 @@ def array_pool(options: ArrayOptions, folder: Path) -> Iterator[ArrayPool]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def iter_array(pool: ArrayPool, setup: Setup, indices: Sequence[int], sidecar: str | None
-               ) -> Iterator[tuple[int, PointResult]]:
+def iter_array(
+    pool: ArrayPool, setup: Setup, indices: Sequence[int], sidecar: str | None
+) -> Iterator[tuple[int, PointResult]]:
     """(index, result) of every point of `indices`, task by task as tasks finish; a failed
     task's points come back FAILED with the end of its log. Ctrl-C (or any stop of the driver)
     cancels the tasks not yet finished."""
@@ -198,8 +205,9 @@ def iter_array(pool: ArrayPool, setup: Setup, indices: Sequence[int], sidecar: s
     size = points_per_task(pool.options, pool.seconds_per_point, len(indices))
     chunks = chunk(indices, size)
     task = point_task()()
-    jobs = pool.executor.map_array(task, [setup] * len(chunks), chunks, [sidecar] * len(chunks),
-                                   [pool.options.cpus_per_task] * len(chunks))
+    jobs = pool.executor.map_array(
+        task, [setup] * len(chunks), chunks, [sidecar] * len(chunks), [pool.options.cpus_per_task] * len(chunks)
+    )
     points = {job.job_id: part for job, part in zip(jobs, chunks, strict=True)}
     finished = set()
     try:
@@ -235,8 +243,11 @@ def _failure(job, exc: BaseException) -> str:
             log = ""
         if log:
             break
-    own = [line.strip() for line in log.splitlines()  # the task's own lines, not submitit's
-           if line.strip() and not line.startswith("submitit ")]
+    own = [
+        line.strip()
+        for line in log.splitlines()  # the task's own lines, not submitit's
+        if line.strip() and not line.startswith("submitit ")
+    ]
     tail = " | ".join(own[-LOG_LINES:])
     try:
         state = str(job.state)

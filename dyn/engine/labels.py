@@ -15,6 +15,7 @@ netCDF's ``_Netcdf4*`` and ``_NCProperties`` (which name the writing library), t
 records of the run that a resume does not vouch for (``command``, ``created``), and the
 checksum itself.
 """
+
 from __future__ import annotations
 
 import zlib

@@ -10,6 +10,7 @@ The sweep's pool workers (:mod:`dyn.engine.executors`) call it from their initia
 standard library: a spawned worker imports it to run its initializer, before numba is imported
 there, so the thread count can still be set through numba's environment variable.
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -7,6 +7,7 @@ from the points after it: seconds between the first point's end and the latest p
 per point. The estimate, over NOTE_SECONDS, is said once, as a `dyn: note:` line; the run goes
 on (Ctrl-C stops it, and the same command resumes it).
 """
+
 from __future__ import annotations
 
 import time
@@ -35,14 +36,16 @@ class LongRunNote:
         per_point = (now - self.first) / (self.finished - 1)
         left = per_point * (self.total - self.finished)
         if left > NOTE_SECONDS:
-            print(f"dyn: note: this run will take about {self.words(left)} more "
-                  f"({self.total - self.finished} points left at {per_point:.3g} s each, as "
-                  "measured); Ctrl-C stops it and the same command resumes it",
-                  file=self.log, flush=True)
+            print(
+                f"dyn: note: this run will take about {self.words(left)} more "
+                f"({self.total - self.finished} points left at {per_point:.3g} s each, as "
+                "measured); Ctrl-C stops it and the same command resumes it",
+                file=self.log,
+                flush=True,
+            )
 
 
 def duration_text(seconds: float) -> str:
     """Seconds for people: 45 s, 12 min, 2.5 h."""
     seconds = int(round(seconds))
-    return (f"{seconds} s" if seconds < 120 else f"{seconds // 60} min" if seconds < 7200
-            else f"{seconds / 3600:.1f} h")
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"

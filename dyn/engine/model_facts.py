@@ -13,6 +13,7 @@ Labels need nothing here: every variable and coordinate already carries its ``lo
 :func:`values_checksum`), as a point's do: CRC-32 of the values and of the theory grid they lie
 on, which readers check and a resume recomputes.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,7 @@ def attributes(system) -> dict[str, str]:
         value = field.default
         if isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
             defaults[name] = value
-    return {DEFAULT_PLOT_ATTR: str(system.default_plot),
-            DEFAULTS_ATTR: json.dumps(defaults, sort_keys=True)}
+    return {DEFAULT_PLOT_ATTR: str(system.default_plot), DEFAULTS_ATTR: json.dumps(defaults, sort_keys=True)}
 
 
 def values_checksum(values, *grids) -> int:

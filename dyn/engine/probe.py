@@ -16,6 +16,7 @@ imported, no threads: BLAS pools held to one thread), once per process: forking 
 itself could copy a lock held by one of its threads (JAX, dask, numba start them), and starting
 a fresh interpreter per read would cost a fifth of a second each time.
 """
+
 from __future__ import annotations
 
 import json
@@ -135,9 +136,14 @@ def _server() -> subprocess.Popen:
     # working directory: nothing of the caller's folders is imported there)
     roots = list(dict.fromkeys(str(Path(m.__file__).resolve().parents[1]) for m in (h5py, numpy)))
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    process = subprocess.Popen([sys.executable, "-I", "-c", SERVER, json.dumps(roots)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, env=env, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-c", SERVER, json.dumps(roots)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
     _SERVER[:] = [process]
     return process
 
@@ -169,8 +175,9 @@ def structure_problem(path: str | Path, seconds: float | None = None) -> str:
             return "its structure could not be read in a child process (stopped)"
     answer = json.loads(line)
     if answer == "timeout":
-        return (f"the HDF5 library did not finish reading its structure in {seconds:g} s "
-                "(stopped): its metadata is damaged")
+        return (
+            f"the HDF5 library did not finish reading its structure in {seconds:g} s (stopped): its metadata is damaged"
+        )
     if answer not in ("ok", "error"):
         return f"the HDF5 library crashed ({answer}) reading its structure"
     return ""

@@ -7,6 +7,7 @@ along the run axis; :mod:`dyn.engine.runsums`) whatever the chunk shapes, then a
 where the chunks are cut never changes a bit. Each reduction knows its companions in the file (a
 mean's standard error, a proportion's count and Wilson bounds).
 """
+
 from __future__ import annotations
 
 from typing import ClassVar, final
@@ -57,8 +58,7 @@ class Mean(Reduction):
 
     @staticmethod
     def companions(out):
-        return [out, Output(f"{out.name}_se", f"standard error over runs of {out.name}",
-                            out.units, out.dims, "point")]
+        return [out, Output(f"{out.name}_se", f"standard error over runs of {out.name}", out.units, out.dims, "point")]
 
     def add(self, v):
         v = np.asarray(v)
@@ -72,8 +72,7 @@ class Mean(Reduction):
         with np.errstate(over="ignore", invalid="ignore"):  # diverged runs: NaN, recorded
             centre = self.shifted / self.runs
             spread = np.maximum(self.squares / self.runs - centre * centre, 0.0)
-        se = (np.sqrt(spread * self.runs / (self.runs - 1) / self.runs) if self.runs > 1
-              else np.full_like(mean, np.nan))
+        se = np.sqrt(spread * self.runs / (self.runs - 1) / self.runs) if self.runs > 1 else np.full_like(mean, np.nan)
         return {self.out.name: mean, f"{self.out.name}_se": se}
 
 
@@ -121,12 +120,12 @@ class Proportion(Reduction):
         count = out.long_name.replace("fraction of runs", "number of runs", 1)
         if count == out.long_name:
             count = f"number of runs: {out.long_name}"
-        return [out,
-                Output(f"n_{rest}", count, "1", out.dims, "point"),
-                Output(f"{out.name}_lo", f"95% Wilson lower bound of {out.name}", "1", out.dims,
-                       "point"),
-                Output(f"{out.name}_hi", f"95% Wilson upper bound of {out.name}", "1", out.dims,
-                       "point")]
+        return [
+            out,
+            Output(f"n_{rest}", count, "1", out.dims, "point"),
+            Output(f"{out.name}_lo", f"95% Wilson lower bound of {out.name}", "1", out.dims, "point"),
+            Output(f"{out.name}_hi", f"95% Wilson upper bound of {out.name}", "1", out.dims, "point"),
+        ]
 
     def add(self, v):
         self.total = add_runs(self.total, v)
@@ -134,8 +133,7 @@ class Proportion(Reduction):
     def finish(self):
         lo, hi = wilson(self.total, self.runs)
         name = self.out.name
-        return {name: self.total / self.runs, f"n_{name[2:]}": self.total, f"{name}_lo": lo,
-                f"{name}_hi": hi}
+        return {name: self.total / self.runs, f"n_{name[2:]}": self.total, f"{name}_lo": lo, f"{name}_hi": hi}
 
 
 @final
@@ -192,15 +190,21 @@ class TimeToEvent(Reduction):
         def point(suffix, long_name, unit=units, nan_means=""):
             return Output(f"{name}{suffix}", long_name, unit, dims, "point", nan_means=nan_means)
 
-        return [*Mean.companions(out),
-                point("_censored", f"share of runs whose {name} is censored at the horizon T "
-                      "(never reached by T)", "1"),
-                point("_median", f"Kaplan-Meier median of {name} (censored at T)",
-                      nan_means=median),
-                point("_median_lower", f"lower end of the 95% distribution-free interval of the "
-                      f"median of {name}", nan_means=median),
-                point("_median_upper", f"upper end of the 95% distribution-free interval of the "
-                      f"median of {name}", nan_means=median)]
+        return [
+            *Mean.companions(out),
+            point("_censored", f"share of runs whose {name} is censored at the horizon T (never reached by T)", "1"),
+            point("_median", f"Kaplan-Meier median of {name} (censored at T)", nan_means=median),
+            point(
+                "_median_lower",
+                f"lower end of the 95% distribution-free interval of the median of {name}",
+                nan_means=median,
+            ),
+            point(
+                "_median_upper",
+                f"upper end of the 95% distribution-free interval of the median of {name}",
+                nan_means=median,
+            ),
+        ]
 
     def add(self, v):
         v = np.asarray(v, dtype=np.float64)
@@ -223,8 +227,10 @@ class TimeToEvent(Reduction):
         return values
 
 
-NAN_MEDIAN = "not reached by the horizon T (more than half the runs, or the bound, lie beyond " \
-             "it), or too few runs for a 95% interval"
+NAN_MEDIAN = (
+    "not reached by the horizon T (more than half the runs, or the bound, lie beyond "
+    "it), or too few runs for a 95% interval"
+)
 
 
 def median_rank(n: int, confidence: float = CONFIDENCE) -> int:
@@ -259,8 +265,7 @@ def median_rank(n: int, confidence: float = CONFIDENCE) -> int:
 EXACT_RANKS = 1 << 14  # runs up to which median_rank counts in integers (exact and still quick at the top)
 
 
-BY_KIND = {kind: cls for cls in (Mean, Rms, Max, Proportion, PerRun, TimeToEvent)
-           for kind in cls.kinds}
+BY_KIND = {kind: cls for cls in (Mean, Rms, Max, Proportion, PerRun, TimeToEvent) for kind in cls.kinds}
 
 
 def companions(out: Output) -> list[Output]:
@@ -277,8 +282,14 @@ def kept_runs(out: Output, run_dim: str) -> Output:
     over (run, *its dims); a censored time's NaN there means not reached by the horizon."""
     nan_means = out.nan_means or ("not reached by the horizon" if out.reduce == "time_to_event" else "")
     what = "1 if so, 0 if not" if out.reduce == "proportion" else out.long_name
-    return Output(f"{out.name}{PER_RUN_SUFFIX}", f"each run's value of {out.name} ({what})",
-                  out.units, (run_dim, *out.dims), "point", nan_means=nan_means)
+    return Output(
+        f"{out.name}{PER_RUN_SUFFIX}",
+        f"each run's value of {out.name} ({what})",
+        out.units,
+        (run_dim, *out.dims),
+        "point",
+        nan_means=nan_means,
+    )
 
 
 class Reductions:
@@ -290,8 +301,7 @@ class Reductions:
         self.parts = [BY_KIND[out.reduce](out, runs) for out in outputs]
         for part in self.parts:
             part.horizon = horizon
-        self.kept = {out.name: PerRun(kept_runs(out, "run"), runs)
-                     for out in outputs if out.name in keep}
+        self.kept = {out.name: PerRun(kept_runs(out, "run"), runs) for out in outputs if out.name in keep}
 
     def add(self, values: dict[str, np.ndarray]) -> None:
         for part in self.parts:

@@ -4,6 +4,7 @@
 
 `run` is the Python entry point behind `dyn run`.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,12 +31,24 @@ MAX_WORKERS = 1024
 LOG_SECONDS = 10.0  # progress lines in a log (stderr not a terminal): one per interval
 
 
-def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, workers: int = 1,  # noqa: C901 the run's steps in order, each branch one refusal of an option or one choice of executor
-        executor: str = "serial", scheduler: str | None = None, array: dict | None = None,
-        overrides: dict[str, Any] | list[str] | None = None, unset: list[str] | None = None,
-        progress: bool | None = None, command: str | None = None, log=None,
-        force: bool = False, overwrite: bool = False, allow_version_change: bool = False,
-        point_timeout: float | None = None) -> Path:
+def run(  # noqa: C901 the run's steps in order, each branch one refusal of an option or one choice of executor
+    scenario: Scenario | str | Path,
+    out: str | Path | None = None,
+    *,
+    workers: int = 1,
+    executor: str = "serial",
+    scheduler: str | None = None,
+    array: dict | None = None,
+    overrides: dict[str, Any] | list[str] | None = None,
+    unset: list[str] | None = None,
+    progress: bool | None = None,
+    command: str | None = None,
+    log=None,
+    force: bool = False,
+    overwrite: bool = False,
+    allow_version_change: bool = False,
+    point_timeout: float | None = None,
+) -> Path:
     """Run (or resume) a sweep and return the output path.
 
     `scenario` is a path to a TOML file, the name of a shipped scenario (`"attention_clusters"`,
@@ -100,8 +113,10 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
         raise ScenarioError("--workers", f"must be an integer in 1..{MAX_WORKERS}, got {workers!r}")
     batched = scenario.integrator.get("backend") == "jax"
     if batched and executor != "serial":
-        raise ScenarioError("--executor", "backend jax runs whole batches in this process on the "
-                            "JAX device: drop --executor / --workers")
+        raise ScenarioError(
+            "--executor",
+            "backend jax runs whole batches in this process on the JAX device: drop --executor / --workers",
+        )
     path = out if out is not None else here / scenario.default_output_path()
     if path.suffix in (".partial", ".lock") or path.is_dir():
         raise ScenarioError("--out", f"{path} is not a usable output file name")
@@ -147,8 +162,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, worke
             if batched:
                 results = batched_results(scenario, todo, sidecar)
             elif limit is not None:
-                results = deadlines.iter_limited(executor, workers, pool, scenario.setup, todo,
-                                                 sidecar, limit)
+                results = deadlines.iter_limited(executor, workers, pool, scenario.setup, todo, sidecar, limit)
             else:
                 results = iter_results(pool, scenario.setup, todo, sidecar)
             with listening_to_compiles(_CompileNotice(log)):
@@ -171,8 +185,12 @@ class _CompileNotice(CompileListener):
     def on_start(self, ev):
         if not self.said:
             self.said = True
-            print("compiling numba kernels on their first use (once: numba's cache keeps them; "
-                  "`dyn compile` compiles them all ahead)", file=self.log, flush=True)
+            print(
+                "compiling numba kernels on their first use (once: numba's cache keeps them; "
+                "`dyn compile` compiles them all ahead)",
+                file=self.log,
+                flush=True,
+            )
 
     def on_end(self, ev):
         pass
@@ -192,23 +210,33 @@ def _resumable(path: Path, scenario: Scenario, allow_version_change: bool, log) 
     """The statuses a resume keeps (store.read_verified), after the version check."""
     kept = store.read_verified(path, scenario)
     if len(kept.damaged):
-        print(f"{path}: {len(kept.damaged)} finished points failed their checksum (damaged): "
-              "computing them again", file=log)
+        print(
+            f"{path}: {len(kept.damaged)} finished points failed their checksum (damaged): computing them again",
+            file=log,
+        )
     if kept.repaired:
-        print(f"{path}: {', '.join(kept.repaired)} did not match the theory this scenario "
-              "computes (damaged): written again", file=log)
+        print(
+            f"{path}: {', '.join(kept.repaired)} did not match the theory this scenario "
+            "computes (damaged): written again",
+            file=log,
+        )
     current = store.numeric_versions()
     others = {text: count for text, count in kept.versions.items() if text != current}
     if others:
         text, count = max(others.items(), key=lambda item: item[1])
         if not allow_version_change:
-            raise OutputError("--allow-version-change", f"{count} points of {path} were computed "
-                              f"with {text or 'unknown versions'}, this is {current}: a resume "
-                              "would mix their numbers; add --allow-version-change to resume "
-                              "anyway (each point records its versions), or delete the file to "
-                              "start again")
-        print(f"resuming under other versions ({count} points were computed with {text}); "
-              "each point records its own", file=log)
+            raise OutputError(
+                "--allow-version-change",
+                f"{count} points of {path} were computed "
+                f"with {text or 'unknown versions'}, this is {current}: a resume "
+                "would mix their numbers; add --allow-version-change to resume "
+                "anyway (each point records its versions), or delete the file to "
+                "start again",
+            )
+        print(
+            f"resuming under other versions ({count} points were computed with {text}); each point records its own",
+            file=log,
+        )
     return kept.statuses
 
 
@@ -231,8 +259,7 @@ def _same_file(path: Path, other: str) -> bool:
 def _prune(scenario: Scenario, sidecar: Path, statuses: np.ndarray) -> np.ndarray:
     from .ensemble import coords
 
-    layout = trajectories.spec(scenario.system, scenario.setup,
-                               coords(scenario.system, scenario.setup))
+    layout = trajectories.spec(scenario.system, scenario.setup, coords(scenario.system, scenario.setup))
     return trajectories.prune(sidecar, statuses, scenario.hash, layout)
 
 
@@ -253,9 +280,12 @@ def _say_step_cut(scenario: Scenario, log) -> None:
     steps = store.step_attributes(scenario)
     # (a relative 1e-9: a save interval equal to dt up to rounding is not a cut)
     if steps and steps["dt_used_max"] < steps["dt_requested"] * (1 - 1e-9):
-        print(f"dyn: note: dt = {steps['dt_requested']:g} is longer than save intervals, which "
-              f"the solver steps whole instead: its steps are {steps['dt_used_min']:.6g} to "
-              f"{steps['dt_used_max']:.6g} (recorded as dt_used_min, dt_used_max)", file=log)
+        print(
+            f"dyn: note: dt = {steps['dt_requested']:g} is longer than save intervals, which "
+            f"the solver steps whole instead: its steps are {steps['dt_used_min']:.6g} to "
+            f"{steps['dt_used_max']:.6g} (recorded as dt_used_min, dt_used_max)",
+            file=log,
+        )
 
 
 def _write_all(scenario, path, results, total, progress, log) -> None:
@@ -270,8 +300,9 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
     else:
         from tqdm import tqdm
 
-        bar = tqdm(total=total, desc=scenario.name, unit="pt",
-                   disable=None if progress is None else not progress, file=log)
+        bar = tqdm(
+            total=total, desc=scenario.name, unit="pt", disable=None if progress is None else not progress, file=log
+        )
         bar.set_postfix_str(STARTING, refresh=False)
     long_run = LongRunNote(total, log, duration_text)
     try:
@@ -281,8 +312,11 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
             counts[result.status] += 1
             if result.status in (DIVERGED, FAILED):
                 where = sweep.axis_values(scenario.axes, index) or ""
-                bar.write(f"point {index} {where}: {STATUS_NAMES[result.status]}"
-                          + (f": {result.message}" if result.message else ""), file=log)
+                bar.write(
+                    f"point {index} {where}: {STATUS_NAMES[result.status]}"
+                    + (f": {result.message}" if result.message else ""),
+                    file=log,
+                )
             bar.update()
             if getattr(bar, "n", None) == 1:  # tqdm's bar
                 _restart_clock(bar)
@@ -292,8 +326,11 @@ def _write_all(scenario, path, results, total, progress, log) -> None:
     summary = ", ".join(f"{counts[c]} {STATUS_NAMES[c]}" for c in range(1, len(STATUS_NAMES)) if counts[c])
     print(f"wrote {path} ({summary or 'nothing to do'})", file=log)
     for reason, count in count_unresolved(path).items():
-        print(f"{count} points are {reason} ({WHY[reason]}): their numbers are not the answer "
-              f"yet; `dyn show {path}` lists them", file=log)
+        print(
+            f"{count} points are {reason} ({WHY[reason]}): their numbers are not the answer "
+            f"yet; `dyn show {path}` lists them",
+            file=log,
+        )
 
 
 # what the progress says until a rate can be measured: the first point's time holds the start
@@ -353,8 +390,10 @@ class LogProgress:
         since, done = self.first if self.first is not None else (now, self.done)
         counted, seconds = self.done - done, now - since
         if counted < 1 or seconds < MIN_RATE_SECONDS:
-            return (f"{head} in {duration_text(now - self.start)}, measuring the rate (the first "
-                    "point's time is mostly start-up: compiling kernels on first use)")
+            return (
+                f"{head} in {duration_text(now - self.start)}, measuring the rate (the first "
+                "point's time is mostly start-up: compiling kernels on first use)"
+            )
         rate = counted / seconds
         left = (self.total - self.done) / rate
         return f"{head}, {rate:.3g} points/s, about {duration_text(left)} left"
@@ -382,5 +421,6 @@ def _with_overrides(scenario, overrides, unset=None, notes=None) -> Scenario:
 
 
 def _command_line() -> str:
-    return " ".join(["dyn", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("dyn") \
-        else " ".join(sys.argv) or "python"
+    return (
+        " ".join(["dyn", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("dyn") else " ".join(sys.argv) or "python"
+    )

@@ -13,6 +13,7 @@ addition's operands (the result is the same number otherwise), so the kernels ke
 it is instead of adding to it. A NaN that an addition makes (inf - inf) is the machine's default
 NaN either way.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -61,8 +62,7 @@ def _sum(total, shape: tuple[int, ...]) -> np.ndarray:
     if total is None:
         return np.zeros(shape)
     if total.shape != shape or total.dtype != np.float64 or not total.flags.c_contiguous:
-        raise ValueError(f"a running sum of shape {total.shape} ({total.dtype}) cannot take "
-                         f"values of shape {shape}")
+        raise ValueError(f"a running sum of shape {total.shape} ({total.dtype}) cannot take values of shape {shape}")
     return total
 
 
@@ -85,6 +85,7 @@ def add_shifted_runs(sums: tuple | None, shift: np.ndarray, v) -> tuple[np.ndarr
     shift = np.asarray(shift, dtype=np.float64)
     if shift.shape != shape:
         raise ValueError(f"a shift of shape {shift.shape} for values of shape {shape}")
-    _add_shifted_rows(total.reshape(-1), shifted.reshape(-1), squares.reshape(-1),
-                      np.ascontiguousarray(shift.reshape(-1)), rows)
+    _add_shifted_rows(
+        total.reshape(-1), shifted.reshape(-1), squares.reshape(-1), np.ascontiguousarray(shift.reshape(-1)), rows
+    )
     return total, shifted, squares

@@ -15,6 +15,7 @@ The resolved scenario (every default written out, every sweep expanded to an exp
 is what the output file stores, and its hash identifies the computation: resuming is allowed only
 onto a file with the same hash. The output path is not part of the hash.
 """
+
 from __future__ import annotations
 
 import copy
@@ -49,54 +50,89 @@ TABLES = ("scenario", "params", "sweep", "ensemble", "integrator", "output", "ex
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"  # the shipped scenarios
 
 SCENARIO_FIELDS = {
-    "name": Field("str", doc="short identifier, used for the default output file name",
-                  check=lambda s: None if NAME_PATTERN.match(s) else
-                  "must be 1-64 characters of letters, digits, '_', '.', '-'"),
-    "system": Field("str", doc="system name (see `dyn list`), or import path module:Class "
-                    "of your own (the module beside the scenario file or on sys.path)"),
+    "name": Field(
+        "str",
+        doc="short identifier, used for the default output file name",
+        check=lambda s: None if NAME_PATTERN.match(s) else "must be 1-64 characters of letters, digits, '_', '.', '-'",
+    ),
+    "system": Field(
+        "str",
+        doc="system name (see `dyn list`), or import path module:Class "
+        "of your own (the module beside the scenario file or on sys.path)",
+    ),
     "description": Field("str", default=""),
 }
 ENSEMBLE_FIELDS = {
     "runs": Field("int", default=1, lo=1, hi=100_000_000, doc="Monte Carlo runs per point"),
     "seed": Field("int", default=0, lo=0, hi=2**63 - 1, doc="root seed of every point"),
-    "common": Field("names", default=None, doc="sweep axes along which points share their "
-                    "random numbers (common random numbers); default none"),
+    "common": Field(
+        "names",
+        default=None,
+        doc="sweep axes along which points share their random numbers (common random numbers); default none",
+    ),
 }
 INTEGRATOR_FIELDS = {
-    "backend": Field("str", default="numba", choices=("numba", "diffrax", "jax"),
-                     doc="numba or diffrax (point by point), or jax (whole batches of points)"),
+    "backend": Field(
+        "str",
+        default="numba",
+        choices=("numba", "diffrax", "jax"),
+        doc="numba or diffrax (point by point), or jax (whole batches of points)",
+    ),
     "method": Field("str", default="rk4"),
     "horizon": Field("float", default=1.0, gt=0.0, doc="final time T"),
-    "dt": Field("float", default=None, gt=0.0, auto=True,
-                doc="(largest) step size, or \"auto\": step_tol / the point's fastest rate (SDEs)"),
+    "dt": Field(
+        "float",
+        default=None,
+        gt=0.0,
+        auto=True,
+        doc='(largest) step size, or "auto": step_tol / the point\'s fastest rate (SDEs)',
+    ),
     "rtol": Field("float", default=None, gt=0.0),
     "atol": Field("float", default=None, gt=0.0),
     "max_steps": Field("int", default=None, lo=1, hi=10**9),
-    "burn_in": Field("float", default=None, lo=0.0, auto=True,
-                     doc="start of the window of time averages, or \"auto\" (MSER truncation)"),
-    "horizon_cap": Field("float", default=None, gt=0.0,
-                         doc="longest horizon time averages are extended to (default 8 horizons)"),
-    "step_tol": Field("float", default=None, gt=0.0, hi=1.0,
-                      doc="dt = \"auto\": largest dt x (the point's fastest rate)"),
-    "check_step": Field("bool", default=None,
-                        doc="rerun runs at dt/2 (an SDE on the same Brownian path, an ODE from "
-                        "the same starts): step error per output"),
+    "burn_in": Field(
+        "float",
+        default=None,
+        lo=0.0,
+        auto=True,
+        doc='start of the window of time averages, or "auto" (MSER truncation)',
+    ),
+    "horizon_cap": Field(
+        "float", default=None, gt=0.0, doc="longest horizon time averages are extended to (default 8 horizons)"
+    ),
+    "step_tol": Field(
+        "float", default=None, gt=0.0, hi=1.0, doc='dt = "auto": largest dt x (the point\'s fastest rate)'
+    ),
+    "check_step": Field(
+        "bool",
+        default=None,
+        doc="rerun runs at dt/2 (an SDE on the same Brownian path, an ODE from the same starts): step error per output",
+    ),
 }
 OUTPUT_FIELDS = {
     "path": Field("str", default=""),
     "saves": Field("int", default=100, lo=1, hi=100_000, doc="save intervals on [0, horizon]"),
-    "spacing": Field("str", default="linear", choices=("linear", "log"),
-                     doc="save times evenly spaced on [0, T], or 0 then geometric from t_min to T"),
+    "spacing": Field(
+        "str",
+        default="linear",
+        choices=("linear", "log"),
+        doc="save times evenly spaced on [0, T], or 0 then geometric from t_min to T",
+    ),
     "t_min": Field("float", default=None, gt=0.0, doc="first nonzero save time (spacing = log)"),
     "plot": Field("str", default=""),
-    "observables": Field("names", default=None,
-                         doc="keep only these outputs of the system (default: all of them); "
-                         "the work of the others is skipped where the system can"),
-    "per_run": Field("names", default=None,
-                     doc="outputs whose every run's value is also kept, as X_per_run over (run, "
-                     "...): for histograms, bootstraps, per-run analysis"),
-    "trajectories": Field("bool", default=False,
-                          doc="also save states (see dyn/engine/trajectories.py)"),
+    "observables": Field(
+        "names",
+        default=None,
+        doc="keep only these outputs of the system (default: all of them); "
+        "the work of the others is skipped where the system can",
+    ),
+    "per_run": Field(
+        "names",
+        default=None,
+        doc="outputs whose every run's value is also kept, as X_per_run over (run, "
+        "...): for histograms, bootstraps, per-run analysis",
+    ),
+    "trajectories": Field("bool", default=False, doc="also save states (see dyn/engine/trajectories.py)"),
     "trajectory_every": Field("int", default=1, lo=1, hi=10**6, doc="keep every k-th save time"),
     "trajectory_runs": Field("int", default=0, lo=0, hi=10**8, doc="runs kept per point (0: all)"),
 }
@@ -107,7 +143,8 @@ ENGINE_DEFAULTS = {"burn_in": "auto", "step_tol": 0.01, "check_step": False}
 # A fixed dt is refused where (the point's fastest rate) x dt exceeds this many step_tol.
 STEP_REFUSE = 10.0
 SWEEP_RANGE_FIELDS = {
-    "start": Field("float"), "stop": Field("float"),
+    "start": Field("float"),
+    "stop": Field("float"),
     "num": Field("int", lo=1, hi=MAX_SWEEP_NUM),
     "spacing": Field("str", default="linear", choices=("linear", "log")),
 }
@@ -168,23 +205,31 @@ class Scenario:
     def setup(self) -> Setup:
         """What every point shares, as systems see it (they never see this document)."""
         cfg = self.integrator
-        return Setup(params=self.params, axes=self.axes, runs=self.ensemble["runs"],
-                     seed=self.ensemble["seed"], common=tuple(self.ensemble.get("common", ())),
-                     horizon=cfg["horizon"], saves=self.output["saves"],
-                     spacing=self.output["spacing"], t_min=self.output.get("t_min"),
-                     solver=Solver(cfg["backend"], cfg["method"], solver_options(cfg)),
-                     trajectories=self.output["trajectories"],
-                     trajectory_every=self.output["trajectory_every"],
-                     trajectory_runs=self.output["trajectory_runs"],
-                     observables=tuple(self.output.get("observables") or ()),
-                     per_run=tuple(self.output.get("per_run") or ()),
-                     burn_in=None if cfg.get("burn_in", "auto") == "auto" else cfg["burn_in"],
-                     horizon_cap=cfg.get("horizon_cap"),
-                     step_tol=cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"],
-                     check_step=bool(cfg.get("check_step")),
-                     system_name=self.data["scenario"]["system"],
-                     system_file=self.data["scenario"].get("system_file", ""), auto_dt=cfg.get("dt") == "auto",
-                     tag=self.hash)
+        return Setup(
+            params=self.params,
+            axes=self.axes,
+            runs=self.ensemble["runs"],
+            seed=self.ensemble["seed"],
+            common=tuple(self.ensemble.get("common", ())),
+            horizon=cfg["horizon"],
+            saves=self.output["saves"],
+            spacing=self.output["spacing"],
+            t_min=self.output.get("t_min"),
+            solver=Solver(cfg["backend"], cfg["method"], solver_options(cfg)),
+            trajectories=self.output["trajectories"],
+            trajectory_every=self.output["trajectory_every"],
+            trajectory_runs=self.output["trajectory_runs"],
+            observables=tuple(self.output.get("observables") or ()),
+            per_run=tuple(self.output.get("per_run") or ()),
+            burn_in=None if cfg.get("burn_in", "auto") == "auto" else cfg["burn_in"],
+            horizon_cap=cfg.get("horizon_cap"),
+            step_tol=cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"],
+            check_step=bool(cfg.get("check_step")),
+            system_name=self.data["scenario"]["system"],
+            system_file=self.data["scenario"].get("system_file", ""),
+            auto_dt=cfg.get("dt") == "auto",
+            tag=self.hash,
+        )
 
     def spec(self, index: int) -> RunSpec:
         """The run specification of point `index` (see :meth:`dyn.core.spec.Setup.spec`)."""
@@ -253,18 +298,22 @@ def read_file(path: str | Path) -> dict:
     try:
         mode, size = (info := os.fstat(fd)).st_mode, info.st_size
         if not stat.S_ISREG(mode):
-            raise ScenarioError("", f"scenario file {path} is not a regular file "
-                                f"({file_kind(mode)}): "
-                                "give a TOML file")
+            raise ScenarioError("", f"scenario file {path} is not a regular file ({file_kind(mode)}): give a TOML file")
         if size > MAX_SCENARIO_BYTES:
-            raise ScenarioError("", f"scenario file {path} is larger than "
-                                f"{MAX_SCENARIO_BYTES // 2**20} MiB ({size} bytes): a scenario "
-                                "is a few kB of TOML")
+            raise ScenarioError(
+                "",
+                f"scenario file {path} is larger than "
+                f"{MAX_SCENARIO_BYTES // 2**20} MiB ({size} bytes): a scenario "
+                "is a few kB of TOML",
+            )
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(MAX_SCENARIO_BYTES + 1)  # it may have grown since fstat
         if len(data) > MAX_SCENARIO_BYTES:
-            raise ScenarioError("", f"scenario file {path} is larger than "
-                                f"{MAX_SCENARIO_BYTES // 2**20} MiB: a scenario is a few kB of TOML")
+            raise ScenarioError(
+                "",
+                f"scenario file {path} is larger than "
+                f"{MAX_SCENARIO_BYTES // 2**20} MiB: a scenario is a few kB of TOML",
+            )
         # as Path.read_text reads: UTF-8, universal newlines
         text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
     except (OSError, UnicodeDecodeError) as exc:
@@ -347,8 +396,9 @@ def apply_values(doc: dict, values: dict[str, Any], unset=(), notes=None) -> dic
         if not key or "." in key:
             raise ScenarioError(dotted, "override keys are TABLE.KEY, e.g. params.beta")
         if table not in TABLES:
-            raise ScenarioError(f"{table}.{key}", f"--set names no key: unknown table [{table}] "
-                                f"(tables: {', '.join(TABLES)})")
+            raise ScenarioError(
+                f"{table}.{key}", f"--set names no key: unknown table [{table}] (tables: {', '.join(TABLES)})"
+            )
         section = doc.setdefault(table, {})
         if not isinstance(section, dict):
             raise ScenarioError(table, "is not a table")
@@ -375,13 +425,15 @@ def remove_keys(doc: dict, keys) -> dict:
             raise ScenarioError("--unset", f"expected TABLE.KEY, got {short_repr(dotted)}")
         table, _, key = dotted.strip().partition(".")
         if not key or "." in key or not table:
-            raise ScenarioError("--unset", f"keys are TABLE.KEY, e.g. integrator.dt; got "
-                                f"{short_repr(dotted)}")
+            raise ScenarioError("--unset", f"keys are TABLE.KEY, e.g. integrator.dt; got {short_repr(dotted)}")
         section = doc.get(table)
         if not isinstance(section, dict) or key not in section:
             sets = ", ".join(f"{table}.{k}" for k in section) if isinstance(section, dict) else ""
-            raise ScenarioError(f"{table}.{key}", "--unset names a key the scenario does not set"
-                                + (f" (it sets {sets})" if sets else f" (it has no [{table}] table)"))
+            raise ScenarioError(
+                f"{table}.{key}",
+                "--unset names a key the scenario does not set"
+                + (f" (it sets {sets})" if sets else f" (it has no [{table}] table)"),
+            )
         del section[key]
     return doc
 
@@ -404,12 +456,13 @@ def drop_foreign_options(doc: dict, values: dict[str, Any]) -> list[str]:
         allowed = integrators.options(backend, method)
     except Exception:  # noqa: BLE001 - an unknown backend or method: validation says so
         return []
-    dropped = [key for key in SOLVER_OPTIONS
-               if key in cfg and f"integrator.{key}" not in values and key not in allowed]
+    dropped = [key for key in SOLVER_OPTIONS if key in cfg and f"integrator.{key}" not in values and key not in allowed]
     takes = ", ".join(k for k in SOLVER_OPTIONS if k in allowed) or "none of them"
-    return [f"dyn: note: integrator.{key} = {short_repr(cfg.pop(key))} dropped: {backend}/"
-            f"{method} does not take it (of {', '.join(SOLVER_OPTIONS)} it takes {takes})"
-            for key in dropped]
+    return [
+        f"dyn: note: integrator.{key} = {short_repr(cfg.pop(key))} dropped: {backend}/"
+        f"{method} does not take it (of {', '.join(SOLVER_OPTIONS)} it takes {takes})"
+        for key in dropped
+    ]
 
 
 def resolve(doc: Any, source: str = "<dict>", points: bool = True) -> Scenario:
@@ -425,8 +478,9 @@ def resolve(doc: Any, source: str = "<dict>", points: bool = True) -> Scenario:
     except SystemExit as exc:  # a hook of the user's system (its constructor, outputs...) exited
         name = _outside_system(doc) or "the system"
         code = "" if exc.code is None else repr(exc.code)
-        raise ScenarioError("scenario.system", f"{name} called sys.exit({code}) while the "
-                            "scenario was checked") from None
+        raise ScenarioError(
+            "scenario.system", f"{name} called sys.exit({code}) while the scenario was checked"
+        ) from None
     except Exception as exc:
         name = _outside_system(doc)
         if not name:
@@ -459,13 +513,19 @@ def _integrator_table(doc: dict, system) -> dict:
                     del integrator[key]  # false, the default: the resolved text stays as it was
                 continue
             if key == "check_step" and system.equation != "sde":
-                raise ScenarioError("integrator.check_step", "the step check reruns an SDE or "
-                                    f"an ODE at dt/2; system {system.name} solves neither")
+                raise ScenarioError(
+                    "integrator.check_step",
+                    f"the step check reruns an SDE or an ODE at dt/2; system {system.name} solves neither",
+                )
             reads = ", ".join(sorted(system.integrator)) or "nothing"
-            hint = ("; a dyn.Model reads it once it declares step_rate"
-                    if key in AVERAGING_KEYS and system.equation == "sde" else "")
-            raise ScenarioError(f"integrator.{key}", f"system {system.name} does not use it "
-                                f"(it reads from [integrator]: {reads}){hint}")
+            hint = (
+                "; a dyn.Model reads it once it declares step_rate"
+                if key in AVERAGING_KEYS and system.equation == "sde"
+                else ""
+            )
+            raise ScenarioError(
+                f"integrator.{key}", f"system {system.name} does not use it (it reads from [integrator]: {reads}){hint}"
+            )
     for key, value in ENGINE_DEFAULTS.items():
         if key in system.integrator:
             integrator.setdefault(key, value)
@@ -493,9 +553,12 @@ def _resolve(doc: Any, source: str, points: bool = True) -> Scenario:
     raw_params = _table(doc, "params")
     for key in raw_params:
         if key in sweep_axes:  # one source for a value: never silently drop either
-            raise ScenarioError(f"params.{key}", f"{key} is both fixed in [params] and swept in "
-                                "[sweep]; keep one (on the command line, --set params.KEY fixes "
-                                "it and --set sweep.KEY sweeps it)")
+            raise ScenarioError(
+                f"params.{key}",
+                f"{key} is both fixed in [params] and swept in "
+                "[sweep]; keep one (on the command line, --set params.KEY fixes "
+                "it and --set sweep.KEY sweeps it)",
+            )
     params_fields = {k: f for k, f in system.params.items() if k not in sweep_axes}
     params = check_table("params", raw_params, params_fields)
     integrator = _integrator_table(doc, system)
@@ -504,8 +567,9 @@ def _resolve(doc: Any, source: str, points: bool = True) -> Scenario:
     ensemble = check_table("ensemble", _table(doc, "ensemble"), ENSEMBLE_FIELDS)
     for axis in ensemble.get("common", ()):
         if axis not in sweep_axes:
-            raise ScenarioError("ensemble.common", f"{axis!r} is not a sweep axis "
-                                f"(axes: {', '.join(sweep_axes) or 'none'})")
+            raise ScenarioError(
+                "ensemble.common", f"{axis!r} is not a sweep axis (axes: {', '.join(sweep_axes) or 'none'})"
+            )
     if not ensemble.get("common"):
         ensemble.pop("common", None)  # the default: every point on its own stream
     data = {
@@ -546,10 +610,13 @@ def _system(head: dict, source: str) -> systems.System:
     elif systems.known(name):
         cls = type(systems.get(name))
     else:
-        raise ScenarioError("scenario.system", f"unknown system {name!r}"
-                            f"{did_you_mean(name, systems.names())} "
-                            f"(known: {', '.join(systems.names())}; or an import path "
-                            "module:Class)")
+        raise ScenarioError(
+            "scenario.system",
+            f"unknown system {name!r}"
+            f"{did_you_mean(name, systems.names())} "
+            f"(known: {', '.join(systems.names())}; or an import path "
+            "module:Class)",
+        )
     head.update(locate.provenance(cls))
     return _instance(cls, name)
 
@@ -558,18 +625,19 @@ def _instance(cls, name: str) -> systems.System:
     try:
         return cls()
     except Exception as exc:  # a user's class whose constructor raises: its text, one line
-        raise ScenarioError("scenario.system", f"{name}() raised {type(exc).__name__}: "
-                            f"{exc}") from None
+        raise ScenarioError("scenario.system", f"{name}() raised {type(exc).__name__}: {exc}") from None
 
 
 def _check_output(output: dict, integrator: dict) -> None:
     if output["spacing"] == "log":
         t_min = output.get("t_min")
         if t_min is None or not 0 < t_min < integrator["horizon"]:
-            raise ScenarioError("output.t_min", "spacing = \"log\" needs 0 < t_min < horizon "
-                                f"(horizon {integrator['horizon']}), got {t_min}")
+            raise ScenarioError(
+                "output.t_min",
+                f'spacing = "log" needs 0 < t_min < horizon (horizon {integrator["horizon"]}), got {t_min}',
+            )
     elif output.get("t_min") is not None:
-        raise ScenarioError("output.t_min", "only used with spacing = \"log\"")
+        raise ScenarioError("output.t_min", 'only used with spacing = "log"')
 
 
 def _check_outputs(scenario: Scenario, system: systems.System) -> None:
@@ -577,26 +645,31 @@ def _check_outputs(scenario: Scenario, system: systems.System) -> None:
     declared = system.outputs(setup)  # all of them: [output] observables may keep fewer
     every = [o.name for o in declared]
     if scenario.output.get("observables") == []:
-        raise ScenarioError("output.observables", "names no output: leave the key out to keep "
-                            f"all of them ({', '.join(every)})")
+        raise ScenarioError(
+            "output.observables", f"names no output: leave the key out to keep all of them ({', '.join(every)})"
+        )
     unknown = [name for name in setup.observables if name not in every]
     if unknown:
-        raise ScenarioError("output.observables", f"system {system.name} has no output "
-                            f"{', '.join(map(repr, unknown))} (its outputs: {', '.join(every)})")
+        raise ScenarioError(
+            "output.observables",
+            f"system {system.name} has no output {', '.join(map(repr, unknown))} (its outputs: {', '.join(every)})",
+        )
     _check_per_run(scenario.output.get("per_run"), declared, setup)
     outputs = file_outputs(system, setup)
     names = {o.name for o in outputs}
     plot = scenario.output["plot"]
     if plot and plot not in names:
         kept = " (not among output.observables)" if plot in every else ""
-        raise ScenarioError("output.plot", f"unknown variable {plot!r}{kept} "
-                            f"(variables: {', '.join(sorted(names))})")
+        raise ScenarioError("output.plot", f"unknown variable {plot!r}{kept} (variables: {', '.join(sorted(names))})")
     if all(o.reduce == "point" for o in declared) and setup.runs != 1:
-        raise ScenarioError("ensemble.runs", f"system {system.name} is deterministic: one run "
-                            f"per point (runs = 1), got {setup.runs}")
+        raise ScenarioError(
+            "ensemble.runs", f"system {system.name} is deterministic: one run per point (runs = 1), got {setup.runs}"
+        )
     if setup.spacing == "log" and any(o.reduce == "time_average" for o in declared):
-        raise ScenarioError("output.spacing", f"system {system.name} averages in time over "
-                            "evenly spaced samples: use spacing = \"linear\"")
+        raise ScenarioError(
+            "output.spacing",
+            f'system {system.name} averages in time over evenly spaced samples: use spacing = "linear"',
+        )
     if setup.trajectories and system.trajectory_dims(setup) is None:
         raise ScenarioError("output.trajectories", f"system {system.name} does not save trajectories")
 
@@ -614,23 +687,29 @@ def _check_per_run(names, declared: list, setup: Setup) -> None:
     for name in names:
         out = by_name.get(name)
         if out is None:
-            raise ScenarioError("output.per_run", f"system {setup.system_name} has no output "
-                                f"{name!r}{did_you_mean(name, eligible)} (outputs with per-run "
-                                f"values: {', '.join(eligible)})")
+            raise ScenarioError(
+                "output.per_run",
+                f"system {setup.system_name} has no output "
+                f"{name!r}{did_you_mean(name, eligible)} (outputs with per-run "
+                f"values: {', '.join(eligible)})",
+            )
         if not setup.keeps(name):
             raise ScenarioError("output.per_run", f"{name} is not among output.observables")
         if out.reduce in ("point", "per_run", "time_average"):
-            why = {"point": "one value per point, not per run",
-                   "per_run": "already kept run by run",
-                   "time_average": "a time average of each run's series (its runs are not kept)"}
-            raise ScenarioError("output.per_run", f"{name} is {why[out.reduce]} (outputs with "
-                                f"per-run values: {', '.join(eligible) or 'none'})")
+            why = {
+                "point": "one value per point, not per run",
+                "per_run": "already kept run by run",
+                "time_average": "a time average of each run's series (its runs are not kept)",
+            }
+            raise ScenarioError(
+                "output.per_run",
+                f"{name} is {why[out.reduce]} (outputs with per-run values: {', '.join(eligible) or 'none'})",
+            )
         if f"{name}_per_run" in taken:
             raise ScenarioError("output.per_run", f"{name}_per_run is taken by another output")
 
 
-def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), unset=(),
-         points: bool = True) -> Scenario:
+def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), unset=(), points: bool = True) -> Scenario:
     """Read, override and validate a scenario file, or a shipped scenario by its name
     (`dyn.load("attention_clusters")`); `overrides` are `--set` strings ("params.beta=2.0"),
     `unset` the keys to remove first (`--unset`, "integrator.dt": they take their defaults);
@@ -643,8 +722,7 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), unset=()
 
     path = scenario_file(path)
     notes: list[str] = []
-    scenario = resolve(apply_overrides(read_file(path), overrides, unset, notes), str(path),
-                       points)
+    scenario = resolve(apply_overrides(read_file(path), overrides, unset, notes), str(path), points)
     for note in notes:  # once it is valid: bad input stays one line
         print(note, file=sys.stderr)
     return scenario
@@ -661,8 +739,9 @@ def _parse_axis(axis: str, raw: Any, fields: dict[str, Field]) -> list:
     key = f"sweep.{axis}"
     spec = fields.get(axis)
     if spec is None:
-        raise ScenarioError(key, f"unknown parameter{did_you_mean(axis, fields)} (parameters: "
-                            f"{', '.join(sorted(fields))})")
+        raise ScenarioError(
+            key, f"unknown parameter{did_you_mean(axis, fields)} (parameters: {', '.join(sorted(fields))})"
+        )
     if not spec.sweepable:
         raise ScenarioError(key, "this parameter cannot be swept")
     if isinstance(raw, dict):
@@ -704,8 +783,9 @@ def _check_integrator(cfg: dict, system: systems.System) -> None:
     if cfg["backend"] == "jax":
         methods = sorted(system.jax_methods)
         if not methods:
-            raise ScenarioError("integrator.backend", f"system {system.name} has no batched JAX "
-                                "path (backends: numba, diffrax)")
+            raise ScenarioError(
+                "integrator.backend", f"system {system.name} has no batched JAX path (backends: numba, diffrax)"
+            )
     else:
         methods = integrators.available()[cfg["backend"]]
         if equation is not None:  # only the methods for this system's kind of equation
@@ -713,20 +793,27 @@ def _check_integrator(cfg: dict, system: systems.System) -> None:
             methods = [m for m in methods if (m in integrators.SDE_METHODS) == sde]
     if cfg["method"] not in methods:
         kind = f"{equation.upper()} " if equation else ""
-        raise ScenarioError("integrator.method", f"unknown {kind}method {cfg['method']!r} for "
-                            f"backend {cfg['backend']} (methods: {', '.join(methods)})")
+        raise ScenarioError(
+            "integrator.method",
+            f"unknown {kind}method {cfg['method']!r} for backend {cfg['backend']} (methods: {', '.join(methods)})",
+        )
     if cfg["horizon"] <= 0:
         raise ScenarioError("integrator.horizon", "must be > 0")
     allowed = integrators.options(cfg["backend"], cfg["method"])
     for key in SOLVER_OPTIONS:
         if key in cfg and key not in allowed:
-            raise ScenarioError(f"integrator.{key}", f"not an option of {cfg['backend']}/"
-                                f"{cfg['method']} (options: {', '.join(sorted(allowed))})")
+            raise ScenarioError(
+                f"integrator.{key}",
+                f"not an option of {cfg['backend']}/{cfg['method']} (options: {', '.join(sorted(allowed))})",
+            )
         if key in cfg and cfg[key] != "auto" and cfg[key] <= 0:
             raise ScenarioError(f"integrator.{key}", "must be > 0")
     if cfg.get("dt") == "auto" and (equation != "sde" or "dt" not in allowed):
-        raise ScenarioError("integrator.dt", "dt = \"auto\" chooses the step of a fixed-step SDE "
-                            f"method; give a number for {cfg['backend']}/{cfg['method']}")
+        raise ScenarioError(
+            "integrator.dt",
+            'dt = "auto" chooses the step of a fixed-step SDE '
+            f"method; give a number for {cfg['backend']}/{cfg['method']}",
+        )
     _check_averaging(cfg, system)
 
 
@@ -734,34 +821,49 @@ def _check_averaging(cfg: dict, system: systems.System) -> None:
     """The engine's settings of [integrator]: time-average window and cap, the step check."""
     cap = cfg.get("horizon_cap")
     if cap is not None and cap < cfg["horizon"]:
-        raise ScenarioError("integrator.horizon_cap", f"must be >= horizon = {cfg['horizon']:g}, "
-                            f"got {cap:g} (the runs are extended from the horizon up to the cap)")
+        raise ScenarioError(
+            "integrator.horizon_cap",
+            f"must be >= horizon = {cfg['horizon']:g}, "
+            f"got {cap:g} (the runs are extended from the horizon up to the cap)",
+        )
     burn_in = cfg.get("burn_in", "auto")
     if burn_in not in (None, "auto"):
         limit = cap if cap is not None else DEFAULT_CAP_BLOCKS * cfg["horizon"]
         if burn_in >= limit:
-            raise ScenarioError("integrator.burn_in", f"burn_in = {burn_in:g} leaves no window "
-                                f"before the cap horizon_cap = {limit:g}; lower burn_in or "
-                                "raise horizon_cap")
+            raise ScenarioError(
+                "integrator.burn_in",
+                f"burn_in = {burn_in:g} leaves no window "
+                f"before the cap horizon_cap = {limit:g}; lower burn_in or "
+                "raise horizon_cap",
+            )
     if cfg.get("check_step") and system.equation == "ode":
         from .stepcheck import ODE_ORDER
 
         if cfg["backend"] == "jax":
-            raise ScenarioError("integrator.check_step", "the step check reruns a point's first "
-                                "runs at dt/2 point by point: use backend numba or diffrax")
+            raise ScenarioError(
+                "integrator.check_step",
+                "the step check reruns a point's first runs at dt/2 point by point: use backend numba or diffrax",
+            )
         if cfg["method"] not in ODE_ORDER:
-            raise ScenarioError("integrator.check_step", f"{cfg['method']} is adaptive: it "
-                                "bounds its error by rtol and atol, with no step to halve (the "
-                                f"step check needs a fixed step: {', '.join(ODE_ORDER)})")
+            raise ScenarioError(
+                "integrator.check_step",
+                f"{cfg['method']} is adaptive: it "
+                "bounds its error by rtol and atol, with no step to halve (the "
+                f"step check needs a fixed step: {', '.join(ODE_ORDER)})",
+            )
     elif cfg.get("check_step"):
         if cfg["backend"] != "numba" or not system.step_check:
-            raise ScenarioError("integrator.check_step", "the step check reruns runs on one "
-                                "Brownian path at dt and dt/2: it needs backend numba and a "
-                                f"system that draws its noise through the integrator "
-                                f"({system.name} on {cfg['backend']} does not)")
+            raise ScenarioError(
+                "integrator.check_step",
+                "the step check reruns runs on one "
+                "Brownian path at dt and dt/2: it needs backend numba and a "
+                f"system that draws its noise through the integrator "
+                f"({system.name} on {cfg['backend']} does not)",
+            )
         if cfg.get("dt") is None:
-            raise ScenarioError("integrator.check_step", "the step check needs a step: set "
-                                "integrator.dt (a number or \"auto\")")
+            raise ScenarioError(
+                "integrator.check_step", 'the step check needs a step: set integrator.dt (a number or "auto")'
+            )
 
 
 def check_step_size(system: systems.System, spec: RunSpec, cfg: dict) -> None:
@@ -776,13 +878,19 @@ def check_step_size(system: systems.System, spec: RunSpec, cfg: dict) -> None:
         return
     tol = cfg.get("step_tol") or ENGINE_DEFAULTS["step_tol"]
     if rate * dt > STEP_REFUSE * tol:
-        at = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
-                       for k, v in spec.values.items() if k in spec.setup.axes)
-        raise ScenarioError("integrator.dt", f"dt = {dt:g} is too coarse{' at ' + at if at else ''}"
-                            f": rate x dt = {rate:.3g} x {dt:g} = {rate * dt:.3g} > "
-                            f"{STEP_REFUSE:g} step_tol = {STEP_REFUSE * tol:g} (Euler-Maruyama's "
-                            f"bias grows like it); use dt = \"auto\" or dt <= "
-                            f"{STEP_REFUSE * tol / rate:.3g}")
+        at = ", ".join(
+            f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+            for k, v in spec.values.items()
+            if k in spec.setup.axes
+        )
+        raise ScenarioError(
+            "integrator.dt",
+            f"dt = {dt:g} is too coarse{' at ' + at if at else ''}"
+            f": rate x dt = {rate:.3g} x {dt:g} = {rate * dt:.3g} > "
+            f"{STEP_REFUSE:g} step_tol = {STEP_REFUSE * tol:g} (Euler-Maruyama's "
+            f'bias grows like it); use dt = "auto" or dt <= '
+            f"{STEP_REFUSE * tol / rate:.3g}",
+        )
 
 
 def _check_step_count(system: systems.System, spec: RunSpec, cfg: dict) -> None:
@@ -797,14 +905,18 @@ def _check_step_count(system: systems.System, spec: RunSpec, cfg: dict) -> None:
     steps = _step_count(spec.times.tobytes(), spec.dt)
     if steps <= MAX_STEPS:
         return
-    at = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
-                   for k, v in spec.values.items() if k in spec.setup.axes)
+    at = ", ".join(
+        f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}" for k, v in spec.values.items() if k in spec.setup.axes
+    )
     years = steps * spec.runs / 1e8 / 3.15e7
-    raise ScenarioError("integrator.dt", f"dt = {spec.dt:.3g}{' at ' + at if at else ''} takes "
-                        f"{steps:.3g} steps per run to the horizon {spec.horizon:g}, past the "
-                        f"limit of {MAX_STEPS:.0e} (at 10^8 steps per second the point's "
-                        f"{spec.runs} runs would take {_span_text(years)}); raise dt, shorten "
-                        "the horizon, or save less often")
+    raise ScenarioError(
+        "integrator.dt",
+        f"dt = {spec.dt:.3g}{' at ' + at if at else ''} takes "
+        f"{steps:.3g} steps per run to the horizon {spec.horizon:g}, past the "
+        f"limit of {MAX_STEPS:.0e} (at 10^8 steps per second the point's "
+        f"{spec.runs} runs would take {_span_text(years)}); raise dt, shorten "
+        "the horizon, or save less often",
+    )
 
 
 @functools.lru_cache(maxsize=64)

@@ -39,6 +39,7 @@ handful of runs never gives an optimistic error and a single run still has one.
 A run is itself non-stationary when |b_r - a_r| exceeds DRIFT_Z times its own within-run
 standard error; the share of such runs is reported (it is not the verdict).
 """
+
 from __future__ import annotations
 
 import math
@@ -124,7 +125,7 @@ def mser_start(y, batch: int = MSER_BATCH) -> int:
     m = ybar.size // batch
     if m < 4:
         return 0
-    z = ybar[ybar.size - m * batch:].reshape(m, batch).mean(axis=1)  # batches end at the end
+    z = ybar[ybar.size - m * batch :].reshape(m, batch).mean(axis=1)  # batches end at the end
     offset = ybar.size - m * batch
     # suffix sums give every candidate's mean and spread at once
     s1 = np.cumsum(z[::-1])[::-1]
@@ -164,12 +165,22 @@ def window_stats(y, start: int) -> WindowStats:
     the window of samples start..N-1 (see the module doc)."""
     y = _series(y)
     R = y.shape[0]
-    w = y[:, int(start):]
+    w = y[:, int(start) :]
     nw = w.shape[1]
     if nw < MIN_WINDOW or not np.isfinite(w).all():
-        return WindowStats(int(start), float(np.mean(w)) if w.size else math.nan, math.nan, 0.0,
-                           math.nan, math.nan, math.nan, math.nan, 1.0, R,
-                           finite=bool(np.isfinite(w).all()))
+        return WindowStats(
+            int(start),
+            float(np.mean(w)) if w.size else math.nan,
+            math.nan,
+            0.0,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            1.0,
+            R,
+            finite=bool(np.isfinite(w).all()),
+        )
     tau = integrated_time(w)
     m = w.mean(axis=1)
     c0 = w.var(axis=1)  # each run about its own mean
@@ -178,7 +189,7 @@ def window_stats(y, start: int) -> WindowStats:
     se = math.sqrt(max(within, across) / R)
     half = nw // 2
     a = w[:, :half].mean(axis=1)
-    b = w[:, nw - half:].mean(axis=1)
+    b = w[:, nw - half :].mean(axis=1)
     diff = b - a
     diff_within = 2.0 * c0.mean() * 2.0 * tau / half
     diff_across = diff.var(ddof=1) if R > 1 else 0.0
@@ -194,8 +205,18 @@ def window_stats(y, start: int) -> WindowStats:
     own = np.sqrt(2.0 * c0 * 2.0 * tau / half)
     with np.errstate(divide="ignore", invalid="ignore"):
         bad = np.where(own > 0, np.abs(diff) > DRIFT_Z * own, diff != 0)
-    return WindowStats(int(start), float(m.mean()), se, float(R * nw / (2.0 * tau)), float(tau),
-                       drift_z, mixing, limit, float(bad.mean()), R)
+    return WindowStats(
+        int(start),
+        float(m.mean()),
+        se,
+        float(R * nw / (2.0 * tau)),
+        float(tau),
+        drift_z,
+        mixing,
+        limit,
+        float(bad.mean()),
+        R,
+    )
 
 
 def assess(y, start: int | None = None) -> WindowStats:

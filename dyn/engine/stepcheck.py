@@ -54,6 +54,7 @@ the runs. Measured on lost_in_the_middle at beta = 3 (256 runs, RK4): at dt = 0.
 soft_accuracy 0.18 X_se) 8 of 32 disjoint blocks of 8 check runs mark the point, none of 4
 blocks of 64; at dt = 0.05 (bias 10 X_se) every block of 8 or 64 does.
 """
+
 from __future__ import annotations
 
 import math
@@ -83,11 +84,12 @@ def refused(system: System, setup) -> str:
     ("" where it is accepted): what ``dyn show --errors`` says instead of suggesting it."""
     solver = setup.solver
     if "check_step" not in system.integrator:
-        return (f"system {system.name} does not take integrator.check_step (a system takes it "
-                "by declaring step_rate; a dyn.Model by writing step_rate)")
+        return (
+            f"system {system.name} does not take integrator.check_step (a system takes it "
+            "by declaring step_rate; a dyn.Model by writing step_rate)"
+        )
     if solver.backend != "numba" or not system.step_check:
-        return (f"the step check reruns runs on one Brownian path: {system.name} on backend "
-                f"{solver.backend} cannot")
+        return f"the step check reruns runs on one Brownian path: {system.name} on backend {solver.backend} cannot"
     return ""
 
 
@@ -95,33 +97,54 @@ def point_outputs(outputs: list[Output], ode: bool = False) -> list[Output]:
     """X_step_error and X_step_error_se for every time-averaged output X (an SDE system), or with
     `ode` for every simulated mean X (:func:`ode_checked`), with the dims of X."""
     if ode:
-        return [part for out in ode_checked(outputs) for part in (
-            Output(f"{out.name}_step_error", f"step error of {out.name} (Richardson: |mean of "
-                   "X_h - X_h/2| 2^p / (2^p - 1) over the check runs)", out.units, out.dims,
-                   "point", STEP_ERROR),
-            Output(f"{out.name}_step_error_se", f"standard error of {out.name}_step_error",
-                   out.units, out.dims, "point"))]
+        return [
+            part
+            for out in ode_checked(outputs)
+            for part in (
+                Output(
+                    f"{out.name}_step_error",
+                    f"step error of {out.name} (Richardson: |mean of X_h - X_h/2| 2^p / (2^p - 1) over the check runs)",
+                    out.units,
+                    out.dims,
+                    "point",
+                    STEP_ERROR,
+                ),
+                Output(
+                    f"{out.name}_step_error_se",
+                    f"standard error of {out.name}_step_error",
+                    out.units,
+                    out.dims,
+                    "point",
+                ),
+            )
+        ]
     found = []
     for out in outputs:
         if out.reduce == "time_average":
-            found += [Output(f"{out.name}_step_error", f"Euler-Maruyama step error of {out.name} "
-                             "(2 |A_h - A_h/2| on shared Brownian paths)", out.units, (), "point",
-                             STEP_ERROR),
-                      Output(f"{out.name}_step_error_se", f"standard error of "
-                             f"{out.name}_step_error", out.units, (), "point")]
+            found += [
+                Output(
+                    f"{out.name}_step_error",
+                    f"Euler-Maruyama step error of {out.name} (2 |A_h - A_h/2| on shared Brownian paths)",
+                    out.units,
+                    (),
+                    "point",
+                    STEP_ERROR,
+                ),
+                Output(f"{out.name}_step_error_se", f"standard error of {out.name}_step_error", out.units, (), "point"),
+            ]
     return found
 
 
-def _window_means(system, spec, names, carry, t0: float, length: float, step: float,
-                  per_block: int) -> dict:
+def _window_means(system, spec, names, carry, t0: float, length: float, step: float, per_block: int) -> dict:
     """Window averages of runs continued from `carry` at t0 over `length`, in blocks."""
     piece = averaging.Piece(range(len(carry)), carry, {n: [] for n in names})
     averaging.extend_to(system, spec, [piece], names, t0, t0 + length, step, per_block)
     return {n: averaging.series_of([piece], n).mean(axis=1) for n in names}
 
 
-def step_errors(system: System, spec: RunSpec, names: list[str], window: averaging.Window,
-                pieces: list[averaging.Piece]) -> dict[str, float]:
+def step_errors(
+    system: System, spec: RunSpec, names: list[str], window: averaging.Window, pieces: list[averaging.Piece]
+) -> dict[str, float]:
     """X_step_error and X_step_error_se of each time-averaged output (see the module doc)."""
     from integrators.core.base import step_grid
 
@@ -175,8 +198,9 @@ def ode_step_errors(system: System, spec: RunSpec, coarse: dict[str, np.ndarray]
     for name, values in coarse.items():
         diff = (values - np.asarray(fine[name], dtype=np.float64)) * (2.0**p / (2.0**p - 1.0))
         out[f"{name}_step_error"] = np.abs(diff.mean(axis=0))
-        out[f"{name}_step_error_se"] = (diff.std(axis=0, ddof=1) / math.sqrt(runs) if runs > 1
-                                        else np.full(diff.shape[1:], np.nan))
+        out[f"{name}_step_error_se"] = (
+            diff.std(axis=0, ddof=1) / math.sqrt(runs) if runs > 1 else np.full(diff.shape[1:], np.nan)
+        )
     return out
 
 
@@ -189,14 +213,12 @@ def step_limited(error, error_se, mc_se, value=0.0):
     within ROUNDING |value| of the output's value marks nothing: where every run ends at one
     value (tokens collapsed to one point) X_se is rounding too, and so is any difference."""
     error_se = np.nan_to_num(np.asarray(error_se, dtype=float), nan=0.0)
-    floor = np.maximum(np.asarray(mc_se, dtype=float),
-                       ROUNDING * np.abs(np.asarray(value, dtype=float)))
+    floor = np.maximum(np.asarray(mc_se, dtype=float), ROUNDING * np.abs(np.asarray(value, dtype=float)))
     return np.asarray(error, dtype=float) - 2.0 * error_se > floor
 
 
 def ode_step_limited(error, mc_se, value=0.0):
     """The ODE step check's mark (module doc): True where the step error exceeds the Monte Carlo
     error, element by element (NaN compares False), and is more than ROUNDING |value|."""
-    floor = np.maximum(np.asarray(mc_se, dtype=float),
-                       ROUNDING * np.abs(np.asarray(value, dtype=float)))
+    floor = np.maximum(np.asarray(mc_se, dtype=float), ROUNDING * np.abs(np.asarray(value, dtype=float)))
     return np.asarray(error, dtype=float) > floor

@@ -37,6 +37,7 @@ One writer per file, whatever the name it is reached by: the lock file sits besi
 (Linux F_OFD_SETLK, keyed by its device and inode), so a hard link or a bind mount to a file being
 written is refused too.
 """
+
 from __future__ import annotations
 
 import errno
@@ -141,8 +142,11 @@ class WriterLock:
             except BlockingIOError:
                 holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
                 os.close(fd)
-                raise OutputError("--out", f"another dyn run (pid {holder}) is writing "
-                                  f"{self.target.name}; wait for it or choose another --out") from None
+                raise OutputError(
+                    "--out",
+                    f"another dyn run (pid {holder}) is writing "
+                    f"{self.target.name}; wait for it or choose another --out",
+                ) from None
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(self.path))
             except FileNotFoundError:
@@ -174,9 +178,12 @@ class WriterLock:
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EAGAIN, errno.EACCES):
-                raise OutputError("--out", f"another dyn run is writing {self.target.name} "
-                                  "through another name (a hard link or a bind mount); wait "
-                                  "for it or choose another --out") from None
+                raise OutputError(
+                    "--out",
+                    f"another dyn run is writing {self.target.name} "
+                    "through another name (a hard link or a bind mount); wait "
+                    "for it or choose another --out",
+                ) from None
             return  # a file system without OFD locks: the lock file alone guards it
         self._held = fd
 
@@ -230,8 +237,10 @@ def output_text(scenario: Scenario) -> tuple[int, str]:
     need, states = estimated_bytes(scenario), states_bytes(scenario)
     if not states:
         return need, f"about {size_text(need)}"
-    return need + states, (f"about {size_text(need + states)} (the file {size_text(need)}, the "
-                           f"saved states in its folder NAME.h5.d/ at most {size_text(states)})")
+    return need + states, (
+        f"about {size_text(need + states)} (the file {size_text(need)}, the "
+        f"saved states in its folder NAME.h5.d/ at most {size_text(states)})"
+    )
 
 
 def check_size(path: Path, scenario: Scenario, force: bool = False) -> int:
@@ -240,22 +249,27 @@ def check_size(path: Path, scenario: Scenario, force: bool = False) -> int:
     need = estimated_bytes(scenario)
     total, text = output_text(scenario)
     if total > MAX_FILE_BYTES and not force:
-        raise ScenarioError("sweep", f"the output would take {text} ({scenario.count} points), "
-                            f"past the limit of {size_text(MAX_FILE_BYTES)}"
-                            f"{exactly(total, MAX_FILE_BYTES)}; shrink the sweep "
-                            "(or trajectory_runs, trajectory_every) or add --force")
+        raise ScenarioError(
+            "sweep",
+            f"the output would take {text} ({scenario.count} points), "
+            f"past the limit of {size_text(MAX_FILE_BYTES)}"
+            f"{exactly(total, MAX_FILE_BYTES)}; shrink the sweep "
+            "(or trajectory_runs, trajectory_every) or add --force",
+        )
     folder = Path(os.path.abspath(path)).parent
     while not folder.exists() and folder != folder.parent:  # made later: its nearest ancestor
         folder = folder.parent
     free = free_bytes(folder)
     if total > free:
-        raise ScenarioError("--out", f"the output would take {text}, but only "
-                            f"{size_text(free)}{exactly(total, free)} is free beside {path}")
+        raise ScenarioError(
+            "--out",
+            f"the output would take {text}, but only {size_text(free)}{exactly(total, free)} is free beside {path}",
+        )
     return need
 
 
 def exactly(nbytes: int, other: int) -> str:
-    """" (N bytes against M)" where :func:`size_text` rounds the two counts to one text, so
+    """ " (N bytes against M)" where :func:`size_text` rounds the two counts to one text, so
     that a refusal never prints two equal numbers; else ""."""
     if size_text(nbytes) != size_text(other):
         return ""
@@ -286,13 +300,15 @@ def check_sweep_file(path: str | Path) -> None:
     except (OSError, ValueError) as exc:
         raise ScenarioError("", f"cannot read {path}: {exc}") from None
     if not stat.S_ISREG(mode):
-        raise ScenarioError("", f"{path} is not a regular file ({file_kind(mode)}): give a "
-                            "sweep file that `dyn run` wrote")
+        raise ScenarioError(
+            "", f"{path} is not a regular file ({file_kind(mode)}): give a sweep file that `dyn run` wrote"
+        )
     bounded_read(path)
     try:
         with h5py.File(path, "r", locking=False) as f:
-            made_by_dyn = ("scenario" in f.attrs and "scenario_hash" in f.attrs
-                           and isinstance(f.get(STATUS), h5py.Dataset))
+            made_by_dyn = (
+                "scenario" in f.attrs and "scenario_hash" in f.attrs and isinstance(f.get(STATUS), h5py.Dataset)
+            )
             text = f.attrs.get("scenario") if made_by_dyn else ""
     except OSError as exc:
         raise ScenarioError("", f"{path} is not a readable HDF5 file: {exc}") from None
@@ -306,8 +322,11 @@ def check_sweep_file(path: str | Path) -> None:
         except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
             made_by_dyn = False
     if not made_by_dyn:
-        raise ScenarioError("", f"{path} is not a dyn sweep file (it lacks the scenario "
-                            "attributes or the status variable that `dyn run` writes)")
+        raise ScenarioError(
+            "",
+            f"{path} is not a dyn sweep file (it lacks the scenario "
+            "attributes or the status variable that `dyn run` writes)",
+        )
 
 
 def read_problem(path: Path) -> str:
@@ -348,8 +367,7 @@ def create(path: Path, scenario: Scenario, command: str, reserve_bytes: int | No
             _coordinate(f, axis, np.asarray(values), {"long_name": _axis_long_name(system, axis)})
         for dim, coord in coords.items():
             f.dimensions[dim] = len(coord.values)
-            attrs = {"long_name": coord.long_name, **({"units": coord.units} if coord.units else {}),
-                     **coord.attrs}
+            attrs = {"long_name": coord.long_name, **({"units": coord.units} if coord.units else {}), **coord.attrs}
             _coordinate(f, dim, np.asarray(coord.values), attrs)
         shape = sweep.shape(scenario.axes)
         budget = error_budget(system, setup)
@@ -371,22 +389,26 @@ def create(path: Path, scenario: Scenario, command: str, reserve_bytes: int | No
         _write_references(f, references(system, setup), scenario.axes)
         status = f.create_variable(STATUS, tuple(axes), dtype="i1")
         _fill(status, shape, 0)
-        status.attrs.update({
-            "long_name": "per-point completion status",
-            "flag_values": np.arange(len(STATUS_NAMES), dtype="i1"),
-            "flag_meanings": " ".join(STATUS_NAMES),
-        })
+        status.attrs.update(
+            {
+                "long_name": "per-point completion status",
+                "flag_values": np.arange(len(STATUS_NAMES), dtype="i1"),
+                "flag_meanings": " ".join(STATUS_NAMES),
+            }
+        )
         message = f.create_variable(MESSAGE, tuple(axes), dtype=f"S{MESSAGE_BYTES}")
         _fill(message, shape, b"")
         message.attrs.update({"long_name": "why a point diverged or failed", "_Encoding": "utf-8"})
         versions = f.create_variable(VERSIONS, tuple(axes), dtype=f"S{VERSIONS_BYTES}")
         _fill(versions, shape, b"")
-        versions.attrs.update({"long_name": "versions of the numerical libraries that computed "
-                               "the point", "_Encoding": "utf-8"})
+        versions.attrs.update(
+            {"long_name": "versions of the numerical libraries that computed the point", "_Encoding": "utf-8"}
+        )
         checksum = f.create_variable(CHECKSUM, tuple(axes), dtype="u4")
         _fill(checksum, shape, 0)
-        checksum.attrs["long_name"] = ("CRC-32 of the point's values, message, versions and status "
-                                       "as written (checked by a resume)")
+        checksum.attrs["long_name"] = (
+            "CRC-32 of the point's values, message, versions and status as written (checked by a resume)"
+        )
         f.attrs.update(provenance.attributes(scenario, command))
         f.attrs.update(model_facts.attributes(system))  # what readers need, as data
         f.attrs.update(step_attributes(scenario))
@@ -415,14 +437,16 @@ def step_attributes(scenario: Scenario) -> dict[str, float]:
     from integrators.core.base import DEFAULT_DT, step_grid
 
     cfg = scenario.integrator
-    if ("dt" not in scenario.system.integrator or cfg.get("dt") == "auto" or "backend" not in cfg
-            or (cfg["backend"] != "jax"
-                and "dt" not in integrators.options(cfg["backend"], cfg["method"]))):
+    if (
+        "dt" not in scenario.system.integrator
+        or cfg.get("dt") == "auto"
+        or "backend" not in cfg
+        or (cfg["backend"] != "jax" and "dt" not in integrators.options(cfg["backend"], cfg["method"]))
+    ):
         return {}
     dt = cfg.get("dt") or DEFAULT_DT
     steps = step_grid(np.asarray(scenario.setup.times, dtype=np.float64), dt)[1]
-    return {"dt_requested": float(dt), "dt_used_min": float(steps.min()),
-            "dt_used_max": float(steps.max())}
+    return {"dt_requested": float(dt), "dt_used_min": float(steps.min()), "dt_used_max": float(steps.max())}
 
 
 def _write_references(f: h5netcdf.File, refs, axes) -> None:
@@ -433,13 +457,17 @@ def _write_references(f: h5netcdf.File, refs, axes) -> None:
         for dim, coord in ref.coords.items():
             if dim not in f.dimensions:
                 f.dimensions[dim] = len(coord.values)
-                attrs = {"long_name": coord.long_name,
-                         **({"units": coord.units} if coord.units else {}), **coord.attrs}
+                attrs = {"long_name": coord.long_name, **({"units": coord.units} if coord.units else {}), **coord.attrs}
                 _coordinate(f, dim, np.asarray(coord.values), attrs)
-        var = f.create_variable(ref.name, tuple(ref.dims), dtype="f8",
-                                data=np.asarray(ref.values, dtype=np.float64))
-        var.attrs.update({"long_name": ref.long_name, **({"units": ref.units} if ref.units else {}),
-                          ROLE_ATTR: REFERENCE, **ref.draw.attrs()})
+        var = f.create_variable(ref.name, tuple(ref.dims), dtype="f8", data=np.asarray(ref.values, dtype=np.float64))
+        var.attrs.update(
+            {
+                "long_name": ref.long_name,
+                **({"units": ref.units} if ref.units else {}),
+                ROLE_ATTR: REFERENCE,
+                **ref.draw.attrs(),
+            }
+        )
         on = [np.asarray(f.variables[d][...]) for d in ref.dims if d not in axes]
         var.attrs[model_facts.CHECKSUM_ATTR] = np.int64(model_facts.values_checksum(var[...], *on))
 
@@ -475,7 +503,7 @@ def _coordinate(f: h5netcdf.File, name: str, values: np.ndarray, attrs: dict) ->
 
 def _axis_long_name(system, axis: str) -> str:
     spec = system.params.get(axis)
-    return (spec.doc if spec is not None and spec.doc else axis)
+    return spec.doc if spec is not None and spec.doc else axis
 
 
 def other_scenario(path: Path, scenario: Scenario) -> dict | None:
@@ -503,8 +531,7 @@ def replaceable(path: Path, scenario: Scenario) -> str | None:
     anything that is not a readable sweep file (never deleted)."""
     other = other_scenario(path, scenario)
     if other is not None:
-        return (f"it holds scenario {other['name']} (hash {other['hash'][:12]}..., made by "
-                f"`{other['command']}`)")
+        return f"it holds scenario {other['name']} (hash {other['hash'][:12]}..., made by `{other['command']}`)"
     try:
         with h5py.File(path, "r", locking=False) as f:
             if _text(f.attrs.get("scenario_hash")) != scenario.hash:
@@ -532,29 +559,36 @@ def read_verified(path: Path, scenario: Scenario) -> Verified:
     layout is damaged (one line each); check every done point's checksum."""
     problem = read_problem(path)  # before HDF5 reads it here: it could loop for ever
     if problem:
-        raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to compute "
-                          "it again")
+        raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to compute it again")
     try:
         with h5py.File(path, "r", locking=False) as f:
             stored = _text(f.attrs.get("scenario_hash"))
             if not isinstance(stored, str) or not isinstance(_text(f.attrs.get("scenario")), str):
-                raise OutputError("--out", f"{path} is not a dyn sweep file, or its scenario "
-                                  "attributes are damaged (it lacks a readable scenario or "
-                                  "scenario_hash); choose another --out, or delete the file")
+                raise OutputError(
+                    "--out",
+                    f"{path} is not a dyn sweep file, or its scenario "
+                    "attributes are damaged (it lacks a readable scenario or "
+                    "scenario_hash); choose another --out, or delete the file",
+                )
             if stored != scenario.hash:
-                raise OutputError("--out", f"{path} holds a different scenario (hash "
-                                  f"{str(stored)[:12]}..., this one {scenario.hash[:12]}..."
-                                  f"{_module_changed(f, scenario)}); "
-                                  "choose another --out, delete the file, or add --overwrite")
+                raise OutputError(
+                    "--out",
+                    f"{path} holds a different scenario (hash "
+                    f"{str(stored)[:12]}..., this one {scenario.hash[:12]}..."
+                    f"{_module_changed(f, scenario)}); "
+                    "choose another --out, delete the file, or add --overwrite",
+                )
             problem = metadata_problem(f) or layout_problem(f, scenario)
             if problem:
-                raise OutputError("--out", f"{path} is damaged or was made by another version of "
-                                  f"dyn ({problem}); add --overwrite to compute it again")
+                raise OutputError(
+                    "--out",
+                    f"{path} is damaged or was made by another version of "
+                    f"dyn ({problem}); add --overwrite to compute it again",
+                )
             fixes, problem = theory.repairs(f, scenario)
             problem = problem or labels.problem(f)
             if problem:
-                raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to "
-                                  "compute it again")
+                raise OutputError("--out", f"{path} is damaged ({problem}); add --overwrite to compute it again")
             statuses = np.asarray(f[STATUS][...]).reshape(-1).copy()
             unknown = ~np.isin(statuses, (PENDING, OK, DIVERGED, FAILED))
             kept = (statuses == OK) | (statuses == DIVERGED)  # failed points are redone anyway
@@ -568,9 +602,12 @@ def read_verified(path: Path, scenario: Scenario) -> Verified:
     except OutputError:
         raise
     except DAMAGE as exc:
-        raise OutputError("--out", f"cannot read existing output {path}: "
-                          f"{str(exc).strip() or type(exc).__name__}; delete it or choose "
-                          "another --out") from None
+        raise OutputError(
+            "--out",
+            f"cannot read existing output {path}: "
+            f"{str(exc).strip() or type(exc).__name__}; delete it or choose "
+            "another --out",
+        ) from None
     if fixes:
         theory.write_back(path, fixes)
     return Verified(statuses, damaged, versions, tuple(fixes))
@@ -605,7 +642,7 @@ def metadata_problem(f: h5py.File) -> str:
 
 
 def _module_changed(f: h5py.File, scenario: Scenario) -> str:
-    """", the system's code changed since: FILES" naming the files of a system from outside
+    """ ", the system's code changed since: FILES" naming the files of a system from outside
     the package whose bytes differ from those the file's scenario records; else ""."""
     text = _text(f.attrs.get("scenario"))
     try:
@@ -634,8 +671,7 @@ def layout_problem(f: h5py.File, scenario: Scenario) -> str:
     system, setup = scenario.system, scenario.setup
     coords = system_coords(system, setup)
     shape = sweep.shape(scenario.axes)
-    want = {STATUS: (shape, "i"), MESSAGE: (shape, "S"), VERSIONS: (shape, "S"),
-            CHECKSUM: (shape, "u")}
+    want = {STATUS: (shape, "i"), MESSAGE: (shape, "S"), VERSIONS: (shape, "S"), CHECKSUM: (shape, "u")}
     for out in file_outputs(system, setup):
         want[out.name] = (shape + tuple(len(coords[d].values) for d in out.dims), "f")
     for name, (dims, kind) in want.items():
@@ -661,8 +697,9 @@ def _same_values(stored: np.ndarray, values) -> bool:
         return False
 
 
-def _point_checksums(f: h5py.File, scenario: Scenario, points: np.ndarray,
-                     statuses: np.ndarray, versions: np.ndarray) -> np.ndarray:
+def _point_checksums(
+    f: h5py.File, scenario: Scenario, points: np.ndarray, statuses: np.ndarray, versions: np.ndarray
+) -> np.ndarray:
     """CRC-32 of each listed point as stored (values in file order, message, versions, status),
     the sum `Writer.write` recorded; 0 for the others. One variable in memory at a time."""
     count = scenario.count
@@ -713,14 +750,12 @@ class PointSlab:
         point `where`."""
         value = np.asarray(value, dtype=self.dtype)
         if value.shape != self.shape and not (value.shape == (1,) and self.shape == ()):
-            raise ValueError(f"{self.var.name}: a value of shape {value.shape} for a slab of "
-                             f"shape {self.shape}")
+            raise ValueError(f"{self.var.name}: a value of shape {value.shape} for a slab of shape {self.shape}")
         if not self.direct:
             self.var[where] = value
             return
         self.file_space.select_hyperslab(where + self.offset, self.count)
-        self.id.write(self.memory_space, self.file_space,
-                      np.ascontiguousarray(value).reshape(self.size))
+        self.id.write(self.memory_space, self.file_space, np.ascontiguousarray(value).reshape(self.size))
 
 
 @dataclass
@@ -734,8 +769,7 @@ class Writer:
         self._file = h5py.File(self.path, "r+", locking=False)
         self._names = [o.name for o in file_outputs(self.scenario.system, self.scenario.setup)]
         axes = len(self.scenario.axes)
-        self._slabs = {name: PointSlab(self._file[name], axes)
-                       for name in (*self._names, *BOOKKEEPING)}
+        self._slabs = {name: PointSlab(self._file[name], axes) for name in (*self._names, *BOOKKEEPING)}
         self._versions = numeric_versions().encode()[:VERSIONS_BYTES]
 
     def write(self, index: int, result: PointResult) -> None:
@@ -746,8 +780,11 @@ class Writer:
         if result.status != FAILED:
             for name in self._names:
                 slab = self._slabs[name]
-                value = (np.asarray(result.values[name], dtype=np.float64)
-                         if result.status == OK else np.full(slab.shape, np.nan))
+                value = (
+                    np.asarray(result.values[name], dtype=np.float64)
+                    if result.status == OK
+                    else np.full(slab.shape, np.nan)
+                )
                 value = np.ascontiguousarray(np.broadcast_to(value, slab.shape))
                 slab.write(where, value)
                 crc = zlib.crc32(value.tobytes(), crc)

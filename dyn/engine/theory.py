@@ -10,6 +10,7 @@ the checksum either (the checksum itself is damaged, or the theory is no longer 
 made the file), the resume is refused in one line. A reference of a file written without one is
 compared with the values computed again.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -74,8 +75,7 @@ def repairs(f: h5py.File, scenario: Scenario) -> tuple[dict[str, np.ndarray], st
         if recorded == values_checksum(now, *on):
             continue
         if recorded != values_checksum(fresh, *on):
-            return {}, (f"reference {ref.name} does not match its checksum, and computing it "
-                        "again gives other numbers")
+            return {}, (f"reference {ref.name} does not match its checksum, and computing it again gives other numbers")
         fixes[ref.name] = fresh
     return fixes, ""
 

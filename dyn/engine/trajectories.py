@@ -23,6 +23,7 @@ when the sweep file is made. Hence:
   run, before it computes, keeps only the point files of finished points that are complete and
   match (`prune`), so a file left by a killed run's straggler is never taken for a result.
 """
+
 from __future__ import annotations
 
 import functools
@@ -81,8 +82,7 @@ def spec(system: System, setup: Setup, coords: dict) -> TrajectorySpec | None:
     every = setup.trajectory_every
     # the first runs only, beside per-run outputs of every run: a dimension of its own
     run_dim = "trajectory_run" if "run" in coords and runs < setup.runs else "run"
-    return TrajectorySpec(runs, every, np.asarray(coords["time"].values)[::every], dict(state),
-                          run_dim)
+    return TrajectorySpec(runs, every, np.asarray(coords["time"].values)[::every], dict(state), run_dim)
 
 
 def sidecar_dir(path: Path) -> Path:
@@ -96,8 +96,9 @@ def point_file(sidecar: Path, index: int) -> Path:
     return sidecar / f"point_{index:07d}.h5"
 
 
-def declare(f: h5py.File, path: Path, spec: TrajectorySpec, sweep_shape: tuple[int, ...],
-            sweep_dims: list[str]) -> None:
+def declare(
+    f: h5py.File, path: Path, spec: TrajectorySpec, sweep_shape: tuple[int, ...], sweep_dims: list[str]
+) -> None:
     """Add the virtual `trajectory` variable to the (still temporary) sweep file `f`.
 
     Source file names are relative, and HDF5 resolves them against the sweep file's folder,
@@ -107,8 +108,7 @@ def declare(f: h5py.File, path: Path, spec: TrajectorySpec, sweep_shape: tuple[i
     folder = sidecar_dir(path).name
     for index in range(int(np.prod(sweep_shape, dtype=np.int64))):
         where = np.unravel_index(index, sweep_shape) if sweep_shape else ()
-        source = h5py.VirtualSource(f"{folder}/{point_file(Path('.'), index).name}", DATASET,
-                                    shape=spec.shape)
+        source = h5py.VirtualSource(f"{folder}/{point_file(Path('.'), index).name}", DATASET, shape=spec.shape)
         layout[tuple(int(i) for i in where)] = source
     var = f.create_virtual_dataset(DATASET, layout, fillvalue=np.nan)
     var.attrs["long_name"] = "saved states (thinned), one file per point under " + folder
@@ -149,8 +149,7 @@ class TrajectoryFile:
         per_run = int(np.prod(spec.shape[1:], dtype=np.int64)) * 8
         chunk_runs = _chunk_runs(spec)
         # a cache of three chunks: a chunk is written once, when complete, not once per write
-        self._file = h5py.File(self.partial, "w", rdcc_nbytes=3 * chunk_runs * per_run + 2**20,
-                               rdcc_w0=1.0)
+        self._file = h5py.File(self.partial, "w", rdcc_nbytes=3 * chunk_runs * per_run + 2**20, rdcc_w0=1.0)
         self._file.flush()  # the superblock on disk now: closing rewrites it in place
         try:
             reserve(self.partial, need)
@@ -159,9 +158,9 @@ class TrajectoryFile:
             raise no_space(self.partial, what) from None
         self._file.attrs[TAG_ATTR] = tag
         self._file.attrs[INDEX_ATTR] = index
-        self._data = self._file.create_dataset(DATASET, shape=spec.shape, dtype="f8",
-                                               chunks=(chunk_runs, *spec.shape[1:]),
-                                               fillvalue=np.nan, **COMPRESSION)
+        self._data = self._file.create_dataset(
+            DATASET, shape=spec.shape, dtype="f8", chunks=(chunk_runs, *spec.shape[1:]), fillvalue=np.nan, **COMPRESSION
+        )
 
     def write(self, first_run: int, states: np.ndarray) -> None:
         """States of runs first_run.. at ALL save times, (runs, times, *state); keeps what the
@@ -204,7 +203,7 @@ def _matches(path: Path, index: int, tag: str, spec: TrajectorySpec) -> bool:
                 return False
             step = _chunk_runs(spec)
             for first in range(0, spec.runs, step):  # one HDF5 chunk of runs in memory at a time
-                data[first:first + step]
+                data[first : first + step]
             return True
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return False
@@ -228,7 +227,7 @@ def prune(sidecar: Path, statuses: np.ndarray, tag: str, spec: TrajectorySpec) -
         if name.endswith(".h5.partial"):
             path.unlink(missing_ok=True)
             continue
-        stem = name[len("point_"):-len(".h5")] if name.endswith(".h5") else ""
+        stem = name[len("point_") : -len(".h5")] if name.endswith(".h5") else ""
         if not stem.isdigit() or int(stem) >= len(statuses):
             continue
         index = int(stem)
@@ -289,22 +288,28 @@ class _StatesFolder:
     def __getitem__(self, key):
         from xarray.core import indexing
 
-        return indexing.explicit_indexing_adapter(key, self.shape,
-                                                  indexing.IndexingSupport.BASIC, self._basic)
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC, self._basic)
 
     def _basic(self, key):
         key = key if isinstance(key, tuple) else (key,)
         ndim = len(self.shape)
         key = key + (slice(None),) * (ndim - len(key))
-        if any(isinstance(k, (int, np.integer)) for k in key[:self.axes]):  # an index: a slice
-            picked = tuple(slice(int(k), int(k) + 1) if isinstance(k, (int, np.integer)) else k
-                           for k in key[:self.axes])
-            block = self._basic(picked + key[self.axes:])
-            return block.reshape([n for k, n in zip(key[:self.axes], block.shape[:self.axes], strict=True)
-                                  if not isinstance(k, (int, np.integer))] + list(block.shape[self.axes:]))
-        ranges = [range(*k.indices(n)) for k, n in zip(key[:self.axes], self.shape[:self.axes], strict=True)]
-        own = key[self.axes:]
-        sweep_shape = self.shape[:self.axes]
+        if any(isinstance(k, (int, np.integer)) for k in key[: self.axes]):  # an index: a slice
+            picked = tuple(
+                slice(int(k), int(k) + 1) if isinstance(k, (int, np.integer)) else k for k in key[: self.axes]
+            )
+            block = self._basic(picked + key[self.axes :])
+            return block.reshape(
+                [
+                    n
+                    for k, n in zip(key[: self.axes], block.shape[: self.axes], strict=True)
+                    if not isinstance(k, (int, np.integer))
+                ]
+                + list(block.shape[self.axes :])
+            )
+        ranges = [range(*k.indices(n)) for k, n in zip(key[: self.axes], self.shape[: self.axes], strict=True)]
+        own = key[self.axes :]
+        sweep_shape = self.shape[: self.axes]
         parts = []
         for where in np.ndindex(*[len(r) for r in ranges]):
             at = tuple(r[i] for r, i in zip(ranges, where, strict=True))
@@ -314,7 +319,7 @@ class _StatesFolder:
         return block.reshape(tuple(len(r) for r in ranges) + block.shape[1:])
 
     def _own_shape(self, own) -> tuple[int, ...]:
-        return np.empty(self.shape[self.axes:], dtype=bool)[own].shape
+        return np.empty(self.shape[self.axes :], dtype=bool)[own].shape
 
     def _point(self, index: int, own) -> np.ndarray:
         try:

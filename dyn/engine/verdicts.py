@@ -11,6 +11,7 @@
   why there is no margin). Over an output's own dims (`time`, `position`, ...) element by
   element: the point is marked where any element of any output is.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,11 +35,16 @@ def undecided_variable(ds) -> str | None:
 HORIZON_LIMITED, NONSTATIONARY, STEP_LIMITED = "horizon-limited", "non-stationary", "step-limited"
 # which variables each mark applies to (by role)
 # (step-limited: the time averages of an SDE system, the means of an ODE system, which have no role)
-MARKED_ROLES = {HORIZON_LIMITED: (PROBABILITY, UNDECIDED), NONSTATIONARY: (TIME_AVERAGE,),
-                STEP_LIMITED: (TIME_AVERAGE, "")}
-WHY = {HORIZON_LIMITED: f"more than {HORIZON_LIMITED_SHARE:.0%} of runs undecided: raise the horizon",
-       NONSTATIONARY: "time average not stationary by horizon_cap: raise it (or the horizon)",
-       STEP_LIMITED: "step error above the Monte Carlo error: lower dt (or step_tol)"}
+MARKED_ROLES = {
+    HORIZON_LIMITED: (PROBABILITY, UNDECIDED),
+    NONSTATIONARY: (TIME_AVERAGE,),
+    STEP_LIMITED: (TIME_AVERAGE, ""),
+}
+WHY = {
+    HORIZON_LIMITED: f"more than {HORIZON_LIMITED_SHARE:.0%} of runs undecided: raise the horizon",
+    NONSTATIONARY: "time average not stationary by horizon_cap: raise it (or the horizon)",
+    STEP_LIMITED: "step error above the Monte Carlo error: lower dt (or step_tol)",
+}
 
 
 def horizon_limited(ds):
@@ -56,8 +62,7 @@ def _hits(roles: dict[str, str], values) -> dict[str, tuple[str, np.ndarray]]:
     """For each reason with a rule in this file: (a variable whose dimensions the marks share,
     boolean per point). `roles` maps variable names to roles, `values(name)` reads one. NaN
     (a pending point) compares False, so pending points are never marked."""
-    named = {role: [n for n, r in roles.items() if r == role]
-             for role in (UNDECIDED, STATIONARY, STEP_ERROR)}
+    named = {role: [n for n, r in roles.items() if r == role] for role in (UNDECIDED, STATIONARY, STEP_ERROR)}
     hits = {}
     if named[UNDECIDED]:
         name = named[UNDECIDED][0]
@@ -83,18 +88,21 @@ def unresolved(ds) -> dict:
     """Boolean DataArray per point for each reason a point's numbers are not answers yet (only
     the reasons the file can have; pending points are False)."""
     import xarray as xr  # here, so that `dyn run` never imports xarray (nor dask through it)
+
     roles = {n: v.attrs.get(ROLE_ATTR) for n, v in ds.data_vars.items()}
-    return {reason: xr.DataArray(hit, dims=ds[like].dims, coords=ds[like].coords, name=reason)
-            for reason, (like, hit) in _hits(roles, lambda n: ds[n].values).items()}
+    return {
+        reason: xr.DataArray(hit, dims=ds[like].dims, coords=ds[like].coords, name=reason)
+        for reason, (like, hit) in _hits(roles, lambda n: ds[n].values).items()
+    }
 
 
 def count_unresolved(path: str | Path) -> dict[str, int]:
     """Number of points marked for each reason (only the reasons with marked points), read with
     h5py: the end of `dyn run` should not pay for importing xarray."""
     import h5py
+
     with h5py.File(path, "r") as f:
-        roles = {n: _text(v.attrs.get(ROLE_ATTR)) for n, v in f.items()
-                 if isinstance(v, h5py.Dataset)}
+        roles = {n: _text(v.attrs.get(ROLE_ATTR)) for n, v in f.items() if isinstance(v, h5py.Dataset)}
         counts = {reason: int(hit.sum()) for reason, (_, hit) in _hits(roles, lambda n: f[n][()]).items()}
     return {reason: n for reason, n in counts.items() if n}
 

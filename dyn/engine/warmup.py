@@ -20,6 +20,7 @@ its own on its first run); a test session runs one share in each pytest-xdist wo
 first test. `dyn compile`'s workers die with it
 (:func:`dyn.engine.lifetime.die_with`): a killed command leaves none compiling.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -193,7 +194,8 @@ def compile_all(workers: int | None = None) -> tuple[int, float]:
     if workers == 1:
         count, _ = compile_share(0, 1)
     else:
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                                 initializer=_init_worker, initargs=(os.getpid(),)) as pool:
+        with ProcessPoolExecutor(
+            workers, mp_context=get_context("spawn"), initializer=_init_worker, initargs=(os.getpid(),)
+        ) as pool:
             count = sum(c for c, _ in pool.map(compile_share, range(workers), [workers] * workers))
     return count, time.perf_counter() - start

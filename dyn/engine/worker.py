@@ -8,6 +8,7 @@ order, each with its wall time. A local pool's workers start with
 :func:`~dyn.engine.lifetime.exit_if_orphaned` stops one whose driver is gone before its next
 point.
 """
+
 from __future__ import annotations
 
 import os
@@ -59,12 +60,19 @@ def compute_point(setup: Setup, index: int, sidecar: str | None = None) -> Point
         if sink is not None:
             sink.discard()
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        return PointResult({}, FAILED, one_line(f"{type(exc).__name__}: {exc} "  # one line, even
-                           f"({os.path.basename(last.filename)}:{last.lineno})"))  # for HDF5 texts
+        return PointResult(
+            {},
+            FAILED,
+            one_line(
+                f"{type(exc).__name__}: {exc} "  # one line, even
+                f"({os.path.basename(last.filename)}:{last.lineno})"
+            ),
+        )  # for HDF5 texts
 
 
-def compute_batch(setup: Setup, indices: Sequence[int], sidecar: str | None = None
-                  ) -> list[tuple[int, PointResult, float]]:
+def compute_batch(
+    setup: Setup, indices: Sequence[int], sidecar: str | None = None
+) -> list[tuple[int, PointResult, float]]:
     """Points in order, each with its wall time (seconds) for the batch-size estimate."""
     done = []
     for index in indices:
@@ -73,5 +81,3 @@ def compute_batch(setup: Setup, indices: Sequence[int], sidecar: str | None = No
         result = compute_point(setup, int(index), sidecar)
         done.append((int(index), result, time.perf_counter() - start))
     return done
-
-

@@ -101,6 +101,7 @@ SLSQP, R = (0.5, 1, 2, ..., 32) times ||W_F||, started along -grad L(0) and warm
 along R; the objective is log(L - L*), in which the flat tail of L is well scaled. The claim: W_R / R -> W_F / ||W_F||
 as R grows (the correlation, against R).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -162,7 +163,7 @@ def speed(theta, clock, data, kappa=1.0):
     v, w = head_and_key_query(theta, data["v"])
     f, rest = jax.vmap(output_of, (0, 0, None, None))(data["x"], data["z"], v, w)
     h = jnp.mean(jax.nn.sigmoid(-data["y"] * f) * rest)
-    return 1.0 / (jnp.exp(-clock) + kappa * (jnp.sqrt(jnp.sum(grad ** 2)) + h))
+    return 1.0 / (jnp.exp(-clock) + kappa * (jnp.sqrt(jnp.sum(grad**2)) + h))
 
 
 def clocked_loss(theta, data):
@@ -197,10 +198,8 @@ def dataset(n: int, tokens: int, d: int, kind: str, rng) -> dict:
 
 def data_of(spec, rng):
     """The point's dataset, from a stream shared by every form (common random data)."""
-    key = (DATA_SALT, int(spec["n"]), int(spec["T"]), int(spec["d"]),
-           DATA.index(spec["data"]), int(spec["replica"]))
-    return dataset(int(spec["n"]), int(spec["T"]), int(spec["d"]), spec["data"],
-                   spec.setup.common_rng(*key))
+    key = (DATA_SALT, int(spec["n"]), int(spec["T"]), int(spec["d"]), DATA.index(spec["data"]), int(spec["replica"]))
+    return dataset(int(spec["n"]), int(spec["T"]), int(spec["d"]), spec["data"], spec.setup.common_rng(*key))
 
 
 def start(spec, runs):
@@ -213,52 +212,76 @@ def start(spec, runs):
 
 
 PARAMS = {
-    "form": dyn.Field("str", "W", "trained parameters: W, the factors KQ (W = K Q^T), or vW "
-                      "(head and W jointly)", choices=FORMS),
-    "data": dyn.Field("str", "known", "dataset: known (equal non-optimal scores: the global "
-                      "direction is known) or generic (locally optimal directions exist)",
-                      choices=DATA),
+    "form": dyn.Field(
+        "str", "W", "trained parameters: W, the factors KQ (W = K Q^T), or vW (head and W jointly)", choices=FORMS
+    ),
+    "data": dyn.Field(
+        "str",
+        "known",
+        "dataset: known (equal non-optimal scores: the global "
+        "direction is known) or generic (locally optimal directions exist)",
+        choices=DATA,
+    ),
     "n": dyn.Field("int", 4, "inputs in the dataset", lo=1, hi=64),
     "T": dyn.Field("int", 3, "tokens per input", lo=2, hi=32),
     "d": dyn.Field("int", 4, "token dimension", lo=2, hi=16),
     "replica": dyn.Field("int", 0, "which dataset draw (its own common stream)", lo=0, hi=10**6),
     # the start's scale, bounded: scores x^T W z of a start far past this overflow the softmax's
     # gradient in float64 before the flow moves
-    "init_scale": dyn.Field("float", 1.0, "scale of the standard normal start of W (or K, Q)",
-                            lo=0.0, hi=100.0),
+    "init_scale": dyn.Field("float", 1.0, "scale of the standard normal start of W (or K, Q)", lo=0.0, hi=100.0),
 }
 
-_Flow = dyn.gradient_flow(clocked_loss, name="attention_svm_flow",
-                          weights={"theta": shape_of, "clock": (1,)}, data=data_of,
-                          params=PARAMS, init=start,
-                          description="gradient flow of one softmax attention layer, in log time")
+_Flow = dyn.gradient_flow(
+    clocked_loss,
+    name="attention_svm_flow",
+    weights={"theta": shape_of, "clock": (1,)},
+    data=data_of,
+    params=PARAMS,
+    init=start,
+    description="gradient flow of one softmax attention layer, in log time",
+)
 
 
 class AttentionSVM(_Flow):
     """The flow of the module doc, with the SVM directions and the norm laws as outputs."""
 
     name = "attention_svm"
-    description = ("gradient flow of softmax attention in log time against the Frobenius and "
-                   "nuclear-norm attention SVMs")
+    description = "gradient flow of softmax attention in log time against the Frobenius and nuclear-norm attention SVMs"
     default_plot = "misalignment_final"
 
     # --- the SVMs of a point's data, solved once per dataset and form ----------------------
     def svms(self, spec) -> dict:
-        key = ("attention_svm", spec["data"], int(spec["n"]), int(spec["T"]), int(spec["d"]),
-               int(spec["replica"]), spec.setup.seed)
+        key = (
+            "attention_svm",
+            spec["data"],
+            int(spec["n"]),
+            int(spec["T"]),
+            int(spec["d"]),
+            int(spec["replica"]),
+            spec.setup.seed,
+        )
         return spec.setup.shared(key, lambda: self._svms(spec))
 
     def reached_svm(self, spec, selection) -> np.ndarray | None:
         """The form's SVM (KQ: nuclear, else Frobenius) of a selection, once per selection."""
         nuclear = spec["form"] == "KQ"
-        key = ("attention_svm_reached", spec["data"], int(spec["n"]), int(spec["T"]),
-               int(spec["d"]), int(spec["replica"]), spec.setup.seed, nuclear,
-               tuple(int(a) for a in selection))
+        key = (
+            "attention_svm_reached",
+            spec["data"],
+            int(spec["n"]),
+            int(spec["T"]),
+            int(spec["d"]),
+            int(spec["replica"]),
+            spec.setup.seed,
+            nuclear,
+            tuple(int(a) for a in selection),
+        )
 
         def solve():
             data = data_of(spec, None)
             a = constraints(data["x"], data["z"], selection)
             return nuclear_svm(a, starts=3)[0] if nuclear else frobenius_svm(a)[0]
+
         return spec.setup.shared(key, solve)
 
     def _svms(self, spec) -> dict:
@@ -268,8 +291,7 @@ class AttentionSVM(_Flow):
         a = constraints(data["x"], data["z"], opt)
         wf, kkt = frobenius_svm(a)
         wn, gap = nuclear_svm(a, starts=3) if wf is not None else (None, np.inf)
-        return {"data": data, "opt": opt, "frobenius": wf, "kkt": kkt, "nuclear": wn,
-                "gap": gap}
+        return {"data": data, "opt": opt, "frobenius": wf, "kkt": kkt, "nuclear": wn, "gap": gap}
 
     # --- outputs --------------------------------------------------------------------------
     def outputs(self, setup):
@@ -277,44 +299,76 @@ class AttentionSVM(_Flow):
         outs = []
         outs += [
             dyn.Output("loss", "risk L(W): the logistic loss", dims=time, reduce="mean_se"),
-            dyn.Output("log_t", "the clock: log t of the plain flow", dims=time,
-                       reduce="mean_se"),
+            dyn.Output("log_t", "the clock: log t of the plain flow", dims=time, reduce="mean_se"),
             dyn.Output("norm_W", "||W||_F", dims=time, reduce="mean_se"),
             dyn.Output("nuclear_W", "||W||_* (nuclear norm)", dims=time, reduce="mean_se"),
-            dyn.Output("corr_frobenius", "<W, W_F(opt)> / (||W|| ||W_F||): the Frobenius SVM "
-                       "of the optimal tokens", dims=time, reduce="mean_se"),
-            dyn.Output("corr_nuclear", "<W, W_*(opt)> / (||W|| ||W_*||): the nuclear-norm SVM "
-                       "of the optimal tokens", dims=time, reduce="mean_se"),
-            dyn.Output("corr_svm", "correlation with the form's SVM of the optimal tokens "
-                       "(W, vW: Frobenius; KQ: nuclear)", dims=time, reduce="mean_se"),
-            dyn.Output("misalignment", "1 - corr_svm: distance of W / ||W|| from the form's "
-                       "SVM direction (log scale)", dims=time, reduce="mean_se"),
-            dyn.Output("misalignment_final", "1 - corr_svm at the horizon (mean over runs)",
-                       reduce="mean_se"),
-            dyn.Output("mass_opt", "attention on the optimal tokens (mean over inputs)",
-                       dims=time, reduce="mean_se"),
-            dyn.Output("corr_final", "per run: correlation with the form's SVM of the optimal "
-                       "tokens at the horizon", reduce="per_run"),
-            dyn.Output("corr_reached", "per run: correlation with the form's SVM of the "
-                       "selection reached at the horizon", reduce="per_run",
-                       nan_means="the reached selection's SVM is empty"),
-            dyn.Output("p_global", "runs whose selection at the horizon is the optimal tokens",
-                       reduce="proportion"),
-            dyn.Output("mass_reached", "attention on the selection reached, at the horizon "
-                       "(smallest over inputs, mean over runs)", reduce="mean_se"),
-            dyn.Output("growth_slope", "d||W|| / d log t over the last quarter of u "
-                       "(Frobenius; KQ: nuclear)", reduce="mean_se"),
-            dyn.Output("growth_theory", "its law: ||W_F(alpha)||_F (W), ||W_*(opt)||_* (KQ)",
-                       reduce="point", nan_means="no law (vW)"),
-            dyn.Output("corr_v", "per run, vW: correlation of v with the max-margin classifier "
-                       "of the selected tokens", reduce="per_run",
-                       nan_means="not the joint form"),
+            dyn.Output(
+                "corr_frobenius",
+                "<W, W_F(opt)> / (||W|| ||W_F||): the Frobenius SVM of the optimal tokens",
+                dims=time,
+                reduce="mean_se",
+            ),
+            dyn.Output(
+                "corr_nuclear",
+                "<W, W_*(opt)> / (||W|| ||W_*||): the nuclear-norm SVM of the optimal tokens",
+                dims=time,
+                reduce="mean_se",
+            ),
+            dyn.Output(
+                "corr_svm",
+                "correlation with the form's SVM of the optimal tokens (W, vW: Frobenius; KQ: nuclear)",
+                dims=time,
+                reduce="mean_se",
+            ),
+            dyn.Output(
+                "misalignment",
+                "1 - corr_svm: distance of W / ||W|| from the form's SVM direction (log scale)",
+                dims=time,
+                reduce="mean_se",
+            ),
+            dyn.Output("misalignment_final", "1 - corr_svm at the horizon (mean over runs)", reduce="mean_se"),
+            dyn.Output("mass_opt", "attention on the optimal tokens (mean over inputs)", dims=time, reduce="mean_se"),
+            dyn.Output(
+                "corr_final",
+                "per run: correlation with the form's SVM of the optimal tokens at the horizon",
+                reduce="per_run",
+            ),
+            dyn.Output(
+                "corr_reached",
+                "per run: correlation with the form's SVM of the selection reached at the horizon",
+                reduce="per_run",
+                nan_means="the reached selection's SVM is empty",
+            ),
+            dyn.Output("p_global", "runs whose selection at the horizon is the optimal tokens", reduce="proportion"),
+            dyn.Output(
+                "mass_reached",
+                "attention on the selection reached, at the horizon (smallest over inputs, mean over runs)",
+                reduce="mean_se",
+            ),
+            dyn.Output(
+                "growth_slope", "d||W|| / d log t over the last quarter of u (Frobenius; KQ: nuclear)", reduce="mean_se"
+            ),
+            dyn.Output(
+                "growth_theory",
+                "its law: ||W_F(alpha)||_F (W), ||W_*(opt)||_* (KQ)",
+                reduce="point",
+                nan_means="no law (vW)",
+            ),
+            dyn.Output(
+                "corr_v",
+                "per run, vW: correlation of v with the max-margin classifier of the selected tokens",
+                reduce="per_run",
+                nan_means="not the joint form",
+            ),
             dyn.Output("svm_kkt", "KKT residual of the Frobenius SVM (SLSQP)", reduce="point"),
-            dyn.Output("svm_gap", "certified relative duality gap of the nuclear-norm SVM",
-                       reduce="point"),
-            dyn.Output("path_corr", "regularization path: corr(W_R, W_F), R = radius ||W_F||",
-                       dims=("radius",), reduce="point",
-                       nan_means="computed for form W on known data only"),
+            dyn.Output("svm_gap", "certified relative duality gap of the nuclear-norm SVM", reduce="point"),
+            dyn.Output(
+                "path_corr",
+                "regularization path: corr(W_R, W_F), R = radius ||W_F||",
+                dims=("radius",),
+                reduce="point",
+                nan_means="computed for form W on known data only",
+            ),
         ]
         return outs
 
@@ -331,8 +385,7 @@ class AttentionSVM(_Flow):
         path = np.full(len(PATH_RADII), np.nan)
         if spec["form"] == "W" and spec["data"] == "known" and svm["frobenius"] is not None:
             path = regularization_path(svm["data"], svm["opt"], svm["frobenius"])
-        return {"growth_theory": theory, "svm_kkt": svm["kkt"], "svm_gap": svm["gap"],
-                "path_corr": path}
+        return {"growth_theory": theory, "svm_kkt": svm["kkt"], "svm_gap": svm["gap"], "path_corr": path}
 
     def observe(self, spec, states):
         states = np.asarray(states)
@@ -357,8 +410,7 @@ class AttentionSVM(_Flow):
         inputs = np.arange(len(opt))
         target = svm["nuclear"] if form == "KQ" else svm["frobenius"]
         values = {}
-        values["loss"] = np.array([[_risk_np(v[r, s], w[r, s], data) for s in range(times)]
-                                   for r in range(runs)])
+        values["loss"] = np.array([[_risk_np(v[r, s], w[r, s], data) for s in range(times)] for r in range(runs)])
         values["norm_W"] = np.linalg.norm(w, axis=(-2, -1))
         values["nuclear_W"] = np.linalg.svd(w, compute_uv=False).sum(axis=-1)
         values["corr_frobenius"] = _corr(w, svm["frobenius"])
@@ -388,8 +440,7 @@ class AttentionSVM(_Flow):
         late = u >= u[-1] - (u[-1] - u[0]) / 4
         clock = states[:, :, 0, -1]
         values["log_t"] = clock
-        values["growth_slope"] = np.array([np.polyfit(clock[r, late], norms[r, late], 1)[0]
-                                           for r in range(runs)])
+        values["growth_slope"] = np.array([np.polyfit(clock[r, late], norms[r, late], 1)[0] for r in range(runs)])
         for value in values.values():
             if np.issubdtype(value.dtype, np.floating):
                 value[~finite] = np.nan
@@ -399,8 +450,7 @@ class AttentionSVM(_Flow):
 def _corr(w, target):
     if target is None:
         return np.full(w.shape[:2], np.nan)
-    return (np.einsum("rsde,de->rs", w, target)
-            / (np.linalg.norm(w, axis=(-2, -1)) * np.linalg.norm(target)))
+    return np.einsum("rsde,de->rs", w, target) / (np.linalg.norm(w, axis=(-2, -1)) * np.linalg.norm(target))
 
 
 def _risk_np(v, w, data):
@@ -445,11 +495,14 @@ def regularization_path(data, opt, wf, radii=PATH_RADII) -> np.ndarray:
     for r in radii:
         radius = r * scale
         guess = guess / np.linalg.norm(guess) * radius * 0.99  # inside the ball, on the path
-        res = minimize(lambda w: tuple(np.asarray(a, dtype=float) for a in fun(jnp.asarray(w))),
-                       guess, jac=True, method="SLSQP",
-                       constraints=[{"type": "ineq", "fun": lambda w, R=radius: R * R - w @ w,
-                                     "jac": lambda w: -2.0 * w}],
-                       options={"ftol": 1e-12, "maxiter": 500})
+        res = minimize(
+            lambda w: tuple(np.asarray(a, dtype=float) for a in fun(jnp.asarray(w))),
+            guess,
+            jac=True,
+            method="SLSQP",
+            constraints=[{"type": "ineq", "fun": lambda w, R=radius: R * R - w @ w, "jac": lambda w: -2.0 * w}],
+            options={"ftol": 1e-12, "maxiter": 500},
+        )
         guess = res.x
         out.append(correlation(res.x, wf))
     return np.array(out)

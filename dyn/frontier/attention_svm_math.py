@@ -25,6 +25,7 @@ W opens between the selected token and token t.
 
 Every solver here is independent of the gradient flow: they read only the data.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,17 +49,20 @@ def frobenius_svm(a: np.ndarray, tol: float = 1e-10) -> tuple[np.ndarray, float]
     m, d, _ = a.shape
     flat = a.reshape(m, d * d)
     start, *_ = np.linalg.lstsq(flat, np.ones(m), rcond=None)
-    res = minimize(lambda w: 0.5 * w @ w, start, jac=lambda w: w, method="SLSQP",
-                   constraints=[{"type": "ineq", "fun": lambda w: flat @ w - 1.0,
-                                 "jac": lambda w: flat}],
-                   options={"ftol": 1e-15, "maxiter": 2000})
+    res = minimize(
+        lambda w: 0.5 * w @ w,
+        start,
+        jac=lambda w: w,
+        method="SLSQP",
+        constraints=[{"type": "ineq", "fun": lambda w: flat @ w - 1.0, "jac": lambda w: flat}],
+        options={"ftol": 1e-15, "maxiter": 2000},
+    )
     w = res.x
     if (flat @ w - 1.0).min() < -1e-6:
         return None, np.inf
     active = np.flatnonzero(flat @ w - 1.0 < 1e-6)
     lam, _ = nnls(flat[active].T, w)
-    kkt = max(np.linalg.norm(flat[active].T @ lam - w) / np.linalg.norm(w),
-              max(0.0, -(flat @ w - 1.0).min()))
+    kkt = max(np.linalg.norm(flat[active].T @ lam - w) / np.linalg.norm(w), max(0.0, -(flat @ w - 1.0).min()))
     return w.reshape(d, d), float(kkt)
 
 
@@ -71,7 +75,7 @@ def nuclear_svm(a: np.ndarray, starts: int = 6, seed: int = 0) -> tuple[np.ndarr
     rng = np.random.default_rng(seed)
 
     def split(k):
-        return k[:d * d].reshape(d, d), k[d * d:].reshape(d, d)
+        return k[: d * d].reshape(d, d), k[d * d :].reshape(d, d)
 
     def gaps(k):
         kk, qq = split(k)
@@ -79,8 +83,9 @@ def nuclear_svm(a: np.ndarray, starts: int = 6, seed: int = 0) -> tuple[np.ndarr
 
     def gaps_jac(k):
         kk, qq = split(k)
-        return np.concatenate([np.einsum("mij,jr->mir", a, qq).reshape(m, -1),
-                               np.einsum("mij,ir->mjr", a, kk).reshape(m, -1)], axis=1)
+        return np.concatenate(
+            [np.einsum("mij,jr->mir", a, qq).reshape(m, -1), np.einsum("mij,ir->mjr", a, kk).reshape(m, -1)], axis=1
+        )
 
     guesses = [rng.standard_normal(2 * d * d) for _ in range(starts)]
     wf, _ = frobenius_svm(a)
@@ -89,9 +94,14 @@ def nuclear_svm(a: np.ndarray, starts: int = 6, seed: int = 0) -> tuple[np.ndarr
         guesses.insert(0, np.concatenate([(u * np.sqrt(sv)).ravel(), (vt.T * np.sqrt(sv)).ravel()]))
     best, best_value = None, np.inf
     for guess in guesses:
-        res = minimize(lambda k: 0.5 * k @ k, guess, jac=lambda k: k, method="SLSQP",
-                       constraints=[{"type": "ineq", "fun": gaps, "jac": gaps_jac}],
-                       options={"ftol": 1e-15, "maxiter": 3000})
+        res = minimize(
+            lambda k: 0.5 * k @ k,
+            guess,
+            jac=lambda k: k,
+            method="SLSQP",
+            constraints=[{"type": "ineq", "fun": gaps, "jac": gaps_jac}],
+            options={"ftol": 1e-15, "maxiter": 3000},
+        )
         if gaps(res.x).min() > -1e-7 and 0.5 * res.x @ res.x < best_value:
             best, best_value = res.x, 0.5 * res.x @ res.x
     if best is None:
@@ -128,10 +138,14 @@ def max_margin_classifier(points: np.ndarray, labels: np.ndarray) -> np.ndarray 
     m, d = points.shape
     signed = labels[:, None] * points
     start, *_ = np.linalg.lstsq(signed, np.ones(m), rcond=None)
-    res = minimize(lambda v: 0.5 * v @ v, start, jac=lambda v: v, method="SLSQP",
-                   constraints=[{"type": "ineq", "fun": lambda v: signed @ v - 1.0,
-                                 "jac": lambda v: signed}],
-                   options={"ftol": 1e-15, "maxiter": 2000})
+    res = minimize(
+        lambda v: 0.5 * v @ v,
+        start,
+        jac=lambda v: v,
+        method="SLSQP",
+        constraints=[{"type": "ineq", "fun": lambda v: signed @ v - 1.0, "jac": lambda v: signed}],
+        options={"ftol": 1e-15, "maxiter": 2000},
+    )
     if (signed @ res.x - 1.0).min() < -1e-6:
         return None
     return res.x

@@ -73,6 +73,7 @@ randomized order met its bound in 256 of 256 prompts; the cyclic order beat it i
 exceeded it in 8 (3.1%, by up to 1.44 times): the bound (1 - sigma_min^2 / ||X||_F^2)^{m/2} is
 not a bound for the causal order, though it is faster in the median.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -88,8 +89,10 @@ def _fixed(setup, key: str) -> int:
     """The one value of `key` over the sweep (trajectories need one state shape)."""
     sizes = set(setup.values_of(key))
     if len(sizes) != 1:
-        raise dyn.ScenarioError("output.trajectories", f"saving trajectories needs params.{key} "
-                                "fixed (every point's states must have one shape)")
+        raise dyn.ScenarioError(
+            "output.trajectories",
+            f"saving trajectories needs params.{key} fixed (every point's states must have one shape)",
+        )
     return int(sizes.pop())
 
 
@@ -139,13 +142,12 @@ def padded(x: np.ndarray, kernel: str, beta: float):
     for i in range(1, tokens):
         keys = x[:i]
         k[i, :i, :i] = gram(keys, keys, kernel, beta)
-        y[i, :, :i] = x[1:i + 1].T
-        kq[i, :i] = gram(keys, x[i:i + 1], kernel, beta)[:, 0]
+        y[i, :, :i] = x[1 : i + 1].T
+        kq[i, :i] = gram(keys, x[i : i + 1], kernel, beta)[:, 0]
     return k, y, kq
 
 
-def descend(x: np.ndarray, kernel: str, beta: float, depth: int, eta: float, update: str,
-            every: int, rng=None, w=None):
+def descend(x: np.ndarray, kernel: str, beta: float, depth: int, eta: float, update: str, every: int, rng=None, w=None):
     """The network on prompt x (tokens + 1, d), all positions at once: predictions (saves,
     tokens, d) after layers 0, every, 2 every, ...; and the last position's error norm after
     each layer (depth + 1): |E| = |alpha X - W| when the map W is given (linear kernel), else
@@ -175,8 +177,7 @@ def descend(x: np.ndarray, kernel: str, beta: float, depth: int, eta: float, upd
                     s = np.full(tokens, step)
                 else:  # each position draws its pair with probability K_ss / tr K
                     prob = np.where(live, diag, 0.0)
-                    s = np.array([rng.choice(m, p=p / p.sum()) if p.sum() > 0 else 0
-                                  for p in prob])
+                    s = np.array([rng.choice(m, p=p / p.sum()) if p.sum() > 0 else 0 for p in prob])
                 rows = np.arange(tokens)
                 on = live[rows, s] & (step < rows)  # position i: i steps a sweep
                 r = y[rows, :, s] - np.einsum("tdm,tm->td", alpha, k[rows, :, s])
@@ -200,7 +201,7 @@ def spectra(x: np.ndarray, kernel: str, beta: float) -> list:
             _SPECTRA.clear()
         found = [None]
         for i in range(1, x.shape[0] - 1):
-            keys, q = x[:i], x[i:i + 1]
+            keys, q = x[:i], x[i : i + 1]
             k = gram(keys, keys, kernel, beta)
             half = np.ones(i)
             if kernel == "softmax":
@@ -223,7 +224,7 @@ def limit(x: np.ndarray, kernel: str, beta: float, tau: float) -> np.ndarray:
         v, lam, half, kq = found[i]
         small = np.abs(lam) < 1e-12
         phi = np.where(small, tau, -np.expm1(-tau * lam) / np.where(small, 1.0, lam))
-        y = x[1:i + 1].T
+        y = x[1 : i + 1].T
         out[i] = ((y * half) @ v) @ (phi * (v.T @ (kq / half)))
     return out
 
@@ -235,25 +236,31 @@ class CausalKernelDescent(dyn.System):
     integrator = frozenset({"horizon"})
     params = {
         "d": dyn.Field("int", 4, "token dimension d", lo=1, hi=64),
-        "tokens": dyn.Field("int", 12, "prompt length T (positions 0 .. T-1; x_T their "
-                            "last target)", lo=2, hi=256),
-        "prompt": dyn.Field("str", "orthogonal", "x_{t+1} = W x_t, W Haar on O(d), or a "
-                            "p-periodic sequence", choices=("orthogonal", "periodic")),
+        "tokens": dyn.Field("int", 12, "prompt length T (positions 0 .. T-1; x_T their last target)", lo=2, hi=256),
+        "prompt": dyn.Field(
+            "str",
+            "orthogonal",
+            "x_{t+1} = W x_t, W Haar on O(d), or a p-periodic sequence",
+            choices=("orthogonal", "periodic"),
+        ),
         "period": dyn.Field("int", 3, "period p of periodic prompts", lo=1, hi=256),
         "kernel": dyn.Field("str", "linear", "attention kernel", choices=KERNELS),
-        "beta": dyn.Field("float", 1.0, "inverse temperature of the exp and softmax kernels",
-                          gt=0.0, hi=100.0),
-        "depth": dyn.Field("int", 100, "number of layers L (step eta = horizon / L)", lo=1,
-                           hi=10**6),
-        "update": dyn.Field("str", "batch", "a layer: one gradient step on all past pairs, "
-                            "or one Kaczmarz sweep in causal (cyclic) or random order",
-                            choices=("batch", "cyclic", "random")),
+        "beta": dyn.Field("float", 1.0, "inverse temperature of the exp and softmax kernels", gt=0.0, hi=100.0),
+        "depth": dyn.Field("int", 100, "number of layers L (step eta = horizon / L)", lo=1, hi=10**6),
+        "update": dyn.Field(
+            "str",
+            "batch",
+            "a layer: one gradient step on all past pairs, or one Kaczmarz sweep in causal (cyclic) or random order",
+            choices=("batch", "cyclic", "random"),
+        ),
     }
 
     def validate(self, spec) -> None:
         if spec["depth"] % spec.setup.saves:
-            raise dyn.ScenarioError("output.saves", f"{spec.setup.saves} saves must divide depth "
-                                    f"{spec['depth']} (the network saves after whole layers)")
+            raise dyn.ScenarioError(
+                "output.saves",
+                f"{spec.setup.saves} saves must divide depth {spec['depth']} (the network saves after whole layers)",
+            )
 
     def trajectory_dims(self, setup) -> dict[str, int]:
         return {"token": _fixed(setup, "tokens"), "row": 2, "coordinate": _fixed(setup, "d")}
@@ -265,22 +272,30 @@ class CausalKernelDescent(dyn.System):
     def outputs(self, setup) -> list:
         law = "no closed form: softmax kernel or a Kaczmarz order"
         return [
-            dyn.Output("error", "|e^(L)| / |e^(0)| at the last position: e = E = W^(l) - W "
-                       "(linear kernel, orthogonal prompt), else the residual R", "1"),
-            dyn.Output("rate", "-d log|e| / d tau over the last save interval where |e| / |e(0)| "
-                       "> 1e-9", "1"),
-            dyn.Output("rate_law", "the same from the spectrum: |e^(l)|^2 = sum_i c_i^2 (1 - "
-                       "eta lambda_i)^{2l}", "1", nan_means=law),
+            dyn.Output(
+                "error",
+                "|e^(L)| / |e^(0)| at the last position: e = E = W^(l) - W "
+                "(linear kernel, orthogonal prompt), else the residual R",
+                "1",
+            ),
+            dyn.Output("rate", "-d log|e| / d tau over the last save interval where |e| / |e(0)| > 1e-9", "1"),
+            dyn.Output(
+                "rate_law",
+                "the same from the spectrum: |e^(l)|^2 = sum_i c_i^2 (1 - eta lambda_i)^{2l}",
+                "1",
+                nan_means=law,
+            ),
             dyn.Output("lambda_min", "lambda_min^+ of the last position's Gram matrix K", "1"),
             dyn.Output("rate_ratio", "rate / lambda_min, per run", "1", reduce="per_run"),
-            dyn.Output("p_rate_within", "|rate / lambda_min - 1| < 0.02", "1",
-                       reduce="proportion"),
-            dyn.Output("sweep_factor", "(|e^(l)| / |e^(0)|)^(1/l), l the last layer above "
-                       "1e-9: the mean contraction of a layer (a Kaczmarz sweep)", "1"),
-            dyn.Output("kaczmarz_bound", "randomized Kaczmarz bound per sweep, (1 - lambda_min^+ "
-                       "/ tr K)^{m/2}", "1"),
-            dyn.Output("position_error", "|f_i(x_i) - x_{i+1}| after L layers", "1",
-                       dims=("position",)),
+            dyn.Output("p_rate_within", "|rate / lambda_min - 1| < 0.02", "1", reduce="proportion"),
+            dyn.Output(
+                "sweep_factor",
+                "(|e^(l)| / |e^(0)|)^(1/l), l the last layer above "
+                "1e-9: the mean contraction of a layer (a Kaczmarz sweep)",
+                "1",
+            ),
+            dyn.Output("kaczmarz_bound", "randomized Kaczmarz bound per sweep, (1 - lambda_min^+ / tr K)^{m/2}", "1"),
+            dyn.Output("position_error", "|f_i(x_i) - x_{i+1}| after L layers", "1", dims=("position",)),
         ]
 
     def run_bytes(self, spec) -> int:
@@ -309,7 +324,7 @@ class CausalKernelDescent(dyn.System):
             x, w = prompt(spec.rng, d, tokens, spec["prompt"], spec["period"])
             w = w if kernel == "linear" else None
             preds, norms = descend(x, kernel, beta, depth, eta, update, every, spec.rng, w)
-            keys, y = x[:tokens - 1], x[1:tokens].T
+            keys, y = x[: tokens - 1], x[1:tokens].T
             k = gram(keys, keys, kernel, beta)
             lam = smallest_nonzero(k)
             end = depth  # the last save interval above the rounding floor
@@ -320,13 +335,14 @@ class CausalKernelDescent(dyn.System):
             if update == "batch" and kernel != "softmax":
                 if w is not None:  # E^(l) = -W (I - eta X^T X)^l: |E|^2 = sum_i (1 - eta mu_i)^{2l}
                     mu, c2 = np.linalg.eigvalsh(keys.T @ keys), np.ones(d)
-                else:              # R^(l) = Y (I - eta K)^l, K = V diag(mu) V^T
+                else:  # R^(l) = Y (I - eta K)^l, K = V diag(mu) V^T
                     mu, v = np.linalg.eigh(k)
                     c2 = ((y @ v) ** 2).sum(axis=0)
                 ln = np.log(np.abs(1.0 - eta * mu))
 
                 def sq(layer, c2=c2, ln=ln):
                     return np.log(np.sum(c2 * np.exp(2 * layer * ln)))
+
                 law = -(sq(end) - sq(end - every)) / (2 * eta * every)
             keep["error"].append(norms[depth] / norms[0])
             keep["rate"].append(rate)
@@ -343,5 +359,4 @@ class CausalKernelDescent(dyn.System):
                 s[:, :, 0] = x[:tokens]
                 s[:, :, 1] = preds
                 states.append(s)
-        return dyn.Chunk({k: np.array(v) for k, v in keep.items()},
-                         states=np.stack(states) if states else None)
+        return dyn.Chunk({k: np.array(v) for k, v in keep.items()}, states=np.stack(states) if states else None)

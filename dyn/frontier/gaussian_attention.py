@@ -353,6 +353,7 @@ are replaced by subclassing, and its cluster parameters (delta, until_decided, d
 not used. A general Q, K, V (A not a multiple of I) is not a function of <x_i, x_j>: it would
 need a `dyn.Model` with its own pair loop.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -381,26 +382,46 @@ def causal_score(s, i, j, beta):
     return np.exp(beta * s) if j <= i else 0.0
 
 
-LAW = {"beta": dyn.Field("float", 1.0, "inverse temperature beta (A = beta I)", gt=0.0, hi=10.0),
-       "mean0": dyn.Field("float", 1.0, "|mu0|: the start's mean is mean0 (1,..,1)/sqrt(d)",
-                          lo=-10.0, hi=10.0),
-       "var0": dyn.Field("float", 0.5, "largest eigenvalue of the start's covariance Sigma0",
-                         gt=0.0, hi=10.0),
-       "aniso": dyn.Field("float", 4.0, "ratio of Sigma0's largest to smallest eigenvalue",
-                          lo=1.0, hi=1e3)}
+LAW = {
+    "beta": dyn.Field("float", 1.0, "inverse temperature beta (A = beta I)", gt=0.0, hi=10.0),
+    "mean0": dyn.Field("float", 1.0, "|mu0|: the start's mean is mean0 (1,..,1)/sqrt(d)", lo=-10.0, hi=10.0),
+    "var0": dyn.Field("float", 0.5, "largest eigenvalue of the start's covariance Sigma0", gt=0.0, hi=10.0),
+    "aniso": dyn.Field("float", 4.0, "ratio of Sigma0's largest to smallest eigenvalue", lo=1.0, hi=1e3),
+}
 
-Softmax = dyn.particles(exp_score, name="gaussian_softmax", geometry="euclidean",
-                        normalization="SA", params=LAW,
-                        description="softmax attention in R^d from a Gaussian start")
-Sinkhorn = dyn.particles(exp_score, name="gaussian_sinkhorn", geometry="euclidean",
-                         normalization="sinkhorn", params=LAW,
-                         description="Sinkhorn attention in R^d from a Gaussian start")
-L2 = dyn.particles(l2_score, name="gaussian_l2", geometry="euclidean", normalization="SA",
-                   params=LAW, of="distance",
-                   description="L2 attention in R^d from a Gaussian start")
-Masked = dyn.particles(causal_score, name="gaussian_masked", geometry="euclidean",
-                       normalization="SA", params=LAW,
-                       description="causal softmax attention in R^d from a Gaussian start")
+Softmax = dyn.particles(
+    exp_score,
+    name="gaussian_softmax",
+    geometry="euclidean",
+    normalization="SA",
+    params=LAW,
+    description="softmax attention in R^d from a Gaussian start",
+)
+Sinkhorn = dyn.particles(
+    exp_score,
+    name="gaussian_sinkhorn",
+    geometry="euclidean",
+    normalization="sinkhorn",
+    params=LAW,
+    description="Sinkhorn attention in R^d from a Gaussian start",
+)
+L2 = dyn.particles(
+    l2_score,
+    name="gaussian_l2",
+    geometry="euclidean",
+    normalization="SA",
+    params=LAW,
+    of="distance",
+    description="L2 attention in R^d from a Gaussian start",
+)
+Masked = dyn.particles(
+    causal_score,
+    name="gaussian_masked",
+    geometry="euclidean",
+    normalization="SA",
+    params=LAW,
+    description="causal softmax attention in R^d from a Gaussian start",
+)
 
 
 # --- the theory --------------------------------------------------------------------------------
@@ -408,7 +429,7 @@ def start(d: int, mean0: float, var0: float, aniso: float):
     """(mu0, Sigma0) of the start (module doc)."""
     mu = np.full(d, mean0 / np.sqrt(d))
     k = np.arange(d) / max(d - 1, 1)
-    return mu, np.diag(var0 * aniso ** -k)
+    return mu, np.diag(var0 * aniso**-k)
 
 
 def cross_covariance(beta: float, cov) -> np.ndarray:
@@ -416,7 +437,7 @@ def cross_covariance(beta: float, cov) -> np.ndarray:
     plan of N(m, S) to itself (written 2 beta l^2 / (1 + sqrt(1 + 4 beta^2 l^2)) per eigenvalue:
     no cancellation for small l)."""
     lam, vec = np.linalg.eigh((cov + cov.T) / 2)
-    c = 2 * beta * lam ** 2 / (1 + np.sqrt(1 + 4 * beta ** 2 * lam ** 2))
+    c = 2 * beta * lam**2 / (1 + np.sqrt(1 + 4 * beta**2 * lam**2))
     return (vec * c) @ vec.T
 
 
@@ -470,8 +491,7 @@ def moments_qkv(q, k, v, c: float, mean0, cov0, times, rtol: float = 1e-11):
 
     y0 = np.concatenate([np.asarray(mean0, float), np.asarray(cov0, float).ravel()])
     times = np.asarray(times, dtype=float)
-    sol = solve_ivp(rhs, (0.0, float(times[-1])), y0, method="DOP853", t_eval=times, rtol=rtol,
-                    atol=rtol * 1e-2)
+    sol = solve_ivp(rhs, (0.0, float(times[-1])), y0, method="DOP853", t_eval=times, rtol=rtol, atol=rtol * 1e-2)
     if not sol.success:
         raise RuntimeError(f"moment ODE: {sol.message}")
     y = sol.y.T
@@ -491,8 +511,15 @@ def moments(kind: str, beta: float, mean0, cov0, times, rtol: float = 1e-11):
     d = len(mean0)
     y0 = np.concatenate([np.asarray(mean0, float), np.asarray(cov0, float).ravel()])
     times = np.asarray(times, dtype=float)
-    sol = solve_ivp(_flat_field(kind, beta, d), (0.0, float(times[-1])), y0, method="DOP853",
-                    t_eval=times, rtol=rtol, atol=rtol * 1e-2)
+    sol = solve_ivp(
+        _flat_field(kind, beta, d),
+        (0.0, float(times[-1])),
+        y0,
+        method="DOP853",
+        t_eval=times,
+        rtol=rtol,
+        atol=rtol * 1e-2,
+    )
     if not sol.success:
         raise RuntimeError(f"moment ODE: {sol.message}")
     y = sol.y.T
@@ -544,9 +571,12 @@ def l2_closed(beta: float, variances0, times):
 def summaries(mean, cov, direction) -> dict:
     """The scalar moments the outputs carry, from means (..., d) and covariances (..., d, d)."""
     d = mean.shape[-1]
-    return {"mean_along": mean @ direction, "cov_top": cov[..., 0, 0],
-            "cov_bottom": cov[..., d - 1, d - 1],
-            "cov_trace": np.trace(cov, axis1=-2, axis2=-1) / d}
+    return {
+        "mean_along": mean @ direction,
+        "cov_top": cov[..., 0, 0],
+        "cov_bottom": cov[..., d - 1, d - 1],
+        "cov_trace": np.trace(cov, axis1=-2, axis2=-1) / d,
+    }
 
 
 def _tilt(mean, cov, quad, lin):
@@ -558,8 +588,7 @@ def _tilt(mean, cov, quad, lin):
     tilted_mean = tilted_cov @ (inv @ mean + lin)
     sign, logdet = np.linalg.slogdet(cov @ precision)
     if sign <= 0:
-        raise ValueError("finite-n drift: the Gaussian integral diverges (2 beta^2 S^2 >= I, or "
-                         "beta S = I)")
+        raise ValueError("finite-n drift: the Gaussian integral diverges (2 beta^2 S^2 >= I, or beta S = I)")
     log_e = 0.5 * (tilted_mean @ precision @ tilted_mean - mean @ inv @ mean - logdet)
     return np.exp(log_e), tilted_mean, tilted_cov
 
@@ -583,8 +612,12 @@ def _self_plan_sums(rho):
     whole = np.prod(1.0 / (1.0 - power), axis=1)
     along = power / (1.0 - power) * whole[:, None]
     sign = (-1.0) ** k
-    coefficients = {"q": -sign, "q2": np.where(k >= 2, sign * (k - 1), 0.0),
-                    "qu": np.where(k >= 2, sign, 0.0), "q2u": np.where(k >= 3, -sign * (k - 2), 0.0)}
+    coefficients = {
+        "q": -sign,
+        "q2": np.where(k >= 2, sign * (k - 1), 0.0),
+        "qu": np.where(k >= 2, sign, 0.0),
+        "q2u": np.where(k >= 3, -sign * (k - 2), 0.0),
+    }
     return {g: (c @ (whole - 1.0), c @ along) for g, c in coefficients.items()}
 
 
@@ -594,7 +627,7 @@ def sinkhorn_plan_bias(beta: float, variances) -> np.ndarray:
     divided by n): the self term, the potentials' fluctuation and their O(1/n) shift (module doc,
     Finite n, Sinkhorn). The plan is diagonal in the eigenbasis; entry a per variance."""
     lam = np.asarray(variances, dtype=float)
-    c = 2 * beta * lam ** 2 / (1 + np.sqrt(1 + 4 * beta ** 2 * lam ** 2))
+    c = 2 * beta * lam**2 / (1 + np.sqrt(1 + 4 * beta**2 * lam**2))
     rho = c / lam
     if np.prod(1.0 / (1.0 - rho)) > 1e8:  # the alternating series would lose every digit
         return np.full_like(lam, np.nan)
@@ -605,7 +638,7 @@ def sinkhorn_plan_bias(beta: float, variances) -> np.ndarray:
     q2u0, q2u1 = sums["q2u"]
     by_rho = np.divide(1.0, rho, out=np.zeros_like(rho), where=rho > 0)
     diagonal = lam * (1 + rho) / (1 - rho) * np.prod(1.0 / (1.0 - rho)) - c  # i = j
-    shift = lam * rho * (2 * (rho ** 2 * q1 + q21) / (1 + rho ** 2) + (q0 + q20) / 2)  # E h2
+    shift = lam * rho * (2 * (rho**2 * q1 + q21) / (1 + rho**2) + (q0 + q20) / 2)  # E h2
     at_atoms = -lam * rho * (2 * q1 + q0 + 0.5) + c / 2  # h1 at the sample's own points
     field = -lam * (rho * (qu1 + qu0 + 0.5) + qu1 * by_rho) + c / 2  # h1 against nu's field
     pairs = lam * (rho * (q2u1 + q2u0) + q2u1 * by_rho)  # h1(x) h1(y)
@@ -615,10 +648,10 @@ def sinkhorn_plan_bias(beta: float, variances) -> np.ndarray:
 def _cross_differences(beta, lam):
     """First (d, d) and second (d, d, d) divided differences of c(l) = (sqrt(1 + 4 beta^2 l^2)
     - 1)/(2 beta) at the eigenvalues (Daleckii-Krein: the derivatives of C(S))."""
-    root = np.sqrt(1 + 4 * beta ** 2 * lam ** 2)
-    f = 2 * beta * lam ** 2 / (1 + root)
+    root = np.sqrt(1 + 4 * beta**2 * lam**2)
+    f = 2 * beta * lam**2 / (1 + root)
     f1 = 2 * beta * lam / root
-    f2 = 2 * beta / root ** 3
+    f2 = 2 * beta / root**3
     gap = lam[:, None] - lam[None, :]
     close = np.abs(gap) <= 1e-6 * np.maximum(lam[:, None], lam[None, :])
     mid = (f1[:, None] + f1[None, :]) / 2
@@ -632,8 +665,11 @@ def _cross_differences(beta, lam):
     li = lam[:, None, None]
     gap_k = li - lk
     meet = np.abs(gap_k) <= 1e-6 * np.maximum(li, lk)
-    slope = np.where(meet, (f2[:, None, None] + f2[None, :, None]) / 4,
-                     (f1[:, None, None] - first[:, :, None]) / np.where(meet, 1.0, gap_k))
+    slope = np.where(
+        meet,
+        (f2[:, None, None] + f2[None, :, None]) / 4,
+        (f1[:, None, None] - first[:, :, None]) / np.where(meet, 1.0, gap_k),
+    )
     second = np.where(near, slope, num / np.where(near, 1.0, den))
     return first, second
 
@@ -647,7 +683,7 @@ def finite_n_drift(kind: str, beta: float, mean, cov):
     eye = np.eye(d)
     if kind == "sinkhorn":  # doubly stochastic: dm_n/dt = 0 exactly
         lam, vec = np.linalg.eigh((cov + cov.T) / 2)
-        cross = 2 * beta * lam ** 2 / (1 + np.sqrt(1 + 4 * beta ** 2 * lam ** 2))
+        cross = 2 * beta * lam**2 / (1 + np.sqrt(1 + 4 * beta**2 * lam**2))
         # dS_n/dt = 2 n/(n - 1) (T - m_n m_n^T) - 2 S_n: E m_n m_n^T = S/n, n/(n - 1) adds C/n
         bias = 2 * (sinkhorn_plan_bias(beta, lam) - lam + cross)
         return np.zeros(d), (vec * bias) @ vec.T
@@ -663,13 +699,12 @@ def finite_n_drift(kind: str, beta: float, mean, cov):
         return np.zeros(d), -near @ cov - cov @ near + k + k.T
     if kind != "softmax":
         raise ValueError(f"finite-n drift: kind must be one of {FINITE_N_KINDS}, got {kind!r}")
-    e_h, m_h, c_h = _tilt(mean, cov, beta * eye - beta ** 2 * cov / 2, -beta * mean)  # self
-    e_g, m_g, c_g = _tilt(mean, cov, beta ** 2 * cov, np.zeros(d))  # the normalizer's spread
+    e_h, m_h, c_h = _tilt(mean, cov, beta * eye - beta**2 * cov / 2, -beta * mean)  # self
+    e_g, m_g, c_g = _tilt(mean, cov, beta**2 * cov, np.zeros(d))  # the normalizer's spread
     drift_m = e_h * ((eye - beta * cov) @ m_h - mean) - e_g * beta * cov @ m_g
     outer_h = c_h + np.outer(m_h - mean, m_h)  # E_h[(x - m) x^T]
     outer_g = c_g + np.outer(m_g - mean, m_g)
-    k = e_h * (outer_h @ (eye - beta * cov) - np.outer(m_h - mean, mean)) \
-        - e_g * outer_g @ (beta * cov)
+    k = e_h * (outer_h @ (eye - beta * cov) - np.outer(m_h - mean, mean)) - e_g * outer_g @ (beta * cov)
     return drift_m, -2 * cov + k + k.T
 
 
@@ -679,15 +714,13 @@ def _tangent(kind, beta, mean, cov, dm, ds):
         lam, vec = np.linalg.eigh((cov + cov.T) / 2)
         first, _ = _cross_differences(beta, lam)
         rotated = np.einsum("ai,ab...,bj->ij...", vec, ds, vec)
-        dc = np.einsum("ai,ij...,bj->ab...", vec, first.reshape(first.shape + (1,) * (ds.ndim - 2))
-                       * rotated, vec)
+        dc = np.einsum("ai,ij...,bj->ab...", vec, first.reshape(first.shape + (1,) * (ds.ndim - 2)) * rotated, vec)
         return np.zeros_like(dm), 2 * dc - 2 * ds
     if kind == "l2":  # dS/dt = -(I - P)/beta, P = (I + 2 beta S)^{-1}: dP = -2 beta P dS P
         pull = l2_gain(beta, cov)
         return np.zeros_like(dm), -2 * np.einsum("ab,bc...,cd->ad...", pull, ds, pull)
     tm = beta * (np.einsum("ab...,b->a...", ds, mean) + np.einsum("ab,b...->a...", cov, dm))
-    ts = 2 * beta * (np.einsum("ab...,bc->ac...", ds, cov)
-                     + np.einsum("ab,bc...->ac...", cov, ds)) - 2 * ds
+    ts = 2 * beta * (np.einsum("ab...,bc->ac...", ds, cov) + np.einsum("ab,bc...->ac...", cov, ds)) - 2 * ds
     return tm, ts
 
 
@@ -710,8 +743,7 @@ def _curvature(kind, beta, cov, spread):
     return np.concatenate([mean_part, cov_part.ravel()])
 
 
-def finite_n_moments(kind: str, beta: float, mean0, cov0, times, rtol: float = 1e-9,
-                     start: str = "iid"):
+def finite_n_moments(kind: str, beta: float, mean0, cov0, times, rtol: float = 1e-9, start: str = "iid"):
     """n times the O(1/n) bias of softmax's, L2's or Sinkhorn's n-token empirical moments against
     the moment ODE at `times` (module doc, Finite n): (n dm (T, d), n dS (T, d, d));
     E[m_n(t)] ~ m(t) + dm/n. `start` "iid": i.i.d. tokens; "matched": their moment-matched transform (the moments'
@@ -726,14 +758,13 @@ def finite_n_moments(kind: str, beta: float, mean0, cov0, times, rtol: float = 1
 
     def unpack(y):
         m, s = y[:d], y[d:size].reshape(d, d)
-        spread = y[size:size + size * size].reshape(size, size)
-        return m, s, spread, y[size + size * size:]
+        spread = y[size : size + size * size].reshape(size, size)
+        return m, s, spread, y[size + size * size :]
 
     def iid_spread(cov):  # n Cov of an i.i.d. sample's (m_n, S_n), n -> oo
         out = np.zeros((size, size))
         out[:d, :d] = cov
-        out[d:, d:] = (np.einsum("ac,bd->abcd", cov, cov)
-                       + np.einsum("ad,bc->abcd", cov, cov)).reshape(d * d, d * d)
+        out[d:, d:] = (np.einsum("ac,bd->abcd", cov, cov) + np.einsum("ad,bc->abcd", cov, cov)).reshape(d * d, d * d)
         return out
 
     def tangent(m, s, dx):  # dx (size, ...) -> J dx
@@ -747,17 +778,17 @@ def finite_n_moments(kind: str, beta: float, mean0, cov0, times, rtol: float = 1
         bm, bs = finite_n_drift(kind, beta, m, s)
         # the drift bias of i.i.d. tokens, less the part the moments' own spread explains
         source = np.concatenate([bm, bs.ravel()]) - _curvature(kind, beta, s, iid_spread(s))
-        return np.concatenate([dm, ds.ravel(), (js + js.T).ravel(),
-                               tangent(m, s, bias) + _curvature(kind, beta, s, spread) + source])
+        return np.concatenate(
+            [dm, ds.ravel(), (js + js.T).ravel(), tangent(m, s, bias) + _curvature(kind, beta, s, spread) + source]
+        )
 
     spread0 = iid_spread(cov0) if start == "iid" else np.zeros((size, size))
     y0 = np.concatenate([mean0, cov0.ravel(), spread0.ravel(), np.zeros(size)])
     times = np.asarray(times, dtype=float)
-    sol = solve_ivp(rhs, (0.0, float(times[-1])), y0, method="DOP853", t_eval=times, rtol=rtol,
-                    atol=rtol * 1e-2)
+    sol = solve_ivp(rhs, (0.0, float(times[-1])), y0, method="DOP853", t_eval=times, rtol=rtol, atol=rtol * 1e-2)
     if not sol.success:
         raise RuntimeError(f"finite-n moments: {sol.message}")
-    bias = sol.y[size + size * size:].T
+    bias = sol.y[size + size * size :].T
     return bias[:, :d], bias[:, d:].reshape(-1, d, d)
 
 
@@ -773,7 +804,7 @@ def n_slope(ns, errors, ses=None):
     slope = np.sum(w * (x - xm) * (y - ym)) / sxx
     resid = y - ym - slope * (x - xm)
     dof = max(len(x) - 2, 1)
-    se = np.sqrt(np.sum(w * resid ** 2) / dof / sxx)
+    se = np.sqrt(np.sum(w * resid**2) / dof / sxx)
     half = stats.t.ppf(0.975, dof) * se
     return float(slope), (float(slope - half), float(slope + half))
 
@@ -830,8 +861,7 @@ class GaussianTokens:
         values = summaries(mean, cov, _direction(mu0))
         values["mean_error"] = np.linalg.norm(mean - m, axis=-1)
         values["cov_error"] = np.linalg.norm(cov - s, axis=(-2, -1))
-        values["mean_paired"] = paired_mean(spec["kind"], spec["beta"], mean, cov, spec.times,
-                                            _direction(mu0))
+        values["mean_paired"] = paired_mean(spec["kind"], spec["beta"], mean, cov, spec.times, _direction(mu0))
         # a run diverges when its tokens do (mean_paired's NaN: its own moment ODE did)
         return dyn.Chunk(values, finite=np.isfinite(x).reshape(len(x), -1).all(axis=1))
 
@@ -852,8 +882,7 @@ class MaskedTokens(GaussianTokens, Masked):
     """Causal softmax attention tokens from a Gaussian start."""
 
 
-TOKENS = {"softmax": SoftmaxTokens, "sinkhorn": SinkhornTokens, "l2": L2Tokens,
-          "masked": MaskedTokens}
+TOKENS = {"softmax": SoftmaxTokens, "sinkhorn": SinkhornTokens, "l2": L2Tokens, "masked": MaskedTokens}
 
 
 def paired_mean(kind: str, beta: float, mean, cov, times, direction) -> np.ndarray:
@@ -878,10 +907,12 @@ def _direction(mu0):
     return mu0 / norm if norm > 0 else np.eye(len(mu0))[0]
 
 
-_LABELS = {"mean_along": "<m, u>, u = mu0/|mu0|: the empirical mean along the start's",
-           "cov_top": "Sigma_11: the empirical variance along the start's widest axis",
-           "cov_bottom": "Sigma_dd: the empirical variance along the start's narrowest axis",
-           "cov_trace": "tr Sigma / d: the empirical covariance's mean eigenvalue"}
+_LABELS = {
+    "mean_along": "<m, u>, u = mu0/|mu0|: the empirical mean along the start's",
+    "cov_top": "Sigma_11: the empirical variance along the start's widest axis",
+    "cov_bottom": "Sigma_dd: the empirical variance along the start's narrowest axis",
+    "cov_trace": "tr Sigma / d: the empirical covariance's mean eigenvalue",
+}
 
 
 class GaussianAttention(dyn.System):
@@ -889,20 +920,34 @@ class GaussianAttention(dyn.System):
     moment ODE."""
 
     name = "gaussian_attention"
-    description = ("attention in R^d from a Gaussian start: empirical mean and covariance "
-                   "against the closed moment ODE (softmax, Sinkhorn, L2, masked)")
+    description = (
+        "attention in R^d from a Gaussian start: empirical mean and covariance "
+        "against the closed moment ODE (softmax, Sinkhorn, L2, masked)"
+    )
     default_plot = "cov_trace"
-    params = {"kind": dyn.Field("str", "softmax", "attention: softmax (rows sum to 1), "
-                                "sinkhorn (doubly stochastic), l2 (softmax of -beta |x_i - "
-                                "x_j|^2) or masked (causal softmax: j <= i)", choices=KINDS),
-              **LAW,
-              "n": dyn.Field("int", 256, "number of tokens", lo=2, hi=4096),
-              "d": dyn.Field("int", 2, "dimension of the space", lo=1, hi=32),
-              "start": dyn.Field("str", "iid", "the tokens' start: iid (n i.i.d. draws of "
-                                 "N(mu0, Sigma0)) or matched (those draws moved affinely so "
-                                 "that their empirical mean and covariance are mu0 and Sigma0 "
-                                 "exactly)", choices=STARTS),
-              "sinkhorn_iterations": Sinkhorn.params["sinkhorn_iterations"]}
+    params = {
+        "kind": dyn.Field(
+            "str",
+            "softmax",
+            "attention: softmax (rows sum to 1), "
+            "sinkhorn (doubly stochastic), l2 (softmax of -beta |x_i - "
+            "x_j|^2) or masked (causal softmax: j <= i)",
+            choices=KINDS,
+        ),
+        **LAW,
+        "n": dyn.Field("int", 256, "number of tokens", lo=2, hi=4096),
+        "d": dyn.Field("int", 2, "dimension of the space", lo=1, hi=32),
+        "start": dyn.Field(
+            "str",
+            "iid",
+            "the tokens' start: iid (n i.i.d. draws of "
+            "N(mu0, Sigma0)) or matched (those draws moved affinely so "
+            "that their empirical mean and covariance are mu0 and Sigma0 "
+            "exactly)",
+            choices=STARTS,
+        ),
+        "sinkhorn_iterations": Sinkhorn.params["sinkhorn_iterations"],
+    }
     equation = "ode"
     integrator = Softmax.integrator
 
@@ -913,9 +958,12 @@ class GaussianAttention(dyn.System):
 
     def validate(self, spec) -> None:
         if spec["start"] == "matched" and spec["n"] <= spec["d"]:
-            raise dyn.ScenarioError("params.n", f"a matched start needs n > d (its empirical "
-                                    f"covariance invertible), got n = {spec['n']}, d = "
-                                    f"{spec['d']}")
+            raise dyn.ScenarioError(
+                "params.n",
+                f"a matched start needs n > d (its empirical "
+                f"covariance invertible), got n = {spec['n']}, d = "
+                f"{spec['d']}",
+            )
         self.tokens(spec).validate(spec)
 
     def simulate(self, spec, runs: range) -> dyn.Chunk:
@@ -925,21 +973,42 @@ class GaussianAttention(dyn.System):
         return self.tokens(spec).run_bytes(spec)
 
     def outputs(self, setup) -> list:
-        outs = [dyn.Output(k, f"{v} (mean over runs)", "1", ("time",), "mean_se")
-                for k, v in _LABELS.items()]
-        outs += [dyn.Output("mean_error", "|m - m(t)|: empirical mean against the moment ODE "
-                            "(mean over runs)", "1", ("time",), "mean_se"),
-                 dyn.Output("cov_error", "|S - S(t)|_F: empirical covariance against the "
-                            "moment ODE (mean over runs)", "1", ("time",), "mean_se",
-                            draw=dyn.Draw(slopes=(-0.5,))),
-                 dyn.Output("mean_paired", "<m - m_own(t), u>: the empirical mean against the "
-                            "moment ODE from the run's own initial empirical moments (mean over "
-                            "runs)", "1", ("time",), "mean_se",
-                            nan_means="some run's own moment ODE blows up before the horizon "
-                            "(an empirical eigenvalue above 1/beta: few tokens)"),
-                 dyn.Output("step_floor", "|S_rk4(T) - S(T)|_F: the moment ODE by RK4 at the "
-                            "scenario's step against solve_ivp (the step error)", "1", (),
-                            "point")]
+        outs = [dyn.Output(k, f"{v} (mean over runs)", "1", ("time",), "mean_se") for k, v in _LABELS.items()]
+        outs += [
+            dyn.Output(
+                "mean_error",
+                "|m - m(t)|: empirical mean against the moment ODE (mean over runs)",
+                "1",
+                ("time",),
+                "mean_se",
+            ),
+            dyn.Output(
+                "cov_error",
+                "|S - S(t)|_F: empirical covariance against the moment ODE (mean over runs)",
+                "1",
+                ("time",),
+                "mean_se",
+                draw=dyn.Draw(slopes=(-0.5,)),
+            ),
+            dyn.Output(
+                "mean_paired",
+                "<m - m_own(t), u>: the empirical mean against the "
+                "moment ODE from the run's own initial empirical moments (mean over "
+                "runs)",
+                "1",
+                ("time",),
+                "mean_se",
+                nan_means="some run's own moment ODE blows up before the horizon "
+                "(an empirical eigenvalue above 1/beta: few tokens)",
+            ),
+            dyn.Output(
+                "step_floor",
+                "|S_rk4(T) - S(T)|_F: the moment ODE by RK4 at the scenario's step against solve_ivp (the step error)",
+                "1",
+                (),
+                "point",
+            ),
+        ]
         return outs
 
     def point_values(self, spec) -> dict:
@@ -962,37 +1031,53 @@ class GaussianAttention(dyn.System):
         for index in np.ndindex(*shape):
             p = {k: setup.params.get(k) for k in finite_keys}
             p.update({a: setup.axes[a][i] for a, i in zip(finite_dims, index, strict=True)})
-            mu0, cov0 = start(int(p["d"]), float(p["mean0"]), float(p["var0"]),
-                              float(p["aniso"]))
+            mu0, cov0 = start(int(p["d"]), float(p["mean0"]), float(p["var0"]), float(p["aniso"]))
             m, s = moments(p["kind"], float(p["beta"]), mu0, cov0, times)
             for k, v in summaries(m, s, _direction(mu0)).items():
                 values[k][index] = v
             if p["kind"] in FINITE_N_KINDS:
                 law = tuple(p[k] for k in finite_keys if k != "n")  # n only scales it
                 if law not in biases:
-                    biases[law] = finite_n_moments(p["kind"], float(p["beta"]), mu0, cov0, times,
-                                                   start=p["start"] or "iid")
+                    biases[law] = finite_n_moments(
+                        p["kind"], float(p["beta"]), mu0, cov0, times, start=p["start"] or "iid"
+                    )
                 dm, ds = biases[law]
                 m, s = m + dm / int(p["n"]), s + ds / int(p["n"])
                 if ("paired",) + law not in biases:
                     biases[("paired",) + law] = finite_n_moments(
-                        p["kind"], float(p["beta"]), mu0, cov0, times, start="matched")[0]
+                        p["kind"], float(p["beta"]), mu0, cov0, times, start="matched"
+                    )[0]
                 paired[index] = biases[("paired",) + law] @ _direction(mu0) / int(p["n"])
             for k, v in summaries(m, s, _direction(mu0)).items():
                 finite[k][index] = v
         keep = tuple(slice(None) if a in dims else 0 for a in finite_dims)  # n: any
         refs = []
         for k in MOMENTS:
-            refs.append(dyn.Reference(f"{k}_ode", f"{_LABELS[k]}: the moment ODE (n -> oo)",
-                                      values[k][keep], dims + ("time",),
-                                      draw=dyn.Draw(over=(k,), color="black",
-                                                    label="moment ODE")))
-            refs.append(dyn.Reference(
-                f"{k}_finite_n", f"{_LABELS[k]}: E over n tokens to O(1/n), the moment ODE plus "
-                "the derived finite-n bias (softmax, L2, Sinkhorn; the moment ODE itself for masked)",
-                finite[k], finite_dims + ("time",)))
-        refs.append(dyn.Reference(
-            "mean_paired_finite_n", "<m - m_own(t), u>: E over n tokens to O(1/n), the matched "
-            "start's derived bias of the mean (softmax, L2, Sinkhorn; zero for masked)", paired,
-            finite_dims + ("time",)))
+            refs.append(
+                dyn.Reference(
+                    f"{k}_ode",
+                    f"{_LABELS[k]}: the moment ODE (n -> oo)",
+                    values[k][keep],
+                    dims + ("time",),
+                    draw=dyn.Draw(over=(k,), color="black", label="moment ODE"),
+                )
+            )
+            refs.append(
+                dyn.Reference(
+                    f"{k}_finite_n",
+                    f"{_LABELS[k]}: E over n tokens to O(1/n), the moment ODE plus "
+                    "the derived finite-n bias (softmax, L2, Sinkhorn; the moment ODE itself for masked)",
+                    finite[k],
+                    finite_dims + ("time",),
+                )
+            )
+        refs.append(
+            dyn.Reference(
+                "mean_paired_finite_n",
+                "<m - m_own(t), u>: E over n tokens to O(1/n), the matched "
+                "start's derived bias of the mean (softmax, L2, Sinkhorn; zero for masked)",
+                paired,
+                finite_dims + ("time",),
+            )
+        )
         return refs

@@ -35,6 +35,7 @@ the Bonferroni level of 24 tests (p < 0.05/24) its rate is 2.5 times the nominal
 2 x (kind, moment) p-values (22 in the shipped file) is below alpha over their number (Bonferroni): false-failure
 rate at most alpha.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -91,10 +92,13 @@ def familywise(z: dict, runs: int, alpha: float = 0.05) -> dict:
     m = len(values)
     rejected = holm(2 * stats.t.sf(np.abs(values), runs - 1), alpha)
     bound = float(stats.t.isf(alpha / (2 * m), runs - 1))
-    return {"passed": not rejected.any(), "largest": float(np.abs(values).max()),
-            "bound": bound, "m": m,
-            "rejected": [(names[i][0], names[i][1], float(values[i]))
-                         for i in np.flatnonzero(rejected)]}
+    return {
+        "passed": not rejected.any(),
+        "largest": float(np.abs(values).max()),
+        "bound": bound,
+        "m": m,
+        "rejected": [(names[i][0], names[i][1], float(values[i])) for i in np.flatnonzero(rejected)],
+    }
 
 
 def calibration(z: dict, runs: int, alpha: float = 0.05) -> dict:
@@ -110,7 +114,7 @@ def calibration(z: dict, runs: int, alpha: float = 0.05) -> dict:
             points = np.asarray(last.sel(kind=kind).values, dtype=float).ravel()
             found[(str(kind), k, "ks")] = float(stats.kstest(points, "t", args=(runs - 1,)).pvalue)
             scores = stats.norm.isf(stats.t.sf(points, runs - 1))
-            found[(str(kind), k, "chi2")] = float(stats.chi2.sf(np.sum(scores ** 2), len(points)))
+            found[(str(kind), k, "chi2")] = float(stats.chi2.sf(np.sum(scores**2), len(points)))
     level = alpha / len(found)
     smallest = min(found.values())
     return {"passed": smallest > level, "smallest": smallest, "level": level, "p": found}

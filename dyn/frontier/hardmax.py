@@ -147,6 +147,7 @@ at the step `hardmax_dt` <= 1 whatever the method: along dx/dt = v - x, RK4's st
 stay on the segment [x, v] and its amplification factor is in (0, 1), so no token overshoots
 its vertex (an adaptive pair, once the field is ~0, grows its step past stability and does).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -242,53 +243,59 @@ class Hardmax(dyn.Model):
         "n": dyn.Field("int", 32, "tokens n (vertices first)", lo=3, hi=2048),
         "d": dyn.Field("int", 2, "dimension d", lo=2, hi=64),
         "vertices": dyn.Field("int", 8, "vertices m of the hull (m < n)", lo=3, hi=512),
-        "layout": dyn.Field("str", "polygon", "vertices: regular polygon or random on the "
-                            "B-unit sphere", choices=LAYOUTS),
+        "layout": dyn.Field(
+            "str", "polygon", "vertices: regular polygon or random on the B-unit sphere", choices=LAYOUTS
+        ),
         "beta": dyn.Field("float", 16.0, "inverse temperature beta", gt=0.0, hi=1e4),
         "kq_ratio": dyn.Field("float", 1.0, "B = diag(1, kq_ratio, ...)", lo=0.1, hi=10.0),
-        "tie_tol": dyn.Field("float", 1e-12, "hardmax ties: scores within tie_tol max(1, |top|)"
-                             " of the top are averaged", lo=0.0, hi=1e-3),
+        "tie_tol": dyn.Field(
+            "float", 1e-12, "hardmax ties: scores within tie_tol max(1, |top|) of the top are averaged", lo=0.0, hi=1e-3
+        ),
         "hardmax": dyn.Field("bool", False, "the point's flow is the hardmax flow (beta unused)"),
-        "hardmax_dt": dyn.Field("float", 0.25, "RK4 step of the hardmax flow (<= 1: monotone)",
-                                gt=0.0, hi=1.0),
-        "window": dyn.Field("float", 10.0, "deviation: sup over saved t <= window", gt=0.0,
-                            hi=1e6),
-        "escape": dyn.Field("float", 0.25, "trapping: a vertex token moved this far", gt=0.0,
-                            hi=2.0),
+        "hardmax_dt": dyn.Field("float", 0.25, "RK4 step of the hardmax flow (<= 1: monotone)", gt=0.0, hi=1.0),
+        "window": dyn.Field("float", 10.0, "deviation: sup over saved t <= window", gt=0.0, hi=1e6),
+        "escape": dyn.Field("float", 0.25, "trapping: a vertex token moved this far", gt=0.0, hi=2.0),
     }
     drift = staticmethod(drift)
 
     def validate(self, spec) -> None:
         if spec["vertices"] >= spec["n"]:
-            raise dyn.ScenarioError("params.vertices", f"must be < n = {spec['n']} (interior "
-                                    f"tokens), got {spec['vertices']}")
+            raise dyn.ScenarioError(
+                "params.vertices", f"must be < n = {spec['n']} (interior tokens), got {spec['vertices']}"
+            )
         super().validate(spec)
 
     def outputs(self, setup):
         return [
-            dyn.Output("distance", "mean over tokens of |x_beta(t) - x_hardmax(t)|", "1", ("time",),
-                       reduce="mean_se"),
-            dyn.Output("deviation", "sup over t <= window of the mean |x_beta - x_hardmax|", "1",
-                       reduce="mean_se"),
-            dyn.Output("trap_time", "first time a vertex token of the beta flow moved > escape",
-                       "1", reduce="time_to_event"),
-            dyn.Output("straightness", "hardmax paths: largest distance from the line x_i(0) -> "
-                       "its end vertex", "1", reduce="max"),
-            dyn.Output("exact_error", "hardmax paths: largest |x_i(t) - v - (x_i(0) - v) e^-t|",
-                       "1", reduce="max"),
-            dyn.Output("vertex_motion", "hardmax: largest displacement of a vertex token", "1",
-                       reduce="max"),
-            dyn.Output("cell_agreement", "share of interior tokens ending at argmax_k <B x_i(0),"
-                       " v_k>", "1", reduce="mean_se"),
-            dyn.Output("crossed", "share of interior tokens of the beta flow nearest, at t = window, "
-                       "to another vertex than their hardmax path's", "1", reduce="mean_se"),
+            dyn.Output("distance", "mean over tokens of |x_beta(t) - x_hardmax(t)|", "1", ("time",), reduce="mean_se"),
+            dyn.Output("deviation", "sup over t <= window of the mean |x_beta - x_hardmax|", "1", reduce="mean_se"),
+            dyn.Output(
+                "trap_time", "first time a vertex token of the beta flow moved > escape", "1", reduce="time_to_event"
+            ),
+            dyn.Output(
+                "straightness",
+                "hardmax paths: largest distance from the line x_i(0) -> its end vertex",
+                "1",
+                reduce="max",
+            ),
+            dyn.Output("exact_error", "hardmax paths: largest |x_i(t) - v - (x_i(0) - v) e^-t|", "1", reduce="max"),
+            dyn.Output("vertex_motion", "hardmax: largest displacement of a vertex token", "1", reduce="max"),
+            dyn.Output(
+                "cell_agreement", "share of interior tokens ending at argmax_k <B x_i(0), v_k>", "1", reduce="mean_se"
+            ),
+            dyn.Output(
+                "crossed",
+                "share of interior tokens of the beta flow nearest, at t = window, "
+                "to another vertex than their hardmax path's",
+                "1",
+                reduce="mean_se",
+            ),
         ]
 
     def trajectory_dims(self, setup):
         sizes = {key: set(setup.values_of(key)) for key in ("n", "d")}
         if any(len(v) != 1 for v in sizes.values()):
-            raise dyn.ScenarioError("output.trajectories", "saving trajectories needs params.n "
-                                    "and params.d fixed")
+            raise dyn.ScenarioError("output.trajectories", "saving trajectories needs params.n and params.d fixed")
         return {"flow": 2, "token": sizes["n"].pop(), "coordinate": sizes["d"].pop()}
 
     def run_bytes(self, spec) -> int:
@@ -322,12 +329,18 @@ class Hardmax(dyn.Model):
         keyed by the starts and the save times themselves, the same numbers either way."""
         times = np.asarray(spec.times, float)
         digest = hashlib.sha256(x0.tobytes() + times.tobytes()).hexdigest()
-        key = ("hardmax_flow", digest, x0.shape, spec["kq_ratio"], spec["tie_tol"],
-               spec["hardmax_dt"], spec.solver.backend)
+        key = (
+            "hardmax_flow",
+            digest,
+            x0.shape,
+            spec["kq_ratio"],
+            spec["tie_tol"],
+            spec["hardmax_dt"],
+            spec.solver.backend,
+        )
         other = dataclasses.replace(spec, values={**spec.values, "hardmax": True})
         rk4 = integrators.get(spec.solver.backend, "rk4", dt=spec["hardmax_dt"])
-        return spec.setup.shared(key, lambda: rk4.solve(self.problem(other, x0.shape[1:]), x0,
-                                                        spec.times))
+        return spec.setup.shared(key, lambda: rk4.solve(self.problem(other, x0.shape[1:]), x0, spec.times))
 
     def observe(self, spec, states):
         """states (runs, times, 2, n, d): the point's flow and the hardmax flow."""
@@ -352,16 +365,20 @@ class Hardmax(dyn.Model):
         # its hardmax path for good (the band of width ~1/beta at the cell boundaries)
         last = np.searchsorted(times, spec["window"], side="right") - 1  # last save <= window
         near = np.argmin(np.linalg.norm(flow[:, last, m:, None] - v[:, None], axis=-1), axis=-1)
-        return dyn.Chunk({
-            "distance": gap,
-            "deviation": gap[:, inside].max(axis=1),
-            "trap_time": first_passage(times, moved, spec["escape"]),
-            "straightness": off.max(axis=(1, 2)),
-            "exact_error": np.linalg.norm(hard[:, :, m:] - law, axis=-1).max(axis=(1, 2)),
-            "vertex_motion": np.linalg.norm(hard[:, :, :m] - v[:, None], axis=-1).max(axis=(1, 2)),
-            "cell_agreement": (cells == end).mean(axis=1),
-            "crossed": (near != end).mean(axis=1),
-        }, states=states, finite=np.isfinite(states).all(axis=(1, 2, 3, 4)))
+        return dyn.Chunk(
+            {
+                "distance": gap,
+                "deviation": gap[:, inside].max(axis=1),
+                "trap_time": first_passage(times, moved, spec["escape"]),
+                "straightness": off.max(axis=(1, 2)),
+                "exact_error": np.linalg.norm(hard[:, :, m:] - law, axis=-1).max(axis=(1, 2)),
+                "vertex_motion": np.linalg.norm(hard[:, :, :m] - v[:, None], axis=-1).max(axis=(1, 2)),
+                "cell_agreement": (cells == end).mean(axis=1),
+                "crossed": (near != end).mean(axis=1),
+            },
+            states=states,
+            finite=np.isfinite(states).all(axis=(1, 2, 3, 4)),
+        )
 
 
 def first_passage(times: np.ndarray, level: np.ndarray, bar: float) -> np.ndarray:
@@ -383,6 +400,7 @@ def first_passage(times: np.ndarray, level: np.ndarray, bar: float) -> np.ndarra
 
 # ---- fits across the sweep (read from the file) ------------------------------------------------
 
+
 def convergence_rate(beta, deviation, level: float = 0.95) -> dict:
     """Least-squares slope of log deviation against log beta, with its Student-t interval."""
     from scipy import stats
@@ -399,12 +417,10 @@ def law_exponent(beta, deviation, terms: int, level: float = 0.95) -> tuple[floa
     from scipy import stats
 
     beta = np.asarray(beta, float)
-    design = np.column_stack([np.ones_like(beta), np.log(beta)]
-                             + [beta ** -k for k in range(1, terms)])
+    design = np.column_stack([np.ones_like(beta), np.log(beta)] + [beta**-k for k in range(1, terms)])
     dof = beta.size - design.shape[1]
     if dof < 1:
-        raise ValueError(f"a {terms}-term law needs >= {design.shape[1] + 1} values of beta, "
-                         f"got {beta.size}")
+        raise ValueError(f"a {terms}-term law needs >= {design.shape[1] + 1} values of beta, got {beta.size}")
     y = np.log(np.asarray(deviation, float))
     coef, *_ = np.linalg.lstsq(design, y, rcond=None)
     residual = y - design @ coef
@@ -423,9 +439,17 @@ def convergence_law(beta, deviation, terms: int = 2, level: float = 0.95) -> dic
     rate, half, coef = law_exponent(beta, deviation, terms, level)
     more, _, _ = law_exponent(beta, deviation, terms + 1, level)
     reach = half + abs(rate - more)
-    return {"rate": rate, "lo": rate - reach, "hi": rate + reach, "fit_lo": rate - half,
-            "fit_hi": rate + half, "truncation": abs(rate - more), "next_rate": more,
-            "kappa": [float(k) for k in coef[2:]], "scale": float(math.exp(coef[0]))}
+    return {
+        "rate": rate,
+        "lo": rate - reach,
+        "hi": rate + reach,
+        "fit_lo": rate - half,
+        "fit_hi": rate + half,
+        "truncation": abs(rate - more),
+        "next_rate": more,
+        "kappa": [float(k) for k in coef[2:]],
+        "scale": float(math.exp(coef[0])),
+    }
 
 
 def trapping_rate(beta, times, resamples: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
@@ -478,11 +502,14 @@ def fits(path) -> dict:
     regular = ~(median <= TRAPPED_AFTER * window) & (ds["crossed"].values == 0)  # NaN: censored
     formed = ~(median <= FORMED_BY)
     dev = ds["deviation"].values
-    return {"convergence": convergence_rate(beta[regular], dev[regular]),
-            "law": convergence_law(beta[regular], dev[regular]),
-            "convergence_beta": beta[regular],
-            "trapping": trapping_rate(beta[formed], ds["trap_time_per_run"].values[formed]),
-            "gap": polygon_gap(int(params["vertices"])), "params": params}
+    return {
+        "convergence": convergence_rate(beta[regular], dev[regular]),
+        "law": convergence_law(beta[regular], dev[regular]),
+        "convergence_beta": beta[regular],
+        "trapping": trapping_rate(beta[formed], ds["trap_time_per_run"].values[formed]),
+        "gap": polygon_gap(int(params["vertices"])),
+        "params": params,
+    }
 
 
 def figure(path, out) -> dict:
@@ -513,38 +540,82 @@ def figure(path, out) -> dict:
     dev, se = ds["deviation"].values, ds["deviation_se"].values
     regular = np.isin(beta, found["convergence_beta"])
     law = found["law"]
-    ax[1].errorbar(beta[regular], beta[regular] * dev[regular], beta[regular] * se[regular],
-                   fmt="o", label="beta sup_{t<=window} mean |x_beta - x_hard|: fitted")
-    ax[1].errorbar(beta[~regular], beta[~regular] * dev[~regular], beta[~regular] * se[~regular],
-                   fmt="o", mfc="none", color="C0",
-                   label="a token crossed to another vertex, or escapes")
+    ax[1].errorbar(
+        beta[regular],
+        beta[regular] * dev[regular],
+        beta[regular] * se[regular],
+        fmt="o",
+        label="beta sup_{t<=window} mean |x_beta - x_hard|: fitted",
+    )
+    ax[1].errorbar(
+        beta[~regular],
+        beta[~regular] * dev[~regular],
+        beta[~regular] * se[~regular],
+        fmt="o",
+        mfc="none",
+        color="C0",
+        label="a token crossed to another vertex, or escapes",
+    )
     grid = np.geomspace(beta[regular].min(), beta[regular].max(), 100)
     kappa = law["kappa"][0]
-    ax[1].plot(grid, law["scale"] * grid ** (law["rate"] + 1.0) * np.exp(kappa / grid), "--",
-               color="C1", label=f"beta^p (c1 + c2/beta): p = {law['rate']:.5f} "
-               f"[{law['lo']:.5f}, {law['hi']:.5f}]")
-    ax[1].axhline(law["scale"], color="k", ls=":", lw=1,
-                  label=f"c1 (rate -1); one-term slope {conv['rate']:.4f} "
-                  f"[{conv['lo']:.4f}, {conv['hi']:.4f}], c2/c1 = {kappa:.2f}")
+    ax[1].plot(
+        grid,
+        law["scale"] * grid ** (law["rate"] + 1.0) * np.exp(kappa / grid),
+        "--",
+        color="C1",
+        label=f"beta^p (c1 + c2/beta): p = {law['rate']:.5f} [{law['lo']:.5f}, {law['hi']:.5f}]",
+    )
+    ax[1].axhline(
+        law["scale"],
+        color="k",
+        ls=":",
+        lw=1,
+        label=f"c1 (rate -1); one-term slope {conv['rate']:.4f} "
+        f"[{conv['lo']:.4f}, {conv['hi']:.4f}], c2/c1 = {kappa:.2f}",
+    )
     top = 1.5 * law["scale"]  # the escapes at the smallest betas, off the top: their values
     off = beta * dev > top
     if off.any():
-        ax[1].text(0.03, 0.97, "off the top: " + ", ".join(
-            f"{y:.1f} (beta {b:g})" for b, y in zip(beta[off], beta[off] * dev[off], strict=True)),
-            transform=ax[1].transAxes, va="top", fontsize=7, color="C0")
-    ax[1].set(xscale="log", ylim=(0.9 * law["scale"], top), xlabel="beta",
-              ylabel="beta x deviation", title="finite beta -> hardmax: (c1 + c2/beta) / beta")
+        ax[1].text(
+            0.03,
+            0.97,
+            "off the top: "
+            + ", ".join(f"{y:.1f} (beta {b:g})" for b, y in zip(beta[off], beta[off] * dev[off], strict=True)),
+            transform=ax[1].transAxes,
+            va="top",
+            fontsize=7,
+            color="C0",
+        )
+    ax[1].set(
+        xscale="log",
+        ylim=(0.9 * law["scale"], top),
+        xlabel="beta",
+        ylabel="beta x deviation",
+        title="finite beta -> hardmax: (c1 + c2/beta) / beta",
+    )
     ax[1].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     med = ds["trap_time_median"].values
-    ax[2].errorbar(beta, med, [med - ds["trap_time_median_lower"].values,
-                               ds["trap_time_median_upper"].values - med], fmt="o",
-                   label="median trapping time (95%)")
+    ax[2].errorbar(
+        beta,
+        med,
+        [med - ds["trap_time_median_lower"].values, ds["trap_time_median_upper"].values - med],
+        fmt="o",
+        label="median trapping time (95%)",
+    )
     used = np.isin(beta, trap["used"])
     a = np.polyfit(trap["used"], np.log(trap["used"] * med[used]), 1)
-    ax[2].plot(beta[used], np.exp(a[1] + a[0] * beta[used]) / beta[used], "--",
-               label=f"fit e^(c beta)/beta, c = {trap['rate']:.3f} [{trap['lo']:.3f}, {trap['hi']:.3f}]")
-    ax[2].plot(beta[used], np.exp(g * beta[used]) / (4 * beta[used] * g * g), ":k",
-               label=f"equal masses e^(g beta)/(4 beta g^2), g = {g:.3f}")
+    ax[2].plot(
+        beta[used],
+        np.exp(a[1] + a[0] * beta[used]) / beta[used],
+        "--",
+        label=f"fit e^(c beta)/beta, c = {trap['rate']:.3f} [{trap['lo']:.3f}, {trap['hi']:.3f}]",
+    )
+    ax[2].plot(
+        beta[used],
+        np.exp(g * beta[used]) / (4 * beta[used] * g * g),
+        ":k",
+        label=f"equal masses e^(g beta)/(4 beta g^2), g = {g:.3f}",
+    )
     ax[2].set(yscale="log", xlabel="beta", title="trapping near the vertices")
     ax[2].legend(fontsize=8)
     fig.tight_layout()

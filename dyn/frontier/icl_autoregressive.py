@@ -83,6 +83,7 @@ mean is (a log T + b) / T. With N runs the sample mean sees gaps down to about 1
 follows log T / T up to T ~ N and falls like 1/T beyond (256 runs to T = 8192: slope -1.01 on
 T >= 256).
 """
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -104,15 +105,20 @@ def block_loss(c, p_rows, used):
     rho = c.sum(axis=1)
     up, lo = jnp.diagonal(c, 1)[::2], jnp.diagonal(c, -1)[::2]
     tau = jnp.sum(rho[::2] * up + rho[1::2] * lo)
-    omega = jnp.sum(up ** 2 + lo ** 2)
+    omega = jnp.sum(up**2 + lo**2)
     p = jnp.where(used, p_rows, 0.0)
     rows = jnp.arange(p.shape[0])
     u, v = p[rows, rows], p[rows, rows + 1]
-    total, square = p.sum(axis=1), (p ** 2).sum(axis=1)
-    q_total, q_square = total - u, square - u ** 2
-    per_row = (u ** 2 * jnp.sum(rho ** 2) + (square - u ** 2) * jnp.sum(c ** 2)
-               + 2 * u * q_total * tau + (q_total ** 2 - q_square) * omega
-               - 2 * v * jnp.trace(c) + d)
+    total, square = p.sum(axis=1), (p**2).sum(axis=1)
+    q_total, q_square = total - u, square - u**2
+    per_row = (
+        u**2 * jnp.sum(rho**2)
+        + (square - u**2) * jnp.sum(c**2)
+        + 2 * u * q_total * tau
+        + (q_total**2 - q_square) * omega
+        - 2 * v * jnp.trace(c)
+        + d
+    )
     return jnp.sum(per_row)
 
 
@@ -157,8 +163,9 @@ def _c_e(c):
 def e_spread(theta):
     c, _ = _parts(theta)
     cc, e, up, lo = _c_e(c)
-    return jnp.sqrt(jnp.mean((jnp.concatenate([up, lo]) - e) ** 2)
-                    + jnp.mean((jnp.diagonal(c) - cc) ** 2)) / jnp.abs(cc)
+    return jnp.sqrt(jnp.mean((jnp.concatenate([up, lo]) - e) ** 2) + jnp.mean((jnp.diagonal(c) - cc) ** 2)) / jnp.abs(
+        cc
+    )
 
 
 def _positional(theta):
@@ -201,7 +208,7 @@ def hessian_min(theta):
     def of(x):
         parts, at = {}, 0
         for k, s, n in zip(names, shapes, sizes, strict=True):
-            parts[k] = x[at:at + n].reshape(s)
+            parts[k] = x[at : at + n].reshape(s)
             at += n
         return training_loss(parts, {})
 
@@ -216,24 +223,33 @@ def hessian_law(theta):
 
 
 _TRAINING = dyn.gradient_flow(
-    training_loss, name="icl_autoregressive",
+    training_loss,
+    name="icl_autoregressive",
     description="one-layer linear transformer trained on s_{t+1} = W s_t (commuting "
-                "orthogonal W): gradient flow of the closed-form loss over (A, B, P)",
-    weights={"A": lambda spec: (_heads(spec), spec["d"]),
-             "B": lambda spec: (_heads(spec), spec["d"]),
-             "P": lambda spec: (spec["context"], spec["context"])},
-    params={"d": dyn.Field("int", 4, "token dimension d (even: d/2 rotation planes)", lo=2,
-                           hi=32),
-            "heads": dyn.Field("int", 0, "heads H (0: H = d; the loss reaches 0 for H >= d)",
-                               lo=0, hi=64),
-            "context": dyn.Field("int", 8, "sequence length T of the positional matrix", lo=3,
-                                 hi=64),
-            "init_scale": dyn.Field("float", 0.3, "scale of the standard normal start", lo=0.0,
-                                    hi=10.0)},
-    observables={"off_share": off_share, "off_block": off_block, "block_asym": block_asym,
-                 "e_spread": e_spread, "pos_off_last": pos_off_last,
-                 "pos_off_two": pos_off_two, "trig": trig, "hessian_min": hessian_min,
-                 "hessian_law": hessian_law})
+    "orthogonal W): gradient flow of the closed-form loss over (A, B, P)",
+    weights={
+        "A": lambda spec: (_heads(spec), spec["d"]),
+        "B": lambda spec: (_heads(spec), spec["d"]),
+        "P": lambda spec: (spec["context"], spec["context"]),
+    },
+    params={
+        "d": dyn.Field("int", 4, "token dimension d (even: d/2 rotation planes)", lo=2, hi=32),
+        "heads": dyn.Field("int", 0, "heads H (0: H = d; the loss reaches 0 for H >= d)", lo=0, hi=64),
+        "context": dyn.Field("int", 8, "sequence length T of the positional matrix", lo=3, hi=64),
+        "init_scale": dyn.Field("float", 0.3, "scale of the standard normal start", lo=0.0, hi=10.0),
+    },
+    observables={
+        "off_share": off_share,
+        "off_block": off_block,
+        "block_asym": block_asym,
+        "e_spread": e_spread,
+        "pos_off_last": pos_off_last,
+        "pos_off_two": pos_off_two,
+        "trig": trig,
+        "hessian_min": hessian_min,
+        "hessian_law": hessian_law,
+    },
+)
 
 
 class ICLTraining(_TRAINING):
@@ -241,8 +257,7 @@ class ICLTraining(_TRAINING):
 
     def validate(self, spec) -> None:
         if spec["d"] % 2:
-            raise dyn.ScenarioError("params.d", f"d must be even (d/2 rotation planes), got "
-                                    f"{spec['d']}")
+            raise dyn.ScenarioError("params.d", f"d must be even (d/2 rotation planes), got {spec['d']}")
         super().validate(spec)
 
 
@@ -257,6 +272,7 @@ def local_rate(times, loss, lo=1e-13, hi=1e-7) -> float:
 
 # --- second part: the one gradient step against the context length --------------------------
 
+
 def rotations(rng, d: int) -> np.ndarray:
     """Angles of a commuting orthogonal W: d/2 planar rotations by uniform angles."""
     return rng.uniform(0.0, 2 * np.pi, d // 2)
@@ -266,7 +282,7 @@ def matrix(angles: np.ndarray) -> np.ndarray:
     """W, block diagonal with the rotations R(angle)."""
     w = np.zeros((2 * angles.size, 2 * angles.size))
     for k, a in enumerate(angles):
-        w[2 * k:2 * k + 2, 2 * k:2 * k + 2] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
+        w[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
     return w
 
 
@@ -305,15 +321,15 @@ class ICLContext(dyn.System):
     def trajectory_dims(self, setup) -> dict[str, int]:
         sizes = set(setup.values_of("d"))
         if len(sizes) != 1:
-            raise dyn.ScenarioError("output.trajectories", "saving trajectories needs params.d "
-                                    "fixed")
+            raise dyn.ScenarioError("output.trajectories", "saving trajectories needs params.d fixed")
         d = int(sizes.pop())
         return {"row": d + 1, "coordinate": d}
 
     def outputs(self, setup) -> list:
-        return [dyn.Output("error", "|Gamma_T s_{T+1} - s_{T+2}| / sqrt d", "1",
-                           reduce="per_run"),
-                dyn.Output("mean_error", "mean over W of the error", "1")]
+        return [
+            dyn.Output("error", "|Gamma_T s_{T+1} - s_{T+2}| / sqrt d", "1", reduce="per_run"),
+            dyn.Output("mean_error", "mean over W of the error", "1"),
+        ]
 
     @staticmethod
     def reference(x0, t):
@@ -335,5 +351,6 @@ class ICLContext(dyn.System):
             later = np.vstack([w, guess])
             states.append(np.stack([np.vstack([w, query])] + [later] * (len(spec.times) - 1)))
         errors = np.array(errors)
-        return dyn.Chunk({"error": errors, "mean_error": errors},
-                         states=np.stack(states) if spec.setup.trajectories else None)
+        return dyn.Chunk(
+            {"error": errors, "mean_error": errors}, states=np.stack(states) if spec.setup.trajectories else None
+        )

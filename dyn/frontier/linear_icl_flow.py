@@ -82,6 +82,7 @@ nor its parameters, so Gamma - Gamma* and the closed form are computed by a subc
 ``observe``; a learning rate is not a solver option a sweep can name, so ``steps`` sets the point's
 step through ``spec.variant(dt=...)``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -93,18 +94,20 @@ START = ("paper", "paper_random", "gaussian")
 PARAMS = {
     "d": dyn.Field("int", 4, "dimension d of the inputs x (at most 8)", lo=1, hi=D),
     "N": dyn.Field("int", 10, "prompt length N (labelled examples per prompt)", lo=1, hi=10**6),
-    "lam": dyn.Field("float", 1.0, "largest eigenvalue of the input covariance Lambda", gt=0.0,
-                     hi=10.0),
-    "kappa": dyn.Field("float", 1.0, "condition number of Lambda (1: isotropic)", lo=1.0,
-                       hi=1e3),
-    "angle": dyn.Field("float", 0.0, "Givens angle of Lambda's eigenbasis", lo=-np.pi,
-                       hi=np.pi),
-    "start": dyn.Field("str", "paper", "paper: Theta Theta^T = I/sqrt(d); paper_random: Theta "
-                       "standard normal per run; gaussian: u, U with N(0, 1) entries",
-                       choices=START),
+    "lam": dyn.Field("float", 1.0, "largest eigenvalue of the input covariance Lambda", gt=0.0, hi=10.0),
+    "kappa": dyn.Field("float", 1.0, "condition number of Lambda (1: isotropic)", lo=1.0, hi=1e3),
+    "angle": dyn.Field("float", 0.0, "Givens angle of Lambda's eigenbasis", lo=-np.pi, hi=np.pi),
+    "start": dyn.Field(
+        "str",
+        "paper",
+        "paper: Theta Theta^T = I/sqrt(d); paper_random: Theta "
+        "standard normal per run; gaussian: u, U with N(0, 1) entries",
+        choices=START,
+    ),
     "init_scale": dyn.Field("float", 0.1, "sigma: the scale of the start", gt=0.0, hi=10.0),
-    "steps": dyn.Field("int", 0, "gradient-descent steps per unit time, eta = 1/steps (0: the "
-                       "integrator's own step)", lo=0, hi=1 << 16),
+    "steps": dyn.Field(
+        "int", 0, "gradient-descent steps per unit time, eta = 1/steps (0: the integrator's own step)", lo=0, hi=1 << 16
+    ),
 }
 
 
@@ -124,7 +127,7 @@ def covariance(d: int, lam: float, kappa: float, angle: float) -> np.ndarray:
 
 def padded(matrix: np.ndarray) -> np.ndarray:
     out = np.zeros((D, D))
-    out[:matrix.shape[0], :matrix.shape[1]] = matrix
+    out[: matrix.shape[0], : matrix.shape[1]] = matrix
     return out
 
 
@@ -137,8 +140,9 @@ def gamma_star(lam_cov: np.ndarray, n: int) -> np.ndarray:
 def loss_of_gamma(gamma, lam_cov, n, xp=np):
     """The population loss 1/2 [tr(G^T L G B) - 2 tr(L G L) + tr L] (module doc)."""
     b = (1.0 + 1.0 / n) * lam_cov @ lam_cov + xp.trace(lam_cov) / n * lam_cov
-    return 0.5 * (xp.trace(gamma.T @ lam_cov @ gamma @ b) - 2.0 * xp.trace(lam_cov @ gamma @ lam_cov)
-                  + xp.trace(lam_cov))
+    return 0.5 * (
+        xp.trace(gamma.T @ lam_cov @ gamma @ b) - 2.0 * xp.trace(lam_cov @ gamma @ lam_cov) + xp.trace(lam_cov)
+    )
 
 
 def loss_star(lam_cov: np.ndarray, n: int) -> float:
@@ -149,9 +153,9 @@ def closed_form(d: int, n: int, lam: float, sigma: float, t) -> tuple[np.ndarray
     """(p(t), L(t)) of the isotropic flow from the paper's start (module doc): Gamma = p I."""
     t = np.asarray(t, dtype=float)
     c = 1.0 + (d + 1.0) / n
-    r, cap, p0 = 2.0 * np.sqrt(d) * lam ** 2, 1.0 / (lam * c), sigma ** 2 / np.sqrt(d)
+    r, cap, p0 = 2.0 * np.sqrt(d) * lam**2, 1.0 / (lam * c), sigma**2 / np.sqrt(d)
     p = cap / (1.0 + (cap / p0 - 1.0) * np.exp(-r * t))
-    return p, d / 2.0 * (lam ** 3 * c * p ** 2 - 2.0 * lam ** 2 * p + lam)
+    return p, d / 2.0 * (lam**3 * c * p**2 - 2.0 * lam**2 * p + lam)
 
 
 def field(theta: np.ndarray, lam_cov: np.ndarray, n: int) -> np.ndarray:
@@ -197,10 +201,16 @@ def start(spec, runs: int) -> dict:
 
 
 _Flow = dyn.gradient_flow(
-    population_loss, name="linear_icl_flow", weights={"u": (1,), "U": (D, D)}, data=data,
-    params=PARAMS, init=start, observables={"u": lambda theta: theta["u"][0]},
+    population_loss,
+    name="linear_icl_flow",
+    weights={"u": (1,), "U": (D, D)},
+    data=data,
+    params=PARAMS,
+    init=start,
+    observables={"u": lambda theta: theta["u"][0]},
     description="linear self-attention trained on in-context linear regression: gradient flow "
-                "(or descent) of the population loss")
+    "(or descent) of the population loss",
+)
 
 _REFERENCE_CACHE: dict = {}  # (start, parameters) -> (t, state): the flow continued in time
 
@@ -217,8 +227,7 @@ def reference(x0, d, N, lam, kappa, angle, t):
     if t < t0:
         t0, state = 0.0, x0[0]
     if t > t0:
-        sol = solve_ivp(lambda _, y: field(y, lam_cov, int(N)), (t0, t), state, method="DOP853",
-                        rtol=1e-12, atol=1e-14)
+        sol = solve_ivp(lambda _, y: field(y, lam_cov, int(N)), (t0, t), state, method="DOP853", rtol=1e-12, atol=1e-14)
         state = sol.y[:, -1]
     if len(_REFERENCE_CACHE) > 4096:
         _REFERENCE_CACHE.clear()
@@ -241,9 +250,12 @@ class LinearICLFlow(_Flow):
 
     def validate(self, spec) -> None:
         if int(spec["steps"]) > 0 and spec.solver.method != "euler":
-            raise dyn.ScenarioError("params.steps", "steps > 0 is gradient descent: Euler's "
-                                    f"method, not {spec.solver.method} (set [integrator] "
-                                    "method = \"euler\", or steps = 0)")
+            raise dyn.ScenarioError(
+                "params.steps",
+                "steps > 0 is gradient descent: Euler's "
+                f"method, not {spec.solver.method} (set [integrator] "
+                'method = "euler", or steps = 0)',
+            )
         super().validate(self.stepped(spec))
 
     def simulate(self, spec, runs):
@@ -257,17 +269,27 @@ class LinearICLFlow(_Flow):
 
     def outputs(self, setup):
         return super().outputs(setup) + [
-            dyn.Output("gamma_error", "max_ij |Gamma - Gamma*|, Gamma = u U^T (largest over runs)",
-                       dims=("time",), reduce="max"),
-            dyn.Output("gamma_error_final", "max_ij |Gamma - Gamma*| at the horizon (largest over "
-                       "runs)", reduce="max"),
-            dyn.Output("loss_gap", "L - L*: the loss above its minimum (mean over runs)",
-                       dims=("time",)),
-            dyn.Output("loss_closed_error", "|L - L(t)|: the loss against the closed-form flow "
-                       "(largest over runs; NaN without one)", dims=("time",), reduce="max",
-                       nan_means="no closed form: kappa > 1 or another start"),
-            dyn.Output("imbalance", "u^2 - ||U||_F^2, conserved by the flow (largest |.| over "
-                       "runs)", dims=("time",), reduce="max"),
+            dyn.Output(
+                "gamma_error",
+                "max_ij |Gamma - Gamma*|, Gamma = u U^T (largest over runs)",
+                dims=("time",),
+                reduce="max",
+            ),
+            dyn.Output("gamma_error_final", "max_ij |Gamma - Gamma*| at the horizon (largest over runs)", reduce="max"),
+            dyn.Output("loss_gap", "L - L*: the loss above its minimum (mean over runs)", dims=("time",)),
+            dyn.Output(
+                "loss_closed_error",
+                "|L - L(t)|: the loss against the closed-form flow (largest over runs; NaN without one)",
+                dims=("time",),
+                reduce="max",
+                nan_means="no closed form: kappa > 1 or another start",
+            ),
+            dyn.Output(
+                "imbalance",
+                "u^2 - ||U||_F^2, conserved by the flow (largest |.| over runs)",
+                dims=("time",),
+                reduce="max",
+            ),
         ]
 
     def observe(self, spec, states):
@@ -287,5 +309,5 @@ class LinearICLFlow(_Flow):
             _, law = closed_form(d, n, spec["lam"], float(spec["init_scale"]), spec.times)
             closed = np.abs(values["loss"] - law[None, :])
         values["loss_closed_error"] = closed
-        values["imbalance"] = np.abs(u ** 2 - (big ** 2).sum(axis=(-1, -2)))
+        values["imbalance"] = np.abs(u**2 - (big**2).sum(axis=(-1, -2)))
         return chunk

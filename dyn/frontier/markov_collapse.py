@@ -101,6 +101,7 @@ draw at each step. :class:`dyn.Model` integrates a drift and a Gaussian diffusio
 it has no categorical noise and no discrete state, so the generation is a :class:`dyn.System`
 whose ``simulate`` runs the urn (numba). The mean ODE is solved by scipy as a reference.
 """
+
 from __future__ import annotations
 
 import numba
@@ -178,9 +179,15 @@ def urn_ode(p, s0, taus) -> np.ndarray:
     from scipy.integrate import solve_ivp
 
     taus = np.asarray(taus, dtype=float)
-    sol = solve_ivp(lambda t, s: stationary(np.maximum(s, 0.0), p) - s, (0.0, taus.max()),
-                    np.asarray(s0, dtype=float), t_eval=taus, method="LSODA", rtol=1e-10,
-                    atol=1e-14)
+    sol = solve_ivp(
+        lambda t, s: stationary(np.maximum(s, 0.0), p) - s,
+        (0.0, taus.max()),
+        np.asarray(s0, dtype=float),
+        t_eval=taus,
+        method="LSODA",
+        rtol=1e-10,
+        atol=1e-14,
+    )
     return sol.y.T
 
 
@@ -304,8 +311,9 @@ def _generate(p, counts0, q0, saves, window, uniforms, winner, mark):
 def _token_count(setup) -> int:
     sizes = set(setup.values_of("K"))
     if len(sizes) != 1:
-        raise dyn.ScenarioError("params.K", "the winners' distribution is over the tokens: K must "
-                                "be one value in the sweep")
+        raise dyn.ScenarioError(
+            "params.K", "the winners' distribution is over the tokens: K must be one value in the sweep"
+        )
     return int(sizes.pop())
 
 
@@ -319,31 +327,46 @@ class MarkovCollapse(dyn.System):
     urn's mean ODE (module doc)."""
 
     name = "markov_collapse"
-    description = ("one-hot self-attention generating on its own output: the CCMC urn's "
-                   "collapse against its mean ODE ds/dtau = pi(s) - s")
+    description = (
+        "one-hot self-attention generating on its own output: the CCMC urn's "
+        "collapse against its mean ODE ds/dtau = pi(s) - s"
+    )
     default_plot = "top_share"
     integrator = frozenset({"horizon"})
     params = {
         "K": dyn.Field("int", 8, "vocabulary size (one-hot tokens)", lo=2, hi=64),
-        "kind": dyn.Field("str", "diagonal", "key-query matrix W: fitness (W[k, q] = beta g_k, "
-                          "key-only), diagonal (beta I + G), random (beta G); g, G standard "
-                          "normal, common to every point", choices=KINDS),
+        "kind": dyn.Field(
+            "str",
+            "diagonal",
+            "key-query matrix W: fitness (W[k, q] = beta g_k, "
+            "key-only), diagonal (beta I + G), random (beta G); g, G standard "
+            "normal, common to every point",
+            choices=KINDS,
+        ),
         "beta": dyn.Field("float", 2.0, "scale of W (module doc)", lo=0.0, hi=50.0),
-        "prompt_copies": dyn.Field("int", 1, "the prompt is 0, 1, .., K-1 repeated this many "
-                                   "times", lo=1, hi=10**5),
-        "window": dyn.Field("int", 100, "n_sampled counts distinct tokens among the last "
-                            "`window` generated", lo=1, hi=10**6),
-        "predict_at": dyn.Field("int", 1000, "p_ode_predicts runs the ODE from each run's own "
-                                "shares after this many generated tokens (the horizon if "
-                                "later)", lo=0, hi=10**8),
+        "prompt_copies": dyn.Field("int", 1, "the prompt is 0, 1, .., K-1 repeated this many times", lo=1, hi=10**5),
+        "window": dyn.Field(
+            "int", 100, "n_sampled counts distinct tokens among the last `window` generated", lo=1, hi=10**6
+        ),
+        "predict_at": dyn.Field(
+            "int",
+            1000,
+            "p_ode_predicts runs the ODE from each run's own "
+            "shares after this many generated tokens (the horizon if "
+            "later)",
+            lo=0,
+            hi=10**8,
+        ),
     }
     PREDICT_TAU, PREDICT_STEP = 20.0, 0.1  # the prediction's ODE: RK4 to tau = 20 at step 0.1
 
     def validate(self, spec) -> None:
         horizon = spec.horizon
         if horizon != round(horizon) or horizon < 1 or horizon > 10**8:
-            raise dyn.ScenarioError("integrator.horizon", "the horizon is the number of generated "
-                                    f"tokens: a whole number in [1, 1e8], got {horizon}")
+            raise dyn.ScenarioError(
+                "integrator.horizon",
+                f"the horizon is the number of generated tokens: a whole number in [1, 1e8], got {horizon}",
+            )
         _token_count(spec.setup)
 
     def coords(self, setup) -> dict:
@@ -352,21 +375,42 @@ class MarkovCollapse(dyn.System):
 
     def outputs(self, setup) -> list:
         return [
-            dyn.Output("top_share", "largest token share of the context (mean over runs)", "1",
-                       ("time",), "mean_se"),
-            dyn.Output("ode_winner_share", "share of the ODE's winner in the context (mean over "
-                       "runs)", "1", ("time",), "mean_se"),
-            dyn.Output("n_sampled", "distinct tokens among the last `window` generated (t = 0: "
-                       "the prompt's tokens; mean over runs)", "1", ("time",), "mean_se"),
-            dyn.Output("p_ode_winner", "the most frequent token at the horizon is the ODE's "
-                       "winner", "1", (), "proportion"),
-            dyn.Output("p_stable_winner", "the most frequent token at the horizon is a stable "
-                       "vertex of the ODE", "1", (), "proportion"),
-            dyn.Output("p_ode_predicts", "the urn ODE from the run's own shares at t = "
-                       "predict_at ends at the run's most frequent token at the horizon", "1",
-                       (), "proportion"),
-            dyn.Output("wins", "share of runs whose most frequent token at the horizon is this "
-                       "one", "1", ("token",), "mean"),
+            dyn.Output("top_share", "largest token share of the context (mean over runs)", "1", ("time",), "mean_se"),
+            dyn.Output(
+                "ode_winner_share",
+                "share of the ODE's winner in the context (mean over runs)",
+                "1",
+                ("time",),
+                "mean_se",
+            ),
+            dyn.Output(
+                "n_sampled",
+                "distinct tokens among the last `window` generated (t = 0: the prompt's tokens; mean over runs)",
+                "1",
+                ("time",),
+                "mean_se",
+            ),
+            dyn.Output(
+                "p_ode_winner", "the most frequent token at the horizon is the ODE's winner", "1", (), "proportion"
+            ),
+            dyn.Output(
+                "p_stable_winner",
+                "the most frequent token at the horizon is a stable vertex of the ODE",
+                "1",
+                (),
+                "proportion",
+            ),
+            dyn.Output(
+                "p_ode_predicts",
+                "the urn ODE from the run's own shares at t = "
+                "predict_at ends at the run's most frequent token at the horizon",
+                "1",
+                (),
+                "proportion",
+            ),
+            dyn.Output(
+                "wins", "share of runs whose most frequent token at the horizon is this one", "1", ("token",), "mean"
+            ),
         ]
 
     def run_bytes(self, spec) -> int:
@@ -382,8 +426,9 @@ class MarkovCollapse(dyn.System):
             p = transition(w)
             counts, q0 = prompt_counts(k, copies)
             s0 = counts / counts.sum()
-            return dict(w=w, p=p, counts=counts, q0=q0, s0=s0, winner=ode_winner(p, s0),
-                        stable=stable_vertices(p, counts > 0))
+            return dict(
+                w=w, p=p, counts=counts, q0=q0, s0=s0, winner=ode_winner(p, s0), stable=stable_vertices(p, counts > 0)
+            )
 
         return spec.setup.shared(("markov_law", k, kind, beta, copies), compute)
 
@@ -397,16 +442,22 @@ class MarkovCollapse(dyn.System):
         for _ in runs:
             uniforms = spec.rng.random(steps)
             top, mine, distinct, at_mark, m = _generate(
-                law["p"], law["counts"], law["q0"], saves, spec["window"], uniforms,
-                law["winner"], min(spec["predict_at"], steps))
+                law["p"],
+                law["counts"],
+                law["q0"],
+                saves,
+                spec["window"],
+                uniforms,
+                law["winner"],
+                min(spec["predict_at"], steps),
+            )
             out["top_share"].append(top)
             out["ode_winner_share"].append(mine)
             out["n_sampled"].append(distinct)
             final.append(int(np.argmax(m)))
             marked.append(at_mark / at_mark.sum())
         final = np.array(final)
-        predicted = urn_ode_batch(law["p"], np.array(marked), self.PREDICT_TAU,
-                                  self.PREDICT_STEP).argmax(axis=1)
+        predicted = urn_ode_batch(law["p"], np.array(marked), self.PREDICT_TAU, self.PREDICT_STEP).argmax(axis=1)
         values = {key: np.array(v) for key, v in out.items()}
         values["p_ode_winner"] = final == law["winner"]
         values["p_stable_winner"] = law["stable"][final]
@@ -438,25 +489,38 @@ class MarkovCollapse(dyn.System):
             mine[index] = shares[:, won]
             pis = np.array([stationary(s, base) for s in shares])
             window = int(p["window"])
-            sampled[index] = np.where(times >= window,
-                                      (1.0 - (1.0 - pis) ** window).sum(axis=1), np.nan)
+            sampled[index] = np.where(times >= window, (1.0 - (1.0 - pis) ** window).sum(axis=1), np.nan)
             winner[index][won] = 1.0
             stable[index] = stable_vertices(base, counts > 0)
         return [
-            dyn.Reference("top_share_ode", "largest share of the urn's mean ODE at tau = "
-                          "log((n0 + t)/n0)", top, dims + ("time",),
-                          draw=dyn.Draw(over=("top_share",), color="black", label="urn ODE")),
-            dyn.Reference("ode_winner_share_ode", "share of the ODE's winner along the ODE",
-                          mine, dims + ("time",),
-                          draw=dyn.Draw(over=("ode_winner_share",), color="black",
-                                        label="urn ODE")),
-            dyn.Reference("n_sampled_ode", "distinct tokens in `window` independent draws from "
-                          "the ODE's stationary law pi(s(tau)) (t >= window)", sampled,
-                          dims + ("time",),
-                          draw=dyn.Draw(over=("n_sampled",), color="black", label="urn ODE")),
-            dyn.Reference("winner_ode", "1 at the token the urn ODE from the prompt ends at",
-                          winner, dims + ("token",)),
-            dyn.Reference("stable_vertex", "1 at the tokens whose vertex is a stable "
-                          "equilibrium of the urn ODE (P[k, k] > P[k, j])", stable,
-                          dims + ("token",)),
+            dyn.Reference(
+                "top_share_ode",
+                "largest share of the urn's mean ODE at tau = log((n0 + t)/n0)",
+                top,
+                dims + ("time",),
+                draw=dyn.Draw(over=("top_share",), color="black", label="urn ODE"),
+            ),
+            dyn.Reference(
+                "ode_winner_share_ode",
+                "share of the ODE's winner along the ODE",
+                mine,
+                dims + ("time",),
+                draw=dyn.Draw(over=("ode_winner_share",), color="black", label="urn ODE"),
+            ),
+            dyn.Reference(
+                "n_sampled_ode",
+                "distinct tokens in `window` independent draws from the ODE's stationary law pi(s(tau)) (t >= window)",
+                sampled,
+                dims + ("time",),
+                draw=dyn.Draw(over=("n_sampled",), color="black", label="urn ODE"),
+            ),
+            dyn.Reference(
+                "winner_ode", "1 at the token the urn ODE from the prompt ends at", winner, dims + ("token",)
+            ),
+            dyn.Reference(
+                "stable_vertex",
+                "1 at the tokens whose vertex is a stable equilibrium of the urn ODE (P[k, k] > P[k, j])",
+                stable,
+                dims + ("token",),
+            ),
         ]

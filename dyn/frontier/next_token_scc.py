@@ -100,6 +100,7 @@ Not covered: the factorized W = K Q^T, non-orthogonal embeddings, contexts outsi
 set (whose top SCC need not be unique), and the paper's conditions for global convergence, which
 could not be read: here every run of every point reaches the predicted SCCs and W_svm.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -115,30 +116,38 @@ FLAT = "no priority between SCCs in the data (W_svm = 0): no directional law"
 
 PARAMS = {
     "K": dyn.Field("int", 8, "vocabulary size (one-hot tokens; W is K x K)", lo=3, hi=24),
-    "queries": dyn.Field("int", 2, "distinct last tokens (one token graph each; at most K)",
-                         lo=1, hi=24),
+    "queries": dyn.Field("int", 2, "distinct last tokens (one token graph each; at most K)", lo=1, hi=24),
     "T": dyn.Field("int", 5, "context length (the last token included)", lo=2, hi=16),
     "n": dyn.Field("int", 60, "training contexts", lo=2, hi=400),
-    "levels": dyn.Field("int", 3, "designed priority blocks per last token (at most K)", lo=1,
-                        hi=24),
-    "logit_scale": dyn.Field("float", 1.0, "scale of the label law's in-block logits theta",
-                             lo=0.0, hi=5.0),
-    "replica": dyn.Field("int", 0, "which dataset draw (its own common stream)", lo=0,
-                         hi=10**6),
+    "levels": dyn.Field("int", 3, "designed priority blocks per last token (at most K)", lo=1, hi=24),
+    "logit_scale": dyn.Field("float", 1.0, "scale of the label law's in-block logits theta", lo=0.0, hi=5.0),
+    "replica": dyn.Field("int", 0, "which dataset draw (its own common stream)", lo=0, hi=10**6),
     # scores beyond this overflow nothing, but a start far from 0 hides the law for long
-    "init_scale": dyn.Field("float", 0.1, "scale of the standard normal start of W", lo=0.0,
-                            hi=10.0),
+    "init_scale": dyn.Field("float", 0.1, "scale of the standard normal start of W", lo=0.0, hi=10.0),
 }
 
 
 def raw_data(spec) -> dict:
     """The point's training set (tokens, last, label, level, theta), from a stream shared by
     every point with the same sizes and replica (common random data)."""
-    key = (DATA_SALT, int(spec["K"]), int(spec["queries"]), int(spec["T"]), int(spec["n"]),
-           int(spec["levels"]), int(spec["replica"]))
-    return nm.dataset(int(spec["n"]), int(spec["T"]), int(spec["K"]), int(spec["queries"]),
-                      int(spec["levels"]), float(spec["logit_scale"]),
-                      spec.setup.common_rng(*key))
+    key = (
+        DATA_SALT,
+        int(spec["K"]),
+        int(spec["queries"]),
+        int(spec["T"]),
+        int(spec["n"]),
+        int(spec["levels"]),
+        int(spec["replica"]),
+    )
+    return nm.dataset(
+        int(spec["n"]),
+        int(spec["T"]),
+        int(spec["K"]),
+        int(spec["queries"]),
+        int(spec["levels"]),
+        float(spec["logit_scale"]),
+        spec.setup.common_rng(*key),
+    )
 
 
 def data_of(spec, rng):
@@ -156,33 +165,45 @@ def next_token_loss(theta, data):
     return jnp.mean(jax.nn.logsumexp(a, axis=1) - jax.nn.logsumexp(a, axis=1, b=data["m"]))
 
 
-_Flow = dyn.gradient_flow(next_token_loss, name="next_token_flow",
-                          weights={"W": lambda s: (int(s["K"]), int(s["K"]))}, data=data_of,
-                          params=PARAMS,
-                          description="gradient flow of one attention layer on next-token "
-                                      "prediction")
+_Flow = dyn.gradient_flow(
+    next_token_loss,
+    name="next_token_flow",
+    weights={"W": lambda s: (int(s["K"]), int(s["K"]))},
+    data=data_of,
+    params=PARAMS,
+    description="gradient flow of one attention layer on next-token prediction",
+)
 
 
 class NextTokenSCC(_Flow):
     """The flow of the module doc with its four laws as outputs."""
 
     name = "next_token_scc"
-    description = ("next-token prediction by one attention layer: retrieval of the top SCC, "
-                   "soft composition, graph SVM and finite part")
+    description = (
+        "next-token prediction by one attention layer: retrieval of the top SCC, "
+        "soft composition, graph SVM and finite part"
+    )
     default_plot = "slope_error"
 
     def validate(self, spec) -> None:
         for key in ("queries", "levels"):
             if int(spec[key]) > int(spec["K"]):
-                raise dyn.ScenarioError(f"params.{key}", f"{key} = {spec[key]} exceeds the "
-                                        f"vocabulary K = {spec['K']}")
+                raise dyn.ScenarioError(f"params.{key}", f"{key} = {spec[key]} exceeds the vocabulary K = {spec['K']}")
         super().validate(spec)
 
     # --- the laws' references, once per dataset --------------------------------------------
     def law(self, spec) -> dict:
-        key = ("next_token_scc", int(spec["K"]), int(spec["queries"]), int(spec["T"]),
-               int(spec["n"]), int(spec["levels"]), float(spec["logit_scale"]),
-               int(spec["replica"]), spec.setup.seed)
+        key = (
+            "next_token_scc",
+            int(spec["K"]),
+            int(spec["queries"]),
+            int(spec["T"]),
+            int(spec["n"]),
+            int(spec["levels"]),
+            float(spec["logit_scale"]),
+            int(spec["replica"]),
+            spec.setup.seed,
+        )
         return spec.setup.shared(key, lambda: self._law(spec))
 
     def _law(self, spec) -> dict:
@@ -197,20 +218,29 @@ class NextTokenSCC(_Flow):
         groups = list(found["groups"].values())
         onehot = np.eye(k_size)
         freq = np.array([onehot[label[g]].mean(axis=0) for g in groups])  # (groups, K)
-        cyclic = sum(int((np.bincount(lab[found["nodes"][k]]) > 1).sum())
-                     for k, lab in found["scc"].items())
-        out = {"data": data, "found": found, "w_svm": w_svm, "w_fin": w_fin, "kkt": kkt,
-               "fin_gradient": grad, "s_fin": s_fin, "groups": groups, "freq": freq,
-               "cyclic": cyclic, "agree": nm.designed_agree(data["level"], found)}
-        out["composition_fin"] = self._composition(
-            nm.token_weights(s_fin, tokens, k_size), out)
+        cyclic = sum(int((np.bincount(lab[found["nodes"][k]]) > 1).sum()) for k, lab in found["scc"].items())
+        out = {
+            "data": data,
+            "found": found,
+            "w_svm": w_svm,
+            "w_fin": w_fin,
+            "kkt": kkt,
+            "fin_gradient": grad,
+            "s_fin": s_fin,
+            "groups": groups,
+            "freq": freq,
+            "cyclic": cyclic,
+            "agree": nm.designed_agree(data["level"], found),
+        }
+        out["composition_fin"] = self._composition(nm.token_weights(s_fin, tokens, k_size), out)
         return out
 
     @staticmethod
     def _composition(p, law) -> np.ndarray:
         """max over groups g and tokens j of |mean_{i in g} p_i(j) - freq_g(j)|; p (..., n, K)."""
-        errs = [np.abs(p[..., g, :].mean(axis=-2) - f).max(axis=-1)
-                for g, f in zip(law["groups"], law["freq"], strict=True)]
+        errs = [
+            np.abs(p[..., g, :].mean(axis=-2) - f).max(axis=-1) for g, f in zip(law["groups"], law["freq"], strict=True)
+        ]
         return np.max(np.stack(errs, axis=-1), axis=-1)
 
     # --- outputs ---------------------------------------------------------------------------
@@ -229,22 +259,30 @@ class NextTokenSCC(_Flow):
         return [
             series("loss", "next-token loss L(W)"),
             series("norm_W", "||Pi_D W||_F: the entries the data read"),
-            series("corr_svm", "corr(Pi_dir W, W_svm): directional part against the graph SVM",
-                   FLAT),
+            series("corr_svm", "corr(Pi_dir W, W_svm): directional part against the graph SVM", FLAT),
             series("misalignment", "1 - corr_svm", FLAT),
-            series("fin_error", "|Pi_fin W - W_fin| / |W_fin|: finite part against its derived "
-                   "value (absolute when W_fin = 0)"),
+            series(
+                "fin_error",
+                "|Pi_fin W - W_fin| / |W_fin|: finite part against its derived value (absolute when W_fin = 0)",
+            ),
             series("mass_off", "mean over contexts of the attention mass off the top SCC C_i"),
             series("mass_law", "t mass_off / |W_svm|^2: the derived constant is 1", FLAT),
-            series("retrieved", "share of contexts whose retrieved set (p >= 1e-3) is the top "
-                   "SCC's tokens present"),
+            series("retrieved", "share of contexts whose retrieved set (p >= 1e-3) is the top SCC's tokens present"),
             series("in_scc_error", "max over contexts of |s - s(W_fin)| on the top SCC"),
-            series("composition_error", "max over (last token, SCC) groups of |mean predicted "
-                   "in-SCC weight - label frequency|"),
-            final("slope_error", "|B - W_svm| / |W_svm|, B the slope of Pi_dir W against log t "
-                  "over the last two decades of t", FLAT),
-            final("growth_ratio", "slope of |Pi_dir W| against log t (last two decades) over "
-                  "|W_svm|: 1 in the limit", FLAT),
+            series(
+                "composition_error",
+                "max over (last token, SCC) groups of |mean predicted in-SCC weight - label frequency|",
+            ),
+            final(
+                "slope_error",
+                "|B - W_svm| / |W_svm|, B the slope of Pi_dir W against log t over the last two decades of t",
+                FLAT,
+            ),
+            final(
+                "growth_ratio",
+                "slope of |Pi_dir W| against log t (last two decades) over |W_svm|: 1 in the limit",
+                FLAT,
+            ),
             point("svm_norm", "|W_svm|_F of the graph SVM (scipy SLSQP)"),
             point("svm_kkt", "largest KKT residual of the graph SVM"),
             point("fin_norm", "|W_fin|_F of the finite part (scipy trust-exact)"),
@@ -256,18 +294,27 @@ class NextTokenSCC(_Flow):
 
     def references(self, setup) -> list:
         ones = np.ones(len(setup.times))
-        return [dyn.Reference("mass_law_theory", "the derived constant of t mass_off / "
-                              "|W_svm|^2", ones, ("time",),
-                              draw=dyn.Draw(over=("mass_law",), color="black",
-                                            label="derived: 1"))]
+        return [
+            dyn.Reference(
+                "mass_law_theory",
+                "the derived constant of t mass_off / |W_svm|^2",
+                ones,
+                ("time",),
+                draw=dyn.Draw(over=("mass_law",), color="black", label="derived: 1"),
+            )
+        ]
 
     def point_values(self, spec) -> dict:
         law = self.law(spec)
-        return {"svm_norm": float(np.linalg.norm(law["w_svm"])), "svm_kkt": law["kkt"],
-                "fin_norm": float(np.linalg.norm(law["w_fin"])),
-                "fin_gradient": law["fin_gradient"],
-                "composition_fin": float(law["composition_fin"]),
-                "cyclic_sccs": float(law["cyclic"]), "sccs_agree": float(law["agree"])}
+        return {
+            "svm_norm": float(np.linalg.norm(law["w_svm"])),
+            "svm_kkt": law["kkt"],
+            "fin_norm": float(np.linalg.norm(law["w_fin"])),
+            "fin_gradient": law["fin_gradient"],
+            "composition_fin": float(law["composition_fin"]),
+            "cyclic_sccs": float(law["cyclic"]),
+            "sccs_agree": float(law["agree"]),
+        }
 
     def observe(self, spec, states):
         states = np.asarray(states)
@@ -285,16 +332,17 @@ class NextTokenSCC(_Flow):
         s = nm.attention(w, tokens, last)  # (runs, times, n, T)
         top = found["top"]
         p = nm.token_weights(s, tokens, k_size)  # (runs, times, n, K)
-        values = {"loss": nm.loss(w, tokens, last, label),
-                  "norm_W": np.linalg.norm(nm.project_data(w, found), axis=(-2, -1))}
+        values = {
+            "loss": nm.loss(w, tokens, last, label),
+            "norm_W": np.linalg.norm(nm.project_data(w, found), axis=(-2, -1)),
+        }
         values["corr_svm"] = nm.correlation(wd, w_svm)
         values["misalignment"] = 1.0 - values["corr_svm"]
         fin_scale = np.linalg.norm(w_fin) or 1.0
-        values["fin_error"] = np.linalg.norm(nm.project_fin(w, found) - w_fin,
-                                             axis=(-2, -1)) / fin_scale
+        values["fin_error"] = np.linalg.norm(nm.project_fin(w, found) - w_fin, axis=(-2, -1)) / fin_scale
         off = 1.0 - (s * top).sum(axis=-1)  # (runs, times, n)
         values["mass_off"] = off.mean(axis=-1)
-        svm_sq = float(np.sum(w_svm ** 2)) or 1.0  # W_svm = 0: these laws are NaN (below)
+        svm_sq = float(np.sum(w_svm**2)) or 1.0  # W_svm = 0: these laws are NaN (below)
         values["mass_law"] = t * values["mass_off"] / svm_sq
         present = np.zeros((len(last), k_size), dtype=bool)
         in_top = np.zeros_like(present)

@@ -34,6 +34,7 @@ W_fin = argmin_{S_fin} L_fin is unique; solved by scipy (trust-exact, exact Hess
 by three Newton steps (least squares: the Hessian is singular along the constants) and projected
 onto S_fin.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,8 +44,7 @@ from scipy.sparse.csgraph import connected_components
 
 
 # --- the data --------------------------------------------------------------------------------
-def dataset(n: int, tokens: int, vocabulary: int, queries: int, levels: int, logit_scale: float,
-            rng) -> dict:
+def dataset(n: int, tokens: int, vocabulary: int, queries: int, levels: int, logit_scale: float, rng) -> dict:
     """A training set drawn from designed priorities (module doc of next_token_scc):
 
     - for each last token k < `queries`, the K tokens are split at random into `levels` blocks of
@@ -63,7 +63,7 @@ def dataset(n: int, tokens: int, vocabulary: int, queries: int, levels: int, log
         others = rng.permutation(np.delete(np.arange(vocabulary), k))
         order = np.append(others, k)  # k last: in the lowest block
         for b in range(levels):
-            level[k, order[cuts[b]:cuts[b + 1]]] = b
+            level[k, order[cuts[b] : cuts[b + 1]]] = b
     theta = logit_scale * rng.standard_normal((vocabulary, vocabulary))
     last = np.arange(n) % queries
     seq = np.empty((n, tokens), dtype=int)
@@ -126,8 +126,13 @@ def structure(tokens, last, label, vocabulary: int) -> dict:
         c = scc[k][label[i]]
         top[i] = scc[k][tokens[i]] == c
         groups.setdefault((k, int(c)), []).append(i)
-    return {"graphs": graphs, "scc": scc, "nodes": nodes, "top": top,
-            "groups": {g: np.array(v) for g, v in groups.items()}}
+    return {
+        "graphs": graphs,
+        "scc": scc,
+        "nodes": nodes,
+        "top": top,
+        "groups": {g: np.array(v) for g, v in groups.items()},
+    }
 
 
 def designed_agree(level: np.ndarray, found: dict) -> bool:
@@ -192,20 +197,26 @@ def graph_svm(tokens, last, label, found: dict, vocabulary: int) -> tuple[np.nda
         _, sv, vt = np.linalg.svd(ae, full_matrices=False)
         ae = vt[sv > 1e-10 * sv[0]]
     stacked = np.vstack([ai, ae])
-    start, *_ = np.linalg.lstsq(stacked, np.concatenate([np.ones(len(ai)), np.zeros(len(ae))]),
-                                rcond=None)
+    start, *_ = np.linalg.lstsq(stacked, np.concatenate([np.ones(len(ai)), np.zeros(len(ae))]), rcond=None)
     cons = []
     if len(ai):
         cons.append({"type": "ineq", "fun": lambda w: ai @ w - 1.0, "jac": lambda w: ai})
     if len(ae):
         cons.append({"type": "eq", "fun": lambda w: ae @ w, "jac": lambda w: ae})
-    res = minimize(lambda w: 0.5 * w @ w, start, jac=lambda w: w, method="SLSQP",
-                   constraints=cons, options={"ftol": 1e-15, "maxiter": 3000})
+    res = minimize(
+        lambda w: 0.5 * w @ w,
+        start,
+        jac=lambda w: w,
+        method="SLSQP",
+        constraints=cons,
+        options={"ftol": 1e-15, "maxiter": 3000},
+    )
     v = res.x
     w = np.zeros(vocabulary * vocabulary)
     w[free] = v
-    infeasible = max([0.0] + ([float(-(ai @ v - 1.0).min())] if len(ai) else [])
-                     + ([float(np.abs(ae @ v).max())] if len(ae) else []))
+    infeasible = max(
+        [0.0] + ([float(-(ai @ v - 1.0).min())] if len(ai) else []) + ([float(np.abs(ae @ v).max())] if len(ae) else [])
+    )
     return w.reshape(vocabulary, vocabulary), max(_kkt(v, ai, ae), infeasible)
 
 
@@ -215,11 +226,14 @@ def _kkt(v, ai, ae) -> float:
     active = ai[np.abs(ai @ v - 1.0) < 1e-6] if len(ai) else ai
     if len(ae):
         q, _ = np.linalg.qr(ae.T)
+
         def off(x):
             return x - q @ (q.T @ x)
     else:
+
         def off(x):
             return x
+
     if len(active):
         lam, _ = nnls(off(active.T), off(v))
         rest = off(v - active.T @ lam)
@@ -282,8 +296,14 @@ def finite_part(tokens, last, label, found: dict, vocabulary: int) -> tuple[np.n
             h += np.diag(p) - np.outer(p, p)
         return h / n
 
-    res = minimize(fun, np.zeros(len(entries[0])), jac=jac, hess=hess, method="trust-exact",
-                   options={"gtol": 1e-12, "maxiter": 500})
+    res = minimize(
+        fun,
+        np.zeros(len(entries[0])),
+        jac=jac,
+        hess=hess,
+        method="trust-exact",
+        options={"gtol": 1e-12, "maxiter": 500},
+    )
     v = res.x
     for _ in range(3):  # Newton steps to rounding (the Hessian is singular along constants)
         v = v - np.linalg.lstsq(hess(v), jac(v), rcond=1e-12)[0]
@@ -317,7 +337,7 @@ def loss(w: np.ndarray, tokens, last, label) -> np.ndarray:
     s = w[..., tokens, last[:, None]]
     mx = s.max(axis=-1, keepdims=True)
     e = np.exp(s - mx)
-    on = (tokens == label[:, None])
+    on = tokens == label[:, None]
     return np.mean(np.log(e.sum(axis=-1)) - np.log((e * on).sum(axis=-1)), axis=-1)
 
 

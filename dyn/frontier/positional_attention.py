@@ -82,6 +82,7 @@ interaction); the builder's initial law (standard normal in R^d) is kept and its
 outputs are replaced by subclassing. The gradient flow of the positional logits on the paper's
 structured task (the issue's optional part) is not written here.
 """
+
 from __future__ import annotations
 
 import math
@@ -121,30 +122,47 @@ def mixed_logits(s, i, j, g, beta, rho):
     return math.exp(beta * s + rho * rho * (math.cos(t1) + math.cos(t2)))
 
 
-PARAMS = {"g": dyn.Field("int", 8, "side of the periodic patch grid (n = g^2 tokens; fixed "
-                         "in a sweep: it sets the modes)", lo=2, hi=64, sweepable=False),
-          "sigma": dyn.Field("float", 1.0, "gaussian kernel: its width in grid units", gt=0.0,
-                             hi=100.0),
-          "block": dyn.Field("int", 4, "blocks kernel: side of a patch group (divides g)", lo=1,
-                             hi=64),
-          "a": dyn.Field("float", 1.0, "blocks kernel: the weight within a group", gt=0.0,
-                         hi=1e3),
-          "eps": dyn.Field("float", 0.02, "blocks kernel: the weight across groups", gt=0.0,
-                           hi=1e3),
-          "beta": dyn.Field("float", 0.0, "mixed kernel: weight of the tokens' inner product in "
-                            "the logits", lo=0.0, hi=10.0),
-          "rho": dyn.Field("float", 1.0, "mixed kernel: amplitude of the positional embedding",
-                           lo=0.0, hi=10.0)}
+PARAMS = {
+    "g": dyn.Field(
+        "int",
+        8,
+        "side of the periodic patch grid (n = g^2 tokens; fixed in a sweep: it sets the modes)",
+        lo=2,
+        hi=64,
+        sweepable=False,
+    ),
+    "sigma": dyn.Field("float", 1.0, "gaussian kernel: its width in grid units", gt=0.0, hi=100.0),
+    "block": dyn.Field("int", 4, "blocks kernel: side of a patch group (divides g)", lo=1, hi=64),
+    "a": dyn.Field("float", 1.0, "blocks kernel: the weight within a group", gt=0.0, hi=1e3),
+    "eps": dyn.Field("float", 0.02, "blocks kernel: the weight across groups", gt=0.0, hi=1e3),
+    "beta": dyn.Field("float", 0.0, "mixed kernel: weight of the tokens' inner product in the logits", lo=0.0, hi=10.0),
+    "rho": dyn.Field("float", 1.0, "mixed kernel: amplitude of the positional embedding", lo=0.0, hi=10.0),
+}
 
-Gaussian = dyn.particles(grid_gaussian, name="positional_gaussian", geometry="euclidean",
-                         normalization="SA", params=PARAMS,
-                         description="attention by a Gaussian kernel of grid positions")
-Blocks = dyn.particles(patch_blocks, name="positional_blocks", geometry="euclidean",
-                       normalization="SA", params=PARAMS,
-                       description="attention by patch groups of the grid")
-Mixed = dyn.particles(mixed_logits, name="positional_mixed", geometry="euclidean",
-                      normalization="SA", params=PARAMS,
-                      description="attention by tokens and positions")
+Gaussian = dyn.particles(
+    grid_gaussian,
+    name="positional_gaussian",
+    geometry="euclidean",
+    normalization="SA",
+    params=PARAMS,
+    description="attention by a Gaussian kernel of grid positions",
+)
+Blocks = dyn.particles(
+    patch_blocks,
+    name="positional_blocks",
+    geometry="euclidean",
+    normalization="SA",
+    params=PARAMS,
+    description="attention by patch groups of the grid",
+)
+Mixed = dyn.particles(
+    mixed_logits,
+    name="positional_mixed",
+    geometry="euclidean",
+    normalization="SA",
+    params=PARAMS,
+    description="attention by tokens and positions",
+)
 
 
 # --- the theory --------------------------------------------------------------------------------
@@ -161,12 +179,12 @@ def gaussian_coefficients(g: int, sigma: float) -> np.ndarray:
     """mu_a of the minimum-image Gaussian kernel on Z_g (module doc)."""
     delta = np.arange(g)
     near = np.minimum(delta, g - delta)
-    return cycle_coefficients(np.exp(-near ** 2 / (2 * sigma ** 2)))
+    return cycle_coefficients(np.exp(-(near**2) / (2 * sigma**2)))
 
 
 def von_mises_coefficients(g: int, rho: float) -> np.ndarray:
     """nu_a of the kernel e^{rho^2 cos(2 pi delta / g)} on Z_g (the mixed kernel at beta = 0)."""
-    return cycle_coefficients(np.exp(rho ** 2 * np.cos(2 * np.pi * np.arange(g) / g)))
+    return cycle_coefficients(np.exp(rho**2 * np.cos(2 * np.pi * np.arange(g) / g)))
 
 
 def mode_rates(kernel: str, g: int, sigma: float = 1.0, rho: float = 1.0) -> np.ndarray:
@@ -185,9 +203,11 @@ def merge_rate(g: int, block: int, a: float, eps: float) -> float:
 def attention_matrix(kernel: str, g: int, **p) -> np.ndarray:
     """A = w / (row sums) built pair by pair from the kernel (positional kernels only)."""
     n = g * g
-    phi = {"gaussian": lambda i, j: grid_gaussian(0.0, i, j, g, p["sigma"]),
-           "blocks": lambda i, j: patch_blocks(0.0, i, j, g, p["block"], p["a"], p["eps"]),
-           "mixed": lambda i, j: mixed_logits(0.0, i, j, g, 0.0, p["rho"])}[kernel]
+    phi = {
+        "gaussian": lambda i, j: grid_gaussian(0.0, i, j, g, p["sigma"]),
+        "blocks": lambda i, j: patch_blocks(0.0, i, j, g, p["block"], p["a"], p["eps"]),
+        "mixed": lambda i, j: mixed_logits(0.0, i, j, g, 0.0, p["rho"]),
+    }[kernel]
     w = np.array([[phi(i, j) for j in range(n)] for i in range(n)])
     return w / w.sum(axis=1, keepdims=True)
 
@@ -234,14 +254,17 @@ class PositionalTokens:
         rate = np.log(size[:, 0] / size[:, 1]) / dt1
         within, between = split(x, groups(g, spec["block"]))
         w, b = np.linalg.norm(within, axis=(2, 3)), np.linalg.norm(between, axis=(2, 3))
-        values = {"mode_rate": rate, "within": w / w[:, :1], "between": b / b[:, :1],
-                  "rate_within": np.log(w[:, 0] / w[:, 1]) / dt1,
-                  "rate_between": np.log(b[:, 0] / b[:, 1]) / dt1}
+        values = {
+            "mode_rate": rate,
+            "within": w / w[:, :1],
+            "between": b / b[:, :1],
+            "rate_within": np.log(w[:, 0] / w[:, 1]) / dt1,
+            "rate_between": np.log(b[:, 0] / b[:, 1]) / dt1,
+        }
         kernel = spec["kernel"]
         if kernel == "blocks":
             exact = merge_rate(g, spec["block"], spec["a"], spec["eps"])
-            error = np.maximum(np.abs(values["rate_within"] - 1.0),
-                               np.abs(values["rate_between"] - exact))
+            error = np.maximum(np.abs(values["rate_within"] - 1.0), np.abs(values["rate_between"] - exact))
         else:
             error = np.abs(rate - mode_rates(kernel, g, spec["sigma"], spec["rho"])).max(axis=1)
         values["rate_error"] = error
@@ -268,17 +291,25 @@ class PositionalAttention(dyn.System):
     (mixed): measured mode rates against A's closed-form spectrum."""
 
     name = "positional_attention"
-    description = ("attention set by patch positions on a periodic grid: the linear flow's mode "
-                   "rates against the closed-form spectrum of A")
+    description = (
+        "attention set by patch positions on a periodic grid: the linear flow's mode "
+        "rates against the closed-form spectrum of A"
+    )
     default_plot = "between"
-    params = {"kernel": dyn.Field("str", "gaussian", "the positional attention: gaussian "
-                                  "(Gaussian kernel of grid distance), blocks (a within patch "
-                                  "groups, eps across) or mixed (softmax(beta <x_i, x_j> + "
-                                  "<p_i, p_j>))", choices=KERNELS),
-              **PARAMS,
-              "n": dyn.Field("int", 64, "number of tokens (g^2)", lo=4, hi=4096,
-                             sweepable=False),
-              "d": dyn.Field("int", 2, "dimension of the tokens", lo=1, hi=64)}
+    params = {
+        "kernel": dyn.Field(
+            "str",
+            "gaussian",
+            "the positional attention: gaussian "
+            "(Gaussian kernel of grid distance), blocks (a within patch "
+            "groups, eps across) or mixed (softmax(beta <x_i, x_j> + "
+            "<p_i, p_j>))",
+            choices=KERNELS,
+        ),
+        **PARAMS,
+        "n": dyn.Field("int", 64, "number of tokens (g^2)", lo=4, hi=4096, sweepable=False),
+        "d": dyn.Field("int", 2, "dimension of the tokens", lo=1, hi=64),
+    }
     equation = "ode"
     integrator = Gaussian.integrator
 
@@ -290,11 +321,14 @@ class PositionalAttention(dyn.System):
     def validate(self, spec) -> None:
         g = spec["g"]
         if spec["n"] != g * g:
-            raise dyn.ScenarioError("params.n", f"the tokens are the g x g grid's patches: n "
-                                    f"must be g^2 = {g * g}, got {spec['n']}")
+            raise dyn.ScenarioError(
+                "params.n", f"the tokens are the g x g grid's patches: n must be g^2 = {g * g}, got {spec['n']}"
+            )
         if g % spec["block"] or spec["block"] == g:
-            raise dyn.ScenarioError("params.block", f"a patch group's side must divide g = {g} "
-                                    f"and leave at least two groups, got {spec['block']}")
+            raise dyn.ScenarioError(
+                "params.block",
+                f"a patch group's side must divide g = {g} and leave at least two groups, got {spec['block']}",
+            )
         self.tokens(spec).validate(spec)
 
     def simulate(self, spec, runs: range) -> dyn.Chunk:
@@ -309,19 +343,39 @@ class PositionalAttention(dyn.System):
 
     def outputs(self, setup) -> list:
         return [
-            dyn.Output("mode_rate", "decay rate of the Fourier mode (a, b) of the tokens over "
-                       "the first save interval (mean over runs)", "1", ("mode",), "mean_se"),
-            dyn.Output("rate_error", "largest |measured - closed-form rate|: over the Fourier "
-                       "modes (gaussian, mixed: its beta -> 0 limit), or of the within and "
-                       "between rates (blocks)", "1", (), "max"),
-            dyn.Output("within", "|x - group mean| / its start: the tokens around their patch "
-                       "group's mean (mean over runs)", "1", ("time",), "mean_se"),
-            dyn.Output("between", "|group means - mean| / its start: the patch groups around "
-                       "the tokens' mean (mean over runs)", "1", ("time",), "mean_se"),
-            dyn.Output("rate_within", "decay rate of `within` over the first save interval",
-                       "1", (), "mean_se"),
-            dyn.Output("rate_between", "decay rate of `between` over the first save interval",
-                       "1", (), "mean_se")]
+            dyn.Output(
+                "mode_rate",
+                "decay rate of the Fourier mode (a, b) of the tokens over the first save interval (mean over runs)",
+                "1",
+                ("mode",),
+                "mean_se",
+            ),
+            dyn.Output(
+                "rate_error",
+                "largest |measured - closed-form rate|: over the Fourier "
+                "modes (gaussian, mixed: its beta -> 0 limit), or of the within and "
+                "between rates (blocks)",
+                "1",
+                (),
+                "max",
+            ),
+            dyn.Output(
+                "within",
+                "|x - group mean| / its start: the tokens around their patch group's mean (mean over runs)",
+                "1",
+                ("time",),
+                "mean_se",
+            ),
+            dyn.Output(
+                "between",
+                "|group means - mean| / its start: the patch groups around the tokens' mean (mean over runs)",
+                "1",
+                ("time",),
+                "mean_se",
+            ),
+            dyn.Output("rate_within", "decay rate of `within` over the first save interval", "1", (), "mean_se"),
+            dyn.Output("rate_between", "decay rate of `between` over the first save interval", "1", (), "mean_se"),
+        ]
 
     def references(self, setup) -> list:
         keys = ("kernel", "g", "sigma", "block", "a", "eps", "rho")
@@ -346,15 +400,26 @@ class PositionalAttention(dyn.System):
             elif g == g0:
                 rates[index] = mode_rates(kernel, g, float(p["sigma"]), float(p["rho"]))
         return [
-            dyn.Reference("mode_rate_exact", "1 - mu_a mu_b: the closed-form rate of the mode "
-                          "(a, b) (mixed: at beta -> 0)", rates, dims + ("mode",),
-                          draw=dyn.Draw(over=("mode_rate",), color="black", label="closed form")),
-            dyn.Reference("within_exact", "e^{-t}: the within-group part (blocks)", within,
-                          dims + ("time",), draw=dyn.Draw(over=("within",), color="black",
-                                                          label="e^{-t}")),
-            dyn.Reference("between_exact", "e^{-r_merge t}: the group contrasts (blocks)",
-                          between, dims + ("time",),
-                          draw=dyn.Draw(over=("between",), color="black",
-                                        label="e^{-r_merge t}")),
-            dyn.Reference("rate_between_exact", "r_merge = G eps / (a + (G - 1) eps) (blocks)",
-                          merge, dims)]
+            dyn.Reference(
+                "mode_rate_exact",
+                "1 - mu_a mu_b: the closed-form rate of the mode (a, b) (mixed: at beta -> 0)",
+                rates,
+                dims + ("mode",),
+                draw=dyn.Draw(over=("mode_rate",), color="black", label="closed form"),
+            ),
+            dyn.Reference(
+                "within_exact",
+                "e^{-t}: the within-group part (blocks)",
+                within,
+                dims + ("time",),
+                draw=dyn.Draw(over=("within",), color="black", label="e^{-t}"),
+            ),
+            dyn.Reference(
+                "between_exact",
+                "e^{-r_merge t}: the group contrasts (blocks)",
+                between,
+                dims + ("time",),
+                draw=dyn.Draw(over=("between",), color="black", label="e^{-r_merge t}"),
+            ),
+            dyn.Reference("rate_between_exact", "r_merge = G eps / (a + (G - 1) eps) (blocks)", merge, dims),
+        ]

@@ -39,6 +39,7 @@ pass at initialization, the first step of its argument. The paper's body was rea
 its abstract here; the law mu_s and the closed form above are this module's own choice, made so
 that the limit is exact.
 """
+
 from __future__ import annotations
 
 import math
@@ -89,8 +90,9 @@ def mean_field(x, coeffs: np.ndarray, s: float, activation: str) -> np.ndarray:
     return (x @ coupling(coeffs, s).T) * gain(np.linalg.norm(x, axis=-1), activation)[..., None]
 
 
-def draw_units(rng: np.random.Generator, coeffs: np.ndarray, s: float, width: int,
-               noise: float) -> tuple[np.ndarray, np.ndarray]:
+def draw_units(
+    rng: np.random.Generator, coeffs: np.ndarray, s: float, width: int, noise: float
+) -> tuple[np.ndarray, np.ndarray]:
     """The M units of a layer at depth s, i.i.d. from mu_s: W (M, d) ~ N(0, I), V = W B(s)^T +
     noise * xi (M, d)."""
     d = coeffs.shape[-1]
@@ -106,16 +108,23 @@ def block(x, W, V, activation: str) -> np.ndarray:
     return sigma(np.asarray(x) @ W.T, activation) @ V / W.shape[0]
 
 
-def forward_states(x0, coeffs: np.ndarray, depth: int, width: int, alpha: float, activation: str,
-                   noise: float, rng: np.random.Generator, save_every: int | None = None
-                   ) -> np.ndarray:
+def forward_states(
+    x0,
+    coeffs: np.ndarray,
+    depth: int,
+    width: int,
+    alpha: float,
+    activation: str,
+    noise: float,
+    rng: np.random.Generator,
+    save_every: int | None = None,
+) -> np.ndarray:
     """x_0, x_k, x_2k, ..., x_L of the network (module doc; k = save_every, dividing L): shape
     (L/k + 1, B, d). Layer l draws its units from `rng`, layer after layer, at s = l/L."""
     x = np.array(x0, dtype=np.float64)
     every = depth if save_every is None else int(save_every)
     if depth < 1 or width < 1 or every < 1 or depth % every:
-        raise ValueError(f"need depth, width >= 1 and save_every dividing depth; got "
-                         f"{depth}, {width}, {save_every}")
+        raise ValueError(f"need depth, width >= 1 and save_every dividing depth; got {depth}, {width}, {save_every}")
     h, states = alpha / depth, [x.copy()]
     for layer in range(depth):
         W, V = draw_units(rng, coeffs, layer / depth, width, noise)
@@ -125,15 +134,15 @@ def forward_states(x0, coeffs: np.ndarray, depth: int, width: int, alpha: float,
     return np.stack(states)
 
 
-def mean_states(x0, coeffs: np.ndarray, depth: int, alpha: float, activation: str,
-                save_every: int | None = None) -> np.ndarray:
+def mean_states(
+    x0, coeffs: np.ndarray, depth: int, alpha: float, activation: str, save_every: int | None = None
+) -> np.ndarray:
     """x_0, x_k, ..., x_L of the infinitely wide network (M = infinity: Euler layers of the mean
     field, x + (alpha/L) F; k = save_every, dividing L): shape (L/k + 1, B, d)."""
     x = np.array(x0, dtype=np.float64)
     every = depth if save_every is None else int(save_every)
     if depth < 1 or every < 1 or depth % every:
-        raise ValueError(f"need depth >= 1 and save_every dividing depth; got {depth}, "
-                         f"{save_every}")
+        raise ValueError(f"need depth >= 1 and save_every dividing depth; got {depth}, {save_every}")
     states = [x.copy()]
     for layer in range(depth):
         x += (alpha / depth) * mean_field(x, coeffs, layer / depth, activation)
@@ -142,8 +151,7 @@ def mean_states(x0, coeffs: np.ndarray, depth: int, alpha: float, activation: st
     return np.stack(states)
 
 
-def mean_network(x0, coeffs: np.ndarray, depth: int, alpha: float, activation: str
-                 ) -> np.ndarray:
+def mean_network(x0, coeffs: np.ndarray, depth: int, alpha: float, activation: str) -> np.ndarray:
     """x_L of the infinitely wide network: Euler layers of the mean field, x + (alpha/L) F."""
     return mean_states(x0, coeffs, depth, alpha, activation)[-1]
 
@@ -161,8 +169,7 @@ def second_moments(r, activation: str) -> tuple[np.ndarray, np.ndarray]:
     raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
 
 
-def unit_covariance(x, coeffs: np.ndarray, s: float, activation: str, noise: float = 0.0
-                    ) -> np.ndarray:
+def unit_covariance(x, coeffs: np.ndarray, s: float, activation: str, noise: float = 0.0) -> np.ndarray:
     """Cov of one unit V sigma(<W, x>) under mu_s, for inputs x (B, d): shape (B, d, d). With
     x = r u: B(s) [q u u^T + p (I - u u^T)] B(s)^T + noise^2 p I - F F^T (module doc)."""
     x = np.asarray(x, dtype=np.float64)
@@ -174,8 +181,7 @@ def unit_covariance(x, coeffs: np.ndarray, s: float, activation: str, noise: flo
     K = q[..., None, None] * uu + p[..., None, None] * (eye - uu)
     B = coupling(coeffs, s)
     F = mean_field(x, coeffs, s, activation)
-    return (B @ K @ B.T + noise * noise * p[..., None, None] * eye
-            - F[..., :, None] * F[..., None, :])
+    return B @ K @ B.T + noise * noise * p[..., None, None] * eye - F[..., :, None] * F[..., None, :]
 
 
 def mean_jacobian(x, coeffs: np.ndarray, s: float, activation: str) -> np.ndarray:
@@ -189,13 +195,16 @@ def mean_jacobian(x, coeffs: np.ndarray, s: float, activation: str) -> np.ndarra
         bend = np.zeros_like(r)
     else:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    inner = (gain(r, activation)[..., None, None] * np.eye(x.shape[-1])
-             + bend[..., None, None] * x[..., :, None] * x[..., None, :])
+    inner = (
+        gain(r, activation)[..., None, None] * np.eye(x.shape[-1])
+        + bend[..., None, None] * x[..., :, None] * x[..., None, :]
+    )
     return coupling(coeffs, s) @ inner
 
 
-def fluctuation_covariance(x0, coeffs: np.ndarray, depth: int, width: int, alpha: float,
-                           activation: str, noise: float = 0.0) -> np.ndarray:
+def fluctuation_covariance(
+    x0, coeffs: np.ndarray, depth: int, width: int, alpha: float, activation: str, noise: float = 0.0
+) -> np.ndarray:
     """Cov of x_L - xbar_L (the network against the infinitely wide one, the same L) to leading
     order in 1/M, per input: shape (B, d, d). The linearized recursion (module doc)
     Sigma_{l+1} = P_l Sigma_l P_l^T + h^2 C_l / M, P_l = I + h dF/dx, h = alpha/L, along the
@@ -209,14 +218,12 @@ def fluctuation_covariance(x0, coeffs: np.ndarray, depth: int, width: int, alpha
     for layer in range(depth):
         s = layer / depth
         P = eye + h * mean_jacobian(x, coeffs, s, activation)
-        cov = P @ cov @ np.swapaxes(P, -1, -2) + (h * h / width) * unit_covariance(
-            x, coeffs, s, activation, noise)
+        cov = P @ cov @ np.swapaxes(P, -1, -2) + (h * h / width) * unit_covariance(x, coeffs, s, activation, noise)
         x += h * mean_field(x, coeffs, s, activation)
     return cov
 
 
-def mean_ode(x0, coeffs: np.ndarray, alpha: float, activation: str, times,
-             rtol: float = 1e-12) -> np.ndarray:
+def mean_ode(x0, coeffs: np.ndarray, alpha: float, activation: str, times, rtol: float = 1e-12) -> np.ndarray:
     """x(s) of dx/ds = alpha F(x, s) at `times` (from times[0]), shape (len(times), B, d): an
     8th-order adaptive solve (scipy's DOP853, atol 1e-14)."""
     from scipy.integrate import solve_ivp
@@ -227,8 +234,7 @@ def mean_ode(x0, coeffs: np.ndarray, alpha: float, activation: str, times,
     def rate(s, y):
         return alpha * mean_field(y.reshape(x0.shape), coeffs, s, activation).ravel()
 
-    sol = solve_ivp(rate, (times[0], times[-1]), x0.ravel(), t_eval=times, rtol=rtol,
-                    atol=1e-14, method="DOP853")
+    sol = solve_ivp(rate, (times[0], times[-1]), x0.ravel(), t_eval=times, rtol=rtol, atol=1e-14, method="DOP853")
     if not sol.success:
         raise RuntimeError(f"the mean ODE solve failed: {sol.message}")
     return sol.y.T.reshape((len(times), *x0.shape))

@@ -58,6 +58,7 @@ runs: the squared distances are heavy-tailed (the top 3% of runs carry 20 to 25%
 least-squares interval (from the 5 points' residuals) says; the same 32 networks averaged over 64
 unit draws give -0.471.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -85,8 +86,10 @@ def _fixed(setup, key: str) -> int:
     """The one value of `key` over the sweep (trajectories need one state shape)."""
     sizes = set(setup.values_of(key))
     if len(sizes) != 1:
-        raise dyn.ScenarioError("output.trajectories", f"saving trajectories needs params.{key} "
-                                "fixed (every point's states must have one shape)")
+        raise dyn.ScenarioError(
+            "output.trajectories",
+            f"saving trajectories needs params.{key} fixed (every point's states must have one shape)",
+        )
     return int(sizes.pop())
 
 
@@ -98,55 +101,71 @@ class ResNetWidth(dyn.System):
     params = {
         "d": dyn.Field("int", 4, "embedding dimension d", lo=1, hi=1024),
         "inputs": dyn.Field("int", 4, "inputs per network (rows of x0)", lo=1, hi=10**5),
-        "activation": dyn.Field("str", "erf", "sigma of the units: erf(u / sqrt 2) or ReLU",
-                                choices=("erf", "relu")),
+        "activation": dyn.Field("str", "erf", "sigma of the units: erf(u / sqrt 2) or ReLU", choices=("erf", "relu")),
         "modes": dyn.Field("int", 3, "cosine modes K of the coupling B(s)", lo=1, hi=64),
-        "alpha": dyn.Field("float", 4.0, "residual scale alpha (each layer adds alpha/(L M) x "
-                           "the sum of its M units)", gt=0.0, hi=100.0),
-        "noise": dyn.Field("float", 0.0, "tau: V = B(s) W + tau xi (unit noise independent of "
-                           "W)", lo=0.0, hi=100.0),
+        "alpha": dyn.Field(
+            "float",
+            4.0,
+            "residual scale alpha (each layer adds alpha/(L M) x the sum of its M units)",
+            gt=0.0,
+            hi=100.0,
+        ),
+        "noise": dyn.Field("float", 0.0, "tau: V = B(s) W + tau xi (unit noise independent of W)", lo=0.0, hi=100.0),
         "depth": dyn.Field("int", 100, "number of layers L", lo=1, hi=10**6),
         "width": dyn.Field("int", 16, "units per layer M", lo=1, hi=10**7),
-        "form": dyn.Field("str", "network", "the network, its infinitely wide network (mean: "
-                          "Euler layers of the mean field), or its mean ODE",
-                          choices=("network", "mean", "ode")),
+        "form": dyn.Field(
+            "str",
+            "network",
+            "the network, its infinitely wide network (mean: Euler layers of the mean field), or its mean ODE",
+            choices=("network", "mean", "ode"),
+        ),
     }
 
     def validate(self, spec) -> None:
         if spec.horizon != 1.0:
-            raise dyn.ScenarioError("integrator.horizon", "the depth variable s runs over [0, 1]: "
-                                    f"horizon must be 1.0, got {spec.horizon}")
+            raise dyn.ScenarioError(
+                "integrator.horizon", f"the depth variable s runs over [0, 1]: horizon must be 1.0, got {spec.horizon}"
+            )
         if spec["depth"] % spec.setup.saves:
-            raise dyn.ScenarioError("output.saves", f"{spec.setup.saves} saves must divide depth "
-                                    f"{spec['depth']} (the network saves after whole layers)")
+            raise dyn.ScenarioError(
+                "output.saves",
+                f"{spec.setup.saves} saves must divide depth {spec['depth']} (the network saves after whole layers)",
+            )
 
     def trajectory_dims(self, setup) -> dict[str, int]:
         return {"input": _fixed(setup, "inputs"), "coordinate": _fixed(setup, "d")}
 
     def outputs(self, setup) -> list:
-        return [dyn.Output("error", "|x_L - x(1)| against the mean ODE (mean over inputs; 0 for "
-                           "the ODE itself, Euler's bias for the mean form)", "1", draw=dyn.Draw(slopes=(-1.0, -0.5))),
-                dyn.Output("displacement", "|x(1) - x(0)| of the mean ODE (mean over inputs)",
-                           "1")]
+        return [
+            dyn.Output(
+                "error",
+                "|x_L - x(1)| against the mean ODE (mean over inputs; 0 for "
+                "the ODE itself, Euler's bias for the mean form)",
+                "1",
+                draw=dyn.Draw(slopes=(-1.0, -0.5)),
+            ),
+            dyn.Output("displacement", "|x(1) - x(0)| of the mean ODE (mean over inputs)", "1"),
+        ]
 
     def run_bytes(self, spec) -> int:
         # the saved states, and one layer's units and activations
-        return 8 * (len(spec.times) * spec["inputs"] * spec["d"]
-                    + spec["width"] * (2 * spec["d"] + spec["inputs"]))
+        return 8 * (len(spec.times) * spec["inputs"] * spec["d"] + spec["width"] * (2 * spec["d"] + spec["inputs"]))
 
     def _reference(self, spec, r: int, coeffs, x0) -> np.ndarray:
         """The mean ODE's states at the save depths, once per network for the whole sweep."""
         key = ("width_reference", r, spec.key_without(*NETWORK_ONLY))
-        return spec.setup.shared(key, lambda: features.mean_ode(
-            x0, coeffs, spec["alpha"], spec["activation"], spec.times))
+        return spec.setup.shared(
+            key, lambda: features.mean_ode(x0, coeffs, spec["alpha"], spec["activation"], spec.times)
+        )
 
     def _mean(self, spec, r: int, coeffs, x0) -> np.ndarray:
         """The infinitely wide network's states (M = infinity: no units drawn), once per network
         and depth for the whole sweep (the same at every width)."""
         every = spec["depth"] // spec.setup.saves
         key = ("width_mean", r, spec["depth"], spec.key_without(*NETWORK_ONLY))
-        return spec.setup.shared(key, lambda: features.mean_states(
-            x0, coeffs, spec["depth"], spec["alpha"], spec["activation"], every))
+        return spec.setup.shared(
+            key, lambda: features.mean_states(x0, coeffs, spec["depth"], spec["alpha"], spec["activation"], every)
+        )
 
     def simulate(self, spec, runs: range) -> dyn.Chunk:
         errors, moved, states = [], [], []
@@ -159,11 +178,21 @@ class ResNetWidth(dyn.System):
             elif spec["form"] == "mean":
                 path = self._mean(spec, r, coeffs, x0)
             else:
-                path = features.forward_states(x0, coeffs, spec["depth"], spec["width"],
-                                               spec["alpha"], spec["activation"], spec["noise"],
-                                               spec.rng, every)
+                path = features.forward_states(
+                    x0,
+                    coeffs,
+                    spec["depth"],
+                    spec["width"],
+                    spec["alpha"],
+                    spec["activation"],
+                    spec["noise"],
+                    spec.rng,
+                    every,
+                )
             errors.append(np.linalg.norm(path[-1] - ref[-1], axis=-1).mean())
             moved.append(np.linalg.norm(ref[-1] - x0, axis=-1).mean())
             states.append(path)
-        return dyn.Chunk({"error": np.array(errors), "displacement": np.array(moved)},
-                         states=np.stack(states) if spec.setup.trajectories else None)
+        return dyn.Chunk(
+            {"error": np.array(errors), "displacement": np.array(moved)},
+            states=np.stack(states) if spec.setup.trajectories else None,
+        )

@@ -92,6 +92,7 @@ error (T = 0.5 and 1 at eps = 1, T = 2 at eps = 0.1, T = 5 at eps = 0.001). KL o
 the same way at all but one cell. So noise helps for long forward horizons or an inexact start,
 not in general.
 """
+
 from __future__ import annotations
 
 import numba
@@ -102,21 +103,17 @@ import dyn
 ERRORS = ("scale", "skew", "shift")
 PARAMS = {
     "d": dyn.Field("int", 3, "dimension of the data", lo=1, hi=8),
-    "T": dyn.Field("float", 3.0, "forward horizon T (the engine's time is s / T, over [0, 1])",
-                   gt=0.0, hi=20.0),
-    "var": dyn.Field("float", 1.0, "largest eigenvalue of the data covariance S", gt=0.0,
-                     hi=100.0),
+    "T": dyn.Field("float", 3.0, "forward horizon T (the engine's time is s / T, over [0, 1])", gt=0.0, hi=20.0),
+    "var": dyn.Field("float", 1.0, "largest eigenvalue of the data covariance S", gt=0.0, hi=100.0),
     "kappa": dyn.Field("float", 4.0, "condition number of S", lo=1.0, hi=1e4),
     "angle": dyn.Field("float", 0.5, "Givens angle of S's eigenbasis", lo=-np.pi, hi=np.pi),
-    "mean": dyn.Field("float", 1.0, "|m|: the data mean is mean (1, ..., 1)/sqrt(d)",
-                      lo=-100.0, hi=100.0),
-    "noise": dyn.Field("float", 1.0, "nu: 1 the reverse SDE, 0 the probability-flow ODE",
-                       lo=0.0, hi=4.0),
+    "mean": dyn.Field("float", 1.0, "|m|: the data mean is mean (1, ..., 1)/sqrt(d)", lo=-100.0, hi=100.0),
+    "noise": dyn.Field("float", 1.0, "nu: 1 the reverse SDE, 0 the probability-flow ODE", lo=0.0, hi=4.0),
     "eps": dyn.Field("float", 0.0, "size of the score error", lo=0.0, hi=10.0),
-    "error": dyn.Field("int", 0, "kind of the score error: 0 scale (P = -I), 1 skew "
-                       "(P = J), 2 shift (q = 1/sqrt(d))", lo=0, hi=2),
-    "start": dyn.Field("str", "exact", "exact: N(m_T, S_T); stationary: N(0, I)",
-                       choices=("exact", "stationary")),
+    "error": dyn.Field(
+        "int", 0, "kind of the score error: 0 scale (P = -I), 1 skew (P = J), 2 shift (q = 1/sqrt(d))", lo=0, hi=2
+    ),
+    "start": dyn.Field("str", "exact", "exact: N(m_T, S_T); stationary: N(0, I)", choices=("exact", "stationary")),
 }
 
 
@@ -214,8 +211,7 @@ def lyapunov(times, start, d, T, var, kappa, angle, mean, noise, eps, error):
         return np.concatenate([a @ y[:d] + b, (a @ c + c @ a.T + 2 * noise * np.eye(d)).ravel()])
 
     y0 = np.concatenate([mu0, c0.ravel()])
-    sol = solve_ivp(rhs, (0.0, float(times[-1])), y0, method="DOP853", rtol=1e-12, atol=1e-14,
-                    t_eval=times)
+    sol = solve_ivp(rhs, (0.0, float(times[-1])), y0, method="DOP853", rtol=1e-12, atol=1e-14, t_eval=times)
     return sol.y[:d].T, sol.y[d:].T.reshape(len(times), d, d)
 
 
@@ -226,6 +222,7 @@ def _precision(d, var, kappa, angle):
     def prec(t):
         decay = np.exp(-2.0 * t)
         return (r / (decay * values + 1.0 - decay)) @ r.T
+
     return prec
 
 
@@ -274,29 +271,34 @@ def check(spec) -> None:
     """What the bounds of the fields cannot say: the engine's time is tau in [0, 1], and the skew
     error needs two dimensions."""
     if spec.horizon != 1.0:
-        raise dyn.ScenarioError("integrator.horizon", "must be 1: the engine's time is the "
-                                f"reverse time over T, s / T in [0, 1]; got {spec.horizon:g}")
+        raise dyn.ScenarioError(
+            "integrator.horizon",
+            f"must be 1: the engine's time is the reverse time over T, s / T in [0, 1]; got {spec.horizon:g}",
+        )
     if spec["error"] == 1 and spec["d"] == 1 and spec["eps"] > 0:
-        raise dyn.ScenarioError("params.error", "the skew error needs d >= 2 (in d = 1 it is "
-                                "zero)")
+        raise dyn.ScenarioError("params.error", "the skew error needs d >= 2 (in d = 1 it is zero)")
 
 
 class ReverseDiffusion(dyn.Model):
     """The moments (mu; C) of the reverse process (module doc): a (d + 1) x d state."""
 
     name = "reverse_diffusion"
-    description = ("reverse SDE vs probability-flow ODE of Gaussian data with a linear score "
-                   "error: the Lyapunov equation of the moments")
+    description = (
+        "reverse SDE vs probability-flow ODE of Gaussian data with a linear score "
+        "error: the Lyapunov equation of the moments"
+    )
     default_plot = "w2_log_ratio"
     params = PARAMS
 
     def drift(t, x, d, T, var, kappa, angle, mean, noise, eps, error):  # t: tau = s / T
         rows = x.shape[0] // 2  # (mu; C) of the process at `noise`, then of the ODE
         out = np.empty_like(x)
-        out[:rows] = T * moment_field(T * t, np.ascontiguousarray(x[:rows]), int(d), T, var,
-                                      kappa, angle, mean, noise, eps, int(error))
-        out[rows:] = T * moment_field(T * t, np.ascontiguousarray(x[rows:]), int(d), T, var,
-                                      kappa, angle, mean, 0.0, eps, int(error))
+        out[:rows] = T * moment_field(
+            T * t, np.ascontiguousarray(x[:rows]), int(d), T, var, kappa, angle, mean, noise, eps, int(error)
+        )
+        out[rows:] = T * moment_field(
+            T * t, np.ascontiguousarray(x[rows:]), int(d), T, var, kappa, angle, mean, 0.0, eps, int(error)
+        )
         return out
 
     def validate(self, spec) -> None:
@@ -308,43 +310,59 @@ class ReverseDiffusion(dyn.Model):
         return {k: spec[k] for k in ("d", "var", "kappa", "angle", "mean")}
 
     def initial_state(self, spec, runs):
-        mu0, c0 = start_moments(spec["start"], spec["d"], spec["T"], spec["var"], spec["kappa"],
-                                spec["angle"], spec["mean"])
+        mu0, c0 = start_moments(
+            spec["start"], spec["d"], spec["T"], spec["var"], spec["kappa"], spec["angle"], spec["mean"]
+        )
         return np.repeat(np.vstack([mu0, c0, mu0, c0])[None], runs, axis=0)
 
     def outputs(self, setup):
-        ratio = ("log10 of the terminal {0} of noise = nu over the probability-flow ODE's "
-                 "(< 0: the noisy process ends nearer the data)")
+        ratio = (
+            "log10 of the terminal {0} of noise = nu over the probability-flow ODE's "
+            "(< 0: the noisy process ends nearer the data)"
+        )
         return [
-            dyn.Output("w2_log_ratio", ratio.format("W2"), reduce="mean",
-                       draw=dyn.Draw(signed=True),
-                       nan_means="both terminal laws are the data's (exact score and start)"),
-            dyn.Output("kl_log_ratio", ratio.format("KL"), reduce="mean",
-                       draw=dyn.Draw(signed=True),
-                       nan_means="both terminal laws are the data's (exact score and start)"),
-            dyn.Output("w2_ode", "W2 of the probability-flow ODE's law to p_{T-s}",
-                       dims=("time",)),
-            dyn.Output("kl_ode", "KL of the probability-flow ODE's law to p_{T-s}",
-                       dims=("time",)),
-            dyn.Output("w2", "W2(N(mu, C), p_{T-s}): Wasserstein distance to the target marginal",
-                       dims=("time",)),
+            dyn.Output(
+                "w2_log_ratio",
+                ratio.format("W2"),
+                reduce="mean",
+                draw=dyn.Draw(signed=True),
+                nan_means="both terminal laws are the data's (exact score and start)",
+            ),
+            dyn.Output(
+                "kl_log_ratio",
+                ratio.format("KL"),
+                reduce="mean",
+                draw=dyn.Draw(signed=True),
+                nan_means="both terminal laws are the data's (exact score and start)",
+            ),
+            dyn.Output("w2_ode", "W2 of the probability-flow ODE's law to p_{T-s}", dims=("time",)),
+            dyn.Output("kl_ode", "KL of the probability-flow ODE's law to p_{T-s}", dims=("time",)),
+            dyn.Output("w2", "W2(N(mu, C), p_{T-s}): Wasserstein distance to the target marginal", dims=("time",)),
             dyn.Output("kl", "KL(N(mu, C) || p_{T-s})", dims=("time",)),
-            dyn.Output("mean_error", "|mu(s) - m_{T-s}|: against the exact-score closed form",
-                       dims=("time",)),
-            dyn.Output("cov_error", "||C(s) - S_{T-s}||_F: against the exact-score closed form",
-                       dims=("time",)),
-            dyn.Output("lyapunov_error", "max |(mu, C) - scipy's Lyapunov solution|",
-                       dims=("time",), reduce="max"),
+            dyn.Output("mean_error", "|mu(s) - m_{T-s}|: against the exact-score closed form", dims=("time",)),
+            dyn.Output("cov_error", "||C(s) - S_{T-s}||_F: against the exact-score closed form", dims=("time",)),
+            dyn.Output("lyapunov_error", "max |(mu, C) - scipy's Lyapunov solution|", dims=("time",), reduce="max"),
         ]
 
     def observe(self, spec, states):
         states = np.asarray(states)
         times = spec.times
-        values = {k: np.empty(states.shape[:2]) for k in ("w2", "kl", "mean_error", "cov_error",
-                                                          "lyapunov_error", "w2_ode", "kl_ode")}
+        values = {
+            k: np.empty(states.shape[:2])
+            for k in ("w2", "kl", "mean_error", "cov_error", "lyapunov_error", "w2_ode", "kl_ode")
+        }
         rows = spec["d"] + 1
-        args = (spec["d"], spec["T"], spec["var"], spec["kappa"], spec["angle"], spec["mean"],
-                spec["noise"], spec["eps"], spec["error"])
+        args = (
+            spec["d"],
+            spec["T"],
+            spec["var"],
+            spec["kappa"],
+            spec["angle"],
+            spec["mean"],
+            spec["noise"],
+            spec["eps"],
+            spec["error"],
+        )
         mu_ref, c_ref = lyapunov(spec["T"] * times, spec["start"], *args)
         for j, tau in enumerate(times):
             m_t, s_t = marginal(spec["T"] * (1.0 - tau), **self.law(spec))
@@ -352,13 +370,12 @@ class ReverseDiffusion(dyn.Model):
                 mu, cov = states[r, j, 0], states[r, j, 1:rows]
                 values["w2"][r, j] = w2(mu, cov, m_t, s_t)
                 values["kl"][r, j] = kl(mu, cov, m_t, s_t)
-                ode_mu, ode_cov = states[r, j, rows], states[r, j, rows + 1:]
+                ode_mu, ode_cov = states[r, j, rows], states[r, j, rows + 1 :]
                 values["w2_ode"][r, j] = w2(ode_mu, ode_cov, m_t, s_t)
                 values["kl_ode"][r, j] = kl(ode_mu, ode_cov, m_t, s_t)
                 values["mean_error"][r, j] = np.linalg.norm(mu - m_t)
                 values["cov_error"][r, j] = np.linalg.norm(cov - s_t)
-                values["lyapunov_error"][r, j] = max(np.abs(mu - mu_ref[j]).max(),
-                                                     np.abs(cov - c_ref[j]).max())
+                values["lyapunov_error"][r, j] = max(np.abs(mu - mu_ref[j]).max(), np.abs(cov - c_ref[j]).max())
         with np.errstate(divide="ignore", invalid="ignore"):
             for k, floor in (("w2", 1e-6), ("kl", 1e-12)):  # W2's floor: sqrt of rounding
                 ratio = np.log10(values[k][:, -1] / values[f"{k}_ode"][:, -1])
@@ -406,14 +423,15 @@ class ReverseSamples(dyn.Model):
     started from the start law, stepped by Euler-Maruyama (nu = 0: Euler) in tau = s / T."""
 
     name = "reverse_diffusion_samples"
-    description = ("samples of the reverse SDE / probability-flow ODE of Gaussian data with a "
-                   "linear score error, against the exact law of the Euler-Maruyama chain")
+    description = (
+        "samples of the reverse SDE / probability-flow ODE of Gaussian data with a "
+        "linear score error, against the exact law of the Euler-Maruyama chain"
+    )
     default_plot = "mean_z2"
     params = {**PARAMS, "n": dyn.Field("int", 2000, "samples per run", lo=2, hi=10**6)}
 
     def drift(t, x, d, T, var, kappa, angle, mean, noise, eps, error):  # t: tau = s / T
-        return T * sample_field(T * t, x, int(d), T, var, kappa, angle, mean, noise, eps,
-                                int(error))
+        return T * sample_field(T * t, x, int(d), T, var, kappa, angle, mean, noise, eps, int(error))
 
     def diffusion(t, x, dw, T, noise):
         return np.sqrt(2.0 * noise * T) * dw
@@ -423,36 +441,59 @@ class ReverseSamples(dyn.Model):
         super().validate(spec)
 
     def initial_state(self, spec, runs):
-        mu0, c0 = start_moments(spec["start"], spec["d"], spec["T"], spec["var"], spec["kappa"],
-                                spec["angle"], spec["mean"])
+        mu0, c0 = start_moments(
+            spec["start"], spec["d"], spec["T"], spec["var"], spec["kappa"], spec["angle"], spec["mean"]
+        )
         z = spec.rng.standard_normal((runs, spec["n"], spec["d"]))
         return mu0 + z @ np.linalg.cholesky(c0).T
 
     def outputs(self, setup):
         return [
-            dyn.Output("w2", "W2(N(sample mean, sample cov), p_{T-s}) (mean over runs)",
-                       dims=("time",), reduce="mean_se"),
-            dyn.Output("mean_error", "|sample mean - the Euler-Maruyama chain's mean| (mean over "
-                       "runs; Monte Carlo: about sqrt(tr C / n))", dims=("time",),
-                       reduce="mean_se"),
-            dyn.Output("cov_error", "||sample cov - the chain's cov||_F (mean over runs)",
-                       dims=("time",), reduce="mean_se"),
-            dyn.Output("mean_z2", "n (mean - mu)^T C^{-1} (mean - mu) / d against the chain's law "
-                       "(mu, C): 1 in expectation (chi^2_d / d)", dims=("time",),
-                       reduce="mean_se"),
-            dyn.Output("map_error", "noise = 0: max |sample moments - the chain's affine map of "
-                       "the start's sample moments| (largest over runs)", dims=("time",),
-                       reduce="max", nan_means="noise > 0: the chain is not a fixed map"),
+            dyn.Output(
+                "w2", "W2(N(sample mean, sample cov), p_{T-s}) (mean over runs)", dims=("time",), reduce="mean_se"
+            ),
+            dyn.Output(
+                "mean_error",
+                "|sample mean - the Euler-Maruyama chain's mean| (mean over runs; Monte Carlo: about sqrt(tr C / n))",
+                dims=("time",),
+                reduce="mean_se",
+            ),
+            dyn.Output(
+                "cov_error", "||sample cov - the chain's cov||_F (mean over runs)", dims=("time",), reduce="mean_se"
+            ),
+            dyn.Output(
+                "mean_z2",
+                "n (mean - mu)^T C^{-1} (mean - mu) / d against the chain's law "
+                "(mu, C): 1 in expectation (chi^2_d / d)",
+                dims=("time",),
+                reduce="mean_se",
+            ),
+            dyn.Output(
+                "map_error",
+                "noise = 0: max |sample moments - the chain's affine map of "
+                "the start's sample moments| (largest over runs)",
+                dims=("time",),
+                reduce="max",
+                nan_means="noise > 0: the chain is not a fixed map",
+            ),
         ]
 
     def observe(self, spec, states):
         states = np.asarray(states)
         runs, times = states.shape[:2]
-        args = (spec["d"], spec["T"], spec["var"], spec["kappa"], spec["angle"], spec["mean"],
-                spec["noise"], spec["eps"], spec["error"])
+        args = (
+            spec["d"],
+            spec["T"],
+            spec["var"],
+            spec["kappa"],
+            spec["angle"],
+            spec["mean"],
+            spec["noise"],
+            spec["eps"],
+            spec["error"],
+        )
         mu, cov, phi_mat, phi = euler_law(spec.times, spec.dt, spec["start"], *args)
-        values = {k: np.full((runs, times), np.nan) for k in ("w2", "mean_error", "cov_error",
-                                                              "mean_z2", "map_error")}
+        values = {k: np.full((runs, times), np.nan) for k in ("w2", "mean_error", "cov_error", "mean_z2", "map_error")}
         roots = [np.linalg.cholesky(np.atleast_2d(c)) for c in cov]
         for r in range(runs):
             mean0, cov0 = states[r, 0].mean(axis=0), np.cov(states[r, 0].T, ddof=1)
@@ -468,6 +509,5 @@ class ReverseSamples(dyn.Model):
                 if spec["noise"] == 0.0:
                     pushed_m = phi_mat[j] @ mean0 + phi[j]
                     pushed_c = phi_mat[j] @ np.atleast_2d(cov0) @ phi_mat[j].T
-                    values["map_error"][r, j] = max(np.abs(m_hat - pushed_m).max(),
-                                                    np.abs(c_hat - pushed_c).max())
+                    values["map_error"][r, j] = max(np.abs(m_hat - pushed_m).max(), np.abs(c_hat - pushed_c).max())
         return dyn.Chunk(values, finite=np.isfinite(states).all(axis=(1, 2, 3)))

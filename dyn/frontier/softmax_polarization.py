@@ -69,6 +69,7 @@ the rows of V orthogonal to beta move too (the residual has a part off beta), so
 above does not hold and no law is derived here; the target is reached at a finite margin, so
 polarization, if any, stops at a positive entropy.
 """
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -81,8 +82,7 @@ SMALL_GAP = 0.25  # the references are drawn where the asymptotic eps is at most
 PARAMS = {
     "n": dyn.Field("int", 8, "softmax size n (V is n x n, a in R^n)", lo=2, hi=256),
     "b": dyn.Field("float", 1.0, "target norm |beta| (beta = b e_1)", gt=0.0, hi=100.0),
-    "init_scale": dyn.Field("float", 0.1, "V(0) = init_scale N(0, 1) entries (a(0) = 0)",
-                            lo=0.0, hi=100.0),
+    "init_scale": dyn.Field("float", 0.1, "V(0) = init_scale N(0, 1) entries (a(0) = 0)", lo=0.0, hi=100.0),
 }
 
 
@@ -131,8 +131,13 @@ def winner_agrees(theta):
     return jnp.where(jnp.argmax(theta["a"]) == jnp.argmax(theta["V"][0]), 1.0, 0.0)
 
 
-OBSERVABLES = {"entropy": entropy, "gap": gap, "margin_unit": margin_unit,
-               "law_ratio": law_ratio, "winner_agrees": winner_agrees}
+OBSERVABLES = {
+    "entropy": entropy,
+    "gap": gap,
+    "margin_unit": margin_unit,
+    "law_ratio": law_ratio,
+    "winner_agrees": winner_agrees,
+}
 
 
 def start(spec, runs):
@@ -143,10 +148,15 @@ def start(spec, runs):
 
 
 def _build(loss, name):
-    return dyn.gradient_flow(loss, name=name, weights={"V": lambda s: (s["n"], s["n"]),
-                                                       "a": lambda s: (s["n"],)},
-                             params=dict(PARAMS), observables=OBSERVABLES, init=start,
-                             description=f"value-softmax model, {name}")
+    return dyn.gradient_flow(
+        loss,
+        name=name,
+        weights={"V": lambda s: (s["n"], s["n"]), "a": lambda s: (s["n"],)},
+        params=dict(PARAMS),
+        observables=OBSERVABLES,
+        init=start,
+        description=f"value-softmax model, {name}",
+    )
 
 
 LogisticFlow = _build(logistic, "value_softmax_logistic")
@@ -176,8 +186,9 @@ def reduced_flow(u0, a0, b, times, loss="logistic"):
         return np.concatenate([du, da])
 
     times = np.asarray(times, dtype=float)
-    sol = solve_ivp(field, (0.0, times.max()), np.concatenate([u0, a0]), t_eval=times,
-                    method="LSODA", rtol=1e-11, atol=1e-13)
+    sol = solve_ivp(
+        field, (0.0, times.max()), np.concatenate([u0, a0]), t_eval=times, method="LSODA", rtol=1e-11, atol=1e-13
+    )
     return sol.y[:n].T, sol.y[n:].T
 
 
@@ -188,7 +199,7 @@ def gap_law(n, b, times, loss="logistic"):
     t = np.asarray(times, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = b * b * t if loss == "linear" else np.log(b * b * t)
-        eps = 2.0 * m * b * b / ((m + 1) * z ** 2)
+        eps = 2.0 * m * b * b / ((m + 1) * z**2)
     if loss == "logistic":
         eps = np.where(b * b * t >= np.e, eps, np.nan)
     return np.where((t > 0) & (eps <= SMALL_GAP), eps, np.nan)
@@ -203,13 +214,22 @@ class SoftmaxPolarization(dyn.System):
     """Gradient flow of the value-softmax model, logistic or linear loss (module doc)."""
 
     name = "softmax_polarization"
-    description = ("gradient flow of the value-softmax model V softmax(a): entropy of the "
-                   "softmax against the derived polarization law")
+    description = (
+        "gradient flow of the value-softmax model V softmax(a): entropy of the "
+        "softmax against the derived polarization law"
+    )
     default_plot = "entropy"
-    params = {"objective": dyn.Field("str", "logistic", "loss of the margin z = beta^T V sigma(a): "
-                                "logistic log(1 + e^{-z}) or linear -z (the same path on the "
-                                "clock tau)", choices=LOSSES),
-              **LogisticFlow.params}
+    params = {
+        "objective": dyn.Field(
+            "str",
+            "logistic",
+            "loss of the margin z = beta^T V sigma(a): "
+            "logistic log(1 + e^{-z}) or linear -z (the same path on the "
+            "clock tau)",
+            choices=LOSSES,
+        ),
+        **LogisticFlow.params,
+    }
     equation = "ode"
     integrator = LogisticFlow.integrator
 
@@ -252,10 +272,18 @@ class SoftmaxPolarization(dyn.System):
             with np.errstate(divide="ignore", invalid="ignore"):
                 entropies[index] = entropy_law(int(p["n"]), eps)
         return [
-            dyn.Reference("gap_law", "1 - max sigma of the derived law 2 m b^2 / ((m + 1) z^2), "
-                          "z = b^2 t (linear) or log(b^2 t) (logistic)", gaps, dims + ("time",),
-                          draw=dyn.Draw(over=("gap",), color="black", label="derived law")),
-            dyn.Reference("entropy_law", "entropy of the derived law eps (1 + log(m / eps))",
-                          entropies, dims + ("time",),
-                          draw=dyn.Draw(over=("entropy",), color="black", label="derived law")),
+            dyn.Reference(
+                "gap_law",
+                "1 - max sigma of the derived law 2 m b^2 / ((m + 1) z^2), z = b^2 t (linear) or log(b^2 t) (logistic)",
+                gaps,
+                dims + ("time",),
+                draw=dyn.Draw(over=("gap",), color="black", label="derived law"),
+            ),
+            dyn.Reference(
+                "entropy_law",
+                "entropy of the derived law eps (1 + log(m / eps))",
+                entropies,
+                dims + ("time",),
+                draw=dyn.Draw(over=("entropy",), color="black", label="derived law"),
+            ),
         ]

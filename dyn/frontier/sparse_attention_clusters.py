@@ -165,6 +165,7 @@ The built classes' own hooks are bypassed where they do not fit (:class:`Tokens`
 and the tests apply a normalization to a row by ``dyn.row_weights(name, scores, a)``, the code
 the flow runs.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -179,10 +180,15 @@ GAPS = np.array([0.5, 1.0, 1.5, 2.0, 3.0])  # the needle's logit gaps Delta
 NEEDLE_N = 2 ** np.arange(1, 13)  # the row lengths n of the needle check, 2 .. 4096
 REFINEMENTS = 3  # step differences h/2^r - h/2^(r+1), r = 0 .. 2
 
-BUILT = {norm: dyn.attention_particles(name=f"sparse_attention_{norm}", normalization=norm,
-                                       geometry="sphere",
-                                       description=f"SA flow with {norm} on S^(d-1)")
-         for norm in NORMALIZATIONS}
+BUILT = {
+    norm: dyn.attention_particles(
+        name=f"sparse_attention_{norm}",
+        normalization=norm,
+        geometry="sphere",
+        description=f"SA flow with {norm} on S^(d-1)",
+    )
+    for norm in NORMALIZATIONS
+}
 
 
 # --- the laws ----------------------------------------------------------------------------------
@@ -214,7 +220,7 @@ def count_reference(beta: float, d: int, a: float = 1.0) -> float:
 def crowd_scale(beta: float, n: int, d: int, a: float = 1.0) -> float:
     """(beta n^a)^gamma, gamma = (d - 1) / (2 + a (d - 1)): the scaling law of the count
     (module doc, item 3; a = alpha - 1)."""
-    return (beta * n ** a) ** ((d - 1) / (2.0 + a * (d - 1)))
+    return (beta * n**a) ** ((d - 1) / (2.0 + a * (d - 1)))
 
 
 def needle_exact(norm: str, gap, n, alpha: float = 1.5, k: int = 4) -> np.ndarray:
@@ -243,7 +249,7 @@ def needle_exact(norm: str, gap, n, alpha: float = 1.5, k: int = 4) -> np.ndarra
 
 def _needle_equation(u: float, head: float, n: float, p: float) -> float:
     """(head + u)^p + (n - 1) u^p - 1: the weights of a needle and n - 1 equal scores."""
-    return (head + u) ** p + (n - 1) * u ** p - 1.0
+    return (head + u) ** p + (n - 1) * u**p - 1.0
 
 
 def needle_code(norm: str, gap: float, n: int, alpha: float = 1.5, k: int = 4) -> float:
@@ -269,8 +275,7 @@ def clusters(x, delta: float) -> np.ndarray:
     return connected_components(x @ x.T > 1.0 - delta, directed=False)[1]
 
 
-def settled(x, labels, norm: str, beta: float, delta: float, a: float | None,
-            k: int) -> bool:
+def settled(x, labels, norm: str, beta: float, delta: float, a: float | None, k: int) -> bool:
     """The certificate of the module doc, item 2: every cluster a clique and no weight across
     clusters, now or later (the bounds with the clusters' diameters D)."""
     gram = np.clip(x @ x.T, -1.0, 1.0)
@@ -346,15 +351,23 @@ class Tokens:
             if ok[r]:
                 last[r] = last_change(counts[r], spec.times)
         reference = count_reference(beta, spec["d"], a) if a is not None else np.nan
-        values = {"n_clusters": counts, "pair_fraction": base["pair_fraction"],
-                  "final_clusters": final, "last_change": last, "p_settled": ok,
-                  "count_ratio": final / reference, "smallest_cluster": smallest,
-                  "crowd_ratio": final / (crowd_scale(beta, spec["n"], spec["d"], a)
-                                          if a is not None else np.nan),
-                  "p_small_cluster": smallest < min(k, spec["n"]),
-                  "step_diff": self.step_diffs(spec, x[:, 0])}
-        return dyn.Chunk(values, states=states if spec.setup.trajectories else None,
-                         finite=np.isfinite(x).reshape(runs, -1).all(axis=1))
+        values = {
+            "n_clusters": counts,
+            "pair_fraction": base["pair_fraction"],
+            "final_clusters": final,
+            "last_change": last,
+            "p_settled": ok,
+            "count_ratio": final / reference,
+            "smallest_cluster": smallest,
+            "crowd_ratio": final / (crowd_scale(beta, spec["n"], spec["d"], a) if a is not None else np.nan),
+            "p_small_cluster": smallest < min(k, spec["n"]),
+            "step_diff": self.step_diffs(spec, x[:, 0]),
+        }
+        return dyn.Chunk(
+            values,
+            states=states if spec.setup.trajectories else None,
+            finite=np.isfinite(x).reshape(runs, -1).all(axis=1),
+        )
 
     def step_diffs(self, spec, x0) -> np.ndarray:
         """Per run, max_i |x_i(t_o)| differences of the solves at h / 2^r, r = 0 .. 3 (module
@@ -364,32 +377,43 @@ class Tokens:
             return np.full((x0.shape[0], REFINEMENTS), np.nan)
         x0 = np.ascontiguousarray(x0)
         problem = self.problem(spec, x0.shape[1:])
-        ends = [spec.solver.get(dt=spec.dt / 2 ** r).solve(problem, x0, np.array([0.0, t]))
-                .states[:, -1] for r in range(REFINEMENTS + 1)]
-        return np.stack([np.linalg.norm(ends[r] - ends[r + 1], axis=-1).max(axis=-1)
-                         for r in range(REFINEMENTS)], axis=1)
+        ends = [
+            spec.solver.get(dt=spec.dt / 2**r).solve(problem, x0, np.array([0.0, t])).states[:, -1]
+            for r in range(REFINEMENTS + 1)
+        ]
+        return np.stack(
+            [np.linalg.norm(ends[r] - ends[r + 1], axis=-1).max(axis=-1) for r in range(REFINEMENTS)], axis=1
+        )
 
 
-TOKENS = {norm: type(f"{norm.title()}Tokens", (Tokens, cls), {"__module__": __name__})
-          for norm, cls in BUILT.items()}
+TOKENS = {norm: type(f"{norm.title()}Tokens", (Tokens, cls), {"__module__": __name__}) for norm, cls in BUILT.items()}
 
 PARAMS = {
-    "normalization": dyn.Field("str", "sparsemax", "the row normalization: softmax, entmax "
-                               "(alpha), sparsemax or topk (k)", choices=NORMALIZATIONS),
-    "beta": dyn.Field("float", 4.0, "factor beta of the scores beta <x_i, x_j>", gt=0.0,
-                      hi=1e3),
+    "normalization": dyn.Field(
+        "str",
+        "sparsemax",
+        "the row normalization: softmax, entmax (alpha), sparsemax or topk (k)",
+        choices=NORMALIZATIONS,
+    ),
+    "beta": dyn.Field("float", 4.0, "factor beta of the scores beta <x_i, x_j>", gt=0.0, hi=1e3),
     "alpha": dyn.Field("float", 1.5, "entmax's alpha (2: sparsemax)", gt=1.0, hi=10.0),
     "k": dyn.Field("int", 4, "the scores each row keeps (top-k)", lo=1, hi=4096),
     "n": dyn.Field("int", 32, "number of tokens", lo=2, hi=1024),
-    "d": dyn.Field("int", 2, "dimension of the space of the sphere S^{d-1} (2: the circle)",
-                   lo=2, hi=16),
-    "delta": dyn.Field("float", 1e-3, "cluster threshold: <x_i, x_j> > 1 - delta", gt=0.0,
-                       hi=0.5),
-    "order_time": dyn.Field("float", 1.0, "the time t_o of the step-order measurement (0: not "
-                            "measured)", lo=0.0, hi=100.0),
-    **{m: dyn.Field("matrices", IDENTITY, f"{what} matrices: the identity (theta_c is derived "
-                    "for Q = K = V = I)", lo=-1e3, hi=1e3)
-       for m, what in zip("QKV", ("query", "key", "value"), strict=True)},
+    "d": dyn.Field("int", 2, "dimension of the space of the sphere S^{d-1} (2: the circle)", lo=2, hi=16),
+    "delta": dyn.Field("float", 1e-3, "cluster threshold: <x_i, x_j> > 1 - delta", gt=0.0, hi=0.5),
+    "order_time": dyn.Field(
+        "float", 1.0, "the time t_o of the step-order measurement (0: not measured)", lo=0.0, hi=100.0
+    ),
+    **{
+        m: dyn.Field(
+            "matrices",
+            IDENTITY,
+            f"{what} matrices: the identity (theta_c is derived for Q = K = V = I)",
+            lo=-1e3,
+            hi=1e3,
+        )
+        for m, what in zip("QKV", ("query", "key", "value"), strict=True)
+    },
 }
 
 
@@ -399,8 +423,10 @@ class SparseAttentionClusters(dyn.System):
     against k, the solver's order, and the needle's weight against n."""
 
     name = "sparse_attention_clusters"
-    description = ("SA flow with sparse row normalizations on the circle and S^2: the time the "
-                   "cluster count stops changing and the final count against pi / theta_c")
+    description = (
+        "SA flow with sparse row normalizations on the circle and S^2: the time the "
+        "cluster count stops changing and the final count against pi / theta_c"
+    )
     default_plot = "final_clusters"
     params = PARAMS
     equation = "ode"
@@ -413,15 +439,19 @@ class SparseAttentionClusters(dyn.System):
 
     def validate(self, spec) -> None:
         if spec.solver.backend != "numba":
-            raise dyn.ScenarioError("integrator.backend", "dyn.attention_particles runs on the "
-                                    "numba backend only: use backend numba")
+            raise dyn.ScenarioError(
+                "integrator.backend", "dyn.attention_particles runs on the numba backend only: use backend numba"
+            )
         for m in "QKV":
             if not is_identity(spec[m], spec["d"]):
-                raise dyn.ScenarioError(f"params.{m}", "this scenario's cut-off angle and "
-                                        "certificate are derived for Q = K = V = I: leave it out")
+                raise dyn.ScenarioError(
+                    f"params.{m}",
+                    "this scenario's cut-off angle and certificate are derived for Q = K = V = I: leave it out",
+                )
         if spec["order_time"] > spec.horizon:
-            raise dyn.ScenarioError("params.order_time", f"must be at most the horizon "
-                                    f"{spec.horizon:g}, got {spec['order_time']:g}")
+            raise dyn.ScenarioError(
+                "params.order_time", f"must be at most the horizon {spec.horizon:g}, got {spec['order_time']:g}"
+            )
         self.tokens(spec).validate(spec)
 
     def simulate(self, spec, runs: range) -> dyn.Chunk:
@@ -434,46 +464,79 @@ class SparseAttentionClusters(dyn.System):
         return BUILT["softmax"]().trajectory_dims(setup)
 
     def coords(self, setup) -> dict:
-        return {"refinement": dyn.Coord(np.arange(REFINEMENTS), "r: solves at h/2^r against "
-                                        "h/2^(r+1)"),
-                "gap": dyn.Coord(GAPS, "the needle's score gap Delta"),
-                "needle_n": dyn.Coord(NEEDLE_N, "the row's length n (one needle, n - 1 equal "
-                                      "scores)")}
+        return {
+            "refinement": dyn.Coord(np.arange(REFINEMENTS), "r: solves at h/2^r against h/2^(r+1)"),
+            "gap": dyn.Coord(GAPS, "the needle's score gap Delta"),
+            "needle_n": dyn.Coord(NEEDLE_N, "the row's length n (one needle, n - 1 equal scores)"),
+        }
 
     def outputs(self, setup) -> list:
         no_cut = "no cut-off angle: softmax and top-k"
         return [
             dyn.Output("n_clusters", "number of clusters (mean over runs)", "1", ("time",)),
-            dyn.Output("pair_fraction", "fraction of token pairs with <x_i,x_j> > 1 - delta "
-                       "(mean over runs)", "1", ("time",)),
-            dyn.Output("final_clusters", "number of clusters at the horizon", "1", (),
-                       "mean_se"),
-            dyn.Output("last_change", "the first save time from which the cluster count is "
-                       "final, certified (censored at T where not certified settled)", "1",
-                       reduce="time_to_event"),
-            dyn.Output("p_settled", "fraction of runs certified settled at the horizon (the "
-                       "count never changes again)", "1", (), "proportion"),
-            dyn.Output("count_ratio", "final count / N_ref, N_ref = |S^(d-1)| / |cap(theta_c)| "
-                       "(pi / theta_c on the circle)", "1", (), "mean_se", nan_means=no_cut),
-            dyn.Output("crowd_ratio", "final count / (beta n^(alpha-1))^gamma, gamma = (d-1) / "
-                       "(2 + (alpha-1)(d-1)): the crowd law's constant", "1", (), "mean_se",
-                       nan_means=no_cut),
-            dyn.Output("smallest_cluster", "tokens in the smallest cluster at the horizon", "1",
-                       (), "mean_se"),
-            dyn.Output("p_small_cluster", "fraction of runs with a final cluster of fewer than "
-                       "min(k, n) tokens", "1", (), "proportion"),
-            dyn.Output("step_diff", "max_i |x_i(t_o) at h/2^r - at h/2^(r+1)| (RMS over runs): "
-                       "the step order is log2 of successive ratios", "1", ("refinement",),
-                       "rms", nan_means="order_time = 0: not measured"),
-            dyn.Output("theta_c", "the cut-off angle arccos(1 - 1/((alpha - 1) beta))", "rad",
-                       (), "point", nan_means=no_cut),
-            dyn.Output("count_reference", "N_ref = |S^(d-1)| / |cap(theta_c)|", "1", (),
-                       "point", nan_means=no_cut),
-            dyn.Output("needle_weight", "the weight of one score Delta above n - 1 equal "
-                       "scores, by the engine's normalization code", "1", ("gap", "needle_n"),
-                       "point"),
-            dyn.Output("needle_error", "largest |needle_weight - its closed form|", "1", (),
-                       "point"),
+            dyn.Output(
+                "pair_fraction", "fraction of token pairs with <x_i,x_j> > 1 - delta (mean over runs)", "1", ("time",)
+            ),
+            dyn.Output("final_clusters", "number of clusters at the horizon", "1", (), "mean_se"),
+            dyn.Output(
+                "last_change",
+                "the first save time from which the cluster count is "
+                "final, certified (censored at T where not certified settled)",
+                "1",
+                reduce="time_to_event",
+            ),
+            dyn.Output(
+                "p_settled",
+                "fraction of runs certified settled at the horizon (the count never changes again)",
+                "1",
+                (),
+                "proportion",
+            ),
+            dyn.Output(
+                "count_ratio",
+                "final count / N_ref, N_ref = |S^(d-1)| / |cap(theta_c)| (pi / theta_c on the circle)",
+                "1",
+                (),
+                "mean_se",
+                nan_means=no_cut,
+            ),
+            dyn.Output(
+                "crowd_ratio",
+                "final count / (beta n^(alpha-1))^gamma, gamma = (d-1) / "
+                "(2 + (alpha-1)(d-1)): the crowd law's constant",
+                "1",
+                (),
+                "mean_se",
+                nan_means=no_cut,
+            ),
+            dyn.Output("smallest_cluster", "tokens in the smallest cluster at the horizon", "1", (), "mean_se"),
+            dyn.Output(
+                "p_small_cluster",
+                "fraction of runs with a final cluster of fewer than min(k, n) tokens",
+                "1",
+                (),
+                "proportion",
+            ),
+            dyn.Output(
+                "step_diff",
+                "max_i |x_i(t_o) at h/2^r - at h/2^(r+1)| (RMS over runs): the step order is log2 of successive ratios",
+                "1",
+                ("refinement",),
+                "rms",
+                nan_means="order_time = 0: not measured",
+            ),
+            dyn.Output(
+                "theta_c", "the cut-off angle arccos(1 - 1/((alpha - 1) beta))", "rad", (), "point", nan_means=no_cut
+            ),
+            dyn.Output("count_reference", "N_ref = |S^(d-1)| / |cap(theta_c)|", "1", (), "point", nan_means=no_cut),
+            dyn.Output(
+                "needle_weight",
+                "the weight of one score Delta above n - 1 equal scores, by the engine's normalization code",
+                "1",
+                ("gap", "needle_n"),
+                "point",
+            ),
+            dyn.Output("needle_error", "largest |needle_weight - its closed form|", "1", (), "point"),
         ]
 
     def point_values(self, spec) -> dict:
@@ -482,25 +545,36 @@ class SparseAttentionClusters(dyn.System):
         code = np.array([[needle_code(norm, g, m, alpha, k) for m in NEEDLE_N] for g in GAPS])
         exact = needle_exact(norm, GAPS[:, None], NEEDLE_N[None, :], alpha, k)
         angle = theta_c(spec["beta"], a) if a is not None else np.nan
-        return {"theta_c": np.float64(angle),
-                "count_reference": np.float64(count_reference(spec["beta"], spec["d"], a)
-                                              if a is not None else np.nan),
-                "needle_weight": code, "needle_error": np.float64(np.abs(code - exact).max())}
+        return {
+            "theta_c": np.float64(angle),
+            "count_reference": np.float64(count_reference(spec["beta"], spec["d"], a) if a is not None else np.nan),
+            "needle_weight": code,
+            "needle_error": np.float64(np.abs(code - exact).max()),
+        }
 
     def references(self, setup) -> list:
         grid = (GAPS[:, None], NEEDLE_N[None, :])
         dims = ("gap", "needle_n")
         return [
-            dyn.Reference("needle_softmax", "softmax: e^Delta / (e^Delta + n - 1)",
-                          needle_exact("softmax", *grid), dims,
-                          draw=dyn.Draw(over=("needle_weight",), color="black",
-                                        label="softmax")),
-            dyn.Reference("needle_entmax15", "1.5-entmax: (Delta/2 + u)^2, u = (sqrt(4n - "
-                          "(n-1) Delta^2) - Delta) / (2n); 1 for Delta >= 2",
-                          needle_exact("entmax", *grid, alpha=1.5), dims,
-                          draw=dyn.Draw(over=("needle_weight",), color="tab:red",
-                                        label="1.5-entmax")),
-            dyn.Reference("needle_sparsemax", "sparsemax: Delta + (1 - Delta) / n; 1 for "
-                          "Delta >= 1", needle_exact("sparsemax", *grid), dims,
-                          draw=dyn.Draw(over=("needle_weight",), color="tab:blue",
-                                        label="sparsemax"))]
+            dyn.Reference(
+                "needle_softmax",
+                "softmax: e^Delta / (e^Delta + n - 1)",
+                needle_exact("softmax", *grid),
+                dims,
+                draw=dyn.Draw(over=("needle_weight",), color="black", label="softmax"),
+            ),
+            dyn.Reference(
+                "needle_entmax15",
+                "1.5-entmax: (Delta/2 + u)^2, u = (sqrt(4n - (n-1) Delta^2) - Delta) / (2n); 1 for Delta >= 2",
+                needle_exact("entmax", *grid, alpha=1.5),
+                dims,
+                draw=dyn.Draw(over=("needle_weight",), color="tab:red", label="1.5-entmax"),
+            ),
+            dyn.Reference(
+                "needle_sparsemax",
+                "sparsemax: Delta + (1 - Delta) / n; 1 for Delta >= 1",
+                needle_exact("sparsemax", *grid),
+                dims,
+                draw=dyn.Draw(over=("needle_weight",), color="tab:blue", label="sparsemax"),
+            ),
+        ]

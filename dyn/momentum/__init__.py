@@ -13,19 +13,40 @@
 
 Names load on first use.
 """
+
 from ..core.lazy import exports
 
-__getattr__, __dir__, __all__ = exports(__name__, {
-    ".backprop": ("layer_jacobian_logdet", "momentum_net"),
-    ".fields": ("FIRST_ORDER", "LAYOUT", "SECOND_ORDER", "field_jax", "field_numpy",
-                "first_order_drift", "first_order_drift_jax", "pack_field", "random_tanh_field",
-                "second_order_drift", "second_order_drift_jax", "unpack_field"),
-    ".limit": ("gamma_for", "network_states", "ode_residual", "solve_first_order",
-               "solve_second_order"),
-    ".linear": ("discriminant_threshold", "negativity_threshold", "psi", "psi_network",
-                "psi_simulated"),
-    ".network": ("ExactState", "FixedPoint", "exact_forward", "exact_inverse", "exact_layers",
-                 "forward", "inverse", "inversion_error", "quantized_gamma"),
-    ".optimize": ("contraction_rate", "heavy_ball", "heavy_ball_layer", "layer_matrix",
-                  "random_quadratic"),
-})
+__getattr__, __dir__, __all__ = exports(
+    __name__,
+    {
+        ".backprop": ("layer_jacobian_logdet", "momentum_net"),
+        ".fields": (
+            "FIRST_ORDER",
+            "LAYOUT",
+            "SECOND_ORDER",
+            "field_jax",
+            "field_numpy",
+            "first_order_drift",
+            "first_order_drift_jax",
+            "pack_field",
+            "random_tanh_field",
+            "second_order_drift",
+            "second_order_drift_jax",
+            "unpack_field",
+        ),
+        ".limit": ("gamma_for", "network_states", "ode_residual", "solve_first_order", "solve_second_order"),
+        ".linear": ("discriminant_threshold", "negativity_threshold", "psi", "psi_network", "psi_simulated"),
+        ".network": (
+            "ExactState",
+            "FixedPoint",
+            "exact_forward",
+            "exact_inverse",
+            "exact_layers",
+            "forward",
+            "inverse",
+            "inversion_error",
+            "quantized_gamma",
+        ),
+        ".optimize": ("contraction_rate", "heavy_ball", "heavy_ball_layer", "layer_matrix", "random_quadratic"),
+    },
+)

@@ -30,6 +30,7 @@ dtype of x0) and quantized, so the inverse recomputes it exactly.
 ``shared=True``: one theta for every layer (``[function] * N`` in PyTorch); else theta's leaves
 have a leading axis of length N.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -45,8 +46,9 @@ LIMB_MASK = (1 << LIMB_BITS) - 1
 MAX_SEGMENTS = 8  # separate scans, each on the limbs its layers can fill
 
 
-def momentum_net(f: Callable, gamma: float, depth: int, *, shared: bool = True, memory_free: bool = True,
-                 exact: bool = False):
+def momentum_net(
+    f: Callable, gamma: float, depth: int, *, shared: bool = True, memory_free: bool = True, exact: bool = False
+):
     """``apply(theta, x0, v0) -> (x_N, v_N)`` for residual ``f(x, theta)``; differentiable in all
     three arguments. ``memory_free`` needs gamma != 0; ``exact`` implies memory_free."""
     import jax
@@ -138,9 +140,9 @@ class _Exact:
     def residual(self, x, th, dtype):
         import jax.numpy as jnp
 
-        xf = x.astype(dtype) * dtype(2.0 ** -self.F)
+        xf = x.astype(dtype) * dtype(2.0**-self.F)
         r = (1.0 - self.gamma) * self.f(xf, th)
-        return jnp.round(r * dtype(2.0 ** self.F)).astype(jnp.int64), xf
+        return jnp.round(r * dtype(2.0**self.F)).astype(jnp.int64), xf
 
     def push_pow2(self, buf, low):
         """buf <- buf 2^k + low  (0 <= low < 2^k)."""
@@ -214,7 +216,7 @@ class _Exact:
     def to_fixed(self, a):
         import jax.numpy as jnp
 
-        return jnp.round(a.astype(jnp.float64) * 2.0 ** self.F).astype(jnp.int64)
+        return jnp.round(a.astype(jnp.float64) * 2.0**self.F).astype(jnp.int64)
 
     def forward(self, theta, x, v, dtype):
         """All layers, segment by segment, from integer (x, v) and an empty buffer."""
@@ -270,7 +272,7 @@ def _exact_net(f, gamma, depth, shared):
     ex = _Exact(f, gamma, depth, shared)
 
     def out(x, v, dtype):
-        return (x.astype(dtype) * dtype(2.0 ** -ex.F), v.astype(dtype) * dtype(2.0 ** -ex.F))
+        return (x.astype(dtype) * dtype(2.0**-ex.F), v.astype(dtype) * dtype(2.0**-ex.F))
 
     def run(theta, x0, v0):
         return ex.forward(theta, ex.to_fixed(x0), ex.to_fixed(v0), x0.dtype.type)

@@ -13,6 +13,7 @@ Second-order ODE ``eps x'' + x' = g(x, t)`` as a first-order system on the (2, d
 ``[x; u]``, ``u = x'``:  ``x' = u``,  ``u' = (g(x, t) - u) / eps``.  First-order ODE ``x' = g`` on
 a (1, d) state. Both follow the numba ABI (``integrators.numba.abi.DRIFT_SIG``).
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,11 @@ from ..core.dynamics import Dynamics, register
 from ..core.layout import Layout, block
 
 KINDS = {"tanh": 0.0, "affine": 1.0}
-LAYOUT = Layout("momentum_field", scalars=("eps", "kind", "d"),
-                blocks={"W1": ("d", "d"), "b": ("d",), "c": ("d",), "W2": ("d", "d")})
+LAYOUT = Layout(
+    "momentum_field",
+    scalars=("eps", "kind", "d"),
+    blocks={"W1": ("d", "d"), "b": ("d",), "c": ("d",), "W2": ("d", "d")},
+)
 EPS, KIND = LAYOUT.index("eps"), LAYOUT.index("kind")
 W1_AT, B_AT, C_AT, W2_AT = (LAYOUT.block_at(k) for k in LAYOUT.blocks)
 
@@ -63,8 +67,15 @@ def unpack_field(p) -> tuple[str, float, dict]:
 def random_tanh_field(rng: np.random.Generator, d: int, eps: float = 1.0, scale: float = 1.0) -> np.ndarray:
     """W1, W2 ~ N(0, scale^2 / d) entries, b, c ~ N(0, 1): a generic smooth field of size O(scale)."""
     s = scale / math.sqrt(d)
-    return pack_field("tanh", d, eps=eps, W1=s * rng.standard_normal((d, d)), b=rng.standard_normal(d),
-                      c=rng.standard_normal(d), W2=s * rng.standard_normal((d, d)))
+    return pack_field(
+        "tanh",
+        d,
+        eps=eps,
+        W1=s * rng.standard_normal((d, d)),
+        b=rng.standard_normal(d),
+        c=rng.standard_normal(d),
+        W2=s * rng.standard_normal((d, d)),
+    )
 
 
 def field_numpy(t: float, x: np.ndarray, p) -> np.ndarray:
@@ -156,15 +167,33 @@ def _example(rows: int):
         if kind == "tanh":
             p = random_tanh_field(rng, d, eps=rng.uniform(0.1, 2), scale=2.0)
         else:
-            p = pack_field("affine", d, eps=rng.uniform(0.1, 2), W1=rng.standard_normal((d, d)),
-                           b=rng.standard_normal(d))
+            p = pack_field(
+                "affine", d, eps=rng.uniform(0.1, 2), W1=rng.standard_normal((d, d)), b=rng.standard_normal(d)
+            )
         return rng.standard_normal((rows, d)), p
+
     return example
 
 
-SECOND_ORDER = register(Dynamics("momentum_second_order", LAYOUT, second_order_drift,
-                                 second_order_drift_jax, integrators.EUCLIDEAN,
-                                 example=_example(2), work=work_size))
-FIRST_ORDER = register(Dynamics("momentum_first_order", LAYOUT, first_order_drift,
-                                first_order_drift_jax, integrators.EUCLIDEAN,
-                                example=_example(1), work=work_size))
+SECOND_ORDER = register(
+    Dynamics(
+        "momentum_second_order",
+        LAYOUT,
+        second_order_drift,
+        second_order_drift_jax,
+        integrators.EUCLIDEAN,
+        example=_example(2),
+        work=work_size,
+    )
+)
+FIRST_ORDER = register(
+    Dynamics(
+        "momentum_first_order",
+        LAYOUT,
+        first_order_drift,
+        first_order_drift_jax,
+        integrators.EUCLIDEAN,
+        example=_example(1),
+        work=work_size,
+    )
+)

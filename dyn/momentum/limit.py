@@ -15,6 +15,7 @@ to h g within O(1/(1 - gamma)) layers and the network tends to the first-order O
 The ODEs are solved by the project's integrators on EUCLIDEAN states: (2, d) rows [x; x'] for
 the second-order system, (1, d) for the first-order one.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,17 @@ def ode_residual(p, horizon: float, depth: int):
     return residual
 
 
-def network_states(p, x0, u0, horizon: float, depth: int, *, gamma: float | None = None,
-                   arithmetic: str = "float", fmt: FixedPoint = FixedPoint()):
+def network_states(
+    p,
+    x0,
+    u0,
+    horizon: float,
+    depth: int,
+    *,
+    gamma: float | None = None,
+    arithmetic: str = "float",
+    fmt: FixedPoint = FixedPoint(),
+):
     """Layer-N state (x_N, V_N = v_N / h) of the network for the ODE field ``p`` from (x0, x'(0) = u0),
     arrays (E, d). ``gamma`` defaults to 1 - h/eps (eps = p[0]). ``arithmetic``: float or exact.
     Also returns the inversion error max |input - inverse(output)| (0 means bit for bit)."""
@@ -61,8 +71,10 @@ def network_states(p, x0, u0, horizon: float, depth: int, *, gamma: float | None
     start = exact_forward(x0, v0, gamma, residual, 0, fmt)  # the quantized input
     out = exact_forward(x0, v0, gamma, residual, depth, fmt)
     back = exact_inverse(out, gamma, residual, depth, fmt)
-    err = np.maximum(np.max(np.abs(fmt.to_float(back.x) - fmt.to_float(start.x)), axis=-1),
-                     np.max(np.abs(fmt.to_float(back.v) - fmt.to_float(start.v)), axis=-1))
+    err = np.maximum(
+        np.max(np.abs(fmt.to_float(back.x) - fmt.to_float(start.x)), axis=-1),
+        np.max(np.abs(fmt.to_float(back.v) - fmt.to_float(start.v)), axis=-1),
+    )
     leftover = np.array([any(b != 0 for b in np.ravel(row)) for row in back.buffer])
     err[leftover] = np.inf  # the buffer must come back empty too
     return fmt.to_float(out.x), fmt.to_float(out.v) / h, err
@@ -73,12 +85,18 @@ def solve_second_order(p, x0, u0, ts, backend: str = "numba", method: str = "rk4
     Returns (E, len(ts), 2, d): rows x and x'."""
     x0 = np.asarray(x0, dtype=np.float64)
     state = np.stack([x0, np.broadcast_to(np.asarray(u0, dtype=np.float64), x0.shape)], axis=1)
-    return integrators.get(backend, method, **options).solve(fields.SECOND_ORDER.problem(p), state,
-                                                             np.asarray(ts, dtype=np.float64)).states
+    return (
+        integrators.get(backend, method, **options)
+        .solve(fields.SECOND_ORDER.problem(p), state, np.asarray(ts, dtype=np.float64))
+        .states
+    )
 
 
 def solve_first_order(p, x0, ts, backend: str = "numba", method: str = "rk4", **options) -> np.ndarray:
     """Solve x' = g(x, t) from x(ts[0]) = x0 (E, d). Returns (E, len(ts), d)."""
     state = np.asarray(x0, dtype=np.float64)[:, None, :]
-    return integrators.get(backend, method, **options).solve(
-        fields.FIRST_ORDER.problem(p), state, np.asarray(ts, dtype=np.float64)).states[:, :, 0]
+    return (
+        integrators.get(backend, method, **options)
+        .solve(fields.FIRST_ORDER.problem(p), state, np.asarray(ts, dtype=np.float64))
+        .states[:, :, 0]
+    )

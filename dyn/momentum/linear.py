@@ -24,6 +24,7 @@ theta cos(theta) + |alpha| t sin(theta) = 0, i.e. at
 
 Below a*, psi oscillates in sign (zeros at every further root of the same equation).
 """
+
 from __future__ import annotations
 
 import numpy as np

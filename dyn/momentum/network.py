@@ -20,6 +20,7 @@ fixed-point x and quantized, so the inverse recomputes the very same integer. Th
 about log2(1/gamma) bits per entry and layer, the information that multiplying by gamma destroys;
 inversion returns every integer (and B = 0) bit for bit at any depth.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -129,8 +130,7 @@ def _residual_fixed(fmt: FixedPoint, gamma_q: float, residual: Residual, n: int,
     return fmt.to_fixed((1.0 - gamma_q) * residual(n, fmt.to_float(x)))
 
 
-def exact_forward(x0, v0, gamma: float, residual: Residual, depth: int,
-                  fmt: FixedPoint = FixedPoint()) -> ExactState:
+def exact_forward(x0, v0, gamma: float, residual: Residual, depth: int, fmt: FixedPoint = FixedPoint()) -> ExactState:
     """Run ``depth`` exact layers from float x0, v0 (quantized first). The network computed is
     the one with gamma replaced by num/2^k (see :meth:`FixedPoint.gamma_ratio`)."""
     state = ExactState(fmt.to_fixed(x0), fmt.to_fixed(v0), None)
@@ -139,8 +139,9 @@ def exact_forward(x0, v0, gamma: float, residual: Residual, depth: int,
     return exact_layers(state, gamma, residual, range(int(depth)), fmt)
 
 
-def exact_layers(state: ExactState, gamma: float, residual: Residual, layers,
-                 fmt: FixedPoint = FixedPoint()) -> ExactState:
+def exact_layers(
+    state: ExactState, gamma: float, residual: Residual, layers, fmt: FixedPoint = FixedPoint()
+) -> ExactState:
     """Apply the exact layers n in ``layers`` (in order) to a copy of ``state``."""
     num, den = fmt.gamma_ratio(gamma)
     gamma_q = num / den
@@ -153,8 +154,9 @@ def exact_layers(state: ExactState, gamma: float, residual: Residual, layers,
     return ExactState(x, v, buf)
 
 
-def exact_inverse(state: ExactState, gamma: float, residual: Residual, depth: int,
-                  fmt: FixedPoint = FixedPoint()) -> ExactState:
+def exact_inverse(
+    state: ExactState, gamma: float, residual: Residual, depth: int, fmt: FixedPoint = FixedPoint()
+) -> ExactState:
     """Undo ``depth`` exact layers: returns the input integers (and the buffer it started with)."""
     num, den = fmt.gamma_ratio(gamma)
     gamma_q = num / den

@@ -10,6 +10,7 @@ v <- v - eta grad F(x), x <- x + v (symplectic Euler of x'' = -grad F): volume p
 cannot contract onto a point; for eta < 4 / L it oscillates forever around x* at constant amplitude
 in every eigendirection.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """Checks and bounds the Momentum ResNet sweeps share (systems momentum_limit, momentum_linear,
 momentum_optimize)."""
+
 from __future__ import annotations
 
 import math
@@ -28,17 +29,22 @@ def check_second_order_gamma(spec) -> None:
     """gamma = 1 - h/eps with h = T/depth must be positive (else the network is not invertible)."""
     h = spec.horizon / spec["depth"]
     if h >= spec["eps"]:
-        raise ScenarioError("params.depth", f"gamma = 1 - h/eps must be > 0: depth "
-                            f"{spec['depth']} with eps = {spec['eps']} gives h = {h:.3g} >= eps")
+        raise ScenarioError(
+            "params.depth",
+            f"gamma = 1 - h/eps must be > 0: depth {spec['depth']} with eps = {spec['eps']} gives h = {h:.3g} >= eps",
+        )
 
 
 def check_linear_growth(spec) -> None:
     """a T <= GROWTH_LOG: e^{a T} and psi_eps(a; T) stay finite."""
     a, T = spec["a"], spec.horizon
     if a * T > GROWTH_LOG:
-        raise ScenarioError("params.a", f"a T = {a:g} x {T:g} = {a * T:.4g} > {GROWTH_LOG:g}: "
-                            "e^{a T} (and psi_eps(a; T)) exceed float64 (1.8e308); lower a or "
-                            "integrator.horizon")
+        raise ScenarioError(
+            "params.a",
+            f"a T = {a:g} x {T:g} = {a * T:.4g} > {GROWTH_LOG:g}: "
+            "e^{a T} (and psi_eps(a; T)) exceed float64 (1.8e308); lower a or "
+            "integrator.horizon",
+        )
 
 
 def heavy_ball_rate(kappa: float, gamma: float, eta: float) -> float:
@@ -60,8 +66,11 @@ def check_heavy_ball_growth(spec) -> None:
     rate = heavy_ball_rate(spec["kappa"], spec["gamma"], spec["eta"])
     if rate > 1.0 and spec["iterations"] * math.log(rate) > HEAVY_BALL_LOG:
         limit = 2.0 * (1.0 + spec["gamma"])
-        raise ScenarioError("params.eta", f"the heavy ball diverges at eta = {spec['eta']:g}, "
-                            f"gamma = {spec['gamma']:g} (it converges iff eta lambda_max < "
-                            f"2 (1 + gamma) = {limit:g}, lambda_max = 1): |x_k - x*| grows like "
-                            f"{rate:.4g}^k, past e^{HEAVY_BALL_LOG:g} within the "
-                            f"{spec['iterations']} iterations; lower eta or the iterations")
+        raise ScenarioError(
+            "params.eta",
+            f"the heavy ball diverges at eta = {spec['eta']:g}, "
+            f"gamma = {spec['gamma']:g} (it converges iff eta lambda_max < "
+            f"2 (1 + gamma) = {limit:g}, lambda_max = 1): |x_k - x*| grows like "
+            f"{rate:.4g}^k, past e^{HEAVY_BALL_LOG:g} within the "
+            f"{spec['iterations']} iterations; lower eta or the iterations",
+        )

@@ -83,6 +83,7 @@ error O(h^10) plus rounding ~1e-11); :func:`beta_star` is the root of the measur
 close: with p - 1 = A r^2 + B r^4 (B < 0), r_fold^2 = -A/(2B) and
 sigma_fold/sigma_c - 1 = -A^2/(4B) = O((beta - beta_*)^2).
 """
+
 from __future__ import annotations
 
 import math
@@ -155,7 +156,7 @@ class _Tracer:
         if any(f is None for f in found):
             raise RuntimeError("the branch near the uniform law was not found")
         p = np.array([f[1] for f in found])
-        V = np.vander(r ** 2, 5, increasing=True)[:, 1:]
+        V = np.vander(r**2, 5, increasing=True)[:, 1:]
         return float(np.linalg.solve(V, p - 1.0)[0])
 
     def _tangent(self, J, previous):
@@ -231,8 +232,7 @@ class _Tracer:
 
 
 # ------------------------------------------------------------------------------ the API
-def landau_coefficient(beta: float, d: int, normalization: str = "USA",
-                       method: str = "closed") -> float:
+def landau_coefficient(beta: float, d: int, normalization: str = "USA", method: str = "closed") -> float:
     r"""A in sigma/sigma_c = 1 + A r^2 + O(r^4) along the clustered branch near the uniform law
     (module doc): A < 0 supercritical, A > 0 subcritical. ``method="closed"``:
 
@@ -263,8 +263,7 @@ def bessel_beta_star(d: int) -> float:
     from scipy.special import ive
 
     d = _dimension(d)
-    return float(brentq(lambda b: ive(d / 2 + 1, b) / ive(d / 2, b) - 1.0 / d, 1e-6, 200.0,
-                        xtol=1e-15, rtol=1e-15))
+    return float(brentq(lambda b: ive(d / 2 + 1, b) / ive(d / 2, b) - 1.0 / d, 1e-6, 200.0, xtol=1e-15, rtol=1e-15))
 
 
 def beta_star(d: int, normalization: str = "USA") -> float:
@@ -353,25 +352,30 @@ def branch(beta: float, d: int, normalization: str = "USA", r_max: float = R_MAX
         i = int(down[0]) + 1
         rf, pf, _ = tracer.refine_fold(ms, ps, slopes, i)
         fold = float(tracer.sc.sigma(pf))
-        r, sigma, stable = (np.insert(r, i, rf), np.insert(sigma, i, fold),
-                            np.insert(stable, i, True))
+        r, sigma, stable = (np.insert(r, i, rf), np.insert(sigma, i, fold), np.insert(stable, i, True))
     A = tracer.landau()
     r = np.concatenate([[0.0], r])
     sigma = np.concatenate([[tracer.sc.sigma_c], sigma])
     stable = np.concatenate([[bool(stable[0])], stable])
     dims = ("point",)
     return xr.Dataset(
-        {"sigma": (dims, sigma, {"long_name": "noise sigma of the stationary law", "units": "1"}),
-         "r": (dims, r, {"long_name": "order parameter r = E<x, e_1>", "units": "1"}),
-         "stable": (dims, stable, {"long_name": "linearly stable (d sigma/dr < 0)",
-                                   "units": "1"})},
-        coords={"point": (dims, np.arange(r.size), {"long_name": "point along the branch",
-                                                     "units": "1"})},
-        attrs={"beta": beta, "d": d, "normalization": normalization,
-               "sigma_critical": float(tracer.sc.sigma_c), "sigma_fold": fold,
-               "landau_coefficient": A,
-               "beta_star": bessel_beta_star(d) if normalization == "USA" else math.inf,
-               "long_name": "clustered branch of stationary zonal mean-field laws"})
+        {
+            "sigma": (dims, sigma, {"long_name": "noise sigma of the stationary law", "units": "1"}),
+            "r": (dims, r, {"long_name": "order parameter r = E<x, e_1>", "units": "1"}),
+            "stable": (dims, stable, {"long_name": "linearly stable (d sigma/dr < 0)", "units": "1"}),
+        },
+        coords={"point": (dims, np.arange(r.size), {"long_name": "point along the branch", "units": "1"})},
+        attrs={
+            "beta": beta,
+            "d": d,
+            "normalization": normalization,
+            "sigma_critical": float(tracer.sc.sigma_c),
+            "sigma_fold": fold,
+            "landau_coefficient": A,
+            "beta_star": bessel_beta_star(d) if normalization == "USA" else math.inf,
+            "long_name": "clustered branch of stationary zonal mean-field laws",
+        },
+    )
 
 
 def branch_at(beta: float, d: int, normalization: str, r) -> Branch:
@@ -406,8 +410,7 @@ def branch_law(beta: float, d: int, normalization: str, r: float, degree: int = 
     return tracer.sc.moments(found[0], found[1], degree)
 
 
-def stationary_law(beta: float, sigma: float, d: int, normalization: str = "USA",
-                   degree: int = 48) -> np.ndarray:
+def stationary_law(beta: float, sigma: float, d: int, normalization: str = "USA", degree: int = 48) -> np.ndarray:
     """Gegenbauer coefficients c_0..c_degree (c_0 = 1) of the stable clustered zonal law at the
     noise ``sigma`` (the most clustered stable point of the branch at that sigma), for
     :class:`dyn.noisy.zonal.ZonalMeanField`. ValueError if the branch has no stable law there."""
@@ -415,11 +418,13 @@ def stationary_law(beta: float, sigma: float, d: int, normalization: str = "USA"
     tracer = _Tracer(beta, d, normalization)
     ms, ps, slopes = tracer.trace(R_MAX)
     target = float(sigma) / tracer.sc.sigma_c
-    hits = [i for i in range(1, len(ps)) if (ps[i - 1] - target) * (ps[i] - target) <= 0
-            and slopes[i] < 0 and slopes[i - 1] < 0]
+    hits = [
+        i
+        for i in range(1, len(ps))
+        if (ps[i - 1] - target) * (ps[i] - target) <= 0 and slopes[i] < 0 and slopes[i - 1] < 0
+    ]
     if not hits:
-        raise ValueError(f"no stable clustered law at sigma = {sigma} on the branch "
-                         f"(r <= {R_MAX})")
+        raise ValueError(f"no stable clustered law at sigma = {sigma} on the branch (r <= {R_MAX})")
     i = hits[-1]
     t = (target - ps[i - 1]) / (ps[i] - ps[i - 1])
     found = tracer.sc.at_sigma(sigma, ms[i - 1] + t * (ms[i] - ms[i - 1]))
@@ -446,8 +451,11 @@ def clustered_r(beta: float, d: int, normalization: str, ratio: float, branch=No
     r, stable = b.r.values, b.stable.values.astype(bool)
     p = b.sigma.values / b.attrs["sigma_critical"]
     target = float(ratio)
-    hits = [i for i in range(1, len(p)) if stable[i] and stable[i - 1] and r[i] > 0
-            and (p[i - 1] - target) * (p[i] - target) <= 0]
+    hits = [
+        i
+        for i in range(1, len(p))
+        if stable[i] and stable[i - 1] and r[i] > 0 and (p[i - 1] - target) * (p[i] - target) <= 0
+    ]
     if not hits:  # none, or beyond the traced end (r_max): unknown
         return math.nan if stable[-1] and p[-1] > target else 0.0
     i = hits[-1]
@@ -463,8 +471,7 @@ def clustered_r(beta: float, d: int, normalization: str, ratio: float, branch=No
         t = (at - r1) / (r1 - r0) if len(path) == 2 else 0.0  # secant predictor
         found = sc.at_r(at, m1 + t * (m1 - m0), p1 + t * (p1 - p0)) or sc.at_r(at, m1, p1)
         if found is None:
-            raise RuntimeError(f"Newton failed at r = {at:g} on the branch (beta = {beta:g}, "
-                               f"d = {d})")
+            raise RuntimeError(f"Newton failed at r = {at:g} on the branch (beta = {beta:g}, d = {d})")
         path = [path[-1], (at, found[0], found[1])]
     _, m, q = path[-1]
 
@@ -480,8 +487,7 @@ def clustered_r(beta: float, d: int, normalization: str, ratio: float, branch=No
 
 
 # ------------------------------------------------------------- the circle (thin wrappers)
-def circle_branch(beta: float, normalization: str = "USA", r_max: float = R_MAX,
-                  steps: int = 60) -> Branch:
+def circle_branch(beta: float, normalization: str = "USA", r_max: float = R_MAX, steps: int = 60) -> Branch:
     """The clustered branch on the circle at ``steps`` equally spaced r in (0, r_max]
     (r_max/steps, ..., r_max): :func:`branch_at` with d = 2."""
     if not 0 < r_max < 1:
@@ -498,5 +504,4 @@ def fold(betas, normalization: str = "USA", steps: int | None = None, d: int = 2
     """sigma_fold for each beta (NaN where the branch has no fold): :func:`sigma_fold`.
     ``steps`` (the samples of the former circle-only code's parabola) is accepted and ignored:
     the fold is now located exactly."""
-    return np.array([sigma_fold(b, d, normalization)
-                     for b in np.atleast_1d(np.asarray(betas, dtype=float))])
+    return np.array([sigma_fold(b, d, normalization) for b in np.atleast_1d(np.asarray(betas, dtype=float))])

@@ -23,6 +23,7 @@ e|beta|/2 + log(1/tol): K = 18 at beta = 4, 26 at beta = 10 for tol = 1e-12.
 The vector is :data:`dyn.noisy.params.FOURIER_LAYOUT`; the record ``noisy_fourier`` shares the
 diffusion of ``noisy_attention``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,12 +53,12 @@ def fourier_drift(t, x, p, out, work):
     c = block(p, COEF_AT)
     K = c.shape[0] - 1
     usa = p[USA] != 0.0
-    cw = work[:6 * n].view(np.complex128)
+    cw = work[: 6 * n].view(np.complex128)
     w = cw[:n]
-    pw = cw[n:2 * n]
-    acc = cw[2 * n:3 * n]
-    den = work[6 * n:7 * n]
-    S = work[7 * n:7 * n + 2 * (K + 2)].view(np.complex128)
+    pw = cw[n : 2 * n]
+    acc = cw[2 * n : 3 * n]
+    den = work[6 * n : 7 * n]
+    S = work[7 * n : 7 * n + 2 * (K + 2)].view(np.complex128)
     for j in range(n):
         r = 1.0 / np.sqrt(x[j, 0] * x[j, 0] + x[j, 1] * x[j, 1])
         w[j] = complex(x[j, 0] * r, x[j, 1] * r)
@@ -102,9 +103,9 @@ def fourier_drift_jax(t, x, p):
     powers = jnp.exp(1j * theta[:, None] * jnp.arange(K + 2))  # w^0 .. w^{K+1}, w = e^{i theta}
     w = powers[:, 1]
     S = powers.mean(axis=0)
-    q = powers[:, 1:K + 1]  # w^1 .. w^K
-    M = c[0] * S[1] + q @ (c[1:] * jnp.conj(S[:K])) + jnp.conj(q) @ (c[1:] * S[2:K + 2])
-    N = c[0] + 2.0 * jnp.real(q @ (c[1:] * jnp.conj(S[1:K + 1])))
+    q = powers[:, 1 : K + 1]  # w^1 .. w^K
+    M = c[0] * S[1] + q @ (c[1:] * jnp.conj(S[:K])) + jnp.conj(q) @ (c[1:] * S[2 : K + 2])
+    N = c[0] + 2.0 * jnp.real(q @ (c[1:] * jnp.conj(S[1 : K + 1])))
     m = jnp.where(v["usa"] != 0.0, M, M / N)
     vel = jnp.real(w) * jnp.imag(m) - jnp.imag(w) * jnp.real(m)
     tangent = jnp.stack([-vel * jnp.imag(w), vel * jnp.real(w)], axis=1)
@@ -117,13 +118,23 @@ def _example(rng):
     n = int(rng.choice([5, 23]))
     x = rng.standard_normal((n, 2))
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return x, pack_fourier(float(rng.choice([-2.5, 0.7, 6.0])), rng.uniform(0, 2), n,
-                           str(rng.choice(["SA", "USA"])))
+    return x, pack_fourier(float(rng.choice([-2.5, 0.7, 6.0])), rng.uniform(0, 2), n, str(rng.choice(["SA", "USA"])))
 
 
-FOURIER = register(Dynamics("noisy_fourier", LAYOUT, fourier_drift, fourier_drift_jax, SPHERE,
-                            example=_example, diffusion=noisy_diffusion,
-                            diffusion_jax=noisy_diffusion_jax, noise=noise_shape, work=work_size))
+FOURIER = register(
+    Dynamics(
+        "noisy_fourier",
+        LAYOUT,
+        fourier_drift,
+        fourier_drift_jax,
+        SPHERE,
+        example=_example,
+        diffusion=noisy_diffusion,
+        diffusion_jax=noisy_diffusion_jax,
+        noise=noise_shape,
+        work=work_size,
+    )
+)
 
 
 def fourier_problem(p):

@@ -9,6 +9,7 @@ r"""Initial token laws of noisy attention, (E, n, d) arrays of unit rows.
   O(n^{-3/2}) instead of O(n^{-1/2}); a uniform random rotation by a multiple of 2 pi/k keeps
   the moment and decorrelates the runs' phases of the other modes.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,9 @@ def initial_tokens(law: str, rng: np.random.Generator, E: int, n: int, d: int) -
     raise ValueError(f"init must be one of {LAWS}, got {law!r}")
 
 
-def perturbed_circle(rng: np.random.Generator, E: int, n: int, k: int, amplitude: float,
-                     iterations: int = 60) -> np.ndarray:
+def perturbed_circle(
+    rng: np.random.Generator, E: int, n: int, k: int, amplitude: float, iterations: int = 60
+) -> np.ndarray:
     """(E, n, 2) tokens of the law (1 + 2a cos k theta)/(2 pi) (module doc), |a| < 1/2."""
     E, n, _ = _shape(E, n, 2)
     if isinstance(k, bool) or int(k) != k or k < 1:

@@ -19,6 +19,7 @@ moderate and the particle estimates of high modes usable), from a law perturbed 
   the bias of a log of a noisy ratio, -Var/(2 tau_k) = O(1/(n a^2)). A run whose ratio is not
   positive (noise larger than the signal) gives NaN.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,9 @@ def windows(tau: float, K: int) -> np.ndarray:
     return tau / np.arange(1, K + 1)
 
 
-def pde_growth_rates(solver: pde.CircleMeanField, tau: float, K: int = 6, dt: float = 1e-3,
-                     epsilon: float = 1e-6) -> np.ndarray:
+def pde_growth_rates(
+    solver: pde.CircleMeanField, tau: float, K: int = 6, dt: float = 1e-3, epsilon: float = 1e-6
+) -> np.ndarray:
     """lambda_k, k = 1..K, measured on ``solver`` (module doc)."""
     if not (0 < epsilon < 0.5):
         raise ValueError(f"epsilon must be in (0, 1/2), got {epsilon!r}")
@@ -65,9 +67,19 @@ def pde_growth_rates(solver: pde.CircleMeanField, tau: float, K: int = 6, dt: fl
     return rates
 
 
-def particle_growth_rates(integrator, rng: np.random.Generator, runs: int, n: int, beta: float,
-                          sigma: float, normalization: str, tau: float, K: int = 6,
-                          amplitude: float = 0.1, tol: float = 1e-12):
+def particle_growth_rates(
+    integrator,
+    rng: np.random.Generator,
+    runs: int,
+    n: int,
+    beta: float,
+    sigma: float,
+    normalization: str,
+    tau: float,
+    K: int = 6,
+    amplitude: float = 0.1,
+    tol: float = 1e-12,
+):
     """(rates (runs, K), finite (runs,)): per-run rates of modes 1..K from the particles
     (module doc), with the SDE solved by ``integrator`` (an Euler-Maruyama integrator)."""
     problem = fourier.fourier_problem(pack_fourier(beta, sigma, n, normalization, tol))

@@ -10,6 +10,7 @@ r"""Observables of token configurations x of shape (..., n, d), vectorized over 
   Fourier series (1/(2 beta)) sum_k I_k(beta) |S_k|^2 in O(nK) (S_k the moments), else by pairs;
 - ``window_mean``: the time average of a saved series over the trailing window [start, T].
 """
+
 from __future__ import annotations
 
 import math

@@ -16,6 +16,7 @@ n and d are in both vectors because the Brownian control of one member has shape
 :data:`FIELDS` are those of attention (:data:`dyn.attention.params.FIELDS`; more tokens allowed,
 USA by default) and sigma.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,12 @@ SIGMA_MAX = 1e6
 
 FIELDS = {
     **ATTENTION_FIELDS,
-    "n": replace(ATTENTION_FIELDS["n"], default=64, hi=1_000_000,
-                 doc="number of tokens n (the direct O(n^2) drift allows n <= 10^4)"),
+    "n": replace(
+        ATTENTION_FIELDS["n"],
+        default=64,
+        hi=1_000_000,
+        doc="number of tokens n (the direct O(n^2) drift allows n <= 10^4)",
+    ),
     # BETA_MAX also keeps e^|beta| of the step rate (math.exp raises past 709.8) and SA's Fourier
     # tolerance e^{-2|beta|} (0 past 372) in range
     "beta": replace(ATTENTION_FIELDS["beta"], lo=-BETA_MAX, hi=BETA_MAX),
@@ -54,8 +59,7 @@ FIELDS = {
 }
 
 LAYOUT = Layout("noisy_attention", scalars=("sigma", "n", "d"), blocks={"attention": ("P",)})
-FOURIER_LAYOUT = Layout("noisy_fourier", scalars=("sigma", "n", "d", "usa"),
-                        blocks={"coef": ("K1",)})
+FOURIER_LAYOUT = Layout("noisy_fourier", scalars=("sigma", "n", "d", "usa"), blocks={"coef": ("K1",)})
 
 
 def _sigma(sigma) -> float:
@@ -74,8 +78,7 @@ def _count(name: str, n, lo: int = 1) -> int:
     return int(n)
 
 
-def pack(beta: float, d: int, sigma: float, n: int, normalization: str = "USA", Q=None, K=None,
-         V=None) -> np.ndarray:
+def pack(beta: float, d: int, sigma: float, n: int, normalization: str = "USA", Q=None, K=None, V=None) -> np.ndarray:
     """The vector of the direct drift (any d, Q, K, V; defaults the identity)."""
     attention = pack_params(beta, d, normalization, Q, K, V)
     return LAYOUT.pack(sigma=_sigma(sigma), n=_count("n", n), d=int(d), attention=attention)
@@ -104,8 +107,7 @@ def fourier_tolerance(beta: float, n: int, normalization: str, tol: float) -> fl
     return tol * low / (2.0 + tol)
 
 
-def pack_fourier(beta: float, sigma: float, n: int, normalization: str = "USA",
-                 tol: float = DEFAULT_TOL) -> np.ndarray:
+def pack_fourier(beta: float, sigma: float, n: int, normalization: str = "USA", tol: float = DEFAULT_TOL) -> np.ndarray:
     """The vector of the O(nK) circle drift (Q = K = V = I, d = 2), K from beta and ``tol``."""
     key = str(normalization).upper()
     if key not in ("SA", "USA"):
@@ -126,8 +128,16 @@ def fourier_order_of(p) -> int:
 def pack_values(values, drift: str) -> np.ndarray:
     """The vector of a sweep point's values for ``drift`` = "direct" or "fourier"."""
     if drift == "fourier":
-        return pack_fourier(values["beta"], values["sigma"], values["n"], values["normalization"],
-                            values.get("tol", DEFAULT_TOL))
-    return pack(values["beta"], values["d"], values["sigma"], values["n"], values["normalization"],
-                values.get("Q"), values.get("K"), values.get("V"))
-
+        return pack_fourier(
+            values["beta"], values["sigma"], values["n"], values["normalization"], values.get("tol", DEFAULT_TOL)
+        )
+    return pack(
+        values["beta"],
+        values["d"],
+        values["sigma"],
+        values["n"],
+        values["normalization"],
+        values.get("Q"),
+        values.get("K"),
+        values.get("V"),
+    )

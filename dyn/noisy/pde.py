@@ -30,6 +30,7 @@ with fourth order. The phi-functions phi_j(z) = sum_m z^m/(m+j)! are summed as s
 - linear growth: a perturbation e^{ik theta} of the uniform law grows at the rate of
   :func:`dyn.noisy.theory.growth_rates` up to the ETDRK4 error (~(mu dt)^4, mu the drift gain).
 """
+
 from __future__ import annotations
 
 import math
@@ -68,8 +69,7 @@ def phi_functions(z) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class CircleMeanField:
     """The mean-field equation on the circle (module doc): ``solve`` and the velocity field."""
 
-    def __init__(self, beta: float, sigma: float, normalization: str = "USA", grid: int = 256,
-                 tol: float = 1e-12):
+    def __init__(self, beta: float, sigma: float, normalization: str = "USA", grid: int = 256, tol: float = 1e-12):
         self.beta = float(beta)
         self.sigma = _sigma(sigma)
         self.normalization = _normalization(normalization)
@@ -78,20 +78,22 @@ class CircleMeanField:
         self.M = M = int(grid)
         tail = tail_bound(self.beta, M // 2 - 2)
         if not tail <= tol:
-            raise ValueError(f"grid {M} too coarse for beta = {self.beta:g}: the kernel's Fourier "
-                             f"tail from mode {M // 2 - 1} on is {tail:.1e} > tol = {tol:g} "
-                             f"(relative to e^|beta|); use grid >= {min_grid(self.beta, tol)}")
+            raise ValueError(
+                f"grid {M} too coarse for beta = {self.beta:g}: the kernel's Fourier "
+                f"tail from mode {M // 2 - 1} on is {tail:.1e} > tol = {tol:g} "
+                f"(relative to e^|beta|); use grid >= {min_grid(self.beta, tol)}"
+            )
         self.theta = TWO_PI * np.arange(M) / M
         self.k = np.arange(M // 2 + 1)
         g = circle_coefficients(self.beta, M // 2 + 1)  # I_k e^{-|beta|}, k = 0..M/2+1
         h = np.empty(M // 2 + 1)
         h[0] = 0.0
         if abs(self.beta) > 1.0:
-            h[1:] = self.k[1:] * g[1:M // 2 + 1] / self.beta
+            h[1:] = self.k[1:] * g[1 : M // 2 + 1] / self.beta
         else:  # k I_k / beta = (I_{k-1} - I_{k+1}) / 2, no division by a small beta
-            h[1:] = 0.5 * (g[:M // 2] - g[2:M // 2 + 2])
+            h[1:] = 0.5 * (g[: M // 2] - g[2 : M // 2 + 2])
         scale = math.exp(abs(self.beta)) if self.normalization == "USA" else 1.0
-        self.G = TWO_PI * scale * g[:M // 2 + 1]
+        self.G = TWO_PI * scale * g[: M // 2 + 1]
         self.H = 1j * TWO_PI * scale * h
         self.G[M // 2] = 0.0  # the Nyquist mode carries no kernel
         self.H[M // 2] = 0.0
@@ -135,8 +137,7 @@ class CircleMeanField:
         E, E2 = np.exp(z), np.exp(z / 2)
         p1h, _, _ = phi_functions(z / 2)
         p1, p2, p3 = phi_functions(z)
-        return (E, E2, h / 2 * p1h, h * (p1 - 3 * p2 + 4 * p3), h * 2 * (p2 - 2 * p3),
-                h * (-p2 + 4 * p3))
+        return (E, E2, h / 2 * p1h, h * (p1 - 3 * p2 + 4 * p3), h * 2 * (p2 - 2 * p3), h * (-p2 + 4 * p3))
 
     def solve(self, rho0, times, dt: float) -> np.ndarray:
         """Densities at ``times`` (starting at times[0]) from ``rho0`` (..., M): shape
@@ -174,7 +175,7 @@ class CircleMeanField:
     # ------------------------------------------------------------------------- observables
     def moments(self, rho, K: int) -> np.ndarray:
         """m_k = int e^{i k theta} rho d theta, k = 1..K, of densities (..., M): (..., K) complex."""
-        return TWO_PI * np.conj(self.coefficients(rho)[..., 1:K + 1])
+        return TWO_PI * np.conj(self.coefficients(rho)[..., 1 : K + 1])
 
     def mass(self, rho) -> np.ndarray:
         return TWO_PI * self.coefficients(rho)[..., 0].real

@@ -24,6 +24,7 @@ i.e. exp(-sigma^2 (d-1) T/2) (1 + (d-1)(d+2) sigma^4 h T/4 + O(h^2)) at T = N h:
 (sigma^2/2) Lap of Brownian motion on the sphere, with a first-order weak error. The tests check
 the exact law and measure the order from the log-log slope of the error.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -76,6 +77,7 @@ def noisy_diffusion(t, x, p, dw, out, work):
 
 # ---------------------------------------------------------------------------------- JAX twins
 
+
 def noisy_drift_jax(t, x, p):
     """JAX twin of :func:`noisy_drift` (one member)."""
     v = LAYOUT.unpack(p)
@@ -99,13 +101,23 @@ def _example(rng):
     x = rng.standard_normal((n, d))
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     Q, K, V = (np.eye(d) + 0.5 * rng.standard_normal((d, d)) for _ in range(3))
-    return x, pack(rng.uniform(-3, 6), d, rng.uniform(0, 2), n, str(rng.choice(["SA", "USA"])),
-                   Q, K, V)
+    return x, pack(rng.uniform(-3, 6), d, rng.uniform(0, 2), n, str(rng.choice(["SA", "USA"])), Q, K, V)
 
 
-NOISY = register(Dynamics("noisy_attention", LAYOUT, noisy_drift, noisy_drift_jax, SPHERE,
-                          example=_example, diffusion=noisy_diffusion,
-                          diffusion_jax=noisy_diffusion_jax, noise=noise_shape, work=work_size))
+NOISY = register(
+    Dynamics(
+        "noisy_attention",
+        LAYOUT,
+        noisy_drift,
+        noisy_drift_jax,
+        SPHERE,
+        example=_example,
+        diffusion=noisy_diffusion,
+        diffusion_jax=noisy_diffusion_jax,
+        noise=noise_shape,
+        work=work_size,
+    )
+)
 
 
 def noisy_problem(p):

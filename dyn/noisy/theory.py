@@ -55,6 +55,7 @@ and SA, the branches themselves and their folds: :mod:`.branches`.
 (:mod:`dyn.attention` needs both), and re-exported here; sigma_c and the circle's criterion are
 this module's.
 """
+
 from __future__ import annotations
 
 import math
@@ -71,8 +72,7 @@ def sigma_critical(beta, d: int = 2, normalization: str = "USA"):
     """sigma_c(beta): the uniform law is linearly stable iff sigma > sigma_c (module doc).
     Accepts a scalar or an array of beta."""
     b = np.asarray(beta, dtype=float)
-    out = np.array([math.sqrt(2.0 * float(drive(x, d, normalization, [1])[0]))
-                    for x in b.ravel()])
+    out = np.array([math.sqrt(2.0 * float(drive(x, d, normalization, [1])[0])) for x in b.ravel()])
     return out.reshape(b.shape) if b.ndim else float(out[0])
 
 

@@ -76,6 +76,7 @@ fixed point around m = 0 is m_l = q (a_l/a_1) m_l: mode 1 bifurcates at q = 1, s
 as the linear theory says. :class:`SelfConsistency` solves it at a fixed r (= m_1/sqrt(d), for
 the branch) or at a fixed sigma, and gives the law's moments to any degree (for the PDE).
 """
+
 from __future__ import annotations
 
 import math
@@ -166,8 +167,9 @@ class ZonalMeanField:
     ``solve(c0, times, dt)`` steps coefficient arrays (..., L + 1); ``project`` / ``density``
     convert from / to functions of u; ``jacobian(c)`` is the linearized right side."""
 
-    def __init__(self, beta: float, sigma: float, d: int, normalization: str = "USA",
-                 degree: int = 48, nodes: int | None = None):
+    def __init__(
+        self, beta: float, sigma: float, d: int, normalization: str = "USA", degree: int = 48, nodes: int | None = None
+    ):
         self.beta = _beta(beta)
         self.sigma = _sigma(sigma)
         self.d = _dimension(d)
@@ -176,14 +178,14 @@ class ZonalMeanField:
         Q = 2 * (self.L + 1) if nodes is None else _count("nodes", nodes, 2 * (self.L + 1))
         self.u, self.w = gauss_nodes(self.d, Q)
         self.P, self.dP = zonal_polynomials(self.u, self.d, self.L)
-        self.F = 1.0 - self.u ** 2
+        self.F = 1.0 - self.u**2
         self.test = (self.dP * (self.w * self.F)).T  # (Q, L+1): T_l = sum_j flux_j test_jl
         a, g = _kernel(self.beta, self.d, self.L)
         if self.normalization == "SA":  # N / a_0 and N' / (beta a_0): no overflow at large beta
             a, g = a / a[0], g / a[0]
         self.a, self.g = a, np.where(np.arange(self.L + 1) == 0, 0.0, g)
         self.lap = np.arange(self.L + 1) * (np.arange(self.L + 1) + self.d - 2.0)
-        self.D = -0.5 * self.sigma ** 2 * self.lap
+        self.D = -0.5 * self.sigma**2 * self.lap
 
     # ---------------------------------------------------------------------------- fields
     def project(self, f) -> np.ndarray:
@@ -247,8 +249,14 @@ class ZonalMeanField:
         z = h * self.D
         p1h, _, _ = phi_functions(z / 2)
         p1, p2, p3 = phi_functions(z)
-        return (np.exp(z), np.exp(z / 2), h / 2 * p1h, h * (p1 - 3 * p2 + 4 * p3),
-                h * 2 * (p2 - 2 * p3), h * (-p2 + 4 * p3))
+        return (
+            np.exp(z),
+            np.exp(z / 2),
+            h / 2 * p1h,
+            h * (p1 - 3 * p2 + 4 * p3),
+            h * 2 * (p2 - 2 * p3),
+            h * (-p2 + 4 * p3),
+        )
 
     def solve(self, c0, times, dt: float) -> np.ndarray:
         """Coefficients at ``times`` from ``c0`` (..., L + 1) given at times[0]: shape
@@ -257,8 +265,7 @@ class ZonalMeanField:
         if c.shape[-1] != self.L + 1 or not np.all(np.isfinite(c)):
             raise ValueError(f"c0 must be finite with last axis of length {self.L + 1}")
         times = np.array(times, dtype=np.float64)
-        if times.ndim != 1 or times.size < 1 or not np.all(np.isfinite(times)) \
-                or np.any(np.diff(times) <= 0):
+        if times.ndim != 1 or times.size < 1 or not np.all(np.isfinite(times)) or np.any(np.diff(times) <= 0):
             raise ValueError("times must be a non-empty, finite, strictly increasing 1-d array")
         if not (math.isfinite(dt) and dt > 0):
             raise ValueError(f"dt must be a positive number, got {dt!r}")
@@ -286,9 +293,18 @@ class ZonalMeanField:
         return out
 
 
-def zonal_growth_rates(beta: float, sigma: float, d: int, normalization: str = "USA",
-                       degrees=range(1, 7), method: str = "operator", degree: int | None = None,
-                       tau: float = 0.5, dt: float = 1e-3, epsilon: float = 1e-5) -> np.ndarray:
+def zonal_growth_rates(
+    beta: float,
+    sigma: float,
+    d: int,
+    normalization: str = "USA",
+    degrees=range(1, 7),
+    method: str = "operator",
+    degree: int | None = None,
+    tau: float = 0.5,
+    dt: float = 1e-3,
+    epsilon: float = 1e-5,
+) -> np.ndarray:
     """Growth rates of the zonal degrees around the uniform law, measured on the zonal
     discretization (module doc): ``method="operator"`` from the assembled Jacobian at c = e_0,
     ``method="pde"`` from nonlinear runs started at e_0 +- epsilon e_l and e_0 +- 2 epsilon e_l
@@ -335,8 +351,7 @@ class SelfConsistency:
     (module doc). ``system(m, p)`` is the residual m - E[P rho] with its Jacobian in (m, p);
     ``at_r`` and ``at_sigma`` solve it by Newton."""
 
-    def __init__(self, beta: float, d: int, normalization: str = "USA",
-                 nodes: int = STATIONARY_NODES):
+    def __init__(self, beta: float, d: int, normalization: str = "USA", nodes: int = STATIONARY_NODES):
         self.beta = _beta(beta)
         self.d = _dimension(d)
         self.normalization = _normalization(normalization)
@@ -361,8 +376,8 @@ class SelfConsistency:
 
     def _exponent(self, m, p):
         """(E, dE/dm (K, Q), dE/dp (Q)) or None where SA's N is not positive."""
-        q = p ** -2.0
-        dq = -2.0 * p ** -3.0
+        q = p**-2.0
+        dq = -2.0 * p**-3.0
         if self.usa:
             base = (self.ratio * m) @ self.P
             return q * base, q * self.ratio[:, None] * self.P, dq * base
@@ -372,8 +387,7 @@ class SelfConsistency:
         if np.any(n < -rounding):  # moments of no law: N < 0
             return None
         n = np.maximum(n, rounding)  # N / a_0 below its rounding (far from a tight cluster)
-        return (q * self.lead * np.log(n), (q * self.ratio)[:, None] * self.P / n,
-                dq * self.lead * np.log(n))
+        return (q * self.lead * np.log(n), (q * self.ratio)[:, None] * self.P / n, dq * self.lead * np.log(n))
 
     def law(self, m, p) -> np.ndarray | None:
         """Probability weights of rho_{m,p} at the nodes (rho_j w_j)."""
@@ -463,4 +477,3 @@ class SelfConsistency:
         unit m_1 (implicit function theorem: J_{(m_2..m_K, p)} z = -J_{m_1})."""
         z = np.linalg.solve(J[:, 1:], -J[:, 0])
         return float(z[-1]), np.concatenate([[1.0], z])
-

@@ -13,6 +13,7 @@ keys and values of tokens j < r1 only (block-triangular GEMMs: 5/8 of the dense 
 four blocks). The row loop runs on the calling thread: a numba parallel region here left OpenMP
 threads spinning while BLAS ran the next GEMM on the same cores.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,13 @@ def work_size(n: int, d: int, heads: int) -> int:
     return heads * n * n + 4 * heads * n * d + n
 
 
-@njit(types.void(F2, types.int64, types.int64, types.boolean, types.float64, types.int64,
-                 types.boolean, types.boolean, F1), **NJIT, fastmath=FASTMATH)
+@njit(
+    types.void(
+        F2, types.int64, types.int64, types.boolean, types.float64, types.int64, types.boolean, types.boolean, F1
+    ),
+    **NJIT,
+    fastmath=FASTMATH,
+)
 def _rows(S, r0, width, usa, slope, heads, causal, diagonal, weight):
     """Rows r0 + l of the block S (l = 0.., H blocks of `width` columns): S <- exp(S - b - shift)
     on the allowed columns j (j <= i causal), 0 on the others; one head: weight_i = 1/Z_i (or
@@ -62,7 +68,7 @@ def _rows(S, r0, width, usa, slope, heads, causal, diagonal, weight):
         i = r0 + local
         hi = i + 1 if causal else width
         for h in range(heads):
-            row = S[local, h * width:(h + 1) * width]
+            row = S[local, h * width : (h + 1) * width]
             live = row[:hi]
             if slope != 0.0:
                 for j in range(hi):
@@ -88,29 +94,28 @@ def gemm(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
     hn = heads * n
     dd = d * d
     at = n * hn
-    keys = work[at:at + hn * d].reshape((hn, d))
-    values = work[at + hn * d:at + 2 * hn * d].reshape((hn, d))
-    block_keys = work[at + 2 * hn * d:at + 3 * hn * d]
-    block_values = work[at + 3 * hn * d:at + 4 * hn * d]
-    weight = work[at + 4 * hn * d:at + 4 * hn * d + n]
+    keys = work[at : at + hn * d].reshape((hn, d))
+    values = work[at + hn * d : at + 2 * hn * d].reshape((hn, d))
+    block_keys = work[at + 2 * hn * d : at + 3 * hn * d]
+    block_values = work[at + 3 * hn * d : at + 4 * hn * d]
+    weight = work[at + 4 * hn * d : at + 4 * hn * d + n]
     for h in range(heads):  # keys[h n + j] = beta M_h x_j, values[h n + j] = V_h x_j
-        kh = keys[h * n:(h + 1) * n]
+        kh = keys[h * n : (h + 1) * n]
         if m_id:
             for j in range(n):
                 for k in range(d):
                     kh[j, k] = beta * x[j, k]
         else:
-            np.dot(x, M[h * dd:(h + 1) * dd].reshape((d, d)).T, kh)
+            np.dot(x, M[h * dd : (h + 1) * dd].reshape((d, d)).T, kh)
             for j in range(n):
                 for k in range(d):
                     kh[j, k] *= beta
-        vh = values[h * n:(h + 1) * n]
+        vh = values[h * n : (h + 1) * n]
         if v_id:
             copy2(vh, x)
         else:
-            np.dot(x, V[h * dd:(h + 1) * dd].reshape((d, d)).T, vh)
-    diagonal = (2.0 * abs(beta) * matrix_bound(heads, d, M, m_id) * max_square_norm(x)
-                <= EXP_MAX_ARG)
+            np.dot(x, V[h * dd : (h + 1) * dd].reshape((d, d)).T, vh)
+    diagonal = 2.0 * abs(beta) * matrix_bound(heads, d, M, m_id) * max_square_norm(x) <= EXP_MAX_ARG
     blocks = CAUSAL_BLOCKS if causal and n >= CAUSAL_BLOCKS else 1
     for b in range(blocks):
         r0 = b * n // blocks
@@ -120,12 +125,12 @@ def gemm(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
             kb = keys if width == n else keys[:width]
             vb = values if width == n else values[:width]
         else:  # the first `width` keys (values) of every head, stacked
-            kb = block_keys[:heads * width * d].reshape((heads * width, d))
-            vb = block_values[:heads * width * d].reshape((heads * width, d))
+            kb = block_keys[: heads * width * d].reshape((heads * width, d))
+            vb = block_values[: heads * width * d].reshape((heads * width, d))
             for h in range(heads):
-                copy2(kb[h * width:(h + 1) * width], keys[h * n:h * n + width])
-                copy2(vb[h * width:(h + 1) * width], values[h * n:h * n + width])
-        S = work[:(r1 - r0) * heads * width].reshape((r1 - r0, heads * width))
+                copy2(kb[h * width : (h + 1) * width], keys[h * n : h * n + width])
+                copy2(vb[h * width : (h + 1) * width], values[h * n : h * n + width])
+        S = work[: (r1 - r0) * heads * width].reshape((r1 - r0, heads * width))
         np.dot(x[r0:r1], kb.T, S)  # S[l, h w + j] = beta x_{r0+l}^T M_h x_j
         _rows(S, r0, width, usa, slope, heads, causal, diagonal, weight)
         ob = out[r0:r1]

@@ -18,6 +18,7 @@ columns. Each loop reads and writes few distinct views: LLVM vectorizes a loop o
 needs at most eight runtime alias checks between the views of one buffer (measured on the sum
 pass: 4 column views and 3 sum views, 535 ns scalar; one block view and one sum view, 228 ns).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,9 @@ from integrators.numba.jit import njit
 from .vexp import EXP_MAX_ARG, exp_inplace
 
 I = types.int64
-SIGNATURE = types.void(F2, types.float64, types.boolean, types.boolean, types.float64, I, F1,
-                       types.boolean, F1, types.boolean, F2, F1)
+SIGNATURE = types.void(
+    F2, types.float64, types.boolean, types.boolean, types.float64, I, F1, types.boolean, F1, types.boolean, F2, F1
+)
 
 
 def work_size(n: int, d: int) -> int:
@@ -83,14 +85,14 @@ def _apply_rows(work, src, A, dst, n, d, h, c, identity):
         return
     dd = d * d
     for k in range(d):
-        row = work[dst + k * n:dst + (k + 1) * n]
+        row = work[dst + k * n : dst + (k + 1) * n]
         first = c * A[h * dd + k * d]
-        x0 = work[src:src + n]
+        x0 = work[src : src + n]
         for i in range(n):
             row[i] = first * x0[i]
         for l in range(1, d):
             a = c * A[h * dd + k * d + l]
-            xl = work[src + l * n:src + (l + 1) * n]
+            xl = work[src + l * n : src + (l + 1) * n]
             for i in range(n):
                 row[i] += a * xl[i]
 
@@ -113,19 +115,22 @@ def _causal_quad(work, at, n, j):
     (4 (n - j) - 6 floats). Returns the block and the views of the four columns at the rows
     j + 3 .. n - 1 they share."""
     m = n - j
-    c = work[at:at + 4 * m - 6]
-    return c, c[3:m], c[m + 2:2 * m - 1], c[2 * m:3 * m - 3], c[3 * m - 3:4 * m - 6]
+    c = work[at : at + 4 * m - 6]
+    return c, c[3:m], c[m + 2 : 2 * m - 1], c[2 * m : 3 * m - 3], c[3 * m - 3 : 4 * m - 6]
 
 
-@njit(types.int64(F1, I, I, I, types.float64, I, I, I, types.boolean, types.float64,
-                  types.boolean), **NJIT, fastmath=FASTMATH)
+@njit(
+    types.int64(F1, I, I, I, types.float64, I, I, I, types.boolean, types.float64, types.boolean),
+    **NJIT,
+    fastmath=FASTMATH,
+)
 def _scores(work, w, xt, qt, beta, shift, n, d, causal, slope, diagonal):
     """Column j of w: w[j, i] = beta <x_i, q_j> + b_ij - shift_i (q_j = M_h x_j at `qt`) for i
     in N^{-1}(j) (all i, or i >= j under the causal mask); with `diagonal` (shift_i = s_ii) the
     diagonal entry is set to exactly 0 whatever rounding the two computations of s_jj took.
     Returns the number of entries."""
-    x2 = work[xt:xt + d * n]
-    sh = work[shift:shift + n]
+    x2 = work[xt : xt + d * n]
+    sh = work[shift : shift + n]
     at = w
     j = 0
     while j < n:
@@ -138,7 +143,7 @@ def _scores(work, w, xt, qt, beta, shift, n, d, causal, slope, diagonal):
                 m, size, lo = n - j, 4 * (n - j) - 6, j + 3
                 c, c0, c1, c2, c3 = _causal_quad(work, at, n, j)
                 a = x2[lo:n]
-                b = x2[n + lo:2 * n]
+                b = x2[n + lo : 2 * n]
                 sv = sh[lo:n]
                 for u in range(n - lo):
                     c0[u] = a[u] * q00 + b[u] * q10 - sv[u]
@@ -156,7 +161,7 @@ def _scores(work, w, xt, qt, beta, shift, n, d, causal, slope, diagonal):
                 firsts = (j, j + 1, j + 2, j + 3)
             else:
                 size = 4 * n
-                c = work[at:at + size]
+                c = work[at : at + size]
                 for i in range(n):
                     a, b, sv = x2[i], x2[n + i], sh[i]
                     c[i] = a * q00 + b * q10 - sv
@@ -177,7 +182,7 @@ def _scores(work, w, xt, qt, beta, shift, n, d, causal, slope, diagonal):
             continue
         lo = j if causal else 0
         m = n - lo
-        col = work[at:at + m]
+        col = work[at : at + m]
         q0 = beta * work[qt + j]
         for i in range(m):
             col[i] = x2[lo + i] * q0 - sh[lo + i]
@@ -195,8 +200,7 @@ def _scores(work, w, xt, qt, beta, shift, n, d, causal, slope, diagonal):
     return at - w
 
 
-@njit(types.void(F1, I, I, I, types.float64, I, I, I, types.boolean, types.float64), **NJIT,
-      fastmath=FASTMATH)
+@njit(types.void(F1, I, I, I, types.float64, I, I, I, types.boolean, types.float64), **NJIT, fastmath=FASTMATH)
 def _row_max(work, w, xt, qt, beta, shift, n, d, causal, slope):
     """shift_i <- max_j (s_ij + b_ij) (the fallback when the diagonal shift is not safe): the
     scores are formed once against a zero shift and reduced column by column."""
@@ -217,7 +221,7 @@ def _row_max(work, w, xt, qt, beta, shift, n, d, causal, slope):
 def _accumulate(work, w, vt, sums, n, d, causal):
     """The block at `sums`, (d + 1) x n: row 0 Z_i = sum_j w[j, i], row 1 + k
     sum_j w[j, i] vt[k n + j] (vertical sums only)."""
-    out = work[sums:sums + (d + 1) * n]
+    out = work[sums : sums + (d + 1) * n]
     for a in range((d + 1) * n):
         out[a] = 0.0
     at = w
@@ -254,7 +258,7 @@ def _accumulate(work, w, vt, sums, n, d, causal):
                     out[2 * n + i] += a1
             else:
                 size = 4 * n
-                c = work[at:at + size]
+                c = work[at : at + size]
                 for i in range(n):
                     e0, e1, e2, e3 = c[i], c[n + i], c[2 * n + i], c[3 * n + i]
                     out[i] += (e0 + e1) + (e2 + e3)
@@ -265,7 +269,7 @@ def _accumulate(work, w, vt, sums, n, d, causal):
             continue
         lo = j if causal else 0
         m = n - lo
-        col = work[at:at + m]
+        col = work[at : at + m]
         o = out[lo:]
         for i in range(m):
             o[i] += col[i]
@@ -324,7 +328,7 @@ def columns(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
         if not diagonal:
             _row_max(work, w, xt, qt, beta, shift, n, d, causal, slope)
         entries = _scores(work, w, xt, qt, beta, shift, n, d, causal, slope, diagonal)
-        exp_inplace(work[w:w + entries], 0.0)
+        exp_inplace(work[w : w + entries], 0.0)
         if v_id:
             _accumulate(work, w, xt, sums, n, d, causal)
         else:

@@ -30,6 +30,7 @@ second when the path falls back to the column path. No other path writes them.
 
 Against the column path and :mod:`.mean_field` it is measured in benchmarks/attention_rhs.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,20 +65,19 @@ def symmetric_blocks(heads, d, M, m_id):
     return True
 
 
-@njit(types.int64(F1, I, I, I, types.float64, I, I, types.float64, types.float64, I, I), **NJIT,
-      fastmath=FASTMATH)
+@njit(types.int64(F1, I, I, I, types.float64, I, I, types.float64, types.float64, I, I), **NJIT, fastmath=FASTMATH)
 def _upper_scores(work, w, xt, qt, beta, n, d, slope, c, j0, j1):
     """Columns j0 <= j < j1 of the upper triangle, one after the other from `w`, rows i = 0..j:
     beta <x_i, q_j> - lambda (j - i) - c. j0 is a multiple of 4 (the d = 2 groups of four
     columns fall where they fall over the whole triangle). Returns the number of entries."""
-    x2 = work[xt:xt + d * n]
+    x2 = work[xt : xt + d * n]
     at = w
     j = j0
     while j < j1:
         if d == 2 and j + 4 <= j1:  # four columns: lengths L .. L + 3, starts 0, L, 2L+1, 3L+3
             L = j + 1
             size = 4 * L + 6
-            blk = work[at:at + size]
+            blk = work[at : at + size]
             q00, q01 = beta * work[qt + j], beta * work[qt + j + 1]
             q02, q03 = beta * work[qt + j + 2], beta * work[qt + j + 3]
             q10, q11 = beta * work[qt + n + j], beta * work[qt + n + j + 1]
@@ -106,7 +106,7 @@ def _upper_scores(work, w, xt, qt, beta, n, d, slope, c, j0, j1):
             j += 4
             continue
         m = j + 1
-        col = work[at:at + m]
+        col = work[at : at + m]
         q0 = beta * work[qt + j]
         for i in range(m):
             col[i] = x2[i] * q0 - c
@@ -126,17 +126,17 @@ def _upper_scores(work, w, xt, qt, beta, n, d, slope, c, j0, j1):
 def _upper_accumulate(work, w, vt, sums, n, d):
     """The (d + 1) x n block at `sums` from the upper triangle: row 0 Z_i = sum_j e_ij, row
     1 + k sum_j e_ij (V x_j)_k."""
-    out = work[sums:sums + (d + 1) * n]
+    out = work[sums : sums + (d + 1) * n]
     for a in range((d + 1) * n):
         out[a] = 0.0
-    v = work[vt:vt + d * n]
+    v = work[vt : vt + d * n]
     at = w
     j = 0
     while j < n:
         if d == 2 and j + 4 <= n:
             L = j + 1
             size = 4 * L + 6
-            blk = work[at:at + size]
+            blk = work[at : at + size]
             s1, s2, s3 = L, 2 * L + 1, 3 * L + 3
             v00, v01, v02, v03 = v[j], v[j + 1], v[j + 2], v[j + 3]
             v10, v11, v12, v13 = v[n + j], v[n + j + 1], v[n + j + 2], v[n + j + 3]
@@ -186,7 +186,7 @@ def _upper_accumulate(work, w, vt, sums, n, d):
             at += size
             j += 4
             continue
-        col = work[at:at + j + 1]
+        col = work[at : at + j + 1]
         e_jj = col[j]
         sz = 0.0
         for i in range(j):
@@ -195,7 +195,7 @@ def _upper_accumulate(work, w, vt, sums, n, d):
         out[j] += sz + e_jj
         for k in range(d):
             vk = v[k * n + j]
-            ak = out[(k + 1) * n:(k + 2) * n]
+            ak = out[(k + 1) * n : (k + 2) * n]
             s = 0.0
             for i in range(j):
                 ak[i] += col[i] * vk
@@ -211,18 +211,18 @@ def _upper_accumulate_block(work, w, vt, sums, n, d, j0, j1):
     :func:`_upper_scores` wrote them), adding to the block at `sums` (zeroed by the first
     block). A copy, not a call in both: the loop bounds change the vectorized reductions'
     order, and the whole triangle keeps the bits it had before blocks existed."""
-    out = work[sums:sums + (d + 1) * n]
+    out = work[sums : sums + (d + 1) * n]
     if j0 == 0:  # the first block starts the sums
         for a in range((d + 1) * n):
             out[a] = 0.0
-    v = work[vt:vt + d * n]
+    v = work[vt : vt + d * n]
     at = w
     j = j0
     while j < j1:
         if d == 2 and j + 4 <= n:  # (j1 < n ends a group: the same groups)
             L = j + 1
             size = 4 * L + 6
-            blk = work[at:at + size]
+            blk = work[at : at + size]
             s1, s2, s3 = L, 2 * L + 1, 3 * L + 3
             v00, v01, v02, v03 = v[j], v[j + 1], v[j + 2], v[j + 3]
             v10, v11, v12, v13 = v[n + j], v[n + j + 1], v[n + j + 2], v[n + j + 3]
@@ -272,7 +272,7 @@ def _upper_accumulate_block(work, w, vt, sums, n, d, j0, j1):
             at += size
             j += 4
             continue
-        col = work[at:at + j + 1]
+        col = work[at : at + j + 1]
         e_jj = col[j]
         sz = 0.0
         for i in range(j):
@@ -281,7 +281,7 @@ def _upper_accumulate_block(work, w, vt, sums, n, d, j0, j1):
         out[j] += sz + e_jj
         for k in range(d):
             vk = v[k * n + j]
-            ak = out[(k + 1) * n:(k + 2) * n]
+            ak = out[(k + 1) * n : (k + 2) * n]
             s = 0.0
             for i in range(j):
                 ak[i] += col[i] * vk
@@ -291,8 +291,7 @@ def _upper_accumulate_block(work, w, vt, sums, n, d, j0, j1):
         j += 1
 
 
-@njit(types.int64(F1, I, I, I, I, types.float64, types.float64, I, I), **NJIT,
-      fastmath=FASTMATH)
+@njit(types.int64(F1, I, I, I, I, types.float64, types.float64, I, I), **NJIT, fastmath=FASTMATH)
 def _upper_scores2(work, w, xt, qt, n, beta, c, j0, j1):
     """d = 2, n a multiple of 4, no bias: :func:`_upper_scores` for the columns j0 <= j < j1
     (multiples of 4), its bits, in vectorized loops (its own loop stays scalar: LLVM cannot rule out negative
@@ -301,19 +300,19 @@ def _upper_scores2(work, w, xt, qt, n, beta, c, j0, j1):
     column of a group runs over the group's L + 3 rows (a multiple of four: no scalar
     remainder); the rows past its own end land on the next column's first rows, which that
     column writes after. Returns the number of entries."""
-    x0 = work[xt:xt + n]
-    x1 = work[xt + n:xt + 2 * n]
+    x0 = work[xt : xt + n]
+    x1 = work[xt + n : xt + 2 * n]
     at = w
     for j in range(j0, j1, 4):
         L = j + 1
         m = L + 3
         q0, q1 = beta * work[qt + j], beta * work[qt + n + j]
-        col = work[at:at + m]
+        col = work[at : at + m]
         for u in range(m):
             col[u] = fma(x1[u], q1, x0[u] * q0) - c
         for t, start in ((1, L), (2, 2 * L + 1), (3, 3 * L + 3)):
             q0, q1 = beta * work[qt + j + t], beta * work[qt + n + j + t]
-            col = work[at + start:at + start + m]
+            col = work[at + start : at + start + m]
             for u in range(m):
                 col[u] = fma(x1[u], q1, -fma(-x0[u], q0, c))
         at += 4 * L + 6
@@ -327,16 +326,16 @@ def _upper_accumulate2(work, w, vt, sums, n):
     group's own small triangle (rows j .. j + 3) written out in registers, in the order of
     :func:`_upper_accumulate`'s sums there (each operation an :func:`.vexp.add` or
     :func:`.vexp.fma`: nothing for LLVM to reorder)."""
-    out = work[sums:sums + 3 * n]
+    out = work[sums : sums + 3 * n]
     for a in range(3 * n):
         out[a] = 0.0
-    v = work[vt:vt + 2 * n]
+    v = work[vt : vt + 2 * n]
     at = w
     j = 0
     while j < n:
         L = j + 1
         size = 4 * L + 6
-        blk = work[at:at + size]
+        blk = work[at : at + size]
         s1, s2, s3 = L, 2 * L + 1, 3 * L + 3
         v00, v01, v02, v03 = v[j], v[j + 1], v[j + 2], v[j + 3]
         v10, v11, v12, v13 = v[n + j], v[n + j + 1], v[n + j + 2], v[n + j + 3]
@@ -368,8 +367,7 @@ def _upper_accumulate2(work, w, vt, sums, n):
                 e0, e1, e2, e3 = blk[u], blk[s1 + u], blk[s2 + u], blk[s3 + u]
                 out[u] = add(out[u], add(add(e0, e1), add(e2, e3)))
                 out[n + u] = fma(e3, v03, fma(e2, v02, fma(e1, v01, fma(e0, v00, out[n + u]))))
-                out[2 * n + u] = fma(e3, v13, fma(e2, v12, fma(e1, v11,
-                                                               fma(e0, v10, out[2 * n + u]))))
+                out[2 * n + u] = fma(e3, v13, fma(e2, v12, fma(e1, v11, fma(e0, v10, out[2 * n + u]))))
                 vu0 = v[u]
                 vu1 = v[n + u]
                 h0, h1, h2, h3 = add(h0, e0), add(h1, e1), add(h2, e2), add(h3, e3)
@@ -441,17 +439,17 @@ def _upper_accumulate2_block(work, w, vt, sums, n, j0, j1):
     :func:`_upper_accumulate2`, for speed: the bits hold either way, but a shared body (this
     function called with (0, n), or one inlined group body for both) is slower at small n,
     where the unblocked path runs (benchmarks/attention_rhs.py times the field)."""
-    out = work[sums:sums + 3 * n]
+    out = work[sums : sums + 3 * n]
     if j0 == 0:  # the first block starts the sums
         for a in range(3 * n):
             out[a] = 0.0
-    v = work[vt:vt + 2 * n]
+    v = work[vt : vt + 2 * n]
     at = w
     j = j0
     while j < j1:
         L = j + 1
         size = 4 * L + 6
-        blk = work[at:at + size]
+        blk = work[at : at + size]
         s1, s2, s3 = L, 2 * L + 1, 3 * L + 3
         v00, v01, v02, v03 = v[j], v[j + 1], v[j + 2], v[j + 3]
         v10, v11, v12, v13 = v[n + j], v[n + j + 1], v[n + j + 2], v[n + j + 3]
@@ -483,8 +481,7 @@ def _upper_accumulate2_block(work, w, vt, sums, n, j0, j1):
                 e0, e1, e2, e3 = blk[u], blk[s1 + u], blk[s2 + u], blk[s3 + u]
                 out[u] = add(out[u], add(add(e0, e1), add(e2, e3)))
                 out[n + u] = fma(e3, v03, fma(e2, v02, fma(e1, v01, fma(e0, v00, out[n + u]))))
-                out[2 * n + u] = fma(e3, v13, fma(e2, v12, fma(e1, v11,
-                                                               fma(e0, v10, out[2 * n + u]))))
+                out[2 * n + u] = fma(e3, v13, fma(e2, v12, fma(e1, v11, fma(e0, v10, out[2 * n + u]))))
                 vu0 = v[u]
                 vu1 = v[n + u]
                 h0, h1, h2, h3 = add(h0, e0), add(h1, e1), add(h2, e2), add(h3, e3)
@@ -553,8 +550,8 @@ def _transpose2(x, work, at):
     """d = 2: work[at + i], work[at + n + i] <- x[i, 0], x[i, 1]; returns max_i |x_i|^2 (the
     bits of :func:`._field_small._transpose`, which also stores the norms: not read here)."""
     n = x.shape[0]
-    x0 = work[at:at + n]
-    x1 = work[at + n:at + 2 * n]
+    x0 = work[at : at + n]
+    x1 = work[at + n : at + 2 * n]
     r2 = 0.0
     for i in range(n):
         a = x[i, 0]
@@ -571,11 +568,11 @@ def _normalize2(work, sums, out, usa_weight, usa):
     the weights left in row 0 of the sums as :func:`._field_small._combine` reads them (the
     same two roundings: the weight, then its product)."""
     n = out.shape[0]
-    z = work[sums:sums + n]
+    z = work[sums : sums + n]
     for i in range(n):
         z[i] = usa_weight if usa else 1.0 / z[i]
-    s0 = work[sums + n:sums + 2 * n]
-    s1 = work[sums + 2 * n:sums + 3 * n]
+    s0 = work[sums + n : sums + 2 * n]
+    s1 = work[sums + 2 * n : sums + 3 * n]
     for i in range(n):
         out[i, 0] = z[i] * s0[i]
         out[i, 1] = z[i] * s1[i]
@@ -629,7 +626,7 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
             j1 = n if one_block else _block_end(j0, n, CIRCLE_BLOCK if circle else BLOCK_ENTRIES)
             if circle:  # the same bits as the general passes below
                 entries = _upper_scores2(work, w, xt, qt, n, beta, c, j0, j1)
-                exp_inplace(work[w:w + entries], 0.0)
+                exp_inplace(work[w : w + entries], 0.0)
                 if j0 == 0 and j1 == n:
                     _upper_accumulate2(work, w, values, sums, n)
                 else:
@@ -637,7 +634,7 @@ def symmetric(x, beta, usa, causal, slope, heads, M, m_id, V, v_id, out, work):
                 j0 = j1
                 continue
             entries = _upper_scores(work, w, xt, qt, beta, n, d, slope, c, j0, j1)
-            exp_inplace(work[w:w + entries], 0.0)
+            exp_inplace(work[w : w + entries], 0.0)
             if j0 == 0 and j1 == n:
                 _upper_accumulate(work, w, values, sums, n, d)
             else:

@@ -35,6 +35,7 @@ when its problem is built can call that regime's kernel (:data:`REGIME_KERNELS`)
 :func:`field`: the same numbers, and a process that loads it from numba's cache loads neither
 the other regimes' kernels nor :func:`field`.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,8 +68,7 @@ NEVER = 1 << 40
 # never pays; at d = 2 not against the columns path (a causal mask) either. At d = 4 the
 # symmetric path and GEMM trade places within 25% over n. Other d: log-log interpolation
 # between the rows.
-CROSSOVER = {2: (NEVER, NEVER), 3: (NEVER, 64), 4: (128, 32), 8: (16, 16), 16: (16, 16),
-             64: (16, 16)}
+CROSSOVER = {2: (NEVER, NEVER), 3: (NEVER, 64), 4: (128, 32), 8: (16, 16), 16: (16, 16), 64: (16, 16)}
 _MAX_D = 256
 
 
@@ -124,7 +124,7 @@ def symmetric_matrices(heads: int, d: int, M: np.ndarray, m_id: bool) -> bool:
     floats, row-major, one after the other) equal to its transpose, exactly."""
     if m_id:
         return True
-    blocks = np.asarray(M, dtype=np.float64)[:heads * d * d].reshape(heads, d, d)
+    blocks = np.asarray(M, dtype=np.float64)[: heads * d * d].reshape(heads, d, d)
     k, l = np.triu_indices(d, 1)
     return not bool((blocks[:, k, l] != blocks[:, l, k]).any())  # as the kernel: NaN is not equal
 

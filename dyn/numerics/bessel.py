@@ -44,6 +44,7 @@ d in the thousands). The ratios R_mu, and so the SA gains a_l / (beta a_0)
 they live here, below both, and the arrow between the two packages runs one way only (noisy ->
 attention). :mod:`dyn.noisy.kernel` re-exports the public names.
 """
+
 from __future__ import annotations
 
 import math
@@ -191,8 +192,7 @@ def funk_hecke(beta: float, d: int, degrees) -> tuple[np.ndarray, np.ndarray]:
     over = np.concatenate([[1.0], np.cumprod(np.concatenate([[1.0], R[1:]]))])  # prod_{1<=j<l}
     a = a0 * prod[degrees]
     with np.errstate(divide="ignore"):
-        a_over_beta = np.where(degrees == 0, a0 / beta if beta else np.inf,
-                               a0 * S[0] * over[np.maximum(degrees, 1)])
+        a_over_beta = np.where(degrees == 0, a0 / beta if beta else np.inf, a0 * S[0] * over[np.maximum(degrees, 1)])
     return a, a_over_beta
 
 

@@ -10,6 +10,7 @@ architectures. M or V is skipped when its flag says it is the identity (the matr
 then never read: pass any C-contiguous 2-D array). Every buffer comes from ``work``
 (:func:`work_size` floats), so a call allocates nothing.
 """
+
 from __future__ import annotations
 
 from numba import types
@@ -30,8 +31,7 @@ def work_size(n: int, d: int) -> int:
 @njit(_SIG, **NJIT)
 def mean_field(x, beta, usa, M, m_id, V, v_id, out, work):
     """out <- m_i = sum_j A_ij V x_j (unprojected); `work`: at least work_size(n, d) floats."""
-    af.field(x, beta, usa, False, 0.0, 1, M.reshape(M.size), m_id, V.reshape(V.size), v_id,
-             out, work)
+    af.field(x, beta, usa, False, 0.0, 1, M.reshape(M.size), m_id, V.reshape(V.size), v_id, out, work)
 
 
 def mean_field_jax(x, beta, usa, M=None, V=None):

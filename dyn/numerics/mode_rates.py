@@ -13,6 +13,7 @@ They live here, not in :mod:`dyn.noisy`, because :mod:`dyn.attention.plateaus` n
 (the most unstable mode at sigma = 0): both packages read them from below, so the arrow between
 the two runs one way only (noisy -> attention). :mod:`dyn.noisy.theory` re-exports them.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +57,7 @@ def drive(beta: float, d: int, normalization: str, degrees) -> np.ndarray:
     return over
 
 
-def growth_rates(beta: float, sigma: float, d: int = 2, normalization: str = "USA",
-                 degrees=range(1, 7)) -> np.ndarray:
+def growth_rates(beta: float, sigma: float, d: int = 2, normalization: str = "USA", degrees=range(1, 7)) -> np.ndarray:
     """lambda_l, the linear growth rate of degree l (circle: mode k) around the uniform law;
     finite for every beta with SA, +inf with USA past |beta| ~ 714 (see :func:`drive`)."""
     degrees = np.asarray(list(degrees) if not isinstance(degrees, np.ndarray) else degrees)

@@ -19,6 +19,7 @@ Domain: ``y = w - shift <= EXP_MAX_ARG`` (700). The caller passes the row maximu
 any value that provably bounds ``y`` by EXP_MAX_ARG (see ``_field_gemm.gemm``). Arguments below ``EXP_MIN`` are clamped
 there (``exp(-708) ~ 3e-308``, negligible next to the row maximum's weight 1). NaN propagates.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,19 +40,24 @@ _C9, _C8, _C7, _C6, _C5 = 1 / 362880, 1 / 40320, 1 / 5040, 1 / 720, 1 / 120
 _C4, _C3, _C2 = 1 / 24, 1 / 6, 1 / 2
 _ROUND = 6755399441055744.0  # 1.5 * 2^52: k + _ROUND holds the integer k in its low bits
 
+
 @intrinsic
 def _bits_of(typingctx, value):
     """The IEEE bits of a float64 as an int64 (a register bitcast: vectorizes, unlike a view)."""
+
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], context.get_value_type(types.int64))
+
     return types.int64(types.float64), codegen
 
 
 @intrinsic
 def _float_of(typingctx, bits):
     """The float64 whose IEEE bits are the int64 `bits`."""
+
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], context.get_value_type(types.float64))
+
     return types.float64(types.int64), codegen
 
 
@@ -82,11 +88,13 @@ def wide_vectors(typingctx):
     default to 256 bits on AVX-512 CPUs), where llvmlite accepts these attributes
     (:data:`WIDE_VECTORS`); elsewhere LLVM's default width. For elementwise loops only: a
     vectorized reduction would change its order with the width."""
+
     def codegen(context, builder, signature, args):
         if WIDE_VECTORS:
             for attribute in WIDE:
                 builder.function.attributes.add(attribute)
         return context.get_dummy_value()
+
     return types.none(), codegen
 
 
@@ -95,8 +103,10 @@ def add(typingctx, a, b):
     """a + b, never reassociated: a chain of these keeps its order in a kernel compiled with
     "reassoc". Its one flag "nsz" (which changes no nonzero sum) keeps numba's fast-math pass
     from adding its own: that pass flags only the float operations that have none."""
+
     def codegen(context, builder, signature, args):
         return builder.fadd(*args, flags=("nsz",))
+
     return types.float64(types.float64, types.float64), codegen
 
 
@@ -104,8 +114,10 @@ def add(typingctx, a, b):
 def fma(typingctx, a, b, c):
     """a * b + c rounded once (llvm.fma: vectorizes, and no fast-math flag splits or reorders
     it, so a kernel compiled with "reassoc" gets exactly these roundings)."""
+
     def codegen(context, builder, signature, args):
         return builder.fma(*args)
+
     return types.float64(types.float64, types.float64, types.float64), codegen
 
 

@@ -7,6 +7,7 @@ A damaged file is one line wherever it shows: `dyn.open` refuses what it cannot 
 variable it returns reads through a guard that turns an error of the HDF5 stack into a
 ScenarioError; :func:`damage` says what of a file the HDF5 library cannot read.
 """
+
 from __future__ import annotations
 
 import json
@@ -99,9 +100,9 @@ def _layout_problem(ds: xr.Dataset) -> str:
             return f"variable {name} has the dimension list ({', '.join(dims)})"
         if var.attrs.get(ROLE_ATTR) == REFERENCE or not set(dims) & set(axes):
             continue
-        if dims[:len(axes)] != axes or (name == "message" and dims != axes):
+        if dims[: len(axes)] != axes or (name == "message" and dims != axes):
             return f"variable {name} is over ({', '.join(dims)}), not the sweep axes first"
-        if name == "trajectory" and dims[len(axes) + 1:len(axes) + 2] != ("trajectory_time",):
+        if name == "trajectory" and dims[len(axes) + 1 : len(axes) + 2] != ("trajectory_time",):
             return f"the saved states are over ({', '.join(dims)}), not the runs and save times"
     return ""
 
@@ -123,8 +124,7 @@ def _reference_problem(ds: xr.Dataset) -> str:
             return f"the checksum of reference {name} is damaged"
         grids = [ds[d].values for d in var.dims if d not in axes and d in ds.coords]
         if values_checksum(var.values, *grids) != recorded:
-            return (f"reference {name} does not match its checksum (a resume of the scenario "
-                    "writes it again)")
+            return f"reference {name} does not match its checksum (a resume of the scenario writes it again)"
     return ""
 
 
@@ -170,7 +170,7 @@ def _unreadable(group, where: str) -> str:
                 row = obj.dtype.itemsize * (obj.size // obj.shape[0] if obj.shape[0] else 0)
                 rows = max(1, READ_SLAB_BYTES // max(1, row))
                 for start in range(0, obj.shape[0], rows):
-                    obj[start:start + rows]
+                    obj[start : start + rows]
             elif isinstance(obj, h5py.Dataset):
                 obj[()]
         except Exception as exc:  # noqa: BLE001
@@ -192,8 +192,13 @@ def is_masked(ds: xr.Dataset, name: str) -> bool:
     """Whether `name` is an output that reads as NaN at points not ok: a float variable over the
     sweep axes, neither a reference nor the engine's bookkeeping (UNMASKED)."""
     var, axes = ds[name], ds["status"].dims
-    return (name in ds.data_vars and name not in UNMASKED and var.dtype.kind == "f"
-            and var.dims[:len(axes)] == axes and var.attrs.get(ROLE_ATTR) != REFERENCE)
+    return (
+        name in ds.data_vars
+        and name not in UNMASKED
+        and var.dtype.kind == "f"
+        and var.dims[: len(axes)] == axes
+        and var.attrs.get(ROLE_ATTR) != REFERENCE
+    )
 
 
 def clean_text(value):
@@ -253,8 +258,9 @@ def _guarded(ds: xr.Dataset, path: Path) -> xr.Dataset:
         if not isinstance(data, indexing.ExplicitlyIndexed):
             continue  # a dask array (dyn.engine.trajectories.follow) is not read from this file
         masked = bool(bad.any()) and is_masked(ds, name)
-        guarded = _Guarded(data, str(path), name, bad if masked else None,
-                           _states_folder(path) if name == "trajectory" else None)
+        guarded = _Guarded(
+            data, str(path), name, bad if masked else None, _states_folder(path) if name == "trajectory" else None
+        )
         lazy = indexing.MemoryCachedArray(indexing.CopyOnWriteArray(indexing.LazilyIndexedArray(guarded)))
         replaced[name] = xr.Variable(var.dims, lazy, _clean_attrs(var.attrs), var.encoding)
     out = ds.assign(replaced) if replaced else ds.copy()
@@ -290,8 +296,10 @@ def _check_point_files(folder: Path) -> None:
         except OSError:
             continue  # a dangling link: HDF5 finds no file and reads NaN
         if not regular:
-            raise ScenarioError("", f"{entry.path} is not a regular file: the saved states of a "
-                                "point are HDF5 files written by `dyn run`")
+            raise ScenarioError(
+                "",
+                f"{entry.path} is not a regular file: the saved states of a point are HDF5 files written by `dyn run`",
+            )
 
 
 class _Guarded(BackendArray):
@@ -299,8 +307,7 @@ class _Guarded(BackendArray):
     becomes a ScenarioError naming the file and the variable; with `mask` (boolean over the
     leading sweep axes), the values at masked points read as NaN."""
 
-    def __init__(self, inner, path: str, name: str, mask: np.ndarray | None,
-                 folder: Path | None = None):
+    def __init__(self, inner, path: str, name: str, mask: np.ndarray | None, folder: Path | None = None):
         self.inner, self.path, self.name, self.mask = inner, path, name, mask
         self.folder = folder  # the saved states' folder, whose files HDF5 opens to read them
         self.shape, self.dtype = tuple(inner.shape), inner.dtype
@@ -308,8 +315,7 @@ class _Guarded(BackendArray):
     def __getitem__(self, key):
         from xarray.core import indexing
 
-        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC,
-                                                  self._read)
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC, self._read)
 
     def _read(self, key: tuple):
         from xarray.core import indexing
@@ -321,12 +327,13 @@ class _Guarded(BackendArray):
         except ScenarioError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the damaged file makes h5py raise
-            raise ScenarioError("", f"{self.path} is damaged: variable {self.name} cannot be "
-                                f"read ({_problem(exc)})") from None
+            raise ScenarioError(
+                "", f"{self.path} is damaged: variable {self.name} cannot be read ({_problem(exc)})"
+            ) from None
         if data.dtype.kind in "OU":
             data = clean_text(data)
         if self.mask is not None:
-            hit = self.mask[key[:self.mask.ndim]]
+            hit = self.mask[key[: self.mask.ndim]]
             if np.any(hit):
                 hit = np.reshape(hit, np.shape(hit) + (1,) * (data.ndim - np.ndim(hit)))
                 data = np.where(hit, np.nan, data)
@@ -350,8 +357,7 @@ def point_marks(ds: xr.Dataset, var: str) -> dict[str, xr.DataArray]:
 def marks_for(ds: xr.Dataset, var: str) -> dict[str, xr.DataArray]:
     """The marks that apply to variable `var` (by its role), where any point is marked."""
     role = ds[var].attrs.get(ROLE_ATTR, "")
-    return {reason: hit for reason, hit in unresolved(ds).items()
-            if role in MARKED_ROLES[reason] and bool(hit.any())}
+    return {reason: hit for reason, hit in unresolved(ds).items() if role in MARKED_ROLES[reason] and bool(hit.any())}
 
 
 def completion(ds: xr.Dataset) -> dict[str, int]:
@@ -374,14 +380,15 @@ def summary(path: str | Path) -> str:
     """Scenario, axes, variables and completion of a sweep file, as text."""
     with open(path) as ds:
         attrs = ds.attrs
-        lines = [f"{path}", f"  scenario   {attrs.get('title', '?').removeprefix('dyn sweep: ')}"
-                 f" (system {attrs.get('system', '?')})",
-                 f"  created    {attrs.get('created', '?')}  git {attrs.get('git_commit', '?')}",
-                 f"  command    {attrs.get('command', '?')}",
-                 f"  hash       {attrs.get('scenario_hash', '?')[:16]}"]
+        lines = [
+            f"{path}",
+            f"  scenario   {attrs.get('title', '?').removeprefix('dyn sweep: ')} (system {attrs.get('system', '?')})",
+            f"  created    {attrs.get('created', '?')}  git {attrs.get('git_commit', '?')}",
+            f"  command    {attrs.get('command', '?')}",
+            f"  hash       {attrs.get('scenario_hash', '?')[:16]}",
+        ]
         versions = json.loads(attrs.get("versions", "{}"))
-        lines.append("  versions   " + ", ".join(f"{k} {v}" for k, v in versions.items()
-                                                if v != "not installed"))
+        lines.append("  versions   " + ", ".join(f"{k} {v}" for k, v in versions.items() if v != "not installed"))
         lines.append("  dimensions")
         for dim, size in ds.sizes.items():
             values = ds[dim].values if dim in ds.coords else np.arange(size)
@@ -395,8 +402,9 @@ def summary(path: str | Path) -> str:
         counts = completion(ds)
         total = sum(counts.values())
         done = total - counts["pending"]
-        lines.append(f"  completion {done}/{total} points ("
-                     + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + ")")
+        lines.append(
+            f"  completion {done}/{total} points (" + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + ")"
+        )
         lines += _states_lines(ds, Path(path))
         for reason, hit in unresolved(ds).items():
             lines += _marked_lines(ds, reason, hit)
@@ -417,17 +425,22 @@ def _states_lines(ds: xr.Dataset, path: Path) -> list[str]:
         folder = named
     ok = np.flatnonzero(np.asarray(ds["status"].values).reshape(-1) == OK)
     if not folder.is_dir():
-        return [f"  states     MISSING: no folder {folder.name} beside the file: the saved states "
-                f"of all {len(ok)} ok points read as NaN"]
+        return [
+            f"  states     MISSING: no folder {folder.name} beside the file: the saved states "
+            f"of all {len(ok)} ok points read as NaN"
+        ]
     lost = sum(not point_file(folder, int(i)).is_file() for i in ok)
     if lost:
-        return [f"  states     MISSING for {lost} of the {len(ok)} ok points in {folder.name}: "
-                "their saved states read as NaN"]
+        return [
+            f"  states     MISSING for {lost} of the {len(ok)} ok points in {folder.name}: "
+            "their saved states read as NaN"
+        ]
     return []
 
 
 def _evidence(ds: xr.Dataset, reason: str, at: dict) -> str:
     """The numbers behind a mark at one point."""
+
     def value(name):
         return float(ds[name].sel(at).values)
 
@@ -459,8 +472,7 @@ def _marked_lines(ds: xr.Dataset, reason: str, hit: xr.DataArray) -> list[str]:
     lines = [f"  {reason} {len(where)} points ({WHY[reason]}):"]
     for index in where[:MAX_LISTED]:
         at = {dim: ds[dim].values[i] for dim, i in zip(hit.dims, index, strict=True)}
-        lines.append("    " + ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items())
-                     + f"  ({_evidence(ds, reason, at)})")
+        lines.append("    " + ", ".join(f"{k} = {_fmt(v)}" for k, v in at.items()) + f"  ({_evidence(ds, reason, at)})")
     if len(where) > MAX_LISTED:
         lines.append(f"    ... and {len(where) - MAX_LISTED} more")
     return lines
@@ -479,8 +491,12 @@ def error_report(path: str | Path) -> str:
         lines = [f"{path}: error budget", *settings_lines(ds), "  outputs"]
         for name in primaries:
             a = ds[name].attrs
-            lines += [f"    {name}", f"      Monte Carlo  {a[MC_ERROR]}",
-                      f"      step         {a[STEP_ERROR_ATTR]}", f"      horizon      {a[HORIZON_ATTR]}"]
+            lines += [
+                f"    {name}",
+                f"      Monte Carlo  {a[MC_ERROR]}",
+                f"      step         {a[STEP_ERROR_ATTR]}",
+                f"      horizon      {a[HORIZON_ATTR]}",
+            ]
         marks = unresolved(ds)
         lines.append("  points")
         status = ds["status"].values.reshape(ds["status"].shape)
@@ -510,9 +526,11 @@ def settings_lines(ds: xr.Dataset) -> list[str]:
     system reads it), the fixed step requested and used, and the per-point steps of dt = "auto"."""
     doc = scenario_of(ds)
     ensemble, integrator = doc.get("ensemble", {}), doc.get("integrator", {})
-    lines = ["  settings",
-             f"    ensemble     runs = {ensemble.get('runs', '?')}, seed = {ensemble.get('seed', '?')}"
-             + (f", common = {ensemble['common']}" if ensemble.get("common") else "")]
+    lines = [
+        "  settings",
+        f"    ensemble     runs = {ensemble.get('runs', '?')}, seed = {ensemble.get('seed', '?')}"
+        + (f", common = {ensemble['common']}" if ensemble.get("common") else ""),
+    ]
     lines.append("    integrator   " + ", ".join(f"{k} = {setting_text(v)}" for k, v in integrator.items()))
     steps = {k: float(np.squeeze(ds.attrs[k])) for k in STEP_ATTRS if k in ds.attrs}
     if steps:
@@ -520,11 +538,11 @@ def settings_lines(ds: xr.Dataset) -> list[str]:
     if "dt_used" in ds:
         used = np.asarray(ds["dt_used"].values, dtype=float)
         if np.isfinite(used).any():
-            lines.append(f"    step used    dt_used = {np.nanmin(used):.4g} .. {np.nanmax(used):.4g} "
-                         "over the points (dt = \"auto\")")
+            lines.append(
+                f"    step used    dt_used = {np.nanmin(used):.4g} .. {np.nanmax(used):.4g} "
+                'over the points (dt = "auto")'
+            )
     return lines
-
-
 
 
 def _budget_line(point: xr.Dataset, name: str) -> str:
@@ -543,15 +561,16 @@ def _budget_line(point: xr.Dataset, name: str) -> str:
     elif f"{name}_lo" in point:
         text += f" [{float(point[name + '_lo']):.4g}, {float(point[name + '_hi']):.4g}] (95%)"
     if f"{name}_step_error" in point:
-        text += (f", step error {float(point[name + '_step_error']):.2g} "
-                 f"+- {float(point[name + '_step_error_se']):.2g}")
+        text += f", step error {float(point[name + '_step_error']):.2g} +- {float(point[name + '_step_error_se']):.2g}"
     if f"{name}_ess" in point:
         text += f", ess {float(point[name + '_ess']):.0f}"
     if f"{name}_median" in point and f"{name}_censored" in point:  # a censored time
-        text += (f" (censored mean), median {_or_beyond(point[name + '_median'])} "
-                 f"[{_or_beyond(point[name + '_median_lower'])}, "
-                 f"{_or_beyond(point[name + '_median_upper'])}] (95%), censored share "
-                 f"{float(point[name + '_censored']):.3g}")
+        text += (
+            f" (censored mean), median {_or_beyond(point[name + '_median'])} "
+            f"[{_or_beyond(point[name + '_median_lower'])}, "
+            f"{_or_beyond(point[name + '_median_upper'])}] (95%), censored share "
+            f"{float(point[name + '_censored']):.3g}"
+        )
     return text
 
 

@@ -5,6 +5,7 @@ signal exits with 128 + its number (Ctrl-C/SIGINT 130, SIGTERM 143, SIGHUP 129) 
 and resumes when the same command is given again. `dyn run` exits with 3 when the file
 holds points that diverged or failed (scripts and CI can tell), 0 when every point is ok.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,103 +37,178 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run (or resume) a scenario sweep into one HDF5 file")
     run.add_argument("scenario", help="scenario TOML file (or the name of a shipped scenario)")
     run.add_argument("--out", help="output file (default: [output] path, else outputs/NAME.h5)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override TABLE.KEY with a TOML value, e.g. --set sweep.beta=[1.0,2.0]; "
-                     "a new integrator.method drops the file's solver options it does not take "
-                     "(saying so)")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override TABLE.KEY with a TOML value, e.g. --set sweep.beta=[1.0,2.0]; "
+        "a new integrator.method drops the file's solver options it does not take "
+        "(saying so)",
+    )
     _unset_option(run)
-    run.add_argument("--workers", type=int, default=None,
-                     help="worker processes (default 1, or all cores with --executor process)")
-    run.add_argument("--executor", choices=("serial", "process", "dask", "submitit"), default=None,
-                     help="serial (in-process), process (a local pool), dask (a cluster) or "
-                          "submitit (a SLURM job array); default serial, or process when "
-                          "--workers > 1")
-    for flag, kind, text in (("partition", str, "SLURM partition"),
-                             ("time-minutes", int, "time limit of each array task, minutes"),
-                             ("cpus-per-task", int, "cores (numba threads) of each task"),
-                             ("mem-gb", float, "memory of each task, GB"),
-                             ("array-parallelism", int, "array tasks running at once"),
-                             ("points-per-task", int, "points each task computes (default: "
-                              "about 10 minutes of work, from a calibration)")):
-        run.add_argument(f"--slurm-{flag}", type=kind, default=None, dest=f"slurm_{flag.replace('-', '_')}",
-                         help=f"with --executor submitit: {text} (else [executor] {flag.replace('-', '_')})")
-    run.add_argument("--scheduler", metavar="ADDRESS",
-                     help="Dask scheduler address (default: a LocalCluster of --workers processes)")
-    run.add_argument("--point-timeout", type=float, default=None, metavar="SECONDS",
-                     help="stop a point running longer and record it failed (process or dask "
-                     "executor: compiled code cannot be stopped inside a serial run)")
+    run.add_argument(
+        "--workers", type=int, default=None, help="worker processes (default 1, or all cores with --executor process)"
+    )
+    run.add_argument(
+        "--executor",
+        choices=("serial", "process", "dask", "submitit"),
+        default=None,
+        help="serial (in-process), process (a local pool), dask (a cluster) or "
+        "submitit (a SLURM job array); default serial, or process when "
+        "--workers > 1",
+    )
+    for flag, kind, text in (
+        ("partition", str, "SLURM partition"),
+        ("time-minutes", int, "time limit of each array task, minutes"),
+        ("cpus-per-task", int, "cores (numba threads) of each task"),
+        ("mem-gb", float, "memory of each task, GB"),
+        ("array-parallelism", int, "array tasks running at once"),
+        ("points-per-task", int, "points each task computes (default: about 10 minutes of work, from a calibration)"),
+    ):
+        run.add_argument(
+            f"--slurm-{flag}",
+            type=kind,
+            default=None,
+            dest=f"slurm_{flag.replace('-', '_')}",
+            help=f"with --executor submitit: {text} (else [executor] {flag.replace('-', '_')})",
+        )
+    run.add_argument(
+        "--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster of --workers processes)"
+    )
+    run.add_argument(
+        "--point-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a point running longer and record it failed (process or dask "
+        "executor: compiled code cannot be stopped inside a serial run)",
+    )
     run.add_argument("--plot", action="store_true", help="draw the default plot when done")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--force", action="store_true",
-                     help="make a sweep file estimated past the size limit (1 GiB)")
-    run.add_argument("--dry-run", action="store_true",
-                     help="print the sweep's estimated file size and time (from a few points run "
-                     "with a few runs) and write nothing")
-    run.add_argument("--overwrite", action="store_true",
-                     help="replace an output file made by another scenario, or a damaged one "
-                     "(an intact file of this scenario is resumed)")
-    run.add_argument("--allow-version-change", action="store_true",
-                     help="resume a file whose points were computed under other versions of "
-                     "numpy, scipy, numba, jax or diffrax (each point records its versions)")
+    run.add_argument("--force", action="store_true", help="make a sweep file estimated past the size limit (1 GiB)")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the sweep's estimated file size and time (from a few points run with a few runs) and write nothing",
+    )
+    run.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an output file made by another scenario, or a damaged one "
+        "(an intact file of this scenario is resumed)",
+    )
+    run.add_argument(
+        "--allow-version-change",
+        action="store_true",
+        help="resume a file whose points were computed under other versions of "
+        "numpy, scipy, numba, jax or diffrax (each point records its versions)",
+    )
 
-    comp = sub.add_parser("compile", help="compile every numba kernel into numba's cache now, "
-                          "one process per core (else each sweep compiles its own on first use)")
+    comp = sub.add_parser(
+        "compile",
+        help="compile every numba kernel into numba's cache now, "
+        "one process per core (else each sweep compiles its own on first use)",
+    )
     comp.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
 
     show = sub.add_parser("show", help="print a sweep file's scenario, axes, variables, completion")
     show.add_argument("path")
     show.add_argument("--scenario", action="store_true", help="print the resolved scenario TOML")
-    show.add_argument("--errors", action="store_true", help="print the error budget point by "
-                      "point: Monte Carlo error, step error, horizon or stationarity status")
+    show.add_argument(
+        "--errors",
+        action="store_true",
+        help="print the error budget point by point: Monte Carlo error, step error, horizon or stationarity status",
+    )
 
     plot = sub.add_parser("plot", help="draw a sweep file (PNG, or PDF/SVG with --style paper)")
     plot.add_argument("path")
-    plot.add_argument("--out", help="output path (default: beside the file, .png; .pdf with "
-                      "--style paper, which writes .pdf or .svg by the suffix)")
-    plot.add_argument("--var", help="variable to draw (default: the scenario's choice); its "
-                      "picture is NAME_VAR.png beside the file")
-    plot.add_argument("--sel", action="append", default=[], metavar="AXIS=VALUE",
-                      help="draw the variable at one value of a dimension (nearest; repeat for "
-                      "several): a heat map becomes a curve, too many panels fewer")
-    plot.add_argument("--hue", metavar="AXIS", help="one curve per value of AXIS on each panel "
-                      "(a legend entry each, with error bands), against time for a series, else the "
-                      "first other numeric axis: r against K with one curve per n")
-    plot.add_argument("--log", action="store_true", help="values on a log scale (colours of a "
-                      "heat map, y of curves)")
-    plot.add_argument("--style", choices=STYLES, default="default",
-                      help="default: a PNG for the screen; paper: a vector figure for a "
-                      "two-column paper (3.4 in wide, several panels 7 in; 8-9 pt fonts)")
-    plot.add_argument("--tokens", action="store_true", help="draw the saved states (tokens) of "
-                      "one run at one time instead (needs [output] trajectories = true)")
+    plot.add_argument(
+        "--out",
+        help="output path (default: beside the file, .png; .pdf with "
+        "--style paper, which writes .pdf or .svg by the suffix)",
+    )
+    plot.add_argument(
+        "--var", help="variable to draw (default: the scenario's choice); its picture is NAME_VAR.png beside the file"
+    )
+    plot.add_argument(
+        "--sel",
+        action="append",
+        default=[],
+        metavar="AXIS=VALUE",
+        help="draw the variable at one value of a dimension (nearest; repeat for "
+        "several): a heat map becomes a curve, too many panels fewer",
+    )
+    plot.add_argument(
+        "--hue",
+        metavar="AXIS",
+        help="one curve per value of AXIS on each panel "
+        "(a legend entry each, with error bands), against time for a series, else the "
+        "first other numeric axis: r against K with one curve per n",
+    )
+    plot.add_argument("--log", action="store_true", help="values on a log scale (colours of a heat map, y of curves)")
+    plot.add_argument(
+        "--style",
+        choices=STYLES,
+        default="default",
+        help="default: a PNG for the screen; paper: a vector figure for a "
+        "two-column paper (3.4 in wide, several panels 7 in; 8-9 pt fonts)",
+    )
+    plot.add_argument(
+        "--tokens",
+        action="store_true",
+        help="draw the saved states (tokens) of one run at one time instead (needs [output] trajectories = true)",
+    )
     _state_choices(plot)
     _trust_flag(plot)
-    plot.add_argument("--time", type=float, help="with --tokens: the save time (nearest; "
-                      "default the last)")
+    plot.add_argument("--time", type=float, help="with --tokens: the save time (nearest; default the last)")
 
-    animate = sub.add_parser("animate", help="a movie (GIF, or MP4 with ffmpeg) of the saved "
-                             "states of one run over the save times")
+    animate = sub.add_parser(
+        "animate", help="a movie (GIF, or MP4 with ffmpeg) of the saved states of one run over the save times"
+    )
     animate.add_argument("path")
     animate.add_argument("--out", help=".gif or .mp4 path (default: NAME_tokens.gif beside the file)")
     _state_choices(animate)
     animate.add_argument("--fps", type=int, default=12, help="frames per second (default 12)")
 
-    compare = sub.add_parser("compare", help="distance of each value of an axis to a reference "
-                             "value, run by run on saved states; rate against a numeric axis")
+    compare = sub.add_parser(
+        "compare",
+        help="distance of each value of an axis to a reference "
+        "value, run by run on saved states; rate against a numeric axis",
+    )
     compare.add_argument("path")
     compare.add_argument("--along", help="the sweep axis compared (e.g. form)")
-    compare.add_argument("--reference", required=True, help="its reference value (e.g. flow); "
-                         "exact without --along: each run against the model's reference(x0, ..., t)")
+    compare.add_argument(
+        "--reference",
+        required=True,
+        help="its reference value (e.g. flow); "
+        "exact without --along: each run against the model's reference(x0, ..., t)",
+    )
     compare.add_argument("--against", help="numeric axis to fit the log-log rate against (e.g. depth)")
-    compare.add_argument("--statistic", choices=("error", "mean", "median"), default="error",
-                         help="with --against: fit the RMS distance over runs (error, the "
-                         "strong error), its mean or its median")
-    compare.add_argument("--at", choices=("all", "final"), default="all",
-                         help="distance over all saved times (their maximum) or the final one")
-    compare.add_argument("--out", help="picture of the error curve (default: beside the file, .png; "
-                         ".pdf with --style paper, which writes .pdf or .svg by the suffix)")
-    compare.add_argument("--style", choices=STYLES, default="default",
-                         help="default: a PNG for the screen; paper: a vector figure for a "
-                         "two-column paper (as dyn plot --style paper)")
+    compare.add_argument(
+        "--statistic",
+        choices=("error", "mean", "median"),
+        default="error",
+        help="with --against: fit the RMS distance over runs (error, the strong error), its mean or its median",
+    )
+    compare.add_argument(
+        "--at",
+        choices=("all", "final"),
+        default="all",
+        help="distance over all saved times (their maximum) or the final one",
+    )
+    compare.add_argument(
+        "--out",
+        help="picture of the error curve (default: beside the file, .png; "
+        ".pdf with --style paper, which writes .pdf or .svg by the suffix)",
+    )
+    compare.add_argument(
+        "--style",
+        choices=STYLES,
+        default="default",
+        help="default: a PNG for the screen; paper: a vector figure for a two-column paper (as dyn plot --style paper)",
+    )
     _trust_flag(compare)
 
     _discovery(sub)
@@ -141,35 +217,55 @@ def _parser() -> argparse.ArgumentParser:
 
 def _trust_flag(parser) -> None:
     """--trust-model: the one way a reader loads the user's model a file names."""
-    parser.add_argument("--trust-model", action="store_true",
-                        help="read what the file does not record of its model (files written by "
-                        "older versions) from the model's module: it is imported (its code runs) "
-                        "only if its sha256 is the one the file records. Without it, reading a "
-                        "file never runs code the file names")
+    parser.add_argument(
+        "--trust-model",
+        action="store_true",
+        help="read what the file does not record of its model (files written by "
+        "older versions) from the model's module: it is imported (its code runs) "
+        "only if its sha256 is the one the file records. Without it, reading a "
+        "file never runs code the file names",
+    )
 
 
 def _discovery(sub) -> None:
     """`dyn list [SYSTEM]` and its alias `dyn describe SYSTEM`."""
-    listing = sub.add_parser("list", help="built-in systems and shipped scenarios; with a name, "
-                             "what that system takes and gives (as dyn describe)")
-    listing.add_argument("name", nargs="?", metavar="SYSTEM",
-                         help="a system (or a shipped scenario: its system): its parameters, "
-                         "outputs, backends and methods, and the shipped scenarios using it")
-    describe = sub.add_parser("describe", help="a system's parameters (type, default, bounds, "
-                              "doc), outputs, backends and methods, and shipped scenarios")
+    listing = sub.add_parser(
+        "list",
+        help="built-in systems and shipped scenarios; with a name, what that system takes and gives (as dyn describe)",
+    )
+    listing.add_argument(
+        "name",
+        nargs="?",
+        metavar="SYSTEM",
+        help="a system (or a shipped scenario: its system): its parameters, "
+        "outputs, backends and methods, and the shipped scenarios using it",
+    )
+    describe = sub.add_parser(
+        "describe",
+        help="a system's parameters (type, default, bounds, doc), outputs, backends and methods, and shipped scenarios",
+    )
     describe.add_argument("name", metavar="SYSTEM", help="a system, or a shipped scenario")
 
 
 def _unset_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--unset", action="append", default=[], metavar="TABLE.KEY",
-                        help="remove a key the scenario file sets (it takes its default), e.g. "
-                        "--unset integrator.dt; before any --set; repeat for several")
+    parser.add_argument(
+        "--unset",
+        action="append",
+        default=[],
+        metavar="TABLE.KEY",
+        help="remove a key the scenario file sets (it takes its default), e.g. "
+        "--unset integrator.dt; before any --set; repeat for several",
+    )
 
 
 def _state_choices(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--point", action="append", default=[], metavar="AXIS=VALUE",
-                        help="the sweep point (nearest value; repeat for several axes; "
-                        "default the first point)")
+    parser.add_argument(
+        "--point",
+        action="append",
+        default=[],
+        metavar="AXIS=VALUE",
+        help="the sweep point (nearest value; repeat for several axes; default the first point)",
+    )
     parser.add_argument("--run", type=int, default=0, help="the run (default 0)")
 
 
@@ -181,16 +277,20 @@ def _scenario_path(name: str) -> Path:
 
 def _array_flags(args) -> dict:
     """The --slurm-* flags given, by their [executor] keys."""
-    return {key.removeprefix("slurm_"): value for key, value in vars(args).items()
-            if key.startswith("slurm_") and value is not None}
+    return {
+        key.removeprefix("slurm_"): value
+        for key, value in vars(args).items()
+        if key.startswith("slurm_") and value is not None
+    }
 
 
 def _cmd_run(args) -> int:
     from ..engine.runner import run
 
     _collecting()
-    executor = args.executor or ("dask" if args.scheduler else
-                                 "process" if args.workers and args.workers > 1 else "serial")
+    executor = args.executor or (
+        "dask" if args.scheduler else "process" if args.workers and args.workers > 1 else "serial"
+    )
     if args.workers is not None:
         workers = args.workers
     else:
@@ -199,16 +299,28 @@ def _cmd_run(args) -> int:
         from ..engine.estimate import estimate
         from ..engine.scenario import load
 
-        print(estimate(load(_scenario_path(args.scenario), args.overrides, args.unset), args.out,
-                       workers, command_line=True))
+        print(
+            estimate(
+                load(_scenario_path(args.scenario), args.overrides, args.unset), args.out, workers, command_line=True
+            )
+        )
         return 0
-    path = run(_scenario_path(args.scenario), args.out, workers=workers, executor=executor,
-               scheduler=args.scheduler, array=_array_flags(args),
-               overrides=args.overrides, unset=args.unset,
-               progress=False if args.no_progress else None,
-               command=" ".join(["dyn", *sys.argv[1:]]), force=args.force,
-               overwrite=args.overwrite, allow_version_change=args.allow_version_change,
-               point_timeout=args.point_timeout)
+    path = run(
+        _scenario_path(args.scenario),
+        args.out,
+        workers=workers,
+        executor=executor,
+        scheduler=args.scheduler,
+        array=_array_flags(args),
+        overrides=args.overrides,
+        unset=args.unset,
+        progress=False if args.no_progress else None,
+        command=" ".join(["dyn", *sys.argv[1:]]),
+        force=args.force,
+        overwrite=args.overwrite,
+        allow_version_change=args.allow_version_change,
+        point_timeout=args.point_timeout,
+    )
     if args.plot:
         from .plot import plot
 
@@ -250,6 +362,7 @@ def _reads_file(command):
                 if problem:
                     raise ScenarioError("", f"{args.path} is damaged: {problem}") from None
                 raise
+
     return reader
 
 
@@ -292,24 +405,22 @@ def _cmd_plot(args) -> int:
     if args.tokens:
         if args.style != "default":
             raise ScenarioError("--style", "styles the sweep picture: use it without --tokens")
-        for flag, given in (("--sel", args.sel), ("--log", args.log), ("--var", args.var),
-                            ("--hue", args.hue)):
+        for flag, given in (("--sel", args.sel), ("--log", args.log), ("--var", args.var), ("--hue", args.hue)):
             if given:
-                raise ScenarioError(flag, "draws a variable: use it without --tokens (the "
-                                    "saved states' point is chosen with --point)")
+                raise ScenarioError(
+                    flag, "draws a variable: use it without --tokens (the saved states' point is chosen with --point)"
+                )
         from . import tokens
 
         print(f"plotted {tokens.plot(args.path, args.out, args.point, args.time, args.run)}")
         return 0
-    for flag, given in (("--point", args.point), ("--time", args.time is not None),
-                        ("--run", args.run != 0)):
+    for flag, given in (("--point", args.point), ("--time", args.time is not None), ("--run", args.run != 0)):
         if given:
             hint = "; to slice the variable use --sel AXIS=VALUE" if flag == "--point" else ""
             raise ScenarioError(flag, f"chooses saved states: use it with --tokens{hint}")
     from .plot import plot
 
-    drawn = plot(args.path, args.out, args.var, args.style, args.sel, args.log, args.hue,
-                 args.trust_model)
+    drawn = plot(args.path, args.out, args.var, args.style, args.sel, args.log, args.hue, args.trust_model)
     print(f"plotted {drawn}")
     return 0
 
@@ -328,8 +439,10 @@ def _cmd_compare(args) -> int:
     _check_sweep_file(args.path)
     from . import comparison
 
-    for flag, given, what in (("--style", args.style != "default", "styles"),
-                              ("--out", args.out is not None, "names the picture of")):
+    for flag, given, what in (
+        ("--style", args.style != "default", "styles"),
+        ("--out", args.out is not None, "names the picture of"),
+    ):
         if given and not args.against:  # every option checked before anything is printed
             raise ScenarioError(flag, f"{what} the error curve: give --against too")
     if args.against:  # a picture it cannot write is refused before the comparison
@@ -352,13 +465,14 @@ def _compared(args):
 
     if args.along is None:
         if args.reference != "exact":
-            raise ScenarioError("--along", "name the sweep axis compared (or --reference exact "
-                                "for the model's reference from each run's start)")
+            raise ScenarioError(
+                "--along",
+                "name the sweep axis compared (or --reference exact for the model's reference from each run's start)",
+            )
         from .exact import compare_exact
 
         return compare_exact(args.path, at=args.at, trust_model=args.trust_model)
-    return comparison.compare(args.path, args.along, args.reference, at=args.at,
-                              trust_model=args.trust_model)
+    return comparison.compare(args.path, args.along, args.reference, at=args.at, trust_model=args.trust_model)
 
 
 def _cmd_describe(args) -> int:
@@ -390,9 +504,12 @@ def _hidden_entry_points() -> list[str]:
     from .. import systems
     from ..user import locate
 
-    return [f"  {name:<20} (an installed package's entry point {name} = {ep.value} is not used: "
-            "a shipped system has this name)"
-            for name, ep in sorted(locate.entry_points().items()) if systems.is_own(name)]
+    return [
+        f"  {name:<20} (an installed package's entry point {name} = {ep.value} is not used: "
+        "a shipped system has this name)"
+        for name, ep in sorted(locate.entry_points().items())
+        if systems.is_own(name)
+    ]
 
 
 def _cmd_list(args) -> int:
@@ -491,9 +608,10 @@ def _refuse_unprintable_names(args) -> None:
     for flag in ("path", "scenario", "out"):
         name = getattr(args, flag, None)
         if isinstance(name, str) and not name.isprintable():
-            raise ScenarioError("" if flag in ("path", "scenario") else "--out",
-                                f"the file name '{printable(name)}' holds a control character "
-                                "(a line break?): rename the file")
+            raise ScenarioError(
+                "" if flag in ("path", "scenario") else "--out",
+                f"the file name '{printable(name)}' holds a control character (a line break?): rename the file",
+            )
 
 
 def _command(argv: list[str] | None, ran: list[str]) -> int:
@@ -504,9 +622,16 @@ def _command(argv: list[str] | None, ran: list[str]) -> int:
     try:
         with stop_on_signals():  # SIGTERM and SIGHUP stop a run as Ctrl-C does, from the start
             args = _parser().parse_args(argv)
-            handler = {"run": _cmd_run, "show": _cmd_show, "plot": _cmd_plot, "list": _cmd_list,
-                       "compare": _cmd_compare, "animate": _cmd_animate,
-                       "compile": _cmd_compile, "describe": _cmd_describe}[args.command]
+            handler = {
+                "run": _cmd_run,
+                "show": _cmd_show,
+                "plot": _cmd_plot,
+                "list": _cmd_list,
+                "compare": _cmd_compare,
+                "animate": _cmd_animate,
+                "compile": _cmd_compile,
+                "describe": _cmd_describe,
+            }[args.command]
             if handler is not _cmd_run:  # `run` collects again once its libraries are imported
                 _collecting()
             _refuse_unprintable_names(args)

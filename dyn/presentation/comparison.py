@@ -19,6 +19,7 @@ bars of one standard error (from the runs' distances), the asymptotic fit over t
 uses (filled; the others open) and short reference slopes beside it, which never move the
 axes' limits.
 """
+
 from __future__ import annotations
 
 import math
@@ -70,8 +71,7 @@ def _match(values: np.ndarray, reference: str | float):
     return None
 
 
-def compare(path: str | Path, along: str, reference, *, at: str = "all",
-            trust_model: bool = False) -> xr.Dataset:
+def compare(path: str | Path, along: str, reference, *, at: str = "all", trust_model: bool = False) -> xr.Dataset:
     """Distances to the reference point along `along`, run by run, as a Dataset with
     `distance` (..., along, run) and, over runs, `error` (RMS: the strong error), `mean` and
     `max`. `at`: "all" saved times (their maximum) or "final". `trust_model`: the title's
@@ -88,19 +88,24 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all",
         scenario = scenario_of(ds)
         axes = list(scenario.get("sweep", {}))
         if along not in axes:
-            raise ScenarioError("--along", f"{along!r} is not a sweep axis of {path} "
-                                f"(axes: {', '.join(axes) or 'none'})")
+            raise ScenarioError(
+                "--along", f"{along!r} is not a sweep axis of {path} (axes: {', '.join(axes) or 'none'})"
+            )
         if TRAJECTORY not in ds:
-            raise ScenarioError("", f"{path} has no saved states: rerun with "
-                                "--set output.trajectories=true")
+            raise ScenarioError("", f"{path} has no saved states: rerun with --set output.trajectories=true")
         _check_states_present(Path(path), ds)
         ref = _match(ds[along].values, reference)
         if ref is None:
-            raise ScenarioError("--reference", f"{reference!r} is not a value of {along} "
-                                f"(values: {', '.join(map(str, ds[along].values))})")
+            raise ScenarioError(
+                "--reference",
+                f"{reference!r} is not a value of {along} (values: {', '.join(map(str, ds[along].values))})",
+            )
         if along not in scenario.get("ensemble", {}).get("common", []):
-            raise ScenarioError("--along", f"the runs of {path} do not share random numbers "
-                                f"along {along}: rerun with --set 'ensemble.common=[\"{along}\"]'")
+            raise ScenarioError(
+                "--along",
+                f"the runs of {path} do not share random numbers "
+                f"along {along}: rerun with --set 'ensemble.common=[\"{along}\"]'",
+            )
         if ds.sizes[along] < 2:
             raise ScenarioError("--along", f"{along} has one value: nothing to compare")
         traj = ds[TRAJECTORY].load()
@@ -108,12 +113,12 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all",
         from .words import settings
 
         settings_text = settings(ds, trust_model)  # for the picture's title
-    state = list(traj.dims[traj.dims.index("trajectory_time") + 1:])
+    state = list(traj.dims[traj.dims.index("trajectory_time") + 1 :])
     # by position: label selection of a bool axis would read [True] as a mask, not a label
     where = int(np.flatnonzero(traj[along].values == ref)[0])
     others = [i for i in range(traj.sizes[along]) if i != where]
     diff = traj.isel({along: others}) - traj.isel({along: where}, drop=True)
-    norm = np.sqrt((diff ** 2).sum(state[-1], skipna=False))
+    norm = np.sqrt((diff**2).sum(state[-1], skipna=False))
     if len(state) > 1:
         norm = norm.max(state[:-1], skipna=False)
     if at == "final":
@@ -128,18 +133,21 @@ def compare(path: str | Path, along: str, reference, *, at: str = "all",
     pair = xr.where(mine != OK, mine, theirs).astype(status.dtype)
     distance = distance.where(pair == OK)
     distance.attrs.update(long_name=f"distance to {along} = {ref} ({at} saved times)")
-    out = xr.Dataset({
-        "distance": distance,
-        "error": np.sqrt((distance ** 2).mean("run")).assign_attrs(
-            long_name=f"strong error: RMS over runs of the distance to {along} = {ref}"),
-        "mean": distance.mean("run").assign_attrs(long_name="mean distance over runs"),
-        "median": distance.median("run").assign_attrs(long_name="median distance over runs"),
-        "max": distance.max("run").assign_attrs(long_name="largest distance over runs"),
-        "status": pair.assign_attrs(long_name="status of the point, else of its reference "
-                                    "(1 ok; 2 diverged, 3 failed: no distance)"),
-    })
-    out.attrs.update(along=along, reference=str(ref), at=at, source=str(path),
-                     settings=settings_text)
+    out = xr.Dataset(
+        {
+            "distance": distance,
+            "error": np.sqrt((distance**2).mean("run")).assign_attrs(
+                long_name=f"strong error: RMS over runs of the distance to {along} = {ref}"
+            ),
+            "mean": distance.mean("run").assign_attrs(long_name="mean distance over runs"),
+            "median": distance.median("run").assign_attrs(long_name="median distance over runs"),
+            "max": distance.max("run").assign_attrs(long_name="largest distance over runs"),
+            "status": pair.assign_attrs(
+                long_name="status of the point, else of its reference (1 ok; 2 diverged, 3 failed: no distance)"
+            ),
+        }
+    )
+    out.attrs.update(along=along, reference=str(ref), at=at, source=str(path), settings=settings_text)
     return out
 
 
@@ -151,15 +159,21 @@ def _check_states_present(path: Path, ds: xr.Dataset) -> None:
 
     folder = sidecar_dir(path)
     if not folder.is_dir():
-        raise ScenarioError("", f"the saved states of {path} are missing: the folder "
-                            f"{folder.name}/ must sit beside it (move the two together)")
+        raise ScenarioError(
+            "",
+            f"the saved states of {path} are missing: the folder "
+            f"{folder.name}/ must sit beside it (move the two together)",
+        )
     codes = np.asarray(ds["status"].values).reshape(-1)
     finished = np.flatnonzero((codes != PENDING) & (codes != FAILED))
     missing = [i for i in finished if not point_file(folder, int(i)).exists()]
     if missing:
-        raise ScenarioError("", f"{len(missing)} of the {len(finished)} finished points of {path} "
-                            f"have no file in {folder.name}/ (e.g. {point_file(folder, int(missing[0])).name}): "
-                            "run the same `dyn run` again to recompute them")
+        raise ScenarioError(
+            "",
+            f"{len(missing)} of the {len(finished)} finished points of {path} "
+            f"have no file in {folder.name}/ (e.g. {point_file(folder, int(missing[0])).name}): "
+            "run the same `dyn run` again to recompute them",
+        )
 
 
 def fit_rate(error: xr.DataArray, against: str) -> Rate:
@@ -186,8 +200,7 @@ def select(result: xr.Dataset, statistic: str) -> xr.Dataset:
     rates and the picture fit (`error`): a heavy-tailed distance (an in-context error ~ 1/(T
     delta)) has a mean, a median and an RMS that fall at different rates."""
     if statistic not in STATISTICS:
-        raise ScenarioError("--statistic", f"must be one of {', '.join(STATISTICS)}, got "
-                            f"{statistic!r}")
+        raise ScenarioError("--statistic", f"must be one of {', '.join(STATISTICS)}, got {statistic!r}")
     if statistic == "error":
         return result
     if statistic not in result:
@@ -201,8 +214,9 @@ def rates(result: xr.Dataset, against: str) -> dict[tuple, Rate]:
     """The fitted rate of the strong error against `against`, per combination of other axes."""
     error = result["error"]
     if against not in error.dims:
-        raise ScenarioError("--against", f"{against!r} is not an axis of the comparison "
-                            f"(axes: {', '.join(error.dims) or 'none'})")
+        raise ScenarioError(
+            "--against", f"{against!r} is not an axis of the comparison (axes: {', '.join(error.dims) or 'none'})"
+        )
     if error[against].dtype.kind not in "fiu":
         raise ScenarioError("--against", f"{against} is not numeric")
     others = [d for d in error.dims if d != against]
@@ -219,7 +233,7 @@ def asymptotic(x) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     order = np.argsort(x)
     keep = np.zeros(x.size, dtype=bool)
-    keep[order[-max(MIN_FIT_POINTS, -(-x.size // 2)):]] = True
+    keep[order[-max(MIN_FIT_POINTS, -(-x.size // 2)) :]] = True
     return keep
 
 
@@ -231,8 +245,7 @@ def asymptotic_rates(result: xr.Dataset, against: str) -> dict[tuple, tuple[Rate
         curve = result["error"].sel(dict(label)) if label else result["error"]
         x, y = curve[against].values.astype(float), curve.values.astype(float)
         use = asymptotic(x) & np.isfinite(y) & (y > 0) & (x > 0)
-        found[label] = (fit_rate(curve.isel({against: np.flatnonzero(use)}), against),
-                        np.sort(x[use]))
+        found[label] = (fit_rate(curve.isel({against: np.flatnonzero(use)}), against), np.sort(x[use]))
     return found
 
 
@@ -258,10 +271,14 @@ def heading(attrs: dict) -> str:
     along, reference = attrs["along"], attrs["reference"]
     times = "the final saved time" if attrs.get("at") == "final" else "all saved times"
     if along == reference == "exact":  # dyn.presentation.exact: each run against its own start
-        return (f"{Path(attrs['source']).stem}: distance of each run to the model's reference "
-                f"from its own start, the largest over tokens and {times}")
-    return (f"{Path(attrs['source']).stem}: distance of each {along} to {along} = {reference}, "
-            f"the largest over tokens and {times}")
+        return (
+            f"{Path(attrs['source']).stem}: distance of each run to the model's reference "
+            f"from its own start, the largest over tokens and {times}"
+        )
+    return (
+        f"{Path(attrs['source']).stem}: distance of each {along} to {along} = {reference}, "
+        f"the largest over tokens and {times}"
+    )
 
 
 def _standard_error(result: xr.Dataset, label: tuple) -> np.ndarray:
@@ -308,8 +325,7 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
     tail = asymptotic_rates(result, against)
     values = np.asarray(result["error"].values, dtype=float)
     if not (np.isfinite(values) & (values > 0)).any():
-        raise ScenarioError("--against", "no finite, positive error to draw on log axes "
-                            "(are the points computed?)")
+        raise ScenarioError("--against", "no finite, positive error to draw on log axes (are the points computed?)")
     with styled(style) as look:
         width, height = look.single
         fig, ax = plt.subplots(figsize=(width, height), layout="constrained", dpi=look.dpi)
@@ -321,22 +337,35 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
             name = ", ".join(f"{k} = {v}" for k, v in label) or "error"
             ok = np.isfinite(y) & (y > 0) & (x > 0)
             use = asymptotic(x) & ok
-            bars = ax.errorbar(x, y, yerr=_standard_error(result, label), fmt="o-", ms=4,
-                               mfc="white", capsize=2, label=f"{name}: rate {rate} over all points")
+            bars = ax.errorbar(
+                x,
+                y,
+                yerr=_standard_error(result, label),
+                fmt="o-",
+                ms=4,
+                mfc="white",
+                capsize=2,
+                label=f"{name}: rate {rate} over all points",
+            )
             color = bars.lines[0].get_color()
             ax.plot(x[use], y[use], "o", ms=4, color=color, zorder=4)  # the fitted points, filled
             if use.sum() >= 2:
                 fit = tail[label][0]
                 line = np.exp(np.polyfit(np.log(x[use]), np.log(y[use]), 1)[1]) * x[use] ** fit.slope
-                ax.plot(x[use], line, "-", color="black", lw=0.8, zorder=3,
-                        label=f"fit on the filled points, {against} = {x[use].min():g} ... "
-                              f"{x[use].max():g}: rate {fit}")
+                ax.plot(
+                    x[use],
+                    line,
+                    "-",
+                    color="black",
+                    lw=0.8,
+                    zorder=3,
+                    label=f"fit on the filled points, {against} = {x[use].min():g} ... {x[use].max():g}: rate {fit}",
+                )
                 guide = guide or (x[use], line * GUIDE_BELOW)
             if "status" in result:
                 codes = result["status"].sel(dict(label)) if label else result["status"]
                 codes = np.asarray(codes.values).reshape(-1)
-                for reason, hit in (("diverged", codes == DIVERGED),
-                                    ("failed", (codes != OK) & (codes != DIVERGED))):
+                for reason, hit in (("diverged", codes == DIVERGED), ("failed", (codes != OK) & (codes != DIVERGED))):
                     if hit.any():
                         _no_value(ax, x[hit], MARK_STYLES[reason], color)
                         marked.add(reason)
@@ -362,13 +391,13 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
         ax.set_ylabel(axis_label(error))
         head = heading(result.attrs)
         chars = chars_in(width, "figure.titlesize")
-        title = fig.suptitle("\n".join(wrap_text(t, chars)
-                                       for t in (head, result.attrs.get("settings", "")) if t))
+        title = fig.suptitle("\n".join(wrap_text(t, chars) for t in (head, result.attrs.get("settings", "")) if t))
         ax.grid(alpha=0.3, which="both")
         from matplotlib.lines import Line2D
 
-        notes = [(Line2D([], [], color="0.3", marker="|", ls="none", ms=8), "error bars: one "
-                  "standard error (over runs)")]
+        notes = [
+            (Line2D([], [], color="0.3", marker="|", ls="none", ms=8), "error bars: one standard error (over runs)")
+        ]
         legend = figure_legend(fig, [ax], notes)
         fit_height(fig, width, height, [title, legend])
     return fig
@@ -378,6 +407,14 @@ def _no_value(ax, x, style, color) -> None:
     """Markers at the bottom edge of the panel at `x`: points with no distance."""
     from matplotlib.transforms import blended_transform_factory
 
-    ax.plot(np.asarray(x, dtype=float), np.zeros(len(x)), style.marker, ms=6, color=color,
-            mec=style.color, clip_on=False, zorder=5,
-            transform=blended_transform_factory(ax.transData, ax.transAxes))
+    ax.plot(
+        np.asarray(x, dtype=float),
+        np.zeros(len(x)),
+        style.marker,
+        ms=6,
+        color=color,
+        mec=style.color,
+        clip_on=False,
+        zorder=5,
+        transform=blended_transform_factory(ax.transData, ax.transAxes),
+    )

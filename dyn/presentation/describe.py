@@ -7,6 +7,7 @@ settings: those the shipped scenarios bring are listed apart, with the scenario)
 and methods what the scenario check admits (dyn.engine.scenario._check_integrator), and its
 scenarios the shipped files naming it. Nothing is run and nothing is compiled.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -86,8 +87,9 @@ class SystemDescription:
         keys = ", ".join(self.integrator_keys) or "none"
         lines.append(f"  solves {equation}; reads [integrator] {keys}")
         lines.append("  backends and methods")
-        lines += [f"    {b:<8} {', '.join(m)}" for b, m in self.backends.items()] or \
-            ["    none: it chooses its own steps"]
+        lines += [f"    {b:<8} {', '.join(m)}" for b, m in self.backends.items()] or [
+            "    none: it chooses its own steps"
+        ]
         lines.append("  parameters ([params], or a [sweep] axis)")
         lines += [_indented(str(p)) for p in self.parameters]
         lines.append("  outputs (at the default parameters: reduction over runs; file variables)")
@@ -121,19 +123,27 @@ def describe(name: str) -> SystemDescription:
 
     if name not in systems.names() and not locate.is_import_path(name):
         near = did_you_mean(name, [*systems.names(), *shipped])
-        raise ScenarioError("", f"unknown system {name!r}{near}; `dyn list` lists the systems "
-                            "and the shipped scenarios")
+        raise ScenarioError(
+            "", f"unknown system {name!r}{near}; `dyn list` lists the systems and the shipped scenarios"
+        )
     from ..engine.scenario import SCENARIO_DIR
 
     system = systems.get(name, near=Path(SCENARIO_DIR))  # an import path: beside the scenarios
     mine = tuple(sorted(s for s, sys_name in shipped.items() if sys_name == name))
     outputs, other = _outputs(system, name, mine)
     return SystemDescription(
-        name=name, description=system.description, equation=system.equation,
-        integrator_keys=tuple(sorted(system.integrator)), backends=_backends(system),
+        name=name,
+        description=system.description,
+        equation=system.equation,
+        integrator_keys=tuple(sorted(system.integrator)),
+        backends=_backends(system),
         parameters=tuple(_parameter(k, f) for k, f in system.params.items()),
-        outputs=outputs, other_outputs=other, scenarios=mine,
-        default_plot=getattr(system, "default_plot", ""), notes=notes)
+        outputs=outputs,
+        other_outputs=other,
+        scenarios=mine,
+        default_plot=getattr(system, "default_plot", ""),
+        notes=notes,
+    )
 
 
 def listed_systems() -> list[str]:
@@ -199,8 +209,7 @@ def _backends(system) -> dict[str, tuple[str, ...]]:
     return found
 
 
-def _outputs(system, name: str, scenarios: tuple[str, ...]) -> tuple[tuple[OutputInfo, ...],
-                                                                     tuple[OutputInfo, ...]]:
+def _outputs(system, name: str, scenarios: tuple[str, ...]) -> tuple[tuple[OutputInfo, ...], tuple[OutputInfo, ...]]:
     """The outputs at the default parameters, and those only the shipped scenarios bring."""
     from ..engine.scenario import SCENARIO_DIR, load
 
@@ -217,8 +226,7 @@ def _outputs(system, name: str, scenarios: tuple[str, ...]) -> tuple[tuple[Outpu
         for info in _infos(system, scenario.setup):
             if info.name not in known:
                 brought.setdefault(info.name, (info, []))[1].append(name)
-    other = tuple(OutputInfo(**{**info.__dict__, "scenarios": tuple(where)})
-                  for info, where in brought.values())
+    other = tuple(OutputInfo(**{**info.__dict__, "scenarios": tuple(where)}) for info, where in brought.values())
     return tuple(at_default), other
 
 
@@ -254,8 +262,7 @@ def _infos(system, setup) -> list[OutputInfo]:
             variables = [o.name for o in point_outputs([out])][:5]
         else:
             variables = [o.name for o in companions(out)]
-        found.append(OutputInfo(out.name, out.long_name, out.units, tuple(out.dims), out.reduce,
-                                tuple(variables)))
+        found.append(OutputInfo(out.name, out.long_name, out.units, tuple(out.dims), out.reduce, tuple(variables)))
     return found
 
 

@@ -12,6 +12,7 @@ and the result has the same variables (`distance` per run, `error` = sqrt(E dist
 `dyn compare --against` are computed by the same functions. Every sweep point is compared (no
 axis is singled out); a point that is not ok has no distance.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,8 +43,7 @@ def compare_exact(path: str | Path, *, at: str = "all", trust_model: bool = Fals
     with open_dataset(path) as ds:
         doc = scenario_of(ds)
         if TRAJECTORY not in ds:
-            raise ScenarioError("", f"{path} has no saved states: rerun with "
-                                "--set output.trajectories=true")
+            raise ScenarioError("", f"{path} has no saved states: rerun with --set output.trajectories=true")
         _check_states_present(Path(path), ds)
         traj = ds[TRAJECTORY].load()
         status = ds["status"].load()
@@ -53,19 +53,25 @@ def compare_exact(path: str | Path, *, at: str = "all", trust_model: bool = Fals
     head = doc["scenario"]
     system = model_system(head, trust_model)
     if system is None:
-        raise ScenarioError(FLAG, f"{path} was written by the model {head.get('system')!r}: its "
-                            "reference is that model's code, loaded only with --trust-model "
-                            "(checked against the recorded sha256)")
+        raise ScenarioError(
+            FLAG,
+            f"{path} was written by the model {head.get('system')!r}: its "
+            "reference is that model's code, loaded only with --trust-model "
+            "(checked against the recorded sha256)",
+        )
     if reference.function(system) is None:
-        raise ScenarioError("--reference", f"system {system.name} declares no "
-                            "reference(x0, <params>, t): compare along an axis instead (--along)")
+        raise ScenarioError(
+            "--reference",
+            f"system {system.name} declares no reference(x0, <params>, t): compare along an axis instead (--along)",
+        )
     run = [d for d in traj.dims if d in ("run", "trajectory_run")][0]
-    axes = list(traj.dims[:traj.dims.index(run)])
-    state = list(traj.dims[traj.dims.index("trajectory_time") + 1:])
+    axes = list(traj.dims[: traj.dims.index(run)])
+    state = list(traj.dims[traj.dims.index("trajectory_time") + 1 :])
     times = np.asarray(traj["trajectory_time"].values, dtype=float)
     if times[0] != 0.0:
-        raise ScenarioError("", f"the saved states of {path} do not start at t = 0: the "
-                            "reference needs each run's start")
+        raise ScenarioError(
+            "", f"the saved states of {path} do not start at t = 0: the reference needs each run's start"
+        )
     fixed = {k: f.default for k, f in system.params.items()} | dict(doc.get("params", {}))
     distance = np.full(tuple(traj.sizes[a] for a in axes) + (traj.sizes[run],), np.nan)
     for where in np.ndindex(*distance.shape[:-1]):
@@ -75,23 +81,33 @@ def compare_exact(path: str | Path, *, at: str = "all", trust_model: bool = Fals
         x = np.asarray(traj.isel(dict(zip(axes, where, strict=True))).transpose(run, "trajectory_time", *state))
         ref = reference.states(system, values, x[:, 0], times)
         if ref.shape != x.shape:
-            raise ScenarioError("--reference", f"{type(system).__name__}.reference returned "
-                                f"states of shape {ref.shape[2:]}; the saved ones are {x.shape[2:]}")
+            raise ScenarioError(
+                "--reference",
+                f"{type(system).__name__}.reference returned "
+                f"states of shape {ref.shape[2:]}; the saved ones are {x.shape[2:]}",
+            )
         norm = np.sqrt(((x - ref) ** 2).sum(axis=-1))
         norm = norm.reshape(norm.shape[0], norm.shape[1], -1).max(axis=2)
         distance[where] = norm[:, -1] if at == "final" else norm.max(axis=1)
     coords = {a: traj[a].values for a in axes}
-    dist = xr.DataArray(distance, dims=(*axes, "run"), coords=coords, name="distance",
-                        attrs={"long_name": f"distance to the model's reference ({at} saved times)"})
-    out = xr.Dataset({
-        "distance": dist,
-        "error": np.sqrt((dist ** 2).mean("run")).assign_attrs(
-            long_name="strong error: RMS over runs of the distance to the reference"),
-        "mean": dist.mean("run").assign_attrs(long_name="mean distance over runs"),
-        "median": dist.median("run").assign_attrs(long_name="median distance over runs"),
-        "max": dist.max("run").assign_attrs(long_name="largest distance over runs"),
-        "status": status.assign_attrs(long_name="status of the point (1 ok; else no distance)"),
-    })
-    out.attrs.update(along=EXACT, reference=EXACT, at=at, source=str(path),
-                     settings=settings_text)
+    dist = xr.DataArray(
+        distance,
+        dims=(*axes, "run"),
+        coords=coords,
+        name="distance",
+        attrs={"long_name": f"distance to the model's reference ({at} saved times)"},
+    )
+    out = xr.Dataset(
+        {
+            "distance": dist,
+            "error": np.sqrt((dist**2).mean("run")).assign_attrs(
+                long_name="strong error: RMS over runs of the distance to the reference"
+            ),
+            "mean": dist.mean("run").assign_attrs(long_name="mean distance over runs"),
+            "median": dist.median("run").assign_attrs(long_name="median distance over runs"),
+            "max": dist.max("run").assign_attrs(long_name="largest distance over runs"),
+            "status": status.assign_attrs(long_name="status of the point (1 ok; else no distance)"),
+        }
+    )
+    out.attrs.update(along=EXACT, reference=EXACT, at=at, source=str(path), settings=settings_text)
     return out

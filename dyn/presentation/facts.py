@@ -11,6 +11,7 @@ The one way to a user's model is the explicit opt-in `trust_model` (``--trust-mo
 module file the scenario records is loaded only when its sha256 is the one recorded
 (``system_sha256``), and a mismatch is refused in one line (:func:`trusted_system`).
 """
+
 from __future__ import annotations
 
 import json
@@ -79,7 +80,7 @@ def model_system(head: dict, trust_model: bool):
 
     name = head.get("system")
     if isinstance(name, str) and name.startswith(FRONTIER):
-        return _frontier(name[len(FRONTIER):])
+        return _frontier(name[len(FRONTIER) :])
     found = systems.shipped(name)
     if found is not None or not trust_model:
         return found
@@ -100,9 +101,15 @@ def code_problem(head: dict) -> str:
     listing = head.get("system_files")
     if not isinstance(listing, dict):
         now = file_digest(file)
-        return "" if now == recorded else (f"{file} is not the model that wrote the results "
-                                           f"(sha256 {now[:12]}..., recorded "
-                                           f"{recorded[:12] or '(none)'}...)")
+        return (
+            ""
+            if now == recorded
+            else (
+                f"{file} is not the model that wrote the results "
+                f"(sha256 {now[:12]}..., recorded "
+                f"{recorded[:12] or '(none)'}...)"
+            )
+        )
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in listing.items()):
         return "the results' listing of the model's files is not text"
     if combined(listing) != recorded:
@@ -111,7 +118,7 @@ def code_problem(head: dict) -> str:
     own = [name for name in listing if module.as_posix().endswith("/" + name)]
     if not own:
         return f"the results' listing of the model's files does not hold its module {file}"
-    base = Path(module.as_posix()[:-len(own[0]) - 1])
+    base = Path(module.as_posix()[: -len(own[0]) - 1])
     for name, sha in listing.items():
         if name.startswith("<"):  # a generated kernel, made from the files checked here
             continue
@@ -134,12 +141,14 @@ def trusted_system(head: dict):
     if not isinstance(name, str) or not isinstance(file, str) or not isinstance(recorded, str):
         raise ScenarioError(FLAG, "the file's scenario does not name a system and its module")
     if ":" in name and not (file and recorded):
-        raise ScenarioError(FLAG, f"the results record no module file and sha256 for {name!r}: "
-                            "nothing to check it against, not loaded")
+        raise ScenarioError(
+            FLAG, f"the results record no module file and sha256 for {name!r}: nothing to check it against, not loaded"
+        )
     if file or recorded:
         if not file or not Path(file).is_file():
-            raise ScenarioError(FLAG, f"the model file {file or '?'} recorded by the results is "
-                                "not on this machine: not loaded")
+            raise ScenarioError(
+                FLAG, f"the model file {file or '?'} recorded by the results is not on this machine: not loaded"
+            )
         problem = code_problem(head)
         if problem:
             raise ScenarioError(FLAG, f"{problem}: not loaded")

@@ -1,6 +1,7 @@
 """Reference slopes on log-log curves, drawn by `dyn plot` where a variable declares them (its
 `dyn_slopes` attribute, :class:`dyn.core.contract.Draw`). Only matplotlib axes and xarray data; no
 system, no scenario."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,7 @@ def slope_lines(ax, da, dim: str, slopes) -> bool:
         start = (finite.max() if slope < 0 else np.median(finite)) if finite.size else np.nan
         if not np.isfinite(start) or start <= 0:
             continue
-        ax.plot(x, start * (x / x[0]) ** slope, STYLES[k % len(STYLES)], color="gray", lw=1,
-                label=f"slope {slope:g}")
+        ax.plot(x, start * (x / x[0]) ** slope, STYLES[k % len(STYLES)], color="gray", lw=1, label=f"slope {slope:g}")
         drawn = True
     if drawn:
         ax.set_ylim(limits)

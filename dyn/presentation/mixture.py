@@ -15,6 +15,7 @@ standard error `X_se`, so there a point that failed is taken to have split when
   runs of one state do not differ by a sizeable part of the transition.
 `dyn plot` draws such points with a marker of their own, instead of the non-stationary one.
 """
+
 from __future__ import annotations
 
 import tomllib

@@ -56,6 +56,7 @@ chosen by the output's suffix: a single panel 3.4 in wide for one column of a tw
 several panels 7 in wide for both columns, 8-9 pt serif text with embedded TrueType fonts).
 :func:`figure` returns the figure unsaved.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -125,15 +126,27 @@ def choose_variable(ds, var: str | None, trust_model: bool = False) -> str:
     name = var or scenario.get("output", {}).get("plot") or _default_plot(ds, scenario, trust_model)
     names = drawable(ds)
     if name not in names:
-        what = ("the saved states: draw them with --tokens" if name == "trajectory" else
-                "not a number per point" if name in ds.data_vars else "unknown variable")
+        what = (
+            "the saved states: draw them with --tokens"
+            if name == "trajectory"
+            else "not a number per point"
+            if name in ds.data_vars
+            else "unknown variable"
+        )
         raise ScenarioError("--var", f"{name!r}: {what} (variables: {', '.join(names)})")
     return name
 
 
-def plot(path: str | Path, out: str | Path | None = None, var: str | None = None,
-         style: str = "default", sel: list[str] | tuple[str, ...] = (), log: bool = False,
-         hue: str | None = None, trust_model: bool = False) -> Path:
+def plot(
+    path: str | Path,
+    out: str | Path | None = None,
+    var: str | None = None,
+    style: str = "default",
+    sel: list[str] | tuple[str, ...] = (),
+    log: bool = False,
+    hue: str | None = None,
+    trust_model: bool = False,
+) -> Path:
     """Draw `var` of the sweep file at `path`, cut at `sel` ("AXIS=VALUE" each), on a log scale
     with `log`, one curve per value of the axis `hue` on each panel when given. Default output:
     beside the file, NAME.png for the scenario's own picture and NAME_VAR.png for another
@@ -148,9 +161,15 @@ def plot(path: str | Path, out: str | Path | None = None, var: str | None = None
         return save(figure(path, var, style, sel, log, hue, trust_model), out, look.dpi)
 
 
-def figure(path: str | Path, var: str | None = None, style: str = "default",
-           sel: list[str] | tuple[str, ...] = (), log: bool = False, hue: str | None = None,
-           trust_model: bool = False):
+def figure(
+    path: str | Path,
+    var: str | None = None,
+    style: str = "default",
+    sel: list[str] | tuple[str, ...] = (),
+    log: bool = False,
+    hue: str | None = None,
+    trust_model: bool = False,
+):
     """The figure of `var` (see the module doc) in `style`, not saved: its axes hold what is
     drawn, `fig.legends` its one legend. `sel`: "AXIS=VALUE" cuts of the file first
     (:mod:`.slicing`); `log`: the values on a log scale (heat maps' colours, curves' y); `hue`:
@@ -165,8 +184,7 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
         name = choose_variable(whole, var, trust_model)
         ds, chosen = slicing.select(whole, sel)
         if profiles.is_profile(ds, name):  # curves against its own dimension (Draw.profile)
-            return profiles.figure(ds, name, look, error_bounds, slicing.words(chosen),
-                                   trust_model)
+            return profiles.figure(ds, name, look, error_bounds, slicing.words(chosen), trust_model)
         da, infinite = _finite(ds[name].load())
         numeric = [d for d in da.dims if da.sizes[d] > 1 and da[d].dtype.kind in "fiu"]
         over = [ds[v].load() for v in drawn_over(ds, name)]
@@ -187,8 +205,9 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
         if len(field_dims) == 1:  # curves: one per combination of the other axes, at most 12
             others = [d for d in da.dims if d not in field_dims and d not in panel_dims]
             curves = _combinations(da, others)
-            left_out = "; ".join(t for t in (left_out, _left_out(
-                da, others, curves, curves[:MAX_CURVES], "curves")) if t)
+            left_out = "; ".join(
+                t for t in (left_out, _left_out(da, others, curves, curves[:MAX_CURVES], "curves")) if t
+            )
         colours = _colour_scale(da, log) if len(field_dims) == 2 else None  # one for every panel
         cols = min(len(selections), 3)
         rows = -(-len(selections) // cols)
@@ -198,8 +217,7 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
             width = look.width or look.panel[0] * cols
             height = look.panel[1] * rows
         # at the dpi it is saved with: text is measured (to fit the legend) as it will be drawn
-        fig, grid = plt.subplots(rows, cols, figsize=(width, height), squeeze=False,
-                                 layout="constrained", dpi=look.dpi)
+        fig, grid = plt.subplots(rows, cols, figsize=(width, height), squeeze=False, layout="constrained", dpi=look.dpi)
         marked = _marks(ds, name)
         bounds = error_bounds(ds, name)
         if bounds is not None:  # an infinite bound is no error bar
@@ -208,10 +226,14 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
         errors = set()  # how errors were drawn: "bars", "band"
         for ax, selection in zip(grid.flat, selections, strict=False):
             sub = da.sel(selection) if selection else da
-            marks = {reason: hit.sel({k: v for k, v in selection.items() if k in hit.dims})
-                     for reason, hit in marked.items()}
-            panel_bounds = None if bounds is None else tuple(
-                b.sel({k: v for k, v in selection.items() if k in b.dims}) for b in bounds[:2])
+            marks = {
+                reason: hit.sel({k: v for k, v in selection.items() if k in hit.dims}) for reason, hit in marked.items()
+            }
+            panel_bounds = (
+                None
+                if bounds is None
+                else tuple(b.sel({k: v for k, v in selection.items() if k in b.dims}) for b in bounds[:2])
+            )
             if len(field_dims) == 2:
                 spread = None if panel_bounds is None else (panel_bounds[1] - panel_bounds[0]) / 2
                 cells = _heatmap(ax, sub.transpose(*field_dims), marks, bar_chars, spread, colours)
@@ -235,9 +257,9 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
                     ax.set_yscale("log")
             if selection:
                 ax.set_title(", ".join(f"{k} = {value_text(v)}" for k, v in selection.items()))
-        for ax in list(grid.flat)[len(selections):]:
+        for ax in list(grid.flat)[len(selections) :]:
             ax.set_visible(False)
-        for ax in list(grid.flat)[:len(selections)]:  # long labels wrap to the panel's size
+        for ax in list(grid.flat)[: len(selections)]:  # long labels wrap to the panel's size
             share = 0.8 if len(field_dims) == 2 else 1.0  # a colour bar takes the rest
             ax.set_xlabel(wrap_text(ax.get_xlabel(), chars_in(share * width / cols, "axes.labelsize")))
             ax.set_ylabel(wrap_text(ax.get_ylabel(), chars_in(height / rows, "axes.labelsize")))
@@ -249,12 +271,13 @@ def figure(path: str | Path, var: str | None = None, style: str = "default",
         if chosen:
             head += f", at {slicing.words(chosen)}"
         chars = chars_in(width, "figure.titlesize")
-        lost = (f"{infinite} of {da.size} values {'is' if infinite == 1 else 'are'} infinite: "
-                "not drawn" if infinite else "")
+        lost = (
+            f"{infinite} of {da.size} values {'is' if infinite == 1 else 'are'} infinite: not drawn" if infinite else ""
+        )
         notes = (head, settings(ds, trust_model), lost, left_out, _colour_note(colours))
         title = fig.suptitle("\n".join(wrap_text(t, chars) for t in notes if t))
         notes = [error_legend(kind, bounds[2]) for kind in sorted(errors)] if bounds else []
-        legend = figure_legend(fig, list(grid.flat)[:len(selections)], notes)
+        legend = figure_legend(fig, list(grid.flat)[: len(selections)], notes)
         fit_height(fig, width, height, [title, legend])
     return fig
 
@@ -327,8 +350,7 @@ def _style(ref, default_color: str, k: int) -> dict:
     import matplotlib
 
     width = REF_WIDTHS[min(k, len(REF_WIDTHS) - 1)] * matplotlib.rcParams["lines.linewidth"]
-    return dict(color=ref.attrs.get(COLOR_ATTR) or default_color,
-                ls=ref.attrs.get(LINESTYLE_ATTR, "--"), lw=width)
+    return dict(color=ref.attrs.get(COLOR_ATTR) or default_color, ls=ref.attrs.get(LINESTYLE_ATTR, "--"), lw=width)
 
 
 def _legend(ref) -> str:
@@ -368,8 +390,7 @@ def _over_heatmap(ax, ds, refs, selection: dict, cells: dict) -> bool:
         if _meets(ax, placed, xy):  # along another reference: a dark rim keeps the two apart
             from matplotlib import patheffects
 
-            style["path_effects"] = [patheffects.withStroke(linewidth=style["lw"] + 1.6,
-                                                            foreground="0.1")]
+            style["path_effects"] = [patheffects.withStroke(linewidth=style["lw"] + 1.6, foreground="0.1")]
         ax.plot(*xy, label=_legend(ref), zorder=3 + drawn, **style)
         placed.append(xy)
         drawn += 1
@@ -386,10 +407,8 @@ def _rim_light_lines(ax) -> None:
 
     for line in ax.lines:
         colours = [line.get_color(), line.get_markeredgecolor()]
-        if any(c not in (None, "none") and min(to_rgb(c)) > 0.85 for c in colours) \
-                and not line.get_path_effects():
-            line.set_path_effects([patheffects.withStroke(linewidth=line.get_linewidth() + 1.6,
-                                                          foreground="0.1")])
+        if any(c not in (None, "none") and min(to_rgb(c)) > 0.85 for c in colours) and not line.get_path_effects():
+            line.set_path_effects([patheffects.withStroke(linewidth=line.get_linewidth() + 1.6, foreground="0.1")])
 
 
 def _meets(ax, placed: list, xy, near: float = 0.015, share: float = 0.1) -> bool:
@@ -449,8 +468,9 @@ def _over_curves(ax, ds, refs, xdim: str, selection: dict | None = None) -> bool
         along = ref.attrs.get(ALONG_ATTR, "")
         if along == xdim:
             for k, v in enumerate(np.unique(ref.values[np.isfinite(ref.values)])[:MAX_CURVES]):
-                ax.axvline(v, label=_legend(ref) if k == 0 else None, zorder=1.5 + 0.1 * drawn,
-                           **_style(ref, "0.2", drawn))
+                ax.axvline(
+                    v, label=_legend(ref) if k == 0 else None, zorder=1.5 + 0.1 * drawn, **_style(ref, "0.2", drawn)
+                )
             drawn += bool(np.isfinite(ref.values).any())
             continue
         index = [d for d in ref.dims if _axis(ds, d) == xdim]
@@ -463,11 +483,18 @@ def _over_curves(ax, ds, refs, xdim: str, selection: dict | None = None) -> bool
         for k, row in enumerate(rows):
             label = None if k else (f"{_legend(ref)} (first {len(rows)})" if per_run else _legend(ref))
             if per_run:
-                ax.step(x, row, where="post", lw=0.6, alpha=0.6, zorder=1, label=label,
-                        color=ref.attrs.get(COLOR_ATTR) or "0.6")
+                ax.step(
+                    x,
+                    row,
+                    where="post",
+                    lw=0.6,
+                    alpha=0.6,
+                    zorder=1,
+                    label=label,
+                    color=ref.attrs.get(COLOR_ATTR) or "0.6",
+                )
             else:
-                (line,) = ax.plot(x, row, label=label, zorder=1.5 + 0.1 * drawn,
-                                  **_style(ref, "black", drawn))
+                (line,) = ax.plot(x, row, label=label, zorder=1.5 + 0.1 * drawn, **_style(ref, "black", drawn))
                 if index[0] != xdim and span.size:  # a theory grid: not beyond the data
                     _clip_to_span(ax, line, span.min(), span.max())
         drawn += bool(rows)
@@ -477,8 +504,9 @@ def _over_curves(ax, ds, refs, xdim: str, selection: dict | None = None) -> bool
 
 def _combinations(da, dims: list[str]) -> list[dict]:
     """Every combination of coordinate values of `dims` (one empty selection when none)."""
-    return [dict(zip(dims, values, strict=True)) for values in
-            itertools.product(*(da[d].values.tolist() for d in dims))] or [{}]
+    return [
+        dict(zip(dims, values, strict=True)) for values in itertools.product(*(da[d].values.tolist() for d in dims))
+    ] or [{}]
 
 
 def _left_out(da, dims: list[str], every: list[dict], drawn: list[dict], what: str = "panels") -> str:
@@ -494,8 +522,7 @@ def _left_out(da, dims: list[str], every: list[dict], drawn: list[dict], what: s
             values = ", ".join(value_text(v) for v in rest[:6]) + (", ..." if len(rest) > 6 else "")
             missing.append(f"{dim} = {values}")
     where = "; ".join(missing) or f"{len(every) - len(drawn)} combinations of {', '.join(dims)}"
-    return (f"{len(drawn)} of {len(every)} {what} drawn, left out: {where} "
-            f"(choose {what} with --sel AXIS=VALUE)")
+    return f"{len(drawn)} of {len(every)} {what} drawn, left out: {where} (choose {what} with --sel AXIS=VALUE)"
 
 
 def _colour_scale(da, log: bool = False) -> dict:
@@ -508,8 +535,7 @@ def _colour_scale(da, log: bool = False) -> dict:
     values = np.asarray(da.values, dtype=float)
     finite = values[np.isfinite(values)]
     clim = da.attrs.get(CLIM_ATTR)
-    signed = bool(da.attrs.get(SIGNED_ATTR, 0)) or (
-        clim is not None and clim[0] < 0 and np.isclose(clim[0], -clim[1]))
+    signed = bool(da.attrs.get(SIGNED_ATTR, 0)) or (clim is not None and clim[0] < 0 and np.isclose(clim[0], -clim[1]))
     if clim is not None:
         low, high = float(clim[0]), float(clim[1])
     elif finite.size:
@@ -519,8 +545,7 @@ def _colour_scale(da, log: bool = False) -> dict:
     if signed:
         reach = max(abs(low), abs(high)) or 1.0
         low, high = -reach, reach
-    scale = {"cmap": "RdBu_r" if signed else "viridis", "signed": signed, "log": log,
-             "skipped": 0}
+    scale = {"cmap": "RdBu_r" if signed else "viridis", "signed": signed, "log": log, "skipped": 0}
     if log and signed:
         scale["norm"] = colors.SymLogNorm(linthresh=1e-3 * high, vmin=low, vmax=high, base=10)
     elif log:
@@ -541,8 +566,7 @@ def _colour_note(scale) -> str:
     return f"{scale['skipped']} values <= 0 left blank on the log scale"
 
 
-def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=None,
-             colours=None) -> dict:
+def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=None, colours=None) -> dict:
     """Cells centred on the sweep values (geometric mid-points on log axes); `marks`: reason ->
     a boolean array over some of the dims, True where a cell is hatched for that reason; a "+"
     on cells above the variable's dyn_mark_above; `spread`, the Monte Carlo error of each cell
@@ -563,8 +587,7 @@ def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=N
     values = np.asarray(da.values, dtype=float)
     if colours["log"] and not colours["signed"]:
         values = np.where(values > 0, values, np.nan)  # no colour on a log scale: blank
-    mesh = ax.pcolormesh(xe, ye, values.T, shading="flat", cmap=colours["cmap"],
-                         norm=colours["norm"])
+    mesh = ax.pcolormesh(xe, ye, values.T, shading="flat", cmap=colours["cmap"], norm=colours["norm"])
     _set_scale(ax, x.values, xs, "x")
     _set_scale(ax, y.values, ys, "y")
     ax.figure.colorbar(mesh, ax=ax, label=wrap_text(axis_label(da), min(label_chars, MAX_COLORBAR_CHARS)))
@@ -573,16 +596,14 @@ def _heatmap(ax, da, marks=None, label_chars: int = MAX_COLORBAR_CHARS, spread=N
     low, high = mesh.norm.vmin, mesh.norm.vmax  # None where no cell holds a value
     if spread is not None and low is not None and high is not None and not colours["log"]:
         cut = spread.sel({d: da[d].values for d in spread.dims if d in da.dims})  # as the cells
-        _dot_cells(ax, x.values, y.values, cut.broadcast_like(da).transpose(xdim, ydim).values,
-                   high - low)
+        _dot_cells(ax, x.values, y.values, cut.broadcast_like(da).transpose(xdim, ydim).values, high - low)
     for reason, m in marks.items():
         hit = m.broadcast_like(da).transpose(xdim, ydim).values
         _hatch_cells(ax, xe, ye, hit, reason)
     above = da.attrs.get(MARK_ABOVE_ATTR)
     if above is not None and (da.values > above).any():
         i, j = np.nonzero(da.values > above)
-        ax.plot(x.values[i], y.values[j], "+", color="white", ms=6, mew=1.2,
-                label=f"{da.name} > {float(above):g}")
+        ax.plot(x.values[i], y.values[j], "+", color="white", ms=6, mew=1.2, label=f"{da.name} > {float(above):g}")
     return {xdim: (x.values.astype(float), xe), ydim: (y.values.astype(float), ye)}
 
 
@@ -602,8 +623,15 @@ def _hatch_cells(ax, xe, ye, hit, reason: str) -> bool:
     style = MARK_STYLES[reason]
     for k, (i, j) in enumerate(np.argwhere(hit)):
         # the first cell carries the label, so that the figure's legend lists it
-        ax.add_patch(Rectangle((xe[i], ye[j]), xe[i + 1] - xe[i], ye[j + 1] - ye[j],
-                               label=style.label if k == 0 else None, **style.hatch))
+        ax.add_patch(
+            Rectangle(
+                (xe[i], ye[j]),
+                xe[i + 1] - xe[i],
+                ye[j + 1] - ye[j],
+                label=style.label if k == 0 else None,
+                **style.hatch,
+            )
+        )
     return bool(hit.any())
 
 
@@ -611,9 +639,13 @@ def _named_values(ds, text: str, said: str) -> str:
     """The values of the fixed parameters that `text` names as words ("... > 1 - delta" gives
     "delta = 0.01"), those `said` already gives left out: a threshold in a title is a number."""
     params = scenario_of(ds).get("params", {})
-    found = [f"{k} = {value_text(v)}" for k, v in params.items()
-             if isinstance(v, (int, float)) and not isinstance(v, bool)
-             and re.search(rf"(?<![\w.]){re.escape(k)}(?![\w(])", text)]
+    found = [
+        f"{k} = {value_text(v)}"
+        for k, v in params.items()
+        if isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and re.search(rf"(?<![\w.]){re.escape(k)}(?![\w(])", text)
+    ]
     return ", ".join(t for t in found if t not in said)
 
 
@@ -651,20 +683,26 @@ def _curves(ax, da, xdim: str, marks=None, bounds=None) -> set:
         values = np.asarray(da.sel(selection).values, dtype=float)
         lo = hi = None
         if bounds is not None:
-            lo, hi = (np.asarray(b.broadcast_like(da).sel(selection).transpose(xdim).values,
-                                 dtype=float) for b in bounds)
+            lo, hi = (
+                np.asarray(b.broadcast_like(da).sel(selection).transpose(xdim).values, dtype=float) for b in bounds
+            )
         band = lo is not None and xpos.size > BAND_POINTS
         yerr = None
         if lo is not None and not band:  # NaN where a point has no error (yet): no bar there
             yerr = np.vstack([np.maximum(values - lo, 0.0), np.maximum(hi - values, 0.0)])
             if np.isfinite(yerr).any():
                 errors.add("bars")
-        bars = ax.errorbar(xpos, values, yerr=yerr, marker="o" if xpos.size <= BAND_POINTS else "",
-                           ms=size / 2,
-                           capsize=size / 3 if yerr is not None else 0, label=label)
+        bars = ax.errorbar(
+            xpos,
+            values,
+            yerr=yerr,
+            marker="o" if xpos.size <= BAND_POINTS else "",
+            ms=size / 2,
+            capsize=size / 3 if yerr is not None else 0,
+            label=label,
+        )
         if band and np.isfinite(lo).any():
-            ax.fill_between(xpos, lo, hi, color=bars.lines[0].get_color(), alpha=0.25, lw=0,
-                            zorder=1.8)
+            ax.fill_between(xpos, lo, hi, color=bars.lines[0].get_color(), alpha=0.25, lw=0, zorder=1.8)
             errors.add("band")
         for reason, hit in hits.items():
             on = np.asarray(hit.sel(selection).values, dtype=bool)
@@ -674,8 +712,9 @@ def _curves(ax, da, xdim: str, marks=None, bounds=None) -> set:
                 if reason in NO_VALUE:  # no value to ring: a mark at the bottom, the curve's colour
                     _bottom_marks(ax, xpos[on], style, bars.lines[0].get_color())
                     continue
-                ax.plot(xpos[on], values[on], style.marker, ms=1.5 * size, mfc="none",
-                        color=style.color, mew=1.5, zorder=4)  # a colour: the cycle stays
+                ax.plot(
+                    xpos[on], values[on], style.marker, ms=1.5 * size, mfc="none", color=style.color, mew=1.5, zorder=4
+                )  # a colour: the cycle stays
     _mark_legend(ax, ringed)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(da))
@@ -694,9 +733,18 @@ def _bottom_marks(ax, x, style, color) -> None:
     from matplotlib.transforms import blended_transform_factory
 
     size = matplotlib.rcParams["lines.markersize"]
-    ax.plot(np.asarray(x), np.zeros(len(x)), style.marker, ms=1.3 * size, color=color, mec=style.color,
-            mew=1.0, clip_on=False, zorder=5,
-            transform=blended_transform_factory(ax.transData, ax.transAxes))
+    ax.plot(
+        np.asarray(x),
+        np.zeros(len(x)),
+        style.marker,
+        ms=1.3 * size,
+        color=color,
+        mec=style.color,
+        mew=1.0,
+        clip_on=False,
+        zorder=5,
+        transform=blended_transform_factory(ax.transData, ax.transAxes),
+    )
 
 
 def _mark_legend(ax, reasons) -> None:
@@ -709,11 +757,21 @@ def _mark_legend(ax, reasons) -> None:
         if reason not in reasons:
             continue
         if reason in NO_VALUE:
-            ax.plot([], [], style.marker, ms=1.3 * size, color="0.6", mec=style.color, mew=1.0,
-                    ls="none", label=style.label)
+            ax.plot(
+                [], [], style.marker, ms=1.3 * size, color="0.6", mec=style.color, mew=1.0, ls="none", label=style.label
+            )
         else:
-            ax.plot([], [], style.marker, ms=1.5 * size, mfc="none", color=style.color, mew=1.5,
-                    ls="none", label=style.label)
+            ax.plot(
+                [],
+                [],
+                style.marker,
+                ms=1.5 * size,
+                mfc="none",
+                color=style.color,
+                mew=1.5,
+                ls="none",
+                label=style.label,
+            )
 
 
 def _bars(ax, da, bounds=None, marks=None) -> set:
@@ -822,8 +880,5 @@ def _set_scale(ax, values, scale: str, which: str) -> None:
         getattr(ax, f"set_{which}scale")("function", functions=_index_map(values))
     if values.size <= MAX_TICKS or scale == "index":
         crowded = values.size > 6 and which == "x"
-        axis.set_ticks(values, [value_text(v) if not crowded or i % 2 == 0 else ""
-                                for i, v in enumerate(values)])
+        axis.set_ticks(values, [value_text(v) if not crowded or i % 2 == 0 else "" for i, v in enumerate(values)])
         axis.set_minor_locator(NullLocator())
-
-

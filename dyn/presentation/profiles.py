@@ -15,6 +15,7 @@ token against the position s = j/n at a few times, one panel per beta.
 - **Points that hold no answer** (status not ok: diverged, failed, pending) are left empty,
   with the reason written in the panel.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -61,77 +62,90 @@ def figure(ds, name: str, look, error_bounds, selected: str = "", trust_model: b
     ds = ds.isel({d: 0 for d in single if d in ds.dims})  # an axis of one value: no panels
     da = ds[name].load()
     panel_dims = [d for d in da.dims if d not in (x, by)]
-    selections = [dict(zip(panel_dims, values, strict=True)) for values in
-                  _product([da[d].values for d in panel_dims])][:MAX_PANELS]
+    selections = [
+        dict(zip(panel_dims, values, strict=True)) for values in _product([da[d].values for d in panel_dims])
+    ][:MAX_PANELS]
     at = da.isel({d: 0 for d in da.dims if d not in (x, by) and d not in panel_dims})
     zero_first = bool(np.all(np.nan_to_num(at.isel({by: 0}).values) == 0))
     picks = picked(da[by].values, zero_first)
-    refs = [ds[v].load() for v, ref in ds.data_vars.items()
-            if name in str(ref.attrs.get(OVER_ATTR, "")).split()]
+    refs = [ds[v].load() for v, ref in ds.data_vars.items() if name in str(ref.attrs.get(OVER_ATTR, "")).split()]
     curves = [r for r in refs if x in r.dims and by in r.dims]
     marks = [r for r in refs if r.attrs.get(ALONG_ATTR) == by and x not in r.dims and by not in r.dims]
     bounds = error_bounds(ds, name)
     cols = min(len(selections), 3)
     rows = -(-len(selections) // cols)
-    width, height = look.single if len(selections) == 1 else (
-        look.width or look.panel[0] * cols, look.panel[1] * rows)
-    fig, grid = plt.subplots(rows, cols, figsize=(width, height), squeeze=False,
-                             layout="constrained", dpi=look.dpi)
+    width, height = look.single if len(selections) == 1 else (look.width or look.panel[0] * cols, look.panel[1] * rows)
+    fig, grid = plt.subplots(rows, cols, figsize=(width, height), squeeze=False, layout="constrained", dpi=look.dpi)
     colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(picks)))
     fractions_colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(FRACTIONS)))
     status = ds["status"] if "status" in ds else None
     for ax, selection in zip(grid.flat, selections, strict=False):
         sub = da.sel(selection)
-        state = int(status.sel({k: v for k, v in selection.items() if k in status.dims}).values.max()
-                    if status is not None and status.size else OK)
+        state = int(
+            status.sel({k: v for k, v in selection.items() if k in status.dims}).values.max()
+            if status is not None and status.size
+            else OK
+        )
         late = _mark_times(marks, selection)
         title = ", ".join(f"{k} = {value_text(v)}" for k, v in selection.items())
         for label, when in late:
             title += f"; {label} = {value_text(when)}"
         ax.set_title(title)
-        if status is not None and not bool((status.sel({k: v for k, v in selection.items()
-                                                         if k in status.dims}) == OK).all()):
-            ax.text(0.5, 0.5, f"no answer here ({STATUS_NAMES[state]})", ha="center",
-                    va="center", transform=ax.transAxes, color="tab:red")
+        if status is not None and not bool(
+            (status.sel({k: v for k, v in selection.items() if k in status.dims}) == OK).all()
+        ):
+            ax.text(
+                0.5,
+                0.5,
+                f"no answer here ({STATUS_NAMES[state]})",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                color="tab:red",
+            )
             continue
         drawn = []
-        steps = [(color, i, f"{by} = {value_text(float(da[by].values[i]))}")
-                 for color, i in zip(colors, picks, strict=True)]
+        steps = [
+            (color, i, f"{by} = {value_text(float(da[by].values[i]))}") for color, i in zip(colors, picks, strict=True)
+        ]
         if late:
             steps = _relative(da[by].values, late[0], fractions_colors)
         for color, i, label in steps:
             t = float(da[by].values[i])
             thin = any(t > when * (1 + 1e-9) for _, when in late)
             line = sub.isel({by: i})
-            ax.plot(line[x].values, line.values, color=color, lw=1.0 if thin else 2.0,
-                    label=label)
+            ax.plot(line[x].values, line.values, color=color, lw=1.0 if thin else 2.0, label=label)
             drawn.append(line.values)
             if bounds is not None:
                 lo, hi = (b.sel(selection).isel({by: i}) for b in bounds[:2])
-                ax.fill_between(line[x].values, lo.values, hi.values, color=color, alpha=0.2,
-                                lw=0)
+                ax.fill_between(line[x].values, lo.values, hi.values, color=color, alpha=0.2, lw=0)
                 drawn += [lo.values, hi.values]
             for ref in curves if not thin else ():  # a linear theory: only while it applies
                 theory = ref.sel({k: v for k, v in selection.items() if k in ref.dims}).isel({by: i})
-                ax.plot(theory[x].values, theory.values, color=color, ls="--", lw=1.0,
-                        label=str(ref.attrs.get(LABEL_ATTR, ref.name)))
+                ax.plot(
+                    theory[x].values,
+                    theory.values,
+                    color=color,
+                    ls="--",
+                    lw=1.0,
+                    label=str(ref.attrs.get(LABEL_ATTR, ref.name)),
+                )
         _data_limits(ax, drawn)
         ax.set_xlabel(axis_label(da[x]))
-    for ax in list(grid.flat)[len(selections):]:
+    for ax in list(grid.flat)[len(selections) :]:
         ax.set_visible(False)
-    for ax in list(grid.flat)[:len(selections)]:
+    for ax in list(grid.flat)[: len(selections)]:
         ax.set_xlabel(wrap_text(ax.get_xlabel(), chars_in(width / cols, "axes.labelsize")))
     for ax in grid[:, 0]:  # one label per row: the panels' axes are the same quantity
         ax.set_ylabel(wrap_text(axis_label(da), chars_in(height / rows, "axes.labelsize")))
     head = f"{ds.attrs.get('title', '').removeprefix('dyn sweep: ')}: {da.attrs.get('long_name', name)}"
     if selected:  # the values `dyn plot --sel` chose
         head += f", at {selected}"
-    where = (f"thin curves: {by} past " + ", ".join(str(r.attrs.get(LABEL_ATTR, r.name))
-                                                   for r in marks) if marks else "")
+    where = f"thin curves: {by} past " + ", ".join(str(r.attrs.get(LABEL_ATTR, r.name)) for r in marks) if marks else ""
     chars = chars_in(width, "figure.titlesize")
     title = fig.suptitle("\n".join(wrap_text(t, chars) for t in (head, settings(ds, trust_model), where) if t))
     notes = [error_legend("band", bounds[2])] if bounds is not None else []
-    legend = figure_legend(fig, list(grid.flat)[:len(selections)], notes)
+    legend = figure_legend(fig, list(grid.flat)[: len(selections)], notes)
     fit_height(fig, width, height, [title, legend])
     return fig
 

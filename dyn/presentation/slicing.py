@@ -9,6 +9,7 @@ the variable (sigma_c(beta), mean-field branches) is cut with it; where the valu
 grid (the fold, which exists only above some beta) what lies along it is left out. Bad choices are one line
 (:class:`ScenarioError` naming `--sel`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,13 +44,11 @@ def _value(ds, dim: str, text: str):
         low, high = float(np.nanmin(values)), float(np.nanmax(values))
         slack = TOLERANCE * max(high - low, abs(high), abs(low), 1.0)
         if not np.isfinite(value) or value < low - slack or value > high + slack:
-            raise ScenarioError("--sel", f"{dim} = {value:g} is out of its range "
-                                f"[{low:g}, {high:g}]")
+            raise ScenarioError("--sel", f"{dim} = {value:g} is out of its range [{low:g}, {high:g}]")
         return values[int(np.argmin(np.abs(values.astype(float) - value)))]
     names = [str(v) for v in values]
     if text not in names:
-        raise ScenarioError("--sel", f"{dim}: {short_repr(text)} is not one of its values "
-                            f"({', '.join(names)})")
+        raise ScenarioError("--sel", f"{dim}: {short_repr(text)} is not one of its values ({', '.join(names)})")
     return values[names.index(text)]
 
 
@@ -78,6 +77,7 @@ def select(ds, items: list[str] | tuple[str, ...] = ()):
 
 
 def words(chosen: dict) -> str:
-    """"beta = 2, time = 0.5" for a title."""
-    return ", ".join(f"{dim} = {value_text(value.item() if hasattr(value, 'item') else value)}"
-                     for dim, value in chosen.items())
+    """ "beta = 2, time = 0.5" for a title."""
+    return ", ".join(
+        f"{dim} = {value_text(value.item() if hasattr(value, 'item') else value)}" for dim, value in chosen.items()
+    )

@@ -1,6 +1,7 @@
 """How a picture looks: the styles of `dyn plot --style` (today's PNG, and a two-column paper's
 vector figure), where each writes, and how points that are not answers yet are marked.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,20 +28,44 @@ class MarkStyle:
 
 
 MARK_STYLES = {
-    HORIZON_LIMITED: MarkStyle(dict(facecolor="0.8", edgecolor="0.3", hatch="///", alpha=0.7, lw=0.0),
-                               "0.4", "o", f"horizon-limited: > {HORIZON_LIMITED_SHARE:.0%} of runs undecided"),
-    NONSTATIONARY: MarkStyle(dict(facecolor="0.85", edgecolor="0.2", hatch="\\\\", alpha=0.75, lw=0.0),
-                             "0.2", "o", "not stationary by the cap"),
-    SPLIT: MarkStyle(dict(facecolor="none", edgecolor="tab:purple", hatch="...", alpha=1.0, lw=0.0),
-                     "tab:purple", "D", "runs split between states (mean of a mixture)"),
-    STEP_LIMITED: MarkStyle(dict(facecolor="none", edgecolor="red", hatch="xx", alpha=0.8, lw=0.0),
-                            "red", "o", "step error > Monte Carlo error"),
+    HORIZON_LIMITED: MarkStyle(
+        dict(facecolor="0.8", edgecolor="0.3", hatch="///", alpha=0.7, lw=0.0),
+        "0.4",
+        "o",
+        f"horizon-limited: > {HORIZON_LIMITED_SHARE:.0%} of runs undecided",
+    ),
+    NONSTATIONARY: MarkStyle(
+        dict(facecolor="0.85", edgecolor="0.2", hatch="\\\\", alpha=0.75, lw=0.0),
+        "0.2",
+        "o",
+        "not stationary by the cap",
+    ),
+    SPLIT: MarkStyle(
+        dict(facecolor="none", edgecolor="tab:purple", hatch="...", alpha=1.0, lw=0.0),
+        "tab:purple",
+        "D",
+        "runs split between states (mean of a mixture)",
+    ),
+    STEP_LIMITED: MarkStyle(
+        dict(facecolor="none", edgecolor="red", hatch="xx", alpha=0.8, lw=0.0),
+        "red",
+        "o",
+        "step error > Monte Carlo error",
+    ),
     # points with no value (dyn.open reads NaN there): the cell is hatched, on a curve or a bar a
     # marker sits at the bottom of the panel at the point's position
-    DIVERGED_POINTS: MarkStyle(dict(facecolor="0.92", edgecolor="darkred", hatch="++", alpha=1.0, lw=0.0),
-                               "darkred", "X", "diverged: runs became non-finite (no value)"),
-    FAILED_POINTS: MarkStyle(dict(facecolor="0.92", edgecolor="0.15", hatch="--", alpha=1.0, lw=0.0),
-                             "0.15", "s", "failed: an error, computed again by a resume (no value)"),
+    DIVERGED_POINTS: MarkStyle(
+        dict(facecolor="0.92", edgecolor="darkred", hatch="++", alpha=1.0, lw=0.0),
+        "darkred",
+        "X",
+        "diverged: runs became non-finite (no value)",
+    ),
+    FAILED_POINTS: MarkStyle(
+        dict(facecolor="0.92", edgecolor="0.15", hatch="--", alpha=1.0, lw=0.0),
+        "0.15",
+        "s",
+        "failed: an error, computed again by a resume (no value)",
+    ),
 }
 NO_VALUE = (DIVERGED_POINTS, FAILED_POINTS)  # marks of points that hold no value to ring
 
@@ -59,20 +84,46 @@ class Look:
 
 LOOKS = {
     # today's look: matplotlib's defaults, titles and legends a little smaller
-    "default": Look({"figure.titlesize": 10, "axes.titlesize": 10, "legend.fontsize": 7.5},
-                    single=(7.0, 5.0), panel=(4.8, 3.9)),
+    "default": Look(
+        {"figure.titlesize": 10, "axes.titlesize": 10, "legend.fontsize": 7.5}, single=(7.0, 5.0), panel=(4.8, 3.9)
+    ),
     # a two-column paper: one panel in a column (3.4 in), several across both (7 in); 8-9 pt text
-    "paper": Look({
-        "font.family": "serif", "font.serif": ["STIXGeneral", "DejaVu Serif"],
-        "mathtext.fontset": "stix", "font.size": 8, "axes.labelsize": 8, "axes.titlesize": 8,
-        "figure.titlesize": 8.5, "legend.fontsize": 7, "xtick.labelsize": 7, "ytick.labelsize": 7,
-        "lines.linewidth": 1.0, "lines.markersize": 4, "axes.linewidth": 0.6,
-        "xtick.major.width": 0.6, "ytick.major.width": 0.6, "xtick.minor.width": 0.4,
-        "ytick.minor.width": 0.4, "xtick.major.size": 3, "ytick.major.size": 3,
-        "xtick.minor.size": 1.5, "ytick.minor.size": 1.5, "grid.linewidth": 0.4,
-        "patch.linewidth": 0.6, "hatch.linewidth": 0.5, "legend.handlelength": 1.8,
-        "pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none",  # text stays text
-    }, single=(3.4, 2.5), panel=(2.33, 2.0), width=7.0, dpi=300),
+    "paper": Look(
+        {
+            "font.family": "serif",
+            "font.serif": ["STIXGeneral", "DejaVu Serif"],
+            "mathtext.fontset": "stix",
+            "font.size": 8,
+            "axes.labelsize": 8,
+            "axes.titlesize": 8,
+            "figure.titlesize": 8.5,
+            "legend.fontsize": 7,
+            "xtick.labelsize": 7,
+            "ytick.labelsize": 7,
+            "lines.linewidth": 1.0,
+            "lines.markersize": 4,
+            "axes.linewidth": 0.6,
+            "xtick.major.width": 0.6,
+            "ytick.major.width": 0.6,
+            "xtick.minor.width": 0.4,
+            "ytick.minor.width": 0.4,
+            "xtick.major.size": 3,
+            "ytick.major.size": 3,
+            "xtick.minor.size": 1.5,
+            "ytick.minor.size": 1.5,
+            "grid.linewidth": 0.4,
+            "patch.linewidth": 0.6,
+            "hatch.linewidth": 0.5,
+            "legend.handlelength": 1.8,
+            "pdf.fonttype": 42,
+            "ps.fonttype": 42,
+            "svg.fonttype": "none",  # text stays text
+        },
+        single=(3.4, 2.5),
+        panel=(2.33, 2.0),
+        width=7.0,
+        dpi=300,
+    ),
 }
 
 
@@ -124,8 +175,7 @@ def output_path(path: str | Path, out: str | Path | None, style: str = "default"
     if not out.suffix:
         return out.with_suffix(".pdf")
     if out.suffix.lower() not in VECTOR:
-        raise ScenarioError("--out", f"--style paper writes vector pictures: give a .pdf or .svg "
-                            f"path, not {out.name}")
+        raise ScenarioError("--out", f"--style paper writes vector pictures: give a .pdf or .svg path, not {out.name}")
     return out
 
 
@@ -135,6 +185,9 @@ def check_suffix(out: Path) -> Path:
 
     kinds = FigureCanvasBase.get_supported_filetypes()
     if out.suffix and out.suffix.lower().lstrip(".") not in kinds:
-        raise ScenarioError("--out", f"{out.name}: no picture is written as {out.suffix} "
-                            f"(suffixes: {', '.join('.' + k for k in sorted(kinds))})")
+        raise ScenarioError(
+            "--out",
+            f"{out.name}: no picture is written as {out.suffix} "
+            f"(suffixes: {', '.join('.' + k for k in sorted(kinds))})",
+        )
     return out

@@ -17,6 +17,7 @@ another; default the first value of each axis, said in the title), `--time` the 
 most MAX_FRAMES evenly spread) save times, with the time in the corner: GIF through Pillow, MP4
 only where ffmpeg is installed. Bad choices are :class:`ScenarioError` (one line, exit 2).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,15 +57,17 @@ def load(path: str | Path, points: list[str] | None = None, run: int = 0) -> Sta
     path = Path(path)
     with open_dataset(path) as ds:
         if DATASET not in ds.data_vars:
-            raise ScenarioError("", f"{path} has no saved states (run its scenario with "
-                                    "--set output.trajectories=true)")
+            raise ScenarioError(
+                "", f"{path} has no saved states (run its scenario with --set output.trajectories=true)"
+            )
         traj = ds[DATASET]
         dims = list(traj.dims)
         at = dims.index(TIME)
-        axes, run_dim, state = dims[:at - 1], dims[at - 1], dims[at + 1:]
+        axes, run_dim, state = dims[: at - 1], dims[at - 1], dims[at + 1 :]
         if not state or state[-1] != COORDINATE:
-            raise ScenarioError("--tokens", f"the saved states (dims {', '.join(state)}) are not "
-                                "points with coordinates")
+            raise ScenarioError(
+                "--tokens", f"the saved states (dims {', '.join(state)}) are not points with coordinates"
+            )
         chosen = _choose_point(ds, axes, points or [])
         runs = traj.sizes[run_dim]
         if not 0 <= run < runs:
@@ -123,8 +126,7 @@ def _nearest(axis: str, values: np.ndarray, text: str) -> int:
         return _nearest_index(f"--point {axis}", values.astype(float), value)
     names = [str(v) for v in values]
     if text not in names:
-        raise ScenarioError("--point", f"{axis}: {short_repr(text)} is not a value (values: "
-                                       f"{', '.join(names)})")
+        raise ScenarioError("--point", f"{axis}: {short_repr(text)} is not a value (values: {', '.join(names)})")
     return names.index(text)
 
 
@@ -170,9 +172,8 @@ class Picture:
         if self.d == 3:
             self.fig = plt.figure(figsize=(height * 1.1, height), layout="constrained")
             self.ax = self.fig.add_subplot(projection="3d")
-            u, v = np.mgrid[0:2 * np.pi:25j, 0:np.pi:13j]
-            self.ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v),
-                                   color="0.75", lw=0.4)
+            u, v = np.mgrid[0 : 2 * np.pi : 25j, 0 : np.pi : 13j]
+            self.ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.75", lw=0.4)
             for set_lim in (self.ax.set_xlim, self.ax.set_ylim, self.ax.set_zlim):
                 set_lim(-radius, radius)
             self.ax.set_box_aspect((1, 1, 1))
@@ -181,8 +182,7 @@ class Picture:
             self.ax.set_zlabel("x3")
         else:
             if self.d == 2:
-                self.fig, (self.ax, self.hist_ax) = plt.subplots(1, 2, figsize=(width, height),
-                                                                layout="constrained")
+                self.fig, (self.ax, self.hist_ax) = plt.subplots(1, 2, figsize=(width, height), layout="constrained")
             else:
                 self.fig, self.ax = plt.subplots(figsize=(height * 1.1, height), layout="constrained")
             t = np.linspace(0, 2 * np.pi, 200)
@@ -197,8 +197,7 @@ class Picture:
                 _, _, self.hist = self.hist_ax.hist(np.zeros(0), bins=edges, color="0.35")
                 self.hist_ax.set_xlim(-np.pi, np.pi)
                 self.hist_ax.set_ylim(0, x.shape[1])
-                self.hist_ax.set_xticks([-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi],
-                                        ["-π", "-π/2", "0", "π/2", "π"])
+                self.hist_ax.set_xticks([-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi], ["-π", "-π/2", "0", "π/2", "π"])
                 self.hist_ax.set_xlabel("angle")
                 self.hist_ax.set_ylabel("tokens")
             else:
@@ -236,8 +235,7 @@ class Picture:
         s = self.states
         n, d = s.x.shape[1:]
         head = f"{s.name}: " if s.name else ""
-        shape = {2: "circle", 3: "sphere S^2"}.get(d, f"projection on the first two principal "
-                                                      f"directions (d = {d})")
+        shape = {2: "circle", 3: "sphere S^2"}.get(d, f"projection on the first two principal directions (d = {d})")
         from .words import wrap_text
 
         note = f"\n{wrap_text(s.note, 90)}" if s.note else ""
@@ -249,24 +247,23 @@ class Picture:
         if self.dots is not None:
             self.dots.remove()
         if self.d == 3:
-            self.dots = self.ax.scatter(x[:, 0], x[:, 1], x[:, 2], c=self.colors, s=18,
-                                        depthshade=False, edgecolors="k", linewidths=0.3)
+            self.dots = self.ax.scatter(
+                x[:, 0], x[:, 1], x[:, 2], c=self.colors, s=18, depthshade=False, edgecolors="k", linewidths=0.3
+            )
         else:
             xy = x @ self.plane.T
-            self.dots = self.ax.scatter(xy[:, 0], xy[:, 1], c=self.colors, s=22, zorder=3,
-                                        edgecolors="k", linewidths=0.3)
+            self.dots = self.ax.scatter(
+                xy[:, 0], xy[:, 1], c=self.colors, s=22, zorder=3, edgecolors="k", linewidths=0.3
+            )
         if self.hist is not None:
-            counts, _ = np.histogram(np.arctan2(x[:, 1], x[:, 0]),
-                                     bins=np.linspace(-np.pi, np.pi, BINS + 1))
+            counts, _ = np.histogram(np.arctan2(x[:, 1], x[:, 0]), bins=np.linspace(-np.pi, np.pi, BINS + 1))
             for bar, count in zip(self.hist, counts, strict=True):
                 bar.set_height(count)
         lost = int((~np.isfinite(x).all(axis=-1)).sum())
-        self.clock.set_text(f"t = {self.states.times[k]:.4g}"
-                            + (f" ({lost} not finite)" if lost else ""))
+        self.clock.set_text(f"t = {self.states.times[k]:.4g}" + (f" ({lost} not finite)" if lost else ""))
 
 
-def figure(path: str | Path, points: list[str] | None = None, time: float | None = None,
-           run: int = 0):
+def figure(path: str | Path, points: list[str] | None = None, time: float | None = None, run: int = 0):
     """The picture of the states at `time` (see the module doc), unsaved."""
     states = load(path, points, run)
     picture = Picture(states)
@@ -274,8 +271,13 @@ def figure(path: str | Path, points: list[str] | None = None, time: float | None
     return picture.fig
 
 
-def plot(path: str | Path, out: str | Path | None = None, points: list[str] | None = None,
-         time: float | None = None, run: int = 0) -> Path:
+def plot(
+    path: str | Path,
+    out: str | Path | None = None,
+    points: list[str] | None = None,
+    time: float | None = None,
+    run: int = 0,
+) -> Path:
     """Draw the states into a PNG (default: NAME_tokens.png beside the file, or in the folder
     `out`); a failed write is one line (:func:`dyn.presentation.styles.save`)."""
     from .styles import check_suffix, save
@@ -295,8 +297,14 @@ def frames(count: int, most: int = MAX_FRAMES) -> np.ndarray:
     return np.unique(np.linspace(0, count - 1, most).round().astype(int))
 
 
-def animate(path: str | Path, out: str | Path | None = None, points: list[str] | None = None,
-            run: int = 0, fps: int = FPS, most: int = MAX_FRAMES) -> Path:
+def animate(
+    path: str | Path,
+    out: str | Path | None = None,
+    points: list[str] | None = None,
+    run: int = 0,
+    fps: int = FPS,
+    most: int = MAX_FRAMES,
+) -> Path:
     """Write a GIF (or MP4, where ffmpeg is installed) of the picture over the save times."""
     import matplotlib.pyplot as plt
     from matplotlib import animation

@@ -3,6 +3,7 @@
 legend for the whole figure below its panels (outside the data). Shared by `dyn plot`
 (:mod:`.plot`) and `dyn compare` (:mod:`.comparison`).
 """
+
 from __future__ import annotations
 
 import re
@@ -72,8 +73,11 @@ def figure_legend(fig, axes, extra: list):
     order = sorted(range(len(labels)), key=lambda i: not isinstance(handles[i], ErrorbarContainer))
     handles, labels = [handles[i] for i in order], [labels[i] for i in order]
     # white references (drawn on heat maps) need a grey ground to be seen in the legend
-    ground = dict(frameon=True, facecolor="0.72", edgecolor="none", framealpha=1.0) \
-        if any(_light(h) for h in handles) else dict(frameon=False)
+    ground = (
+        dict(frameon=True, facecolor="0.72", edgecolor="none", framealpha=1.0)
+        if any(_light(h) for h in handles)
+        else dict(frameon=False)
+    )
     renderer = fig.canvas.get_renderer()
     ncols = min(len(labels), MAX_LEGEND_COLUMNS)
     while True:
@@ -124,10 +128,16 @@ def settings(ds, trust_model: bool = False) -> str:
     except (KeyError, TypeError, tomllib.TOMLDecodeError, RecursionError):
         return ""
     defaults = param_defaults(ds, doc, trust_model)
-    fixed = sorted(((k, v) for k, v in doc.get("params", {}).items()
-                    if isinstance(v, (int, float, str)) and not isinstance(v, bool)
-                    and (k in ("n", "d") or k not in defaults or v != defaults[k])),
-                   key=lambda kv: kv[0] != "n")
+    fixed = sorted(
+        (
+            (k, v)
+            for k, v in doc.get("params", {}).items()
+            if isinstance(v, (int, float, str))
+            and not isinstance(v, bool)
+            and (k in ("n", "d") or k not in defaults or v != defaults[k])
+        ),
+        key=lambda kv: kv[0] != "n",
+    )
     text = ", ".join(f"{k} = {value_text(v)}" for k, v in fixed[:MAX_SETTINGS])
     runs = doc.get("ensemble", {}).get("runs")
     runs_text = f"{runs} run{'s' if runs != 1 else ''} per point" if runs else ""

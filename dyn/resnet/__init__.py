@@ -5,12 +5,31 @@ regularization of training (networks of width-M random-feature blocks against th
 live in :mod:`dyn.frontier.random_features`). Names load on first use (JAX-only parts, ``adjoint``
 and ``training``, are submodules).
 """
+
 from ..core.lazy import exports
 
-__getattr__, __dir__, __all__ = exports(__name__, {
-    ".network": ("SCHEMES", "forward", "forward_states", "reconstruct"),
-    ".ode": ("LAYOUT", "RESNET_ODE", "pack_params", "problem", "resnet_drift", "resnet_drift_jax",
-             "solve", "solve_with_status"),
-    ".weights": ("ACTIVATIONS", "ROUGH_LAWS", "WeightFunction", "activation_numpy", "evaluate",
-                 "layer_weights", "smooth_weights"),
-})
+__getattr__, __dir__, __all__ = exports(
+    __name__,
+    {
+        ".network": ("SCHEMES", "forward", "forward_states", "reconstruct"),
+        ".ode": (
+            "LAYOUT",
+            "RESNET_ODE",
+            "pack_params",
+            "problem",
+            "resnet_drift",
+            "resnet_drift_jax",
+            "solve",
+            "solve_with_status",
+        ),
+        ".weights": (
+            "ACTIVATIONS",
+            "ROUGH_LAWS",
+            "WeightFunction",
+            "activation_numpy",
+            "evaluate",
+            "layer_weights",
+            "smooth_weights",
+        ),
+    },
+)

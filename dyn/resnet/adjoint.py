@@ -22,6 +22,7 @@ Two weight layouts:
 Importing this module switches JAX to float64 (as :mod:`integrators` does): the comparisons with
 backprop resolve differences far below float32 rounding.
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,12 +46,14 @@ def _steps(scheme: str, activation: str):
         return sigma(x @ th[0].T) @ th[1].T
 
     if scheme == "euler":
+
         def step(x, th0, th1, h):
             return x + h * f(x, th0)
 
         def inverse(x1, th0, th1, h):
             return x1 - h * f(x1, th0)
     else:
+
         def step(x, th0, th1, h):
             f0 = f(x, th0)
             return x + (0.5 * h) * (f0 + f(x + h * f0, th1))
@@ -58,6 +61,7 @@ def _steps(scheme: str, activation: str):
         def inverse(x1, th0, th1, h):
             g1 = f(x1, th1)
             return x1 - (0.5 * h) * (g1 + f(x1 - h * g1, th0))
+
     return step, inverse
 
 
@@ -104,8 +108,7 @@ def _scan_network(step, inverse, theta, h):
 @functools.cache
 def _per_layer(scheme: str, activation: str, depth: int, adjoint: bool):
     step, inverse = _steps(scheme, activation)
-    run, run_adj = _scan_network(step, inverse, lambda g, xs: ((xs[0], xs[1]), (xs[2], xs[3])),
-                                 1.0 / depth)
+    run, run_adj = _scan_network(step, inverse, lambda g, xs: ((xs[0], xs[1]), (xs[2], xs[3])), 1.0 / depth)
     fn = run_adj if adjoint else run
 
     def output(x0, W, V):
@@ -123,8 +126,10 @@ def _functional(scheme: str, activation: str, depth: int, adjoint: bool):
         AW, AV = glob
         k = jnp.pi * jnp.arange(AW.shape[0])
         c0, c1 = jnp.cos(k * s), jnp.cos(k * (s + h))
-        return ((jnp.tensordot(c0, AW, axes=1), jnp.tensordot(c0, AV, axes=1)),
-                (jnp.tensordot(c1, AW, axes=1), jnp.tensordot(c1, AV, axes=1)))
+        return (
+            (jnp.tensordot(c0, AW, axes=1), jnp.tensordot(c0, AV, axes=1)),
+            (jnp.tensordot(c1, AW, axes=1), jnp.tensordot(c1, AV, axes=1)),
+        )
 
     run, run_adj = _scan_network(step, inverse, theta, h)
     fn = run_adj if adjoint else run
@@ -136,15 +141,13 @@ def _functional(scheme: str, activation: str, depth: int, adjoint: bool):
     return output
 
 
-def resnet_output(x0, W, V, *, scheme: str = "euler", activation: str = "tanh",
-                  adjoint: bool = False):
+def resnet_output(x0, W, V, *, scheme: str = "euler", activation: str = "tanh", adjoint: bool = False):
     """x_N for inputs ``x0`` (B, d) and per-layer weights ``W (N+1, M, d)``, ``V (N+1, d, M)``;
     differentiable, by backprop or (``adjoint=True``) by the memory-free adjoint."""
     return _per_layer(scheme, activation, int(W.shape[0]) - 1, bool(adjoint))(x0, W, V)
 
 
-def fourier_output(x0, AW, AV, *, depth: int, scheme: str = "euler", activation: str = "tanh",
-                   adjoint: bool = False):
+def fourier_output(x0, AW, AV, *, depth: int, scheme: str = "euler", activation: str = "tanh", adjoint: bool = False):
     """x_N for weights given as cosine coefficients ``AW (K, M, d)``, ``AV (K, d, M)``
     (:mod:`.weights`) sampled at ``s = n/depth``; the adjoint's memory is O(1) in depth."""
     return _functional(scheme, activation, int(depth), bool(adjoint))(x0, AW, AV)
@@ -158,13 +161,11 @@ def mse(xN, y):
 @functools.cache
 def _grad_fn(scheme: str, activation: str, adjoint: bool):
     def loss(W, V, x0, y):
-        return mse(resnet_output(x0, W, V, scheme=scheme, activation=activation,
-                                 adjoint=adjoint), y)
+        return mse(resnet_output(x0, W, V, scheme=scheme, activation=activation, adjoint=adjoint), y)
 
     return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
 
 
-def loss_and_grad(x0, y, W, V, *, scheme: str = "euler", activation: str = "tanh",
-                  adjoint: bool = False):
+def loss_and_grad(x0, y, W, V, *, scheme: str = "euler", activation: str = "tanh", adjoint: bool = False):
     """``(L, (dL/dW, dL/dV))`` of :func:`mse` at the per-layer weights, by backprop or adjoint."""
     return _grad_fn(scheme, activation, bool(adjoint))(W, V, x0, y)

@@ -5,6 +5,7 @@ Network `r` of `ensemble.runs` (its weight function theta(s), inputs and targets
 against depth compare the same networks (dyn.resnet.params.network keeps them in the engine's
 cache, so every depth and scheme of a sweep reuses them).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,9 @@ from .weights import WeightFunction, smooth_weights
 NETWORK_KEY = 0x7E5  # spawn-key salt of the common random networks (any constant)
 
 
-def network(seed: int, r: int, d: int, width: int, inputs: int, modes: int, scale: float
-            ) -> tuple[WeightFunction, np.ndarray, np.ndarray]:
+def network(
+    seed: int, r: int, d: int, width: int, inputs: int, modes: int, scale: float
+) -> tuple[WeightFunction, np.ndarray, np.ndarray]:
     """(weight function, inputs (inputs, d), targets (inputs, d)) of common network r."""
     rng = common_rng(seed, NETWORK_KEY, r)
     wf = smooth_weights(rng, d, width, modes, scale)

@@ -15,6 +15,7 @@ uses to rebuild activations instead of storing them)::
 Each inverse step errs by O(h^2) (Euler) or O(h^3) (Heun, when theta_{n+1} - theta_n = O(h)),
 so the rebuilt input errs by O(1/N) and O(1/N^2) for smooth weights.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,10 +29,8 @@ def _check(x0, W, V, scheme):
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
     x = np.array(x0, dtype=np.float64)
-    if x.ndim != 2 or W.ndim != 3 or V.shape != (W.shape[0], W.shape[2], W.shape[1]) \
-            or W.shape[2] != x.shape[1]:
-        raise ValueError(f"expected x (B, d), W (N+1, M, d), V (N+1, d, M); got "
-                         f"{x.shape}, {W.shape}, {V.shape}")
+    if x.ndim != 2 or W.ndim != 3 or V.shape != (W.shape[0], W.shape[2], W.shape[1]) or W.shape[2] != x.shape[1]:
+        raise ValueError(f"expected x (B, d), W (N+1, M, d), V (N+1, d, M); got {x.shape}, {W.shape}, {V.shape}")
     return x, W.shape[0] - 1
 
 
@@ -41,8 +40,9 @@ def forward(x0, W, V, scheme: str = "euler", activation: str = "tanh") -> np.nda
     return forward_states(x0, W, V, scheme, activation, N)[-1]
 
 
-def forward_states(x0, W, V, scheme: str = "euler", activation: str = "tanh",
-                   save_every: int | None = None) -> np.ndarray:
+def forward_states(
+    x0, W, V, scheme: str = "euler", activation: str = "tanh", save_every: int | None = None
+) -> np.ndarray:
     """The hidden states x_0, x_k, x_2k, ..., x_N (k = ``save_every``, dividing N; default N):
     shape (N/k + 1, B, d), the same arithmetic as :func:`forward`."""
     x, N = _check(x0, W, V, scheme)

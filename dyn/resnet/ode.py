@@ -6,6 +6,7 @@ r"""The neural ODE of a ResNet with smooth weights, as a right-hand side for the
 vector (:data:`LAYOUT`) read by both the numba drift and its JAX twin: d, M (width), K (modes),
 the activation code, then the blocks A^W (K, M, d) and A^V (K, d, M), row-major.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,8 +22,11 @@ from ..core.dynamics import Dynamics, register
 from ..core.layout import Layout, block
 from .weights import ACTIVATIONS, WeightFunction, smooth_weights
 
-LAYOUT = Layout("resnet_ode", scalars=("d", "width", "modes", "activation"),
-                blocks={"AW": ("modes", "width", "d"), "AV": ("modes", "d", "width")})
+LAYOUT = Layout(
+    "resnet_ode",
+    scalars=("d", "width", "modes", "activation"),
+    blocks={"AW": ("modes", "width", "d"), "AV": ("modes", "d", "width")},
+)
 DIM, WIDTH, MODES, ACTIVATION = (LAYOUT.index(k) for k in LAYOUT.scalars)
 AW_AT, AV_AT = LAYOUT.block_at("AW"), LAYOUT.block_at("AV")
 SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -35,8 +39,7 @@ def pack_params(wf: WeightFunction, activation: str) -> np.ndarray:
     K, M, d = wf.AW.shape
     if wf.AV.shape != (K, d, M):
         raise ValueError(f"AV must have shape {(K, d, M)}, got {wf.AV.shape}")
-    return LAYOUT.pack(d=d, width=M, modes=K, activation=ACTIVATIONS[activation], AW=wf.AW,
-                       AV=wf.AV)
+    return LAYOUT.pack(d=d, width=M, modes=K, activation=ACTIVATIONS[activation], AW=wf.AW, AV=wf.AV)
 
 
 def work_size(n: int, d: int, p) -> int:
@@ -60,9 +63,9 @@ def resnet_drift(t, x, p, out, work):
     d, M, K, code = int(p[DIM]), int(p[WIDTH]), int(p[MODES]), int(p[ACTIVATION])
     AW = block(p, AW_AT).reshape((K, M, d))
     AV = block(p, AV_AT).reshape((K, d, M))
-    W = work[:M * d].reshape((M, d))
-    V = work[M * d:2 * M * d].reshape((d, M))
-    h = work[2 * M * d:2 * M * d + M]
+    W = work[: M * d].reshape((M, d))
+    V = work[M * d : 2 * M * d].reshape((d, M))
+    h = work[2 * M * d : 2 * M * d + M]
     W[:, :] = 0.0
     V[:, :] = 0.0
     for k in range(K):
@@ -89,8 +92,7 @@ def sigma_jax(name: str):
     import jax
     import jax.numpy as jnp
 
-    return {"tanh": jnp.tanh, "relu": jax.nn.relu,
-            "gelu": lambda z: jax.nn.gelu(z, approximate=False)}[name]
+    return {"tanh": jnp.tanh, "relu": jax.nn.relu, "gelu": lambda z: jax.nn.gelu(z, approximate=False)}[name]
 
 
 @functools.cache
@@ -123,13 +125,21 @@ def _example(rng):
     """Random inputs and the vector of a random smooth weight function and activation."""
     d, M, K = (int(rng.integers(1, 6)) for _ in range(3))
     wf = smooth_weights(rng, d, M, K, rng.uniform(0.5, 2.0))
-    return rng.standard_normal((int(rng.integers(1, 5)), d)), pack_params(
-        wf, str(rng.choice(sorted(ACTIVATIONS))))
+    return rng.standard_normal((int(rng.integers(1, 5)), d)), pack_params(wf, str(rng.choice(sorted(ACTIVATIONS))))
 
 
-RESNET_ODE = register(Dynamics("resnet_ode", LAYOUT, resnet_drift, resnet_drift_jax,
-                               integrators.EUCLIDEAN, example=_example, work=work_size,
-                               jax_static=_static))
+RESNET_ODE = register(
+    Dynamics(
+        "resnet_ode",
+        LAYOUT,
+        resnet_drift,
+        resnet_drift_jax,
+        integrators.EUCLIDEAN,
+        example=_example,
+        work=work_size,
+        jax_static=_static,
+    )
+)
 
 
 def problem(wf: WeightFunction, activation: str) -> integrators.Problem:

@@ -17,6 +17,7 @@ O(1/L), so the update of each layer is O(1): the discrete gradient flow of the p
 Data: ``x_i ~ N(0, I_d)`` and the targets of a random teacher ``y = x + U tanh(Z x)``
 (``Z ~ N(0, 1/d)``, ``U ~ N(0, 1/d)``), a map a ResNet can represent.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,16 +41,19 @@ def teacher_data(rng: np.random.Generator, samples: int, d: int) -> tuple[np.nda
     return x, x + np.tanh(x @ Z.T) @ U.T
 
 
-def init_weights(rng: np.random.Generator, depth: int, d: int, width: int,
-                 init: str = "smooth") -> tuple[np.ndarray, np.ndarray]:
+def init_weights(
+    rng: np.random.Generator, depth: int, d: int, width: int, init: str = "smooth"
+) -> tuple[np.ndarray, np.ndarray]:
     """``W (L, M, d)``, ``V (L, d, M)``: smooth (V = 0, W_k = W ~ N(0, 1/d)) or i.i.d.
     (``W_k ~ N(0, 1/d)``, ``V_k ~ N(0, 1/M)``)."""
     if init == "smooth":
         W = np.broadcast_to(rng.standard_normal((width, d)) / np.sqrt(d), (depth, width, d))
         return np.array(W), np.zeros((depth, d, width))
     if init == "iid":
-        return (rng.standard_normal((depth, width, d)) / np.sqrt(d),
-                rng.standard_normal((depth, d, width)) / np.sqrt(width))
+        return (
+            rng.standard_normal((depth, width, d)) / np.sqrt(d),
+            rng.standard_normal((depth, d, width)) / np.sqrt(width),
+        )
     raise ValueError(f"init must be one of {INITS}, got {init!r}")
 
 
@@ -57,7 +61,7 @@ def weight_increment(W, V) -> float:
     """``max_k |theta_{k+1} - theta_k|``, the Frobenius norm of the stacked (W, V) difference."""
     dW = np.diff(np.asarray(W), axis=0)
     dV = np.diff(np.asarray(V), axis=0)
-    return float(np.sqrt((dW ** 2).sum(axis=(1, 2)) + (dV ** 2).sum(axis=(1, 2))).max())
+    return float(np.sqrt((dW**2).sum(axis=(1, 2)) + (dV**2).sum(axis=(1, 2))).max())
 
 
 def _output(W, V, x, sigma):
@@ -96,12 +100,10 @@ def _trainer(activation: str):
 def train(x, y, W, V, *, steps: int, lr: float, activation: str = "tanh"):
     """``(W, V, final loss)`` after ``steps`` full-batch gradient steps of rate ``lr * L``."""
     _, run = _trainer(activation)
-    W, V, final = run(jnp.asarray(W), jnp.asarray(V), jnp.asarray(x), jnp.asarray(y),
-                      float(lr), int(steps))
+    W, V, final = run(jnp.asarray(W), jnp.asarray(V), jnp.asarray(x), jnp.asarray(y), float(lr), int(steps))
     return np.asarray(W), np.asarray(V), float(final)
 
 
 def loss(x, y, W, V, activation: str = "tanh") -> float:
     """The training loss at weights ``(W, V)``."""
-    return float(_trainer(activation)[0](jnp.asarray(W), jnp.asarray(V), jnp.asarray(x),
-                                         jnp.asarray(y)))
+    return float(_trainer(activation)[0](jnp.asarray(W), jnp.asarray(V), jnp.asarray(x), jnp.asarray(y)))

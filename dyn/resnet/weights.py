@@ -16,6 +16,7 @@ with ``A^W_k ~ N(0, 1/d) / (1+k)``, ``A^V_k ~ N(0, 1/M) / (1+k)`` times ``scale`
 layer-to-layer fluctuation of size ``roughness`` that does not shrink with ``N``: i.i.d.
 Gaussian, or an alternating sign ``(-1)^n Delta`` with one fixed ``Delta``.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -46,8 +47,7 @@ def activation_numpy(name: str):
     raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {name!r}")
 
 
-def smooth_weights(rng: np.random.Generator, d: int, width: int, modes: int = 4,
-                   scale: float = 1.0) -> WeightFunction:
+def smooth_weights(rng: np.random.Generator, d: int, width: int, modes: int = 4, scale: float = 1.0) -> WeightFunction:
     """Random smooth weight function (module doc): ``modes`` cosine modes with 1/(1+k) decay."""
     decay = scale / (1.0 + np.arange(modes))
     AW = rng.standard_normal((modes, width, d)) * decay[:, None, None] / np.sqrt(d)
@@ -62,8 +62,9 @@ def evaluate(wf: WeightFunction, s) -> tuple[np.ndarray, np.ndarray]:
     return np.einsum("sk,kmd->smd", basis, wf.AW), np.einsum("sk,kdm->sdm", basis, wf.AV)
 
 
-def layer_weights(wf: WeightFunction, depth: int, roughness: float = 0.0, law: str = "iid",
-                  rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
+def layer_weights(
+    wf: WeightFunction, depth: int, roughness: float = 0.0, law: str = "iid", rng: np.random.Generator | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-layer weights ``theta_n = theta(n/N) + xi_n``, n = 0..N: W (N+1, M, d), V (N+1, d, M).
 
     ``xi_n = 0`` (smooth), i.i.d. ``roughness * N(0, 1/d | 1/M)`` (``law="iid"``) or

@@ -10,6 +10,7 @@ form). The n x n buffers come from the integrators' per-member workspace (:func:
 a call allocates only O(n). The discrete Sinkformer of depth L is the residual map
 x <- x + (T/L) v(x), L times: the integrators' Euler scheme on the flat geometry.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -117,12 +118,12 @@ def sinkformer_drift(t, x, p, out, work):
     n, d = x.shape
     nn = n * n
     S = work[:nn].reshape((n, n))
-    ST = work[nn:2 * nn].reshape((n, n))  # S^T for Sinkhorn, then P^T for BLAS
-    P = work[2 * nn:3 * nn].reshape((n, n))
-    f = work[3 * nn:3 * nn + n]
-    g = work[3 * nn + n:3 * nn + 2 * n]
-    Y = work[3 * nn + 2 * n:3 * nn + 2 * n + n * (d + 1)].reshape((n, d + 1))
-    Z = work[3 * nn + 2 * n + n * (d + 1):3 * nn + 2 * n + 2 * n * (d + 1)].reshape((n, d + 1))
+    ST = work[nn : 2 * nn].reshape((n, n))  # S^T for Sinkhorn, then P^T for BLAS
+    P = work[2 * nn : 3 * nn].reshape((n, n))
+    f = work[3 * nn : 3 * nn + n]
+    g = work[3 * nn + n : 3 * nn + 2 * n]
+    Y = work[3 * nn + 2 * n : 3 * nn + 2 * n + n * (d + 1)].reshape((n, d + 1))
+    Z = work[3 * nn + 2 * n + n * (d + 1) : 3 * nn + 2 * n + 2 * n * (d + 1)].reshape((n, d + 1))
     scores_kernel(x, p, S)
     iters = int(p[ITERS])
     tol = p[TOL]
@@ -161,6 +162,7 @@ def sinkformer_drift(t, x, p, out, work):
 # ---------------------------------------------------------------------------------------------
 # JAX twin (one member, same flat p)
 
+
 def sinkformer_drift_jax(t, x, p):
     """dx_i/dt for one member (n, d): the JAX twin of :func:`sinkformer_drift`."""
     import jax.numpy as jnp
@@ -184,15 +186,31 @@ def _example(rng):
     W = rng.standard_normal((d, d))
     if rng.random() < 0.5:
         W = W + W.T
-    p = pack_params(d, str(rng.choice(["sinkhorn", "softmax"])), int(rng.integers(1, 8)),
-                    float(rng.choice([0.0, 1e-10])), str(rng.choice(["dot", "sqdist"])),
-                    rng.uniform(0.5, 2), W=0.3 * W, WV=rng.standard_normal((d, d)),
-                    relative=bool(rng.random() < 0.5))
+    p = pack_params(
+        d,
+        str(rng.choice(["sinkhorn", "softmax"])),
+        int(rng.integers(1, 8)),
+        float(rng.choice([0.0, 1e-10])),
+        str(rng.choice(["dot", "sqdist"])),
+        rng.uniform(0.5, 2),
+        W=0.3 * W,
+        WV=rng.standard_normal((d, d)),
+        relative=bool(rng.random() < 0.5),
+    )
     return rng.standard_normal((n, d)), p
 
 
-SINKFORMER = register(Dynamics("sinkformer", LAYOUT, sinkformer_drift, sinkformer_drift_jax,
-                               integrators.EUCLIDEAN, example=_example, work=work_size))
+SINKFORMER = register(
+    Dynamics(
+        "sinkformer",
+        LAYOUT,
+        sinkformer_drift,
+        sinkformer_drift_jax,
+        integrators.EUCLIDEAN,
+        example=_example,
+        work=work_size,
+    )
+)
 
 
 def flow_problem(p) -> integrators.Problem:
@@ -202,6 +220,7 @@ def flow_problem(p) -> integrators.Problem:
 
 # ---------------------------------------------------------------------------------------------
 # numpy-facing entry points
+
 
 def as_tokens(x) -> np.ndarray:
     x = np.ascontiguousarray(x, dtype=np.float64)

@@ -11,6 +11,7 @@ By the envelope theorem, at the optimal plan grad_{x_i} F = -(1/n) sum_j K_ij W 
 so along dx_i/dt = sum_j K_ij W x_j:  dF/dt = -(1/n) sum_i |dx_i/dt|^2. The envelope argument
 needs the optimal plan: a truncated Sinkhorn gives another matrix, hence the converged solve here.
 """
+
 from __future__ import annotations
 
 import math

@@ -14,6 +14,7 @@ symmetric (1 if the score matrix is symmetric: sqdist, or W symmetric); then the
 The heat-diffusion setting (physics.md §2) is ``sqdist`` scores with ``relative`` values and
 ``W_V = -(2 alpha / tau) I``: ``v_i = -(2 alpha / tau) (sum_j K_ij x_j - x_i)`` (rows of K sum to 1).
 """
+
 from __future__ import annotations
 
 import math
@@ -40,15 +41,15 @@ FIELDS = {
     "n": Field("int", 200, "number of particles n", lo=2, hi=20_000),
     "d": Field("int", 1, "space dimension d", lo=1, hi=1_000),
     "normalization": Field("str", "sinkhorn", "attention normalization", choices=NORMALIZATIONS),
-    "iterations": Field("int", 1000, "Sinkhorn normalizations (the cap when tol > 0)",
-                        lo=1, hi=10**7),
-    "tol": Field("float", 1e-9, "Sinkhorn marginal tolerance (0: exactly `iterations`)",
-                 lo=0.0, hi=1.0),
+    "iterations": Field("int", 1000, "Sinkhorn normalizations (the cap when tol > 0)", lo=1, hi=10**7),
+    "tol": Field("float", 1e-9, "Sinkhorn marginal tolerance (0: exactly `iterations`)", lo=0.0, hi=1.0),
 }
 
-LAYOUT = Layout("sinkformer", scalars=("iterations", "tol", "scores", "tau", "relative", "d",
-                                       "symmetric"),
-                blocks={"W": ("d", "d"), "WV": ("d", "d")})
+LAYOUT = Layout(
+    "sinkformer",
+    scalars=("iterations", "tol", "scores", "tau", "relative", "d", "symmetric"),
+    blocks={"W": ("d", "d"), "WV": ("d", "d")},
+)
 
 
 def param_size(d: int) -> int:
@@ -66,9 +67,17 @@ def _matrix(name, a, d):
     return a
 
 
-def pack_params(d: int, normalization: str = "sinkhorn", iterations: int = 1, tol: float = 0.0,
-                scores: str = "dot", tau: float = 1.0, W=None, WV=None,
-                relative: bool = False) -> np.ndarray:
+def pack_params(
+    d: int,
+    normalization: str = "sinkhorn",
+    iterations: int = 1,
+    tol: float = 0.0,
+    scores: str = "dot",
+    tau: float = 1.0,
+    W=None,
+    WV=None,
+    relative: bool = False,
+) -> np.ndarray:
     """Pack a Sinkformer flow into ``p`` (layout in the module doc).
 
     ``normalization="softmax"`` forces one iteration and no tolerance. W and W_V default to the
@@ -91,19 +100,29 @@ def pack_params(d: int, normalization: str = "sinkhorn", iterations: int = 1, to
     if normalization == "softmax":
         iterations, tol = 1, 0.0
     w = np.eye(d) if scores == "sqdist" else _matrix("W", W, d)
-    return LAYOUT.pack(iterations=int(iterations), tol=tol, scores=SCORES[scores], tau=tau,
-                       relative=bool(relative), d=d, symmetric=np.array_equal(w, w.T), W=w,
-                       WV=_matrix("WV", WV, d))
+    return LAYOUT.pack(
+        iterations=int(iterations),
+        tol=tol,
+        scores=SCORES[scores],
+        tau=tau,
+        relative=bool(relative),
+        d=d,
+        symmetric=np.array_equal(w, w.T),
+        W=w,
+        WV=_matrix("WV", WV, d),
+    )
 
 
-def heat_params(d: int, alpha: float, tau: float, normalization: str = "sinkhorn",
-                iterations: int = 1000, tol: float = 1e-9) -> np.ndarray:
+def heat_params(
+    d: int, alpha: float, tau: float, normalization: str = "sinkhorn", iterations: int = 1000, tol: float = 1e-9
+) -> np.ndarray:
     """The heat-diffusion setting: Gaussian kernel of bandwidth tau, W_V = -(2 alpha/tau) I on x_j - x_i."""
     alpha = float(alpha)
     if not math.isfinite(alpha):
         raise ValueError(f"alpha must be finite, got {alpha}")
-    return pack_params(d, normalization, iterations, tol, "sqdist", tau,
-                       WV=-(2.0 * alpha / float(tau)) * np.eye(int(d)), relative=True)
+    return pack_params(
+        d, normalization, iterations, tol, "sqdist", tau, WV=-(2.0 * alpha / float(tau)) * np.eye(int(d)), relative=True
+    )
 
 
 def unpack_params(p) -> dict:
@@ -114,8 +133,13 @@ def unpack_params(p) -> dict:
         raise ValueError(f"p has length {p.size}, expected {param_size(d)} for d = {d}")
     v = LAYOUT.unpack(p, {"d": d})
     return {
-        "iterations": int(v["iterations"]), "tol": float(v["tol"]),
-        "scores": "sqdist" if v["scores"] != 0.0 else "dot", "tau": float(v["tau"]),
-        "relative": bool(v["relative"]), "d": d, "symmetric": bool(v["symmetric"]),
-        "W": v["W"].copy(), "WV": v["WV"].copy(),
+        "iterations": int(v["iterations"]),
+        "tol": float(v["tol"]),
+        "scores": "sqdist" if v["scores"] != 0.0 else "dot",
+        "tau": float(v["tau"]),
+        "relative": bool(v["relative"]),
+        "d": d,
+        "symmetric": bool(v["symmetric"]),
+        "W": v["W"].copy(),
+        "WV": v["WV"].copy(),
     }

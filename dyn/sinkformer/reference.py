@@ -2,6 +2,7 @@
 
 Slow on purpose (tests use them as references, the benchmark as its baseline); no numba.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +28,7 @@ def sinkhorn_log(S, iterations):
 def heat_velocity(x, alpha, tau, iterations):
     """v_i = -(2 alpha / tau) (sum_j K_ij x_j - x_i), K = Sinkhorn of the Gaussian kernel."""
     diff = x[:, None, :] - x[None, :, :]
-    S = -(diff ** 2).sum(axis=-1) / (2 * tau)
+    S = -(diff**2).sum(axis=-1) / (2 * tau)
     K = sinkhorn_log(S, iterations)
     return -(2 * alpha / tau) * (K @ x - K.sum(axis=1)[:, None] * x)
 

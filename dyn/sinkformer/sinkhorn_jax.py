@@ -4,6 +4,7 @@ Same semantics: ``tol == 0``: exactly ``iterations`` alternating normalizations 
 ``tol > 0``: the first plan with all marginals within tol (alternating, or the averaged symmetric
 fixed point when ``symmetric``), ``iterations`` being the cap.
 """
+
 from __future__ import annotations
 
 
@@ -41,7 +42,7 @@ def sinkhorn_jax(S, iterations, tol, symmetric):
     zero = jnp.zeros(n, dtype=S.dtype)
     start = (jnp.asarray(0, dtype=jnp.int64), zero, zero, jnp.asarray(jnp.inf, dtype=S.dtype))
     use_sym = (tol > 0) & (symmetric != 0)
-    _, f, g, _ = jax.lax.cond(use_sym,
-                              lambda s: jax.lax.while_loop(cond, sym_body, s),
-                              lambda s: jax.lax.while_loop(cond, alt_body, s), start)
+    _, f, g, _ = jax.lax.cond(
+        use_sym, lambda s: jax.lax.while_loop(cond, sym_body, s), lambda s: jax.lax.while_loop(cond, alt_body, s), start
+    )
     return plan(f, g)

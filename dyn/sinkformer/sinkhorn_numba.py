@@ -16,6 +16,7 @@ also yields that side's current marginal, i.e. the distance from doubly stochast
 A row whose shifted sum underflows (far from convergence, tiny tau) is redone with its exact max.
 Column passes read the transpose ``ST`` (the same array when S is symmetric).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,7 @@ TINY = 1e-200
 STORE_NONE, STORE_NORMALIZED, STORE_CURRENT = 0, 1, 2
 
 
-_PASS_SIG = types.float64(F2, F1, F1, F1, types.boolean, types.int64, F2, F1,
-                          types.int64[::1])
+_PASS_SIG = types.float64(F2, F1, F1, F1, types.boolean, types.int64, F2, F1, types.int64[::1])
 
 
 @njit(_PASS_SIG, **NJIT, fastmath=FASTMATH)
@@ -79,8 +79,7 @@ def _normalize(S, other, pot, new, first, store, P, w, bits):
     return err
 
 
-_SINKHORN_SIG = types.UniTuple(types.int64, 2)(F2, F2, types.int64, types.float64, F1, F1,
-                                               F2, F1)
+_SINKHORN_SIG = types.UniTuple(types.int64, 2)(F2, F2, types.int64, types.float64, F1, F1, F2, F1)
 
 
 @njit(_SINKHORN_SIG, **NJIT)
@@ -125,7 +124,6 @@ def sinkhorn_kernel(S, ST, iterations, tol, f, g, P, errors):
             else:
                 copy1(g, new)
     return iterations, 1 if iterations % 2 == 0 else 0
-
 
 
 _SYMMETRIC_SIG = types.int64(F2, types.int64, types.float64, F1, F2, F1)
@@ -174,6 +172,7 @@ def symmetric_kernel(S, passes, tol, f, P, errors):
 
 # ---------------------------------------------------------------------------------------------
 # numpy-facing entry points
+
 
 def sinkhorn(S, iterations: int = 1, tol: float = 0.0):
     """Sinkhorn attention from scores ``S`` (n, n): ``(K, f, g, k, errors)``.

@@ -1,6 +1,7 @@
 """Registry of systems: name -> System class. Scenario files name a system by its key here, by
 the name an installed package gives it (entry-point group ``dyn.systems``), or by import path,
 ``module:Class`` (:mod:`dyn.user.locate`)."""
+
 from __future__ import annotations
 
 import importlib

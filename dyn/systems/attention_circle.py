@@ -26,6 +26,7 @@ global synchronization fails: the equilateral triangle, and three equal clusters
 stable), and `beta_three_clusters` = beta_3(n) (below it the 3-cluster equilibrium with sizes
 as equal as possible is stable; :func:`dyn.attention.circle.three_cluster_onset`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,41 +49,66 @@ BETA_SYNC, BETA_NO_SYNC = -0.16, -2.0 / 3.0  # as in dyn.attention.circle (not i
 @register
 class AttentionCircle(System):
     name = "attention_circle"
-    description = ("self-attention on the circle (angles, any beta): runs until synchronized or "
-                   "at a non-synchronized equilibrium; shares of each")
+    description = (
+        "self-attention on the circle (angles, any beta): runs until synchronized or "
+        "at a non-synchronized equilibrium; shares of each"
+    )
     default_plot = "p_equilibrium"
     equation = "ode"
     integrator = INTEGRATOR_KEYS | {"horizon_cap"}
     params = {
         "n": Field("int", 32, "number of tokens n", lo=2, hi=10_000),
-        "beta": Field("float", -0.5, "inverse temperature beta (< 0: repulsive attention)",
-                      lo=-BETA_MAX, hi=BETA_MAX),
-        "normalization": Field("str", "SA", "attention normalization (same equilibria and "
-                               "stability for both)", choices=("SA", "USA")),
-        "kernel": Field("str", "auto", "drift: direct O(n^2) sum, Fourier series O(nK), or auto "
-                        f"(Fourier from n = {FOURIER_FROM})",
-                        choices=("auto", "direct", "fourier")),
-        "fourier_tol": Field("float", 1e-12, "largest error of the Fourier drift", lo=1e-15,
-                             hi=1e-6),
-        "sync_arc": Field("float", 0.1, "synchronized once every token lies in an arc shorter "
-                          "than this (radians; any value below pi decides: the arc then shrinks "
-                          "to a point)", gt=0.0, hi=3.0),
-        "drift_tol": Field("float", 1e-6, "non-synchronized equilibrium once max_i |theta_i'| is "
-                           "below this, the run not synchronized and its linearization stable",
-                           gt=0.0, hi=1e-2),
+        "beta": Field("float", -0.5, "inverse temperature beta (< 0: repulsive attention)", lo=-BETA_MAX, hi=BETA_MAX),
+        "normalization": Field(
+            "str", "SA", "attention normalization (same equilibria and stability for both)", choices=("SA", "USA")
+        ),
+        "kernel": Field(
+            "str",
+            "auto",
+            f"drift: direct O(n^2) sum, Fourier series O(nK), or auto (Fourier from n = {FOURIER_FROM})",
+            choices=("auto", "direct", "fourier"),
+        ),
+        "fourier_tol": Field("float", 1e-12, "largest error of the Fourier drift", lo=1e-15, hi=1e-6),
+        "sync_arc": Field(
+            "float",
+            0.1,
+            "synchronized once every token lies in an arc shorter "
+            "than this (radians; any value below pi decides: the arc then shrinks "
+            "to a point)",
+            gt=0.0,
+            hi=3.0,
+        ),
+        "drift_tol": Field(
+            "float",
+            1e-6,
+            "non-synchronized equilibrium once max_i |theta_i'| is "
+            "below this, the run not synchronized and its linearization stable",
+            gt=0.0,
+            hi=1e-2,
+        ),
     }
 
     def outputs(self, setup) -> list[Output]:
-        outs = [Output(f"p_{c}", f"fraction of runs ending {DOC[c]}", "1", reduce="proportion",
-                       role=UNDECIDED if c == "undecided" else PROBABILITY) for c in CLASSES]
+        outs = [
+            Output(
+                f"p_{c}",
+                f"fraction of runs ending {DOC[c]}",
+                "1",
+                reduce="proportion",
+                role=UNDECIDED if c == "undecided" else PROBABILITY,
+            )
+            for c in CLASSES
+        ]
         return outs + [
-            Output("clusters_max", "most clusters (groups split by gaps wider than sync_arc) in "
-                   "a run's end state", "1", reduce="max"),
-            Output("decision_time", "time a run took to be decided (the cap if undecided; mean "
-                   "over runs)", "1"),
+            Output(
+                "clusters_max",
+                "most clusters (groups split by gaps wider than sync_arc) in a run's end state",
+                "1",
+                reduce="max",
+            ),
+            Output("decision_time", "time a run took to be decided (the cap if undecided; mean over runs)", "1"),
             Output("horizon_used", "longest time a run of this point took", "1", reduce="max"),
-            Output("horizon_cap", "time at which an undecided run was stopped", "1",
-                   reduce="point"),
+            Output("horizon_cap", "time at which an undecided run was stopped", "1", reduce="point"),
         ]
 
     def point_values(self, spec) -> dict:
@@ -109,16 +135,20 @@ class AttentionCircle(System):
             theta[active] = solution.states[:, -1]
             status[active] = np.maximum(status[active], solution.status)
             t += stretch
-            found = circle.classify(theta[active, :, 0], p, spec["beta"], spec["normalization"],
-                                    spec["sync_arc"], spec["drift_tol"])
+            found = circle.classify(
+                theta[active, :, 0], p, spec["beta"], spec["normalization"], spec["sync_arc"], spec["drift_tol"]
+            )
             decided = found != circle.UNDECIDED
             codes[active[decided]] = found[decided]
             times[active[decided]] = t
             active = active[~decided]
         ends = theta[:, :, 0]
         values = {f"p_{c}": codes == getattr(circle, c.upper()) for c in CLASSES}
-        values.update(clusters_max=circle.cluster_count(ends, spec["sync_arc"]).astype(float),
-                      decision_time=times, horizon_used=times)
+        values.update(
+            clusters_max=circle.cluster_count(ends, spec["sync_arc"]).astype(float),
+            decision_time=times,
+            horizon_used=times,
+        )
         return Chunk(values, finite=np.isfinite(ends).all(axis=1), status=status)
 
     def references(self, setup) -> list[Reference]:
@@ -132,24 +162,45 @@ class AttentionCircle(System):
             onset[index] = circle.three_cluster_onset(int(v["n"]))
         over = tuple(f"p_{c}" for c in CLASSES)
         return [
-            Reference("beta_sync", "synchronization proved for beta >= -0.16 (Polyanskiy, "
-                      "Rigollet, Yao 2025)", np.full(shape, BETA_SYNC), dims,
-                      draw=Draw(over=over, along="beta", color="black", linestyle="--",
-                                label=r"sync proved: $\beta \geq -0.16$")),
-            Reference("beta_no_sync", "global synchronization fails for beta < -2/3 (the "
-                      "equilateral triangle is stable)", np.full(shape, BETA_NO_SYNC), dims,
-                      draw=Draw(over=over, along="beta", color="black", linestyle=":",
-                                label=r"no global sync: $\beta < -2/3$")),
-            Reference("beta_three_clusters", "beta_3(n): the 3-cluster equilibrium with sizes as "
-                      "equal as possible is stable below (NaN: n < 3)", onset, dims,
-                      draw=Draw(over=over, along="beta", color="tab:red", linestyle="-",
-                                label=r"3 clusters stable below $\beta_3(n)$")),
+            Reference(
+                "beta_sync",
+                "synchronization proved for beta >= -0.16 (Polyanskiy, Rigollet, Yao 2025)",
+                np.full(shape, BETA_SYNC),
+                dims,
+                draw=Draw(
+                    over=over, along="beta", color="black", linestyle="--", label=r"sync proved: $\beta \geq -0.16$"
+                ),
+            ),
+            Reference(
+                "beta_no_sync",
+                "global synchronization fails for beta < -2/3 (the equilateral triangle is stable)",
+                np.full(shape, BETA_NO_SYNC),
+                dims,
+                draw=Draw(
+                    over=over, along="beta", color="black", linestyle=":", label=r"no global sync: $\beta < -2/3$"
+                ),
+            ),
+            Reference(
+                "beta_three_clusters",
+                "beta_3(n): the 3-cluster equilibrium with sizes as equal as possible is stable below (NaN: n < 3)",
+                onset,
+                dims,
+                draw=Draw(
+                    over=over,
+                    along="beta",
+                    color="tab:red",
+                    linestyle="-",
+                    label=r"3 clusters stable below $\beta_3(n)$",
+                ),
+            ),
         ]
 
 
-DOC = {"synchronized": "synchronized (every token within an arc < sync_arc)",
-       "equilibrium": "at a stable non-synchronized equilibrium (drift < drift_tol)",
-       "undecided": "undecided at the cap"}
+DOC = {
+    "synchronized": "synchronized (every token within an arc < sync_arc)",
+    "equilibrium": "at a stable non-synchronized equilibrium (drift < drift_tol)",
+    "undecided": "undecided at the cap",
+}
 
 
 def _cap(spec) -> float:

@@ -40,6 +40,7 @@ theory n sum_m omega_m [exp(a_m t W)]_{n-1, j} (W the causal weights; the cosine
 1 alone) in the same bins, drawn over the particles'; `soft_profile`(beta, time, position), the
 continuum profile S_t(s) at the bin centres, and `soft_profile_cos`, its cosine kernel g_{a_1}.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,53 +63,94 @@ PROFILE = Draw(profile=("position", "time"))  # curves against s at a few times
 @register
 class CausalCircle(System):
     name = "causal_circle"
-    description = ("causal ALiBi attention on the circle (lost in the middle): the last token's "
-                   "soft accuracy against position (through its sensitivities), alignment")
+    description = (
+        "causal ALiBi attention on the circle (lost in the middle): the last token's "
+        "soft accuracy against position (through its sensitivities), alignment"
+    )
     default_plot = "soft_accuracy"
     equation = "ode"
     integrator = INTEGRATOR_KEYS
     params = {
         "n": Field("int", 32, "number of tokens n", lo=2, hi=4096),
-        "beta": Field("float", 1.0, "inverse temperature beta of the force "
-                      "-beta sin(u) e^{beta cos u}", lo=-BETA_MAX, hi=BETA_MAX),
-        "mask": Field("str", "strict_causal", "who token j attends to: k < j (strict_causal, "
-                      "the paper's) or k <= j (causal)", choices=("strict_causal", "causal")),
-        "bias_slope": Field("float", 1.0, "ALiBi slope lambda: weights e^{-lambda (j - k)} "
-                            "(times 1/n with bias_scale = \"1/n\")", lo=0.0, hi=1e3),
-        "bias_scale": Field("str", "1/n", "scale of the bias per position: lambda/n (the "
-                            "paper's) or lambda", choices=("1/n", "1")),
-        "position_bins": Field("int", 8, "bins of s = j/n on the position axis (every bin "
-                               "needs a token other than the last: n >= 2 bins)", lo=1, hi=4096,
-                               sweepable=False),
-        "soft_width_M": Field("float", 8.0, "M of the reference profile's weights "
-                              "exp(-pi^2 m^2 / (2 M^2))", gt=0.0, hi=1e3),
-        "soft_modes": Field("int", 20, "Fourier modes m_max of the reference profile", lo=1,
-                            hi=200),
+        "beta": Field(
+            "float", 1.0, "inverse temperature beta of the force -beta sin(u) e^{beta cos u}", lo=-BETA_MAX, hi=BETA_MAX
+        ),
+        "mask": Field(
+            "str",
+            "strict_causal",
+            "who token j attends to: k < j (strict_causal, the paper's) or k <= j (causal)",
+            choices=("strict_causal", "causal"),
+        ),
+        "bias_slope": Field(
+            "float",
+            1.0,
+            'ALiBi slope lambda: weights e^{-lambda (j - k)} (times 1/n with bias_scale = "1/n")',
+            lo=0.0,
+            hi=1e3,
+        ),
+        "bias_scale": Field(
+            "str", "1/n", "scale of the bias per position: lambda/n (the paper's) or lambda", choices=("1/n", "1")
+        ),
+        "position_bins": Field(
+            "int",
+            8,
+            "bins of s = j/n on the position axis (every bin needs a token other than the last: n >= 2 bins)",
+            lo=1,
+            hi=4096,
+            sweepable=False,
+        ),
+        "soft_width_M": Field(
+            "float", 8.0, "M of the reference profile's weights exp(-pi^2 m^2 / (2 M^2))", gt=0.0, hi=1e3
+        ),
+        "soft_modes": Field("int", 20, "Fourier modes m_max of the reference profile", lo=1, hi=200),
     }
 
     def validate(self, spec) -> None:
         if spec["n"] < 2 * spec["position_bins"]:
-            raise ScenarioError("params.position_bins", f"needs n >= 2 x position_bins, got "
-                                f"n = {spec['n']}, position_bins = {spec['position_bins']}")
+            raise ScenarioError(
+                "params.position_bins",
+                f"needs n >= 2 x position_bins, got n = {spec['n']}, position_bins = {spec['position_bins']}",
+            )
 
     def coords(self, setup) -> dict[str, Coord]:
         bins = int(setup.params.get("position_bins", 8))
-        return {"position": Coord((np.arange(bins) + 0.5) / bins,
-                                  "relative position s = j/n (bin centre)")}
+        return {"position": Coord((np.arange(bins) + 0.5) / bins, "relative position s = j/n (bin centre)")}
 
     def outputs(self, setup) -> list[Output]:
         return [
-            Output("alignment", "cos(theta_j(t) - theta_0) against s = j/n (mean over runs and "
-                   "the bin's tokens)", "1", ("time", "position"), reduce="mean_se"),
-            Output("retrieval", "cos(theta_{n-1}(t) - theta_j(0)) against s = j/n, j < n-1 "
-                   "(mean over runs and the bin's tokens)", "1", ("time", "position"),
-                   reduce="mean_se"),
-            Output("soft_accuracy", "soft accuracy n E[sum_m omega_m cos(m u_j) dtheta_{n-1}/"
-                   "dtheta_j(0)] of the last token against s = j/n (mean over runs and the "
-                   "bin's tokens)", "1", ("time", "position"), reduce="mean_se", draw=PROFILE),
-            Output("soft_accuracy_cos", "cosine soft accuracy n E[cos(u_j) dtheta_{n-1}/"
-                   "dtheta_j(0)] against s = j/n (mean over runs and the bin's tokens)", "1",
-                   ("time", "position"), reduce="mean_se", draw=PROFILE),
+            Output(
+                "alignment",
+                "cos(theta_j(t) - theta_0) against s = j/n (mean over runs and the bin's tokens)",
+                "1",
+                ("time", "position"),
+                reduce="mean_se",
+            ),
+            Output(
+                "retrieval",
+                "cos(theta_{n-1}(t) - theta_j(0)) against s = j/n, j < n-1 (mean over runs and the bin's tokens)",
+                "1",
+                ("time", "position"),
+                reduce="mean_se",
+            ),
+            Output(
+                "soft_accuracy",
+                "soft accuracy n E[sum_m omega_m cos(m u_j) dtheta_{n-1}/"
+                "dtheta_j(0)] of the last token against s = j/n (mean over runs and the "
+                "bin's tokens)",
+                "1",
+                ("time", "position"),
+                reduce="mean_se",
+                draw=PROFILE,
+            ),
+            Output(
+                "soft_accuracy_cos",
+                "cosine soft accuracy n E[cos(u_j) dtheta_{n-1}/"
+                "dtheta_j(0)] against s = j/n (mean over runs and the bin's tokens)",
+                "1",
+                ("time", "position"),
+                reduce="mean_se",
+                draw=PROFILE,
+            ),
         ]
 
     def run_bytes(self, spec) -> int:  # states at the save times (with J: n + 1 columns)
@@ -118,8 +160,7 @@ class CausalCircle(System):
     def simulate(self, spec, runs: range) -> Chunk:
         R, n = len(runs), spec["n"]
         theta0 = spec.rng.uniform(0.0, 2 * np.pi, (R, n, 1))
-        p = causal.pack_causal(spec["beta"], spec["bias_slope"], n, spec["bias_scale"],
-                               spec["mask"])
+        p = causal.pack_causal(spec["beta"], spec["bias_slope"], n, spec["bias_scale"], spec["mask"])
         status = None  # the integrator's per run (max_steps is named in the point's message)
         if _tangent(spec):
             theta, J = causal.flow_with_tangent(theta0[..., 0], spec.times, p, spec.solver.get())
@@ -129,8 +170,7 @@ class CausalCircle(System):
         align = np.cos(theta - theta[:, :, :1])  # theta (R, T, n)
         u = theta[:, :, -1:] - theta0[:, None, :, 0]  # u_j = theta_{n-1}(t) - theta_j(0)
         index = _bins(n, spec["position_bins"])
-        values = {"alignment": _bin_mean(align, index),
-                  "retrieval": _bin_mean(np.cos(u)[:, :, :-1], index[:-1])}
+        values = {"alignment": _bin_mean(align, index), "retrieval": _bin_mean(np.cos(u)[:, :, :-1], index[:-1])}
         finite = np.isfinite(theta).all(axis=(1, 2))
         if _tangent(spec):
             last = J[:, :, -1, :-1]  # d theta_{n-1}(t) / d theta_j(0), j < n-1
@@ -145,8 +185,7 @@ class CausalCircle(System):
     def references(self, setup) -> list[Reference]:
         times = setup.times
         s = self.coords(setup)["position"].values
-        dims, cases = over_axes(setup, "beta", "n", "bias_slope", "bias_scale", "soft_width_M",
-                                "soft_modes", "mask")
+        dims, cases = over_axes(setup, "beta", "n", "bias_slope", "bias_scale", "soft_width_M", "soft_modes", "mask")
         shape = tuple(len(setup.axes[a]) for a in dims)
         crit, crit_cos = np.full(shape, np.nan), np.full(shape, np.nan)
         grid = shape + (len(times), len(s))
@@ -173,26 +212,50 @@ class CausalCircle(System):
             linear_cos[index] = _bin_mean(response, bins)
         profiles = dims + ("time", "position")
         return [
-            Reference("t_crit", "t_crit(beta): the linearized soft-accuracy profile loses its "
-                      "recency arm after it (Duerinckx, Geshkovski, Rossi 2026)", crit, dims,
-                      draw=Draw(over=PROFILES + SOFT[:1], along="time", color="tab:red",
-                                linestyle="--", label=r"$t_{crit}(\beta)$")),
-            Reference("t_crit_cos", "t_crit,1(beta) = 2 (1 - e^{-lambda}) / a_1: the cosine "
-                      "kernel's profile loses its recency arm after it", crit_cos, dims,
-                      draw=Draw(over=SOFT[1:], along="time", color="tab:red", linestyle="--",
-                                label=r"$t_{crit,1}(\beta)$")),
-            Reference("soft_accuracy_linear", "finite-n linear theory n sum_m omega_m "
-                      "[exp(a_m t W)]_{n-1,j} of the soft accuracy (bin means)", linear,
-                      profiles, draw=Draw(over=SOFT[:1], color="black", linestyle="--",
-                                          label="linear theory (finite n)")),
-            Reference("soft_accuracy_cos_linear", "finite-n linear theory n [exp(a_1 t W)]"
-                      "_{n-1,j} of the cosine soft accuracy (bin means)", linear_cos, profiles,
-                      draw=Draw(over=SOFT[1:], color="black", linestyle="--",
-                                label="linear theory (finite n)")),
-            Reference("soft_profile", "continuum linearized soft-accuracy profile S_t(s) of the "
-                      "last token at the bin centres (beta >= 0)", profile, profiles),
-            Reference("soft_profile_cos", "continuum cosine profile g_{a_1}(t, 1; s) at the bin "
-                      "centres (beta >= 0)", profile_cos, profiles),
+            Reference(
+                "t_crit",
+                "t_crit(beta): the linearized soft-accuracy profile loses its "
+                "recency arm after it (Duerinckx, Geshkovski, Rossi 2026)",
+                crit,
+                dims,
+                draw=Draw(
+                    over=PROFILES + SOFT[:1], along="time", color="tab:red", linestyle="--", label=r"$t_{crit}(\beta)$"
+                ),
+            ),
+            Reference(
+                "t_crit_cos",
+                "t_crit,1(beta) = 2 (1 - e^{-lambda}) / a_1: the cosine "
+                "kernel's profile loses its recency arm after it",
+                crit_cos,
+                dims,
+                draw=Draw(over=SOFT[1:], along="time", color="tab:red", linestyle="--", label=r"$t_{crit,1}(\beta)$"),
+            ),
+            Reference(
+                "soft_accuracy_linear",
+                "finite-n linear theory n sum_m omega_m [exp(a_m t W)]_{n-1,j} of the soft accuracy (bin means)",
+                linear,
+                profiles,
+                draw=Draw(over=SOFT[:1], color="black", linestyle="--", label="linear theory (finite n)"),
+            ),
+            Reference(
+                "soft_accuracy_cos_linear",
+                "finite-n linear theory n [exp(a_1 t W)]_{n-1,j} of the cosine soft accuracy (bin means)",
+                linear_cos,
+                profiles,
+                draw=Draw(over=SOFT[1:], color="black", linestyle="--", label="linear theory (finite n)"),
+            ),
+            Reference(
+                "soft_profile",
+                "continuum linearized soft-accuracy profile S_t(s) of the last token at the bin centres (beta >= 0)",
+                profile,
+                profiles,
+            ),
+            Reference(
+                "soft_profile_cos",
+                "continuum cosine profile g_{a_1}(t, 1; s) at the bin centres (beta >= 0)",
+                profile_cos,
+                profiles,
+            ),
         ]
 
 

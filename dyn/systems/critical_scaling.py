@@ -29,6 +29,7 @@ another beta" (a RunSpec is frozen: the workaround is dataclasses.replace on its
 attention kernel, `dyn.particles("exp")` (the post-LN scheme attention_sphere runs), is not the
 kernel used here: the particles' ratios would move by up to 3.3e-16.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,15 +66,13 @@ class CriticalScaling(System):
     integrator = INTEGRATOR_KEYS
     params = {
         "n": Field("int", 1000, "number of tokens n", lo=2, hi=10**12),
-        "rho": Field("float", 0.5, "pairwise inner product of the (near) equiangular start",
-                     lo=0.0, hi=0.99),
+        "rho": Field("float", 0.5, "pairwise inner product of the (near) equiangular start", lo=0.0, hi=0.99),
         "d": Field("int", 64, "dimension of the particles' space R^d", lo=2, hi=4096),
-        "particles_max": Field("int", 316, "largest n run with particles (0: none)", lo=0,
-                               hi=20000),
-        "kappa_max": Field("float", 2.0, "largest kappa = gamma (1 - rho) of the grid", gt=0.0,
-                           hi=20.0, sweepable=False),
-        "kappa_points": Field("int", 17, "points of the kappa grid [0, kappa_max]", lo=3, hi=401,
-                              sweepable=False),
+        "particles_max": Field("int", 316, "largest n run with particles (0: none)", lo=0, hi=20000),
+        "kappa_max": Field(
+            "float", 2.0, "largest kappa = gamma (1 - rho) of the grid", gt=0.0, hi=20.0, sweepable=False
+        ),
+        "kappa_points": Field("int", 17, "points of the kappa grid [0, kappa_max]", lo=3, hi=401, sweepable=False),
     }
 
     def coords(self, setup) -> dict[str, Coord]:
@@ -81,18 +80,45 @@ class CriticalScaling(System):
 
     def outputs(self, setup) -> list[Output]:
         return [
-            Output("ratio", "equiangular displacement over the horizon / its gamma = 0 value",
-                   "1", (KAPPA,), "point", draw=PROFILE),
-            Output("gamma_half", "gamma_1/2: equiangular displacement half its gamma = 0 value",
-                   "1", (), "point"),
-            Output("near_ratio", "particles from near-equiangular starts: displacement ratio "
-                   "(mean over runs)", "1", (KAPPA,), nan_means=NO_PARTICLES, draw=RATIO),
-            Output("iid_ratio", "particles from i.i.d. starts: displacement ratio (mean over runs)",
-                   "1", (KAPPA,), nan_means=NO_PARTICLES, draw=RATIO),
-            Output("near_gamma_half", "gamma_1/2 of particles from near-equiangular starts "
-                   "(mean over runs)", "1", (), nan_means=NO_PARTICLES),
-            Output("iid_gamma_half", "gamma_1/2 of particles from i.i.d. starts (mean over runs)",
-                   "1", (), nan_means=NO_PARTICLES),
+            Output(
+                "ratio",
+                "equiangular displacement over the horizon / its gamma = 0 value",
+                "1",
+                (KAPPA,),
+                "point",
+                draw=PROFILE,
+            ),
+            Output("gamma_half", "gamma_1/2: equiangular displacement half its gamma = 0 value", "1", (), "point"),
+            Output(
+                "near_ratio",
+                "particles from near-equiangular starts: displacement ratio (mean over runs)",
+                "1",
+                (KAPPA,),
+                nan_means=NO_PARTICLES,
+                draw=RATIO,
+            ),
+            Output(
+                "iid_ratio",
+                "particles from i.i.d. starts: displacement ratio (mean over runs)",
+                "1",
+                (KAPPA,),
+                nan_means=NO_PARTICLES,
+                draw=RATIO,
+            ),
+            Output(
+                "near_gamma_half",
+                "gamma_1/2 of particles from near-equiangular starts (mean over runs)",
+                "1",
+                (),
+                nan_means=NO_PARTICLES,
+            ),
+            Output(
+                "iid_gamma_half",
+                "gamma_1/2 of particles from i.i.d. starts (mean over runs)",
+                "1",
+                (),
+                nan_means=NO_PARTICLES,
+            ),
         ]
 
     def references(self, setup) -> list[Reference]:
@@ -108,19 +134,30 @@ class CriticalScaling(System):
             n = float(values["n"])
             layer[index] = (1.0 - critical.self_weight(kappa, n, 0.0)) / (1.0 - 1.0 / n)
         return [
-            Reference("gamma_c", "critical gamma_c = 1 / (1 - rho)", gamma_c, dims,
-                      draw=Draw(over=("gamma_half", "near_gamma_half", "iid_gamma_half"),
-                                color="black", label=r"$\gamma_c = 1/(1-\rho)$")),
-            Reference("ratio_one_layer", "one-layer law (1 - w_self) / (1 - 1/n)", layer,
-                      (*dims, KAPPA), draw=Draw(over=("ratio", "near_ratio", "iid_ratio"),
-                                                color="black", label="one layer: 1 - w_self")),
+            Reference(
+                "gamma_c",
+                "critical gamma_c = 1 / (1 - rho)",
+                gamma_c,
+                dims,
+                draw=Draw(
+                    over=("gamma_half", "near_gamma_half", "iid_gamma_half"),
+                    color="black",
+                    label=r"$\gamma_c = 1/(1-\rho)$",
+                ),
+            ),
+            Reference(
+                "ratio_one_layer",
+                "one-layer law (1 - w_self) / (1 - 1/n)",
+                layer,
+                (*dims, KAPPA),
+                draw=Draw(over=("ratio", "near_ratio", "iid_ratio"), color="black", label="one layer: 1 - w_self"),
+            ),
         ]
 
     def point_values(self, spec) -> dict:
         n, rho, horizon = float(spec["n"]), spec["rho"], spec.horizon
         gamma_c = float(critical.critical_gamma(rho))
-        ratio = [critical.displacement_ratio(k * gamma_c, n, rho, horizon)
-                 for k in kappa_grid(spec.values)]
+        ratio = [critical.displacement_ratio(k * gamma_c, n, rho, horizon) for k in kappa_grid(spec.values)]
         return {"ratio": np.array(ratio), "gamma_half": critical.crossover(n, rho, horizon)}
 
     def run_bytes(self, spec) -> int:
@@ -148,9 +185,7 @@ class CriticalScaling(System):
             finite &= np.isfinite(moved).all(axis=1)
             ratio = moved / moved[:, :1]
             found[f"{name}_ratio"] = ratio
-            found[f"{name}_gamma_half"] = np.array(
-                [critical.grid_crossover(kappa, row) / (1.0 - rho) for row in ratio])
+            found[f"{name}_gamma_half"] = np.array([critical.grid_crossover(kappa, row) / (1.0 - rho) for row in ratio])
         # NaN above particles_max, or where a run never crosses 1/2 on the grid, is an answer
         # (nan_means); only non-finite displacements make a run diverge
         return Chunk(found, finite=finite)
-

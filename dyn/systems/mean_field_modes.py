@@ -17,6 +17,7 @@ With beta swept, the file also holds the reference `beta_zero`: the betas where 
 crosses zero, lambda_k(beta) = 0, per mode (dimension `crossing`, NaN-padded), which `dyn plot`
 draws as ticks on (beta, mode) heat maps, with a "+" on cells whose rate is positive.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -53,13 +54,11 @@ class MeanFieldModes(System):
         "sigma": replace(NOISY_FIELDS["sigma"], default=0.5),
         "normalization": replace(NOISY_FIELDS["normalization"], default="SA"),
         "n": replace(NOISY_FIELDS["n"], default=1000, lo=2, doc="tokens per particle run"),
-        "amplitude": Field("float", 0.1, "moment of the perturbed law the particles start from",
-                           lo=1e-6, hi=0.45),
+        "amplitude": Field("float", 0.1, "moment of the perturbed law the particles start from", lo=1e-6, hi=0.45),
         "epsilon": Field("float", 1e-6, "moment of the PDE's perturbed start", lo=1e-12, hi=0.1),
         "grid": Field("int", 256, "PDE grid points (even)", lo=8, hi=1 << 20),
         "pde_dt": Field("float", 1e-3, "largest PDE step", lo=1e-9),
-        "tol": Field("float", 1e-12, "kernel tail tolerance (PDE grid, particle drift)",
-                     lo=1e-15, hi=1e-2),
+        "tol": Field("float", 1e-12, "kernel tail tolerance (PDE grid, particle drift)", lo=1e-15, hi=1e-2),
     }
 
     def validate(self, spec) -> None:
@@ -73,34 +72,59 @@ class MeanFieldModes(System):
 
     def outputs(self, setup) -> list[Output]:
         return [
-            Output("growth_rate", "growth rate of mode k, mean-field PDE", "1/time", ("mode",),
-                   reduce="point", draw=POSITIVE),
-            Output("growth_rate_particles", "growth rate of mode k, particles (mean over runs)",
-                   "1/time", ("mode",), reduce="mean_se", draw=POSITIVE),
-            Output("growth_rate_theory", "growth rate of mode k, closed form", "1/time", ("mode",),
-                   reduce="point", role=REFERENCE, draw=POSITIVE),
-            Output("growth_rate_error", "max over k of |PDE - closed form|", "1/time",
-                   reduce="point"),
+            Output(
+                "growth_rate",
+                "growth rate of mode k, mean-field PDE",
+                "1/time",
+                ("mode",),
+                reduce="point",
+                draw=POSITIVE,
+            ),
+            Output(
+                "growth_rate_particles",
+                "growth rate of mode k, particles (mean over runs)",
+                "1/time",
+                ("mode",),
+                reduce="mean_se",
+                draw=POSITIVE,
+            ),
+            Output(
+                "growth_rate_theory",
+                "growth rate of mode k, closed form",
+                "1/time",
+                ("mode",),
+                reduce="point",
+                role=REFERENCE,
+                draw=POSITIVE,
+            ),
+            Output("growth_rate_error", "max over k of |PDE - closed form|", "1/time", reduce="point"),
         ]
 
     def coords(self, setup) -> dict[str, Coord]:
         return {"mode": Coord(np.arange(1, MODES + 1), "Fourier mode k")}
 
     def point_values(self, spec) -> dict:
-        theory = noisy.growth_rates(spec["beta"], spec["sigma"], 2, spec["normalization"],
-                                    np.arange(1, MODES + 1))
-        pde = noisy.pde_growth_rates(_solver(spec), spec.horizon, MODES, spec["pde_dt"],
-                                     spec["epsilon"])
-        return {"growth_rate": pde, "growth_rate_theory": theory,
-                "growth_rate_error": np.max(np.abs(pde - theory))}
+        theory = noisy.growth_rates(spec["beta"], spec["sigma"], 2, spec["normalization"], np.arange(1, MODES + 1))
+        pde = noisy.pde_growth_rates(_solver(spec), spec.horizon, MODES, spec["pde_dt"], spec["epsilon"])
+        return {"growth_rate": pde, "growth_rate_theory": theory, "growth_rate_error": np.max(np.abs(pde - theory))}
 
     def run_bytes(self, spec) -> int:
         return 8 * 4 * spec["n"] * 2
 
     def simulate(self, spec, runs: range) -> Chunk:
         rates, finite = noisy.particle_growth_rates(
-            spec.solver.get(), spec.rng, len(runs), spec["n"], spec["beta"], spec["sigma"],
-            spec["normalization"], spec.horizon, MODES, spec["amplitude"], spec["tol"])
+            spec.solver.get(),
+            spec.rng,
+            len(runs),
+            spec["n"],
+            spec["beta"],
+            spec["sigma"],
+            spec["normalization"],
+            spec.horizon,
+            MODES,
+            spec["amplitude"],
+            spec["tol"],
+        )
         return Chunk({"growth_rate_particles": rates}, finite=finite)
 
     def references(self, setup) -> list[Reference]:
@@ -120,22 +144,28 @@ class MeanFieldModes(System):
             return float(noisy.growth_rates(b, sigma, 2, normalization, [k])[0])
 
         for index, v in cases:
-            rates = np.array([noisy.growth_rates(b, v["sigma"], 2, v["normalization"], modes)
-                              for b in beta])
+            rates = np.array([noisy.growth_rates(b, v["sigma"], 2, v["normalization"], modes) for b in beta])
             for k in modes:
                 sign = np.sign(rates[:, k - 1])
-                roots[index, k] = [brentq(rate, beta[i], beta[i + 1], args=(k, v["sigma"], v["normalization"]),
-                                          xtol=1e-12)
-                                   for i in np.flatnonzero(sign[1:] * sign[:-1] < 0)]
+                roots[index, k] = [
+                    brentq(rate, beta[i], beta[i + 1], args=(k, v["sigma"], v["normalization"]), xtol=1e-12)
+                    for i in np.flatnonzero(sign[1:] * sign[:-1] < 0)
+                ]
         width = max(1, max(len(r) for r in roots.values()))
         values = np.full(tuple(len(setup.axes[a]) for a in dims) + (MODES, width), np.nan)
         for (index, k), found in roots.items():
             values[index + (k - 1, slice(0, len(found)))] = found
         coords = {"crossing": Coord(np.arange(width), "zero crossing of lambda_k along beta")}
-        return [Reference("beta_zero", "beta where the closed-form rate of mode k crosses zero",
-                          values, (*dims, "mode", "crossing"), coords,
-                          draw=Draw(over=RATES, along="beta", linestyle="-",
-                                    label=r"closed form: $\lambda_k = 0$"))]
+        return [
+            Reference(
+                "beta_zero",
+                "beta where the closed-form rate of mode k crosses zero",
+                values,
+                (*dims, "mode", "crossing"),
+                coords,
+                draw=Draw(over=RATES, along="beta", linestyle="-", label=r"closed form: $\lambda_k = 0$"),
+            )
+        ]
 
 
 def _check_windows(spec) -> None:
@@ -151,12 +181,14 @@ def _check_windows(spec) -> None:
     if bad.size:
         i = int(bad[0])
         key = "sigma" if moved[i] < 0 else "beta"
-        raise ScenarioError(f"params.{key}", f"mode {k[i]} moves by e^{moved[i]:.3g} over its "
-                            f"window [0, T/{k[i]}] (lambda_{k[i]} = {rates[i]:.3g}, closed form; "
-                            f"T = {spec.horizon:g}): past e^+-{WINDOW_LOG:g} its moment leaves "
-                            f"float64; lower {key} or integrator.horizon")
+        raise ScenarioError(
+            f"params.{key}",
+            f"mode {k[i]} moves by e^{moved[i]:.3g} over its "
+            f"window [0, T/{k[i]}] (lambda_{k[i]} = {rates[i]:.3g}, closed form; "
+            f"T = {spec.horizon:g}): past e^+-{WINDOW_LOG:g} its moment leaves "
+            f"float64; lower {key} or integrator.horizon",
+        )
 
 
 def _solver(spec):
-    return noisy.CircleMeanField(spec["beta"], spec["sigma"], spec["normalization"], spec["grid"],
-                                 spec["tol"])
+    return noisy.CircleMeanField(spec["beta"], spec["sigma"], spec["normalization"], spec["grid"], spec["tol"])

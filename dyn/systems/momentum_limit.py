@@ -8,6 +8,7 @@ rebuilding the input from the output. Runs are inputs x_0 of one random tanh fie
 inputs are drawn from the sweep's common stream (:data:`INSTANCE_KEY`), the same at every
 point, so a curve over depth is one problem.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,7 @@ class MomentumLimit(System):
         # bounds: dyn.momentum.params (1 - h/eps stays distinguishable from 1; the states move
         # by at most scale x T)
         "eps": Field("float", 0.5, "mass eps of eps x'' + x' = g", lo=1e-12, hi=EPS_MAX),
-        "gamma": Field("float", None, "fixed gamma (default: 1 - h/eps, the second-order scaling)",
-                       lo=0.0, hi=1.0),
+        "gamma": Field("float", None, "fixed gamma (default: 1 - h/eps, the second-order scaling)", lo=0.0, hi=1.0),
         # > 0: with g = 0 every error is exactly 0, and its log10 -inf
         "scale": Field("float", 2.0, "size of the random tanh field g", gt=0.0, hi=SCALE_MAX),
         "arithmetic": Field("str", "float", "network arithmetic", choices=("float", "exact")),
@@ -51,11 +51,12 @@ class MomentumLimit(System):
             raise ScenarioError("params.gamma", "gamma = 0 is not invertible")
         if spec.setup.trajectories:
             if spec["arithmetic"] != "float":
-                raise ScenarioError("output.trajectories", "the hidden states are kept for "
-                                    "arithmetic = \"float\" only")
+                raise ScenarioError("output.trajectories", 'the hidden states are kept for arithmetic = "float" only')
             if spec["depth"] % spec.setup.saves:
-                raise ScenarioError("output.saves", f"{spec.setup.saves} saves must divide depth "
-                                    f"{spec['depth']} to keep the hidden states")
+                raise ScenarioError(
+                    "output.saves",
+                    f"{spec.setup.saves} saves must divide depth {spec['depth']} to keep the hidden states",
+                )
 
     def trajectory_dims(self, setup) -> dict[str, int]:
         """The hidden state x over the layers (time = layer h), for every input."""
@@ -63,14 +64,14 @@ class MomentumLimit(System):
 
     def outputs(self, setup) -> list[Output]:
         return [
-            Output("error", "max |x_N - x(T)|, network vs second-order ODE (over runs)", "1",
-                   reduce="max"),
-            Output("log10_error", "log10 of error (slope -log10(2) per doubling of depth at rate 1/N)",
-                   "1", reduce="max"),
-            Output("error_first_order", "max |x_N - x(T)|, network vs first-order ODE x' = g", "1",
-                   reduce="max"),
-            Output("inversion_error", "max |input - inverse(output)| over x_0 and v_0 (0: bit for bit)",
-                   "1", reduce="max"),
+            Output("error", "max |x_N - x(T)|, network vs second-order ODE (over runs)", "1", reduce="max"),
+            Output(
+                "log10_error", "log10 of error (slope -log10(2) per doubling of depth at rate 1/N)", "1", reduce="max"
+            ),
+            Output("error_first_order", "max |x_N - x(T)|, network vs first-order ODE x' = g", "1", reduce="max"),
+            Output(
+                "inversion_error", "max |input - inverse(output)| over x_0 and v_0 (0: bit for bit)", "1", reduce="max"
+            ),
             Output("gamma", "gamma used by the network", "1", reduce="point"),
         ]
 
@@ -81,23 +82,35 @@ class MomentumLimit(System):
         T, d, solver = spec.horizon, spec["d"], spec.solver
         instance = spec.setup.common_rng(INSTANCE_KEY, 0)
         p = momentum.random_tanh_field(instance, d, eps=spec["eps"], scale=spec["scale"])
-        x0 = instance.standard_normal((spec.runs, d))[runs.start:runs.stop]
+        x0 = instance.standard_normal((spec.runs, d))[runs.start : runs.stop]
         u0 = np.zeros_like(x0)
         opts = (solver.backend, solver.method)
         ref2 = momentum.solve_second_order(p, x0, u0, [0.0, T], *opts, **solver.options)[:, -1, 0]
         ref1 = momentum.solve_first_order(p, x0, [0.0, T], *opts, **solver.options)[:, -1]
-        x, _, inv = momentum.network_states(p, x0, u0, T, spec["depth"], gamma=_gamma(spec),
-                                            arithmetic=spec["arithmetic"])
+        x, _, inv = momentum.network_states(
+            p, x0, u0, T, spec["depth"], gamma=_gamma(spec), arithmetic=spec["arithmetic"]
+        )
         err = np.max(np.abs(x - ref2), axis=-1)
         states = None
         if spec.setup.trajectories:  # the same float layers, kept every depth / saves layers
-            xs, _ = momentum.forward(x0, T / spec["depth"] * u0, _gamma(spec),
-                                     momentum.ode_residual(p, T, spec["depth"]), spec["depth"],
-                                     save=True)
-            states = np.moveaxis(xs[::spec["depth"] // spec.setup.saves], 0, 1)
-        return Chunk({"error": err, "log10_error": np.log10(err),
-                      "error_first_order": np.max(np.abs(x - ref1), axis=-1), "inversion_error": inv},
-                     states=states)
+            xs, _ = momentum.forward(
+                x0,
+                T / spec["depth"] * u0,
+                _gamma(spec),
+                momentum.ode_residual(p, T, spec["depth"]),
+                spec["depth"],
+                save=True,
+            )
+            states = np.moveaxis(xs[:: spec["depth"] // spec.setup.saves], 0, 1)
+        return Chunk(
+            {
+                "error": err,
+                "log10_error": np.log10(err),
+                "error_first_order": np.max(np.abs(x - ref1), axis=-1),
+                "inversion_error": inv,
+            },
+            states=states,
+        )
 
 
 def _gamma(spec) -> float:

@@ -6,6 +6,7 @@ References in the file (along `a`, over a fine grid of eps, `eps_theory`, when e
 `a_discriminant` = -1/(4 eps), below which the roots of eps r^2 + r - a are complex, and
 `a_first_zero` = a*(eps), the largest a with psi_eps(a) = 0 at t = T.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,7 @@ class MomentumLinear(System):
     params = {
         # bounds: dyn.momentum.params (and a T <= GROWTH_LOG, checked by validate: e^{a T}
         # stays finite)
-        "a": Field("float", -5.0, "eigenvalue a of the linear field g(x) = a x", lo=-A_MIN,
-                   hi=A_MIN),
+        "a": Field("float", -5.0, "eigenvalue a of the linear field g(x) = a x", lo=-A_MIN, hi=A_MIN),
         "eps": Field("float", 0.5, "mass eps", lo=1e-12, hi=EPS_MAX),
         "depth": Field("int", 1024, "layers of the Momentum ResNet (gamma = 1 - h/eps)", lo=1, hi=10**7),
     }
@@ -42,24 +42,33 @@ class MomentumLinear(System):
     def outputs(self, setup) -> list[Output]:
         return [
             Output("psi_simulated", "psi_eps(a) = x(T), second-order ODE by the integrator", "1", reduce="point"),
-            Output("psi_closed", "psi_eps(a) = x(T) in closed form (roots of eps r^2 + r - a)", "1",
-                   reduce="point", role=REFERENCE),
+            Output(
+                "psi_closed",
+                "psi_eps(a) = x(T) in closed form (roots of eps r^2 + r - a)",
+                "1",
+                reduce="point",
+                role=REFERENCE,
+            ),
             Output("psi_network", "x_N of the Momentum ResNet (gamma = 1 - h/eps, f = h a x)", "1", reduce="point"),
-            Output("exp_a", "e^{a T}, the first-order ODE x' = a x", "1", reduce="point",
-                   role=REFERENCE),
+            Output("exp_a", "e^{a T}, the first-order ODE x' = a x", "1", reduce="point", role=REFERENCE),
             Output("closed_error", "|psi_simulated - psi_closed|", "1", reduce="point"),
-            Output("sign", "sign of psi_eps(a) in closed form (-1: a negative eigenvalue reached)", "1",
-                   reduce="point"),
+            Output(
+                "sign", "sign of psi_eps(a) in closed form (-1: a negative eigenvalue reached)", "1", reduce="point"
+            ),
         ]
 
     def point_values(self, spec) -> dict:
         T, a, eps, solver = spec.horizon, spec["a"], spec["eps"], spec.solver
-        sim = momentum.psi_simulated([a], eps, T, solver.backend, solver.method,
-                                     **solver.options)[0]
+        sim = momentum.psi_simulated([a], eps, T, solver.backend, solver.method, **solver.options)[0]
         closed = float(momentum.psi(a, eps, T))
-        return {"psi_simulated": sim, "psi_closed": closed,
-                "psi_network": momentum.psi_network([a], eps, spec["depth"], T)[0],
-                "exp_a": np.exp(a * T), "closed_error": abs(sim - closed), "sign": np.sign(closed)}
+        return {
+            "psi_simulated": sim,
+            "psi_closed": closed,
+            "psi_network": momentum.psi_network([a], eps, spec["depth"], T)[0],
+            "exp_a": np.exp(a * T),
+            "closed_error": abs(sim - closed),
+            "sign": np.sign(closed),
+        }
 
     def references(self, setup) -> list[Reference]:
         """-1/(4 eps) and a*(eps) at t = T, along `a` (see the module doc), over a fine grid of
@@ -73,10 +82,20 @@ class MomentumLinear(System):
         first = np.vectorize(lambda e: momentum.negativity_threshold(e, setup.horizon))(eps)
         over = tuple(o.name for o in self.outputs(setup))
         return [
-            Reference("a_discriminant", "a = -1/(4 eps): complex roots of eps r^2 + r - a below",
-                      momentum.discriminant_threshold(eps), dims, coords,
-                      draw=Draw(over=over, along="a", label="a = -1/(4 eps)")),
-            Reference("a_first_zero", "a*(eps): the largest a with psi_eps(a) = 0 at t = T",
-                      np.asarray(first, dtype=float), dims, coords,
-                      draw=Draw(over=over, along="a", linestyle=":", label="first zero of psi at T")),
+            Reference(
+                "a_discriminant",
+                "a = -1/(4 eps): complex roots of eps r^2 + r - a below",
+                momentum.discriminant_threshold(eps),
+                dims,
+                coords,
+                draw=Draw(over=over, along="a", label="a = -1/(4 eps)"),
+            ),
+            Reference(
+                "a_first_zero",
+                "a*(eps): the largest a with psi_eps(a) = 0 at t = T",
+                np.asarray(first, dtype=float),
+                dims,
+                coords,
+                draw=Draw(over=over, along="a", linestyle=":", label="first zero of psi at T"),
+            ),
         ]

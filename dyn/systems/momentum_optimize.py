@@ -3,6 +3,7 @@ x <- x + v  on a random quadratic F: gamma < 1 contracts phase space and converg
 (RevNet / leapfrog) preserves volume and oscillates forever. The quadratic and the starts are
 drawn from the sweep's common stream (:data:`INSTANCE_KEY`), the same at every point.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,26 +45,27 @@ class MomentumOptimize(System):
         return [
             Output("distance", "|x_k - x*| (mean over runs)", "1", ("iteration",)),
             Output("log10_distance", "log10 |x_k - x*| (mean over runs)", "1", ("iteration",)),
-            Output("final_distance", "|x_K - x*| / |x_0 - x*| at the last iteration (max over runs)",
-                   "1", reduce="max"),
-            Output("rate", "spectral radius of the layer map (asymptotic contraction per layer)", "1",
-                   reduce="point"),
-            Output("volume_factor", "phase-space volume factor per layer, gamma^d", "1",
-                   reduce="point"),
+            Output(
+                "final_distance", "|x_K - x*| / |x_0 - x*| at the last iteration (max over runs)", "1", reduce="max"
+            ),
+            Output("rate", "spectral radius of the layer map (asymptotic contraction per layer)", "1", reduce="point"),
+            Output("volume_factor", "phase-space volume factor per layer, gamma^d", "1", reduce="point"),
         ]
 
     def point_values(self, spec) -> dict:
         A, _, _ = _instance(spec)
-        return {"rate": momentum.contraction_rate(A, spec["gamma"], spec["eta"]),
-                "volume_factor": spec["gamma"] ** spec["d"]}
+        return {
+            "rate": momentum.contraction_rate(A, spec["gamma"], spec["eta"]),
+            "volume_factor": spec["gamma"] ** spec["d"],
+        }
 
     def simulate(self, spec, runs: range) -> Chunk:
         A, xstar, x0 = _instance(spec)
-        dist = momentum.heavy_ball(x0[runs.start:runs.stop], A, xstar, spec["gamma"], spec["eta"],
-                                   spec["iterations"])
-        return Chunk({"distance": dist, "log10_distance": np.log10(dist),
-                      "final_distance": dist[:, -1] / dist[:, 0]},
-                     finite=np.isfinite(dist).all(axis=1))
+        dist = momentum.heavy_ball(x0[runs.start : runs.stop], A, xstar, spec["gamma"], spec["eta"], spec["iterations"])
+        return Chunk(
+            {"distance": dist, "log10_distance": np.log10(dist), "final_distance": dist[:, -1] / dist[:, 0]},
+            finite=np.isfinite(dist).all(axis=1),
+        )
 
 
 def _instance(spec):

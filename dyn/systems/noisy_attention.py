@@ -57,6 +57,7 @@ d, normalization), `beta_star` (USA: the Bessel root, drawn along beta); against
 at 1 the jump of r at sigma_c: 0 for beta <= beta_*, positive above), over a grid of beta
 (`beta_mean_field`) when beta is swept.
 """
+
 from __future__ import annotations
 
 import math
@@ -117,61 +118,88 @@ class NoisyAttention(System):
     step_check = True
     params = {
         **FIELDS,
-        "init": Field("str", "uniform", "initial law: i.i.d. uniform, or every token at one point",
-                      choices=("uniform", "cluster")),
-        "delta": Field("float", 0.01, "clustering threshold delta: <x_i,x_j> > 1 - delta",
-                       lo=0.0, hi=2.0),
-        "drift": Field("str", "auto", "direct O(n^2) drift, the O(nK) Fourier series on the circle "
-                       "(d = 2, Q = K = V = I), or auto (fourier where it applies)", choices=DRIFTS),
-        "tol": Field("float", DEFAULT_TOL, "accuracy of the Fourier drift against the direct one "
-                     "(relative to e^|beta| for USA)", lo=1e-15, hi=1e-2),
+        "init": Field(
+            "str", "uniform", "initial law: i.i.d. uniform, or every token at one point", choices=("uniform", "cluster")
+        ),
+        "delta": Field("float", 0.01, "clustering threshold delta: <x_i,x_j> > 1 - delta", lo=0.0, hi=2.0),
+        "drift": Field(
+            "str",
+            "auto",
+            "direct O(n^2) drift, the O(nK) Fourier series on the circle "
+            "(d = 2, Q = K = V = I), or auto (fourier where it applies)",
+            choices=DRIFTS,
+        ),
+        "tol": Field(
+            "float",
+            DEFAULT_TOL,
+            "accuracy of the Fourier drift against the direct one (relative to e^|beta| for USA)",
+            lo=1e-15,
+            hi=1e-2,
+        ),
         # the noise in units of the critical noise (the doc is the sweep axis's label)
         # bounded like sigma (sigma_c <= 1.5e20 at |beta| <= 100: sigma^2 stays finite)
-        RATIO: Field("float", None, "noise in units of sigma_c(beta, d): sigma / sigma_c", lo=0.0,
-                     hi=SIGMA_MAX),
+        RATIO: Field("float", None, "noise in units of sigma_c(beta, d): sigma / sigma_c", lo=0.0, hi=SIGMA_MAX),
     }
 
     def validate(self, spec) -> None:
         d = spec["d"]
         for key in ("Q", "K", "V"):
             if spec.get(key) is not None and len(spec[key]) != d:
-                raise ScenarioError(f"params.{key}", f"must be {d} x {d} (d = {d}), got "
-                                    f"{len(spec[key])} x {len(spec[key])}")
+                raise ScenarioError(
+                    f"params.{key}", f"must be {d} x {d} (d = {d}), got {len(spec[key])} x {len(spec[key])}"
+                )
         drift = drift_of(spec.values)
         if drift == "fourier":
             if d != 2:
-                raise ScenarioError("params.drift", f"the Fourier drift lives on the circle "
-                                    f"(d = 2), got d = {d}; use drift = \"direct\"")
+                raise ScenarioError(
+                    "params.drift", f'the Fourier drift lives on the circle (d = 2), got d = {d}; use drift = "direct"'
+                )
             bad = [k for k in ("Q", "K", "V") if not _identity(spec.get(k), 2)]
             if bad:
-                raise ScenarioError("params.drift", "the Fourier drift needs Q = K = V = I, but "
-                                    f"{', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not the "
-                                    "identity; use drift = \"direct\" (or \"auto\")")
+                raise ScenarioError(
+                    "params.drift",
+                    "the Fourier drift needs Q = K = V = I, but "
+                    f"{', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not the "
+                    'identity; use drift = "direct" (or "auto")',
+                )
         elif spec["n"] > DIRECT_MAX_N:
-            raise ScenarioError("params.n", f"the direct drift keeps an n x n matrix per run: "
-                                f"n <= {DIRECT_MAX_N}, got {spec['n']}; on the circle with "
-                                "Q = K = V = I use drift = \"fourier\"")
+            raise ScenarioError(
+                "params.n",
+                f"the direct drift keeps an n x n matrix per run: "
+                f"n <= {DIRECT_MAX_N}, got {spec['n']}; on the circle with "
+                'Q = K = V = I use drift = "fourier"',
+            )
         if spec.get(RATIO) is not None:
             _check_ratio(spec)
         if self.run_bytes(spec) > MAX_RUN_BYTES:
-            raise ScenarioError("output.saves", f"one run would keep {self.run_bytes(spec) / 2**30:.1f}"
-                                " GiB of states ((saves + 1) x n x d doubles); lower output.saves or n")
+            raise ScenarioError(
+                "output.saves",
+                f"one run would keep {self.run_bytes(spec) / 2**30:.1f}"
+                " GiB of states ((saves + 1) x n x d doubles); lower output.saves or n",
+            )
 
     def outputs(self, setup) -> list[Output]:
         outs = [Output("r", "order parameter r = |mean_i x_i| (mean over runs)", "1", ("time",))]
         if _circle(setup):
-            outs.append(Output("r_modes", "r_k = |mean_i exp(i k theta_i)| (mean over runs)", "1",
-                               ("time", "mode")))
+            outs.append(Output("r_modes", "r_k = |mean_i exp(i k theta_i)| (mean over runs)", "1", ("time", "mode")))
         if _ratio_mode(setup):
-            outs.append(Output("sigma_used", f"noise sigma of the point ({RATIO} x "
-                               "sigma_c(beta, d))", "1", (), "point"))
+            outs.append(
+                Output("sigma_used", f"noise sigma of the point ({RATIO} x sigma_c(beta, d))", "1", (), "point")
+            )
         return outs + [
-            Output("n_clusters", "number of clusters (single linkage at <x_i,x_j> > 1 - delta; "
-                   "mean over runs)", "1", ("time",)),
-            Output("energy", "interaction energy sum_ij exp(beta <x_i,x_j>) / (2 beta n^2) "
-                   "(mean over runs)", "1", ("time",)),
-            Output("r_stationary", "time average of r once stationary (mean over runs)", "1",
-                   reduce="time_average"),
+            Output(
+                "n_clusters",
+                "number of clusters (single linkage at <x_i,x_j> > 1 - delta; mean over runs)",
+                "1",
+                ("time",),
+            ),
+            Output(
+                "energy",
+                "interaction energy sum_ij exp(beta <x_i,x_j>) / (2 beta n^2) (mean over runs)",
+                "1",
+                ("time",),
+            ),
+            Output("r_stationary", "time average of r once stationary (mean over runs)", "1", reduce="time_average"),
         ]
 
     def coords(self, setup) -> dict[str, Coord]:
@@ -209,12 +237,18 @@ class NoisyAttention(System):
         """Continue the runs from their last tokens `carry` (runs, n, d) over `times`."""
         if spec.solver.backend == "jax":  # one point, one key per stretch
             block = int(round(times[0] / (times[1] - times[0])))
-            states = spec.solver.get(dt=spec.dt).solve(
-                self.problem(spec), carry, times, rng=spec.jax_key(EXTEND_KEY, block)).states
+            states = (
+                spec.solver.get(dt=spec.dt)
+                .solve(self.problem(spec), carry, times, rng=spec.jax_key(EXTEND_KEY, block))
+                .states
+            )
         else:
             states = spec.solver.get().solve(self.problem(spec), carry, times, rng=spec.rng).states
-        return Chunk({"r_stationary": noisy.order_parameter(states[:, 1:])},
-                     finite=np.isfinite(states).all(axis=(1, 2, 3)), carry=states[:, -1])
+        return Chunk(
+            {"r_stationary": noisy.order_parameter(states[:, 1:])},
+            finite=np.isfinite(states).all(axis=(1, 2, 3)),
+            carry=states[:, -1],
+        )
 
     def step_rate(self, spec) -> float:
         """max((d+2) sigma^2/2, (d-1) sigma_c^2/2, step_tol x stiffness): see the module doc."""
@@ -237,7 +271,8 @@ class NoisyAttention(System):
         """sigma_c(beta), the fold, beta_* and the mean-field branches (module doc)."""
         matrices = [setup.params.get(k) for k in ("Q", "K", "V")]
         if any(k in setup.axes for k in ("Q", "K", "V")) or not all(
-                a is None or _identity(a, len(a)) for a in matrices):
+            a is None or _identity(a, len(a)) for a in matrices
+        ):
             return []
         if _ratio_mode(setup):
             return _ratio_references(setup)
@@ -253,31 +288,46 @@ class NoisyAttention(System):
         sc = np.empty(shape + beta.shape)
         for index, v in cases:
             sc[index] = noisy.sigma_critical(beta, int(v["d"]), v["normalization"])
-        found = [Reference("sigma_critical", "sigma_c(beta): the uniform law is linearly unstable "
-                           "below", sc, (*dims, *grid), coords,
-                           draw=Draw(over=over, along="sigma",
-                                     label=r"$\sigma_c(\beta)$: uniform law unstable below"))]
+        found = [
+            Reference(
+                "sigma_critical",
+                "sigma_c(beta): the uniform law is linearly unstable below",
+                sc,
+                (*dims, *grid),
+                coords,
+                draw=Draw(over=over, along="sigma", label=r"$\sigma_c(\beta)$: uniform law unstable below"),
+            )
+        ]
         top = float(np.max(setup.values_of("beta")))
-        usa = [(i, v) for i, v in cases
-               if v["normalization"] == "USA" and top > _fold_from(int(v["d"]))]
+        usa = [(i, v) for i, v in cases if v["normalization"] == "USA" and top > _fold_from(int(v["d"]))]
         if usa:  # a branch continuation per beta: the swept range only
             coords, grid = {}, ()
             if "beta" in setup.axes:
                 start = min(_fold_from(int(v["d"])) for _, v in usa)
                 values = np.linspace(start, top, FOLD_POINTS)
-                coords = {"beta_fold": Coord(values, "beta (grid of the fold)",
-                                             attrs={AXIS_ATTR: "beta"})}
+                coords = {"beta_fold": Coord(values, "beta (grid of the fold)", attrs={AXIS_ATTR: "beta"})}
                 grid = ("beta_fold",)
             at = coords["beta_fold"].values if coords else beta
             fold = np.full(shape + at.shape, np.nan)
             for index, v in usa:
                 fold[index] = noisy.fold(at, "USA", d=int(v["d"])).reshape(at.shape)
             where = "circle, USA" if all(v["d"] == 2 for _, v in cases) else "USA"
-            found.append(Reference("sigma_fold", "mean-field fold: largest sigma with a clustered "
-                                   f"stationary law ({where})", fold, (*dims, *grid), coords,
-                                   draw=Draw(over=over, along="sigma", color="orange",
-                                             linestyle=":", label="mean-field fold: clustered "
-                                             "law exists below")))
+            found.append(
+                Reference(
+                    "sigma_fold",
+                    f"mean-field fold: largest sigma with a clustered stationary law ({where})",
+                    fold,
+                    (*dims, *grid),
+                    coords,
+                    draw=Draw(
+                        over=over,
+                        along="sigma",
+                        color="orange",
+                        linestyle=":",
+                        label="mean-field fold: clustered law exists below",
+                    ),
+                )
+            )
         if "beta" not in setup.axes and float(beta) > 0:
             found += _branches(setup, "sigma", *over_axes(setup, "beta", "d", "normalization"))
         return found
@@ -318,9 +368,14 @@ def _branches(setup, axis: str, dims, cases, branch_of=None) -> list[Reference]:
         s = x if swept is None else swept
         lo, hi = min(float(s.min()), c), max(float(s.max()), c)
         inside = (x >= 0.9 * s.min()) & (x <= 1.1 * s.max())
-        blocks.append((index, np.concatenate([x, [lo, c, hi]]),
-                       np.concatenate([np.where(inside & stable, r, np.nan), [np.nan, 0, 0]]),
-                       np.concatenate([np.where(inside & ~stable, r, np.nan), [0, 0, np.nan]])))
+        blocks.append(
+            (
+                index,
+                np.concatenate([x, [lo, c, hi]]),
+                np.concatenate([np.where(inside & stable, r, np.nan), [np.nan, 0, 0]]),
+                np.concatenate([np.where(inside & ~stable, r, np.nan), [0, 0, np.nan]]),
+            )
+        )
     if not blocks:
         return []
     shape = tuple(len(setup.axes[a]) for a in dims)
@@ -335,11 +390,17 @@ def _branches(setup, axis: str, dims, cases, branch_of=None) -> list[Reference]:
     what = "sigma" if axis == "sigma" else "sigma / sigma_c"
     coords = {name: Coord(x, f"{what} along the mean-field branches", attrs={AXIS_ATTR: axis})}
     where = "circle" if all(int(v["d"]) == 2 for _, v in cases) else "zonal laws on S^{d-1}"
-    return [Reference(f"r_branch_{kind}", f"r of the {kind} mean-field stationary laws ({where})",
-                      curves[kind], (*dims, name), coords,
-                      draw=Draw(over=("r_stationary",), linestyle=style, color="black",
-                                label=f"mean field: {kind}"))
-            for kind, style in (("stable", "-"), ("unstable", ":"))]
+    return [
+        Reference(
+            f"r_branch_{kind}",
+            f"r of the {kind} mean-field stationary laws ({where})",
+            curves[kind],
+            (*dims, name),
+            coords,
+            draw=Draw(over=("r_stationary",), linestyle=style, color="black", label=f"mean field: {kind}"),
+        )
+        for kind, style in (("stable", "-"), ("unstable", ":"))
+    ]
 
 
 def _ratio_references(setup) -> list[Reference]:
@@ -365,29 +426,46 @@ def _ratio_references(setup) -> list[Reference]:
         sc[index] = noisy.sigma_critical(beta, d, v["normalization"])
         if v["normalization"] == "USA" and beta > noisy.bessel_beta_star(d):  # else no fold
             fold[index] = branch_of(beta, d, "USA").attrs["sigma_fold"]
-    found = [Reference("sigma_critical", "sigma_c(beta, d): the uniform law is linearly unstable "
-                       "below", sc, dims),
-             Reference("sigma_fold", "mean-field fold: largest sigma with a clustered stationary "
-                       "law (USA; NaN: none, continuous transition)", fold, dims)]
+    found = [
+        Reference("sigma_critical", "sigma_c(beta, d): the uniform law is linearly unstable below", sc, dims),
+        Reference(
+            "sigma_fold",
+            "mean-field fold: largest sigma with a clustered stationary law (USA; NaN: none, continuous transition)",
+            fold,
+            dims,
+        ),
+    ]
     star_dims, star_cases = over_axes(setup, "d", "normalization")
     star = np.full(tuple(len(setup.axes[a]) for a in star_dims), np.nan)
     for index, v in star_cases:
         if v["normalization"] == "USA":
             star[index] = noisy.bessel_beta_star(int(v["d"]))
-    found.append(Reference("beta_star", "beta_*(d): the transition at sigma_c is continuous "
-                           "below, discontinuous above (USA; I_{d/2+1}/I_{d/2}(beta) = 1/d)",
-                           star, star_dims,
-                           draw=Draw(over=over, along="beta", color="0.4", linestyle="-.",
-                                     label=r"$\beta_*(d)$: discontinuous above")))
+    found.append(
+        Reference(
+            "beta_star",
+            "beta_*(d): the transition at sigma_c is continuous "
+            "below, discontinuous above (USA; I_{d/2+1}/I_{d/2}(beta) = 1/d)",
+            star,
+            star_dims,
+            draw=Draw(over=over, along="beta", color="0.4", linestyle="-.", label=r"$\beta_*(d)$: discontinuous above"),
+        )
+    )
     if RATIO in setup.axes:
-        found += [Reference(f"{RATIO}_critical", "sigma_c in units of sigma_c: the uniform law is "
-                            "linearly unstable below 1", np.asarray(1.0),
-                            draw=Draw(over=over, along=RATIO,
-                                      label=r"$\sigma_c$: uniform unstable below")),
-                  Reference(f"{RATIO}_fold", "mean-field fold in units of sigma_c: a clustered "
-                            "law exists below", fold / sc, dims,
-                            draw=Draw(over=over, along=RATIO, color="orange", linestyle=":",
-                                      label="mean-field fold"))]
+        found += [
+            Reference(
+                f"{RATIO}_critical",
+                "sigma_c in units of sigma_c: the uniform law is linearly unstable below 1",
+                np.asarray(1.0),
+                draw=Draw(over=over, along=RATIO, label=r"$\sigma_c$: uniform unstable below"),
+            ),
+            Reference(
+                f"{RATIO}_fold",
+                "mean-field fold in units of sigma_c: a clustered law exists below",
+                fold / sc,
+                dims,
+                draw=Draw(over=over, along=RATIO, color="orange", linestyle=":", label="mean-field fold"),
+            ),
+        ]
         found += _branches(setup, RATIO, dims, cases, branch_of)
     else:
         found += _mean_field_r(setup, float(setup.params[RATIO]), branch_of)
@@ -414,8 +492,7 @@ def _mean_field_r(setup, ratio: float, branch_of) -> list[Reference]:
                 values.append(star + (hi - lo) * np.array(STAR_OFFSETS))
         at = np.unique(np.concatenate(values))
         at = at[(at > 0) & (at <= hi)]
-        coords = {"beta_mean_field": Coord(at, "beta (grid of the mean-field r)",
-                                           attrs={AXIS_ATTR: "beta"})}
+        coords = {"beta_mean_field": Coord(at, "beta (grid of the mean-field r)", attrs={AXIS_ATTR: "beta"})}
         grid = ("beta_mean_field",)
     else:
         at = np.asarray([float(setup.params["beta"])])
@@ -427,16 +504,24 @@ def _mean_field_r(setup, ratio: float, branch_of) -> list[Reference]:
             if not beta > 0:
                 r[(*index, k)] = np.nan
             elif ratio < 1 or beta > star:
-                r[(*index, k)] = noisy.clustered_r(beta, d, normalization, ratio,
-                                                   branch_of(beta, d, normalization))
+                r[(*index, k)] = noisy.clustered_r(beta, d, normalization, ratio, branch_of(beta, d, normalization))
     if not grid:
         r = r[..., 0]
     at_c = r"at $\sigma_c$ (the jump)" if ratio == 1 else rf"at $\sigma$ = {ratio:g} $\sigma_c$"
-    return [Reference("r_mean_field", "r of the stable clustered mean-field law at sigma = "
-                      f"{ratio:g} sigma_c (at 1: the jump of r at sigma_c); 0: only the uniform "
-                      "law", r, (*dims, *grid), coords,
-                      draw=Draw(over=("r_stationary",), color="black", linestyle="-",
-                                label=f"mean field: stable clustered law {at_c}"))]
+    return [
+        Reference(
+            "r_mean_field",
+            "r of the stable clustered mean-field law at sigma = "
+            f"{ratio:g} sigma_c (at 1: the jump of r at sigma_c); 0: only the uniform "
+            "law",
+            r,
+            (*dims, *grid),
+            coords,
+            draw=Draw(
+                over=("r_stationary",), color="black", linestyle="-", label=f"mean field: stable clustered law {at_c}"
+            ),
+        )
+    ]
 
 
 def clustered_r(beta: float, d: int, normalization: str, ratio: float, branch=None) -> float:
@@ -472,17 +557,22 @@ def _check_ratio(spec) -> None:
     setup = spec.setup
     where = f"{'sweep' if RATIO in setup.axes else 'params'}.{RATIO}"
     if "sigma" in setup.axes or setup.params.get("sigma") != FIELDS["sigma"].default:
-        raise ScenarioError(where, "gives the noise in units of sigma_c: leave sigma out "
-                            "(it is derived per point)")
+        raise ScenarioError(where, "gives the noise in units of sigma_c: leave sigma out (it is derived per point)")
     bad = [k for k in ("Q", "K", "V") if not _identity(spec.get(k), spec["d"])]
     if bad:
         verb = "is" if len(bad) == 1 else "are"
-        raise ScenarioError(where, "sigma_c(beta, d) is known for Q = K = V = I, but "
-                            f"{', '.join(bad)} {verb} not the identity; give sigma instead")
+        raise ScenarioError(
+            where,
+            "sigma_c(beta, d) is known for Q = K = V = I, but "
+            f"{', '.join(bad)} {verb} not the identity; give sigma instead",
+        )
     sc = float(noisy.sigma_critical(float(spec["beta"]), spec["d"], spec["normalization"]))
     if not (math.isfinite(sc) and sc > 0):
-        raise ScenarioError(where, f"sigma_c(beta = {spec['beta']:g}, d = {spec['d']}) = {sc:g}: "
-                            "no critical noise to scale by; give sigma instead")
+        raise ScenarioError(
+            where,
+            f"sigma_c(beta = {spec['beta']:g}, d = {spec['d']}) = {sc:g}: "
+            "no critical noise to scale by; give sigma instead",
+        )
 
 
 def _problem(spec):
@@ -499,9 +589,12 @@ def _observed(spec, states) -> Chunk:
         count = noisy.circle_clusters(states, spec["delta"])
     else:
         count = noisy.clusters(states, spec["delta"])
-    values = {"r": r, "n_clusters": count,
-              "energy": noisy.interaction_energy(states, spec["beta"]),
-              "r_stationary": r}  # the series; the engine averages it in time
+    values = {
+        "r": r,
+        "n_clusters": count,
+        "energy": noisy.interaction_energy(states, spec["beta"]),
+        "r_stationary": r,
+    }  # the series; the engine averages it in time
     if _circle(spec.setup):
         values["r_modes"] = noisy.circle_modes(states, MODES)
     return Chunk(values, states=states, finite=finite, carry=states[:, -1])

@@ -16,6 +16,7 @@ engine chooses the window, extends the runs and writes the error budget); `x2_ex
 `x2_euler` are the two laws above. `step_rate` is theta / 2 (the relative bias is theta h / 2), so
 `dt = "auto"` gives dt = 2 step_tol / theta.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,8 +60,15 @@ def ou_diffusion_jax(t, x, p, dw):
 
 def ou_problem(theta: float, sigma: float, d: int) -> integrators.Problem:
     """The OU process in R^d as an integrators problem (state of one member: (1, d))."""
-    return integrators.Problem(ou_drift, ou_drift_jax, LAYOUT.pack(theta=theta, sigma=sigma),
-                               integrators.EUCLIDEAN, ou_diffusion, ou_diffusion_jax, (1, d))
+    return integrators.Problem(
+        ou_drift,
+        ou_drift_jax,
+        LAYOUT.pack(theta=theta, sigma=sigma),
+        integrators.EUCLIDEAN,
+        ou_diffusion,
+        ou_diffusion_jax,
+        (1, d),
+    )
 
 
 @register
@@ -82,12 +90,16 @@ class OrnsteinUhlenbeck(System):
     }
 
     def outputs(self, setup) -> list[Output]:
-        return [Output("x2", "time average of |X|^2 / d once stationary (mean over runs)", "1",
-                       reduce="time_average"),
-                Output("x2_exact", "stationary E|X|^2/d = sigma^2 / (2 theta)", "1",
-                       reduce="point"),
-                Output("x2_euler", "Euler-Maruyama's stationary E|X|^2/d at the point's step, "
-                       "sigma^2 / (theta (2 - theta h))", "1", reduce="point")]
+        return [
+            Output("x2", "time average of |X|^2 / d once stationary (mean over runs)", "1", reduce="time_average"),
+            Output("x2_exact", "stationary E|X|^2/d = sigma^2 / (2 theta)", "1", reduce="point"),
+            Output(
+                "x2_euler",
+                "Euler-Maruyama's stationary E|X|^2/d at the point's step, sigma^2 / (theta (2 - theta h))",
+                "1",
+                reduce="point",
+            ),
+        ]
 
     def trajectory_dims(self, setup) -> dict[str, int]:
         return {"token": 1, **state_dims(setup, coordinate="d")}
@@ -107,11 +119,17 @@ class OrnsteinUhlenbeck(System):
     def simulate(self, spec, runs: range) -> Chunk:
         x0 = np.full((len(runs), 1, spec["d"]), float(spec["x0"]))
         states = self._solve(spec, x0, spec.times)
-        return Chunk({"x2": (states**2).mean(axis=(2, 3))},
-                     states=states if spec.setup.trajectories else None,
-                     finite=np.isfinite(states).all(axis=(1, 2, 3)), carry=states[:, -1])
+        return Chunk(
+            {"x2": (states**2).mean(axis=(2, 3))},
+            states=states if spec.setup.trajectories else None,
+            finite=np.isfinite(states).all(axis=(1, 2, 3)),
+            carry=states[:, -1],
+        )
 
     def extend(self, spec, carry, times) -> Chunk:
         states = self._solve(spec, carry, times)
-        return Chunk({"x2": (states[:, 1:] ** 2).mean(axis=(2, 3))},
-                     finite=np.isfinite(states).all(axis=(1, 2, 3)), carry=states[:, -1])
+        return Chunk(
+            {"x2": (states[:, 1:] ** 2).mean(axis=(2, 3))},
+            finite=np.isfinite(states).all(axis=(1, 2, 3)),
+            carry=states[:, -1],
+        )

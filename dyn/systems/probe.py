@@ -5,6 +5,7 @@ and the point index) and records their mean and the first few draws; each run re
 normal of its own stream (a per-run output). With `samples = 0` a point costs nothing, which
 isolates the executor's own per-point overhead (benchmarks/executors.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,9 +31,11 @@ class Probe(System):
         return {"draw": Coord(np.arange(FIRST), "index of a leading draw")}
 
     def outputs(self, setup) -> list[Output]:
-        return [Output("mean", "mean of the point's normal draws", reduce="point"),
-                Output("first", "the point's first draws", "1", ("draw",), reduce="point"),
-                Output("run_draw", "first normal of each run's own stream", "1", reduce="per_run")]
+        return [
+            Output("mean", "mean of the point's normal draws", reduce="point"),
+            Output("first", "the point's first draws", "1", ("draw",), reduce="point"),
+            Output("run_draw", "first normal of each run's own stream", "1", reduce="per_run"),
+        ]
 
     def simulate(self, spec, runs: range) -> Chunk:
         return Chunk({"run_draw": np.array([spec.run_rng(r).standard_normal() for r in runs])})

@@ -40,6 +40,7 @@ The file holds the phase boundary of two tokens (gaussian noise, vbar = 0) as th
 beta sqrt(d) with score = "sqrt_d") over a fine grid of d (`d_theory`), NaN where it has no
 solution (d < 3) or does not apply; `dyn plot` draws it on (beta, d) heat maps.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -86,73 +87,110 @@ class RandomTransformer(System):
         **FIELDS,
         "init": Field("str", "uniform", "initial law (i.i.d. uniform on the sphere)", choices=("uniform",)),
         "form": Field("str", "rho", "what is simulated", choices=("rho", "network", "sde")),
-        "report": Field("str", "pair", "pair classes (n = 2) or the n-token census",
-                        choices=("pair", "census"), sweepable=False),
+        "report": Field(
+            "str", "pair", "pair classes (n = 2) or the n-token census", choices=("pair", "census"), sweepable=False
+        ),
         # u_thresholds inverts log(1 + e^{-2u}) through expm1(-threshold): e^{-threshold}
         # overflows past 709 (and float64 tokens reach no gap below ~e^{-74} but 0 anyway)
-        "threshold": Field("float", -20.0, "class threshold on log|z_i -+ z_j|^2", lo=-700.0,
-                           hi=0.0),
-        "absorb_tol": Field("float", 1e-6, "stop a two-token run once its chance to leave its "
-                            "class is below this (0: never stop early)", lo=0.0, hi=0.1),
-        "until": Field("str", "decided", "run each run until it is decided (up to a cap derived "
-                       "from the boundary rates, at least integrator.horizon), or stop every run "
-                       "at integrator.horizon", choices=("decided", "horizon")),
+        "threshold": Field("float", -20.0, "class threshold on log|z_i -+ z_j|^2", lo=-700.0, hi=0.0),
+        "absorb_tol": Field(
+            "float",
+            1e-6,
+            "stop a two-token run once its chance to leave its class is below this (0: never stop early)",
+            lo=0.0,
+            hi=0.1,
+        ),
+        "until": Field(
+            "str",
+            "decided",
+            "run each run until it is decided (up to a cap derived "
+            "from the boundary rates, at least integrator.horizon), or stop every run "
+            "at integrator.horizon",
+            choices=("decided", "horizon"),
+        ),
     }
 
     def validate(self, point) -> None:
         if point["form"] in ("rho", "network") and point.solver.backend == "diffrax":
-            raise ScenarioError("params.form", f"form {point['form']!r} runs on the numba or jax "
-                                "backend; use form = \"sde\" with diffrax")
+            raise ScenarioError(
+                "params.form", f'form {point["form"]!r} runs on the numba or jax backend; use form = "sde" with diffrax'
+            )
         if point["n"] != 2 and (point["form"] == "rho" or point["report"] == "pair"):
-            raise ScenarioError("params.n", "form = \"rho\" and report = \"pair\" need n = 2")
+            raise ScenarioError("params.n", 'form = "rho" and report = "pair" need n = 2')
         if point["noise"] != "gaussian" and point["form"] == "rho":
-            raise ScenarioError("params.noise", f"noise {point['noise']!r}: the two-token rho "
-                                "SDE is derived for i.i.d. Gaussian noise only; use form = "
-                                "\"network\" or \"sde\"")
+            raise ScenarioError(
+                "params.noise",
+                f"noise {point['noise']!r}: the two-token rho "
+                "SDE is derived for i.i.d. Gaussian noise only; use form = "
+                '"network" or "sde"',
+            )
         V = point.get("Vbar")
         if V is not None:
             if len(V) != point["d"]:
-                raise ScenarioError("params.Vbar", f"must be d x d = {point['d']} x {point['d']}, "
-                                    f"got {len(V)} x {len(V)}")
+                raise ScenarioError(
+                    "params.Vbar", f"must be d x d = {point['d']} x {point['d']}, got {len(V)} x {len(V)}"
+                )
             if point["form"] == "rho":
-                raise ScenarioError("params.Vbar", "the two-token rho SDE needs Vbar = vbar I; "
-                                    "use form = \"network\" or \"sde\" with a general Vbar")
+                raise ScenarioError(
+                    "params.Vbar",
+                    'the two-token rho SDE needs Vbar = vbar I; use form = "network" or "sde" with a general Vbar',
+                )
         if point["until"] == "decided":
             if point["noise"] != "gaussian" or V is not None:
-                raise ScenarioError("params.until", "until = \"decided\" needs the absorbing "
-                                    "levels, derived for gaussian noise and Vbar = vbar I only; "
-                                    "set until = \"horizon\"")
+                raise ScenarioError(
+                    "params.until",
+                    'until = "decided" needs the absorbing '
+                    "levels, derived for gaussian noise and Vbar = vbar I only; "
+                    'set until = "horizon"',
+                )
             if point["absorb_tol"] == 0:
-                raise ScenarioError("params.absorb_tol", "until = \"decided\" needs absorb_tol > 0 "
-                                    "(with 0 no run is ever decided); or set until = \"horizon\"")
+                raise ScenarioError(
+                    "params.absorb_tol",
+                    'until = "decided" needs absorb_tol > 0 (with 0 no run is ever decided); or set until = "horizon"',
+                )
             cap = _cap(point, ts.pack_values(point.values))
             if not cap / point.dt <= MAX_CAP_STEPS:
-                raise ScenarioError("params.until", f"undecided runs go on to the cap {cap:.3g} "
-                                    "(from sigma, vbar, threshold and absorb_tol): "
-                                    f"{cap / point.dt:.3g} steps of dt = {point.dt:g}, past "
-                                    f"{MAX_CAP_STEPS:.0e} per run; set until = \"horizon\", a "
-                                    "larger absorb_tol or dt")
+                raise ScenarioError(
+                    "params.until",
+                    f"undecided runs go on to the cap {cap:.3g} "
+                    "(from sigma, vbar, threshold and absorb_tol): "
+                    f"{cap / point.dt:.3g} steps of dt = {point.dt:g}, past "
+                    f'{MAX_CAP_STEPS:.0e} per run; set until = "horizon", a '
+                    "larger absorb_tol or dt",
+                )
         if point.solver.backend == "jax":
             if point["form"] not in ("rho", "network") or point["n"] != 2:
-                raise ScenarioError("params.form", "backend jax runs the two-token forms: "
-                                    "form = \"rho\" or \"network\" with n = 2")
+                raise ScenarioError(
+                    "params.form", 'backend jax runs the two-token forms: form = "rho" or "network" with n = 2'
+                )
             if point["noise"] != "gaussian" or V is not None or point.setup.trajectories:
-                raise ScenarioError("integrator.backend", "backend jax needs gaussian noise, "
-                                    "Vbar = vbar I and no saved states")
+                raise ScenarioError(
+                    "integrator.backend", "backend jax needs gaussian noise, Vbar = vbar I and no saved states"
+                )
         if point.setup.trajectories:
             if point["until"] != "horizon":
-                raise ScenarioError("output.trajectories", "saved states need a common time axis: "
-                                    "set params.until = \"horizon\"")
+                raise ScenarioError(
+                    "output.trajectories", 'saved states need a common time axis: set params.until = "horizon"'
+                )
             steps = ts.fixed_steps(point.horizon, point.dt)
             if point["form"] != "sde" and steps % point.setup.saves:
-                raise ScenarioError("output.saves", f"{point.setup.saves} saves must divide the "
-                                    f"{steps} steps (horizon / dt) to keep states")
+                raise ScenarioError(
+                    "output.saves",
+                    f"{point.setup.saves} saves must divide the {steps} steps (horizon / dt) to keep states",
+                )
 
     def outputs(self, setup) -> list[Output]:
         classes = PAIR_CLASSES if setup.params.get("report", "pair") == "pair" else CENSUS_CLASSES
-        outs = [Output(f"p_{c}", f"fraction of runs ending {c.replace('_', ' ')}", "1",
-                       reduce="proportion", role=UNDECIDED if c in UNDECIDED_CLASSES else PROBABILITY)
-                for c in classes]
+        outs = [
+            Output(
+                f"p_{c}",
+                f"fraction of runs ending {c.replace('_', ' ')}",
+                "1",
+                reduce="proportion",
+                role=UNDECIDED if c in UNDECIDED_CLASSES else PROBABILITY,
+            )
+            for c in classes
+        ]
         return outs + [
             Output("mean_steps", "mean number of steps (layers) run per run", "1"),
             Output("horizon_used", "longest time a run of this point took", "1", reduce="max"),
@@ -167,8 +205,10 @@ class RandomTransformer(System):
         forms = set(setup.values_of("form"))
         if "rho" in forms:
             if len(forms) > 1:
-                raise ScenarioError("output.trajectories", "the rho form keeps the angle, the "
-                                    "others the tokens: saved states need one kind of form")
+                raise ScenarioError(
+                    "output.trajectories",
+                    "the rho form keeps the angle, the others the tokens: saved states need one kind of form",
+                )
             return {"angle": 1}
         return state_dims(setup, token="n", coordinate="d")
 
@@ -187,13 +227,19 @@ class RandomTransformer(System):
         the steps of :mod:`dyn.tokens_sde.jax_batch`); starts and walk from the point's key."""
         p = ts.pack_values(spec.values)
         lo, hi = _levels(spec, p)
-        q = ts.Q_LAYOUT.pack(beta=_beta(p), sigma=spec["sigma"], vbar=spec["vbar"], d=spec["d"],
-                             lo=lo, hi=hi, stop_minus=ts.log_gaps_u(lo)[0],
-                             stop_plus=ts.log_gaps_u(hi)[1])
+        q = ts.Q_LAYOUT.pack(
+            beta=_beta(p),
+            sigma=spec["sigma"],
+            vbar=spec["vbar"],
+            d=spec["d"],
+            lo=lo,
+            hi=hi,
+            stop_minus=ts.log_gaps_u(lo)[0],
+            stop_plus=ts.log_gaps_u(hi)[1],
+        )
         x0, walk = ts.two_token_starts(spec["form"], spec.jax_key(), q, spec.runs)
         problem = ts.u_problem(q) if spec["form"] == "rho" else ts.pair_problem(q)
-        return Solve("step_map", spec.dt, problem, x0, np.array([0.0, _cap(spec, p)]), key=walk,
-                     absorbing=True)
+        return Solve("step_map", spec.dt, problem, x0, np.array([0.0, _cap(spec, p)]), key=walk, absorbing=True)
 
     def observe(self, spec, solved) -> Chunk:
         """Classes, steps and times of the runs of an absorbing solve."""
@@ -205,8 +251,9 @@ class RandomTransformer(System):
             u = final[:, 0, 0]
             return _chunk(spec, _classes_u(spec, u), taken, taken * step, np.isfinite(u), None)
         classify = ts.classify_pair if spec["report"] == "pair" else ts.census
-        return _chunk(spec, classify(final, spec["threshold"]), taken, taken * step,
-                      np.isfinite(final).all(axis=(1, 2)), None)
+        return _chunk(
+            spec, classify(final, spec["threshold"]), taken, taken * step, np.isfinite(final).all(axis=(1, 2)), None
+        )
 
     def references(self, setup) -> list[Reference]:
         """beta_c(d): antipodal pairs attract iff cosh(2 beta_eff) > d - 2 (physics.md §1.2;
@@ -229,11 +276,17 @@ class RandomTransformer(System):
         if np.isnan(boundary).all():
             return []
         over = tuple(o.name for o in self.outputs(setup))
-        label = (r"$\cosh 2\beta\sqrt{d} = d-2$" if "sqrt_d" in setup.values_of("score")
-                 else r"$\cosh 2\beta = d-2$")
-        return [Reference("beta_boundary", "two-token phase boundary beta_c(d): "
-                          "cosh(2 beta_eff) = d - 2 (antipodal pairs attract above)", boundary,
-                          (*dims, *coords), coords, draw=Draw(over=over, along="beta", label=label))]
+        label = r"$\cosh 2\beta\sqrt{d} = d-2$" if "sqrt_d" in setup.values_of("score") else r"$\cosh 2\beta = d-2$"
+        return [
+            Reference(
+                "beta_boundary",
+                "two-token phase boundary beta_c(d): cosh(2 beta_eff) = d - 2 (antipodal pairs attract above)",
+                boundary,
+                (*dims, *coords),
+                coords,
+                draw=Draw(over=over, along="beta", label=label),
+            )
+        ]
 
 
 def _beta(p) -> float:
@@ -244,8 +297,9 @@ def _beta(p) -> float:
 def _levels(spec, p):
     """Absorbing levels (lo, hi) in u, from the rho SDE (gaussian noise, Vbar = vbar I only)."""
     if spec["noise"] == "gaussian" and spec.get("Vbar") is None:
-        return ts.absorbing_levels(_beta(p), spec["d"], spec["sigma"], spec["vbar"],
-                                   spec["threshold"], spec["absorb_tol"])
+        return ts.absorbing_levels(
+            _beta(p), spec["d"], spec["sigma"], spec["vbar"], spec["threshold"], spec["absorb_tol"]
+        )
     return -np.inf, np.inf
 
 
@@ -253,8 +307,10 @@ def _cap(spec, p) -> float:
     """Time at which a run still undecided is stopped (see the module doc)."""
     if spec["until"] == "horizon":
         return spec.horizon
-    return max(spec.horizon, ts.decision_cap(_beta(p), spec["d"], spec["sigma"], spec["vbar"],
-                                             spec["threshold"], spec["absorb_tol"]))
+    return max(
+        spec.horizon,
+        ts.decision_cap(_beta(p), spec["d"], spec["sigma"], spec["vbar"], spec["threshold"], spec["absorb_tol"]),
+    )
 
 
 def _chunk(spec, classes, steps, times, finite, states) -> Chunk:
@@ -288,22 +344,21 @@ def _simulate(spec, runs: int):
         u = path[:, -1]
         classes = _classes_u(spec, u)
         theta = 2.0 * np.arctan(np.exp(path))[..., None]  # u = log tan(theta / 2)
-        return (classes, taken, taken * (cap / ts.fixed_steps(cap, dt)), np.isfinite(u),
-                theta)
+        return (classes, taken, taken * (cap / ts.fixed_steps(cap, dt)), np.isfinite(u), theta)
     x0 = attention.uniform_sphere(spec.rng, runs, spec["n"], spec["d"])
     stop_minus, stop_plus = float(ts.log_gaps_u(lo)[0]), float(ts.log_gaps_u(hi)[1])
     if spec["form"] == "network":
         depth = ts.fixed_steps(cap, dt)
         every = depth // saves if depth % saves == 0 else depth
-        states, steps = ts.network_states(x0, depth, cap, p, every, rng=spec.rng,
-                                          stop_minus=stop_minus, stop_plus=stop_plus)
+        states, steps = ts.network_states(
+            x0, depth, cap, p, every, rng=spec.rng, stop_minus=stop_minus, stop_plus=stop_plus
+        )
         times = steps * (cap / depth)
     else:
         states, steps, times = _sde_until(spec, ts.problem(p), x0, cap, dt, stop_minus, stop_plus)
     z = states[:, -1]
     classify = ts.classify_pair if spec["report"] == "pair" else ts.census
-    return (classify(z, spec["threshold"]), steps, times, np.isfinite(z).all(axis=(1, 2)),
-            states)
+    return (classify(z, spec["threshold"]), steps, times, np.isfinite(z).all(axis=(1, 2)), states)
 
 
 def _sde_until(spec, problem, x0, cap, dt, stop_minus, stop_plus):

@@ -8,6 +8,7 @@ the point's stream): `error` is measured against the ODE of the smooth part thet
 residual not odd in the weights (ReLU) the layers average to another vector field,
 E_xi f(x; theta + xi) != f(x; theta), so this gap tends to a non-zero constant.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,9 +28,10 @@ NETWORK_ONLY = ("depth", "scheme", "weights", "roughness", "rough_law")
 def _reference(spec, r: int, wf, x0) -> tuple[np.ndarray, int]:
     """(x(1), the solver's status) of the neural ODE of theta(s) for network r, computed once for
     all the depths and schemes of the sweep (the engine's cache, Setup.shared)."""
-    return spec.setup.shared(("reference", r, spec.key_without(*NETWORK_ONLY)),
-                             lambda: resnet.solve_with_status(wf, spec["activation"], x0,
-                                                              spec.solver.get()))
+    return spec.setup.shared(
+        ("reference", r, spec.key_without(*NETWORK_ONLY)),
+        lambda: resnet.solve_with_status(wf, spec["activation"], x0, spec.solver.get()),
+    )
 
 
 @register
@@ -43,11 +45,13 @@ class ResNetODE(System):
 
     def validate(self, spec) -> None:
         if spec.horizon != 1.0:
-            raise ScenarioError("integrator.horizon", "the depth variable s runs over [0, 1]: "
-                                f"horizon must be 1.0, got {spec.horizon}")
+            raise ScenarioError(
+                "integrator.horizon", f"the depth variable s runs over [0, 1]: horizon must be 1.0, got {spec.horizon}"
+            )
         if spec.setup.trajectories and spec["depth"] % spec.setup.saves:
-            raise ScenarioError("output.saves", f"{spec.setup.saves} saves must divide depth "
-                                f"{spec['depth']} to keep the hidden states")
+            raise ScenarioError(
+                "output.saves", f"{spec.setup.saves} saves must divide depth {spec['depth']} to keep the hidden states"
+            )
 
     def trajectory_dims(self, setup) -> dict[str, int]:
         """The hidden states over depth s = k/N (time = s), for every input of the network."""
@@ -55,11 +59,14 @@ class ResNetODE(System):
 
     def outputs(self, setup) -> list[Output]:
         return [
-            Output("error", "ResNet vs ODE |x_N - x(1)| (mean over inputs)", "1",
-                   draw=Draw(slopes=(-1.0, -2.0))),
+            Output("error", "ResNet vs ODE |x_N - x(1)| (mean over inputs)", "1", draw=Draw(slopes=(-1.0, -2.0))),
             # Heun's mirrored inverse step: local error O(h^4)
-            Output("reconstruction_error", "input rebuilt backwards |x0_rebuilt - x0| (mean over inputs)",
-                   "1", draw=Draw(slopes=(-1.0, -3.0))),
+            Output(
+                "reconstruction_error",
+                "input rebuilt backwards |x0_rebuilt - x0| (mean over inputs)",
+                "1",
+                draw=Draw(slopes=(-1.0, -3.0)),
+            ),
             Output("ode_displacement", "ODE displacement |x(1) - x(0)| (mean over inputs)", "1"),
         ]
 
@@ -74,13 +81,18 @@ class ResNetODE(System):
             path = resnet.forward_states(x0, W, V, spec["scheme"], spec["activation"], every)
             xN = path[-1]
             back = resnet.reconstruct(xN, W, V, spec["scheme"], spec["activation"])
-            rows.append([np.linalg.norm(xN - ref, axis=1).mean(),
-                         np.linalg.norm(back - x0, axis=1).mean(),
-                         np.linalg.norm(ref - x0, axis=1).mean()])
+            rows.append(
+                [
+                    np.linalg.norm(xN - ref, axis=1).mean(),
+                    np.linalg.norm(back - x0, axis=1).mean(),
+                    np.linalg.norm(ref - x0, axis=1).mean(),
+                ]
+            )
             states.append(path)
         rows = np.array(rows)
-        chunk = Chunk({"error": rows[:, 0], "reconstruction_error": rows[:, 1],
-                       "ode_displacement": rows[:, 2]},
-                      states=np.stack(states) if spec.setup.trajectories else None)
+        chunk = Chunk(
+            {"error": rows[:, 0], "reconstruction_error": rows[:, 1], "ode_displacement": rows[:, 2]},
+            states=np.stack(states) if spec.setup.trajectories else None,
+        )
         chunk.status = np.array(status)  # a reference cut short by max_steps is named as such
         return chunk

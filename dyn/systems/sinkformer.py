@@ -12,6 +12,7 @@ dx_i/dt = sum_j K_ij W_V x_j with K softmax or Sinkhorn (doubly stochastic).
   s0^2 + 2 alpha t as the reference `variance_heat` (NaN for the attention setting), drawn over
   the variance.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,18 +37,33 @@ class Sinkformer(System):
     integrator = INTEGRATOR_KEYS
     params = {
         **FIELDS,
-        "setting": Field("str", "heat", "heat (Gaussian kernel, values on x_j - x_i) or attention "
-                         "(scores x^T W y, values W_V x_j)", choices=("heat", "attention")),
+        "setting": Field(
+            "str",
+            "heat",
+            "heat (Gaussian kernel, values on x_j - x_i) or attention (scores x^T W y, values W_V x_j)",
+            choices=("heat", "attention"),
+        ),
         # bounds: dyn.sinkformer.params (scores, values and the variance's squares stay finite)
-        "alpha": Field("float", 0.5, "diffusion coefficient alpha (heat setting)", lo=-ALPHA_MAX,
-                       hi=ALPHA_MAX),
+        "alpha": Field("float", 0.5, "diffusion coefficient alpha (heat setting)", lo=-ALPHA_MAX, hi=ALPHA_MAX),
         # tau: any size above the floor is finite (a wide kernel is flat: scores -> 0)
         "tau": Field("float", 0.05, "kernel bandwidth tau (heat setting)", lo=1e-12),
         "s0": Field("float", 1.0, "standard deviation of the Gaussian start", lo=0.0, hi=S0_MAX),
-        "W": Field("matrix", None, "score matrix W = W_Q^T W_K (attention setting; default I)",
-                   sweepable=False, lo=-MATRIX_MAX, hi=MATRIX_MAX),
-        "WV": Field("matrix", None, "value matrix W_V (attention setting; default W)",
-                    sweepable=False, lo=-MATRIX_MAX, hi=MATRIX_MAX),
+        "W": Field(
+            "matrix",
+            None,
+            "score matrix W = W_Q^T W_K (attention setting; default I)",
+            sweepable=False,
+            lo=-MATRIX_MAX,
+            hi=MATRIX_MAX,
+        ),
+        "WV": Field(
+            "matrix",
+            None,
+            "value matrix W_V (attention setting; default W)",
+            sweepable=False,
+            lo=-MATRIX_MAX,
+            hi=MATRIX_MAX,
+        ),
         "form": Field("str", "flow", "continuous flow or discrete network", choices=("flow", "network")),
         "depth": Field("int", 100, "layers of the network over [0, T]", lo=1, hi=10**8),
     }
@@ -55,18 +71,19 @@ class Sinkformer(System):
     def validate(self, spec) -> None:
         for name in ("W", "WV"):
             if spec.get(name) is not None and len(spec[name]) != spec["d"]:
-                raise ScenarioError(f"params.{name}", f"must be {spec['d']} x {spec['d']} "
-                                    f"(d = {spec['d']}), got {len(spec[name])} x {len(spec[name])}")
+                raise ScenarioError(
+                    f"params.{name}",
+                    f"must be {spec['d']} x {spec['d']} (d = {spec['d']}), got {len(spec[name])} x {len(spec[name])}",
+                )
         if spec["form"] == "network" and spec["depth"] % spec.setup.saves:
-            raise ScenarioError("params.depth", f"depth {spec['depth']} must be a multiple of "
-                                f"output.saves = {spec.setup.saves}")
+            raise ScenarioError(
+                "params.depth", f"depth {spec['depth']} must be a multiple of output.saves = {spec.setup.saves}"
+            )
 
     def outputs(self, setup) -> list[Output]:
         return [
-            Output("variance", "per-coordinate variance of the particles (mean over runs)", "1",
-                   ("time",)),
-            Output("energy", "self-transport energy F = OT_1(mu, mu) / 2 (mean over runs)", "1",
-                   ("time",)),
+            Output("variance", "per-coordinate variance of the particles (mean over runs)", "1", ("time",)),
+            Output("energy", "self-transport energy F = OT_1(mu, mu) / 2 (mean over runs)", "1", ("time",)),
         ]
 
     def trajectory_dims(self, setup) -> dict[str, int]:
@@ -89,8 +106,7 @@ class Sinkformer(System):
         energy = np.full(states.shape[:2], np.nan)
         for e in np.flatnonzero(finite):
             energy[e] = sf.self_transport_energy(states[e], p)
-        return Chunk({"variance": sf.variance(states), "energy": energy}, states=states,
-                     status=status)
+        return Chunk({"variance": sf.variance(states), "energy": energy}, states=states, status=status)
 
     def references(self, setup) -> list[Reference]:
         """The heat line Var(t) = s0^2 + 2 alpha t (the heat equation's variance from N(0, s0^2),
@@ -103,14 +119,19 @@ class Sinkformer(System):
         for index, v in cases:
             if v["setting"] == "heat":
                 line[index] = v["s0"] ** 2 + 2 * v["alpha"] * t
-        return [Reference("variance_heat", "heat line s0^2 + 2 alpha t (heat setting)", line,
-                          (*dims, "time"), draw=Draw(over=("variance",), color="black",
-                                                     label="heat: s0^2 + 2 alpha t"))]
+        return [
+            Reference(
+                "variance_heat",
+                "heat line s0^2 + 2 alpha t (heat setting)",
+                line,
+                (*dims, "time"),
+                draw=Draw(over=("variance",), color="black", label="heat: s0^2 + 2 alpha t"),
+            )
+        ]
 
 
 def _pack(spec) -> np.ndarray:
-    common = dict(normalization=spec["normalization"], iterations=spec["iterations"],
-                  tol=spec["tol"])
+    common = dict(normalization=spec["normalization"], iterations=spec["iterations"], tol=spec["tol"])
     if spec["setting"] == "heat":
         return sf.heat_params(spec["d"], spec["alpha"], spec["tau"], **common)
     W = spec.get("W")

@@ -2,6 +2,7 @@
 from doubly stochastic after k = 1..N alternating normalizations (k = 1 is softmax), with
 bandwidth tau: scores -|x_i - x_j|^2 / (2 tau) (`sqdist`) or x_i^T x_j / tau (`dot`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,10 +28,10 @@ class SinkhornAttention(System):
         "tau": Field("float", 0.1, "bandwidth tau", lo=1e-12),
         # s0 <= S0_MAX: the scores stay finite (dyn.sinkformer.params)
         "s0": Field("float", 1.0, "standard deviation of the Gaussian tokens", lo=0.0, hi=S0_MAX),
-        "scores": Field("str", "sqdist", "sqdist: -|x_i - x_j|^2/(2 tau); dot: x_i^T x_j / tau",
-                        choices=("sqdist", "dot")),
-        "iterations": Field("int", 100, "largest number of normalizations N", lo=1, hi=100_000,
-                            sweepable=False),
+        "scores": Field(
+            "str", "sqdist", "sqdist: -|x_i - x_j|^2/(2 tau); dot: x_i^T x_j / tau", choices=("sqdist", "dot")
+        ),
+        "iterations": Field("int", 100, "largest number of normalizations N", lo=1, hi=100_000, sweepable=False),
     }
 
     def coords(self, setup) -> dict[str, Coord]:
@@ -39,10 +40,10 @@ class SinkhornAttention(System):
 
     def outputs(self, setup) -> list[Output]:
         return [
-            Output("marginal_error", "max |row or column sum - 1| of K^k (mean over runs)", "1",
-                   ("iteration",)),
-            Output("log10_marginal_error", "log10 max |row or column sum - 1| of K^k "
-                   "(mean over runs)", "1", ("iteration",)),
+            Output("marginal_error", "max |row or column sum - 1| of K^k (mean over runs)", "1", ("iteration",)),
+            Output(
+                "log10_marginal_error", "log10 max |row or column sum - 1| of K^k (mean over runs)", "1", ("iteration",)
+            ),
         ]
 
     def simulate(self, spec, runs: range) -> Chunk:
@@ -56,5 +57,4 @@ class SinkhornAttention(System):
             S = sf.score_matrix(spec["s0"] * spec.rng.standard_normal((n, d)), p)
             errors[e] = sf.sinkhorn(S, N + 1)[4][:N]  # pass k + 1 measures K^k
         # the exact side is at rounding level; floor the log at 1e-17 for the picture
-        return Chunk({"marginal_error": errors,
-                      "log10_marginal_error": np.log10(np.maximum(errors, 1e-17))})
+        return Chunk({"marginal_error": errors, "log10_marginal_error": np.log10(np.maximum(errors, 1e-17))})

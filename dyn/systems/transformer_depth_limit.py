@@ -16,6 +16,7 @@ depth run by run. Saved states (`[output] trajectories`) are the network's token
 Both Euler-Maruyama solves use the scenario's `[integrator]` backend; their steps come from
 `depth` and `reference_depth`, so `integrator.dt` is refused.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -48,8 +49,9 @@ class TransformerDepthLimit(System):
         "n": replace(FIELDS["n"], default=4, lo=1, hi=1024),
         "d": replace(FIELDS["d"], hi=256),
         "depth": Field("int", 64, "network layers per unit time", lo=1, hi=2**20),
-        "reference_depth": Field("int", 2**14, "steps per unit time of the reference path",
-                                 lo=1, hi=2**22, sweepable=False),
+        "reference_depth": Field(
+            "int", 2**14, "steps per unit time of the reference path", lo=1, hi=2**22, sweepable=False
+        ),
     }
 
     def validate(self, spec) -> None:
@@ -57,31 +59,42 @@ class TransformerDepthLimit(System):
         ref, depth = spec["reference_depth"], spec["depth"]
         for key, value in (("reference_depth", ref), ("depth", depth)):
             if value & (value - 1):
-                raise ScenarioError(f"params.{key}", f"must be a power of two (the Brownian path is "
-                                    f"refined dyadically), got {value}")
+                raise ScenarioError(
+                    f"params.{key}", f"must be a power of two (the Brownian path is refined dyadically), got {value}"
+                )
         if ref % depth:
             raise ScenarioError("params.depth", f"depth {depth} must divide reference_depth {ref}")
         fine = T * ref
         if abs(fine - round(fine)) > 1e-9 * fine or round(fine) & (round(fine) - 1):
-            raise ScenarioError("integrator.horizon", "horizon * reference_depth must be a power "
-                                "of two")
+            raise ScenarioError("integrator.horizon", "horizon * reference_depth must be a power of two")
         if spec.solver.backend == "jax" and spec.setup.trajectories:
             raise ScenarioError("integrator.backend", "backend jax keeps no states here")
         if spec.setup.trajectories and round(T * depth) % spec.setup.saves:
-            raise ScenarioError("output.saves", f"{spec.setup.saves} saves must divide the "
-                                f"network's {round(T * depth)} layers to keep its states")
+            raise ScenarioError(
+                "output.saves",
+                f"{spec.setup.saves} saves must divide the network's {round(T * depth)} layers to keep its states",
+            )
         V = spec.get("Vbar")
         if V is not None and len(V) != spec["d"]:
-            raise ScenarioError("params.Vbar", f"must be d x d = {spec['d']} x {spec['d']}, "
-                                f"got {len(V)} x {len(V)}")
+            raise ScenarioError("params.Vbar", f"must be d x d = {spec['d']} x {spec['d']}, got {len(V)} x {len(V)}")
 
     def outputs(self, setup) -> list[Output]:
         return [
             # strong order 1/2 of an Euler-Maruyama-type scheme
-            Output("strong_error", "RMS over runs of max_i |z_i(network) - Z_i(SDE)| at T", "1",
-                   reduce="rms", draw=Draw(slopes=(-0.5,))),
-            Output("strong_error_em", "same for Euler-Maruyama at the network's step", "1",
-                   reduce="rms", draw=Draw(slopes=(-0.5,))),
+            Output(
+                "strong_error",
+                "RMS over runs of max_i |z_i(network) - Z_i(SDE)| at T",
+                "1",
+                reduce="rms",
+                draw=Draw(slopes=(-0.5,)),
+            ),
+            Output(
+                "strong_error_em",
+                "same for Euler-Maruyama at the network's step",
+                "1",
+                reduce="rms",
+                draw=Draw(slopes=(-0.5,)),
+            ),
         ]
 
     def run_bytes(self, spec) -> int:  # the fine Brownian increments of one run
@@ -91,8 +104,7 @@ class TransformerDepthLimit(System):
         return state_dims(setup, token="n", coordinate="d")
 
     def batch_key(self, spec) -> tuple:
-        return (spec["n"], spec["d"], spec["depth"], spec["reference_depth"], spec.runs,
-                spec.get("Vbar") is None)
+        return (spec["n"], spec["d"], spec["depth"], spec["reference_depth"], spec.runs, spec.get("Vbar") is None)
 
     def solves(self, spec) -> dict[str, Solve]:
         """The `jax` backend: the numba path's starts and Brownian paths (so the same numbers up
@@ -106,16 +118,20 @@ class TransformerDepthLimit(System):
         coarse = integrators.coarsen(dw, factor)
         grid = np.array([0.0, T])
         sde = ts.problem(p)
-        return {"reference": Solve("euler_maruyama", T / fine, sde, x0, grid, increments=dw),
-                "euler_maruyama": Solve("euler_maruyama", T / layers, sde, x0, grid,
-                                        increments=coarse),
-                "network": Solve("step_map", T / layers, ts.network_problem(p), x0, grid,
-                                 increments=coarse)}
+        return {
+            "reference": Solve("euler_maruyama", T / fine, sde, x0, grid, increments=dw),
+            "euler_maruyama": Solve("euler_maruyama", T / layers, sde, x0, grid, increments=coarse),
+            "network": Solve("step_map", T / layers, ts.network_problem(p), x0, grid, increments=coarse),
+        }
 
     def observe(self, spec, solved) -> Chunk:
         ref = solved["reference"][:, -1]
-        return Chunk({"strong_error": _worst_token(solved["network"][:, -1], ref),
-                      "strong_error_em": _worst_token(solved["euler_maruyama"][:, -1], ref)})
+        return Chunk(
+            {
+                "strong_error": _worst_token(solved["network"][:, -1], ref),
+                "strong_error_em": _worst_token(solved["euler_maruyama"][:, -1], ref),
+            }
+        )
 
     def simulate(self, spec, runs: range) -> Chunk:
         T = spec.horizon
@@ -128,12 +144,14 @@ class TransformerDepthLimit(System):
         ref = spec.solver.get(dt=T / fine).solve(problem, x0, grid, increments=dw).states[:, -1]
         coarse = integrators.coarsen(dw, factor)
         layers = fine // factor
-        states, _ = ts.network_states(x0, layers, T, p, layers // spec.setup.saves
-                                      if spec.setup.trajectories else layers, increments=coarse)
+        states, _ = ts.network_states(
+            x0, layers, T, p, layers // spec.setup.saves if spec.setup.trajectories else layers, increments=coarse
+        )
         approx = spec.solver.get(dt=T / layers).solve(problem, x0, grid, increments=coarse).states[:, -1]
-        return Chunk({"strong_error": _worst_token(states[:, -1], ref),
-                      "strong_error_em": _worst_token(approx, ref)},
-                     states=states if spec.setup.trajectories else None)
+        return Chunk(
+            {"strong_error": _worst_token(states[:, -1], ref), "strong_error_em": _worst_token(approx, ref)},
+            states=states if spec.setup.trajectories else None,
+        )
 
 
 def _fine(spec) -> int:
@@ -145,8 +163,7 @@ def _noise(spec, runs: range):
     stream, dyadic: the same path at every depth) on the fine grid."""
     d = spec["d"]
     x0 = attention.uniform_sphere(spec.rng, len(runs), spec["n"], d)
-    return x0, integrators.dyadic_increments([spec.run_rng(r) for r in runs], spec.horizon,
-                                             _fine(spec), (d, d))
+    return x0, integrators.dyadic_increments([spec.run_rng(r) for r in runs], spec.horizon, _fine(spec), (d, d))
 
 
 def _worst_token(z, ref) -> np.ndarray:

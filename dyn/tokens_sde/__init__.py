@@ -12,21 +12,53 @@
 
 Names load on first use (importing the package loads no kernel).
 """
+
 from ..core.lazy import exports
 
-__getattr__, __dir__, __all__ = exports(__name__, {
-    ".classify": ("ANTIPODAL", "CLUSTER", "ONE_CLUSTER", "OTHER", "THRESHOLD", "TWO_ANTIPODAL",
-                  "UNDECIDED", "census", "classify_pair", "log_gaps", "wilson"),
-    ".transformer": ("network", "network_states"),
-    ".lyapunov": ("ftle", "tangent_run", "tangent_space"),
-    ".jax_batch": ("Q_LAYOUT", "network_problem", "pair_problem", "two_token_starts",
-                   "u_problem"),
-    ".params": ("FIELDS", "LAYOUT", "NOISES", "effective_beta", "noise_law", "pack",
-                "pack_values"),
-    ".fate": ("RATE_FLOOR", "decision_cap", "exit_probability", "p_antipodal_exact"),
-    ".rho": ("absorbing_levels", "beta_critical", "fixed_steps", "log_gaps_u", "lyapunov_minus",
-             "lyapunov_plus", "rho_diffusion", "rho_drift", "rho_to_u", "sample_rho0",
-             "two_token_u", "two_token_u_path", "u_thresholds"),
-    ".sde": ("TOKEN_SDE", "problem", "token_diffusion", "token_diffusion_jax", "token_drift",
-             "token_drift_jax", "work_size"),
-})
+__getattr__, __dir__, __all__ = exports(
+    __name__,
+    {
+        ".classify": (
+            "ANTIPODAL",
+            "CLUSTER",
+            "ONE_CLUSTER",
+            "OTHER",
+            "THRESHOLD",
+            "TWO_ANTIPODAL",
+            "UNDECIDED",
+            "census",
+            "classify_pair",
+            "log_gaps",
+            "wilson",
+        ),
+        ".transformer": ("network", "network_states"),
+        ".lyapunov": ("ftle", "tangent_run", "tangent_space"),
+        ".jax_batch": ("Q_LAYOUT", "network_problem", "pair_problem", "two_token_starts", "u_problem"),
+        ".params": ("FIELDS", "LAYOUT", "NOISES", "effective_beta", "noise_law", "pack", "pack_values"),
+        ".fate": ("RATE_FLOOR", "decision_cap", "exit_probability", "p_antipodal_exact"),
+        ".rho": (
+            "absorbing_levels",
+            "beta_critical",
+            "fixed_steps",
+            "log_gaps_u",
+            "lyapunov_minus",
+            "lyapunov_plus",
+            "rho_diffusion",
+            "rho_drift",
+            "rho_to_u",
+            "sample_rho0",
+            "two_token_u",
+            "two_token_u_path",
+            "u_thresholds",
+        ),
+        ".sde": (
+            "TOKEN_SDE",
+            "problem",
+            "token_diffusion",
+            "token_diffusion_jax",
+            "token_drift",
+            "token_drift_jax",
+            "work_size",
+        ),
+    },
+)

@@ -10,6 +10,7 @@ precision down to ~1e-300) against a threshold (default -20: |z_i -+ z_j| < 4.5e
   if the tokens split into two non-empty groups, coinciding within each group and antipodal
   across; else OTHER.
 """
+
 from __future__ import annotations
 
 import numpy as np

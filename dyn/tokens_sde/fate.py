@@ -28,6 +28,7 @@ CAP_Z standard deviations to the absorbing level, with |mu| floored at RATE_FLOO
 whose log-gap rate |lambda| = 2|mu| is below RATE_FLOOR is critical (lambda_- -> 0 at beta_c),
 and runs there may stay undecided at the cap; they are counted, never dropped.
 """
+
 from __future__ import annotations
 
 import math
@@ -90,8 +91,9 @@ def p_antipodal_exact(beta_eff, d: int, sigma: float = 1.0, vbar: float = 0.0) -
     return float(np.sum(w * h) / np.sum(w))
 
 
-def decision_cap(beta_eff, d: int, sigma: float, vbar: float, threshold: float, tol: float,
-                 rate_floor: float = RATE_FLOOR) -> float:
+def decision_cap(
+    beta_eff, d: int, sigma: float, vbar: float, threshold: float, tol: float, rate_floor: float = RATE_FLOOR
+) -> float:
     """Time by which a two-token run has been absorbed at its class with overwhelming
     probability, unless a boundary is critical (rate below ``rate_floor``); see the module doc.
     The absorbing margins are those of :func:`dyn.tokens_sde.absorbing_levels` at the floored

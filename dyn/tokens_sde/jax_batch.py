@@ -15,6 +15,7 @@ step h and the steps come from the solve. :func:`two_token_starts` draws a point
 key (rho_0 ~ 2 Beta((d-1)/2, (d-1)/2) - 1, or tokens i.i.d. uniform) and gives the key of its
 walk: with ``absorbing=True`` a point's numbers come from its key alone, never from its batch.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,10 +27,8 @@ import integrators
 from ..core.layout import Layout
 
 # q: the per-point vector of traced values
-Q_LAYOUT = Layout("tokens_sde_batch", scalars=("beta", "sigma", "vbar", "d", "lo", "hi",
-                                               "stop_minus", "stop_plus"))
-BETA, SIGMA, VBAR, DIM, LO, HI, STOP_MINUS, STOP_PLUS = (Q_LAYOUT.index(k)
-                                                           for k in Q_LAYOUT.scalars)
+Q_LAYOUT = Layout("tokens_sde_batch", scalars=("beta", "sigma", "vbar", "d", "lo", "hi", "stop_minus", "stop_plus"))
+BETA, SIGMA, VBAR, DIM, LO, HI, STOP_MINUS, STOP_PLUS = (Q_LAYOUT.index(k) for k in Q_LAYOUT.scalars)
 
 
 def _jax():
@@ -104,8 +103,7 @@ def pair_stop(z, q):
 
 def pair_problem(q) -> integrators.Problem:
     """The two-token network of one point (``q``: :data:`Q_LAYOUT`), state (2, d)."""
-    return integrators.Problem(p=q, noise_shape=(2, int(q[DIM])), step_jax=pair_step,
-                               stop_jax=pair_stop)
+    return integrators.Problem(p=q, noise_shape=(2, int(q[DIM])), step_jax=pair_step, stop_jax=pair_stop)
 
 
 @functools.lru_cache(maxsize=16)

@@ -103,6 +103,7 @@ are i.i.d.: E FTLE = E log|J_0 u_0| / h exactly for every horizon, and the
 spread over runs is the Monte Carlo error: to first order log|w'| = eta_w - t xi_z (antipodal)
 or -xi_z (cluster), so Var FTLE = sigma^2 (1 + t^2) / (d T) (cluster: sigma^2 / (d T)).
 """
+
 from __future__ import annotations
 
 import math
@@ -127,13 +128,13 @@ _F2 = types.float64[:, ::1]
 _F3 = types.float64[:, :, ::1]
 _F4 = types.float64[:, :, :, ::1]
 
-_TANGENT_SIG = types.void(_F3, _F3, types.int64, types.float64, types.float64[::1], STREAMS, _F4,
-                          types.int64, _F2, _F3, _F3)
+_TANGENT_SIG = types.void(
+    _F3, _F3, types.int64, types.float64, types.float64[::1], STREAMS, _F4, types.int64, _F2, _F3, _F3
+)
 
 
 @njit(_TANGENT_SIG, **NJIT)
-def _tangent_network(x0, v0, depth, h, p, streams, increments, save_every, growth, z_out,
-                     v_out):
+def _tangent_network(x0, v0, depth, h, p, streams, increments, save_every, growth, z_out, v_out):
     """Layers of the network (as ``transformer._network_full``) with the tangent v carried by
     the exact Jacobian of each layer (module doc), renormalized after every layer. ``v0``: unit
     tangents. ``growth`` (E, S): sum of log|J_k u_k| after layers 0, save_every, ...;
@@ -232,8 +233,7 @@ def tangent_space(z, v) -> np.ndarray:
     return v - np.sum(v * z, axis=-1, keepdims=True) * z
 
 
-def tangent_run(x0, v0, depth: int, horizon: float, p, *, rng=None, increments=None,
-                save_every: int | None = None):
+def tangent_run(x0, v0, depth: int, horizon: float, p, *, rng=None, increments=None, save_every: int | None = None):
     """Run ``depth`` layers of step ``h = horizon / depth`` from tokens ``x0`` (E, n, d) with
     the tangent ``v0`` (E, n, d; projected onto the tangent spaces of the normalized tokens,
     where each member's part must exceed 1e-12 of its norm). Noise as
@@ -260,8 +260,7 @@ def tangent_run(x0, v0, depth: int, horizon: float, p, *, rng=None, increments=N
     v0 = tangent_space(x0, v0)
     norm = np.sqrt(np.sum(v0 * v0, axis=(1, 2)))
     if not np.all(norm > 1e-12 * given):  # a radial v0 leaves rounding (1e-16 |v0|) only
-        raise ValueError("every member's tangent v0 must have a nonzero part tangent to the "
-                         "spheres")
+        raise ValueError("every member's tangent v0 must have a nonzero part tangent to the spheres")
     v0 = np.ascontiguousarray(v0 / norm[:, None, None])
     p = np.ascontiguousarray(p, dtype=np.float64)
     if int(p[DIM]) != d:
@@ -277,9 +276,12 @@ def tangent_run(x0, v0, depth: int, horizon: float, p, *, rng=None, increments=N
     h = float(horizon) / depth
     growth = np.empty((E, depth // save_every + 1))
     z, v = np.empty_like(x0), np.empty_like(x0)
-    over_members(E, lambda lo, hi: _tangent_network(
-        x0[lo:hi], v0[lo:hi], depth, h, p, streams[lo:hi], inc[lo:hi], save_every,
-        growth[lo:hi], z[lo:hi], v[lo:hi]))
+    over_members(
+        E,
+        lambda lo, hi: _tangent_network(
+            x0[lo:hi], v0[lo:hi], depth, h, p, streams[lo:hi], inc[lo:hi], save_every, growth[lo:hi], z[lo:hi], v[lo:hi]
+        ),
+    )
     return growth, z, v
 
 

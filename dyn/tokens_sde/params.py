@@ -9,6 +9,7 @@ G_k = sigma/sqrt(d) (A + A^T)/sqrt(2) with A i.i.d. N(0, 1): symmetric, off-diag
 sigma^2/d, diagonal 2 sigma^2/d); then the optional block Vbar (d x d, row-major): a general
 Vbar, or empty for Vbar = vbar I.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,21 +36,43 @@ FIELDS = {
     "n": Field("int", 2, "number of tokens n", lo=2, hi=4096),
     "d": Field("int", 3, "token dimension d", lo=2, hi=4096),
     "beta": Field("float", 1.0, "inverse temperature beta", lo=-BETA_MAX, hi=BETA_MAX),
-    "sigma": Field("float", 1.0, "noise scale sigma (entries of G have variance sigma^2/d; "
-                   "GOE: off-diagonal sigma^2/d, diagonal 2 sigma^2/d)", lo=0.0, hi=SCALE_MAX),
-    "noise": Field("str", "gaussian", "noise law of the value matrices G_k: \"gaussian\" "
-                   "(i.i.d. N(0, sigma^2/d) entries) or \"goe\" (G = sigma/sqrt(d) (A + A^T)/sqrt(2), "
-                   "A i.i.d. N(0, 1): symmetric)", choices=NOISES),
-    "vbar": Field("float", 0.0, "deterministic value part Vbar = vbar I (unless Vbar is given)",
-                  lo=-SCALE_MAX, hi=SCALE_MAX),
-    "Vbar": Field("matrix", None, "general deterministic value matrix (d x d; overrides vbar; "
-                  "y = z + h Vbar m + sqrt(h) G m)", sweepable=False, lo=-SCALE_MAX, hi=SCALE_MAX),
-    "score": Field("str", "unit", "score convention: beta<z_i,z_j> on unit tokens, or "
-                   "beta/sqrt(d) <x_i,x_j> on norm-sqrt(d) tokens", choices=SCORES),
+    "sigma": Field(
+        "float",
+        1.0,
+        "noise scale sigma (entries of G have variance sigma^2/d; GOE: off-diagonal sigma^2/d, diagonal 2 sigma^2/d)",
+        lo=0.0,
+        hi=SCALE_MAX,
+    ),
+    "noise": Field(
+        "str",
+        "gaussian",
+        'noise law of the value matrices G_k: "gaussian" '
+        '(i.i.d. N(0, sigma^2/d) entries) or "goe" (G = sigma/sqrt(d) (A + A^T)/sqrt(2), '
+        "A i.i.d. N(0, 1): symmetric)",
+        choices=NOISES,
+    ),
+    "vbar": Field(
+        "float", 0.0, "deterministic value part Vbar = vbar I (unless Vbar is given)", lo=-SCALE_MAX, hi=SCALE_MAX
+    ),
+    "Vbar": Field(
+        "matrix",
+        None,
+        "general deterministic value matrix (d x d; overrides vbar; y = z + h Vbar m + sqrt(h) G m)",
+        sweepable=False,
+        lo=-SCALE_MAX,
+        hi=SCALE_MAX,
+    ),
+    "score": Field(
+        "str",
+        "unit",
+        "score convention: beta<z_i,z_j> on unit tokens, or beta/sqrt(d) <x_i,x_j> on norm-sqrt(d) tokens",
+        choices=SCORES,
+    ),
 }
 
-LAYOUT = Layout("tokens_sde", scalars=("beta", "sigma", "vbar", "d", "noise"),
-                blocks={"Vbar": ("d", "d")}, optional=("Vbar",))
+LAYOUT = Layout(
+    "tokens_sde", scalars=("beta", "sigma", "vbar", "d", "noise"), blocks={"Vbar": ("d", "d")}, optional=("Vbar",)
+)
 
 
 def effective_beta(beta: float, d: int, score: str = "unit") -> float:
@@ -60,8 +83,9 @@ def effective_beta(beta: float, d: int, score: str = "unit") -> float:
     return float(beta) * (math.sqrt(d) if score == "sqrt_d" else 1.0)
 
 
-def pack(beta: float, d: int, sigma: float = 1.0, vbar: float = 0.0, score: str = "unit",
-         noise: str = "gaussian", Vbar=None) -> np.ndarray:
+def pack(
+    beta: float, d: int, sigma: float = 1.0, vbar: float = 0.0, score: str = "unit", noise: str = "gaussian", Vbar=None
+) -> np.ndarray:
     """The flat ``p`` (layout in the module doc). ``Vbar`` (d x d), when given, overrides
     ``vbar``."""
     if isinstance(d, bool) or int(d) != d or int(d) < 2:
@@ -78,14 +102,22 @@ def pack(beta: float, d: int, sigma: float = 1.0, vbar: float = 0.0, score: str 
         Vbar = np.asarray(Vbar, dtype=np.float64)
         if Vbar.shape != (d, d) or not np.all(np.isfinite(Vbar)):
             raise ValueError(f"Vbar must be a finite {d} x {d} matrix, got shape {Vbar.shape}")
-    return LAYOUT.pack(beta=effective_beta(beta, d, score), sigma=values[1], vbar=values[2], d=d,
-                       noise=NOISES.index(noise), Vbar=Vbar)
+    return LAYOUT.pack(
+        beta=effective_beta(beta, d, score), sigma=values[1], vbar=values[2], d=d, noise=NOISES.index(noise), Vbar=Vbar
+    )
 
 
 def pack_values(values) -> np.ndarray:
     """The vector of a sweep point's values (the keys of :data:`FIELDS`)."""
-    return pack(values["beta"], values["d"], values["sigma"], values["vbar"], values["score"],
-                noise=values["noise"], Vbar=values.get("Vbar"))
+    return pack(
+        values["beta"],
+        values["d"],
+        values["sigma"],
+        values["vbar"],
+        values["score"],
+        noise=values["noise"],
+        Vbar=values.get("Vbar"),
+    )
 
 
 def noise_law(p) -> str:

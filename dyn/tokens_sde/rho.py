@@ -28,6 +28,7 @@ and variance rate D comes back a distance M with probability exp(-2 |mu| M / D);
 stopped once that is below ``tol`` (:func:`absorbing_levels`), which changes each run's class
 with probability <= tol.
 """
+
 from __future__ import annotations
 
 import math
@@ -71,7 +72,7 @@ def rho_diffusion(rho, beta, d, sigma=1.0):
 
 def lyapunov_plus(d, sigma=1.0):
     """Growth rate of log(1 - rho) (= of log|z_1 - z_2|^2) at rho = +1."""
-    return -sigma**2 * (d - 1) / d
+    return -(sigma**2) * (d - 1) / d
 
 
 def lyapunov_minus(beta, d, sigma=1.0):
@@ -125,9 +126,18 @@ def absorbing_levels(beta_eff, d, sigma, vbar, threshold, tol):
     return lo, hi
 
 
-_U_SIG = types.void(types.float64[::1], types.int64, types.float64, types.float64[::1], STREAMS,
-                    types.float64, types.float64, types.int64, types.float64[:, ::1],
-                    types.int64[::1])
+_U_SIG = types.void(
+    types.float64[::1],
+    types.int64,
+    types.float64,
+    types.float64[::1],
+    STREAMS,
+    types.float64,
+    types.float64,
+    types.int64,
+    types.float64[:, ::1],
+    types.int64[::1],
+)
 
 
 @njit(_U_SIG, **NJIT, fastmath=FASTMATH - {"reassoc"})
@@ -180,8 +190,7 @@ def two_token_u(u0, horizon: float, dt: float, p, rng, lo=-np.inf, hi=np.inf):
     return path[:, -1], taken
 
 
-def two_token_u_path(u0, horizon: float, dt: float, p, rng, lo=-np.inf, hi=np.inf,
-                     saves: int = 1):
+def two_token_u_path(u0, horizon: float, dt: float, p, rng, lo=-np.inf, hi=np.inf, saves: int = 1):
     """:func:`two_token_u` keeping u at ``saves + 1`` equally spaced times: (u (E, saves + 1),
     steps taken) — the same random numbers. ``saves`` must divide the number of steps."""
     u0 = np.ascontiguousarray(u0, dtype=np.float64)
@@ -191,9 +200,12 @@ def two_token_u_path(u0, horizon: float, dt: float, p, rng, lo=-np.inf, hi=np.in
     out = np.empty((u0.shape[0], saves + 1))
     taken = np.empty(u0.shape[0], dtype=np.int64)
     p, streams = np.ascontiguousarray(p, dtype=np.float64), member_streams(rng, u0.shape[0])
-    over_members(u0.shape[0], lambda a, b: _u_euler(
-        u0[a:b], steps, horizon / steps, p, streams[a:b], float(lo), float(hi), steps // saves,
-        out[a:b], taken[a:b]))
+    over_members(
+        u0.shape[0],
+        lambda a, b: _u_euler(
+            u0[a:b], steps, horizon / steps, p, streams[a:b], float(lo), float(hi), steps // saves, out[a:b], taken[a:b]
+        ),
+    )
     return out, taken
 
 

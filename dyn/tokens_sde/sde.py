@@ -29,6 +29,7 @@ and the retraction restores it (see :mod:`integrators.numba.sde`); the tangentia
 kept by the projection, which is right: the scheme projects the noise before normalizing, so it
 does not generate that term itself.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,7 +67,7 @@ def token_drift(t, z, p, out, work):
     Vbar = block(p, VBAR_AT)
     matrix = Vbar.shape[0] > 0
     mf.mean_field(z, p[BETA], False, z, True, z, True, out, work)  # M = V = I: never read
-    v = work[work.shape[0] - d:]
+    v = work[work.shape[0] - d :]
     for i in range(n):
         zm = 0.0
         zz = 0.0
@@ -103,8 +104,8 @@ def token_diffusion(t, z, p, dw, out, work):
     n, d = z.shape
     scale = p[SIGMA] / math.sqrt(p[DIM])
     goe = p[NOISE] != 0.0
-    m = work[:n * d].reshape((n, d))
-    mf.mean_field(z, p[BETA], False, z, True, z, True, m, work[n * d:])  # M = V = I: never read
+    m = work[: n * d].reshape((n, d))
+    mf.mean_field(z, p[BETA], False, z, True, z, True, m, work[n * d :])  # M = V = I: never read
     for i in range(n):
         for k in range(d):
             acc = 0.0
@@ -126,6 +127,7 @@ def token_diffusion(t, z, p, dw, out, work):
 
 
 # ---------------------------------------------------------------------------------- JAX twins
+
 
 def _value_jax(z, p, m):
     """Vbar m_i for every row (Vbar = vbar I unless p carries a matrix; decided from p's static
@@ -168,13 +170,30 @@ def _example(rng):
     z = rng.standard_normal((n, d))
     z /= np.linalg.norm(z, axis=1, keepdims=True)
     Vbar = rng.standard_normal((d, d)) if rng.random() < 0.5 else None
-    return z, pack(rng.uniform(0, 5), d, rng.uniform(0.2, 2), rng.uniform(-1, 1),
-                   noise=str(rng.choice(["gaussian", "goe"])), Vbar=Vbar)
+    return z, pack(
+        rng.uniform(0, 5),
+        d,
+        rng.uniform(0.2, 2),
+        rng.uniform(-1, 1),
+        noise=str(rng.choice(["gaussian", "goe"])),
+        Vbar=Vbar,
+    )
 
 
-TOKEN_SDE = register(Dynamics("token_sde", LAYOUT, token_drift, token_drift_jax, SPHERE,
-                              example=_example, diffusion=token_diffusion,
-                              diffusion_jax=token_diffusion_jax, noise=_noise, work=work_size))
+TOKEN_SDE = register(
+    Dynamics(
+        "token_sde",
+        LAYOUT,
+        token_drift,
+        token_drift_jax,
+        SPHERE,
+        example=_example,
+        diffusion=token_diffusion,
+        diffusion_jax=token_diffusion_jax,
+        noise=_noise,
+        work=work_size,
+    )
+)
 
 
 def problem(p):

@@ -22,6 +22,7 @@ Noise, three ways (all exact for the network's law):
 Either kernel may stop a run early once every pair of tokens has crossed an absorbing level of
 log|z_i -+ z_j|^2 (see :mod:`dyn.tokens_sde.rho`; for two tokens: once the pair is decided).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,9 +46,21 @@ _INV_SQRT2 = 1.0 / _SQRT2
 _F3 = types.float64[:, :, ::1]
 _F4 = types.float64[:, :, :, ::1]
 
-_LAYER_SIG = types.void(types.float64[:, ::1], types.float64[::1], STREAM, _F4, types.int64,
-                        types.int64, types.boolean, types.float64, types.float64, types.boolean,
-                        types.boolean, types.float64[::1], types.float64)
+_LAYER_SIG = types.void(
+    types.float64[:, ::1],
+    types.float64[::1],
+    STREAM,
+    _F4,
+    types.int64,
+    types.int64,
+    types.boolean,
+    types.float64,
+    types.float64,
+    types.boolean,
+    types.boolean,
+    types.float64[::1],
+    types.float64,
+)
 
 
 @njit(_LAYER_SIG, **NJIT)
@@ -77,9 +90,20 @@ def layer_matrix(g, g_flat, s, increments, e, k, given, c, sq, goe, matrix, Vbar
                 g[r, q] += h * Vbar[r * d + q]
 
 
-_FULL_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS, _F4,
-                       types.float64, types.float64, types.int64, types.int64, _F4,
-                       types.int64[::1])
+_FULL_SIG = types.void(
+    _F3,
+    types.int64,
+    types.float64,
+    types.float64[::1],
+    STREAMS,
+    _F4,
+    types.float64,
+    types.float64,
+    types.int64,
+    types.int64,
+    _F4,
+    types.int64[::1],
+)
 
 
 @njit(types.boolean(types.float64[:, ::1], types.float64, types.float64), **NJIT)
@@ -99,8 +123,7 @@ def _all_pairs_decided(z, gap_minus, gap_plus):
 
 
 @njit(_FULL_SIG, **NJIT)
-def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, work_size,
-                  save_every, out, layers):
+def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, work_size, save_every, out, layers):
     """Layers with a full d x d matrix per layer (given increments, or d^2 normals drawn;
     symmetrized as (B + B^T)/sqrt 2 for GOE noise). A run stops early once every pair has
     log|z_i - z_j|^2 < stop_minus or log|z_i + z_j|^2 < stop_plus (-inf: never). ``work_size``:
@@ -152,8 +175,18 @@ def _network_full(x0, depth, h, p, streams, increments, stop_minus, stop_plus, w
         copy1(streams[e], s)
 
 
-_PAIR_SIG = types.void(_F3, types.int64, types.float64, types.float64[::1], STREAMS,
-                       types.float64, types.float64, types.int64, _F4, types.int64[::1])
+_PAIR_SIG = types.void(
+    _F3,
+    types.int64,
+    types.float64,
+    types.float64[::1],
+    STREAMS,
+    types.float64,
+    types.float64,
+    types.int64,
+    _F4,
+    types.int64[::1],
+)
 
 
 @njit(_PAIR_SIG, **NJIT)
@@ -256,8 +289,18 @@ def _tokens(x0) -> np.ndarray:
     return np.ascontiguousarray(x0 / np.linalg.norm(x0, axis=-1, keepdims=True))
 
 
-def network(x0, depth: int, horizon: float, p, *, rng=None, increments=None,
-            stop_minus: float = -np.inf, stop_plus: float = -np.inf, exact_pair=None):
+def network(
+    x0,
+    depth: int,
+    horizon: float,
+    p,
+    *,
+    rng=None,
+    increments=None,
+    stop_minus: float = -np.inf,
+    stop_plus: float = -np.inf,
+    exact_pair=None,
+):
     """Run ``depth`` layers of step ``h = horizon / depth`` from ``x0`` (E, n, d).
 
     Noise: ``increments`` (E, depth, d, d) standard Brownian increments of step h (coupling), or
@@ -268,15 +311,34 @@ def network(x0, depth: int, horizon: float, p, *, rng=None, increments=None,
     once every pair has log|z_i - z_j|^2 < ``stop_minus`` or log|z_i + z_j|^2 < ``stop_plus``;
     ignored with ``increments``). :func:`network_states` also keeps intermediate layers.
     """
-    states, layers = network_states(x0, depth, horizon, p, depth, rng=rng, increments=increments,
-                                    stop_minus=stop_minus, stop_plus=stop_plus,
-                                    exact_pair=exact_pair)
+    states, layers = network_states(
+        x0,
+        depth,
+        horizon,
+        p,
+        depth,
+        rng=rng,
+        increments=increments,
+        stop_minus=stop_minus,
+        stop_plus=stop_plus,
+        exact_pair=exact_pair,
+    )
     return states[:, -1], layers
 
 
-def network_states(x0, depth: int, horizon: float, p, save_every: int, *, rng=None,
-                   increments=None, stop_minus: float = -np.inf, stop_plus: float = -np.inf,
-                   exact_pair=None):
+def network_states(
+    x0,
+    depth: int,
+    horizon: float,
+    p,
+    save_every: int,
+    *,
+    rng=None,
+    increments=None,
+    stop_minus: float = -np.inf,
+    stop_plus: float = -np.inf,
+    exact_pair=None,
+):
     """:func:`network`, keeping the tokens after layers 0, save_every, ..., depth:
     ``(states (E, depth / save_every + 1, n, d), layers)`` (a run stopped early keeps its last
     state at later saves). The same random numbers as :func:`network`."""
@@ -293,8 +355,7 @@ def network_states(x0, depth: int, horizon: float, p, save_every: int, *, rng=No
     LAYOUT.unpack(p, {"d": d})  # ValueError unless a vector of this layout for d
     gaussian = noise_law(p) == "gaussian"
     if exact_pair and not gaussian:
-        raise ValueError("exact_pair sampling is derived for gaussian noise only, "
-                         f"got noise = {noise_law(p)!r}")
+        raise ValueError(f"exact_pair sampling is derived for gaussian noise only, got noise = {noise_law(p)!r}")
     if exact_pair is None:
         exact_pair = gaussian
     h = float(horizon) / depth
@@ -309,10 +370,24 @@ def network_states(x0, depth: int, horizon: float, p, save_every: int, *, rng=No
         inc, streams = np.empty((0, 0, 0, 0)), member_streams(rng, E)
     stops = (float(stop_minus), float(stop_plus))
     if n == 2 and exact_pair and increments is None:
-        over_members(E, lambda a, b: _network_pair(
-            x0[a:b], depth, h, p, streams[a:b], *stops, save_every, out[a:b], layers[a:b]))
+        over_members(
+            E, lambda a, b: _network_pair(x0[a:b], depth, h, p, streams[a:b], *stops, save_every, out[a:b], layers[a:b])
+        )
     else:
-        over_members(E, lambda a, b: _network_full(
-            x0[a:b], depth, h, p, streams[a:b], inc[a:b], *stops, mf.work_size(n, d), save_every,
-            out[a:b], layers[a:b]))
+        over_members(
+            E,
+            lambda a, b: _network_full(
+                x0[a:b],
+                depth,
+                h,
+                p,
+                streams[a:b],
+                inc[a:b],
+                *stops,
+                mf.work_size(n, d),
+                save_every,
+                out[a:b],
+                layers[a:b],
+            ),
+        )
     return out, layers

@@ -17,6 +17,7 @@ An array is given in the scenario literally or by a law (:mod:`dyn.core.laws`); 
 defaults to the point's parameter d. A law drawn per run makes each run its own problem:
 :func:`solve_per_run` solves the runs one by one, each with its own draw.
 """
+
 from __future__ import annotations
 
 import numba
@@ -33,21 +34,21 @@ OPTIONS = dict(nogil=True, error_model="numpy", cache=True)
 @numba.njit(**OPTIONS)
 def vector_at(p, slot):
     o = int(p[slot])
-    return p[o + 1:o + 1 + int(p[o])]
+    return p[o + 1 : o + 1 + int(p[o])]
 
 
 @numba.njit(**OPTIONS)
 def matrix_at(p, slot):
     o = int(p[slot])
     r, c = int(p[o]), int(p[o + 1])
-    return p[o + 2:o + 2 + r * c].reshape((r, c))
+    return p[o + 2 : o + 2 + r * c].reshape((r, c))
 
 
 @numba.njit(**OPTIONS)
 def stack_at(p, slot):
     o = int(p[slot])
     h, r, c = int(p[o]), int(p[o + 1]), int(p[o + 2])
-    return p[o + 3:o + 3 + h * r * c].reshape((h, r, c))
+    return p[o + 3 : o + 3 + h * r * c].reshape((h, r, c))
 
 
 def is_array(field) -> bool:
@@ -73,15 +74,15 @@ def value(name: str, field, raw, spec, run: int = 0) -> np.ndarray:
     if field.kind == "matrices" and a.ndim == 2:
         a = a[None]
     if a.ndim != KINDS[field.kind]:
-        raise ScenarioError(f"params.{name}", f"expected a {field.kind} ({KINDS[field.kind]} "
-                            f"axes), got an array of shape {a.shape}")
+        raise ScenarioError(
+            f"params.{name}", f"expected a {field.kind} ({KINDS[field.kind]} axes), got an array of shape {a.shape}"
+        )
     return a
 
 
 def per_run(params: dict, values) -> bool:
     """Whether some array of the point is drawn per run."""
-    return any(laws.is_law(values.get(k)) and values[k]["draw"] == "run"
-               for k, f in params.items() if is_array(f))
+    return any(laws.is_law(values.get(k)) and values[k]["draw"] == "run" for k, f in params.items() if is_array(f))
 
 
 def pack(names, params: dict, values, spec=None, run: int = 0):
@@ -95,8 +96,7 @@ def pack(names, params: dict, values, spec=None, run: int = 0):
             head.append(float(values[name]))
             continue
         raw = values[name]
-        a = value(name, field, raw, spec, run) if spec is not None else \
-            np.asarray(raw, dtype=np.float64)
+        a = value(name, field, raw, spec, run) if spec is not None else np.asarray(raw, dtype=np.float64)
         if field.kind == "matrices" and a.ndim == 2:
             a = a[None]
         offset = start + sum(len(t) for t in tail)
@@ -115,7 +115,7 @@ def jax_readers(names, layout):
         if slot in at:
             offset, shape = at[slot]
             size = int(np.prod(shape))
-            return lambda p: p[offset:offset + size].reshape(shape)
+            return lambda p: p[offset : offset + size].reshape(shape)
         return lambda p: p[slot]
 
     return tuple(reader(slot) for slot in range(len(names)))
@@ -129,8 +129,7 @@ def solve_per_run(model, spec, runs: range):
     integ = spec.solver.get()
     states, status = [], []
     for r, x in zip(runs, x0, strict=True):
-        solution = integ.solve(model.problem(spec, x.shape, run=r), x[None], spec.times,
-                               **noise)
+        solution = integ.solve(model.problem(spec, x.shape, run=r), x[None], spec.times, **noise)
         states.append(solution.states)
         status.append(solution.status)
     return np.concatenate(states), np.concatenate(status)

@@ -19,6 +19,7 @@ beta swept and softmax this is `attention_sphere`'s flow (with Q = K = sqrt(beta
 same field, to rounding). Per-run matrices make each run its own problem (the runs are solved
 one by one); the numba backend runs the field.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,9 @@ IDENTITY = {"law": "identity", "scale": 1.0, "draw": "point"}
 MATRICES = ("Q", "K", "V")
 
 
-def attention_particles(*, name: str, description: str = "", normalization="softmax",
-                        geometry: str = "sphere", residual: str | None = None):
+def attention_particles(
+    *, name: str, description: str = "", normalization="softmax", geometry: str = "sphere", residual: str | None = None
+):
     """The System class of tokens moved by attention with Q, K, V per head (module doc).
 
     normalization: a name of :data:`dyn.user.normalize.NAMES`, or a numba-jittable ``f(s) ->
@@ -50,13 +52,14 @@ def attention_particles(*, name: str, description: str = "", normalization="soft
     Raises ValueError (one line) for an unknown normalization, geometry or residual.
     """
     if isinstance(normalization, str) and normalization not in normalize.NAMES:
-        raise ValueError(f"attention_particles: normalization must be one of {normalize.NAMES} "
-                         f"or a function of one row of scores; got {normalization!r}")
+        raise ValueError(
+            f"attention_particles: normalization must be one of {normalize.NAMES} "
+            f"or a function of one row of scores; got {normalization!r}"
+        )
     if residual is None:
         residual = "x_j - x_i" if geometry == "euclidean" else "x_j"
     if residual not in RESIDUALS:
-        raise ValueError(f"attention_particles: residual must be one of {RESIDUALS}, got "
-                         f"{residual!r}")
+        raise ValueError(f"attention_particles: residual must be one of {RESIDUALS}, got {residual!r}")
     own = {"beta": Field("float", 1.0, "factor beta of the scores beta <Q x_i, K x_j>")}
     for m, what in zip(MATRICES, ("query", "key", "value"), strict=True):
         own[m] = Field("matrices", IDENTITY, f"{what} matrices (d x d, one per head; or a law)")
@@ -65,15 +68,26 @@ def attention_particles(*, name: str, description: str = "", normalization="soft
     elif normalization == "topk":
         own["k"] = Field("int", 4, "the scores each row keeps (top-k)", lo=1, hi=1 << 20)
     plain = "sinkhorn" if normalization == "sinkhorn" else "SA"
-    base = particles(_unused, name=name, description=description or
-                     f"attention with Q, K, V on the {geometry}: {name}", geometry=geometry,
-                     normalization=plain, params=own)
-    label = normalization if isinstance(normalization, str) else \
-        getattr(getattr(normalization, "py_func", normalization), "__qualname__", "user")
-    body = dict(norm=normalization if isinstance(normalization, str) else
-                staticmethod(normalization), norm_label=label,
-                euclidean_residual=residual == "x_j - x_i",
-                __module__=base.__module__, __qualname__=name)
+    base = particles(
+        _unused,
+        name=name,
+        description=description or f"attention with Q, K, V on the {geometry}: {name}",
+        geometry=geometry,
+        normalization=plain,
+        params=own,
+    )
+    label = (
+        normalization
+        if isinstance(normalization, str)
+        else getattr(getattr(normalization, "py_func", normalization), "__qualname__", "user")
+    )
+    body = dict(
+        norm=normalization if isinstance(normalization, str) else staticmethod(normalization),
+        norm_label=label,
+        euclidean_residual=residual == "x_j - x_i",
+        __module__=base.__module__,
+        __qualname__=name,
+    )
     import sys
 
     body["__module__"] = sys._getframe(1).f_globals.get("__name__", __name__)  # the caller's
@@ -98,8 +112,7 @@ class AttentionModel(Particles):
 
     @classmethod
     def parameters(cls) -> tuple[str, ...]:
-        return ("beta",) + tuple(a for a in ("alpha", "k", "sinkhorn_iterations")
-                                 if a in cls.params) + MATRICES
+        return ("beta",) + tuple(a for a in ("alpha", "k", "sinkhorn_iterations") if a in cls.params) + MATRICES
 
     @classmethod
     def numba_function(cls, kind: str = "drift"):
@@ -108,8 +121,9 @@ class AttentionModel(Particles):
         if kind != "drift":
             return None
         if (cls, kind) not in _COMPILED:
-            _COMPILED[cls, kind] = attention_jit.drift(cls.norm, cls.euclidean_residual,
-                                                       f"{cls.__module__}.{cls.__qualname__}")
+            _COMPILED[cls, kind] = attention_jit.drift(
+                cls.norm, cls.euclidean_residual, f"{cls.__module__}.{cls.__qualname__}"
+            )
         return _COMPILED[cls, kind]
 
     @classmethod
@@ -138,13 +152,18 @@ class AttentionModel(Particles):
                 a = np.asarray(value, dtype=np.float64)
                 a = a[None] if a.ndim == 2 else a
             if a.shape[1:] != (d, d):
-                raise ScenarioError(f"params.{m}", f"is {a.shape[1]} x {a.shape[2]}; the "
-                                    f"state's dimension is d = {d}: give {d} x {d} matrices")
+                raise ScenarioError(
+                    f"params.{m}",
+                    f"is {a.shape[1]} x {a.shape[2]}; the state's dimension is d = {d}: give {d} x {d} matrices",
+                )
             out.append(a)
         heads = {a.shape[0] for a in out} - {1}
         if len(heads) > 1:
-            raise ScenarioError("params.V", f"Q, K and V have stacks of {[a.shape[0] for a in out]}"
-                                " heads: give them one length (or one matrix, shared)")
+            raise ScenarioError(
+                "params.V",
+                f"Q, K and V have stacks of {[a.shape[0] for a in out]}"
+                " heads: give them one length (or one matrix, shared)",
+            )
         h = heads.pop() if heads else 1
         return tuple(np.broadcast_to(a, (h, d, d)) for a in out)
 
@@ -157,20 +176,22 @@ class AttentionModel(Particles):
         import integrators
 
         geometry = integrators.EUCLIDEAN if self.space == "euclidean" else integrators.SPHERE
-        return integrators.Problem(type(self).numba_function("drift"), None,
-                                   self.packed(spec, run), geometry, work=type(self).work_size)
+        return integrators.Problem(
+            type(self).numba_function("drift"), None, self.packed(spec, run), geometry, work=type(self).work_size
+        )
 
     def _probe(self, jax: bool, x, spec):
         cls = type(self)
         out = np.empty_like(x)
-        cls.numba_function("drift")(0.0, x, self.packed(spec), out,
-                                    np.empty(cls.work_size(*x.shape)))
+        cls.numba_function("drift")(0.0, x, self.packed(spec), out, np.empty(cls.work_size(*x.shape)))
         return out
 
     def validate(self, spec) -> None:
         if self.per_run(spec) and spec["until_decided"]:
-            raise ScenarioError("params.until_decided", "matrices drawn per run are solved run "
-                                "by run: until_decided needs one problem per point")
+            raise ScenarioError(
+                "params.until_decided",
+                "matrices drawn per run are solved run by run: until_decided needs one problem per point",
+            )
         super().validate(spec)
         if not isinstance(self.norm, str):
             self._check_rows(spec)
@@ -185,9 +206,12 @@ class AttentionModel(Particles):
             scores = spec["beta"] * (x @ q[h].T) @ (x @ k[h].T).T
             problem = normalize.row_check(user, scores)
             if problem:
-                raise ScenarioError("scenario.system", f"{type(self).__name__}'s normalization "
-                                    f"{self.norm_label} {problem}: a normalization returns "
-                                    "weights >= 0 summing to 1")
+                raise ScenarioError(
+                    "scenario.system",
+                    f"{type(self).__name__}'s normalization "
+                    f"{self.norm_label} {problem}: a normalization returns "
+                    "weights >= 0 summing to 1",
+                )
 
     def simulate(self, spec, runs: range):
         if not self.per_run(spec):

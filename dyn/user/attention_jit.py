@@ -8,6 +8,7 @@ The packed vector p (:data:`HEADER` then the matrices): p[0] beta, p[1] the norm
 parameter, p[2] Sinkhorn's iterations, p[3] the heads H, then Q, K and V, each H d x d
 matrices in row-major order.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -34,14 +35,14 @@ BLOCK = {block}
 
 '''
 
-USER = '''
+USER = """
 
 {plain}
 def normalize(s, w, a):
     r = user(s)
     for j in range(s.shape[0]):
         w[j] = r[j]
-'''
+"""
 
 # the generated module's globals (set there, not here)
 euclidean = sinkhorn = softmax = False
@@ -67,17 +68,17 @@ def field(t, x, p, out, work):
     n, d = x.shape
     heads = int(p[3])
     nd = n * d
-    lin = work[:3 * nd].reshape((3, n, d))  # Q_h x_i, K_h x_i, V_h x_i (K's stored as [m, i])
+    lin = work[: 3 * nd].reshape((3, n, d))  # Q_h x_i, K_h x_i, V_h x_i (K's stored as [m, i])
     at = 3 * nd + 2 * n
-    wb = work[at:at + n * BLOCK].reshape((n, BLOCK))  # the block's weights, [j, row]
-    big = work[at + n * BLOCK + (d + 1) * BLOCK:]  # the n x n weights of Sinkhorn
+    wb = work[at : at + n * BLOCK].reshape((n, BLOCK))  # the block's weights, [j, row]
+    big = work[at + n * BLOCK + (d + 1) * BLOCK :]  # the n x n weights of Sinkhorn
     for i in range(n):
         for m in range(d):
             out[i, m] = 0.0
     for h in range(heads):
         project(x, p, h, lin)
         if sinkhorn:
-            sinkhorn_weights(p, lin, work[3 * nd:3 * nd + n], big[:n * n].reshape((n, n)))
+            sinkhorn_weights(p, lin, work[3 * nd : 3 * nd + n], big[: n * n].reshape((n, n)))
         for i0 in range(0, n, BLOCK):
             rows = min(BLOCK, n - i0)
             for r in range(rows):
@@ -85,18 +86,17 @@ def field(t, x, p, out, work):
                     for j in range(n):
                         wb[j, r] = big[(i0 + r) * n + j]
                 else:
-                    row_weights(p, lin, i0 + r, work[3 * nd:3 * nd + 2 * n], wb[:, r])
-            block_sums(lin, wb, work[at + n * BLOCK:at + n * BLOCK + (d + 1) * BLOCK], i0, rows,
-                       heads, out)
+                    row_weights(p, lin, i0 + r, work[3 * nd : 3 * nd + 2 * n], wb[:, r])
+            block_sums(lin, wb, work[at + n * BLOCK : at + n * BLOCK + (d + 1) * BLOCK], i0, rows, heads, out)
 
 
 def project(x, p, h, lin):
     """lin[0][i] = Q_h x_i, lin[1] = K_h x_i by coordinate ([m, i]), lin[2][i] = V_h x_i."""
     n, d = x.shape
     size = int(p[3]) * d * d
-    q = p[4:4 + size].reshape((-1, d, d))
-    k = p[4 + size:4 + 2 * size].reshape((-1, d, d))
-    v = p[4 + 2 * size:4 + 3 * size].reshape((-1, d, d))
+    q = p[4 : 4 + size].reshape((-1, d, d))
+    k = p[4 + size : 4 + 2 * size].reshape((-1, d, d))
+    v = p[4 + 2 * size : 4 + 3 * size].reshape((-1, d, d))
     qx, vx = lin[0], lin[2]
     kt = lin[1].reshape(-1)
     for i in range(n):
@@ -116,8 +116,8 @@ def row_weights(p, lin, i, scratch, weights):
     with the scores made in its buffer and the division written to `weights`."""
     n, d = lin.shape[1], lin.shape[2]
     kt = lin[1].reshape(-1)
-    s = scratch[n:2 * n] if softmax else scratch[:n]
-    w = scratch[n:2 * n]
+    s = scratch[n : 2 * n] if softmax else scratch[:n]
+    w = scratch[n : 2 * n]
     for j in range(n):
         s[j] = 0.0
     for m in range(d):
@@ -175,7 +175,7 @@ def block_sums(lin, wb, scratch, i0, rows, heads, out):
     n, d = lin.shape[1], lin.shape[2]
     vx = lin[2]
     total = scratch[:BLOCK]
-    sums = scratch[BLOCK:(d + 1) * BLOCK].reshape((d, BLOCK))
+    sums = scratch[BLOCK : (d + 1) * BLOCK].reshape((d, BLOCK))
     for r in range(rows):
         total[r] = 0.0
         for m in range(d):
@@ -213,9 +213,14 @@ def drift(normalization, euclidean: bool, name: str):
     else:
         user = jitted(normalization)
         line = USER.format(plain=decorator())
-    source = DRIFT.format(name=name, normalization=line, euclidean=bool(euclidean),
-                          sinkhorn=normalization == "sinkhorn", block=BLOCK,
-                          softmax=normalization == "softmax")
+    source = DRIFT.format(
+        name=name,
+        normalization=line,
+        euclidean=bool(euclidean),
+        sinkhorn=normalization == "sinkhorn",
+        block=BLOCK,
+        softmax=normalization == "softmax",
+    )
     for helper in (project, row_weights, sinkhorn_scale, sinkhorn_weights, block_sums):  # compiled into field
         source += f"{decorator()}\n{inspect.getsource(helper)}\n\n"
     source += f"{decorator('DRIFT_SIG')}\n{inspect.getsource(field)}"

@@ -18,6 +18,7 @@ A Model has the last two by construction; the first is the user's:
   samples. The engine's stationarity check (:mod:`dyn.engine.averaging`) then decides whether
   the window is long enough, as for every system.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -54,12 +55,17 @@ def check(model, spec, per_run_arrays: bool) -> None:
 
         found = user_geometry.resolve(model.geometry)
         if not (found.flat or found.name == "sphere"):
-            raise ScenarioError("integrator.method", f"stochastic_heun steps on a flat geometry "
-                                f"or the sphere, not on {found.name!r}: use euler_maruyama")
+            raise ScenarioError(
+                "integrator.method",
+                f"stochastic_heun steps on a flat geometry or the sphere, not on {found.name!r}: use euler_maruyama",
+            )
     if per_run_arrays and averaged(model, spec.setup):
-        raise ScenarioError("scenario.system", f"{type(model).__name__} has time-averaged "
-                            "outputs and arrays drawn per run (draw = \"run\"): the runs are "
-                            "continued with one problem per point; draw the arrays per point")
+        raise ScenarioError(
+            "scenario.system",
+            f"{type(model).__name__} has time-averaged "
+            'outputs and arrays drawn per run (draw = "run"): the runs are '
+            "continued with one problem per point; draw the arrays per point",
+        )
 
 
 def extend(model, spec, carry, times) -> Chunk:
@@ -76,20 +82,24 @@ def extend(model, spec, carry, times) -> Chunk:
     states = solution.states
     with stages.running(f"{module}.observe"):
         if user_observe.observes(model):  # observe_state at the block's own times
-            chunk = user_observe.chunk(model, spec, user_observe.values_of(model, spec, states,
-                                                                          times))
+            chunk = user_observe.chunk(model, spec, user_observe.values_of(model, spec, states, times))
         else:
             chunk = model.observe(spec, states)
     values = {}
     for name in names:
         v = np.asarray(chunk.values[name], dtype=np.float64)
         if v.ndim != 2 or v.shape[1] != len(times):
-            raise RuntimeError(f"{type(model).__name__}.observe returned {name} of shape "
-                               f"{v.shape} for states at {len(times)} times; a time-averaged "
-                               "output has one value per run and save time")
+            raise RuntimeError(
+                f"{type(model).__name__}.observe returned {name} of shape "
+                f"{v.shape} for states at {len(times)} times; a time-averaged "
+                "output has one value per run and save time"
+            )
         values[name] = v[:, 1:]
-    return Chunk(values, finite=np.isfinite(states).all(axis=tuple(range(1, states.ndim))),
-                 carry=np.array(states[:, -1], dtype=np.float64))
+    return Chunk(
+        values,
+        finite=np.isfinite(states).all(axis=tuple(range(1, states.ndim))),
+        carry=np.array(states[:, -1], dtype=np.float64),
+    )
 
 
 EXTEND_KEY = 0xE7  # salt of the jax backend's key for a block of the continued runs

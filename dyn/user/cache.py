@@ -28,6 +28,7 @@ The cache degrades, never blocks: a generated file whose bytes differ from the s
 damaged, the disk full: ``ENOSPC``), its files are removed and the module compiled once more
 with the cache; failing again it runs from memory, with one note on stderr per process.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,8 +48,7 @@ from . import identity
 # so two processes writing the same file at once leave one stamp (its name fixes its bytes)
 STAMP = 1_000_000_000
 HERE = Path(__file__).resolve().parent
-GENERATORS = ("jit.py", "particles_jit.py", "attention_jit.py", "normalize.py", "arrays.py",
-              "../numerics/vexp.py")
+GENERATORS = ("jit.py", "particles_jit.py", "attention_jit.py", "normalize.py", "arrays.py", "../numerics/vexp.py")
 _LOADED: dict = {}  # key -> module, once per process
 _UNCACHED = itertools.count()  # numbers the modules run from memory (each its own name)
 _NOTED: list[str] = []  # the note on a cache that failed, once per process
@@ -81,8 +81,7 @@ def load(name: str, source: str, user=None) -> types.ModuleType:
         return _LOADED[digest]
     path = None if digest is None else _written(f"{name}_{digest}.py", source)
     if path is None:
-        module = _executed(f"dyn_user_{name}_{digest or f'uncached{next(_UNCACHED)}'}", source,
-                           user, None)
+        module = _executed(f"dyn_user_{name}_{digest or f'uncached{next(_UNCACHED)}'}", source, user, None)
     else:
         module = _cached(f"dyn_user_{name}_{digest}", source, user, path)
     if digest is not None:
@@ -105,9 +104,12 @@ def _cached(module_name: str, source: str, user, path: Path) -> types.ModuleType
     module = _executed(f"{module_name}_uncached{next(_UNCACHED)}", source, user, None)
     if not _NOTED:
         _NOTED.append(str(failure))
-        print(f"dyn: note: numba's cache of the user's model in {path.parent} failed "
-              f"({type(failure).__name__}: {failure}); compiling in memory",
-              file=sys.stderr, flush=True)
+        print(
+            f"dyn: note: numba's cache of the user's model in {path.parent} failed "
+            f"({type(failure).__name__}: {failure}); compiling in memory",
+            file=sys.stderr,
+            flush=True,
+        )
     return module
 
 

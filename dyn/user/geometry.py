@@ -15,6 +15,7 @@ Because M is known only through R, "x lies on M" is read as R(x) = x. :func:`che
 geometry whose retraction leaves M (R(R(y)) != R(y) for a retracted y, e.g. a rescaling) or a
 start that is not on it, in one line, before anything is written.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -46,8 +47,15 @@ class Geometry:
     files and messages call it; ``project_jax`` and ``retract_jax`` its JAX form (optional:
     needed only by the diffrax and jax backends)."""
 
-    def __init__(self, project: Callable, retract: Callable, *, name: str = "user",
-                 project_jax: Callable | None = None, retract_jax: Callable | None = None):
+    def __init__(
+        self,
+        project: Callable,
+        retract: Callable,
+        *,
+        name: str = "user",
+        project_jax: Callable | None = None,
+        retract_jax: Callable | None = None,
+    ):
         if not callable(project) or not callable(retract):
             raise TypeError("dyn.Geometry(project, retract) takes two functions")
         self.name = str(name)
@@ -64,9 +72,12 @@ class Geometry:
             import integrators
 
             self._made = integrators.Geometry(
-                self.name, _adapter("project", self.project), _adapter("retract", self.retract),
+                self.name,
+                _adapter("project", self.project),
+                _adapter("retract", self.retract),
                 self.project_jax or _missing(self.name, "project_jax"),
-                self.retract_jax or _missing(self.name, "retract_jax"))
+                self.retract_jax or _missing(self.name, "retract_jax"),
+            )
         return self._made
 
 
@@ -79,8 +90,9 @@ def resolve(geometry):
         return geometry.integrator_geometry()
     found = {"euclidean": integrators.EUCLIDEAN, "sphere": integrators.SPHERE}.get(geometry)
     if found is None:
-        raise ScenarioError("scenario.system", f"geometry must be 'euclidean', 'sphere' or a "
-                            f"dyn.Geometry, got {geometry!r}")
+        raise ScenarioError(
+            "scenario.system", f"geometry must be 'euclidean', 'sphere' or a dyn.Geometry, got {geometry!r}"
+        )
     return found
 
 
@@ -92,9 +104,12 @@ def check(geometry, x0: np.ndarray, owner: str, jax: bool = False) -> None:
         resolve(geometry)
         return
     if jax and (geometry.project_jax is None or geometry.retract_jax is None):
-        raise ScenarioError("integrator.backend", f"{owner}'s geometry {geometry.name} has no "
-                            "project_jax / retract_jax (the diffrax and jax backends need "
-                            "them): use backend numba")
+        raise ScenarioError(
+            "integrator.backend",
+            f"{owner}'s geometry {geometry.name} has no "
+            "project_jax / retract_jax (the diffrax and jax backends need "
+            "them): use backend numba",
+        )
     made = geometry.integrator_geometry()
     x0 = np.array(x0, dtype=np.float64, order="C")
 
@@ -113,34 +128,41 @@ def check(geometry, x0: np.ndarray, owner: str, jax: bool = False) -> None:
         on = retract(x0)
         _fixed(on, retract(on), where)
         if not _close(on, x0):
-            raise ScenarioError("scenario.system", f"the start is not on {where}: "
-                                f"|R(x0) - x0| = {np.abs(on - x0).max():.3g}")
+            raise ScenarioError(
+                "scenario.system", f"the start is not on {where}: |R(x0) - x0| = {np.abs(on - x0).max():.3g}"
+            )
         v = np.sin(np.arange(x0.size, dtype=np.float64) * 1.7 + 0.3).reshape(x0.shape)
         tangent = project(x0, v)
         twice = project(x0, tangent)
         if not _close(twice, tangent):
-            raise ScenarioError("scenario.system", f"{where}: project is not a projection "
-                                f"(P P v != P v by {np.abs(twice - tangent).max():.3g})")
+            raise ScenarioError(
+                "scenario.system",
+                f"{where}: project is not a projection (P P v != P v by {np.abs(twice - tangent).max():.3g})",
+            )
         y = retract(x0 + STEP * tangent)
         _fixed(y, retract(y), where)
     except ScenarioError:
         raise
     except Exception as exc:
         text = " / ".join(t.strip() for t in str(exc).splitlines() if t.strip())[:300]
-        raise ScenarioError("scenario.system", f"{where} failed at the start: "
-                            f"{type(exc).__name__}: {text}") from None
+        raise ScenarioError("scenario.system", f"{where} failed at the start: {type(exc).__name__}: {text}") from None
 
 
 def _fixed(y: np.ndarray, again: np.ndarray, where: str) -> None:
     """R(y) = y for a retracted y, else the retraction leaves its manifold."""
     if not _close(again, y):
-        raise ScenarioError("scenario.system", f"{where}: its retraction leaves the manifold "
-                            f"(R(R(x)) != R(x) by {np.abs(again - y).max():.3g})")
+        raise ScenarioError(
+            "scenario.system",
+            f"{where}: its retraction leaves the manifold (R(R(x)) != R(x) by {np.abs(again - y).max():.3g})",
+        )
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(np.isfinite(a).all() and np.isfinite(b).all()
-                and np.abs(a - b).max(initial=0.0) <= TOLERANCE * (1.0 + np.abs(b).max(initial=0.0)))
+    return bool(
+        np.isfinite(a).all()
+        and np.isfinite(b).all()
+        and np.abs(a - b).max(initial=0.0) <= TOLERANCE * (1.0 + np.abs(b).max(initial=0.0))
+    )
 
 
 def _adapter(kind: str, fn: Callable):
@@ -148,8 +170,7 @@ def _adapter(kind: str, fn: Callable):
 
     sig, args, target = FORMS[kind]
     py = getattr(fn, "py_func", fn)
-    source = ADAPTER.format(kind=kind, sig=sig, declared=jit.decorator(sig), args=args,
-                            target=target)
+    source = ADAPTER.format(kind=kind, sig=sig, declared=jit.decorator(sig), args=args, target=target)
     source = source.replace("user's dyn.Geometry", f"dyn.Geometry's {py.__module__}.{py.__qualname__}")
     return getattr(cache.load(f"geometry_{kind}", source, jit.jitted(fn)), kind)
 
@@ -157,4 +178,5 @@ def _adapter(kind: str, fn: Callable):
 def _missing(name: str, attr: str):
     def refuse(*args):
         raise ScenarioError("integrator.backend", f"geometry {name} has no {attr}: use backend numba")
+
     return refuse

@@ -25,6 +25,7 @@ A loss JAX cannot differentiate (it leaves JAX for numpy or Python numbers, retu
 non-scalar or an integer, or has a non-finite gradient at the start) is refused in one line
 before anything is written (:meth:`validate`).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -44,10 +45,19 @@ _GRADIENTS: dict = {}  # (class, shapes) -> the jitted gradient the start check 
 _PROGRAMS: dict = {}  # (class, data layout) -> (drift_jax, diffusion_jax): one object per shape
 
 
-def gradient_flow(loss: Callable, *, name: str, weights: dict, description: str = "",
-                  data: Callable | None = None, params: dict | None = None,
-                  observables: dict | None = None, noise: bool = False, momentum: bool = False,
-                  init: Callable | None = None) -> type:
+def gradient_flow(
+    loss: Callable,
+    *,
+    name: str,
+    weights: dict,
+    description: str = "",
+    data: Callable | None = None,
+    params: dict | None = None,
+    observables: dict | None = None,
+    noise: bool = False,
+    momentum: bool = False,
+    init: Callable | None = None,
+) -> type:
     """A :class:`dyn.Model` integrating the gradient flow of `loss` (module doc).
 
     - `loss(theta, data, <params>) -> scalar` (JAX): theta a dict {name: array of its shape};
@@ -71,22 +81,29 @@ def gradient_flow(loss: Callable, *, name: str, weights: dict, description: str 
     if not weights:
         raise TypeError("gradient_flow: weights must name at least one parameter and its shape")
     fields = dict(params or {})
-    fields.setdefault("init_scale", Field("float", 1.0, "scale of the standard normal start",
-                                          lo=0.0))
+    fields.setdefault("init_scale", Field("float", 1.0, "scale of the standard normal start", lo=0.0))
     if noise:
-        fields.setdefault("temperature", Field("float", 0.01, "temperature T of the noise",
-                                               lo=0.0))
+        fields.setdefault("temperature", Field("float", 0.01, "temperature T of the noise", lo=0.0))
     if momentum:
-        fields.setdefault("friction", Field("float", 1.0, "friction gamma of the heavy ball",
-                                            lo=0.0))
+        fields.setdefault("friction", Field("float", 1.0, "friction gamma of the heavy ball", lo=0.0))
     sde = bool(noise)
-    body = dict(name=name, description=description or f"gradient flow of {name}'s loss",
-                default_plot="loss", params=fields, loss=staticmethod(loss),
-                weights=dict(weights), data_fn=staticmethod(data) if data else None,
-                observables=dict(observables or {}), noisy=bool(noise), momentum=bool(momentum),
-                init_fn=staticmethod(init) if init else None, equation="sde" if sde else "ode",
-                jax_methods=SDE_METHODS if sde else ODE_METHODS,
-                __module__=getattr(loss, "__module__", __name__), __qualname__=name)
+    body = dict(
+        name=name,
+        description=description or f"gradient flow of {name}'s loss",
+        default_plot="loss",
+        params=fields,
+        loss=staticmethod(loss),
+        weights=dict(weights),
+        data_fn=staticmethod(data) if data else None,
+        observables=dict(observables or {}),
+        noisy=bool(noise),
+        momentum=bool(momentum),
+        init_fn=staticmethod(init) if init else None,
+        equation="sde" if sde else "ode",
+        jax_methods=SDE_METHODS if sde else ODE_METHODS,
+        __module__=getattr(loss, "__module__", __name__),
+        __qualname__=name,
+    )
     return type(name, (GradientFlow,), body)
 
 
@@ -121,8 +138,10 @@ class GradientFlow(Model):
         names = list(inspect.signature(self.loss).parameters)[2:]
         for key in names:
             if key not in self.params:
-                raise ScenarioError("scenario.system", f"{type(self).__name__}: the loss takes "
-                                    f"{key!r}, which is not a parameter of params")
+                raise ScenarioError(
+                    "scenario.system",
+                    f"{type(self).__name__}: the loss takes {key!r}, which is not a parameter of params",
+                )
         return tuple(names)
 
     def observable_parameters(self, key: str) -> tuple[str, ...] | None:
@@ -133,8 +152,10 @@ class GradientFlow(Model):
             return None
         for name in names[2:]:
             if name not in self.params:
-                raise ScenarioError("scenario.system", f"{type(self).__name__}: observable "
-                                    f"{key} takes {name!r}, which is not a parameter of params")
+                raise ScenarioError(
+                    "scenario.system",
+                    f"{type(self).__name__}: observable {key} takes {name!r}, which is not a parameter of params",
+                )
         return tuple(names[2:])
 
     def _observable(self, key, spec, data, shapes):
@@ -156,8 +177,7 @@ class GradientFlow(Model):
     def vector(self, spec, data) -> np.ndarray:
         """The problem's parameter vector: the loss's parameters, T, gamma, then the data."""
         head = [float(spec[k]) for k in self.loss_parameters()]
-        head += [float(spec["temperature"]) if self.noisy else 0.0,
-                 float(spec["friction"]) if self.momentum else 0.0]
+        head += [float(spec["temperature"]) if self.noisy else 0.0, float(spec["friction"]) if self.momentum else 0.0]
         return np.concatenate([np.array(head)] + [v.reshape(-1) for v in data.values()])
 
     def unflatten(self, flat, shapes):
@@ -165,7 +185,7 @@ class GradientFlow(Model):
         out, at = {}, 0
         for key, shape in shapes.items():
             size = int(np.prod(shape, dtype=np.int64))
-            out[key] = flat[at:at + size].reshape(shape)
+            out[key] = flat[at : at + size].reshape(shape)
             at += size
         return out
 
@@ -206,9 +226,10 @@ class GradientFlow(Model):
             at, data = heads + 2, {}
             for key, shape in data_shapes.items():
                 size = int(np.prod(shape, dtype=np.int64))
-                data[key] = p[at:at + size].reshape(shape)
+                data[key] = p[at : at + size].reshape(shape)
                 at += size
             return loss(self.unflatten(theta, shapes), data, *(p[i] for i in range(heads)))
+
         return flat_loss
 
     # --- what the engine calls ---------------------------------------------------------------
@@ -221,15 +242,13 @@ class GradientFlow(Model):
         rows = 2 if self.momentum else 1
         size = sum(int(np.prod(s, dtype=np.int64)) for s in self.shapes(spec).values())
         noise = dict(diffusion_jax=diffusion, noise_shape=(rows, size)) if self.noisy else {}
-        return integrators.Problem(None, drift, self.vector(spec, data), integrators.EUCLIDEAN,
-                                   **noise)
+        return integrators.Problem(None, drift, self.vector(spec, data), integrators.EUCLIDEAN, **noise)
 
     def initial_state(self, spec, runs):
         shapes = self.shapes(spec)
         if self.init_fn is not None:
             made = self.init_fn(spec, runs)
-            theta = np.concatenate([np.asarray(made[k], dtype=np.float64).reshape(runs, -1)
-                                    for k in shapes], axis=1)
+            theta = np.concatenate([np.asarray(made[k], dtype=np.float64).reshape(runs, -1) for k in shapes], axis=1)
         else:
             size = sum(int(np.prod(s, dtype=np.int64)) for s in shapes.values())
             theta = float(spec["init_scale"]) * spec.rng.standard_normal((runs, size))
@@ -240,10 +259,8 @@ class GradientFlow(Model):
 
     def outputs(self, setup):
         outs = [Output("loss", "loss L(theta) (mean over runs)", dims=("time",))]
-        outs += [Output(f"norm_{k}", f"Frobenius norm of {k} (mean over runs)", dims=("time",))
-                 for k in self.weights]
-        outs += [Output(k, f"observable {k} of theta (mean over runs)", dims=("time",))
-                 for k in self.observables]
+        outs += [Output(f"norm_{k}", f"Frobenius norm of {k} (mean over runs)", dims=("time",)) for k in self.weights]
+        outs += [Output(k, f"observable {k} of theta (mean over runs)", dims=("time",)) for k in self.observables]
         return outs
 
     def observe(self, spec, states):
@@ -255,18 +272,21 @@ class GradientFlow(Model):
         shapes = self.shapes(spec)
         data = self.data(spec)
         p = jnp.asarray(self.vector(spec, data))
-        flat_loss = self._flat_loss(shapes, {k: v.shape for k, v in data.items()},
-                                    len(self.loss_parameters()))
+        flat_loss = self._flat_loss(shapes, {k: v.shape for k, v in data.items()}, len(self.loss_parameters()))
         theta = jnp.asarray(states[:, :, 0, :].reshape(runs * times, -1))
         values = {"loss": jax.vmap(lambda th: flat_loss(th, p))(theta)}
         for key in shapes:
             values[f"norm_{key}"] = jax.vmap(
-                lambda th, key=key: jnp.sqrt(jnp.sum(self.unflatten(th, shapes)[key] ** 2)))(theta)
+                lambda th, key=key: jnp.sqrt(jnp.sum(self.unflatten(th, shapes)[key] ** 2))
+            )(theta)
         for key in self.observables:
             values[key] = jax.vmap(self._observable(key, spec, data, shapes))(theta)
         values = {k: np.array(v, dtype=np.float64).reshape(runs, times) for k, v in values.items()}
-        return Chunk(values, finite=np.isfinite(states).all(axis=(1, 2, 3)),
-                     states=states if self.trajectory_dims(spec.setup) is not None else None)
+        return Chunk(
+            values,
+            finite=np.isfinite(states).all(axis=(1, 2, 3)),
+            states=states if self.trajectory_dims(spec.setup) is not None else None,
+        )
 
     def trajectory_dims(self, setup):
         """With ``[output] trajectories = true``: the state, rows (theta[, v]) by the flat
@@ -284,8 +304,10 @@ class GradientFlow(Model):
         is finite (else one line, naming the user's exception)."""
         backend = spec.solver.backend
         if backend not in ("diffrax", "jax"):
-            raise ScenarioError("integrator.backend", f"system {self.name} differentiates its "
-                                f"loss with JAX: use backend diffrax or jax, not {backend}")
+            raise ScenarioError(
+                "integrator.backend",
+                f"system {self.name} differentiates its loss with JAX: use backend diffrax or jax, not {backend}",
+            )
         import integrators
 
         integrators.configure_jax()
@@ -295,8 +317,9 @@ class GradientFlow(Model):
         data = self.data(spec)
         x0 = self.initial_state(spec.variant(salt=(1,)), 1)[0]
         p = jnp.asarray(self.vector(spec, data))
-        flat_loss = self._flat_loss(self.shapes(spec), {k: v.shape for k, v in data.items()},
-                                    len(self.loss_parameters()))
+        flat_loss = self._flat_loss(
+            self.shapes(spec), {k: v.shape for k, v in data.items()}, len(self.loss_parameters())
+        )
         where = f"the loss of {self.name}"
         theta0 = jnp.asarray(x0[0])
         try:
@@ -304,10 +327,13 @@ class GradientFlow(Model):
             # compiled program rather than op by op
             value = jax.eval_shape(flat_loss, theta0, p)
             if len(value.shape) != 0:
-                raise ScenarioError("scenario.system", f"{where} returned shape "
-                                    f"{value.shape}; it must return a scalar")
-            key = (type(self), tuple(self.shapes(spec).items()),
-                   tuple((k, v.shape) for k, v in data.items()), len(self.loss_parameters()))
+                raise ScenarioError("scenario.system", f"{where} returned shape {value.shape}; it must return a scalar")
+            key = (
+                type(self),
+                tuple(self.shapes(spec).items()),
+                tuple((k, v.shape) for k, v in data.items()),
+                len(self.loss_parameters()),
+            )
             if key not in _GRADIENTS:  # one compiled gradient per class and shapes
                 _GRADIENTS[key] = jax.jit(jax.grad(flat_loss))
             grad = np.asarray(_GRADIENTS[key](theta0, p))
@@ -315,14 +341,14 @@ class GradientFlow(Model):
                 observable = self._observable(key, spec, data, self.shapes(spec))
                 shape = jax.eval_shape(observable, theta0).shape
                 if len(shape) != 0:
-                    raise ScenarioError("scenario.system", f"observable {key} of {self.name} "
-                                        "must return a scalar")
+                    raise ScenarioError("scenario.system", f"observable {key} of {self.name} must return a scalar")
         except ScenarioError:
             raise
         except Exception as exc:
             text = " / ".join(t.strip() for t in str(exc).splitlines() if t.strip())
-            raise ScenarioError("scenario.system", f"{where} is not differentiable by JAX at "
-                                f"the start: {type(exc).__name__}: {text[:300]}") from None
+            raise ScenarioError(
+                "scenario.system",
+                f"{where} is not differentiable by JAX at the start: {type(exc).__name__}: {text[:300]}",
+            ) from None
         if not np.isfinite(grad).all():
-            raise ScenarioError("scenario.system", f"{where} has a non-finite gradient at the "
-                                "start")
+            raise ScenarioError("scenario.system", f"{where} has a non-finite gradient at the start")

@@ -18,6 +18,7 @@ Anything else (a function without a source file, as one typed at a prompt or mad
 object whose value has no stable text) makes the function not keyable: :func:`digest` returns
 None and the caller compiles it afresh in each process, as numba does for any uncached function.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -72,8 +73,9 @@ class _Walk:
         elif isinstance(v, (set, frozenset)):  # in an order that is the same in every process
             self.parts.append(f"{type(v).__name__} {_stable(v)}")
         elif isinstance(v, np.ndarray):
-            self.parts.append(f"array {v.dtype.str} {v.shape} "
-                              f"{hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()}")
+            self.parts.append(
+                f"array {v.dtype.str} {v.shape} {hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()}"
+            )
         elif isinstance(v, np.generic):
             self.parts.append(f"{type(v).__name__} {v!r}")
         elif id(v) in self.seen:

@@ -10,6 +10,7 @@ never imports the package.
 Run as ``python -m dyn.user.isolated NAME``: the description of the entry point NAME on stdout
 (exit 0), or the one-line reason on stderr (exit 2).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,9 +23,14 @@ TIMEOUT = 60.0  # seconds a package may take to import before it is listed as br
 def description(name: str) -> tuple[str, str]:
     """(description, "") of the installed system `name`, or ("", why it cannot be loaded)."""
     try:
-        done = subprocess.run([sys.executable, "-m", __name__, name], capture_output=True,
-                              text=True, timeout=TIMEOUT, env=dict(os.environ),
-                              errors="replace")
+        done = subprocess.run(
+            [sys.executable, "-m", __name__, name],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=dict(os.environ),
+            errors="replace",
+        )
     except subprocess.TimeoutExpired:
         return "", f"loading it took over {TIMEOUT:g} s"
     except OSError as exc:
@@ -34,8 +40,7 @@ def description(name: str) -> tuple[str, str]:
         return done.stdout.strip().splitlines()[0], ""
     if done.returncode == 2 and said:
         return "", said[-1]
-    status = (f"killed by signal {-done.returncode}" if done.returncode < 0
-              else f"exit status {done.returncode}")
+    status = f"killed by signal {-done.returncode}" if done.returncode < 0 else f"exit status {done.returncode}"
     return "", f"loading it ended the process ({status}){': ' + said[-1] if said else ''}"
 
 

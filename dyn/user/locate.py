@@ -7,6 +7,7 @@ against an edited module is refused like any other changed scenario. A pool work
 module again from the recorded file (the folder that holds it goes on its sys.path), or, where
 that file is not on its machine, on its own sys.path (a Dask worker the module was uploaded to).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -104,8 +105,11 @@ def _refuse_shadowing(module: str, folder: Path) -> None:
         return  # the very module imported already (the engine's own, run from its checkout)
     what = _library(head, folder)
     if what:
-        raise ScenarioError(KEY, f"the module {head!r} beside the scenario ({folder}) has the "
-                            f"name of {what}: rename it (it would replace that module here)")
+        raise ScenarioError(
+            KEY,
+            f"the module {head!r} beside the scenario ({folder}) has the "
+            f"name of {what}: rename it (it would replace that module here)",
+        )
 
 
 def _next_to(module: str, folder: Path) -> bool:
@@ -129,15 +133,15 @@ def import_module(module: str, near: str | Path | None = None, file: str = ""):
     except ModuleNotFoundError as exc:
         if exc.name and module.startswith(exc.name) and module.split(".")[0] == exc.name.split(".")[0]:
             where = f"next to the scenario ({near}) nor " if near is not None else ""
-            raise ScenarioError(KEY, f"no module {module!r} {where}on sys.path"
-                                f"{' (this worker cannot import it)' if near is None else ''}"
-                                ) from None
+            raise ScenarioError(
+                KEY,
+                f"no module {module!r} {where}on sys.path{' (this worker cannot import it)' if near is None else ''}",
+            ) from None
         raise ScenarioError(KEY, f"importing {module} failed: ModuleNotFoundError: {exc}") from None
     except Exception as exc:  # the user's module raised while importing: its text, one line
         raise ScenarioError(KEY, f"importing {module} failed: {type(exc).__name__}: {exc}") from None
     except SystemExit as exc:  # never the user's exit status: exit 0 would claim success
-        raise ScenarioError(KEY, f"importing {module} failed: it called sys.exit({_code(exc)}) "
-                            "at import") from None
+        raise ScenarioError(KEY, f"importing {module} failed: it called sys.exit({_code(exc)}) at import") from None
 
 
 def _code(exc: SystemExit) -> str:
@@ -154,8 +158,7 @@ def load(name: str, near: str | Path | None = None, file: str = ""):
     cls = found
     for part in attr.split("."):
         if not hasattr(cls, part):
-            raise ScenarioError(KEY, f"module {module} ({getattr(found, '__file__', '?')}) has no "
-                                f"{attr!r}")
+            raise ScenarioError(KEY, f"module {module} ({getattr(found, '__file__', '?')}) has no {attr!r}")
         cls = getattr(cls, part)
     return checked(cls, name)
 
@@ -165,15 +168,13 @@ def checked(cls, name: str):
     from ..core.system import System
 
     if not (inspect.isclass(cls) and issubclass(cls, System)):
-        raise ScenarioError(KEY, f"{name} is {type(cls).__name__} {cls!r:.60}, not a subclass of "
-                            "dyn.System")
+        raise ScenarioError(KEY, f"{name} is {type(cls).__name__} {cls!r:.60}, not a subclass of dyn.System")
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(cls.__abstractmethods__))
         raise ScenarioError(KEY, f"{name} does not define {missing} (required of a dyn.System)")
     for attr in ("name", "description", "params", "default_plot"):
         if not hasattr(cls, attr):
-            raise ScenarioError(KEY, f"{name} has no class attribute {attr!r} (required of a "
-                                "dyn.System)")
+            raise ScenarioError(KEY, f"{name} has no class attribute {attr!r} (required of a dyn.System)")
     return cls
 
 
@@ -183,11 +184,11 @@ def load_entry_point(name: str):
     try:
         cls = ep.load()
     except Exception as exc:
-        raise ScenarioError(KEY, f"loading system {name} ({ep.value}) failed: "
-                            f"{type(exc).__name__}: {exc}") from None
+        raise ScenarioError(KEY, f"loading system {name} ({ep.value}) failed: {type(exc).__name__}: {exc}") from None
     except SystemExit as exc:
-        raise ScenarioError(KEY, f"loading system {name} ({ep.value}) failed: it called "
-                            f"sys.exit({_code(exc)}) at import") from None
+        raise ScenarioError(
+            KEY, f"loading system {name} ({ep.value}) failed: it called sys.exit({_code(exc)}) at import"
+        ) from None
     return checked(cls, f"{name} ({ep.value})")
 
 
@@ -204,5 +205,9 @@ def provenance(cls) -> dict:
     if module is None or module.__name__.split(".")[0] == "dyn" or not file:
         return {}
     files = reach.listing(cls)
-    return {"system_module": cls.__module__, "system_file": str(Path(file).resolve()),
-            "system_sha256": reach.combined(files), "system_files": files}
+    return {
+        "system_module": cls.__module__,
+        "system_file": str(Path(file).resolve()),
+        "system_sha256": reach.combined(files),
+        "system_files": files,
+    }

@@ -16,6 +16,7 @@ of every point before anything is written, so a drift that raises or returns the
 is refused in one line). The user still says what to start from (``initial_state``), what to
 measure (``outputs``, ``observe``).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -76,16 +77,14 @@ class Model(System):
         super().__init_subclass__(**kwargs)
         if not cls.forms_from_functions:
             return
-        for attr in ("drift", "drift_jax", "diffusion", "diffusion_jax", "observe_state",
-                     "reference"):
+        for attr in ("drift", "drift_jax", "diffusion", "diffusion_jax", "observe_state", "reference"):
             if inspect.isfunction(cls.__dict__.get(attr)):  # plain functions: not methods
                 setattr(cls, attr, staticmethod(cls.__dict__[attr]))
         sde = _function(cls, "diffusion") is not None or _function(cls, "diffusion_jax") is not None
         if "equation" not in cls.__dict__:
             cls.equation = "sde" if sde else "ode"
         if "jax_methods" not in cls.__dict__:
-            cls.jax_methods = (SDE_JAX if sde else ODE_JAX) if cls.has_form("jax") \
-                else frozenset()
+            cls.jax_methods = (SDE_JAX if sde else ODE_JAX) if cls.has_form("jax") else frozenset()
         budget.declare(cls)  # a declared step_rate: dt = "auto", check_step (dyn.user.budget)
 
     # --- the parameter vector --------------------------------------------------------------
@@ -109,8 +108,10 @@ class Model(System):
     @classmethod
     def _at(cls, kind: str, attr: str) -> tuple[int, ...]:
         names = cls.parameters()
-        return tuple(arrays.expression(cls.params.get(a), names.index(a))
-                     for a in _arguments(cls, attr, _function(cls, attr), LEADING[kind]))
+        return tuple(
+            arrays.expression(cls.params.get(a), names.index(a))
+            for a in _arguments(cls, attr, _function(cls, attr), LEADING[kind])
+        )
 
     @classmethod
     def numba_function(cls, kind: str = "drift"):
@@ -140,8 +141,7 @@ class Model(System):
         if (cls, kind, "jax", layout) not in _COMPILED:  # one object: a batch's problems share it
             names = cls.parameters()
             readers = arrays.jax_readers(names, layout)
-            at = [readers[names.index(a)] for a in
-                  _arguments(cls, f"{kind}_jax", fn, LEADING[kind])]
+            at = [readers[names.index(a)] for a in _arguments(cls, f"{kind}_jax", fn, LEADING[kind])]
             if kind == "drift":
                 made = lambda t, x, p: fn(t, x, *(r(p) for r in at))  # noqa: E731
             else:
@@ -172,12 +172,15 @@ class Model(System):
         if self.equation == "sde":
             if state is None:
                 state = np.shape(self.initial_state(spec.variant(salt=(1,)), 1))[1:]
-            noise = dict(diffusion=cls.numba_function("diffusion"),
-                         diffusion_jax=cls.jax_function("diffusion", layout),
-                         noise_shape=tuple(self.noise_shape(spec, state)))
+            noise = dict(
+                diffusion=cls.numba_function("diffusion"),
+                diffusion_jax=cls.jax_function("diffusion", layout),
+                noise_shape=tuple(self.noise_shape(spec, state)),
+            )
         geometry = user_geometry.resolve(self.geometry)
-        return integrators.Problem(cls.numba_function("drift"), cls.jax_function("drift", layout),
-                                   p, geometry, work=cls.work_size, **noise)
+        return integrators.Problem(
+            cls.numba_function("drift"), cls.jax_function("drift", layout), p, geometry, work=cls.work_size, **noise
+        )
 
     def simulate(self, spec, runs: range):
         if user_observe.observes(self):
@@ -189,8 +192,7 @@ class Model(System):
             x0 = np.ascontiguousarray(self.initial_state(spec, len(runs)), dtype=np.float64)
         noise = {"rng": spec.rng} if self.equation == "sde" else {}
         with stages.running(f"{module}.drift"):
-            solution = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times,
-                                               **noise)
+            solution = spec.solver.get().solve(self.problem(spec, x0.shape[1:]), x0, spec.times, **noise)
         return self._chunk(spec, solution.states, solution.status)
 
     def _chunk(self, spec, states, status):
@@ -220,8 +222,9 @@ class Model(System):
     def batch_key(self, spec) -> tuple:
         """Points that share the program: equal runs, step, method and every int, bool or
         string parameter (those that may set shapes)."""
-        shaping = tuple((k, spec[k]) for k, f in self.params.items()
-                        if f.kind in ("int", "bool", "str") and k in spec.values)
+        shaping = tuple(
+            (k, spec[k]) for k, f in self.params.items() if f.kind in ("int", "bool", "str") and k in spec.values
+        )
         return (spec.runs, spec.dt, spec.solver.method, shaping)
 
     def validate(self, spec) -> None:
@@ -232,29 +235,37 @@ class Model(System):
         jax = backend in ("diffrax", "jax")
         budget.check(self, spec, arrays.per_run(self.params, spec.values))
         if backend != "numba" and arrays.per_run(self.params, spec.values):
-            raise ScenarioError("integrator.backend", "arrays drawn per run (draw = \"run\") are "
-                                "solved run by run on the numba backend: use backend numba")
+            raise ScenarioError(
+                "integrator.backend",
+                'arrays drawn per run (draw = "run") are solved run by run on the numba backend: use backend numba',
+            )
         name = f"{type(self).__name__}.{'drift_jax' if jax else 'drift'}"
         if not type(self).has_form("jax" if jax else "numba"):
             other = "numba" if jax else "diffrax or jax"
-            raise ScenarioError("integrator.backend", f"system {self.name} has no {name} (the "
-                                f"{backend} backend runs it): use backend {other}")
+            raise ScenarioError(
+                "integrator.backend",
+                f"system {self.name} has no {name} (the {backend} backend runs it): use backend {other}",
+            )
         self.parameters()  # every argument declared
         x = np.ascontiguousarray(self.initial_state(spec.variant(salt=(1,)), 1), dtype=np.float64)
         if x.ndim != 3:
-            raise ScenarioError("scenario.system", f"{type(self).__name__}.initial_state(spec, 1) "
-                                f"returned shape {x.shape}; expected (runs, n, d)")
+            raise ScenarioError(
+                "scenario.system",
+                f"{type(self).__name__}.initial_state(spec, 1) returned shape {x.shape}; expected (runs, n, d)",
+            )
         user_geometry.check(self.geometry, x[0], type(self).__name__, jax)
         got = _call(name, lambda: self._probe(jax, x[0], spec))
         if np.shape(got) != x.shape[1:]:
-            raise ScenarioError("scenario.system", f"{name} returned shape {np.shape(got)} for a "
-                                f"state of shape {x.shape[1:]}; it must return one of the state's shape")
+            raise ScenarioError(
+                "scenario.system",
+                f"{name} returned shape {np.shape(got)} for a "
+                f"state of shape {x.shape[1:]}; it must return one of the state's shape",
+            )
         if self.forms_from_functions and self.has_form("numba") and self.has_form("jax"):
             # the user wrote both forms (or one source): they must agree
             from . import one_source
 
-            _call(f"{type(self).__name__}.drift (twin check)",
-                  lambda: one_source.check_twins(self, spec, x[0]))
+            _call(f"{type(self).__name__}.drift (twin check)", lambda: one_source.check_twins(self, spec, x[0]))
         user_observe.check(self, spec)
 
     def run_bytes(self, spec) -> int:
@@ -265,8 +276,7 @@ class Model(System):
     def observe(self, spec, states):
         """With ``observe_state``: its values at the stored states (runs, times, n, d)."""
         if not user_observe.observes(self):
-            raise NotImplementedError(f"{type(self).__name__} writes neither observe nor "
-                                      "observe_state")
+            raise NotImplementedError(f"{type(self).__name__} writes neither observe nor observe_state")
         return user_observe.chunk(self, spec, user_observe.values_of(self, spec, states))
 
     def _probe(self, jax: bool, x: np.ndarray, spec):
@@ -277,8 +287,7 @@ class Model(System):
             integrators.configure_jax()
             import jax.numpy as jnp
 
-            return np.asarray(type(self).jax_function("drift", layout)(0.0, jnp.asarray(x),
-                                                                        jnp.asarray(p)))
+            return np.asarray(type(self).jax_function("drift", layout)(0.0, jnp.asarray(x), jnp.asarray(p)))
         return type(self)._probe_numba(x, p)
 
     @classmethod
@@ -307,6 +316,5 @@ class Model(System):
         want = np.empty_like(x)
         size = cls.work_size(*x.shape, p) if callable(cls.work_size) else cls.work_size
         cls.numba_function("drift")(float(t), x, p, want, np.empty(size))
-        got = np.asarray(cls.jax_function("drift", layout)(float(t), jnp.asarray(x),
-                                                            jnp.asarray(p)))
+        got = np.asarray(cls.jax_function("drift", layout)(float(t), jnp.asarray(x), jnp.asarray(p)))
         return float(np.abs(got - want).max())

@@ -27,6 +27,7 @@ discontinuous (hardmax, topk) in s but not smooth where a score enters or leaves
 flow's vector field has a kink (or a jump) there, and a fixed-step solver's global order drops
 to what the kink allows (docs/your_own_system.md measures RK4 on a sparsemax flow).
 """
+
 from __future__ import annotations
 
 import numba
@@ -46,11 +47,12 @@ SPARSE = ("hardmax", "sparsemax", "entmax", "topk")
 @intrinsic
 def _maxnum(typingctx, a, b):
     """max(a, b), a NaN ignored (llvm.maxnum): a max-reduction loop of it vectorizes."""
+
     def codegen(context, builder, signature, args):
         double = ir.DoubleType()
-        fn = builder.module.declare_intrinsic("llvm.maxnum", [double],
-                                              ir.FunctionType(double, [double, double]))
+        fn = builder.module.declare_intrinsic("llvm.maxnum", [double], ir.FunctionType(double, [double, double]))
         return builder.call(fn, args)
+
     return types.float64(types.float64, types.float64), codegen
 
 
@@ -164,7 +166,7 @@ def entmax(s, w, a):
         for j in range(n):
             v = c * s[j] - tau
             if v > 0.0:
-                total += v * v if power == 2.0 else v ** power
+                total += v * v if power == 2.0 else v**power
         if total >= 1.0:
             lo = tau
         else:
@@ -172,7 +174,7 @@ def entmax(s, w, a):
     total = 0.0
     for j in range(n):
         v = c * s[j] - lo
-        w[j] = (v * v if power == 2.0 else v ** power) if v > 0.0 else 0.0
+        w[j] = (v * v if power == 2.0 else v**power) if v > 0.0 else 0.0
         total += w[j]
     for j in range(n):
         w[j] /= total
@@ -233,8 +235,7 @@ def topk(s, w, a):
         w[j] /= z
 
 
-BUILTIN = {"softmax": softmax, "usa": usa, "hardmax": hardmax, "sparsemax": sparsemax,
-           "entmax": entmax, "topk": topk}
+BUILTIN = {"softmax": softmax, "usa": usa, "hardmax": hardmax, "sparsemax": sparsemax, "entmax": entmax, "topk": topk}
 
 
 def row_weights(name: str, scores, a: float = 0.0) -> np.ndarray:

@@ -18,6 +18,7 @@ operations in the solver. Storing states is sized first: :func:`check_memory` re
 line that gives the size, a chunk of stored states over the memory budget of a chunk
 (``Setup.chunk_bytes``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,8 +63,12 @@ def observes(model) -> bool:
 
 def in_loop(model, spec) -> bool:
     """Whether this point's solve observes in the loop (module doc)."""
-    return (observes(model) and spec.solver.backend == "numba" and spec.solver.method in IN_LOOP
-            and not spec.setup.trajectories)
+    return (
+        observes(model)
+        and spec.solver.backend == "numba"
+        and spec.solver.method in IN_LOOP
+        and not spec.setup.trajectories
+    )
 
 
 def names(cls) -> tuple[str, ...]:
@@ -85,8 +90,9 @@ def kernel(cls):
         from .hooks import _function
 
         fn = _function(cls, "observe_state")
-        source = ADAPTER.format(declared=jit.decorator("OBSERVE_SIG"),
-                                args=jit.arguments(tuple(range(len(names(cls))))).replace("p[", "q["))
+        source = ADAPTER.format(
+            declared=jit.decorator("OBSERVE_SIG"), args=jit.arguments(tuple(range(len(names(cls))))).replace("p[", "q[")
+        )
         py = getattr(fn, "py_func", fn)
         source = source.replace("a user's dyn.Model", f"{py.__module__}.{py.__qualname__}")
         _MADE[cls] = cache.load("observe", source, jit.jitted(fn)).observe
@@ -125,8 +131,7 @@ def chunk(model, spec, values: np.ndarray) -> Chunk:
     if custom is not None:
         return custom(spec, values)
     finite = np.isfinite(values).all(axis=(1, 2))
-    return Chunk({name: values[:, :, i] for i, name in enumerate(type(model).observed)},
-                 finite=finite)
+    return Chunk({name: values[:, :, i] for i, name in enumerate(type(model).observed)}, finite=finite)
 
 
 def simulate(model, spec, runs: range):
@@ -172,13 +177,19 @@ def check_memory(model, spec) -> None:
     held = spec.runs if model.run_bytes(spec) <= 0 else 1
     total = held * each
     if total > spec.setup.chunk_bytes:
-        hint = ("observe in the loop: write observe_state and use a numba fixed-step method "
-                "(euler, heun, rk4) without saved trajectories" if observes(model) else
-                "write observe_state (observation in the loop)")
-        raise ScenarioError("ensemble.runs", f"storing the states of {type(model).__name__} takes "
-                            f"{_size(total)} ({held} runs x {len(spec.times)} saves x {n} x {d} "
-                            f"float64), over the memory budget of {_size(spec.setup.chunk_bytes)}: "
-                            f"{hint}, or lower ensemble.runs")
+        hint = (
+            "observe in the loop: write observe_state and use a numba fixed-step method "
+            "(euler, heun, rk4) without saved trajectories"
+            if observes(model)
+            else "write observe_state (observation in the loop)"
+        )
+        raise ScenarioError(
+            "ensemble.runs",
+            f"storing the states of {type(model).__name__} takes "
+            f"{_size(total)} ({held} runs x {len(spec.times)} saves x {n} x {d} "
+            f"float64), over the memory budget of {_size(spec.setup.chunk_bytes)}: "
+            f"{hint}, or lower ensemble.runs",
+        )
 
 
 def check(model, spec) -> None:
@@ -190,13 +201,16 @@ def check(model, spec) -> None:
 
         observed = getattr(cls, "observed", None)
         if not observed or isinstance(observed, str):
-            raise ScenarioError("scenario.system", f"{cls.__name__} writes observe_state: name "
-                                "its values in observed = (\"name\", ...)")
+            raise ScenarioError(
+                "scenario.system", f'{cls.__name__} writes observe_state: name its values in observed = ("name", ...)'
+            )
         x = np.ascontiguousarray(model.initial_state(spec.variant(salt=(2,)), 1)[0], dtype=np.float64)
         got = _call(f"{cls.__name__}.observe_state", lambda: values_of_one(cls, spec, x))
         if got.shape != (len(observed),):
-            raise ScenarioError("scenario.system", f"{cls.__name__}.observe_state returned shape "
-                                f"{got.shape}; observed names {len(observed)} values")
+            raise ScenarioError(
+                "scenario.system",
+                f"{cls.__name__}.observe_state returned shape {got.shape}; observed names {len(observed)} values",
+            )
     check_memory(model, spec)
 
 

@@ -19,6 +19,7 @@ A function that cannot keep to these keeps an explicit twin, ``drift_jax``. Wher
 both forms (derived or written) the engine checks, on the start state of the first point it
 validates, that they agree to 1e-12 relative (:func:`check_twins`).
 """
+
 from __future__ import annotations
 
 import types
@@ -75,9 +76,11 @@ def check_twins(model, spec, x) -> None:
     error = float(np.abs(got - want).max()) if got.shape == want.shape else np.inf
     scale = max(float(np.abs(want).max()), np.finfo(float).tiny)
     if not error <= TWIN_TOL * scale:
-        form = "drift_jax" if getattr(cls, "drift_jax", None) is not None else \
-            "JAX form derived from it (one_source)"
-        raise ScenarioError("scenario.system", f"{cls.__name__}.drift and its {form} differ by "
-                            f"{error:.3g} (relative {error / scale:.3g} > {TWIN_TOL:g}) at the "
-                            "start state: the two forms must compute the same field")
+        form = "drift_jax" if getattr(cls, "drift_jax", None) is not None else "JAX form derived from it (one_source)"
+        raise ScenarioError(
+            "scenario.system",
+            f"{cls.__name__}.drift and its {form} differ by "
+            f"{error:.3g} (relative {error / scale:.3g} > {TWIN_TOL:g}) at the "
+            "start state: the two forms must compute the same field",
+        )
     _CHECKED.add((cls, layout))

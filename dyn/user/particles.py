@@ -27,6 +27,7 @@ the first plateau of the cluster count (:mod:`dyn.attention.plateaus`), the ener
 `until_decided` the runs continued past the horizon until they are one cluster (decision_time,
 p_undecided).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -51,9 +52,19 @@ _ENGINE_PARAMS = ("sinkhorn_iterations",)
 ARGUMENTS = ("inner", "distance")  # s = <x_i, x_j>, or s = |x_i - x_j|^2
 
 
-def particles(interaction, *, name: str, description: str = "", params: dict | None = None,
-              geometry: str = "sphere", normalization: str = "SA", noise: bool = False,
-              interaction_jax=None, potential=None, of: str = "inner") -> type[Model]:
+def particles(
+    interaction,
+    *,
+    name: str,
+    description: str = "",
+    params: dict | None = None,
+    geometry: str = "sphere",
+    normalization: str = "SA",
+    noise: bool = False,
+    interaction_jax=None,
+    potential=None,
+    of: str = "inner",
+) -> type[Model]:
     """The System class of particles pushed by `interaction` (module doc).
 
     interaction: ``phi(s, <params>)`` or ``phi(s, i, j, <params>)``, numba-jittable, a float;
@@ -75,56 +86,73 @@ def particles(interaction, *, name: str, description: str = "", params: dict | N
     `of`, or a parameter the engine already declares.
     """
     if isinstance(interaction, str):
-        return _engine_kernel(interaction, name, description, params, geometry, normalization,
-                              noise)
+        return _engine_kernel(interaction, name, description, params, geometry, normalization, noise)
     if geometry not in GEOMETRIES:
         raise ValueError(f"particles: geometry must be one of {GEOMETRIES}, got {geometry!r}")
     if of not in ARGUMENTS:
         raise ValueError(f"particles: of must be one of {ARGUMENTS}, got {of!r}")
     if normalization not in NORMALIZATIONS:
-        raise ValueError(f"particles: normalization must be one of {NORMALIZATIONS}, "
-                         f"got {normalization!r}")
+        raise ValueError(f"particles: normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
     own = dict(params or {})
-    fields = {"n": Field("int", 16, "number of tokens", lo=1, hi=4096),
-              "d": Field("int", 3, "dimension of the space", lo=1, hi=4096),
-              "delta": Field("float", 1e-3, "cluster threshold: <x_i,x_j> > 1 - delta (sphere), "
-                             "|x_i - x_j| < delta (R^d)", gt=0.0, hi=2.0)}
-    fields["until_decided"] = Field("bool", False, "continue each run past the horizon, in "
-                                    "stretches of the horizon, until its tokens form one cluster "
-                                    "or decide_cap horizons have passed", sweepable=False)
-    fields["decide_cap"] = Field("float", 8.0, "with until_decided: the longest time, in "
-                                 "horizons", gt=1.0, hi=1e4)
+    fields = {
+        "n": Field("int", 16, "number of tokens", lo=1, hi=4096),
+        "d": Field("int", 3, "dimension of the space", lo=1, hi=4096),
+        "delta": Field(
+            "float",
+            1e-3,
+            "cluster threshold: <x_i,x_j> > 1 - delta (sphere), |x_i - x_j| < delta (R^d)",
+            gt=0.0,
+            hi=2.0,
+        ),
+    }
+    fields["until_decided"] = Field(
+        "bool",
+        False,
+        "continue each run past the horizon, in "
+        "stretches of the horizon, until its tokens form one cluster "
+        "or decide_cap horizons have passed",
+        sweepable=False,
+    )
+    fields["decide_cap"] = Field("float", 8.0, "with until_decided: the longest time, in horizons", gt=1.0, hi=1e4)
     if geometry == "circle":
         fields["d"] = Field("int", 2, "dimension (the circle)", lo=2, hi=2)
     elif geometry == "sphere":
-        fields["d"] = Field("int", 3, "dimension of the space of the sphere S^{d-1}", lo=2,
-                            hi=4096)
+        fields["d"] = Field("int", 3, "dimension of the space of the sphere S^{d-1}", lo=2, hi=4096)
     if noise:
         fields["sigma"] = Field("float", 0.1, "noise level sigma", lo=0.0)
     if normalization == "sinkhorn":
-        fields["sinkhorn_iterations"] = Field("int", 20, "Sinkhorn's normalizations per drift",
-                                              lo=1, hi=10_000)
+        fields["sinkhorn_iterations"] = Field("int", 20, "Sinkhorn's normalizations per drift", lo=1, hi=10_000)
     clash = sorted(set(own) & set(fields))
     if clash:
         raise ValueError(f"particles: parameters {clash} are the engine's; name them otherwise")
     names = list(inspect.signature(getattr(interaction, "py_func", interaction)).parameters)
     positions = names[1:3] == ["i", "j"]
-    args = tuple(names[3 if positions else 1:])
+    args = tuple(names[3 if positions else 1 :])
     missing = [a for a in args if a not in own]
     if missing:
         raise ValueError(f"particles: the interaction takes {missing}, not declared in params")
     body = dict(
-        name=name, description=description or f"particles on the {geometry}: {name}",
-        default_plot="pair_fraction", geometry="euclidean" if geometry == "euclidean" else "sphere",
-        params={**own, **fields}, interaction=staticmethod(interaction),
+        name=name,
+        description=description or f"particles on the {geometry}: {name}",
+        default_plot="pair_fraction",
+        geometry="euclidean" if geometry == "euclidean" else "sphere",
+        params={**own, **fields},
+        interaction=staticmethod(interaction),
         interaction_jax=None if interaction_jax is None else staticmethod(interaction_jax),
         potential=None if potential is None else staticmethod(potential),
-        interaction_args=args, positions=positions, normalization=normalization,
+        interaction_args=args,
+        positions=positions,
+        normalization=normalization,
         distance=of == "distance",
-        space=geometry, noisy=noise, equation="sde" if noise else "ode",
-        jax_methods=frozenset() if interaction_jax is None else
-        frozenset({"euler_maruyama"} if noise else {"euler", "heun", "rk4"}),
-        __module__=getattr(interaction, "__module__", __name__), __qualname__=name)
+        space=geometry,
+        noisy=noise,
+        equation="sde" if noise else "ode",
+        jax_methods=frozenset()
+        if interaction_jax is None
+        else frozenset({"euler_maruyama"} if noise else {"euler", "heun", "rk4"}),
+        __module__=getattr(interaction, "__module__", __name__),
+        __qualname__=name,
+    )
     return type(name, (Particles,), body)
 
 
@@ -151,17 +179,19 @@ class Particles(Model):
 
         if key not in _COMPILED:
             if kind == "diffusion":
-                _COMPILED[key] = particles_jit.diffusion(cls.parameters().index("sigma")) \
-                    if cls.noisy else None
+                _COMPILED[key] = particles_jit.diffusion(cls.parameters().index("sigma")) if cls.noisy else None
             else:
-                at = tuple(arrays.expression(cls.params.get(a), i)
-                           for i, a in enumerate(cls.interaction_args))
-                iterations = cls.parameters().index("sinkhorn_iterations") \
-                    if cls.normalization == "sinkhorn" else -1
-                _COMPILED[key] = particles_jit.drift(cls.interaction, cls.positions, at,
-                                                     _CODES[cls.normalization],
-                                                     cls.space == "euclidean", iterations,
-                                                     cls.distance)
+                at = tuple(arrays.expression(cls.params.get(a), i) for i, a in enumerate(cls.interaction_args))
+                iterations = cls.parameters().index("sinkhorn_iterations") if cls.normalization == "sinkhorn" else -1
+                _COMPILED[key] = particles_jit.drift(
+                    cls.interaction,
+                    cls.positions,
+                    at,
+                    _CODES[cls.normalization],
+                    cls.space == "euclidean",
+                    iterations,
+                    cls.distance,
+                )
         return _COMPILED[key]
 
     @classmethod
@@ -177,13 +207,15 @@ class Particles(Model):
                 at = names.index("sigma") if cls.noisy else None
                 _COMPILED[key] = None if at is None else (lambda t, x, p, dw: p[at] * dw)
             else:
-                _COMPILED[key] = _drift_jax(cls.interaction_jax, cls.positions,
-                                            arrays.jax_readers(names, layout)[
-                                                :len(cls.interaction_args)],
-                                            cls.normalization, cls.space == "euclidean",
-                                            names.index("sinkhorn_iterations")
-                                            if cls.normalization == "sinkhorn" else -1,
-                                            cls.distance)
+                _COMPILED[key] = _drift_jax(
+                    cls.interaction_jax,
+                    cls.positions,
+                    arrays.jax_readers(names, layout)[: len(cls.interaction_args)],
+                    cls.normalization,
+                    cls.space == "euclidean",
+                    names.index("sinkhorn_iterations") if cls.normalization == "sinkhorn" else -1,
+                    cls.distance,
+                )
         return _COMPILED[key]
 
     @classmethod
@@ -204,8 +236,9 @@ class Particles(Model):
 
     def validate(self, spec) -> None:
         if spec["until_decided"] and spec.solver.backend == "jax":
-            raise ScenarioError("params.until_decided", "runs continue one by one past the "
-                                "horizon: use backend numba or diffrax")
+            raise ScenarioError(
+                "params.until_decided", "runs continue one by one past the horizon: use backend numba or diffrax"
+            )
         super().validate(spec)
 
     def simulate(self, spec, runs: range) -> Chunk:
@@ -231,8 +264,7 @@ class Particles(Model):
         integ = spec.solver.get()
         while active.size and t < cap * (1 - 1e-12):
             stretch = min(spec.horizon, cap - t)
-            x = np.ascontiguousarray(integ.solve(problem, x, np.array([0.0, stretch]),
-                                                 **noise).states[:, -1])
+            x = np.ascontiguousarray(integ.solve(problem, x, np.array([0.0, stretch]), **noise).states[:, -1])
             t += stretch
             done = self._clusters(spec, x[:, None])[:, 0] == 1
             times[active[done]] = t
@@ -263,34 +295,47 @@ class Particles(Model):
     def outputs(self, setup) -> list[Output]:
         near = "|x_i - x_j| < delta" if self.space == "euclidean" else "<x_i,x_j> > 1 - delta"
         outs = [
-            Output("pair_fraction", f"fraction of token pairs with {near} (mean over runs)", "1",
-                   ("time",)),
-            Output("p_one_cluster", "fraction of runs whose tokens form one cluster", "1",
-                   ("time",), "proportion"),
+            Output("pair_fraction", f"fraction of token pairs with {near} (mean over runs)", "1", ("time",)),
+            Output("p_one_cluster", "fraction of runs whose tokens form one cluster", "1", ("time",), "proportion"),
             Output("n_clusters", "number of clusters (mean over runs)", "1", ("time",)),
             Output("time_to_one_cluster", "time to one cluster (T if never; mean over runs)", "1"),
-            Output("first_plateau_clusters", "cluster count at the first plateau (mean over "
-                   "runs)", "1", (), "mean_se", nan_means="some run has no first plateau"),
-            Output("p_first_plateau", "fraction of runs whose count has a first plateau", "1",
-                   (), "proportion"),
+            Output(
+                "first_plateau_clusters",
+                "cluster count at the first plateau (mean over runs)",
+                "1",
+                (),
+                "mean_se",
+                nan_means="some run has no first plateau",
+            ),
+            Output("p_first_plateau", "fraction of runs whose count has a first plateau", "1", (), "proportion"),
         ]
         if self.space != "euclidean":
-            outs.append(Output("min_inner", "minimum pairwise inner product (mean over runs)",
-                               "1", ("time",)))
+            outs.append(Output("min_inner", "minimum pairwise inner product (mean over runs)", "1", ("time",)))
         else:
-            outs.append(Output("spread", "mean squared distance of the tokens to their mean "
-                               "(mean over runs)", "1", ("time",)))
+            outs.append(
+                Output("spread", "mean squared distance of the tokens to their mean (mean over runs)", "1", ("time",))
+            )
         if setup.params.get("until_decided"):
             outs += [
-                Output("decision_time", "time the run's tokens formed one cluster, continued "
-                       "past the horizon until decide_cap horizons (the cap if never; mean over "
-                       "runs)", "1"),
-                Output("p_undecided", "fraction of runs not in one cluster by the cap", "1", (),
-                       "proportion", role=UNDECIDED)]
+                Output(
+                    "decision_time",
+                    "time the run's tokens formed one cluster, continued "
+                    "past the horizon until decide_cap horizons (the cap if never; mean over "
+                    "runs)",
+                    "1",
+                ),
+                Output(
+                    "p_undecided",
+                    "fraction of runs not in one cluster by the cap",
+                    "1",
+                    (),
+                    "proportion",
+                    role=UNDECIDED,
+                ),
+            ]
         if self.potential is not None:
             s = "|x_i - x_j|^2" if self.distance else "<x_i,x_j>"
-            outs.append(Output("energy", f"E = sum_ij Phi({s}) / (2 n^2) (mean over runs)",
-                               "1", ("time",)))
+            outs.append(Output("energy", f"E = sum_ij Phi({s}) / (2 n^2) (mean over runs)", "1", ("time",)))
         return outs
 
     def observe(self, spec, states) -> Chunk:
@@ -298,43 +343,55 @@ class Particles(Model):
         values = {}
         if self.space == "euclidean":
             labels, fraction = _distance_clusters(x, spec["delta"])
-            values.update(pair_fraction=fraction,
-                          spread=((x - x.mean(axis=2, keepdims=True)) ** 2).sum(-1).mean(-1))
+            values.update(pair_fraction=fraction, spread=((x - x.mean(axis=2, keepdims=True)) ** 2).sum(-1).mean(-1))
         else:
             stats, labels = attention.pairs_and_clusters(x, spec["delta"], 0.0, True)
             values.update(pair_fraction=stats[..., 0], min_inner=stats[..., 1])
         clusters = attention.count_clusters(labels)
         one = clusters == 1
-        values.update(n_clusters=clusters, p_one_cluster=one,
-                      time_to_one_cluster=np.where(one.any(axis=1),
-                                                   spec.times[np.argmax(one, axis=1)],
-                                                   spec.horizon))
+        values.update(
+            n_clusters=clusters,
+            p_one_cluster=one,
+            time_to_one_cluster=np.where(one.any(axis=1), spec.times[np.argmax(one, axis=1)], spec.horizon),
+        )
         count, _, _ = plateaus.first_plateau(clusters, spec.times)
         values.update(first_plateau_clusters=count, p_first_plateau=np.isfinite(count))
         if self.potential is not None:
-            gram = np.einsum("etid,etjd->etij", x, x) if not self.distance else \
-                ((x[..., :, None, :] - x[..., None, :, :]) ** 2).sum(-1)
+            gram = (
+                np.einsum("etid,etjd->etij", x, x)
+                if not self.distance
+                else ((x[..., :, None, :] - x[..., None, :, :]) ** 2).sum(-1)
+            )
             theta = [spec[a] for a in self.interaction_args]
             values["energy"] = self.potential(gram, *theta).sum(axis=(2, 3)) / (2 * spec["n"] ** 2)
         return Chunk(values, states=states)
 
 
-def _engine_kernel(kernel: str, name: str, description: str, params, geometry: str,
-                   normalization: str, noise: bool) -> type[Model]:
+def _engine_kernel(
+    kernel: str, name: str, description: str, params, geometry: str, normalization: str, noise: bool
+) -> type[Model]:
     """`particles("exp", ...)`: phi(s) = e^{beta s}, run by the engine's own attention flow."""
     if kernel != "exp":
-        raise ValueError(f"particles: the engine's kernels are 'exp'; got {kernel!r} (or give "
-                         "your interaction as a function)")
+        raise ValueError(
+            f"particles: the engine's kernels are 'exp'; got {kernel!r} (or give your interaction as a function)"
+        )
     if geometry not in ("circle", "sphere") or normalization not in ("SA", "USA") or noise:
-        raise ValueError("particles('exp'): the engine's attention flow is on the circle or the "
-                         "sphere, with SA or USA, without noise; write phi(s, beta) = "
-                         "exp(beta * s) as a function for the other cases")
+        raise ValueError(
+            "particles('exp'): the engine's attention flow is on the circle or the "
+            "sphere, with SA or USA, without noise; write phi(s, beta) = "
+            "exp(beta * s) as a function for the other cases"
+        )
     fields = {"beta": Field("float", 1.0, "inverse temperature beta", lo=0.0)}
     if params:
         raise ValueError("particles('exp'): its one parameter is beta")
-    cls = particles(_exp_kernel, name=name, description=description or
-                    f"self-attention ({normalization}) on the {geometry}", params=fields,
-                    geometry=geometry, normalization=normalization)
+    cls = particles(
+        _exp_kernel,
+        name=name,
+        description=description or f"self-attention ({normalization}) on the {geometry}",
+        params=fields,
+        geometry=geometry,
+        normalization=normalization,
+    )
     import sys
 
     module = sys._getframe(2).f_globals.get("__name__", __name__)  # the caller's module
@@ -358,8 +415,7 @@ class AttentionParticles(Particles):
     def problem(self, spec, state=None):
         from ..attention import architecture, schemes
 
-        p = architecture.pack_values({"d": spec["d"], "beta": spec["beta"],
-                                      "normalization": self.normalization})
+        p = architecture.pack_values({"d": spec["d"], "beta": spec["beta"], "normalization": self.normalization})
         return schemes.scheme("post").flow.problem(p)
 
     def _probe(self, jax: bool, x, spec):
@@ -370,14 +426,18 @@ class AttentionParticles(Particles):
 
     def outputs(self, setup) -> list[Output]:
         return super().outputs(setup) + [
-            Output("energy", "USA energy E = sum_ij exp(beta <x_i,x_j>) / (2 beta n^2) (mean "
-                   "over runs)", "1", ("time",), nan_means="beta = 0, where the energy is "
-                   "undefined")]
+            Output(
+                "energy",
+                "USA energy E = sum_ij exp(beta <x_i,x_j>) / (2 beta n^2) (mean over runs)",
+                "1",
+                ("time",),
+                nan_means="beta = 0, where the energy is undefined",
+            )
+        ]
 
     def observe(self, spec, states) -> Chunk:
         chunk = super().observe(spec, states)
-        stats, _ = attention.pairs_and_clusters(np.asarray(states), spec["delta"], spec["beta"],
-                                                False)
+        stats, _ = attention.pairs_and_clusters(np.asarray(states), spec["delta"], spec["beta"], False)
         chunk.values["energy"] = stats[..., 2]
         return chunk
 
@@ -400,8 +460,9 @@ def _distance_clusters(x, delta: float):
     return labels.reshape(near.shape[:-1]), fraction
 
 
-def _drift_jax(phi, positions: bool, readers, normalization: str, euclidean: bool,
-               iterations: int, distance: bool = False):
+def _drift_jax(
+    phi, positions: bool, readers, normalization: str, euclidean: bool, iterations: int, distance: bool = False
+):
     """The JAX drift of the particles on one member x (n, d); `readers`: one function of p per
     parameter of the interaction (:func:`dyn.user.arrays.jax_readers`)."""
 
@@ -425,6 +486,7 @@ def _drift_jax(phi, positions: bool, readers, normalization: str, euclidean: boo
         elif normalization == "USA":
             a = w / n
         elif normalization == "sinkhorn":
+
             def scale(_, m):
                 m = m / m.sum(axis=0, keepdims=True)
                 return m / m.sum(axis=1, keepdims=True)

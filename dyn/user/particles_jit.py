@@ -3,6 +3,7 @@ interaction, in the integrators' ABI. Generated and cached like :mod:`dyn.user.j
 written to :mod:`dyn.user.cache`'s folder holds the built system's constants, the user's
 interaction with p read by name (``kernel``), and the source of :func:`field` (or
 :func:`noise`) below, which read those as globals."""
+
 from __future__ import annotations
 
 import inspect
@@ -61,12 +62,12 @@ def field(t, x, p, out, work):
     if normalization == SINKHORN:
         sinkhorn_field(x, p, out, work)
         return
-    c = work[:n * n].reshape((n, n))
-    sums = work[n * n:n * n + n + n * d].reshape((d + 1, n))
-    xt = work[n * n + n + n * d:n * n + n + 2 * n * d].reshape((d, n))
+    c = work[: n * n].reshape((n, n))
+    sums = work[n * n : n * n + n + n * d].reshape((d + 1, n))
+    xt = work[n * n + n + n * d : n * n + n + 2 * n * d].reshape((d, n))
     for a in range(d * n):
         xt[a // n, a % n] = x[a % n, a // n]
-    interactions(x, xt, p, c, work[n * n + n + 2 * n * d:n * n + n + 2 * n * d + TILE])
+    interactions(x, xt, p, c, work[n * n + n + 2 * n * d : n * n + n + 2 * n * d + TILE])
     column_sums(x, xt, c, sums)
     for i in range(n):
         zi = 1.0
@@ -117,7 +118,7 @@ def column_scores(x, xt, j, i0, scores):
         scores[i] = 0.0
     for k in range(x.shape[1]):
         xjk = x[j, k]
-        xk = xt[k, i0:i0 + m]
+        xk = xt[k, i0 : i0 + m]
         for i in range(m):
             scores[i] += (xk[i] - xjk) ** 2 if distance else xk[i] * xjk
 
@@ -152,11 +153,11 @@ def column_sums(x, xt, c, sums):
 def sinkhorn_field(x, p, out, work):
     """The field with Sinkhorn's normalization (w row by row; scratch n^2 + n)."""
     n, d = x.shape
-    w = work[:n * n].reshape((n, n))
+    w = work[: n * n].reshape((n, n))
     for i in range(n):
         for j in range(n):
             w[i, j] = kernel(score(x, i, j), i, j, p)
-    sinkhorn_scale(w, work[n * n:n * n + n], int(p[iterations]))
+    sinkhorn_scale(w, work[n * n : n * n + n], int(p[iterations]))
     for i in range(n):
         for k in range(d):
             acc = 0.0
@@ -199,20 +200,39 @@ def noise(t, x, p, dw, out, work):
             out[i, k] = p[sigma_at] * dw[i, k]
 
 
-def drift(phi, positions: bool, at: tuple[int, ...], normalization: int, euclidean: bool,
-          iterations: int, distance: bool = False):
+def drift(
+    phi,
+    positions: bool,
+    at: tuple[int, ...],
+    normalization: int,
+    euclidean: bool,
+    iterations: int,
+    distance: bool = False,
+):
     """The ABI drift :func:`field` around the interaction `phi` (``phi(s, i, j, p[at]...)``
     with `positions`, else ``phi(s, p[at]...)``), for the normalization's code (SA .. SINKHORN),
     in R^d (`euclidean`) or on the sphere; `iterations`: where p holds Sinkhorn's count."""
     py = getattr(phi, "py_func", phi)
-    source = DRIFT.format(name=f"{py.__module__}.{py.__qualname__}",
-                          normalization=int(normalization), euclidean=bool(euclidean),
-                          iterations=int(iterations), distance=bool(distance),
-                          plain=decorator(), positions=bool(positions),
-                          arguments=", i, j" if positions else "", args=arguments(at),
-                          tile=TILE)
-    for helper in (score, column_scores, interactions, column_sums, sinkhorn_scale,
-                   sinkhorn_field):  # compiled into the drift below
+    source = DRIFT.format(
+        name=f"{py.__module__}.{py.__qualname__}",
+        normalization=int(normalization),
+        euclidean=bool(euclidean),
+        iterations=int(iterations),
+        distance=bool(distance),
+        plain=decorator(),
+        positions=bool(positions),
+        arguments=", i, j" if positions else "",
+        args=arguments(at),
+        tile=TILE,
+    )
+    for helper in (
+        score,
+        column_scores,
+        interactions,
+        column_sums,
+        sinkhorn_scale,
+        sinkhorn_field,
+    ):  # compiled into the drift below
         source += f"{decorator()}\n{inspect.getsource(helper)}\n\n"
     source += f"{decorator('DRIFT_SIG')}\n{inspect.getsource(field)}"
     return cache.load("particles", source, jitted(phi)).field

@@ -19,6 +19,7 @@ process has imported: starting at the system's module, every value of its namesp
 module, or a function, class or numba dispatcher of a module, leads to that module; the walk
 follows those inside the tree. The set is the same in every process that imports the module.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,9 @@ from pathlib import Path
 from . import identity
 
 # packages a user's tree never holds as its own code (the engine, its integrators, libraries)
-FOREIGN = frozenset({"dyn", "integrators", "numpy", "numba", "llvmlite", "scipy", "jax",
-                     "jaxlib", "diffrax", "h5py", "xarray"})
+FOREIGN = frozenset(
+    {"dyn", "integrators", "numpy", "numba", "llvmlite", "scipy", "jax", "jaxlib", "diffrax", "h5py", "xarray"}
+)
 MAX_FILES = 2000  # a tree walk past this many modules stops (no user model reaches so many)
 
 
@@ -88,8 +90,11 @@ def kernels(cls) -> dict[str, str]:
     from .hooks import _function
     from .model import Model
 
-    if not (isinstance(cls, type) and issubclass(cls, Model)
-            and getattr(cls.numba_function, "__func__", None) is Model.numba_function.__func__):
+    if not (
+        isinstance(cls, type)
+        and issubclass(cls, Model)
+        and getattr(cls.numba_function, "__func__", None) is Model.numba_function.__func__
+    ):
         return {}
     found = {}
     for kind in ("drift", "diffusion"):

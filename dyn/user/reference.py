@@ -9,6 +9,7 @@ a moment ODE E(0) e^{-tau X X^T}) declares it as
 ``params``). ``dyn compare --reference exact`` (:mod:`dyn.presentation.exact`) then measures
 the distance of each run's saved states to the reference from its own start.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -31,12 +32,14 @@ def names(system) -> tuple[str, ...]:
     fn = function(system)
     args = list(inspect.signature(fn).parameters)
     if len(args) < 2 or args[0] != "x0" or args[-1] != "t":
-        raise ScenarioError("--reference", f"{type(system).__name__}.reference must take "
-                            f"(x0, <parameters>, t), got ({', '.join(args)})")
+        raise ScenarioError(
+            "--reference", f"{type(system).__name__}.reference must take (x0, <parameters>, t), got ({', '.join(args)})"
+        )
     for key in args[1:-1]:
         if key not in system.params:
-            raise ScenarioError("--reference", f"{type(system).__name__}.reference takes {key!r}, "
-                                "which is not a parameter of params")
+            raise ScenarioError(
+                "--reference", f"{type(system).__name__}.reference takes {key!r}, which is not a parameter of params"
+            )
     return tuple(args[1:-1])
 
 

@@ -11,6 +11,7 @@ helpers they call are numba functions, as numba needs).
 The models push the tokens by consensus, x_i' = P_{x_i}(mean_j x_j), the attention flow with
 uniform weights.
 """
+
 import numba
 import numpy as np
 
@@ -39,7 +40,7 @@ def _retract_blocks(x, size):
     n, d = x.shape
     for i in range(n):
         for b in range(0, d, size):
-            r = np.sqrt(np.sum(x[i, b:b + size] ** 2))
+            r = np.sqrt(np.sum(x[i, b : b + size] ** 2))
             for k in range(b, b + size):
                 out[i, k] = x[i, k] / r
     return out
@@ -74,8 +75,10 @@ def block_norms(states, size):
 class _Consensus(dyn.Model):
     default_plot = "spread"
     block = 2
-    params = {"n": dyn.Field("int", 8, "tokens", lo=1, hi=4096),
-              "k": dyn.Field("int", 2, "blocks per token", lo=1, hi=64)}
+    params = {
+        "n": dyn.Field("int", 8, "tokens", lo=1, hi=4096),
+        "k": dyn.Field("int", 2, "blocks per token", lo=1, hi=64),
+    }
 
     def drift(t, x):
         m = np.zeros_like(x[0])
@@ -110,5 +113,7 @@ class TorusConsensus(_Consensus):
 class SpheresConsensus(_Consensus):
     name, description = "spheres_consensus", "consensus of tokens on S^2 x S^2"
     geometry, block = SPHERES, 3
-    params = {"n": dyn.Field("int", 8, "tokens", lo=1, hi=4096),
-              "k": dyn.Field("int", 2, "spheres per token", lo=2, hi=2)}
+    params = {
+        "n": dyn.Field("int", 8, "tokens", lo=1, hi=4096),
+        "k": dyn.Field("int", 2, "spheres per token", lo=2, hi=2),
+    }

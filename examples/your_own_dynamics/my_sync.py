@@ -8,6 +8,7 @@ Written once: the interaction is a scalar function of s = <x_i, x_j> and the nam
 dyn.particles builds the drift, its normalization, the initial law and the cluster observables.
 Run it with `dyn run sync.toml` from this folder.
 """
+
 import numpy as np
 
 import dyn
@@ -28,8 +29,15 @@ def potential(s, beta, b):  # Phi with Phi' = sigmoid: the energy sum_ij Phi / (
 
 
 Sync = dyn.particles(
-    sigmoid, interaction_jax=sigmoid_jax, potential=potential,
-    name="sigmoid_sphere", description="sigmoid attention on the sphere",
-    geometry="sphere", normalization="SA",
-    params={"beta": dyn.Field("float", 4.0, "inverse temperature beta", gt=0.0),
-            "b": dyn.Field("float", 0.0, "bias b of the sigmoid")})
+    sigmoid,
+    interaction_jax=sigmoid_jax,
+    potential=potential,
+    name="sigmoid_sphere",
+    description="sigmoid attention on the sphere",
+    geometry="sphere",
+    normalization="SA",
+    params={
+        "beta": dyn.Field("float", 4.0, "inverse temperature beta", gt=0.0),
+        "b": dyn.Field("float", 0.0, "bias b of the sigmoid"),
+    },
+)

@@ -14,17 +14,23 @@ the noise is additive in the angles, so it adds no step bias of its own. The tim
 `r_stationary` needs nothing more: the default `extend` continues the runs until the window is
 stationary. Run it with `dyn run kuramoto.toml` from this folder.
 """
+
 import numpy as np
 
 import dyn
 
 
 class NoisyKuramoto(dyn.Model):
-    name, description, default_plot = ("noisy_kuramoto", "noisy Kuramoto oscillators: "
-                                       "stationary synchrony against the coupling", "r_stationary")
-    params = {"n": dyn.Field("int", 64, "oscillators n", lo=2, hi=100_000),
-              "K": dyn.Field("float", 2.0, "coupling K", lo=0.0, hi=1e4),
-              "sigma": dyn.Field("float", 1.0, "noise sigma", gt=0.0, hi=1e3)}
+    name, description, default_plot = (
+        "noisy_kuramoto",
+        "noisy Kuramoto oscillators: stationary synchrony against the coupling",
+        "r_stationary",
+    )
+    params = {
+        "n": dyn.Field("int", 64, "oscillators n", lo=2, hi=100_000),
+        "K": dyn.Field("float", 2.0, "coupling K", lo=0.0, hi=1e4),
+        "sigma": dyn.Field("float", 1.0, "noise sigma", gt=0.0, hi=1e3),
+    }
 
     def drift(t, x, K):  # numba-compiled; x is (n, 1), the angles
         c, s = np.cos(x), np.sin(x)
@@ -37,8 +43,7 @@ class NoisyKuramoto(dyn.Model):
         return 2.0 * spec["K"]
 
     def outputs(self, setup):
-        return [dyn.Output("r_stationary", "time average of r = |mean_i e^{i theta_i}|",
-                           reduce="time_average")]
+        return [dyn.Output("r_stationary", "time average of r = |mean_i e^{i theta_i}|", reduce="time_average")]
 
     def initial_state(self, spec, runs):
         return spec.rng.uniform(-np.pi, np.pi, (runs, spec["n"], 1))

@@ -9,8 +9,13 @@ run is one random transformer; beta, a factor of Q^T K, is swept. dyn.attention_
 builds the drift (numba), the initial law (uniform on the sphere) and the cluster observables.
 Run it with `dyn run transformer.toml` from this folder.
 """
+
 import dyn
 
 TopK = dyn.attention_particles(
-    name="topk_transformer", description="top-k attention with random Q, K, V per run",
-    normalization="topk", geometry="sphere", residual="x_j")
+    name="topk_transformer",
+    description="top-k attention with random Q, K, V per run",
+    normalization="topk",
+    geometry="sphere",
+    residual="x_j",
+)

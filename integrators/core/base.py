@@ -25,9 +25,7 @@ def check_state(x0) -> np.ndarray:
     """x0 as a C-contiguous float64 (E, n, d) array of finite numbers."""
     x0 = np.asarray(x0)
     if x0.ndim != 3:
-        raise ValueError(
-            f"x0 must have shape (E, n, d) (ensemble, rows, dim), got shape {x0.shape}"
-        )
+        raise ValueError(f"x0 must have shape (E, n, d) (ensemble, rows, dim), got shape {x0.shape}")
     if min(x0.shape) == 0:
         raise ValueError(f"x0 must be non-empty, got shape {x0.shape}")
     if not np.issubdtype(x0.dtype, np.floating) and not np.issubdtype(x0.dtype, np.integer):
@@ -95,8 +93,10 @@ def step_grid(ts: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
     Raises ValueError past MAX_STEPS steps in all."""
     total = step_count(ts, dt)
     if not total <= MAX_STEPS:
-        raise ValueError(f"dt = {dt:g} over save times up to {ts[-1]:g} takes {total:.3g} steps, "
-                         f"past the limit of {MAX_STEPS:.0e} per run")
+        raise ValueError(
+            f"dt = {dt:g} over save times up to {ts[-1]:g} takes {total:.3g} steps, "
+            f"past the limit of {MAX_STEPS:.0e} per run"
+        )
     widths = np.diff(ts)
     counts = np.maximum(np.ceil(widths / dt * (1.0 - STEP_SLACK)), 1.0).astype(np.int64)
     return counts, widths / counts
@@ -130,8 +130,7 @@ class AbstractIntegrator(abc.ABC):
         unknown = sorted(set(options) - set(self.OPTIONS))
         if unknown:
             raise ValueError(
-                f"unknown option(s) {unknown} for {self.backend}/{self.method}; "
-                f"allowed: {sorted(self.OPTIONS)}"
+                f"unknown option(s) {unknown} for {self.backend}/{self.method}; allowed: {sorted(self.OPTIONS)}"
             )
         self.options = {**self.OPTIONS, **options}
         self._check_options()
@@ -157,11 +156,9 @@ class AbstractIntegrator(abc.ABC):
         from .observer import Observer
 
         if not self.observes:
-            raise ValueError(f"{self.backend}/{self.method} takes no observer (the numba "
-                             "fixed-step methods do)")
+            raise ValueError(f"{self.backend}/{self.method} takes no observer (the numba fixed-step methods do)")
         if not isinstance(observer, Observer):
-            raise ValueError(f"observer must be an integrators.Observer, got "
-                             f"{type(observer).__name__}")
+            raise ValueError(f"observer must be an integrators.Observer, got {type(observer).__name__}")
         return self._checked_solve(problem, x0, ts, rng, increments, observer)
 
     def _solve_observed(self, problem, x0, ts, p, observer) -> Solution:
@@ -176,31 +173,28 @@ class AbstractIntegrator(abc.ABC):
         from .problem import Problem
 
         if not isinstance(problem, Problem):
-            raise ValueError(
-                f"problem must be an integrators.Problem, got {type(problem).__name__}"
-            )
+            raise ValueError(f"problem must be an integrators.Problem, got {type(problem).__name__}")
         x0 = check_state(x0)
         ts = check_times(ts)
         p = check_params(problem.p)
         if not self.stochastic:
             if problem.stochastic:
-                raise ValueError(f"{self.backend}/{self.method} solves ODEs; this problem has a "
-                                 "diffusion (use euler_maruyama)")
+                raise ValueError(
+                    f"{self.backend}/{self.method} solves ODEs; this problem has a diffusion (use euler_maruyama)"
+                )
             if rng is not None or increments is not None:
                 raise ValueError("an ODE solve takes no rng or increments")
             if observer is not None:
                 return self._solve_observed(problem, x0, ts, p, observer)
             return self._solve(problem, x0, ts, p, None)
         if not problem.stochastic:
-            raise ValueError(f"{self.backend}/{self.method} solves SDEs; this problem has no "
-                             "diffusion")
+            raise ValueError(f"{self.backend}/{self.method} solves SDEs; this problem has no diffusion")
         if increments is not None:
             increments = np.ascontiguousarray(increments, dtype=np.float64)
             counts, _ = step_grid(ts, self.options["dt"])
             want = (x0.shape[0], int(counts.sum())) + problem.noise_shape
             if increments.shape != want:
-                raise ValueError(f"increments must have shape {want} (E, steps, q1, q2), "
-                                 f"got {increments.shape}")
+                raise ValueError(f"increments must have shape {want} (E, steps, q1, q2), got {increments.shape}")
         elif not isinstance(rng, np.random.Generator):
             raise ValueError("an SDE solve needs rng (a numpy Generator) or explicit increments")
         return self._solve(problem, x0, ts, p, (rng, increments))

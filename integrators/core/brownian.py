@@ -51,10 +51,10 @@ def dyadic_increments(rngs, horizon: float, steps: int, noise_shape) -> np.ndarr
         width, used = steps, 1  # grid spacing (in steps) of the current level, normals used
         while width > 1:
             half = width // 2
-            left, right = w[0:steps - half:width], w[width::width]
+            left, right = w[0 : steps - half : width], w[width::width]
             sd = np.sqrt(horizon * half / steps / 2.0)  # sqrt((b - a) / 4), b - a = 2 half h
             count = left.shape[0]
-            w[half::width] = 0.5 * (left + right) + sd * z[used:used + count]
+            w[half::width] = 0.5 * (left + right) + sd * z[used : used + count]
             used += count
             width = half
         out[e] = np.diff(w, axis=0)

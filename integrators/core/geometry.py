@@ -106,16 +106,16 @@ def _sphere_retract_jax(x):
 
 
 EUCLIDEAN = Geometry(
-    "euclidean", _euclid_project, _euclid_retract, _euclid_project_jax, _euclid_retract_jax,
+    "euclidean",
+    _euclid_project,
+    _euclid_retract,
+    _euclid_project_jax,
+    _euclid_retract_jax,
     flat=True,
 )
-SPHERE = Geometry(
-    "sphere", _sphere_project, _sphere_retract, _sphere_project_jax, _sphere_retract_jax
-)
+SPHERE = Geometry("sphere", _sphere_project, _sphere_retract, _sphere_project_jax, _sphere_retract_jax)
 # Retraction without projection: a step x <- R(x + h f(x)) of the raw field f. Explicit Euler on
 # this geometry IS a post-norm residual network, x_i <- normalize(x_i + h f_i(x)).
-POSTNORM = Geometry(
-    "postnorm", _euclid_project, _sphere_retract, _euclid_project_jax, _sphere_retract_jax
-)
+POSTNORM = Geometry("postnorm", _euclid_project, _sphere_retract, _euclid_project_jax, _sphere_retract_jax)
 
 __all__ = ["Geometry", "EUCLIDEAN", "SPHERE", "POSTNORM"]

@@ -22,6 +22,7 @@ finite, as with stored states.
 Backends that step in numba with a fixed step take an observer (numba euler, heun, rk4); the
 others refuse one.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -48,6 +49,5 @@ class Observer:
         for name in ("columns", "work"):
             value = getattr(self, name)
             if isinstance(value, bool) or int(value) != value or value < (name == "columns"):
-                raise ValueError(f"Observer.{name} must be an integer >= {int(name == 'columns')}"
-                                 f", got {value!r}")
+                raise ValueError(f"Observer.{name} must be an integer >= {int(name == 'columns')}, got {value!r}")
             object.__setattr__(self, name, int(value))

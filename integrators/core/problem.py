@@ -55,15 +55,19 @@ class Problem:
     def __post_init__(self):
         p = np.array(self.p, dtype=np.float64, order="C")  # a copy: freezing must not touch the caller's array
         if p.ndim not in (1, 2):
-            raise ValueError(f"Problem.p must be a flat 1-D vector (or (P, m) for a batch of "
-                             f"points), got shape {p.shape}")
+            raise ValueError(
+                f"Problem.p must be a flat 1-D vector (or (P, m) for a batch of points), got shape {p.shape}"
+            )
         p.setflags(write=False)
         object.__setattr__(self, "p", p)
         if not isinstance(self.geometry, Geometry):
             raise ValueError(f"Problem.geometry must be a Geometry, got {self.geometry!r}")
         diffusion = self.diffusion is not None or self.diffusion_jax is not None
-        if diffusion and self.noise_shape is None or (
-                self.noise_shape is not None and not diffusion and self.step_jax is None):
+        if (
+            diffusion
+            and self.noise_shape is None
+            or (self.noise_shape is not None and not diffusion and self.step_jax is None)
+        ):
             raise ValueError("an SDE problem needs both a diffusion and its noise_shape (q1, q2)")
         if self.noise_shape is not None:
             shape = tuple(int(q) for q in self.noise_shape)
@@ -86,13 +90,11 @@ class Problem:
         for other in problems[1:]:
             for f in fields(cls):
                 if f.name != "p" and getattr(other, f.name) != getattr(first, f.name):
-                    raise ValueError(f"a batch of problems must share everything but p; "
-                                     f"{f.name} differs")
+                    raise ValueError(f"a batch of problems must share everything but p; {f.name} differs")
         if any(q.p.ndim != 1 for q in problems):
             raise ValueError("Problem.stack takes the problems of single points (1-D p)")
         width = max(q.p.shape[0] for q in problems)
-        return replace(first, p=np.stack([np.pad(q.p, (0, width - q.p.shape[0]))
-                                          for q in problems]))
+        return replace(first, p=np.stack([np.pad(q.p, (0, width - q.p.shape[0])) for q in problems]))
 
     def work_size(self, n: int, d: int) -> int:
         """Scratch floats per member for states of shape (n, d) (at least 1)."""

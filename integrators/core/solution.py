@@ -18,6 +18,7 @@ save time (its states from there on are NaN; numba's adaptive pairs keep its las
 method's floor); else ``OK``. A statistic a backend did not count would be NaN; every backend
 counts steps and rejections today.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -41,8 +42,7 @@ class Solution:
     observations: np.ndarray | None = None
 
     @classmethod
-    def of(cls, states, steps=None, rejections=None, max_steps=None, last_state=None,
-           **more) -> Solution:
+    def of(cls, states, steps=None, rejections=None, max_steps=None, last_state=None, **more) -> Solution:
         """The solution of `states` (runs..., T, n, d): statuses read from the states, and
         MAX_STEPS where `max_steps` (a bool per run) is set; `steps`, `rejections` per run
         (scalars are broadcast; None: not counted, NaN)."""
@@ -52,8 +52,9 @@ class Solution:
         status = np.where(finite, OK, NONFINITE).astype(np.int8)
         if max_steps is not None:
             status[np.asarray(max_steps, dtype=bool)] = MAX_STEPS
-        stats = {name: _per_run(value, runs) for name, value in
-                 dict(steps=steps, rejections=rejections, **more).items()}
+        stats = {
+            name: _per_run(value, runs) for name, value in dict(steps=steps, rejections=rejections, **more).items()
+        }
         return cls(states, status, stats, last_state)
 
     def count(self, status: int) -> int:

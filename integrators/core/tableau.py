@@ -27,9 +27,12 @@ def order_conditions(A, b, c) -> list[tuple[int, str, float, float]]:
     return [
         (1, "b.1", b.sum(), 1.0),
         (2, "b.c", b @ c, 1 / 2),
-        (3, "b.c^2", b @ c**2, 1 / 3), (3, "b.Ac", b @ Ac, 1 / 6),
-        (4, "b.c^3", b @ c**3, 1 / 4), (4, "b.(c*Ac)", b @ (c * Ac), 1 / 8),
-        (4, "b.Ac^2", b @ (A @ c**2), 1 / 12), (4, "b.AAc", b @ (A @ Ac), 1 / 24),
+        (3, "b.c^2", b @ c**2, 1 / 3),
+        (3, "b.Ac", b @ Ac, 1 / 6),
+        (4, "b.c^3", b @ c**3, 1 / 4),
+        (4, "b.(c*Ac)", b @ (c * Ac), 1 / 8),
+        (4, "b.Ac^2", b @ (A @ c**2), 1 / 12),
+        (4, "b.AAc", b @ (A @ Ac), 1 / 24),
     ]
 
 
@@ -55,14 +58,17 @@ class ButcherTableau:
             raise ValueError(f"tableau {self.name!r}: A must be strictly lower triangular")
         rows = self.A.sum(axis=1)
         if np.max(np.abs(rows - self.c)) > TOLERANCE:
-            raise ValueError(f"tableau {self.name!r}: row sums of A {rows.tolist()} must equal "
-                             f"the nodes c {self.c.tolist()}")
+            raise ValueError(
+                f"tableau {self.name!r}: row sums of A {rows.tolist()} must equal the nodes c {self.c.tolist()}"
+            )
         if not 1 <= self.order <= 4:
             raise ValueError(f"tableau {self.name!r}: order {self.order} is not checkable (1..4)")
         for order, name, value, target in order_conditions(self.A, self.b, self.c):
             if order <= self.order and abs(value - target) > TOLERANCE:
-                raise ValueError(f"tableau {self.name!r}: order condition {name} = {value!r}, "
-                                 f"expected {target!r} for order {self.order}")
+                raise ValueError(
+                    f"tableau {self.name!r}: order condition {name} = {value!r}, "
+                    f"expected {target!r} for order {self.order}"
+                )
 
     @property
     def stages(self) -> int:

@@ -38,6 +38,7 @@ from ..core.tableau import RK4, ButcherTableau  # noqa: E402
 # Persistent XLA compilation cache shared by all processes of the project.
 JAX_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "dyn", "jax")
 
+
 @functools.cache
 def enable_compilation_cache() -> None:
     """Point JAX's persistent compilation cache at JAX_CACHE_DIR (once per process)."""
@@ -98,9 +99,7 @@ class RetractingSolver(diffrax.AbstractWrappedSolver):
         return self.solver.init(terms, t0, t1, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        y1, y_error, dense_info, solver_state, result = self.solver.step(
-            terms, t0, t1, y0, args, solver_state, True
-        )
+        y1, y_error, dense_info, solver_state, result = self.solver.step(terms, t0, t1, y0, args, solver_state, True)
         y1 = self.retract(y1)
         if "y1" in dense_info:
             dense_info = dict(dense_info, y1=y1)
@@ -125,9 +124,7 @@ class ClassicRK4(diffrax.AbstractERK):
     diffrax has no built-in. Fixed steps only (no error estimate)."""
 
     tableau: ClassVar[diffrax.ButcherTableau] = _diffrax_tableau(RK4)
-    interpolation_cls: ClassVar[Callable] = (
-        diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
-    )
+    interpolation_cls: ClassVar[Callable] = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
 
     def order(self, terms):
         return 4
@@ -165,16 +162,24 @@ def ensemble_solver(drift_jax, project_jax, retract_jax, flat, method, adaptive_
             rtol, atol, dt0, max_steps = adaptive_opts
             controller = diffrax.PIDController(rtol=rtol, atol=atol)
         sol = diffrax.diffeqsolve(
-            term, solver, t0=ts[0], t1=ts[-1], dt0=dt0, y0=x0, args=p,
-            saveat=diffrax.SaveAt(ts=ts), stepsize_controller=controller,
-            max_steps=max_steps, throw=False,
+            term,
+            solver,
+            t0=ts[0],
+            t1=ts[-1],
+            dt0=dt0,
+            y0=x0,
+            args=p,
+            saveat=diffrax.SaveAt(ts=ts),
+            stepsize_controller=controller,
+            max_steps=max_steps,
+            throw=False,
         )
         ys = jax.vmap(retract_jax)(sol.ys)
         ok = sol.result == diffrax.RESULTS.successful
-        result = jnp.where(ok, RESULT_OK, jnp.where(
-            sol.result == diffrax.RESULTS.max_steps_reached, RESULT_MAX_STEPS, RESULT_FAILED))
-        return (jnp.where(ok, ys, jnp.nan), result, sol.stats["num_accepted_steps"],
-                sol.stats["num_rejected_steps"])
+        result = jnp.where(
+            ok, RESULT_OK, jnp.where(sol.result == diffrax.RESULTS.max_steps_reached, RESULT_MAX_STEPS, RESULT_FAILED)
+        )
+        return (jnp.where(ok, ys, jnp.nan), result, sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"])
 
     def solve_all(x0s, p, ts, grid):
         return jax.vmap(solve_one, in_axes=(0, None, None, None))(x0s, p, ts, grid)

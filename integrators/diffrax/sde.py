@@ -21,8 +21,7 @@ from ..core.base import AbstractIntegrator, FixedStep, step_times
 
 
 @functools.lru_cache(maxsize=64)
-def _ensemble_sde(drift_jax, diffusion_jax, project_jax, retract_jax, flat, noise_shape,
-                  from_array):
+def _ensemble_sde(drift_jax, diffusion_jax, project_jax, retract_jax, flat, noise_shape, from_array):
     from . import _programs as jb  # switches JAX to float64, sets up the compile cache
 
     # the import above sets EQX_ON_ERROR, so it runs before equinox is imported
@@ -44,13 +43,11 @@ def _ensemble_sde(drift_jax, diffusion_jax, project_jax, retract_jax, flat, nois
 
         def evaluate(self, t0, t1=None, left=True):
             del left
-            k = jnp.clip(jnp.searchsorted(self.grid, t0, side="right") - 1, 0,
-                         self.grid.shape[0] - 2)
+            k = jnp.clip(jnp.searchsorted(self.grid, t0, side="right") - 1, 0, self.grid.shape[0] - 2)
             if self.from_array:
                 return self.source[k]
             h = self.grid[k + 1] - self.grid[k]
-            return jnp.sqrt(h) * jax.random.normal(jax.random.fold_in(self.source, k),
-                                                   noise_shape, dtype=jnp.float64)
+            return jnp.sqrt(h) * jax.random.normal(jax.random.fold_in(self.source, k), noise_shape, dtype=jnp.float64)
 
     euler = diffrax.Euler()
     solver = euler if flat else jb.RetractingSolver(euler, retract_jax)
@@ -60,16 +57,23 @@ def _ensemble_sde(drift_jax, diffusion_jax, project_jax, retract_jax, flat, nois
         return project_jax(x, drift_jax(t, x, p))
 
     def noise_op(t, x, p):
-        return lx.FunctionLinearOperator(
-            lambda dw: project_jax(x, diffusion_jax(t, x, p, dw)), dw_struct)
+        return lx.FunctionLinearOperator(lambda dw: project_jax(x, diffusion_jax(t, x, p, dw)), dw_struct)
 
     def solve_one(x0, source, p, ts, grid):
         path = _StepIncrements(grid[0], grid[-1], grid, source, from_array)
         terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(noise_op, path))
         sol = diffrax.diffeqsolve(
-            terms, solver, t0=ts[0], t1=ts[-1], dt0=None, y0=x0, args=p,
-            saveat=diffrax.SaveAt(ts=ts), stepsize_controller=diffrax.StepTo(ts=grid),
-            max_steps=grid.shape[0] - 1, throw=False,
+            terms,
+            solver,
+            t0=ts[0],
+            t1=ts[-1],
+            dt0=None,
+            y0=x0,
+            args=p,
+            saveat=diffrax.SaveAt(ts=ts),
+            stepsize_controller=diffrax.StepTo(ts=grid),
+            max_steps=grid.shape[0] - 1,
+            throw=False,
         )
         ys = jax.vmap(retract_jax)(sol.ys)
         return jnp.where(sol.result == diffrax.RESULTS.successful, ys, jnp.nan)
@@ -91,8 +95,15 @@ class DiffraxEulerMaruyama(FixedStep, AbstractIntegrator):
         if ts.shape[0] == 1:
             return x0[:, None].copy()
         g = problem.geometry
-        fn = _ensemble_sde(problem.drift_jax, problem.diffusion_jax, g.project_jax,
-                           g.retract_jax, g.flat, problem.noise_shape, increments is not None)
+        fn = _ensemble_sde(
+            problem.drift_jax,
+            problem.diffusion_jax,
+            g.project_jax,
+            g.retract_jax,
+            g.flat,
+            problem.noise_shape,
+            increments is not None,
+        )
         grid = step_times(ts, self.options["dt"])
         if increments is None:
             import jax

@@ -46,16 +46,20 @@ class DiffraxIntegrator(AbstractIntegrator):
         if ts.shape[0] == 1:
             return x0[:, None].copy()
         states, result, accepted, rejected = self.program(problem).run(x0, p, ts, self._grid(ts))
-        return Solution.of(np.array(states),  # writable, like the numba backend
-                           steps=np.array(accepted), rejections=np.array(rejected),
-                           max_steps=np.array(result) == _backend().RESULT_MAX_STEPS)
+        return Solution.of(
+            np.array(states),  # writable, like the numba backend
+            steps=np.array(accepted),
+            rejections=np.array(rejected),
+            max_steps=np.array(result) == _backend().RESULT_MAX_STEPS,
+        )
 
     def program(self, problem):
         """The compiled ensemble program this integrator solves `problem` with (its ``traces``
         count its compiles)."""
         g = problem.geometry
         return _backend().ensemble_solver(
-            problem.drift_jax, g.project_jax, g.retract_jax, g.flat, self.method, self._key())
+            problem.drift_jax, g.project_jax, g.retract_jax, g.flat, self.method, self._key()
+        )
 
 
 class DiffraxAdaptive(DiffraxIntegrator):
@@ -108,7 +112,4 @@ class DiffraxRK4(DiffraxFixed):
     method = "rk4"
 
 
-METHODS = {
-    cls.method: cls
-    for cls in (DiffraxTsit5, DiffraxDopri5, DiffraxEuler, DiffraxHeun, DiffraxRK4)
-}
+METHODS = {cls.method: cls for cls in (DiffraxTsit5, DiffraxDopri5, DiffraxEuler, DiffraxHeun, DiffraxRK4)}

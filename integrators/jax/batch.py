@@ -36,6 +36,7 @@ run took (without it, every run's grid steps).
 
 Importing this module imports no JAX; the first solve switches JAX to float64.
 """
+
 from __future__ import annotations
 
 import functools
@@ -137,8 +138,7 @@ def _program(scheme: tuple, noise_shape, noise: str, scaled: bool, per_point: bo
 
 
 @functools.lru_cache(maxsize=64)
-def _absorbing_program(scheme: tuple, stop_jax, noise_shape, noise: str, scaled: bool,
-                       per_point: bool):
+def _absorbing_program(scheme: tuple, stop_jax, noise_shape, noise: str, scaled: bool, per_point: bool):
     """As :func:`_program`, all runs of a point in one loop that ends once every run has
     stopped; -> (states (P, R, T, n, d), steps taken (P, R))."""
     jax = _jax()
@@ -161,8 +161,7 @@ def _absorbing_program(scheme: tuple, stop_jax, noise_shape, noise: str, scaled:
                 if noise == GIVEN:
                     xi = source[:, k0 + j]
                 elif noise == KEY:
-                    xi = jax.vmap(lambda key: _noise_of(jax, key, k0 + j, noise_shape, h,
-                                                        scaled))(source)
+                    xi = jax.vmap(lambda key: _noise_of(jax, key, k0 + j, noise_shape, h, scaled))(source)
                 moved = advance(t0 + j * h, x, p, h, xi)
                 x = jnp.where(active[:, None, None], moved, x)
                 taken = taken + active
@@ -173,8 +172,7 @@ def _absorbing_program(scheme: tuple, stop_jax, noise_shape, noise: str, scaled:
                 j, _, active, _ = loop
                 return (j < count) & jnp.any(active)
 
-            _, x, active, taken = jax.lax.while_loop(
-                cond, body, (jnp.asarray(0, jnp.int64),) + state)
+            _, x, active, taken = jax.lax.while_loop(cond, body, (jnp.asarray(0, jnp.int64),) + state)
             return (x, active, taken), x
 
         start = (x0, jnp.ones(runs, bool), jnp.zeros(runs, jnp.int64))
@@ -207,31 +205,30 @@ class JaxIntegrator(FixedStep, AbstractIntegrator):
     def _check_options(self):
         super()._check_options()
         if not isinstance(self.options["absorbing"], bool):
-            raise ValueError(f"option 'absorbing' must be true or false, got "
-                             f"{self.options['absorbing']!r}")
+            raise ValueError(f"option 'absorbing' must be true or false, got {self.options['absorbing']!r}")
 
     def solve(self, problem, x0, ts, rng=None, increments=None) -> Solution:
         """The solution of one point (p (m,), x0 (R, n, d), rng a key (2,)) or of a batch of
         points (p (P, m), x0 (P, R, n, d), rng (P, 2)); see the module doc."""
         if not isinstance(problem, Problem):
-            raise ValueError("problem must be an integrators.Problem, got "
-                             f"{type(problem).__name__}")
+            raise ValueError(f"problem must be an integrators.Problem, got {type(problem).__name__}")
         if np.ndim(problem.p) == 1:  # one point: a batch of one
             one = lambda a: None if a is None else np.asarray(a)[None]  # noqa: E731
             if np.ndim(x0) != 3:
-                raise ValueError(f"x0 must have shape (R, n, d) for one point (p of shape (m,)), "
-                                 f"got shape {np.shape(x0)}")
-            sol = self.solve(replace(problem, p=np.asarray(problem.p)[None]), one(x0), ts,
-                             one(rng), one(increments))
+                raise ValueError(
+                    f"x0 must have shape (R, n, d) for one point (p of shape (m,)), got shape {np.shape(x0)}"
+                )
+            sol = self.solve(replace(problem, p=np.asarray(problem.p)[None]), one(x0), ts, one(rng), one(increments))
             return Solution(sol.states[0], sol.status[0], {k: v[0] for k, v in sol.stats.items()})
         p = problem.p
         if p.ndim != 2:
-            raise ValueError("problem.p must be (m,) for one point or (P, m), one row per point "
-                             f"(Problem.stack), got shape {p.shape}")
+            raise ValueError(
+                "problem.p must be (m,) for one point or (P, m), one row per point "
+                f"(Problem.stack), got shape {p.shape}"
+            )
         x0 = np.asarray(x0, dtype=np.float64)
         if x0.ndim != 4 or x0.shape[0] != p.shape[0] or min(x0.shape) == 0:
-            raise ValueError(f"x0 must have shape (P, R, n, d) with P = {p.shape[0]} points, got "
-                             f"shape {x0.shape}")
+            raise ValueError(f"x0 must have shape (P, R, n, d) with P = {p.shape[0]} points, got shape {x0.shape}")
         if not np.all(np.isfinite(x0)):
             raise ValueError("x0 contains non-finite values (nan or inf)")
         ts = np.asarray(ts, dtype=np.float64)
@@ -255,28 +252,27 @@ class JaxIntegrator(FixedStep, AbstractIntegrator):
         """(kind, source): the checked noise of the solve."""
         if not self.stochastic:
             if problem.stochastic:
-                raise ValueError(f"jax/{self.method} solves ODEs; this problem has a diffusion "
-                                 "(use euler_maruyama)")
+                raise ValueError(f"jax/{self.method} solves ODEs; this problem has a diffusion (use euler_maruyama)")
             if keys is not None or increments is not None:
                 raise ValueError("an ODE solve takes no rng or increments")
             return NONE, np.zeros(x0.shape[:2])
         if not problem.stochastic:
             raise ValueError(f"jax/{self.method} needs noise; this problem has no noise_shape")
         if (keys is None) == (increments is None):
-            raise ValueError("a stochastic solve takes rng (a key per point, (P, 2)) or "
-                             "increments, exactly one")
+            raise ValueError("a stochastic solve takes rng (a key per point, (P, 2)) or increments, exactly one")
         if keys is not None:
             keys = np.asarray(keys)
             if keys.shape != (x0.shape[0], 2):
-                raise ValueError(f"rng must be a key per point, shape (P, 2) = ({x0.shape[0]}, 2), "
-                                 f"got {keys.shape}")
+                raise ValueError(f"rng must be a key per point, shape (P, 2) = ({x0.shape[0]}, 2), got {keys.shape}")
             return KEY, keys.astype(np.uint32)
         increments = np.asarray(increments, dtype=np.float64)
         totals = {int(c.sum()) for c in np.atleast_2d(_grid(ts, self.options["dt"])[1])}
         want = x0.shape[:2] + (max(totals),) + problem.noise_shape
         if len(totals) != 1 or increments.shape != want:
-            raise ValueError(f"increments must have shape {want} (P, R, steps, q1, q2), every "
-                             f"point on as many steps, got {increments.shape}")
+            raise ValueError(
+                f"increments must have shape {want} (P, R, steps, q1, q2), every "
+                f"point on as many steps, got {increments.shape}"
+            )
         return GIVEN, increments
 
     def _solve(self, problem, x0, ts, p, noise, absorbing=False):
@@ -285,8 +281,11 @@ class JaxIntegrator(FixedStep, AbstractIntegrator):
         kind, source = noise
         per_point = ts.ndim == 2
         args = (self._scheme(problem), problem.noise_shape, kind, self.scaled)
-        program = (_absorbing_program(args[0], problem.stop_jax, *args[1:], per_point)
-                   if absorbing else _program(*args, per_point))
+        program = (
+            _absorbing_program(args[0], problem.stop_jax, *args[1:], per_point)
+            if absorbing
+            else _program(*args, per_point)
+        )
         source = jnp.asarray(source, dtype=jnp.uint32) if kind == KEY else jnp.asarray(source)
         out = program(jnp.asarray(x0), source, jnp.asarray(p), *_grid(ts, self.options["dt"]))
         if absorbing:

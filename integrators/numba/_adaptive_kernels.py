@@ -24,7 +24,9 @@ _MEMBER_SIG = types.void(
     F1,  # b - bhat (s,)
     F1,  # c (s,)
     F1,  # p
-    DRIFT_FN, PROJECT_FN, RETRACT_FN,
+    DRIFT_FN,
+    PROJECT_FN,
+    RETRACT_FN,
     types.int64,  # drift workspace floats
     F1,  # controls: rtol, atol, dt0 (<= 0: estimate), max_steps, error order q + 1, beta, fsal
     F3,  # out of one member (T, n, d)
@@ -50,8 +52,12 @@ def _scaled_rms(v, x, y, rtol, atol):
     return np.sqrt(acc / (n * d))
 
 
-@njit(types.float64(types.float64, F2, F2, F2, F2, F1, DRIFT_FN, PROJECT_FN, F1,
-                          types.float64, types.float64, types.float64), **NJIT)
+@njit(
+    types.float64(
+        types.float64, F2, F2, F2, F2, F1, DRIFT_FN, PROJECT_FN, F1, types.float64, types.float64, types.float64
+    ),
+    **NJIT,
+)
 def _initial_step(t, x, f0, y, f1, p, drift, project, work, rtol, atol, q1):
     """Hairer, Norsett & Wanner's starting step: h0 = 0.01 |x| / |f0| (scaled norms), one Euler
     step to estimate |f'|, then h1 = (0.01 / max(|f0|, |f'|))^{1/q1}; min(100 h0, h1)."""
@@ -147,8 +153,7 @@ def member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out,
             if clipped:
                 copy2(out[save], x)
                 save += 1
-            factor = FAC_MAX if err == 0.0 else min(
-                FAC_MAX, max(FAC_MIN, SAFETY * err ** (-expo) * err_prev ** beta))
+            factor = FAC_MAX if err == 0.0 else min(FAC_MAX, max(FAC_MIN, SAFETY * err ** (-expo) * err_prev**beta))
             err_prev = max(err, 1e-4)
             proposal = step * factor
             h = max(h, proposal) if clipped else proposal
@@ -168,5 +173,4 @@ def member(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out,
 @njit(_KERNEL_SIG, **NJIT)
 def block(x0, ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out, last, stats):
     for m in range(x0.shape[0]):
-        member(x0[m], ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out[m],
-               last[m], stats[m])
+        member(x0[m], ts, A, b, db, c, p, drift, project, retract, work_size, ctl, out[m], last[m], stats[m])

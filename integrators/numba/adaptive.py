@@ -53,14 +53,20 @@ from .threads import over_members
 RTOL = 1e-6
 ATOL = 1e-9
 MAX_STEPS = 1_000_000
+
+
 def order5_conditions(A, b, c) -> list[tuple[str, float, float]]:
     """(condition, value, target) for the nine rooted trees of order 5."""
     Ac = A @ c
     return [
-        ("b.c^4", b @ c**4, 1 / 5), ("b.(c^2*Ac)", b @ (c**2 * Ac), 1 / 10),
-        ("b.(c*Ac^2)", b @ (c * (A @ c**2)), 1 / 15), ("b.(c*AAc)", b @ (c * (A @ Ac)), 1 / 30),
-        ("b.(Ac*Ac)", b @ (Ac * Ac), 1 / 20), ("b.Ac^3", b @ (A @ c**3), 1 / 20),
-        ("b.A(c*Ac)", b @ (A @ (c * Ac)), 1 / 40), ("b.AAc^2", b @ (A @ (A @ c**2)), 1 / 60),
+        ("b.c^4", b @ c**4, 1 / 5),
+        ("b.(c^2*Ac)", b @ (c**2 * Ac), 1 / 10),
+        ("b.(c*Ac^2)", b @ (c * (A @ c**2)), 1 / 15),
+        ("b.(c*AAc)", b @ (c * (A @ Ac)), 1 / 30),
+        ("b.(Ac*Ac)", b @ (Ac * Ac), 1 / 20),
+        ("b.Ac^3", b @ (A @ c**3), 1 / 20),
+        ("b.A(c*Ac)", b @ (A @ (c * Ac)), 1 / 40),
+        ("b.AAc^2", b @ (A @ (A @ c**2)), 1 / 60),
         ("b.AAAc", b @ (A @ (A @ Ac)), 1 / 120),
     ]
 
@@ -83,8 +89,7 @@ class EmbeddedPair:
         if self.order == 5:
             for name, value, target in order5_conditions(sol.A, sol.b, sol.c):
                 if abs(value - target) > TOLERANCE:
-                    raise ValueError(f"pair {self.name!r}: order condition {name} = {value!r}, "
-                                     f"expected {target!r}")
+                    raise ValueError(f"pair {self.name!r}: order condition {name} = {value!r}, expected {target!r}")
         elif self.order != sol.order:
             raise ValueError(f"pair {self.name!r}: order {self.order} is not checkable")
         if self.fsal and not (np.array_equal(sol.A[-1], sol.b) and sol.c[-1] == 1.0):
@@ -103,24 +108,33 @@ def _pair(name, A, b, bhat, c, order, embedded_order, fsal):
     A = _table(A)
     b, bhat, c = _table([b])[0], _table([bhat])[0], _table([c])[0]
     checked = min(order, 4)
-    return EmbeddedPair(name, ButcherTableau(name, A, b, c, checked),
-                        ButcherTableau(f"{name}_embedded", A, bhat, c, embedded_order),
-                        order, fsal)
+    return EmbeddedPair(
+        name,
+        ButcherTableau(name, A, b, c, checked),
+        ButcherTableau(f"{name}_embedded", A, bhat, c, embedded_order),
+        order,
+        fsal,
+    )
 
 
 DOPRI5 = _pair(
     "dopri5",
-    A=[[0, 0, 0, 0, 0, 0, 0],
-       ["1/5", 0, 0, 0, 0, 0, 0],
-       ["3/40", "9/40", 0, 0, 0, 0, 0],
-       ["44/45", "-56/15", "32/9", 0, 0, 0, 0],
-       ["19372/6561", "-25360/2187", "64448/6561", "-212/729", 0, 0, 0],
-       ["9017/3168", "-355/33", "46732/5247", "49/176", "-5103/18656", 0, 0],
-       ["35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0]],
+    A=[
+        [0, 0, 0, 0, 0, 0, 0],
+        ["1/5", 0, 0, 0, 0, 0, 0],
+        ["3/40", "9/40", 0, 0, 0, 0, 0],
+        ["44/45", "-56/15", "32/9", 0, 0, 0, 0],
+        ["19372/6561", "-25360/2187", "64448/6561", "-212/729", 0, 0, 0],
+        ["9017/3168", "-355/33", "46732/5247", "49/176", "-5103/18656", 0, 0],
+        ["35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0],
+    ],
     b=["35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0],
     bhat=["5179/57600", 0, "7571/16695", "393/640", "-92097/339200", "187/2100", "1/40"],
     c=[0, "1/5", "3/10", "4/5", "8/9", 1, 1],
-    order=5, embedded_order=4, fsal=True)
+    order=5,
+    embedded_order=4,
+    fsal=True,
+)
 
 BOSH3 = _pair(
     "bosh3",
@@ -128,10 +142,14 @@ BOSH3 = _pair(
     b=["2/9", "1/3", "4/9", 0],
     bhat=["7/24", "1/4", "1/3", "1/8"],
     c=[0, "1/2", "3/4", 1],
-    order=3, embedded_order=2, fsal=True)
+    order=3,
+    embedded_order=2,
+    fsal=True,
+)
 
 PAIRS = {pair.name: pair for pair in (DOPRI5, BOSH3)}
 BETA_PI = {"dopri5": 0.04, "bosh3": 0.0}
+
 
 class NumbaAdaptive(AbstractIntegrator):
     """Adaptive embedded RK pair (``PAIR``) on the numba backend. Options: ``rtol``, ``atol``,
@@ -151,20 +169,32 @@ class NumbaAdaptive(AbstractIntegrator):
         sol = pair.solution
         A, b, c, p = (np.array(a) for a in (sol.A, sol.b, sol.c, p))
         db = sol.b - pair.embedded.b
-        ctl = np.array([o["rtol"], o["atol"], o["dt0"] or 0.0, o["max_steps"],
-                        pair.error_order + 1.0, BETA_PI[pair.name],
-                        float(pair.fsal and geom.flat)])
+        ctl = np.array(
+            [
+                o["rtol"],
+                o["atol"],
+                o["dt0"] or 0.0,
+                o["max_steps"],
+                pair.error_order + 1.0,
+                BETA_PI[pair.name],
+                float(pair.fsal and geom.flat),
+            ]
+        )
         E = x0.shape[0]
         out = np.empty((E, ts.shape[0]) + x0.shape[1:])
         last = np.empty(x0.shape)
         stats = np.zeros((E, 4), dtype=np.int64)
-        block, drift, project, retract = compile_ahead(
-            kernels.block, problem.drift, geom.project, geom.retract)
+        block, drift, project, retract = compile_ahead(kernels.block, problem.drift, geom.project, geom.retract)
         args = (ts, A, b, db, c, p, drift, project, retract, problem.work_size(*x0.shape[1:]), ctl)
-        over_members(E, lambda lo, hi: block(x0[lo:hi], *args, out[lo:hi], last[lo:hi],
-                                             stats[lo:hi]))
-        return Solution.of(out, steps=stats[:, 0], rejections=stats[:, 1], evaluations=stats[:, 2],
-                           max_steps=stats[:, 3] == STOPPED_MAX_STEPS, last_state=last)
+        over_members(E, lambda lo, hi: block(x0[lo:hi], *args, out[lo:hi], last[lo:hi], stats[lo:hi]))
+        return Solution.of(
+            out,
+            steps=stats[:, 0],
+            rejections=stats[:, 1],
+            evaluations=stats[:, 2],
+            max_steps=stats[:, 3] == STOPPED_MAX_STEPS,
+            last_state=last,
+        )
 
 
 class NumbaDopri5(NumbaAdaptive):

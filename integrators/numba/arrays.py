@@ -6,6 +6,7 @@ compile per process (measured on `_rk_block`, cold cache), paid again by every f
 that compiles a kernel. These loops do the same copy without it (``dst`` and ``src`` of one
 shape; the caller guarantees it).
 """
+
 from __future__ import annotations
 
 from .abi import NJIT

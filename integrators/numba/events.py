@@ -2,6 +2,7 @@
 when numba compiles a kernel, that is on a cache miss only (a kernel loaded from numba's cache
 fires none). The engine uses them to say why the first points of a sweep are slow and to count
 compiles; where a numba lacks the API nothing is told of compiles."""
+
 from __future__ import annotations
 
 import contextlib

@@ -108,8 +108,7 @@ def _rk_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_
 @njit(_KERNEL_SIG, **NJIT)
 def _rk_block(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
     for e in range(x0.shape[0]):
-        _rk_member(x0[e], ts, counts, steps, A, b, c, p, drift, project, retract, work_size,
-                   out[e])
+        _rk_member(x0[e], ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out[e])
 
 
 _OBSERVED_MEMBER_SIG = types.void(
@@ -135,8 +134,9 @@ def _finite(x):
 
 
 @njit(types.boolean(*_OBSERVED_MEMBER_SIG.args), **NJIT)
-def _rk_member_observed(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size,
-                        observe, q, own_size, rows, last):
+def _rk_member_observed(
+    x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, observe, q, own_size, rows, last
+):
     """All steps of one member, observed at the save times (no state stored); the drift's
     workspace starts as NaN, so an observer reads NaN where the drift left nothing. Returns
     whether every saved state was finite."""
@@ -173,12 +173,29 @@ def _rk_member_observed(x0, ts, counts, steps, A, b, c, p, drift, project, retra
 
 
 @njit(_OBSERVED_SIG, **NJIT)
-def _rk_block_observed(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size,
-                       observe, q, own_size, rows, last, finite):
+def _rk_block_observed(
+    x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, observe, q, own_size, rows, last, finite
+):
     for e in range(x0.shape[0]):
-        finite[e] = _rk_member_observed(x0[e], ts, counts, steps, A, b, c, p, drift, project,
-                                        retract, work_size, observe, q, own_size, rows[e],
-                                        last[e])
+        finite[e] = _rk_member_observed(
+            x0[e],
+            ts,
+            counts,
+            steps,
+            A,
+            b,
+            c,
+            p,
+            drift,
+            project,
+            retract,
+            work_size,
+            observe,
+            q,
+            own_size,
+            rows[e],
+            last[e],
+        )
 
 
 @njit(inline="always", **NJIT)
@@ -211,8 +228,7 @@ def advance_one(x, b0, k, h):
 
 
 @njit(_MEMBER_SIG, **NJIT)
-def _one_stage_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size,
-                      out):
+def _one_stage_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
     """:func:`_rk_member` for a one-stage table (s = 1, forward Euler), bit for bit: one
     velocity array, no stage loop."""
     n, d = x0.shape
@@ -237,13 +253,13 @@ def _one_stage_member(x0, ts, counts, steps, A, b, c, p, drift, project, retract
 @njit(_KERNEL_SIG, **NJIT)
 def _one_stage_block(x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
     for e in range(x0.shape[0]):
-        _one_stage_member(x0[e], ts, counts, steps, A, b, c, p, drift, project, retract,
-                          work_size, out[e])
+        _one_stage_member(x0[e], ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out[e])
 
 
 @njit(types.boolean(*_OBSERVED_MEMBER_SIG.args), **NJIT)
-def _one_stage_member_observed(x0, ts, counts, steps, A, b, c, p, drift, project, retract,
-                               work_size, observe, q, own_size, rows, last):
+def _one_stage_member_observed(
+    x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, observe, q, own_size, rows, last
+):
     """:func:`_rk_member_observed` for a one-stage table, bit for bit."""
     n, d = x0.shape
     xf, yf, kf = np.empty(n * d), np.empty(n * d), np.empty(n * d)
@@ -277,12 +293,29 @@ def _one_stage_member_observed(x0, ts, counts, steps, A, b, c, p, drift, project
 
 
 @njit(_OBSERVED_SIG, **NJIT)
-def _one_stage_block_observed(x0, ts, counts, steps, A, b, c, p, drift, project, retract,
-                              work_size, observe, q, own_size, rows, last, finite):
+def _one_stage_block_observed(
+    x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, observe, q, own_size, rows, last, finite
+):
     for e in range(x0.shape[0]):
-        finite[e] = _one_stage_member_observed(x0[e], ts, counts, steps, A, b, c, p, drift,
-                                               project, retract, work_size, observe, q,
-                                               own_size, rows[e], last[e])
+        finite[e] = _one_stage_member_observed(
+            x0[e],
+            ts,
+            counts,
+            steps,
+            A,
+            b,
+            c,
+            p,
+            drift,
+            project,
+            retract,
+            work_size,
+            observe,
+            q,
+            own_size,
+            rows[e],
+            last[e],
+        )
 
 
 def kernels(tableau) -> tuple:
@@ -295,8 +328,10 @@ def kernels(tableau) -> tuple:
 
 def _run(block, x0, ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out):
     """The members in blocks across threads (:mod:`integrators.numba.threads`)."""
-    over_members(x0.shape[0], lambda lo, hi: block(
-        x0[lo:hi], ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out[lo:hi]))
+    over_members(
+        x0.shape[0],
+        lambda lo, hi: block(x0[lo:hi], ts, counts, steps, A, b, c, p, drift, project, retract, work_size, out[lo:hi]),
+    )
 
 
 def _solve_observed_rk(integrator, problem, x0, ts, p, observer) -> Solution:
@@ -313,15 +348,37 @@ def _solve_observed_rk(integrator, problem, x0, ts, p, observer) -> Solution:
     A, b, c, p, q = (np.array(a) for a in (tab.A, tab.b, tab.c, p, observer.q))
     block = kernels(tab)[1]
     block, drift, project, retract, observe = compile_ahead(
-        block, problem.drift, geom.project, geom.retract, observer.kernel)
+        block, problem.drift, geom.project, geom.retract, observer.kernel
+    )
     work_size = problem.work_size(*x0.shape[1:])
-    over_members(members, lambda lo, hi: block(
-        x0[lo:hi], ts, counts, steps, A, b, c, p, drift, project, retract,
-        work_size, observe, q, observer.work, rows[lo:hi], last[lo:hi], finite[lo:hi]))
+    over_members(
+        members,
+        lambda lo, hi: block(
+            x0[lo:hi],
+            ts,
+            counts,
+            steps,
+            A,
+            b,
+            c,
+            p,
+            drift,
+            project,
+            retract,
+            work_size,
+            observe,
+            q,
+            observer.work,
+            rows[lo:hi],
+            last[lo:hi],
+            finite[lo:hi],
+        ),
+    )
     status = np.where(finite != 0, OK, NONFINITE).astype(np.int8)
     steps_taken = np.full(members, float(int(counts.sum())))
-    return Solution(None, status, {"steps": steps_taken, "rejections": np.zeros(members)},
-                    last_state=last, observations=rows)
+    return Solution(
+        None, status, {"steps": steps_taken, "rejections": np.zeros(members)}, last_state=last, observations=rows
+    )
 
 
 class NumbaRK(FixedStep, AbstractIntegrator):
@@ -346,10 +403,8 @@ class NumbaRK(FixedStep, AbstractIntegrator):
         # The kernel's signature takes writable arrays; tables and p are stored read-only.
         A, b, c, p = (np.array(a) for a in (tab.A, tab.b, tab.c, p))
         block = kernels(tab)[0]
-        block, drift, project, retract = compile_ahead(
-            block, problem.drift, geom.project, geom.retract)
-        _run(block, x0, ts, counts, steps, A, b, c, p, drift, project, retract,
-             problem.work_size(*x0.shape[1:]), out)
+        block, drift, project, retract = compile_ahead(block, problem.drift, geom.project, geom.retract)
+        _run(block, x0, ts, counts, steps, A, b, c, p, drift, project, retract, problem.work_size(*x0.shape[1:]), out)
         return out
 
 

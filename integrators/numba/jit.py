@@ -43,6 +43,7 @@ beside numba's cache (:func:`digest_path`) when the kernel is made; a kernel loa
 with signatures is listed by :func:`declared_kernels` (what :mod:`dyn.engine.warmup` compiles
 ahead of a test session or a sweep).
 """
+
 from __future__ import annotations
 
 import functools
@@ -231,7 +232,8 @@ def digest_path(kernel) -> str:
     cache (``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside the source), one small file
     per kernel."""
     base = numba.config.CACHE_DIR or os.path.join(
-        os.path.dirname(os.path.abspath(inspect.getfile(kernel.py_func))), "__pycache__")
+        os.path.dirname(os.path.abspath(inspect.getfile(kernel.py_func))), "__pycache__"
+    )
     return os.path.join(base, "dyn-callees", f"{qualified(kernel)}.txt")
 
 

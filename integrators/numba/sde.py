@@ -54,8 +54,9 @@ _EM_SIG = types.void(
 
 
 @njit(_EM_SIG, **NJIT)
-def _em_block(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, q2,
-                 work_size, refine, streams, increments, out):
+def _em_block(
+    x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, q2, work_size, refine, streams, increments, out
+):
     n_members, n, d = x0.shape
     given = increments.shape[0] > 0
     for e in range(n_members):
@@ -117,8 +118,9 @@ class NumbaEulerMaruyama(FixedStep, AbstractIntegrator):
     def _solve(self, problem, x0, ts, p, noise):
         rng, increments = noise
         if problem.drift is None or problem.diffusion is None:
-            raise ValueError("the numba backend needs Problem.drift and .diffusion "
-                             "(numba DRIFT_SIG / DIFFUSION_SIG functions)")
+            raise ValueError(
+                "the numba backend needs Problem.drift and .diffusion (numba DRIFT_SIG / DIFFUSION_SIG functions)"
+            )
         g = problem.geometry
         q1, q2 = problem.noise_shape
         counts, steps = step_grid(ts, self.options["dt"])
@@ -131,10 +133,29 @@ class NumbaEulerMaruyama(FixedStep, AbstractIntegrator):
         out = np.empty((E, ts.shape[0]) + x0.shape[1:])
         p, work_size, refine = np.array(p), problem.work_size(*x0.shape[1:]), self.options["refine"]
         block, drift, diffusion, project, retract = compile_ahead(
-            _em_block, problem.drift, problem.diffusion, g.project, g.retract)
-        over_members(E, lambda lo, hi: block(
-            x0[lo:hi], ts, counts, steps, p, drift, diffusion, project,
-            retract, q1, q2, work_size, refine, streams[lo:hi], increments[lo:hi], out[lo:hi]))
+            _em_block, problem.drift, problem.diffusion, g.project, g.retract
+        )
+        over_members(
+            E,
+            lambda lo, hi: block(
+                x0[lo:hi],
+                ts,
+                counts,
+                steps,
+                p,
+                drift,
+                diffusion,
+                project,
+                retract,
+                q1,
+                q2,
+                work_size,
+                refine,
+                streams[lo:hi],
+                increments[lo:hi],
+                out[lo:hi],
+            ),
+        )
         return out
 
 

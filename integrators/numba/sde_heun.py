@@ -150,10 +150,29 @@ def _step_along(x, v, out, retract, sphere):
     retract(out)
 
 
-@njit(types.void(types.float64, types.float64, F2, F2, F1, DRIFT_FN, DIFFUSION_FN, PROJECT_FN,
-                 RETRACT_FN, types.boolean, F2, F2, F2, F2, F2, F2, F1), **NJIT)
-def _heun_step(t, h, x, dw, p, drift, diffusion, project, retract, sphere, f, fs, g, v, xs, w,
-               work):
+@njit(
+    types.void(
+        types.float64,
+        types.float64,
+        F2,
+        F2,
+        F1,
+        DRIFT_FN,
+        DIFFUSION_FN,
+        PROJECT_FN,
+        RETRACT_FN,
+        types.boolean,
+        F2,
+        F2,
+        F2,
+        F2,
+        F2,
+        F2,
+        F1,
+    ),
+    **NJIT,
+)
+def _heun_step(t, h, x, dw, p, drift, diffusion, project, retract, sphere, f, fs, g, v, xs, w, work):
     """x <- one stochastic Heun step of size h from (t, x) with the increment dw (module doc)."""
     n, d = x.shape
     drift(t, x, p, f, work)
@@ -177,8 +196,25 @@ def _heun_step(t, h, x, dw, p, drift, diffusion, project, retract, sphere, f, fs
 
 
 @njit(_HEUN_SIG, **NJIT)
-def _heun_block(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1, q2,
-                work_size, refine, sphere, streams, increments, out):
+def _heun_block(
+    x0,
+    ts,
+    counts,
+    steps,
+    p,
+    drift,
+    diffusion,
+    project,
+    retract,
+    q1,
+    q2,
+    work_size,
+    refine,
+    sphere,
+    streams,
+    increments,
+    out,
+):
     n_members, n, d = x0.shape
     given = increments.shape[0] > 0
     for e in range(n_members):
@@ -199,8 +235,9 @@ def _heun_block(x0, ts, counts, steps, p, drift, diffusion, project, retract, q1
                     copy2(dw, increments[e, k])
                 else:
                     _increment(s, dw_flat, sub, refine, math.sqrt(h / refine))
-                _heun_step(ts[iv] + j * h, h, x, dw, p, drift, diffusion, project, retract,
-                           sphere, f, fs, g, v, xs, w, work)
+                _heun_step(
+                    ts[iv] + j * h, h, x, dw, p, drift, diffusion, project, retract, sphere, f, fs, g, v, xs, w, work
+                )
                 k += 1
             copy2(out[e, iv + 1], x)
         copy1(streams[e], s)
@@ -216,12 +253,14 @@ class NumbaStochasticHeun(NumbaEulerMaruyama):
     def _solve(self, problem, x0, ts, p, noise):
         rng, increments = noise
         if problem.drift is None or problem.diffusion is None:
-            raise ValueError("the numba backend needs Problem.drift and .diffusion "
-                             "(numba DRIFT_SIG / DIFFUSION_SIG functions)")
+            raise ValueError(
+                "the numba backend needs Problem.drift and .diffusion (numba DRIFT_SIG / DIFFUSION_SIG functions)"
+            )
         g = problem.geometry
         if not (g.flat or g.name == "sphere"):
-            raise ValueError(f"stochastic_heun steps on a flat geometry or the sphere, not on "
-                             f"{g.name!r}: use euler_maruyama")
+            raise ValueError(
+                f"stochastic_heun steps on a flat geometry or the sphere, not on {g.name!r}: use euler_maruyama"
+            )
         q1, q2 = problem.noise_shape
         counts, steps = step_grid(ts, self.options["dt"])
         E = x0.shape[0]
@@ -234,10 +273,30 @@ class NumbaStochasticHeun(NumbaEulerMaruyama):
         p, work_size, refine = np.array(p), problem.work_size(*x0.shape[1:]), self.options["refine"]
         sphere = g.name == "sphere"
         block, drift, diffusion, project, retract = compile_ahead(
-            _heun_block, problem.drift, problem.diffusion, g.project, g.retract)
-        over_members(E, lambda lo, hi: block(
-            x0[lo:hi], ts, counts, steps, p, drift, diffusion, project, retract, q1, q2,
-            work_size, refine, sphere, streams[lo:hi], increments[lo:hi], out[lo:hi]))
+            _heun_block, problem.drift, problem.diffusion, g.project, g.retract
+        )
+        over_members(
+            E,
+            lambda lo, hi: block(
+                x0[lo:hi],
+                ts,
+                counts,
+                steps,
+                p,
+                drift,
+                diffusion,
+                project,
+                retract,
+                q1,
+                q2,
+                work_size,
+                refine,
+                sphere,
+                streams[lo:hi],
+                increments[lo:hi],
+                out[lo:hi],
+            ),
+        )
         return out
 
 

@@ -82,8 +82,7 @@ def member_streams(rng: np.random.Generator, members: int) -> np.ndarray:
     """(members, 4) uint64 xoshiro256** states drawn from ``rng`` (never all zero)."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy Generator, got {type(rng).__name__}")
-    s = rng.integers(0, np.iinfo(np.uint64).max, size=(int(members), 4), dtype=np.uint64,
-                     endpoint=True)
+    s = rng.integers(0, np.iinfo(np.uint64).max, size=(int(members), 4), dtype=np.uint64, endpoint=True)
     s[:, 0] |= np.uint64(1)  # the all-zero state is the one fixed point of xoshiro
     return np.ascontiguousarray(s)
 
@@ -103,5 +102,4 @@ def normals(streams: np.ndarray, count: int) -> np.ndarray:
     return out
 
 
-__all__ = ["STREAM", "STREAMS", "next_u64", "uniform", "normal_pair", "fill_normals",
-           "member_streams", "normals"]
+__all__ = ["STREAM", "STREAMS", "next_u64", "uniform", "normal_pair", "fill_normals", "member_streams", "normals"]

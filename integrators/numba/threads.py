@@ -17,6 +17,7 @@ the block runs without it (``nogil``).
 The thread count is ``numba.get_num_threads()``, so ``NUMBA_NUM_THREADS`` (set by the engine's
 executors for their workers) and ``numba.set_num_threads`` keep their meaning.
 """
+
 from __future__ import annotations
 
 import threading
