@@ -341,9 +341,11 @@ def test_circle_transpose_and_normalization_are_the_general_ones():
 @pytest.mark.parametrize("n", [4, 8, 12, 16, 32, 64])
 def test_circle_sums_are_the_general_ones(n):
     """d = 2: the symmetric path's sums with the small triangles in registers give the general
-    sums bit for bit, over x itself and over other values (V x): rows below 12 and from 12 on
-    take LLVM's scalar and vectorized orders there (equality: the main ensembles keep their
-    numbers)."""
+    sums, over x itself and over other values (V x). While every row is below 12 both sum in
+    row order: bit for bit. From 12 rows on the general loop is in LLVM's vectorized order,
+    whose width is the CPU's: bit for bit where it takes four rows a step (the
+    explicit order written in _upper_accumulate2), else the same sums to rounding (n eps of the
+    largest sum; one missing or doubled term would be a thousand times more)."""
     from dyn.numerics.vexp import exp_inplace
 
     rng = np.random.default_rng(100 + n)
@@ -364,7 +366,11 @@ def test_circle_sums_are_the_general_ones(n):
         general = work[sums : sums + 3 * n].copy()
         work[sums : sums + 3 * n] = np.nan
         _field_symmetric._upper_accumulate2(work, w, values, sums, n)
-        assert np.array_equal(work[sums : sums + 3 * n].view(np.int64), general.view(np.int64))
+        got = work[sums : sums + 3 * n]
+        if n <= 12:
+            assert np.array_equal(got.view(np.int64), general.view(np.int64))
+        else:
+            np.testing.assert_allclose(got, general, rtol=0, atol=n * np.spacing(np.abs(general).max()))
         # the row sums Z_i = sum_j e_ij against numpy (weights e_ij = exp(s_ij - c))
         e = np.exp(beta * x @ x.T - c)
         assert np.allclose(general[:n], e.sum(axis=1), rtol=1e-13)

@@ -28,13 +28,10 @@ class ToyOU(dyn.Model):
     def drift(t, x, theta):  # numba: the numba backend
         return -theta * x
 
-    def drift_jax(t, x, theta):  # JAX: the diffrax and jax backends
-        return -theta * x
-
     def diffusion(t, x, dw, sigma):
         return sigma * dw
 
-    diffusion_jax = diffusion  # plain arithmetic: the same code traces in JAX
+    drift_jax, diffusion_jax = drift, diffusion  # JAX (diffrax, jax backends): the same arithmetic
 
     def outputs(self, setup):
         return [

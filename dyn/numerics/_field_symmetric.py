@@ -18,11 +18,13 @@ short to amortize the block passes; benchmarks/attention_rhs.py measures both).
 For d = 2 four columns go together: one sweep over the rows below them makes the vertical sums
 and the 12 horizontal ones (each loop reads few distinct views, see :mod:`._field_small`).
 
-d = 2, n a multiple of 4, no bias (the main ensembles) take vectorized passes with the same
-bits: scores with the general pass's roundings written as fma (:func:`_upper_scores2`), the
-exps in 512-bit vectors where the CPU has them, the sums' small triangles in registers with
-their order written out (:func:`_upper_accumulate2`), blocks of CIRCLE_BLOCK entries beyond
-BLOCK_ENTRIES.
+d = 2, n a multiple of 4, no bias (the main ensembles) take vectorized passes with the general
+pass's sums: scores with its roundings written as fma (:func:`_upper_scores2`), the exps in
+512-bit vectors where the CPU has them, the sums' small triangles in registers with their order
+written out (:func:`_upper_accumulate2`), blocks of CIRCLE_BLOCK entries beyond BLOCK_ENTRIES.
+The written order is the one LLVM gives the general loop where it vectorizes it four rows a
+step: there the bits are the general pass's; on a CPU where LLVM picks another width the sums
+agree to rounding.
 The normalizers are left for the caller: the last two floats of ``work`` (reserved by
 :func:`.attention_field.work_size`) get c and sum_i Z_i of head 0, Z_i = sum_j e^{s_ij - c},
 so sum_ij e^{s_ij} = e^c sum_i Z_i (the USA energy without a second exp pass); NaN in the
@@ -321,8 +323,9 @@ def _upper_scores2(work, w, xt, qt, n, beta, c, j0, j1):
 
 @njit(types.void(F1, I, I, I, I), **NJIT, fastmath=FASTMATH)
 def _upper_accumulate2(work, w, vt, sums, n):
-    """:func:`_upper_accumulate` at d = 2, n a multiple of 4, its bits: the same loop over the
-    rows below each group of four columns (so the same vectorized reduction order), and the
+    """:func:`_upper_accumulate` at d = 2, n a multiple of 4, its sums (its bits where LLVM
+    vectorizes four rows a step, module doc): the same loop over the rows below each group of
+    four columns (so the same vectorized reduction order), and the
     group's own small triangle (rows j .. j + 3) written out in registers, in the order of
     :func:`_upper_accumulate`'s sums there (each operation an :func:`.vexp.add` or
     :func:`.vexp.fma`: nothing for LLVM to reorder)."""
@@ -435,8 +438,8 @@ def _upper_accumulate2(work, w, vt, sums, n):
 def _upper_accumulate2_block(work, w, vt, sums, n, j0, j1):
     """:func:`_upper_accumulate2` for the columns j0 <= j < j1 (multiples of 4, as
     :func:`_upper_scores2` wrote them from `w`), adding to the block at `sums` (zeroed by the
-    first block): the bits of :func:`_upper_accumulate_block`. A copy of
-    :func:`_upper_accumulate2`, for speed: the bits hold either way, but a shared body (this
+    first block): the sums of :func:`_upper_accumulate_block`, as above. A copy of
+    :func:`_upper_accumulate2`, for speed: the sums are the same either way, but a shared body (this
     function called with (0, n), or one inlined group body for both) is slower at small n,
     where the unblocked path runs (benchmarks/attention_rhs.py times the field)."""
     out = work[sums : sums + 3 * n]
