@@ -60,6 +60,8 @@ def file_outputs(system: System, setup: Setup) -> list[Output]:
     declared = declared_outputs(system, setup)
     for out in declared:
         if out.reduce == "time_average":
+            if out.name in setup.per_run:  # each run's own mean over the window
+                outs.append(kept_runs(replace(out, dims=()), RUN))
             continue
         if out.reduce == "per_run":
             out = replace(out, dims=(RUN, *out.dims))
@@ -313,6 +315,7 @@ def reduce_point(system: System, spec: RunSpec, simulated, sink=None) -> PointRe
         window = averaging.until_stationary(system, spec, pieces, averaged)
         bad += window.bad
         values.update(window.values())
+        values.update(averaging.run_means(pieces, window, [n for n in averaged if n in setup.per_run]))
         if setup.check_step and not bad:
             values.update(stepcheck.step_errors(system, spec, averaged, window, pieces))
         elif setup.check_step:  # diverged: no step error to speak of

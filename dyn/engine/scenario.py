@@ -676,14 +676,15 @@ def _check_outputs(scenario: Scenario, system: systems.System) -> None:
 
 def _check_per_run(names, declared: list, setup: Setup) -> None:
     """[output] per_run names outputs reduced over runs that the sweep keeps, whose per-run
-    value is a number per run (not a time average's series, not a per-point value)."""
+    value is a number per run (not a per-point value): a time average's is the run's own mean
+    over the window (X_per_run, e.g. for biases paired run by run: `dyn compare --observable`)."""
     if names is None:
         return
     if not names:
         raise ScenarioError("output.per_run", "names no output: leave the key out to keep none")
     by_name = {o.name: o for o in declared}
     taken = set(by_name) | {c.name for o in declared for c in companions(o)}
-    eligible = [o.name for o in declared if o.reduce not in ("point", "per_run", "time_average")]
+    eligible = [o.name for o in declared if o.reduce not in ("point", "per_run")]
     for name in names:
         out = by_name.get(name)
         if out is None:
@@ -695,12 +696,8 @@ def _check_per_run(names, declared: list, setup: Setup) -> None:
             )
         if not setup.keeps(name):
             raise ScenarioError("output.per_run", f"{name} is not among output.observables")
-        if out.reduce in ("point", "per_run", "time_average"):
-            why = {
-                "point": "one value per point, not per run",
-                "per_run": "already kept run by run",
-                "time_average": "a time average of each run's series (its runs are not kept)",
-            }
+        if out.reduce in ("point", "per_run"):
+            why = {"point": "one value per point, not per run", "per_run": "already kept run by run"}
             raise ScenarioError(
                 "output.per_run",
                 f"{name} is {why[out.reduce]} (outputs with per-run values: {', '.join(eligible) or 'none'})",
