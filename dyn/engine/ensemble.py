@@ -86,6 +86,8 @@ def error_budget(system: System, setup: Setup) -> dict[str, dict[str, str]]:
     declared = declared_outputs(system, setup)
     undecided = [o.name for o in declared if o.role == UNDECIDED]
     dt = setup.solver.options.get("dt")
+    if "dt" in setup.solver_axes:
+        dt = f"{', '.join(map(str, setup.axes['dt']))} (swept)"
     if system.equation != "sde":
         step = "deterministic dynamics: no Euler-Maruyama step error (see the solver's step or tolerances)"
     elif setup.check_step:  # on, but it reruns the runs of the time averages only

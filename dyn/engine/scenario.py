@@ -996,8 +996,8 @@ def _check_step_count(system: systems.System, spec: RunSpec, cfg: dict) -> None:
         return
     import integrators
 
-    if cfg["backend"] != "jax" and "dt" not in integrators.options(cfg["backend"], cfg["method"]):
-        return  # an adaptive method: max_steps bounds it
+    if cfg["backend"] != "jax" and "dt" not in integrators.options(cfg["backend"], spec.solver.method):
+        return  # an adaptive method: max_steps bounds it (the point's method: it may be swept)
     steps = _step_count(spec.times.tobytes(), spec.dt)
     if steps <= MAX_STEPS:
         return
