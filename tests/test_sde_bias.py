@@ -59,13 +59,14 @@ def test_dyn_compare_measures_the_weak_orders_against_dt(model, tmp_path):
 
     import dyn
     from dyn.presentation.bias import compare_bias
-    from dyn.presentation.comparison import rates
+    from dyn.presentation.comparison import plot, rates
 
     path, reference = SCENARIO_FILES[model]
     for source in (path, path.parent / "noisy_kuramoto.py") if model == "kuramoto" else (path,):
         shutil.copy(source, tmp_path / source.name)
     out = dyn.run(tmp_path / path.name, tmp_path / "bias.h5", progress=False)
     result = compare_bias(out, "dt", reference, "r_stationary", {"method": "stochastic_heun"})
+    assert plot(result, "dt", tmp_path / "bias.png").stat().st_size > 10_000  # what --against draws
     found = rates(result, "dt")
     for method, order in (("euler_maruyama", 1.0), ("stochastic_heun", 2.0)):
         rate = found[(("method", method),)]

@@ -179,7 +179,7 @@ def ou_file(tmp_path_factory):
     return dyn.run(_ou(folder), folder / "ou.h5", progress=False)
 
 
-def test_compare_reads_each_runs_time_average_and_pairs_them(ou_file, tmp_path, capsys):
+def test_compare_reads_each_runs_time_average_and_pairs_them(ou_file, capsys):
     with dyn.open(ou_file) as ds:
         v = ds["x2_per_run"].isel(sigma=0).transpose("dt", "run").values
         mean = ds["x2"].isel(sigma=0).values
@@ -189,29 +189,37 @@ def test_compare_reads_each_runs_time_average_and_pairs_them(ou_file, tmp_path, 
     np.testing.assert_allclose(result["bias"].isel(sigma=0).values[:2], diff[:2].mean(axis=1), rtol=1e-12)
     se = diff[:2].std(axis=1, ddof=1) / 2
     np.testing.assert_allclose(result["bias_se"].isel(sigma=0).values[:2], se, rtol=1e-12)
-    args = ["compare", str(ou_file), "--observable", "x2", "--along", "dt", "--reference", "0.05"]
-    assert main([*args, "--against", "dt", "--out", str(tmp_path / "b.png")]) == 0
-    out = capsys.readouterr().out
-    assert "bias_se" in out and "rate of the |bias| against dt" in out and (tmp_path / "b.png").exists()
+    assert comparison.rate_lines(result, "dt")[0].startswith("rate of the |bias| against dt (sigma = 1.0)")
+    # the command prints the table (its picture, with --against, is drawn in tests/test_sde_bias.py)
+    assert main(["compare", str(ou_file), "--observable", "x2", "--along", "dt", "--reference", "0.05"]) == 0
+    assert "bias_se" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "reference, at, observable, fragment",
+    [
+        ("0.05", {}, "x3", "--observable: "),
+        ("0.05", {}, "x2_exact", "keeps no per-run values of x2_exact: rerun with --set 'output.per_run"),
+        ("0.3", {}, "x2", "--reference: '0.3' is not a value of dt"),
+        ("0.05", {"theta": "1.0"}, "x2", "--reference-at: 'theta' is not a sweep axis"),
+        ("0.05", {"sigma": "1.0"}, "x2", "do not share random numbers along sigma"),
+    ],
+)
+def test_compare_refuses_a_bias_it_cannot_pair(ou_file, reference, at, observable, fragment):
+    with pytest.raises(ScenarioError, match=re.escape(fragment)):
+        compare_bias(ou_file, "dt", reference, observable, at)
 
 
 @pytest.mark.parametrize(
     "extra, fragment",
     [
         (["--observable", "x3"], "--observable: "),
-        (["--observable", "x2_exact"], "keeps no per-run values of x2_exact: rerun with --set 'output.per_run"),
-        (["--observable", "x2", "--reference", "0.3"], "--reference: '0.3' is not a value of dt"),
-        (["--observable", "x2", "--reference-at", "theta=1.0"], "--reference-at: 'theta' is not a sweep axis"),
-        (["--observable", "x2", "--reference-at", "sigma=1.0"], "do not share random numbers along sigma"),
         (["--observable", "x2", "--reference-at", "sigma"], "takes AXIS=VALUE"),
         (["--observable", "x2", "--at", "final"], "--at: chooses a distance between paths"),
         (["--reference-at", "sigma=1.0"], "--reference-at: places the reference of a bias: give --observable"),
     ],
 )
-def test_compare_refuses_a_bias_it_cannot_pair(ou_file, capsys, extra, fragment):
-    args = ["compare", str(ou_file), "--along", "dt", "--reference", "0.05"]
-    if "--reference" in extra:
-        args = args[:-2]
-    assert main(args + extra) == 2
+def test_compare_refuses_a_bias_in_one_line(ou_file, capsys, extra, fragment):
+    assert main(["compare", str(ou_file), "--along", "dt", "--reference", "0.05", *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and fragment in err[0], err
