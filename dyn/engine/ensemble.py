@@ -61,7 +61,7 @@ def file_outputs(system: System, setup: Setup) -> list[Output]:
     for out in declared:
         if out.reduce == "time_average":
             if out.name in setup.per_run:  # each run's own mean over the window
-                outs.append(kept_runs(replace(out, dims=()), RUN))
+                outs.append(kept_runs(replace(out, dims=(), long_name="its own time average over the window"), RUN))
             continue
         if out.reduce == "per_run":
             out = replace(out, dims=(RUN, *out.dims))

@@ -607,7 +607,9 @@ def _check_common_steps(system, cfg: dict, swept: dict, output: dict) -> None:
         if not system.step_check:
             raise ScenarioError(
                 "ensemble.common",
-                f"a common dt needs a system that draws its noise through the integrator ({system.name} does not)",
+                f"a common dt needs a system whose runs draw their noise through the integrator from the "
+                f"point's stream at any step ({system.name} does not declare it: System.step_check; a "
+                "dyn.Model declares it with step_rate)",
             )
     if output["spacing"] != "linear":
         raise ScenarioError("ensemble.common", 'a common dt needs save times evenly spaced (spacing = "linear")')
