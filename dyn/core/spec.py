@@ -76,6 +76,9 @@ class Setup:
     system_file: str = ""  # the module file of a system named by import path (workers import it)
     auto_dt: bool = False
     tag: str = ""
+    # sweep axes that set the solver of each point (integrator.dt, integrator.method), not a
+    # parameter of the system: see :meth:`solver_of`
+    solver_axes: tuple[str, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "params", _frozen(self.params))
@@ -102,9 +105,10 @@ class Setup:
         """The run specification of point `index` (its values, its random stream and, with
         dt = "auto", its step: step_tol / system.step_rate). `system` is the System these points
         run (the engine looks it up by `system_name`); only dt = "auto" needs it."""
-        spec = RunSpec(
-            self, index, sweep.point(self.params, self.axes, index), sweep.stream_index(self.axes, index, self.common)
-        )
+        values = sweep.point(self.params, self.axes, index)
+        options = self.solver_of(values)
+        values = {k: v for k, v in values.items() if k not in self.solver_axes}
+        spec = RunSpec(self, index, values, sweep.stream_index(self.axes, index, self.common), options)
         if self.auto_dt:
             if system is None:
                 raise ValueError(f"dt = 'auto' needs the system ({self.system_name}) to choose the step")
@@ -118,6 +122,16 @@ class Setup:
                 )
             spec = spec.variant(dt=self.step_tol / rate)
         return spec
+
+    def solver_of(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The solver options a point's solver axes set (`[sweep] dt`, `[sweep] method`). With dt
+        in `[ensemble] common`, also refine = dt / min(dt values) (:func:`refine_of`): every step
+        h draws its increment as the sum of h / h_min increments of the finest step, so every
+        point follows one Brownian path (the integrators' option ``refine``)."""
+        found = {axis: values[axis] for axis in self.solver_axes}
+        if "dt" in found and "dt" in self.common:
+            found["refine"] = refine_of(found["dt"], min(self.axes["dt"]))
+        return found
 
     def shared(self, key: tuple, compute):
         """A value computed once per sweep (in each process) and shared by every point that asks
@@ -153,6 +167,15 @@ class Setup:
         """A stream shared by every point (common random numbers): see
         :func:`dyn.core.sweep.common_rng`."""
         return sweep.common_rng(self.seed, *key)
+
+
+def refine_of(dt: float, finest: float) -> int:
+    """The integer r = dt / finest (within rounding), the sub-increments of a step dt that make
+    its Brownian path the finest step's; ValueError when dt is not an integer multiple of it."""
+    r = round(dt / finest)
+    if r < 1 or abs(r * finest - dt) > 1e-9 * dt:
+        raise ValueError(f"dt = {dt:g} is not an integer multiple of the finest step {finest:g}")
+    return int(r)
 
 
 def _setup_from_fields(values: dict) -> Setup:
@@ -223,7 +246,8 @@ class RunSpec:
         if not self.solver_options:
             return self.setup.solver
         base = self.setup.solver
-        return Solver(base.backend, base.method, {**base.options, **self.solver_options})
+        options = {**base.options, **self.solver_options}
+        return Solver(base.backend, options.pop("method", base.method), options)
 
     @property
     def dt(self) -> float:

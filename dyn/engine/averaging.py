@@ -179,6 +179,18 @@ def series_of(pieces: list[Piece], name: str) -> np.ndarray:
     return np.concatenate([np.concatenate(p.series[name], axis=1) for p in pieces], axis=0)
 
 
+def run_means(pieces: list[Piece], window: Window, names: list[str]) -> dict[str, np.ndarray]:
+    """Each run's own time average over the window, X_per_run[r] = mean_{t_k in window} X_r(t_k),
+    for the outputs `names` (`[output] per_run`): the output X is their mean over runs. Paired
+    run by run across points that share their random numbers, their differences measure a
+    weak (stationary) bias with a small noise (`dyn compare --observable`)."""
+    from .reductions import PER_RUN_SUFFIX
+
+    return {
+        f"{name}{PER_RUN_SUFFIX}": series_of(pieces, name)[:, window.stats[name].start :].mean(axis=1) for name in names
+    }
+
+
 def assess(pieces: list[Piece], names: list[str], times: np.ndarray, burn_in: float | None):
     """Statistics of every output over one common window: from the fixed burn-in, or from the
     latest of the outputs' MSER starts."""

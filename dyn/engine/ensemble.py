@@ -60,6 +60,8 @@ def file_outputs(system: System, setup: Setup) -> list[Output]:
     declared = declared_outputs(system, setup)
     for out in declared:
         if out.reduce == "time_average":
+            if out.name in setup.per_run:  # each run's own mean over the window
+                outs.append(kept_runs(replace(out, dims=(), long_name="its own time average over the window"), RUN))
             continue
         if out.reduce == "per_run":
             out = replace(out, dims=(RUN, *out.dims))
@@ -84,6 +86,8 @@ def error_budget(system: System, setup: Setup) -> dict[str, dict[str, str]]:
     declared = declared_outputs(system, setup)
     undecided = [o.name for o in declared if o.role == UNDECIDED]
     dt = setup.solver.options.get("dt")
+    if "dt" in setup.solver_axes:
+        dt = f"{', '.join(map(str, setup.axes['dt']))} (swept)"
     if system.equation != "sde":
         step = "deterministic dynamics: no Euler-Maruyama step error (see the solver's step or tolerances)"
     elif setup.check_step:  # on, but it reruns the runs of the time averages only
@@ -313,6 +317,7 @@ def reduce_point(system: System, spec: RunSpec, simulated, sink=None) -> PointRe
         window = averaging.until_stationary(system, spec, pieces, averaged)
         bad += window.bad
         values.update(window.values())
+        values.update(averaging.run_means(pieces, window, [n for n in averaged if n in setup.per_run]))
         if setup.check_step and not bad:
             values.update(stepcheck.step_errors(system, spec, averaged, window, pieces))
         elif setup.check_step:  # diverged: no step error to speak of

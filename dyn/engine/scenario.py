@@ -36,7 +36,7 @@ from ..core import sweep
 from ..core.contract import AVERAGING_KEYS
 from ..core.errors import MissingFile, ScenarioError, did_you_mean, short_repr
 from ..core.schema import Field, check_table
-from ..core.spec import RunSpec, Setup, Solver
+from ..core.spec import RunSpec, Setup, Solver, refine_of
 from .averaging import DEFAULT_CAP_BLOCKS
 from .ensemble import file_outputs
 from .reductions import companions
@@ -137,6 +137,12 @@ OUTPUT_FIELDS = {
     "trajectory_runs": Field("int", default=0, lo=0, hi=10**8, doc="runs kept per point (0: all)"),
 }
 SOLVER_OPTIONS = ("dt", "rtol", "atol", "max_steps")
+# [integrator] keys that may be a [sweep] axis instead (the axis sets the solver of each point;
+# a system parameter of the same name is swept as that parameter)
+SOLVER_AXES = {
+    "dt": Field("float", gt=0.0, doc="the step of each point (a fixed-step method)"),
+    "method": Field("str", doc="the integrator's method at each point"),
+}
 # Engine settings of [integrator] written out (when not given) only for the systems that read
 # them, so that the resolved text, and the hash, of every other scenario stays as it was.
 ENGINE_DEFAULTS = {"burn_in": "auto", "step_tol": 0.01, "check_step": False}
@@ -229,6 +235,7 @@ class Scenario:
             system_file=self.data["scenario"].get("system_file", ""),
             auto_dt=cfg.get("dt") == "auto",
             tag=self.hash,
+            solver_axes=tuple(a for a in self.axes if a in SOLVER_AXES and a not in self.system.params),
         )
 
     def spec(self, index: int) -> RunSpec:
@@ -501,11 +508,17 @@ def _outside_system(doc: Any) -> str:
     return name if locate.is_import_path(name) or name in locate.entry_points() else ""
 
 
-def _integrator_table(doc: dict, system) -> dict:
+def _integrator_table(doc: dict, system, swept: dict | None = None) -> dict:
     """The scenario's [integrator] table, checked against what `system` reads: a setting the
-    system would ignore is refused, not dropped; the engine's defaults fill the keys it reads."""
+    system would ignore is refused, not dropped; the engine's defaults fill the keys it reads.
+    `swept`: the solver axes of [sweep] (dt, method: :func:`_check_solver_axes`); a swept
+    method's first value stands in the table as the sweep's base solver."""
+    swept = swept or {}
     raw_integrator = _table(doc, "integrator")
+    _check_solver_axes(raw_integrator, swept, system)
     integrator = check_table("integrator", raw_integrator, INTEGRATOR_FIELDS)
+    if "method" in swept:
+        integrator["method"] = swept["method"][0]
     for key in raw_integrator:
         if key not in system.integrator and integrator[key] != INTEGRATOR_FIELDS[key].default:
             if key == "check_step" and system.equation == "ode":  # checked in _check_averaging
@@ -530,8 +543,90 @@ def _integrator_table(doc: dict, system) -> dict:
         if key in system.integrator:
             integrator.setdefault(key, value)
     if system.integrator:
-        _check_integrator(integrator, system)
+        for method in swept.get("method", [integrator["method"]]):  # each point's solver
+            point = {**integrator, "method": method}
+            if "dt" in swept:
+                _check_fixed_step(point, system)
+                point["dt"] = min(swept["dt"])
+            _check_integrator(point, system)
     return integrator
+
+
+def _check_solver_axes(raw: dict, swept: dict, system) -> None:
+    """A solver axis ([sweep] dt or method) is a key the system reads from [integrator], and is
+    not given there too (one source for a value, as for [params])."""
+    for axis in swept:
+        if axis not in system.integrator:
+            reads = ", ".join(sorted(system.integrator)) or "nothing"
+            raise ScenarioError(
+                f"sweep.{axis}", f"system {system.name} does not read integrator.{axis} (it reads: {reads})"
+            )
+        if axis in raw:
+            raise ScenarioError(
+                f"integrator.{axis}",
+                f"{axis} is both set in [integrator] and swept in [sweep]; keep one "
+                f"(on the command line, --unset integrator.{axis} drops the first)",
+            )
+
+
+def _check_fixed_step(cfg: dict, system) -> None:
+    """[sweep] dt needs a method with a fixed step (a step check's or an adaptive method's
+    tolerances are not a step)."""
+    import integrators
+
+    backend, method = cfg["backend"], cfg["method"]
+    if backend == "jax" or method not in integrators.available().get(backend, ()):
+        return  # _check_integrator names the method's problem
+    if "dt" not in integrators.options(backend, method):
+        raise ScenarioError(
+            "sweep.dt", f"{backend}/{method} has no fixed step to sweep (it is adaptive: rtol, atol, max_steps)"
+        )
+
+
+def _check_common_steps(system, cfg: dict, swept: dict, output: dict) -> None:
+    """[sweep] dt in [ensemble] common: every point draws one start and one Brownian path. A
+    point at step h draws each increment as the sum of r = h / h_min increments of the finest
+    step h_min (the integrators' option refine; :meth:`dyn.core.spec.Setup.solver_of`), so r
+    must be an integer, the save intervals must hold whole steps of every h (else the step grid
+    cuts them unequally and the sums no longer match), and the system must draw its noise
+    through the integrator from the point's stream in the same order at any step."""
+    import integrators
+    from integrators.core.base import step_grid
+
+    dts = swept["dt"]
+    finest = min(dts)
+    for method in swept.get("method", [cfg["method"]]):
+        if method not in integrators.SDE_METHODS:
+            continue  # an ODE: the shared starts are all a common step needs
+        if cfg["backend"] != "numba" or "refine" not in integrators.options(cfg["backend"], method):
+            raise ScenarioError(
+                "ensemble.common",
+                f"a common dt refines one Brownian path: {cfg['backend']}/{method} "
+                "has no option refine (use backend numba)",
+            )
+        if not system.step_check:
+            raise ScenarioError(
+                "ensemble.common",
+                f"a common dt needs a system whose runs draw their noise through the integrator from the "
+                f"point's stream at any step ({system.name} does not declare it: System.step_check; a "
+                "dyn.Model declares it with step_rate)",
+            )
+    if output["spacing"] != "linear":
+        raise ScenarioError("ensemble.common", 'a common dt needs save times evenly spaced (spacing = "linear")')
+    width = cfg["horizon"] / output["saves"]
+    times = np.array([0.0, width])
+    fine = step_grid(times, finest)[0][0]
+    for dt in dts:
+        try:
+            r = refine_of(dt, finest)
+        except ValueError as exc:
+            raise ScenarioError("sweep.dt", f"with dt in ensemble.common, {exc} (h / h_min is the refine)") from None
+        if step_grid(times, dt)[0][0] * r != fine:
+            raise ScenarioError(
+                "sweep.dt",
+                f"with dt in ensemble.common, the save interval {width:g} must hold whole steps of "
+                f"every dt (dt = {dt:g} does not): raise or lower output.saves",
+            )
 
 
 def _resolve(doc: Any, source: str, points: bool = True) -> Scenario:
@@ -549,7 +644,10 @@ def _resolve(doc: Any, source: str, points: bool = True) -> Scenario:
     raw_sweep = doc.get("sweep", {})
     if not isinstance(raw_sweep, dict):
         raise ScenarioError("sweep", "expected a table of axes")
-    sweep_axes = {axis: _parse_axis(axis, values, system.params) for axis, values in raw_sweep.items()}
+    sweep_axes = {
+        axis: _parse_axis(axis, values, {**SOLVER_AXES, **system.params}) for axis, values in raw_sweep.items()
+    }
+    swept_solver = {axis: v for axis, v in sweep_axes.items() if axis in SOLVER_AXES and axis not in system.params}
     raw_params = _table(doc, "params")
     for key in raw_params:
         if key in sweep_axes:  # one source for a value: never silently drop either
@@ -561,7 +659,7 @@ def _resolve(doc: Any, source: str, points: bool = True) -> Scenario:
             )
     params_fields = {k: f for k, f in system.params.items() if k not in sweep_axes}
     params = check_table("params", raw_params, params_fields)
-    integrator = _integrator_table(doc, system)
+    integrator = _integrator_table(doc, system, swept_solver)
     output = check_table("output", _table(doc, "output"), OUTPUT_FIELDS)
     _check_output(output, integrator)
     ensemble = check_table("ensemble", _table(doc, "ensemble"), ENSEMBLE_FIELDS)
@@ -572,6 +670,8 @@ def _resolve(doc: Any, source: str, points: bool = True) -> Scenario:
             )
     if not ensemble.get("common"):
         ensemble.pop("common", None)  # the default: every point on its own stream
+    if "dt" in swept_solver and "dt" in ensemble.get("common", ()):
+        _check_common_steps(system, integrator, swept_solver, output)
     data = {
         "scenario": head,
         "params": params,
@@ -676,14 +776,15 @@ def _check_outputs(scenario: Scenario, system: systems.System) -> None:
 
 def _check_per_run(names, declared: list, setup: Setup) -> None:
     """[output] per_run names outputs reduced over runs that the sweep keeps, whose per-run
-    value is a number per run (not a time average's series, not a per-point value)."""
+    value is a number per run (not a per-point value): a time average's is the run's own mean
+    over the window (X_per_run, e.g. for biases paired run by run: `dyn compare --observable`)."""
     if names is None:
         return
     if not names:
         raise ScenarioError("output.per_run", "names no output: leave the key out to keep none")
     by_name = {o.name: o for o in declared}
     taken = set(by_name) | {c.name for o in declared for c in companions(o)}
-    eligible = [o.name for o in declared if o.reduce not in ("point", "per_run", "time_average")]
+    eligible = [o.name for o in declared if o.reduce not in ("point", "per_run")]
     for name in names:
         out = by_name.get(name)
         if out is None:
@@ -695,12 +796,8 @@ def _check_per_run(names, declared: list, setup: Setup) -> None:
             )
         if not setup.keeps(name):
             raise ScenarioError("output.per_run", f"{name} is not among output.observables")
-        if out.reduce in ("point", "per_run", "time_average"):
-            why = {
-                "point": "one value per point, not per run",
-                "per_run": "already kept run by run",
-                "time_average": "a time average of each run's series (its runs are not kept)",
-            }
+        if out.reduce in ("point", "per_run"):
+            why = {"point": "one value per point, not per run", "per_run": "already kept run by run"}
             raise ScenarioError(
                 "output.per_run",
                 f"{name} is {why[out.reduce]} (outputs with per-run values: {', '.join(eligible) or 'none'})",
@@ -868,7 +965,8 @@ def _check_averaging(cfg: dict, system: systems.System) -> None:
 
 def check_step_size(system: systems.System, spec: RunSpec, cfg: dict) -> None:
     """Refuse a step that takes more than integrators.core.base.MAX_STEPS steps per run over the
-    save times, and a fixed dt too coarse for the point's fastest rate (see STEP_REFUSE)."""
+    save times, and a fixed dt too coarse for the point's fastest rate (see STEP_REFUSE); a swept
+    dt ([sweep] dt) is a study of the step's error, coarse steps included: only its count."""
     _check_step_count(system, spec, cfg)
     dt = cfg.get("dt")
     if dt in (None, "auto"):
@@ -900,8 +998,8 @@ def _check_step_count(system: systems.System, spec: RunSpec, cfg: dict) -> None:
         return
     import integrators
 
-    if cfg["backend"] != "jax" and "dt" not in integrators.options(cfg["backend"], cfg["method"]):
-        return  # an adaptive method: max_steps bounds it
+    if cfg["backend"] != "jax" and "dt" not in integrators.options(cfg["backend"], spec.solver.method):
+        return  # an adaptive method: max_steps bounds it (the point's method: it may be swept)
     steps = _step_count(spec.times.tobytes(), spec.dt)
     if steps <= MAX_STEPS:
         return

@@ -431,8 +431,8 @@ def create(path: Path, scenario: Scenario, command: str, reserve_bytes: int | No
 def step_attributes(scenario: Scenario) -> dict[str, float]:
     """The steps a fixed-step solver takes, as root attributes: each save interval is cut into
     equal steps no longer than dt (integrators.core.base.step_grid), so where dt exceeds a save
-    interval the step used is that interval. Absent for adaptive methods and dt = "auto" (the
-    point's `dt_used` variable holds that)."""
+    interval the step used is that interval. Absent for adaptive methods, dt = "auto" (the
+    point's `dt_used` variable holds that) and a swept dt (the point's coordinate)."""
     import integrators
     from integrators.core.base import DEFAULT_DT, step_grid
 
@@ -440,6 +440,7 @@ def step_attributes(scenario: Scenario) -> dict[str, float]:
     if (
         "dt" not in scenario.system.integrator
         or cfg.get("dt") == "auto"
+        or "dt" in scenario.setup.solver_axes  # each point's step is its coordinate
         or "backend" not in cfg
         or (cfg["backend"] != "jax" and "dt" not in integrators.options(cfg["backend"], cfg["method"]))
     ):

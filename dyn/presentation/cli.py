@@ -175,7 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     compare = sub.add_parser(
         "compare",
         help="distance of each value of an axis to a reference "
-        "value, run by run on saved states; rate against a numeric axis",
+        "value, run by run on saved states (the strong error), or with --observable the bias "
+        "of an output paired run by run (the weak error); rate against a numeric axis",
     )
     compare.add_argument("path")
     compare.add_argument("--along", help="the sweep axis compared (e.g. form)")
@@ -186,6 +187,18 @@ def _parser() -> argparse.ArgumentParser:
         "exact without --along: each run against the model's reference(x0, ..., t)",
     )
     compare.add_argument("--against", help="numeric axis to fit the log-log rate against (e.g. depth)")
+    compare.add_argument(
+        "--observable",
+        help="the weak error instead: bias of this output (kept per run: output.per_run) against the "
+        "reference point, paired run by run, e.g. r_stationary along dt",
+    )
+    compare.add_argument(
+        "--reference-at",
+        action="append",
+        metavar="AXIS=VALUE",
+        help="with --observable: the reference point's value on another common axis "
+        "(e.g. method=stochastic_heun); repeatable",
+    )
     compare.add_argument(
         "--statistic",
         choices=("error", "mean", "median"),
@@ -452,7 +465,12 @@ def _cmd_compare(args) -> int:
         out = output_path(beside, args.out, args.style)
     result = comparison.select(_compared(args), args.statistic)
     rates = comparison.rate_lines(result, args.against) if args.against else []
-    print(result["error"].to_dataframe().to_string())
+    if args.observable:
+        from .bias import table
+
+        print(table(result))
+    else:
+        print(result["error"].to_dataframe().to_string())
     if args.against:
         print("\n".join(rates))
         print(f"plotted {comparison.plot(result, args.against, out, args.style)}")
@@ -463,6 +481,8 @@ def _compared(args):
     """`dyn compare`'s Dataset: along an axis, or each run against the model's reference."""
     from . import comparison
 
+    if args.observable is not None or args.reference_at:
+        return _bias(args)
     if args.along is None:
         if args.reference != "exact":
             raise ScenarioError(
@@ -473,6 +493,21 @@ def _compared(args):
 
         return compare_exact(args.path, at=args.at, trust_model=args.trust_model)
     return comparison.compare(args.path, args.along, args.reference, at=args.at, trust_model=args.trust_model)
+
+
+def _bias(args):
+    """`dyn compare --observable`: the weak error of an output (:mod:`dyn.presentation.bias`);
+    the options of the distance (--at, --statistic) are refused, not ignored."""
+    from .bias import compare_bias, parse_at
+
+    if args.observable is None:
+        raise ScenarioError("--reference-at", "places the reference of a bias: give --observable too")
+    for flag, given in (("--at", args.at != "all"), ("--statistic", args.statistic != "error")):
+        if given:
+            raise ScenarioError(flag, "chooses a distance between paths: use it without --observable")
+    if args.along is None:
+        raise ScenarioError("--along", "name the sweep axis of the bias (e.g. dt)")
+    return compare_bias(args.path, args.along, args.reference, args.observable, parse_at(args.reference_at))
 
 
 def _cmd_describe(args) -> int:

@@ -16,8 +16,13 @@ log(error) = slope log(axis) + c, with a 95% interval (least squares, Student t)
 depths no longer bends the line); `dyn compare` prints both, naming the points of the second
 (:func:`rate_lines`), and the picture draws both. The picture draws the error on log-log axes with error
 bars of one standard error (from the runs' distances), the asymptotic fit over the points it
-uses (filled; the others open) and short reference slopes beside it, which never move the
-axes' limits.
+uses (filled; the others open) and short reference slopes beside it (-1/2, -1, -2; or +1/2, +1,
++2 for an error that grows with the axis, as with the step dt), which never move the axes' limits.
+
+The weak error (`--observable`, :mod:`dyn.presentation.bias`): the bias of an output paired run
+by run, fitted and drawn by the same functions (`error` = |bias|). When the reference lies on
+the fitted axis (`--along dt --against dt`), the asymptotic range is the half of the points
+nearest to it (the finest steps), not the largest values.
 """
 
 from __future__ import annotations
@@ -227,24 +232,49 @@ def rates(result: xr.Dataset, against: str) -> dict[tuple, Rate]:
     return found
 
 
-def asymptotic(x) -> np.ndarray:
-    """Which points of the axis values `x` the asymptotic fit uses: the upper half of them (at
-    least MIN_FIT_POINTS), the largest values, where the leading order dominates."""
+def asymptotic(x, toward: float | None = None) -> np.ndarray:
+    """Which points of the axis values `x` the asymptotic fit uses: half of them (at least
+    MIN_FIT_POINTS) where the leading order dominates: the largest values, or with `toward` (the
+    reference's value on the same axis, e.g. the finest step dt) those nearest to it in log."""
     x = np.asarray(x, dtype=float)
-    order = np.argsort(x)
+    order = np.argsort(x if toward is None else -np.abs(np.log(x / toward)))
     keep = np.zeros(x.size, dtype=bool)
     keep[order[-max(MIN_FIT_POINTS, -(-x.size // 2)) :]] = True
     return keep
 
 
+def _toward(result: xr.Dataset, against: str) -> float | None:
+    """The reference's value when it lies on the axis fitted against (`--along dt --against
+    dt`): the limit the error vanishes in, where the asymptotic range is; else None."""
+    if result.attrs.get("along") != against:
+        return None
+    try:
+        value = float(result.attrs["reference"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def fitted_points(result: xr.Dataset, against: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The points of one curve (axis values x, errors y) that the asymptotic fit uses: among the
+    finite, positive errors, those :func:`asymptotic` picks."""
+    ok = np.isfinite(y) & (y > 0) & (x > 0)
+    toward = _toward(result, against)
+    if toward is None:
+        return asymptotic(x) & ok
+    use = np.zeros(x.size, dtype=bool)
+    use[np.flatnonzero(ok)[asymptotic(x[ok], toward)]] = True
+    return use
+
+
 def asymptotic_rates(result: xr.Dataset, against: str) -> dict[tuple, tuple[Rate, np.ndarray]]:
-    """The rate fitted over the asymptotic range alone (:func:`asymptotic`), per combination of
+    """The rate fitted over the asymptotic range alone (:func:`fitted_points`), per combination of
     the other axes (as :func:`rates`), with the values of `against` it used: (rate, values)."""
     found = {}
     for label in rates(result, against):
         curve = result["error"].sel(dict(label)) if label else result["error"]
         x, y = curve[against].values.astype(float), curve.values.astype(float)
-        use = asymptotic(x) & np.isfinite(y) & (y > 0) & (x > 0)
+        use = fitted_points(result, against, x, y)
         found[label] = (fit_rate(curve.isel({against: np.flatnonzero(use)}), against), np.sort(x[use]))
     return found
 
@@ -269,6 +299,11 @@ def rate_lines(result: xr.Dataset, against: str) -> list[str]:
 def heading(attrs: dict) -> str:
     """The comparison in a sentence: what is compared with what, and over which times."""
     along, reference = attrs["along"], attrs["reference"]
+    if "observable" in attrs:  # dyn.presentation.bias: a weak error, run by run
+        return (
+            f"{Path(attrs['source']).stem}: bias of {attrs['observable']} against "
+            f"{attrs['reference_point']}, paired run by run"
+        )
     times = "the final saved time" if attrs.get("at") == "final" else "all saved times"
     if along == reference == "exact":  # dyn.presentation.exact: each run against its own start
         return (
@@ -283,7 +318,9 @@ def heading(attrs: dict) -> str:
 
 def _standard_error(result: xr.Dataset, label: tuple) -> np.ndarray:
     """One standard error of the strong error sqrt(mean d^2), from the runs' distances d (the
-    delta method: se(mean d^2) / (2 sqrt(mean d^2)))."""
+    delta method: se(mean d^2) / (2 sqrt(mean d^2))); a bias's (:mod:`.bias`) is its own."""
+    if "bias_se" in result:
+        return (result["bias_se"].sel(dict(label)) if label else result["bias_se"]).values
     statistic = result.attrs.get("statistic", "error")
     if statistic != "error":  # the mean's standard error; none drawn for the median
         d = result["distance"].sel(dict(label)) if label else result["distance"]
@@ -335,8 +372,7 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
             curve = error.sel(dict(label)) if label else error
             x, y = curve[against].values.astype(float), curve.values.astype(float)
             name = ", ".join(f"{k} = {v}" for k, v in label) or "error"
-            ok = np.isfinite(y) & (y > 0) & (x > 0)
-            use = asymptotic(x) & ok
+            use = fitted_points(result, against, x, y)
             bars = ax.errorbar(
                 x,
                 y,
@@ -361,7 +397,7 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
                     zorder=3,
                     label=f"fit on the filled points, {against} = {x[use].min():g} ... {x[use].max():g}: rate {fit}",
                 )
-                guide = guide or (x[use], line * GUIDE_BELOW)
+                guide = guide or (x[use], line * GUIDE_BELOW, fit.slope)
             if "status" in result:
                 codes = result["status"].sel(dict(label)) if label else result["status"]
                 codes = np.asarray(codes.values).reshape(-1)
@@ -375,12 +411,15 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
         ax.set_ylim(ax.get_ylim())  # the guides below must not move the limits
         ax.set_xlim(ax.get_xlim())
         if guide is not None:  # short, through the middle of the fitted range, below the fit
-            x, line = guide
+            x, line, rising = guide
+            order = np.argsort(x)  # np.interp reads increasing values (a step axis may fall)
+            x, line = x[order], line[order]
             middle = np.sqrt(x.min() * x.max())
             reach = (x.max() / x.min()) ** 0.25  # half the fitted range, in log
             span = np.geomspace(middle / reach, middle * reach, 8)
             fit = np.exp(np.interp(np.log(span), np.log(x), np.log(line)))
             for slope, dash in REFERENCE_SLOPES.items():
+                slope = -slope if rising > 0 else slope  # an error falling with the step: +1, +2
                 shape = (span / middle) ** slope
                 scale = (fit / shape).min()  # GUIDE_BELOW under the fit all along, whatever slope
                 ax.plot(span, scale * shape, dash, color="gray", lw=0.8, label=f"slope {slope:g}")
@@ -395,9 +434,8 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
         ax.grid(alpha=0.3, which="both")
         from matplotlib.lines import Line2D
 
-        notes = [
-            (Line2D([], [], color="0.3", marker="|", ls="none", ms=8), "error bars: one standard error (over runs)")
-        ]
+        over = "over paired runs" if "bias_se" in result else "over runs"
+        notes = [(Line2D([], [], color="0.3", marker="|", ls="none", ms=8), f"error bars: one standard error ({over})")]
         legend = figure_legend(fig, [ax], notes)
         fit_height(fig, width, height, [title, legend])
     return fig
