@@ -108,7 +108,16 @@ import numpy as np
 
 import dyn
 
-from .attention_svm_math import constraints, correlation, frobenius_svm, max_margin_classifier, nuclear_svm
+from .attention_svm_math import (
+    constraints,
+    correlation,
+    frobenius_svm,
+    max_margin_classifier,
+    nuclear_excess,
+    nuclear_svm,
+    spurious_exponent,
+    svm_rank,
+)
 
 FORMS = ("W", "KQ", "vW")
 DATA = ("known", "generic")
@@ -291,7 +300,17 @@ class AttentionSVM(_Flow):
         a = constraints(data["x"], data["z"], opt)
         wf, kkt = frobenius_svm(a)
         wn, gap = nuclear_svm(a, starts=3) if wf is not None else (None, np.inf)
-        return {"data": data, "opt": opt, "frobenius": wf, "kkt": kkt, "nuclear": wn, "gap": gap}
+        exponent = spurious_exponent(a, wn) if wn is not None else np.nan
+        return {
+            "data": data,
+            "opt": opt,
+            "constraints": a,
+            "frobenius": wf,
+            "kkt": kkt,
+            "nuclear": wn,
+            "gap": gap,
+            "exponent": exponent,
+        }
 
     # --- outputs --------------------------------------------------------------------------
     def outputs(self, setup):
@@ -360,6 +379,30 @@ class AttentionSVM(_Flow):
                 reduce="per_run",
                 nan_means="not the joint form",
             ),
+            dyn.Output(
+                "nuclear_excess",
+                "per run, KQ: ||W||_* / min gap / ||W_*||_* - 1 at the horizon (W rescaled to the margin)",
+                reduce="per_run",
+                nan_means="not the KQ form, or W does not separate the optimal tokens",
+            ),
+            dyn.Output(
+                "spurious_ratio",
+                "per run, KQ: sigma_{r+1}(W) / sigma_1(W) at the horizon, r = rank W_*(opt)",
+                reduce="per_run",
+                nan_means="not the KQ form, or W_* has full rank",
+            ),
+            dyn.Output(
+                "spurious_slope",
+                "per run, KQ: d log(sigma_{r+1} / sigma_1) / d log log t over the last quarter of u",
+                reduce="per_run",
+                nan_means="not the KQ form, or W_* has full rank",
+            ),
+            dyn.Output(
+                "spurious_law",
+                "its law: sigma_{r+1}(G) - 1, G the dual certificate of W_*(opt)",
+                reduce="point",
+                nan_means="not the KQ form, or W_* has full rank",
+            ),
             dyn.Output("svm_kkt", "KKT residual of the Frobenius SVM (SLSQP)", reduce="point"),
             dyn.Output("svm_gap", "certified relative duality gap of the nuclear-norm SVM", reduce="point"),
             dyn.Output(
@@ -385,7 +428,14 @@ class AttentionSVM(_Flow):
         path = np.full(len(PATH_RADII), np.nan)
         if spec["form"] == "W" and spec["data"] == "known" and svm["frobenius"] is not None:
             path = regularization_path(svm["data"], svm["opt"], svm["frobenius"])
-        return {"growth_theory": theory, "svm_kkt": svm["kkt"], "svm_gap": svm["gap"], "path_corr": path}
+        law = -svm["exponent"] if spec["form"] == "KQ" else np.nan
+        return {
+            "growth_theory": theory,
+            "spurious_law": law,
+            "svm_kkt": svm["kkt"],
+            "svm_gap": svm["gap"],
+            "path_corr": path,
+        }
 
     def observe(self, spec, states):
         states = np.asarray(states)
@@ -441,10 +491,34 @@ class AttentionSVM(_Flow):
         clock = states[:, :, 0, -1]
         values["log_t"] = clock
         values["growth_slope"] = np.array([np.polyfit(clock[r, late], norms[r, late], 1)[0] for r in range(runs)])
+        values.update(_nuclear_law(form, svm, w, clock, late))
         for value in values.values():
             if np.issubdtype(value.dtype, np.floating):
                 value[~finite] = np.nan
         return dyn.Chunk(values, finite=finite)
+
+
+def _nuclear_law(form, svm, w, clock, late) -> dict:
+    """KQ: per run, the direction's excess nuclear norm at the horizon and the spurious singular
+    value sigma_{r+1} / sigma_1 (r = rank W_*) with its slope against log log t (module doc)."""
+    runs = w.shape[0]
+    out = {k: np.full(runs, np.nan) for k in ("nuclear_excess", "spurious_ratio", "spurious_slope")}
+    if form != "KQ" or svm["nuclear"] is None:
+        return out
+    a, wn = svm["constraints"], svm["nuclear"]
+    sv_star = np.linalg.svd(wn, compute_uv=False)
+    optimum, r = sv_star.sum(), svm_rank(sv_star)
+    for k in range(runs):
+        out["nuclear_excess"][k] = nuclear_excess(a, w[k, -1], optimum)
+    if r < len(sv_star):
+        sv = np.linalg.svd(w, compute_uv=False)  # (runs, times, d)
+        with np.errstate(invalid="ignore"):  # a failed run's W is 0 (marked NaN by the caller)
+            ratio = sv[..., r] / sv[..., 0]
+        out["spurious_ratio"] = ratio[:, -1].copy()
+        for k in range(runs):
+            if (ratio[k, late] > 0).all() and (clock[k, late] > 0).all():
+                out["spurious_slope"][k] = np.polyfit(np.log(clock[k, late]), np.log(ratio[k, late]), 1)[0]
+    return out
 
 
 def _corr(w, target):
