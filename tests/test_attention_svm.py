@@ -69,6 +69,51 @@ def test_nuclear_svm_of_one_constraint_is_the_top_singular_pair():
     assert sm.correlation(w, sm.frobenius_svm(a)[0]) < 0.95
 
 
+def _one_constraint():
+    # A = U diag(2, 1, 0) V^T: W_* = u1 v1^T / 2 (||W_*||_* = 1/2), its certificate G = A / 2
+    # has singular values (1, 1/2, 0), and W_F = A / ||A||_F^2 has ||W_F||_* = 3 / 5
+    u, _ = np.linalg.qr(np.random.default_rng(1).standard_normal((3, 3)))
+    vt, _ = np.linalg.qr(np.random.default_rng(2).standard_normal((3, 3)))
+    a = (u @ np.diag([2.0, 1.0, 0.0]) @ vt.T)[None]
+    return a, np.outer(u[:, 0], vt[:, 0]) / 2.0
+
+
+def test_excess_nuclear_norm_and_spurious_exponent_of_one_constraint():
+    a, w_star = _one_constraint()
+    assert abs(sm.spurious_exponent(a, w_star) - 0.5) < 1e-12
+    for w in (w_star, 7.0 * w_star):  # a direction: any positive multiple is at the optimum
+        assert abs(sm.nuclear_excess(a, w, 0.5)) < 1e-12
+    assert abs(sm.nuclear_excess(a, a[0] / np.sum(a[0] ** 2), 0.5) - 0.2) < 1e-12
+    assert np.isnan(sm.nuclear_excess(a, -w_star, 0.5))
+    assert np.isnan(sm.spurious_exponent(np.eye(2)[None], np.eye(2) / 2.0))  # full rank: none left
+
+
+def test_the_factored_flow_sheds_the_spurious_direction_at_the_certificate_exponent():
+    # derived (module doc): on L = e^{-<A, K Q^T>} the flow K' = e^{-gap} A Q, Q' = e^{-gap} A^T K
+    # grows each singular value of W = K Q^T like sigma_k' = 2 sigma_k u_k^T G v_k, so
+    # sigma_2 / sigma_1 ~ (log t)^-(1 - sigma_2(G)) = (log t)^-1/2; integrated in s = log t
+    from scipy.integrate import solve_ivp
+
+    a, w_star = _one_constraint()
+    law = sm.spurious_exponent(a, w_star)
+    u, _, vt = np.linalg.svd(a[0])
+
+    def rhs(s, y):
+        k, q = y[:9].reshape(3, 3), y[9:].reshape(3, 3)
+        e = np.exp(s - np.sum(a[0] * (k @ q.T)))  # dt/ds e^{-gap}, O(1) along the flow
+        return np.concatenate([(e * a[0] @ q).ravel(), (e * a[0].T @ k).ravel()])
+
+    # a start near A's singular frame (K = 0.3 U, Q = 0.3 V), perturbed: from far off it the
+    # O(start^2) part of W off A's range keeps sigma_2 until log t is far past this window
+    noise = 0.05 * np.random.default_rng(0).standard_normal((2, 3, 3))
+    start = np.concatenate([(0.3 * u + noise[0]).ravel(), (0.3 * vt.T + noise[1]).ravel()])
+    sol = solve_ivp(rhs, (0.0, 400.0), start, rtol=1e-10, atol=1e-12, dense_output=True)
+    s = np.linspace(100.0, 400.0, 13)
+    sv = np.array([np.linalg.svd(y[:9].reshape(3, 3) @ y[9:].reshape(3, 3).T, compute_uv=False) for y in sol.sol(s).T])
+    slope = np.polyfit(np.log(s), np.log(sv[:, 1] / sv[:, 0]), 1)[0]
+    assert sol.status == 0 and abs(slope + law) < 0.02, slope
+
+
 def test_known_data_has_equal_non_optimal_scores():
     data = svm.dataset(5, 4, 3, "known", np.random.default_rng(4))
     scores = data["y"][:, None] * (data["x"] @ data["v"])

@@ -115,9 +115,19 @@ def _nuclear_gap(a: np.ndarray, w: np.ndarray) -> float:
     """Relative gap between ||w||_* and the weak-duality bound of multipliers fitted to the
     KKT conditions at w: U^T G V = I, U^T G V_perp = 0, U_perp^T G V = 0 (lambda >= 0 on the
     active constraints)."""
+    lam, g, s = _certificate(a, w)
+    lower = lam.sum() / np.linalg.norm(g, 2)
+    upper = s.sum()
+    return float((upper - lower) / upper)
+
+
+def _certificate(a: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lambda, G, singular values of w): the multipliers of the active constraints fitted by
+    NNLS to the KKT conditions of the nuclear-norm SVM at w (:func:`_nuclear_gap`) and
+    G = sum lambda A."""
     d = a.shape[1]
     u, s, vt = np.linalg.svd(w)
-    r = int((s > 1e-6 * s[0]).sum())
+    r = svm_rank(s)
     active = np.flatnonzero(np.einsum("mij,ij->m", a, w) - 1.0 < 1e-6)
     rotated = np.einsum("ir,mij,js->mrs", u, a[active], vt.T)  # U^T A V, full bases
     target = np.zeros((d, d))
@@ -126,10 +136,35 @@ def _nuclear_gap(a: np.ndarray, w: np.ndarray) -> float:
     mask[:r, :] = True
     mask[:, :r] = True
     lam, _ = nnls(rotated[:, mask].T, target[mask])
-    g = np.einsum("m,mij->ij", lam, a[active])
-    lower = lam.sum() / np.linalg.norm(g, 2)
-    upper = s.sum()
-    return float((upper - lower) / upper)
+    return lam, np.einsum("m,mij->ij", lam, a[active]), s
+
+
+def svm_rank(singular_values: np.ndarray) -> int:
+    """The rank of an SVM solution from its singular values (descending): those above 1e-6 of
+    the largest."""
+    return int((singular_values > 1e-6 * singular_values[0]).sum())
+
+
+def spurious_exponent(a: np.ndarray, w: np.ndarray) -> float:
+    r"""1 - sigma_{r+1}(G) for the nuclear-norm SVM w of rank r < d and its dual certificate G
+    (:func:`_certificate`): the exponent of the law sigma_{r+1}(W) / sigma_1(W) ~ (log t)^-(1 -
+    sigma_{r+1}(G)) of the balanced (K, Q) flow (:mod:`dyn.frontier.attention_svm`). NaN when
+    r = d (no singular direction is left over)."""
+    _, g, s = _certificate(a, w)
+    r = svm_rank(s)
+    if r >= len(s):
+        return float("nan")
+    return float(1.0 - np.linalg.svd(g, compute_uv=False)[r])
+
+
+def nuclear_excess(a: np.ndarray, w: np.ndarray, optimum: float) -> float:
+    """||w||_* / min_j <A_j, w> / optimum - 1: how far the direction of w is from the optimum
+    ||W_*||_* of the nuclear-norm SVM, rescaled to the margin (a feasible point, so >= 0 up to
+    the solver's gap); NaN when w does not separate (min_j <A_j, w> <= 0)."""
+    margin = np.einsum("mij,ij->m", a, w).min()
+    if not margin > 0:
+        return float("nan")
+    return float(np.linalg.svd(w, compute_uv=False).sum() / margin / optimum - 1.0)
 
 
 def max_margin_classifier(points: np.ndarray, labels: np.ndarray) -> np.ndarray | None:
