@@ -56,6 +56,8 @@ COMPARED = {
     "depth_width_limit": "--along form --reference ode --against depth",
     "icl_context": "--reference exact --against context --statistic median",
     "linear_icl_gd": "--reference exact --against steps",
+    "sde_bias_noisy_phase": "--observable r_stationary --along dt --reference 0.0125 "
+    "--reference-at method=stochastic_heun --against dt",
     "sinkformer_depth_limit": "--along form --reference flow --against depth",
     "transformer_depth_limit": "--along depth --reference 16384 --against depth --at final",
 }

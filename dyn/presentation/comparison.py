@@ -410,6 +410,8 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
         ax.autoscale_view()
         ax.set_ylim(ax.get_ylim())  # the guides below must not move the limits
         ax.set_xlim(ax.get_xlim())
+        for axis in (ax.xaxis, ax.yaxis):
+            _sparse_minor_labels(axis)
         if guide is not None:  # short, through the middle of the fitted range, below the fit
             x, line, rising = guide
             order = np.argsort(x)  # np.interp reads increasing values (a step axis may fall)
@@ -439,6 +441,32 @@ def figure(result: xr.Dataset, against: str, style: str = "default"):
         legend = figure_legend(fig, [ax], notes)
         fit_height(fig, width, height, [title, legend])
     return fig
+
+
+MINOR_LABELS = (2, 5)  # the minor ticks labelled on a short log axis: 2 and 5 times a power of 10
+
+
+def _sparse_minor_labels(axis) -> None:
+    """On a log axis, label only the minor ticks at 2 and 5 times a power of ten: where the axis
+    holds at most one power of ten, matplotlib labels several minor ticks of each decade, and
+    their labels (2 x 10^-2, 3 x 10^-2, ...) run into each other. An axis holding two powers of
+    ten or more keeps matplotlib's labels (the powers alone)."""
+    from matplotlib.ticker import FuncFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    if lo > 0 and math.floor(math.log10(hi)) - math.ceil(math.log10(lo)) >= 1:
+        return
+
+    def label(value, _position):
+        if not value > 0:
+            return ""
+        power = math.floor(math.log10(value) + 1e-9)
+        mantissa = value / 10.0**power
+        if round(mantissa) not in MINOR_LABELS or abs(mantissa - round(mantissa)) > 1e-6:
+            return ""
+        return f"${round(mantissa)}\\times10^{{{power}}}$"
+
+    axis.set_minor_formatter(FuncFormatter(label))
 
 
 def _no_value(ax, x, style, color) -> None:
