@@ -171,6 +171,14 @@ def test_the_bias_is_the_mean_of_the_paired_differences_and_its_slope_the_order(
     window[0, 0] = 1.0
     with pytest.raises(ScenarioError, match="different windows"):
         paired_bias(values, status, {"method": 1, "dt": 4}, {"burn_in_used": window})
+    # fixed along dt alone, each method is paired with its own finest step, windows per method
+    status[0, 1] = 1
+    own = paired_bias(values, status, {"dt": 4}, {"burn_in_used": xr.zeros_like(window)})
+    for m, method in enumerate(p_of):
+        want = c_of[method] * (dts[:-1] ** p_of[method] - 0.0125 ** p_of[method])
+        np.testing.assert_allclose(own["bias"].isel(method=m).values[:-1], want, rtol=1e-9, atol=1e-15)
+    with pytest.raises(ScenarioError, match="different windows"):
+        paired_bias(values, status, {"dt": 4}, {"burn_in_used": window})
 
 
 @pytest.fixture(scope="module")

@@ -154,7 +154,9 @@ def _per_run(ds: xr.Dataset, doc: dict, path, observable: str) -> xr.DataArray:
 
 def _check_window(window: xr.DataArray, ref: xr.DataArray, name: str, path) -> None:
     """A time average is compared with its reference only over the same window."""
-    apart = np.isfinite(window) & np.isfinite(ref) & ~np.isclose(window, ref, rtol=1e-12, atol=0)
+    window, ref = xr.broadcast(window, ref)  # by name: the reference lacks the fixed axes
+    a, b = window.values, ref.transpose(*window.dims).values
+    apart = np.isfinite(a) & np.isfinite(b) & ~np.isclose(a, b, rtol=1e-12, atol=0)
     if bool(apart.any()):
         raise ScenarioError(
             "--observable",
