@@ -8,7 +8,9 @@
    same through dyn.attention_particles (softmax, Q = K = sqrt(beta) I, V = I; and sparsemax),
    and the engine's own attention field (dyn.particles("exp")), n = 64, 256, 1024, in turns
    (the median of 21 rounds of the process's CPU time: load from other processes hits them
-   alike).
+   alike). Then both with one random Q, K (M = Q^T K not symmetric: the engine cannot halve its
+   exps either, so both make n^2 of them) and V = I, with the largest difference of the two
+   fields.
 3. RK4's convergence order on a sparsemax flow: the error at t = 2 against a step 1/8 as small,
    for steps 0.1 .. 0.0125, and the slope of log error against log step (4 where the field is
    smooth; lower where rows' supports change during the solve).
@@ -107,6 +109,39 @@ def equal_work(sizes, d, rounds):
         for label in rows:
             ratio = t[label] / (t["attention_particles softmax"] if "sparsemax" in label else engine)
             cells[label].append(f"{t[label]:12.3e} ({ratio:5.2f}x)")
+    for label, row in cells.items():
+        print(f"{label:>30}" + "".join(f"{c:>22}" for c in row))
+    general_matrices(sizes, d, rounds, beta)
+
+
+def general_matrices(sizes, d, rounds, beta):
+    """The engine's field and dyn.attention_particles (softmax) with one random Q, K and V = I."""
+    from dyn.attention import architecture, schemes
+
+    q, k = np.random.default_rng(3).standard_normal((2, d, d)) / np.sqrt(d)
+    v = np.eye(d)
+    values = {"d": d, "beta": beta, "normalization": "SA", "Q": q, "K": k, "V": v}
+    problem = schemes.scheme("post").flow.problem(architecture.pack_values(values))
+    soft = dyn.attention_particles(name="bench_general")
+    mine = attention_jit.pack(beta, 0, 0, q[None], k[None], v[None])
+    rows = {
+        "engine, random Q, K": (problem.drift, np.array(problem.p), lambda n: problem.work_size(n, d)),
+        "attention_particles, same": (soft.numba_function("drift"), mine, lambda n: soft.work_size(n, d)),
+    }
+    cells = {label: [] for label in rows}
+    for n in sizes:
+        x = _sphere(np.random.default_rng(1), n, d)
+        fields = []
+        for drift, p, size in rows.values():
+            out = np.empty_like(x)
+            drift(0.0, x, p, out, np.empty(size(n)))
+            fields.append(out)
+        gap = np.abs(fields[0] - fields[1]).max()
+        fns = {label: _timer(drift, x, p, np.empty(size(n))) for label, (drift, p, size) in rows.items()}
+        t = medians_in_turns(fns, rounds, max(1, 10**6 // n**2))
+        for label in rows:
+            cells[label].append(f"{t[label]:12.3e} ({t[label] / t['engine, random Q, K']:5.2f}x)")
+        cells["attention_particles, same"][-1] += f" |diff| {gap:.0e}"
     for label, row in cells.items():
         print(f"{label:>30}" + "".join(f"{c:>22}" for c in row))
 
