@@ -588,7 +588,7 @@ def _check_common_steps(system, cfg: dict, swept: dict, output: dict) -> None:
     point at step h draws each increment as the sum of r = h / h_min increments of the finest
     step h_min (the integrators' option refine; :meth:`dyn.core.spec.Setup.solver_of`), so r
     must be an integer, the save intervals must hold whole steps of every h (else the step grid
-    cuts them unequally and the sums no longer match), and the system must draw its noise
+    cuts them unequally and the sums do not match), and the system must draw its noise
     through the integrator from the point's stream in the same order at any step."""
     import integrators
     from integrators.core.base import step_grid
