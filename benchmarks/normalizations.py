@@ -59,7 +59,7 @@ def field_times(sizes, d, rounds):
     for n in sizes:
         x = _sphere(rng, n, d)
         fns = {
-            name: _timer(cls.numba_function("drift"), x, p, np.empty(cls.work_size(n, d)))
+            name: _timer(cls.numba_function("drift"), x, p, np.empty(cls.work_size(n, d, p)))
             for name, (cls, p) in drifts.items()
         }
         t = medians_in_turns(fns, rounds, max(1, 10**5 // n**2))
@@ -96,8 +96,8 @@ def equal_work(sizes, d, rounds):
             user.pack({"beta": beta}),
             lambda n: user.work_size(n, d, None),
         ),
-        "attention_particles softmax": (soft.numba_function("drift"), mine, lambda n: soft.work_size(n, d)),
-        "attention_particles sparsemax": (sparse.numba_function("drift"), mine, lambda n: sparse.work_size(n, d)),
+        "attention_particles softmax": (soft.numba_function("drift"), mine, lambda n: soft.work_size(n, d, mine)),
+        "attention_particles sparsemax": (sparse.numba_function("drift"), mine, lambda n: sparse.work_size(n, d, mine)),
     }
     print(f"{'':>30}" + "".join(f"{f'n={n}':>22}" for n in sizes))
     cells = {label: [] for label in rows}
@@ -126,7 +126,7 @@ def general_matrices(sizes, d, rounds, beta):
     mine = attention_jit.pack(beta, 0, 0, q[None], k[None], v[None])
     rows = {
         "engine, random Q, K": (problem.drift, np.array(problem.p), lambda n: problem.work_size(n, d)),
-        "attention_particles, same": (soft.numba_function("drift"), mine, lambda n: soft.work_size(n, d)),
+        "attention_particles, same": (soft.numba_function("drift"), mine, lambda n: soft.work_size(n, d, mine)),
     }
     cells = {label: [] for label in rows}
     for n in sizes:

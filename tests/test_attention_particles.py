@@ -1,9 +1,10 @@
-"""Attention of one's own (dyn.attention_particles): with Q = K = sqrt(beta) I and V = I its
-field is the engine's attention flow; heads average; matrices given by a law are drawn from
-the point's (or the run's) own stream, the same on every executor; a matrix of the wrong order
-and a normalization whose weights are not a distribution are refused in one line, exit 2. The
-example examples/your_own_transformer runs outside the repository with the same numbers
-serial, in a process pool, on a Dask cluster and after a kill and a resume."""
+"""Attention of one's own (dyn.attention_particles): with Q = K = V = I and beta its field is the
+engine's attention flow bit for bit (with Q = K = sqrt(beta) I to 1e-13); heads average;
+matrices given by a law are drawn from the point's (or the run's) own stream, the same on every
+executor; a matrix of the wrong order and a normalization whose weights are not a distribution
+are refused in one line, exit 2. The example examples/your_own_transformer runs outside the
+repository with the same numbers serial, in a process pool, on a Dask cluster and after a kill
+and a resume."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def _sphere(rng, n, d):
 
 def _field(cls, x, p):
     out = np.empty_like(x)
-    cls.numba_function("drift")(0.0, x, p, out, np.empty(cls.work_size(*x.shape)))
+    cls.numba_function("drift")(0.0, x, p, out, np.empty(cls.work_size(*x.shape, p)))
     return out
 
 
@@ -57,7 +58,8 @@ def test_identity_matrices_give_the_engines_attention_field():
         want = _field_of(problem, x)
         for got in (mine, swept):
             integrators.SPHERE.project(x, got)
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(mine, want, rtol=0, atol=1e-13)  # M = (sqrt(beta))^2 I, rounded
+        assert np.array_equal(swept.view(np.int64), want.view(np.int64))  # the engine's own calls
 
 
 def _field_of(problem, x):

@@ -15,9 +15,13 @@ a sweep over beta moves the temperature of random matrices drawn once.
 Q, K and V are parameters of kind "matrices" (d x d, or a stack of H of them: the heads), given
 in the scenario literally or by a law (:mod:`dyn.core.laws`: gaussian, orthogonal, identity;
 drawn per point, per run or once for the sweep). Their default is the identity, so with
-beta swept and softmax this is `attention_sphere`'s flow (with Q = K = sqrt(beta) I, V = I: the
-same field, to rounding). Per-run matrices make each run its own problem (the runs are solved
-one by one); the numba backend runs the field.
+beta swept and softmax this is `attention_sphere`'s flow, bit for bit (and to rounding with
+Q = K = sqrt(beta) I, V = I and beta = 1). Per-run matrices make each run its own problem
+(the runs are solved one by one); the numba backend runs the field.
+
+Softmax, and USA with the residual x_j, run the engine's own attention field
+(:mod:`dyn.user.attention_engine`, with M_h = Q_h^T K_h): its regimes and its work per pair.
+The other normalizations are applied one row of scores at a time (:mod:`dyn.user.attention_jit`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 from ..core import laws
 from ..core.errors import ScenarioError
 from ..core.schema import Field
-from . import attention_jit, normalize
+from . import attention_engine, attention_jit, normalize
 from .particles import Particles, particles
 
 RESIDUALS = ("x_j", "x_j - x_i")
@@ -120,6 +124,9 @@ class AttentionModel(Particles):
 
         if kind != "drift":
             return None
+        engine = attention_engine.drift(cls.norm, cls.euclidean_residual)
+        if engine is not None:
+            return engine
         if (cls, kind) not in _COMPILED:
             _COMPILED[cls, kind] = attention_jit.drift(
                 cls.norm, cls.euclidean_residual, f"{cls.__module__}.{cls.__qualname__}"
@@ -132,7 +139,13 @@ class AttentionModel(Particles):
 
     @classmethod
     def work_size(cls, n: int, d: int, p=None) -> int:
-        return attention_jit.work_size(n, d, cls.norm == "sinkhorn")
+        """Scratch floats of the drift for n tokens in dimension d; p: the packed vector (its
+        heads size the engine field's scratch, where the drift is the engine's)."""
+        if attention_engine.drift(cls.norm, cls.euclidean_residual) is None:
+            return attention_jit.work_size(n, d, cls.norm == "sinkhorn")
+        if p is None:
+            raise ValueError(f"{cls.__name__}.work_size needs the packed vector p (its heads size the scratch)")
+        return attention_engine.work_size(n, d, int(p[attention_engine.HEADS]))
 
     # --- the matrices -------------------------------------------------------------------
     def per_run(self, spec) -> bool:
@@ -183,7 +196,8 @@ class AttentionModel(Particles):
     def _probe(self, jax: bool, x, spec):
         cls = type(self)
         out = np.empty_like(x)
-        cls.numba_function("drift")(0.0, x, self.packed(spec), out, np.empty(cls.work_size(*x.shape)))
+        p = self.packed(spec)
+        cls.numba_function("drift")(0.0, x, p, out, np.empty(cls.work_size(*x.shape, p)))
         return out
 
     def validate(self, spec) -> None:

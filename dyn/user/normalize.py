@@ -10,9 +10,10 @@ normalization's own parameter, entmax's alpha or top-k's k; unused by the others
   exactly (ties share equally; scores equal to the maximum only up to rounding are not ties);
 - sparsemax: the Euclidean projection of s on the simplex, w_j = max(s_j - tau, 0) with tau
   such that sum_j w_j = 1; found without sorting by Michelot's passes: tau = (sum_{j in S} s_j
-  - 1) / |S| over the support S, starting from every score, S = {s_j > tau} again until S stays
-  (tau only grows, S only shrinks: at most n passes, a few in practice, each O(n); tied scores
-  enter or leave the support together);
+  - 1) / |S| over the support S, starting from the scores above max - 1 (a superset of the
+  support: no weight exceeds 1, so tau >= max - 1), S = {s_j > tau} again until S stays (tau
+  only grows, S only shrinks: at most n passes, a few in practice, each over the last support
+  alone; tied scores enter or leave the support together);
 - entmax:    alpha-entmax (alpha > 1; 2 is sparsemax, 1 the softmax limit),
   w_j = max((alpha - 1) s_j - tau, 0)^{1 / (alpha - 1)}; at alpha = 1.5 exactly by sorting the
   row (:func:`entmax15`), else tau by bisection on
@@ -101,19 +102,25 @@ def hardmax(s, w, a):
 @numba.njit(**OPTIONS)
 def sparsemax(s, w, a):
     n = s.shape[0]
-    total = 0.0
     for j in range(n):
-        total += s[j]
-    tau, count = (total - 1.0) / n, n
+        w[j] = s[j]
+    floor = row_max(w) - 1.0  # tau >= max - 1 (no weight exceeds 1): the rest never enters
+    count = 0
+    for j in range(n):  # the candidates in order at the front of w, without a branch
+        v = s[j]
+        w[count] = v
+        count += v > floor
+    tau = floor
     for _ in range(n + 1):  # the support {s_j > tau} shrinks at each pass until it stays
-        inside = 0
-        for j in range(n):  # its scores in order at the front of w, without a branch
-            w[inside] = s[j]
-            inside += s[j] > tau
         total = 0.0
-        for j in range(inside):
+        for j in range(count):
             total += w[j]
-        tau = (total - 1.0) / inside
+        tau = (total - 1.0) / count
+        inside = 0
+        for j in range(count):  # tau only grows: a score out of the last support stays out
+            v = w[j]
+            w[inside] = v
+            inside += v > tau
         if inside == count:
             break
         count = inside
