@@ -87,6 +87,18 @@ def test_the_field_is_its_formula_with_heads_and_a_difference_residual():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+def test_usa_is_its_formula_with_heads():
+    """USA with the residual x_j runs the engine's field: (1/H) sum_h sum_j e^{s^h_ij} V_h x_j / n."""
+    rng = np.random.default_rng(8)
+    n, d, heads, beta = 11, 3, 2, 0.9
+    x = _sphere(rng, n, d)
+    q, k, v = (rng.standard_normal((heads, d, d)) for _ in range(3))
+    Usa = dyn.attention_particles(name="Usa", normalization="usa")
+    got = _field(Usa, x, attention_jit.pack(beta, 0, 0, q, k, v))
+    want = sum(np.exp(beta * (x @ q[h].T) @ (x @ k[h].T).T) @ x @ v[h].T / n for h in range(heads)) / heads
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+
+
 # slow tier: a field compiled for it alone; by default sparsemax is checked against its numpy
 # reference in tests/test_normalizations.py, and the field calls a row normalization row by row
 # in test_a_user_normalization_is_called_row_by_row
