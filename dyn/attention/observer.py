@@ -42,6 +42,12 @@ from integrators.numba.jit import njit
 
 from .observables import N_PAIR_STATS, _delta, _least_lanes, _pair_pass, close_rows, join_rows
 
+# pair_row's larger helpers: each compiled once, with pair_row (their only caller), into a
+# library that pair_row's links, and not cached alone. numba's inline="always" is kept for the
+# small ones: it copies a callee's IR into each call site and types it again there, which for
+# these nested bodies cost most of pair_row's first compile.
+HELPER = {k: v for k, v in NJIT.items() if k != "cache"}
+
 THRESHOLD, BETA, JOIN, FROM_FIELD, TOKEN_SUM, LEAST, EARLY = range(7)  # the observer's vector q
 # the counts a row holds in place of the labels: clusters (the tokens labelling their own
 # cluster), the tokens of token 1's cluster (label < 1) and of the first `early` tokens'
@@ -123,7 +129,7 @@ def _popcount(mask):
 BOUNDED = 1e150  # tokens with |x_ik| <= this: no product overflows, no G_ij is NaN
 
 
-@njit(inline="always", **NJIT)
+@njit(**HELPER)
 def _close_masks(x, threshold, xt, lows, masks):
     """(close pairs, min inner product) of x (n, 2), n <= MASK_TOKENS, and masks[i] <- the bits
     j > i with G_ij > threshold: the sums G_ij = (0 + x_i1 x_j1) + x_i2 x_j2 of
@@ -159,7 +165,7 @@ def _close_masks(x, threshold, xt, lows, masks):
     return close, lowest
 
 
-@njit(inline="always", **NJIT)
+@njit(**HELPER)
 def _bounded_masks(n, threshold, x0, x1, lows, masks):
     """_close_masks' pass where no G_ij can be NaN (and n <= MASK_TOKENS - PAD, so that the
     padded columns' bits exist): rows four at a time over the columns past them (each column's
@@ -271,7 +277,7 @@ def _checked_masks(n, threshold, x0, x1, lows, masks):
     return close, nan
 
 
-@njit(inline="always", **NJIT)
+@njit(**HELPER)
 def _unjoined(masks, n):
     """(all n tokens, the isolated ones) as masks: a token with no close token above it
     (masks[i] = 0) nor below it (in no masks[j]) is a cluster of its own. Branch-free over
@@ -286,7 +292,7 @@ def _unjoined(masks, n):
     return every, alone & ~below
 
 
-@njit(inline="always", **NJIT)
+@njit(**HELPER)
 def _component(masks, n, seed):
     """The cluster of the tokens `seed` (a mask), the connected component of {i ~ j : masks[i]
     bit j}: grown by all its neighbours at once, those above its tokens (their masks) and
@@ -352,11 +358,10 @@ def close_rows_counted(x, threshold, xt, lows, tags, early):
     return _counted(x, threshold, xt, lows, tags, early)
 
 
-@njit(inline="always", **NJIT)
+@njit(**HELPER)
 def _counted(x, threshold, xt, lows, tags, early):
-    """close_rows_counted's body, inlined into the observer: the main job's outputs take it at
-    every saved layer, where a call cost 8% of the all-outputs run (the labels' path, which
-    only other callers take, is a call: each inlined body adds seconds to the first compile)."""
+    """close_rows_counted's body, compiled into the observer (a helper its library links, which
+    LLVM may inline); the labels' path, which only other callers take, calls a kernel."""
     n = x.shape[0]
     pairs = n * (n - 1) // 2
     masks = tags[:n]

@@ -64,7 +64,9 @@ def work_size(n: int, d: int, p) -> int:
 UNCACHED = {k: v for k, v in NJIT.items() if k != "cache"}
 
 
-@njit(**UNCACHED)
+# inlined into each drift: a library of its own would link the field's whole tree and optimize
+# it once more, and the drift's library would do so again
+@njit(inline="always", **UNCACHED)
 def _attend(x, p, out, work, field):
     """out <- the attention field of x by the kernel `field` (af.field or a regime's kernel)."""
     field(
