@@ -77,7 +77,7 @@ def test_the_field_is_its_formula_with_heads_and_a_difference_residual():
     x = rng.standard_normal((n, d))
     q, k, v = (rng.standard_normal((heads, d, d)) for _ in range(3))
     Diff = dyn.attention_particles(name="Diff", geometry="euclidean")
-    got = _field(Diff, x, attention_jit.pack(beta, 0, 0, q, k, v))
+    got = _field(Diff, x, Diff.pack_matrices(beta, q, k, v))
     want = np.zeros_like(x)
     for h in range(heads):
         s = beta * (x @ q[h].T) @ (x @ k[h].T).T
@@ -94,7 +94,7 @@ def test_usa_is_its_formula_with_heads():
     x = _sphere(rng, n, d)
     q, k, v = (rng.standard_normal((heads, d, d)) for _ in range(3))
     Usa = dyn.attention_particles(name="Usa", normalization="usa")
-    got = _field(Usa, x, attention_jit.pack(beta, 0, 0, q, k, v))
+    got = _field(Usa, x, Usa.pack_matrices(beta, q, k, v))
     want = sum(np.exp(beta * (x @ q[h].T) @ (x @ k[h].T).T) @ x @ v[h].T / n for h in range(heads)) / heads
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
 

@@ -124,9 +124,8 @@ class AttentionModel(Particles):
 
         if kind != "drift":
             return None
-        engine = attention_engine.drift(cls.norm, cls.euclidean_residual)
-        if engine is not None:
-            return engine
+        if attention_engine.serves(cls.norm, cls.euclidean_residual):
+            return attention_engine.drift
         if (cls, kind) not in _COMPILED:
             _COMPILED[cls, kind] = attention_jit.drift(
                 cls.norm, cls.euclidean_residual, f"{cls.__module__}.{cls.__qualname__}"
@@ -141,7 +140,7 @@ class AttentionModel(Particles):
     def work_size(cls, n: int, d: int, p=None) -> int:
         """Scratch floats of the drift for n tokens in dimension d; p: the packed vector (its
         heads size the engine field's scratch, where the drift is the engine's)."""
-        if attention_engine.drift(cls.norm, cls.euclidean_residual) is None:
+        if not attention_engine.serves(cls.norm, cls.euclidean_residual):
             return attention_jit.work_size(n, d, cls.norm == "sinkhorn")
         if p is None:
             raise ValueError(f"{cls.__name__}.work_size needs the packed vector p (its heads size the scratch)")
@@ -183,7 +182,15 @@ class AttentionModel(Particles):
     def packed(self, spec, run: int = 0) -> np.ndarray:
         a = spec["alpha"] if self.norm == "entmax" else spec["k"] if self.norm == "topk" else 0.0
         iterations = spec["sinkhorn_iterations"] if self.norm == "sinkhorn" else 0
-        return attention_jit.pack(spec["beta"], a, iterations, *self.matrices(spec, run))
+        return type(self).pack_matrices(spec["beta"], *self.matrices(spec, run), a=a, iterations=iterations)
+
+    @classmethod
+    def pack_matrices(cls, beta: float, q, k, v, a: float = 0.0, iterations: int = 0) -> np.ndarray:
+        """The drift's packed vector for these matrices (each (H, d, d)), with this class's
+        normalization and residual flags (:func:`dyn.user.attention_jit.pack`); a: entmax's
+        alpha or top-k's k, iterations: Sinkhorn's."""
+        usa = cls.norm == "usa"
+        return attention_jit.pack(beta, a, iterations, q, k, v, usa=usa, difference=cls.euclidean_residual)
 
     def problem(self, spec, state=None, run: int = 0):
         import integrators

@@ -16,8 +16,9 @@ With the residual x_j - x_i (softmax only: its rows sum to 1),
 
 so the drift subtracts (1/H) sum_h V_h x_i from the engine's field (x_i itself when V = I).
 
-The packed vector is :func:`dyn.user.attention_jit.pack`'s (beta at HEADER's slot 0, the heads
-at 3, the identity flags, then Q, K, V and the products M); scratch: :func:`work_size`.
+The packed vector is :func:`dyn.user.attention_jit.pack`'s (beta at slot 0, the heads at 3, the
+identity flags, the normalization's and the residual's flags, then Q, K, V and the products M);
+scratch: :func:`work_size`.
 """
 
 from __future__ import annotations
@@ -27,22 +28,23 @@ from integrators.numba.jit import njit
 
 from ..numerics import attention_field as af
 
-BETA, HEADS, M_ID, V_ID, HEADER = 0, 3, 4, 5, 6  # the places of attention_jit.pack's vector
+BETA, HEADS, M_ID, V_ID, USA, DIFFERENCE, HEADER = 0, 3, 4, 5, 6, 7, 8  # attention_jit.pack's places
 
-# The helpers are compiled into each drift, not cached alone (as the engine's own schemes:
-# dyn.attention.schemes' UNCACHED).
+# The helpers are compiled into the drift, not cached alone (as the engine's own schemes:
+# dyn.attention.schemes' UNCACHED); _attend is inlined, so that the drift's library is the one
+# that links the engine field's code.
 UNCACHED = {k: v for k, v in NJIT.items() if k != "cache"}
 
 
-@njit(**UNCACHED)
-def _attend(x, p, out, work, usa):
-    """out <- (1/H) sum_h sum_j A^h_ij V_h x_j by the engine's field (SA, or USA)."""
+@njit(inline="always", **UNCACHED)
+def _attend(x, p, out, work, field):
+    """out <- (1/H) sum_h sum_j A^h_ij V_h x_j by the engine's `field` (SA, or USA)."""
     d = x.shape[1]
     heads = int(p[HEADS])
     size = heads * d * d
     v = p[HEADER + 2 * size : HEADER + 3 * size]
     m = p[HEADER + 3 * size : HEADER + 4 * size]
-    af.field(x, p[BETA], usa, False, 0.0, heads, m, p[M_ID] != 0.0, v, p[V_ID] != 0.0, out, work)
+    field(x, p[BETA], p[USA] != 0.0, False, 0.0, heads, m, p[M_ID] != 0.0, v, p[V_ID] != 0.0, out, work)
 
 
 @njit(**UNCACHED)
@@ -67,33 +69,19 @@ def _minus_own_value(x, p, out):
 
 
 @njit(DRIFT_SIG, **NJIT)
-def softmax_drift(t, x, p, out, work):
-    """Softmax rows, the residual x_j."""
-    _attend(x, p, out, work, False)
+def drift(t, x, p, out, work):
+    """The field, its normalization (softmax, or USA where p[USA] != 0) and its residual (x_j,
+    or x_j - x_i where p[DIFFERENCE] != 0) read from p."""
+    _attend(x, p, out, work, af.field)  # named here: the field is made before the drift (jit.callees)
+    if p[DIFFERENCE] != 0.0:
+        _minus_own_value(x, p, out)
 
 
-@njit(DRIFT_SIG, **NJIT)
-def softmax_difference_drift(t, x, p, out, work):
-    """Softmax rows, the residual x_j - x_i."""
-    _attend(x, p, out, work, False)
-    _minus_own_value(x, p, out)
-
-
-@njit(DRIFT_SIG, **NJIT)
-def usa_drift(t, x, p, out, work):
-    """USA rows (Z_i = n), the residual x_j."""
-    _attend(x, p, out, work, True)
-
-
-def drift(normalization, euclidean_residual: bool):
-    """The engine-field drift of this normalization and residual, or None where the rows are
-    the generated drift's (:mod:`dyn.user.attention_jit`): every other normalization, and USA
-    with x_j - x_i (whose rows do not sum to 1)."""
-    if normalization == "softmax":
-        return softmax_difference_drift if euclidean_residual else softmax_drift
-    if normalization == "usa" and not euclidean_residual:
-        return usa_drift
-    return None
+def serves(normalization, euclidean_residual: bool) -> bool:
+    """Whether :func:`drift` is the field of this normalization and residual: softmax, and USA
+    with x_j. Every other normalization, and USA with x_j - x_i (whose rows do not sum to 1),
+    runs in the generated drift of :mod:`dyn.user.attention_jit`."""
+    return normalization == "softmax" or (normalization == "usa" and not euclidean_residual)
 
 
 def work_size(n: int, d: int, heads: int) -> int:
