@@ -1,4 +1,4 @@
-r"""The drifts of :func:`dyn.user.attention.attention_particles` whose normalization is the
+r"""The drift of :func:`dyn.user.attention.attention_particles` where the normalization is the
 engine's own (softmax; USA with the residual x_j): the field of :mod:`dyn.numerics.attention_field`
 with the matrices of the heads M_h = Q_h^T K_h, since
 
