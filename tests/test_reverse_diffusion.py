@@ -54,8 +54,14 @@ def test_the_exact_score_runs_the_marginal_backwards(noise):
         assert np.abs(mu[j] - m_t).max() < 1e-9 and np.abs(cov[j] - s_t).max() < 1e-9
 
 
-def test_the_drift_is_the_lyapunov_equation():
-    # the engine's drift (numba), integrated by scipy, against lyapunov's own right side
+# the slow tier runs the numba kernels (compiling moment_field from Python costs ~10 s on a cold
+# cache); the default tier runs the same kernels' Python source (py_func), the same formulas
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_the_drift_is_the_lyapunov_equation(compiled, monkeypatch):
+    # the engine's drift, integrated by scipy, against lyapunov's own right side
+    if not compiled:
+        for name in ("moment_field", "affine_score", "basis", "spectrum"):
+            monkeypatch.setattr(rd, name, getattr(rd, name).py_func)
     T, times = 1.5, np.array([0.0, 0.5, 1.5])
     for noise, eps, error, start in [(1.0, 0.3, 0, "exact"), (0.0, 0.2, 1, "stationary"), (0.5, 0.1, 2, "exact")]:
         args = _args(T, noise, eps, error)
