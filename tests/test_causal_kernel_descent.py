@@ -6,8 +6,6 @@ and the Kaczmarz sweep."""
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ import scipy.linalg
 import dyn
 from dyn.frontier import causal_kernel_descent as ckd
 from dyn.presentation import comparison
+from dyn.presentation.cli import main
 from dyn.presentation.exact import compare_exact
 
 SMALL = """
@@ -134,16 +133,16 @@ def test_scenario_slope_against_its_own_limit(tmp_path):
 
 
 @pytest.mark.parametrize("line", ['kernel = "cosine"', "depth = 30"])
-def test_bad_values_exit_2_in_one_line(tmp_path, line):
+def test_bad_values_exit_2_in_one_line(tmp_path, capsys, line):
     key = "saves" if line.startswith("depth") else line.split(" = ")[0]
     text = SMALL.format(path=tmp_path / "bad.h5").replace("depth = [64, 128, 256]", "")
     text = text.replace('common = ["depth"]', "")
     text = text.replace("[params]", f"[params]\n{line}")
     toml = tmp_path / "bad.toml"
     toml.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True, text=True)
-    assert done.returncode == 2, done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and key in done.stderr
+    assert main(["run", str(toml)]) == 2  # in this process: `python -m dyn` is main (test_cli)
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and key in err, err
     assert not (tmp_path / "bad.h5").exists()
 
 

@@ -3,9 +3,6 @@ Gaussian law is the affine map the moment ODE is built from (quadrature), the mo
 softmax's closed form, the particles against the moment ODE in Monte Carlo standard errors, and
 their error's n^{-1/2} rate (slow tier: the shipped scenario)."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from numpy.polynomial.hermite_e import hermegauss
@@ -13,6 +10,7 @@ from scipy.special import logsumexp
 
 import dyn
 from dyn.frontier import gaussian_attention as ga
+from dyn.presentation.cli import main
 
 BETA = 1.2
 MEAN = np.array([0.7, -0.3])
@@ -129,7 +127,7 @@ def test_particles_follow_the_moment_ode(tmp_path):
 
 
 @pytest.mark.parametrize("line", ["aniso = 0.5", 'kind = "hardmax"', "n = 1", "beta = 0.0", 'start = "sobol"'])
-def test_bad_values_exit_2_in_one_line(tmp_path, line):
+def test_bad_values_exit_2_in_one_line(tmp_path, capsys, line):
     key = line.split(" = ")[0]
     text = SMALL.format(path=tmp_path / "bad.h5").replace('kind = ["softmax", "sinkhorn", "l2"]', "")
     text = "\n".join(t for t in text.splitlines() if not t.startswith(f"{key} =")).replace(
@@ -137,9 +135,9 @@ def test_bad_values_exit_2_in_one_line(tmp_path, line):
     )
     toml = tmp_path / "bad.toml"
     toml.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True, text=True)
-    assert done.returncode == 2
-    assert len(done.stderr.strip().splitlines()) == 1 and key in done.stderr
+    assert main(["run", str(toml)]) == 2  # in this process: `python -m dyn` is main (test_cli)
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and key in err
     assert not (tmp_path / "bad.h5").exists()
 
 
@@ -324,7 +322,7 @@ def test_matched_start_has_the_exact_moments_and_a_smaller_spread(tmp_path):
     assert np.abs(dm[0]).max() == 0 and np.abs(ds_[0]).max() == 0 and np.abs(ds_[1]).max() > 0
 
 
-def test_matched_start_needs_more_tokens_than_dimensions(tmp_path):
+def test_matched_start_needs_more_tokens_than_dimensions(tmp_path, capsys):
     text = (
         SMALL.format(path=tmp_path / "few.h5")
         .replace("n = 256", "n = 2")
@@ -332,9 +330,9 @@ def test_matched_start_needs_more_tokens_than_dimensions(tmp_path):
     )
     toml = tmp_path / "few.toml"
     toml.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True, text=True)
-    assert done.returncode == 2
-    assert len(done.stderr.strip().splitlines()) == 1 and "n > d" in done.stderr
+    assert main(["run", str(toml)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "n > d" in err
     assert not (tmp_path / "few.h5").exists()
 
 

@@ -6,8 +6,6 @@ Gamma_T against the context length through `dyn compare --reference exact --stat
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -205,13 +203,13 @@ per_run = ["loss", "hessian_min"]
 
 
 @pytest.mark.parametrize("line, key", [("d = 3", "d"), ("heads = -1", "heads")])
-def test_bad_values_exit_2_in_one_line(tmp_path, line, key):
+def test_bad_values_exit_2_in_one_line(tmp_path, capsys, line, key):
     text = CONTEXT.format(path=tmp_path / "bad.h5").replace("ICLContext", "ICLTraining").replace("d = 4", line)
     text = text.replace("context = [16, 32, 64, 128, 256]", "").replace('common = ["context"]', "")
     text = text.replace("horizon = 1.0", 'horizon = 1.0\nbackend = "jax"\nmethod = "rk4"\ndt = 0.1')
     toml = tmp_path / "bad.toml"
     toml.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "dyn", "run", str(toml)], capture_output=True, text=True)
-    assert done.returncode == 2, done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and key in done.stderr
+    assert main(["run", str(toml)]) == 2  # in this process: `python -m dyn` is main (test_cli)
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and key in err, err
     assert not (tmp_path / "bad.h5").exists()

@@ -54,8 +54,20 @@ def test_the_exact_score_runs_the_marginal_backwards(noise):
         assert np.abs(mu[j] - m_t).max() < 1e-9 and np.abs(cov[j] - s_t).max() < 1e-9
 
 
-def test_the_drift_is_the_lyapunov_equation():
-    # the engine's drift (numba), integrated by scipy, against lyapunov's own right side
+@pytest.fixture
+def source_kernels(monkeypatch):
+    """The module's numba kernels as their Python source (py_func): the same formulas, without
+    compiling them from Python (~10 s on a cold cache: the engine compiles them in its drift,
+    which the slow tier runs, as it runs test_the_drift_is_the_lyapunov_equation compiled)."""
+    for name in ("moment_field", "affine_score", "basis", "spectrum"):
+        monkeypatch.setattr(rd, name, getattr(rd, name).py_func)
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_the_drift_is_the_lyapunov_equation(compiled, request):
+    # the engine's drift, integrated by scipy, against lyapunov's own right side
+    if not compiled:
+        request.getfixturevalue("source_kernels")
     T, times = 1.5, np.array([0.0, 0.5, 1.5])
     for noise, eps, error, start in [(1.0, 0.3, 0, "exact"), (0.0, 0.2, 1, "stationary"), (0.5, 0.1, 2, "exact")]:
         args = _args(T, noise, eps, error)
@@ -171,7 +183,7 @@ def test_the_shipped_sweep_meets_the_closed_forms(tmp_path):
         assert abs(float(point["w2_ode"].isel(time=-1)) - rd.w2(mu[-1], cov[-1], m, s)) < 1e-9
 
 
-def test_the_euler_maruyama_law_tends_to_the_lyapunov_solution_at_first_order():
+def test_the_euler_maruyama_law_tends_to_the_lyapunov_solution_at_first_order(source_kernels):
     # the exact law of the chain the engine runs, against the continuous moments: error O(dt)
     args, times = _args(2.0, 1.0, 0.1, 0), np.linspace(0.0, 1.0, 5)
     mu, cov = rd.lyapunov(2.0 * times, "exact", *args)
@@ -183,7 +195,7 @@ def test_the_euler_maruyama_law_tends_to_the_lyapunov_solution_at_first_order():
     assert np.all(np.abs(slopes - 1.0) < 0.05), slopes
 
 
-def test_without_noise_the_chain_is_its_affine_map():
+def test_without_noise_the_chain_is_its_affine_map(source_kernels):
     args, times = _args(1.0, 0.0, 0.3, 1), np.linspace(0.0, 1.0, 3)
     mu, cov, phi_mat, phi = rd.euler_law(times, 0.01, "stationary", *args)
     assert np.abs(mu - phi).max() < 1e-14  # from mu0 = 0
