@@ -19,7 +19,7 @@ from integrators.numba.abi import F1, F2, F3, NJIT
 from integrators.numba.jit import njit
 from integrators.numba.threads import over_members
 
-from ..numerics.vexp import exp_shifted_inplace, row_sum
+from ..numerics.vexp import exp_inplace, row_sum
 
 
 def _tokens(x) -> np.ndarray:
@@ -51,10 +51,10 @@ def _least(row):
     return m
 
 
-@njit(types.float64(F1, F1, types.int64[::1], types.float64, types.int64), **NJIT)
-def _exp_sum(g, w, bits, beta, n):
+@njit(types.float64(F1, F1, types.float64, types.int64), **NJIT)
+def _exp_sum(g, w, beta, n):
     """sum_ij e^{beta G_ij} from the upper triangle g of G (rows of n - i entries), as
-    e^shift sum e^{beta g - shift} with the largest exponent as shift; `w`, `bits`: scratch.
+    e^shift sum e^{beta g - shift} with the largest exponent as shift; `w`: scratch.
     n^2 at beta = 0 (the callers that pass 0 want no energy: no exps)."""
     if beta == 0.0:
         return float(n * n)
@@ -66,7 +66,7 @@ def _exp_sum(g, w, bits, beta, n):
             shift = w[a]
     if not math.isfinite(shift):
         return shift if shift != -np.inf else 0.0  # NaN or inf passes through
-    exp_shifted_inplace(w, shift, bits)
+    exp_inplace(w, shift)
     diagonal = 0.0
     at = 0
     for i in range(n):
@@ -76,14 +76,14 @@ def _exp_sum(g, w, bits, beta, n):
 
 
 @njit(
-    types.void(F2, types.float64, types.float64, types.boolean, F1, F1, types.int64[::1], F2, types.int64[::1], F1),
+    types.void(F2, types.float64, types.float64, types.boolean, F1, F1, F2, types.int64[::1], F1),
     **NJIT,
 )
-def _pair_pass(x, threshold, beta, join, g, w, bits, xt, parent, stats):
+def _pair_pass(x, threshold, beta, join, g, w, xt, parent, stats):
     """One configuration x (n, d): stats[:3] <- [pair fraction, min inner, sum_ij e^{beta G_ij}]
     and, if `join`, parent <- the clusters of {i ~ j : G_ij > threshold} (union-find, smallest
-    index; without `join` parent is left as it was). Scratch: g, w (n(n+1)/2 floats), bits
-    (as many int64), xt (d, n).
+    index; without `join` parent is left as it was). Scratch: g, w (n(n+1)/2 floats each), xt
+    (d, n).
     The upper triangle of G (diagonal included, row by row) is formed once; its exps go through
     the vectorised exp (:mod:`dyn.numerics.vexp`), shifted by their maximum."""
     n, d = x.shape
@@ -134,7 +134,7 @@ def _pair_pass(x, threshold, beta, join, g, w, bits, xt, parent, stats):
             parent[i] = _find(parent, i)
     stats[0] = close / pairs if pairs else 1.0
     stats[1] = lowest
-    stats[2] = _exp_sum(g, w, bits, beta, n)
+    stats[2] = _exp_sum(g, w, beta, n)
 
 
 @njit(inline="always", **NJIT)
@@ -267,10 +267,9 @@ def _pairs_kernel(x, threshold, beta, stats, labels, join):
     size = n * (n + 1) // 2
     g = np.empty(size)
     w = np.empty(size)
-    bits = np.empty(size, dtype=np.int64)
     xt = np.empty((d, n))
     for b in range(m):
-        _pair_pass(x[b], threshold, beta, join, g, w, bits, xt, labels[b], stats[b])
+        _pair_pass(x[b], threshold, beta, join, g, w, xt, labels[b], stats[b])
 
 
 def _pairs(x, delta: float, beta: float, join: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -424,7 +424,7 @@ def _masked_stats(x, q, row, work):
     """pair_row's statistics and clusters from bit masks (on the circle, no exps, n <=
     MASK_TOKENS): the labels' counts off the component masks, or the labels."""
     n = x.shape[0]
-    at = 3 * (n * (n + 1) // 2) + 2 * n
+    at = 2 * (n * (n + 1) // 2) + 2 * n
     tags = work[at + n : at + 4 * n].view(np.int64)
     lows = work[at + 4 * n : at + 5 * n + PAD]
     padded = work[at + 5 * n + PAD : at + 7 * n + 3 * PAD]
@@ -447,8 +447,8 @@ def _pair_stats(x, q, row, work, join, beta, field):
     n, d = x.shape
     size = n * (n + 1) // 2
     g = work[:size]
-    xt = work[3 * size : 3 * size + d * n].reshape((d, n))
-    parent = work[3 * size + d * n : 3 * size + d * n + n].view(np.int64)
+    xt = work[2 * size : 2 * size + d * n].reshape((d, n))
+    parent = work[2 * size + d * n : 2 * size + d * n + n].view(np.int64)
     w = work[size : 2 * size]
     if d == 2 and (beta == 0.0 or field):  # no exps: the rows, then the clusters
         row[0], row[1] = close_rows(x, q[THRESHOLD], xt, g, w)
@@ -456,8 +456,7 @@ def _pair_stats(x, q, row, work, join, beta, field):
         if join:
             join_rows(g, n, q[THRESHOLD], row[0] == 1.0, w, parent)
     else:
-        bits = work[2 * size : 3 * size].view(np.int64)
-        _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, bits, xt, parent, row)
+        _pair_pass(x, q[THRESHOLD], 0.0 if field else beta, join, g, w, xt, parent, row)
     if join and q[EARLY] != 0.0:  # the labels' counts in place of them
         early = q[EARLY]
         clusters = first = early_held = 0
@@ -482,7 +481,7 @@ def _clustered_columns(n, early):
 
 def work_size(n: int, d: int) -> int:
     """Scratch floats of :func:`pair_row` for n tokens of dimension d."""
-    return 3 * (n * (n + 1) // 2) + d * n + 7 * n + 3 * PAD
+    return 2 * (n * (n + 1) // 2) + d * n + 7 * n + 3 * PAD
 
 
 def pair_observer(

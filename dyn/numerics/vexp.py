@@ -148,13 +148,6 @@ def exp_inplace(w, shift):
         w[j] = (q * r + 1.0) * _float_of((_bits_of(k + _ROUND) + 1023) << 52)
 
 
-@njit(types.void(types.float64[::1], types.float64, types.int64[::1]), **NJIT)
-def exp_shifted_inplace(w, shift, bits):
-    """:func:`exp_inplace` for the callers that still hand over an int64 scratch (``bits`` is no
-    longer read; the same bits as the earlier three-pass form, which went through it)."""
-    exp_inplace(w, shift)
-
-
 @njit(types.float64(types.float64[::1]), **NJIT, fastmath=True)
 def row_max(w):
     """max_j w[j]. Full fastmath lets the reduction vectorize; a NaN in w may be missed here, but it

@@ -28,7 +28,7 @@ from integrators.numba.abi import F1, F2, FASTMATH, NJIT
 from integrators.numba.arrays import copy1
 from integrators.numba.jit import njit
 
-from ..numerics.vexp import exp_shifted_inplace, row_max, row_sum
+from ..numerics.vexp import exp_inplace, row_max, row_sum
 
 # A shifted row sum below this (or not finite) is recomputed with the row's exact maximum:
 # far above the smallest normal double, so the redone row keeps full relative precision.
@@ -37,11 +37,11 @@ TINY = 1e-200
 STORE_NONE, STORE_NORMALIZED, STORE_CURRENT = 0, 1, 2
 
 
-_PASS_SIG = types.float64(F2, F1, F1, F1, types.boolean, types.int64, F2, F1, types.int64[::1])
+_PASS_SIG = types.float64(F2, F1, F1, F1, types.boolean, types.int64, F2, F1)
 
 
 @njit(_PASS_SIG, **NJIT, fastmath=FASTMATH)
-def _normalize(S, other, pot, new, first, store, P, w, bits):
+def _normalize(S, other, pot, new, first, store, P, w):
     """One normalization of the rows of exp(S_ij + pot_i + other_j): new_i = -log sum_j exp(S_ij + other_j).
 
     Returns max_i |r_i - 1|, r_i the row sums before the pass (meaningless when ``first``).
@@ -56,13 +56,13 @@ def _normalize(S, other, pot, new, first, store, P, w, bits):
         for j in range(m):
             buf[j] = row[j] + other[j]
         shift = row_max(buf) if first else -pot[i]
-        exp_shifted_inplace(buf, shift, bits)
+        exp_inplace(buf, shift)
         z = row_sum(buf)
         if not (TINY <= z <= 1e300):  # underflow, or a NaN: redo with the exact maximum
             for j in range(m):
                 buf[j] = row[j] + other[j]
             shift = row_max(buf)
-            exp_shifted_inplace(buf, shift, bits)
+            exp_inplace(buf, shift)
             z = row_sum(buf)
         back = math.exp(shift + pot[i])  # row sum before the pass = z * back
         e = abs(z * back - 1.0)
@@ -93,7 +93,6 @@ def sinkhorn_kernel(S, ST, iterations, tol, f, g, P, errors):
     """
     n = S.shape[0]
     w = np.empty(n)
-    bits = np.empty(n, dtype=np.int64)
     new = np.empty(n)
     f[:] = 0.0
     g[:] = 0.0
@@ -109,9 +108,9 @@ def sinkhorn_kernel(S, ST, iterations, tol, f, g, P, errors):
             store = STORE_NONE
         rows = k % 2 == 1
         if rows:
-            err = _normalize(S, g, f, new, k == 1, store, P, w, bits)
+            err = _normalize(S, g, f, new, k == 1, store, P, w)
         else:
-            err = _normalize(ST, f, g, new, False, store, P, w, bits)
+            err = _normalize(ST, f, g, new, False, store, P, w)
         if 2 <= k <= errors.shape[0] + 1:
             errors[k - 2] = err
         if k >= 2 and stop_on_tol and err <= tol:
@@ -141,7 +140,6 @@ def symmetric_kernel(S, passes, tol, f, P, errors):
     made; P <- K, f <- its potential. ``errors[k]``: max |row sum - 1| of the plan after k passes.
     """
     n = S.shape[0]
-    bits = np.empty(n, dtype=np.int64)
     new = np.empty(n)
     f[:] = 0.0
     errors[:] = np.nan
@@ -153,7 +151,7 @@ def symmetric_kernel(S, passes, tol, f, P, errors):
             for j in range(n):
                 buf[j] = row[j] + f[j]
             shift = row_max(buf)  # no free bound here: rows of the current plan are not normalized
-            exp_shifted_inplace(buf, shift, bits)
+            exp_inplace(buf, shift)
             z = row_sum(buf)
             back = math.exp(shift + f[i])
             e = abs(z * back - 1.0)
