@@ -11,6 +11,12 @@ and dropped: an interrupt that lands there would be swallowed, and the run would
 signal came, a timer raises it again every RETRY_SECONDS until the exception is seen unwinding
 (it is then the exception being handled, which `sys.exc_info` shows, also in `finally` blocks
 and `__exit__` methods, so cleanup is never interrupted twice).
+
+No exception is raised while llvmlite's code is on the stack (:func:`under_llvm`): LLVM calls
+back into Python through ctypes while numba loads a kernel from its cache (the object cache's
+buffer), and an exception raised in such a callback is dropped by ctypes with the buffer half
+made, after which LLVM reads garbage and the process dies of a segmentation fault. The timer's
+next tick raises the interrupt once the stack has left llvmlite.
 """
 
 from __future__ import annotations
@@ -46,6 +52,17 @@ def exit_status(exc: KeyboardInterrupt) -> int:
     return exc.exit_status if isinstance(exc, Interrupted) else 128 + int(signal.SIGINT)
 
 
+def under_llvm(frame) -> bool:
+    """Whether a frame of llvmlite's is on the stack that ends at `frame` (the frame a signal
+    handler interrupted): LLVM may be calling back into Python there, where an exception is
+    dropped and leaves LLVM's state half made (see the module doc)."""
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith("llvmlite."):
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Within the block, SIGINT, SIGTERM and SIGHUP raise Interrupted (and again, until it is
@@ -56,18 +73,18 @@ def stop_on_signals() -> Iterator[None]:
         return
     came: list[int] = []
 
-    def unwinding() -> bool:
-        return isinstance(sys.exc_info()[1], KeyboardInterrupt)
+    def may_raise(frame) -> bool:
+        return not isinstance(sys.exc_info()[1], KeyboardInterrupt) and not under_llvm(frame)
 
     def on_signal(signum, frame):
         if not came:
             came.append(signum)
             signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS, RETRY_SECONDS)
-        if not unwinding():
+        if may_raise(frame):
             raise Interrupted(came[0])
 
     def on_retry(signum, frame):
-        if came and not unwinding():
+        if came and may_raise(frame):
             raise Interrupted(came[0])
 
     before = {s: signal.signal(s, on_signal) for s in SIGNALS}
