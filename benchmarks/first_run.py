@@ -10,13 +10,13 @@ It prints the three times, the cold/warm ratio (target: at most 1.5) and the com
 ``--repeat N`` runs N cold-warm pairs and reports the median ratio.
 
 ``--compare BEFORE AFTER`` measures two checkouts side by side instead (each run's
-``PYTHONPATH`` is its tree, each pair with an empty numba cache of its own): the pairs
-interleaved B A B A ... (``--repeat`` rounds), each run's wall seconds and CPU seconds (the
-process and the children it waited for: the steadier measure on a shared machine), then a table
-of the medians, before against after.
+``PYTHONPATH`` is its tree, each round with an empty numba cache of its own): the rounds
+interleaved B A B A ... (``--repeat`` rounds of one cold run and ``--warm`` warm ones), each
+run's wall seconds and CPU seconds (the process and the children it waited for: the steadier
+measure on a shared machine), then a table of the medians, before against after.
 
     python benchmarks/first_run.py [scenario] [--set KEY=VALUE ...] [--repeat N]
-    python benchmarks/first_run.py --compare /work/main . --set ensemble.runs=32 --repeat 2
+    python benchmarks/first_run.py --compare ../before . --repeat 3 --warm 3
 
 The default is the main job (attention_clusters); `--set ensemble.runs=32` shrinks it.
 """
@@ -66,8 +66,9 @@ def timed_cpu(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def compare(trees: list[str], scenario: str, sets: list[str], rounds: int) -> None:
-    """Cold and warm runs of two checkouts, interleaved; the table of their medians."""
+def compare(trees: list[str], scenario: str, sets: list[str], rounds: int, warm: int = 1) -> None:
+    """Cold and warm runs of two checkouts, interleaved (each round: one cold run on an empty
+    cache, then `warm` runs on the cache it filled); the table of their medians."""
     names = ("before", "after")
     found = {name: {"cold": [], "warm": []} for name in names}
     order = [(name, tree) for _ in range(rounds) for name, tree in reversed(list(zip(names, trees, strict=True)))]
@@ -76,16 +77,16 @@ def compare(trees: list[str], scenario: str, sets: list[str], rounds: int) -> No
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba"), "PYTHONPATH": str(tree)}
             run = [sys.executable, "-m", "dyn", "run", str(tree / scenario), "--no-progress", *sets, "--out"]
-            for kind in ("cold", "warm"):
-                wall, cpu = timed_cpu(run + [str(Path(tmp) / f"{kind}.h5")], env, tree)
+            for k, kind in enumerate(("cold",) + ("warm",) * warm):
+                wall, cpu = timed_cpu(run + [str(Path(tmp) / f"{kind}{k}.h5")], env, tree)
                 found[name][kind].append((wall, cpu))
                 print(f"  {name:6} {kind}  wall {wall:6.1f} s  CPU {cpu:6.1f} s   ({tree})", flush=True)
-    print(f"\n  median of {rounds}      before wall  after wall   ratio   before CPU  after CPU   ratio")
+    print("\n  median              before wall  after wall   ratio   before CPU  after CPU   ratio   runs")
     for kind in ("cold", "warm"):
         b, a = (np.median(np.array(found[n][kind]), axis=0) for n in names)
         print(
             f"  {kind} run        {b[0]:9.1f} s {a[0]:9.1f} s {a[0] / b[0]:7.2f}  "
-            f"{b[1]:9.1f} s {a[1]:9.1f} s {a[1] / b[1]:7.2f}"
+            f"{b[1]:9.1f} s {a[1]:9.1f} s {a[1] / b[1]:7.2f}   {len(found['after'][kind])} each"
         )
 
 
@@ -99,6 +100,13 @@ def main(argv=None) -> int:
         default=1,
         help="cold-warm pairs, one after the other (this machine's speed drifts "
         "by tens of percent: compare within a pair, report the median)",
+    )
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=1,
+        help="with --compare: warm runs per round, each a new process on the round's cache "
+        "(a warm run varies by tens of percent here: more of them narrow its median)",
     )
     parser.add_argument(
         "--compare",
@@ -120,7 +128,7 @@ def main(argv=None) -> int:
     sets = [a for s in args.set for a in ("--set", s)]
     print(f"{args.scenario} {' '.join(args.set)}")
     if args.compare:
-        compare(args.compare, args.scenario, sets, args.repeat)
+        compare(args.compare, args.scenario, sets, args.repeat, args.warm)
         return 0
     pairs = []
     for _ in range(args.repeat):
